@@ -1,0 +1,46 @@
+"""GSM8K rule reward: 1.0 when the policy's final number equals the reference, else 0.0.
+
+* ``mode="strict"`` (default): the number right after the last ``#### `` in the response.
+* ``mode="flexible"``: the last number anywhere in the response.
+
+Numbers compare numerically after removing ``$``, thousands commas and one trailing period
+(``18.00`` == ``18``, ``1,234`` == ``1234``, ``-3`` works). The ground truth may be a number
+(string or numeric) or a full GSM8K solution ending in ``#### N``.
+
+Returned keys, always the same and in this order: ``score``, ``acc``, ``format_ok`` (1.0 when a
+number was found by the chosen mode).
+"""
+
+from __future__ import annotations
+
+from reward_fns.parse import hash_answer, last_number, normalize_number
+
+MODES = ("strict", "flexible")
+
+
+def reference_number(ground_truth: object):
+    """The reference as a Decimal from a number or a ``... #### N`` solution; ValueError if neither."""
+    value = normalize_number(ground_truth)
+    if value is None and isinstance(ground_truth, str):
+        value = normalize_number(hash_answer(ground_truth))
+    if value is None:
+        raise ValueError(f"GSM8K ground truth is not a number or a '#### N' solution: {ground_truth!r}")
+    return value
+
+
+def extract_answer(solution_str: object, mode: str = "strict"):
+    """The policy's answer as a Decimal, or None when the chosen mode finds no number."""
+    if mode == "strict":
+        return normalize_number(hash_answer(solution_str))
+    if mode == "flexible":
+        return normalize_number(last_number(solution_str))
+    raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+
+
+def compute_score(data_source=None, solution_str="", ground_truth=None, extra_info=None, mode: str = "strict", **kwargs) -> dict:
+    ref = reference_number(ground_truth)
+    pred = extract_answer(solution_str, mode)
+    if pred is None:
+        return {"score": 0.0, "acc": 0.0, "format_ok": 0.0}
+    correct = 1.0 if pred == ref else 0.0
+    return {"score": correct, "acc": correct, "format_ok": 1.0}

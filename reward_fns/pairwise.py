@@ -1,0 +1,39 @@
+"""Pairwise judge reward: the judge writes ``<think>...</think><better>A|B</better>``.
+
+1.0 for the right letter, 0.0 for the wrong one; malformed output (``tie``, ``A or B``,
+``Assistant B``, two verdicts, no verdict, unclosed think) earns ``format_penalty`` (default -1.0,
+must be < 0). The letter is case-insensitive and whitespace-trimmed.
+
+Returned keys, always the same and in this order: ``score``, ``acc``, ``pred_a`` (1.0 when the
+verdict is A, so its mean is the A-share), ``label_a`` (1.0 when the label is A), ``format_ok``.
+"""
+
+from __future__ import annotations
+
+from reward_fns._labels import choice_label
+from reward_fns.parse import parse_choice
+from reward_fns.pointwise import DEFAULT_FORMAT_PENALTY, check_penalty
+
+
+def compute_score(
+    data_source=None,
+    solution_str="",
+    ground_truth=None,
+    extra_info=None,
+    format_penalty: float = DEFAULT_FORMAT_PENALTY,
+    **kwargs,
+) -> dict:
+    penalty = check_penalty(format_penalty)
+    label = choice_label(ground_truth)
+    label_a = 1.0 if label == "A" else 0.0
+    parsed = parse_choice(solution_str)
+    if not parsed.ok:
+        return {"score": penalty, "acc": 0.0, "pred_a": 0.0, "label_a": label_a, "format_ok": 0.0}
+    correct = 1.0 if parsed.value == label else 0.0
+    return {
+        "score": correct,
+        "acc": correct,
+        "pred_a": 1.0 if parsed.value == "A" else 0.0,
+        "label_a": label_a,
+        "format_ok": 1.0,
+    }

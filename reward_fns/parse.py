@@ -1,0 +1,175 @@
+"""The one tag/answer parser shared by every reward, judge reward and evaluator.
+
+Rules (identical everywhere):
+
+1. Complete ``<think>...</think>`` blocks are removed first (non-greedy, so two blocks are two
+   removals). A ``<think>`` that is still present afterwards was never closed: there is no answer.
+2. After that, the answer tag must appear exactly once: one ``<tag>`` and one ``</tag>``, in that
+   order. Zero is "missing", two or more is "multiple" (a hedge such as
+   ``<better>A</better><better>B</better>`` earns nothing).
+3. The content between the tags is validated by the caller's value rule (``parse_score``,
+   ``parse_choice``); anything else is "bad_value".
+
+Every function here is total: any ``str`` (or even a non-string) input returns a ``Parsed``
+and never raises. Parsing is linear-time regex work, safe on megabyte inputs.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+__all__ = [
+    "Parsed",
+    "strip_think",
+    "extract_tag",
+    "parse_score",
+    "parse_choice",
+    "normalize_number",
+    "numbers_equal",
+    "last_number",
+    "hash_answer",
+]
+
+OK = "ok"
+NOT_TEXT = "not_text"
+UNCLOSED_THINK = "unclosed_think"
+MISSING = "missing_tag"
+MULTIPLE = "multiple_tags"
+BAD_VALUE = "bad_value"
+
+_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL)
+_TAG_CACHE: dict[str, tuple[str, str, re.Pattern]] = {}
+_SCORE_VALUE = re.compile(r"\s*([0-4])\s*", re.ASCII)
+_NUMBER = re.compile(r"-?[$]?\d[\d,]*(?:\.\d+)?|-?[$]?\.\d+", re.ASCII)
+_HASH_ANSWER = re.compile(r"####[ \t]*(\S*)")
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """Outcome of parsing one model output.
+
+    ``ok`` is True only for a well-formed answer; ``value`` is then the parsed value (an int for
+    scores, ``"A"``/``"B"`` for choices, the raw inner text for ``extract_tag``). ``reason`` is one
+    of ``ok``, ``not_text``, ``unclosed_think``, ``missing_tag``, ``multiple_tags``, ``bad_value``.
+    """
+
+    ok: bool
+    value: object
+    reason: str
+
+
+def strip_think(text: str) -> str | None:
+    """Remove complete ``<think>...</think>`` blocks; ``None`` if a ``<think>`` is left unclosed."""
+    if "<think>" not in text:
+        return text
+    out = _THINK_BLOCK.sub("", text)
+    if "<think>" in out:
+        return None
+    return out
+
+
+def _tag_patterns(tag: str) -> tuple[str, str, re.Pattern]:
+    pats = _TAG_CACHE.get(tag)
+    if pats is None:
+        open_, close = f"<{tag}>", f"</{tag}>"
+        pats = (open_, close, re.compile(re.escape(open_) + r"(.*?)" + re.escape(close), re.DOTALL))
+        _TAG_CACHE[tag] = pats
+    return pats
+
+
+def extract_tag(text: object, tag: str) -> Parsed:
+    """Return the inner text of the single ``<tag>...</tag>`` outside think blocks."""
+    if not isinstance(text, str):
+        return Parsed(False, None, NOT_TEXT)
+    body = strip_think(text)
+    if body is None:
+        return Parsed(False, None, UNCLOSED_THINK)
+    open_, close, pattern = _tag_patterns(tag)
+    n_open, n_close = body.count(open_), body.count(close)
+    if n_open == 0 and n_close == 0:
+        return Parsed(False, None, MISSING)
+    if n_open > 1 or n_close > 1:
+        return Parsed(False, None, MULTIPLE)
+    m = pattern.search(body)
+    if m is None:  # one opening and one closing tag, but out of order or one of them absent
+        return Parsed(False, None, MISSING)
+    return Parsed(True, m.group(1), OK)
+
+
+def parse_score(text: object, tag: str = "score", lo: int = 0, hi: int = 4) -> Parsed:
+    """Parse ``<score>N</score>`` with N an integer in ``[lo, hi]`` (ASCII digit, whitespace allowed)."""
+    p = extract_tag(text, tag)
+    if not p.ok:
+        return p
+    m = _SCORE_VALUE.fullmatch(p.value)
+    if m is None:
+        return Parsed(False, None, BAD_VALUE)
+    v = int(m.group(1))
+    if not lo <= v <= hi:
+        return Parsed(False, None, BAD_VALUE)
+    return Parsed(True, v, OK)
+
+
+def parse_choice(text: object, tag: str = "better", choices: tuple[str, ...] = ("A", "B")) -> Parsed:
+    """Parse ``<better>X</better>`` with X one of ``choices`` (case-insensitive, trimmed)."""
+    p = extract_tag(text, tag)
+    if not p.ok:
+        return p
+    v = p.value.strip().upper()
+    if v not in choices:
+        return Parsed(False, None, BAD_VALUE)
+    return Parsed(True, v, OK)
+
+
+def normalize_number(s: object) -> Decimal | None:
+    """Turn ``"$1,234.00."``, ``"-18"``, ``"18.00"`` into a Decimal; ``None`` if not a number.
+
+    Removes ``$``, thousands commas, surrounding whitespace and one trailing period. Only plain
+    decimal notation is accepted (no exponents, fractions, NaN or infinity).
+    """
+    if isinstance(s, bool):
+        return None
+    if isinstance(s, int):
+        return Decimal(s)
+    if isinstance(s, float):
+        return Decimal(repr(s)) if s == s and abs(s) != float("inf") else None
+    if not isinstance(s, str):
+        return None
+    t = s.strip().replace(",", "").replace("$", "")
+    if t.endswith("."):
+        t = t[:-1]
+    if not re.fullmatch(r"-?(?:\d+(?:\.\d*)?|\.\d+)", t, re.ASCII):
+        return None
+    try:
+        return Decimal(t)
+    except InvalidOperation:  # pragma: no cover - the regex admits only valid literals
+        return None
+
+
+def numbers_equal(a: object, b: object) -> bool:
+    """Numeric equality after ``normalize_number`` on both sides; False if either is not a number."""
+    x, y = normalize_number(a), normalize_number(b)
+    return x is not None and y is not None and x == y
+
+
+def last_number(text: object) -> str | None:
+    """The last number-looking token in ``text`` (GSM8K "flexible" extraction), or ``None``."""
+    if not isinstance(text, str):
+        return None
+    found = None
+    for found in _NUMBER.finditer(text):
+        pass
+    return found.group(0) if found is not None else None
+
+
+def hash_answer(text: object) -> str | None:
+    """The token right after the last ``####`` on its line (GSM8K "strict"), or ``None``.
+
+    The token is returned raw (``"$1,234."``); ``normalize_number`` decides whether it is a number.
+    """
+    if not isinstance(text, str) or "####" not in text:
+        return None
+    m = _HASH_ANSWER.match(text, text.rfind("####"))
+    return (m.group(1) or None) if m else None

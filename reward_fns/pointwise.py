@@ -1,0 +1,58 @@
+"""Pointwise judge reward: the judge writes ``<think>...</think><score>N</score>`` with N in 0-4.
+
+Reward for a well-formed answer ``pred`` against ``label``:
+
+* label 0 or 1 (a bad response): 1.0 on an exact match, else 0.0. A judge must not earn partial
+  credit for calling garbage "fine" (OpenJudge's cookbook did).
+* label 2, 3 or 4: ``1 - |pred - label| / 4`` (so in [0.5, 1.0] for label 2, [0.25, 1.0] for 4).
+
+Malformed output (see ``reward_fns.parse``) earns ``format_penalty`` (default -1.0), which must be
+below 0.0, the lowest reward of any well-formed answer.
+
+Returned keys, always the same and in this order: ``score``, ``acc`` (1.0 on exact match),
+``pred`` (the parsed score, -1 when malformed), ``label``, ``format_ok`` (1.0/0.0).
+"""
+
+from __future__ import annotations
+
+from reward_fns._labels import score_label
+from reward_fns.parse import parse_score
+
+DEFAULT_FORMAT_PENALTY = -1.0
+
+
+def score_reward(pred: int, label: int) -> float:
+    """Reward of a well-formed prediction (see module docstring)."""
+    if label <= 1:
+        return 1.0 if pred == label else 0.0
+    return 1.0 - abs(pred - label) / 4.0
+
+
+def check_penalty(format_penalty: float) -> float:
+    penalty = float(format_penalty)
+    if not penalty < 0.0:
+        raise ValueError(f"format_penalty must be < 0 (below every well-formed reward), got {format_penalty!r}")
+    return penalty
+
+
+def compute_score(
+    data_source=None,
+    solution_str="",
+    ground_truth=None,
+    extra_info=None,
+    format_penalty: float = DEFAULT_FORMAT_PENALTY,
+    **kwargs,
+) -> dict:
+    penalty = check_penalty(format_penalty)
+    label = score_label(ground_truth)
+    parsed = parse_score(solution_str)
+    if not parsed.ok:
+        return {"score": penalty, "acc": 0.0, "pred": -1, "label": label, "format_ok": 0.0}
+    pred = parsed.value
+    return {
+        "score": score_reward(pred, label),
+        "acc": 1.0 if pred == label else 0.0,
+        "pred": pred,
+        "label": label,
+        "format_ok": 1.0,
+    }

@@ -1,0 +1,87 @@
+"""Versioned prompt templates.
+
+Each template is a file ``<name>.<version>.txt`` in this folder with a ``<<<system>>>`` section
+(optional) and a ``<<<user>>>`` section. Placeholders are ``${field}`` (``string.Template``); values
+are inserted verbatim and never re-parsed, so user text containing ``$`` or braces is safe. A
+template names its own version, which data prep writes into ``extra_info.prompt_version`` so a
+dataset always says which prompt produced it.
+
+``neutralize(text, tags)`` defuses look-alike verdict tags (``<score>``, ``</response>`` ...) inside
+untrusted text before it is placed in a prompt: ``<score>`` becomes ``‹score›`` so no parser,
+ours or the judge's, can read it as a verdict or as a closing delimiter.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import string
+from dataclasses import dataclass
+from functools import lru_cache
+
+PROMPT_DIR = os.path.dirname(os.path.abspath(__file__))
+_SECTION = re.compile(r"^<<<(system|user)>>>[ \t]*\n", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    name: str
+    version: str
+    system: str | None
+    user: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.name}.{self.version}"
+
+    def fields(self) -> set[str]:
+        found = set()
+        for part in (self.system or "", self.user):
+            for m in string.Template.pattern.finditer(part):
+                name = m.group("named") or m.group("braced")
+                if name:
+                    found.add(name)
+        return found
+
+    def render(self, **values: str) -> list[dict]:
+        """Chat messages for ``values``; KeyError names any missing field, extra fields are an error too."""
+        missing = self.fields() - values.keys()
+        extra = values.keys() - self.fields()
+        if missing or extra:
+            raise KeyError(f"template {self.id}: missing fields {sorted(missing)}, unexpected {sorted(extra)}")
+        msgs = []
+        if self.system:
+            msgs.append({"role": "system", "content": string.Template(self.system).substitute(values)})
+        msgs.append({"role": "user", "content": string.Template(self.user).substitute(values)})
+        return msgs
+
+
+@lru_cache(maxsize=None)
+def load(name: str, version: str = "v1") -> PromptTemplate:
+    path = os.path.join(PROMPT_DIR, f"{name}.{version}.txt")
+    if not os.path.exists(path):
+        avail = sorted(f[:-4] for f in os.listdir(PROMPT_DIR) if f.endswith(".txt"))
+        raise FileNotFoundError(f"no prompt template {name}.{version} in {PROMPT_DIR}; available: {avail}")
+    text = open(path, encoding="utf-8").read()
+    parts = _SECTION.split(text)
+    sections: dict[str, str] = {}
+    for i in range(1, len(parts) - 1, 2):
+        sections[parts[i]] = parts[i + 1].strip("\n")
+    if "user" not in sections:
+        raise ValueError(f"{path}: needs a <<<user>>> section")
+    return PromptTemplate(name, version, sections.get("system"), sections["user"])
+
+
+_TAG_LIKE = re.compile(r"<(/?)\s*([A-Za-z_][\w-]*)\s*>")
+
+
+def neutralize(text: str, tags: tuple[str, ...]) -> str:
+    """Replace ``<tag>``/``</tag>`` (any case, inner spaces) for ``tags`` with ``‹tag›``/``‹/tag›``."""
+    wanted = {t.lower() for t in tags}
+
+    def repl(m: re.Match) -> str:
+        if m.group(2).lower() in wanted:
+            return f"\u2039{m.group(1)}{m.group(2)}\u203a"
+        return m.group(0)
+
+    return _TAG_LIKE.sub(repl, text)
