@@ -1,0 +1,106 @@
+"""GSM8K -> verl policy parquet (the GSM8K GRPO recipe; rule reward or LLM-judge reward).
+
+Input rows: ``question`` and ``answer`` (worked solution ending ``#### <number>``), from local JSONL
+or the hub (``openai/gsm8k`` config ``main``). Each output row's prompt is the ``gsm8k_policy``
+template (the question plus the instruction to end with ``#### <number>``); ``reward_model.
+ground_truth`` is the final number as a string (commas removed); ``extra_info`` carries ``question``
+and ``answer`` (the full reference solution, as in verl's own GSM8K prep) so an LLM judge sees them.
+
+    python -m data_prep.gsm8k --out data/gsm8k                       # from the hub
+    python -m data_prep.gsm8k --out data/gsm8k --train train.jsonl --test test.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping
+
+import pyarrow as pa
+
+from data_prep.common import (
+    BadRow, HFPreset, Stats, Unit, Draft, add_common_args, cli, finish, load_exclusion, make_gate,
+    make_rows, read_units, require_str, resolve_sources, row_schema, stable_hash, write_parquet,
+)
+from reward_fns.parse import hash_answer, normalize_number
+from reward_fns.prompts import load
+
+PROG = "data_prep.gsm8k"
+DATA_SOURCE = "openai/gsm8k"
+TEMPLATE = "gsm8k_policy"
+DEFAULT_MAX_LEN = 512
+PRESETS = {"gsm8k": HFPreset(path="openai/gsm8k", name="main", help="openai/gsm8k main")}
+TEXT_FIELDS = ("question",)
+SCHEMA_EXTRA = [
+    ("question", pa.string()),
+    ("answer", pa.string()),
+    ("prompt_version", pa.string()),
+    ("source_row", pa.int64()),
+    ("truncated", pa.string()),
+]
+
+
+def gsm8k_fields(row: Mapping) -> tuple[str, str, str]:
+    """(question, full answer, final number string) of a GSM8K row; BadRow names the bad field."""
+    question = require_str(row, "question")
+    answer = require_str(row, "answer")
+    token = hash_answer(answer)
+    if token is None:
+        raise BadRow("answer", "no final answer '#### <number>'", reason="bad_value")
+    number = token.replace(",", "").replace("$", "")
+    if number.endswith("."):
+        number = number[:-1]
+    if normalize_number(number) is None:
+        raise BadRow("answer", f"final answer {token!r} after '####' is not a number", reason="bad_value")
+    return question, answer, number
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"python -m {PROG}", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common_args(p, default_max_len=DEFAULT_MAX_LEN, text_fields=TEXT_FIELDS, presets=PRESETS, default_preset="gsm8k")
+    return p
+
+
+def run(argv: list[str] | None = None) -> dict:
+    args = build_parser().parse_args(argv)
+    template = load(TEMPLATE, args.prompt_version)
+    gate = make_gate(args)
+    exclude = load_exclusion(args.exclude)
+    schema = row_schema(pa.string(), SCHEMA_EXTRA)
+    all_stats = []
+
+    def to_units(row, n):
+        q, a, num = gsm8k_fields(row)
+        return [Unit(row=n, fields={"question": q}, meta={"answer": a, "number": num},
+                     key=stable_hash(q, a), query=q)]
+
+    def build(u: Unit, fields: dict) -> list[Draft]:
+        return [Draft(
+            messages=template.render(question=fields["question"]),
+            ground_truth=u.meta["number"],
+            extra_info={"question": fields["question"], "answer": u.meta["answer"],
+                        "prompt_version": template.id, "source_row": u.row},
+        )]
+
+    for split, source in resolve_sources(args, PRESETS, "gsm8k"):
+        st = Stats(split=split, source=source.name, max_len=gate.max_len)
+        units = read_units(source, to_units, st, on_bad_row=args.on_bad_row, progress=not args.no_progress, exclude=exclude)
+        st.items = len(units)
+        accepted = gate.apply(units, build, st, progress=not args.no_progress)
+        rows = make_rows(((d, names) for _u, ds, names in accepted for d in ds), split=split,
+                         data_source=args.data_source or DATA_SOURCE, ability="math", schema=schema)
+        st.path = os.path.join(args.out, f"{split}.parquet")
+        write_parquet(rows, st.path, schema)
+        st.written = len(rows)
+        all_stats.append(st)
+    return finish(PROG, all_stats, args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli(run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

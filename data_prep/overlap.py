@@ -1,0 +1,146 @@
+"""Contamination check: overlap of prompt/query text between a training file and evaluation files.
+
+For every training row the query text is taken (``extra_info.query``/``question`` of our parquet
+outputs, else ``query``/``question``/``problem``/``prompt``/OpenJudge ``input``/hh-rlhf ``chosen``
+prefix -- see ``data_prep.common.query_text``) and compared with every evaluation file:
+
+* **exact**: identical text (leading/trailing whitespace ignored);
+* **normalized**: identical after NFKC, lowercasing, stripping punctuation and collapsing whitespace
+  (a superset of exact).
+
+The report gives counts (training rows that overlap, distinct overlapping texts) and examples, plus
+duplicates inside the training file. ``--fail-on-overlap`` exits with status 1 when any normalized
+overlap is found (for CI). To remove overlapping rows, rerun the converter with ``--exclude``.
+
+    python -m data_prep.overlap --train data/pairs/train.parquet --eval data/pairs/test.parquet rb2.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections import Counter
+
+from data_prep.common import DataError, InvalidRow, local_source, normalize_text, query_text
+
+PROG = "data_prep.overlap"
+
+
+def _queries(path: str, progress: bool) -> tuple[list[tuple[int, str]], int]:
+    from tqdm import tqdm
+
+    src = local_source([path])
+    out, missing = [], 0
+    for _loc, n, row in tqdm(src.rows(), total=src.total, desc=os.path.basename(path), unit="row",
+                             disable=not progress, file=sys.stderr, leave=False):
+        q = None if isinstance(row, InvalidRow) else query_text(row)
+        if q is None:
+            missing += 1
+        else:
+            out.append((n, q))
+    return out, missing
+
+
+def _snippet(text: str, n: int = 120) -> str:
+    t = " ".join(text.split())
+    return t if len(t) <= n else t[: n - 3] + "..."
+
+
+def overlap_report(train: str, evals: list[str], examples: int = 5, progress: bool = False) -> dict:
+    tq, tmiss = _queries(train, progress)
+    exact_counts = Counter(q.strip() for _, q in tq)
+    norm_counts = Counter(normalize_text(q) for _, q in tq)
+    report = {
+        "train": train,
+        "train_rows": len(tq) + tmiss,
+        "train_rows_without_query": tmiss,
+        "train_duplicates_exact": sum(c - 1 for c in exact_counts.values()),
+        "train_duplicates_normalized": sum(c - 1 for c in norm_counts.values()),
+        "evals": [],
+    }
+    for ev in evals:
+        eq, emiss = _queries(ev, progress)
+        exact = {}
+        norm = {}
+        for n, q in eq:
+            exact.setdefault(q.strip(), n)
+            norm.setdefault(normalize_text(q), n)
+        ex_rows, no_rows, ex_texts, no_texts, samples = 0, 0, set(), set(), []
+        for n, q in tq:
+            k = normalize_text(q)
+            if k not in norm:
+                continue
+            no_rows += 1
+            no_texts.add(k)
+            is_exact = q.strip() in exact
+            if is_exact:
+                ex_rows += 1
+                ex_texts.add(q.strip())
+            if len(samples) < examples:
+                samples.append({"train_row": n, "eval_row": norm[k], "match": "exact" if is_exact else "normalized",
+                                "text": _snippet(q)})
+        report["evals"].append({
+            "eval": ev,
+            "eval_rows": len(eq) + emiss,
+            "eval_rows_without_query": emiss,
+            "exact_train_rows": ex_rows,
+            "exact_distinct": len(ex_texts),
+            "normalized_train_rows": no_rows,
+            "normalized_distinct": len(no_texts),
+            "examples": samples,
+        })
+    report["any_overlap"] = any(e["normalized_train_rows"] for e in report["evals"])
+    return report
+
+
+def format_report(r: dict) -> str:
+    lines = [f"== {PROG}: train {r['train']}: {r['train_rows']} rows"
+             f" ({r['train_rows_without_query']} without query text);"
+             f" duplicates inside: {r['train_duplicates_exact']} exact, {r['train_duplicates_normalized']} normalized"]
+    for e in r["evals"]:
+        lines.append(f"  vs {e['eval']} ({e['eval_rows']} rows, {e['eval_rows_without_query']} without query text)")
+        lines.append(f"    exact overlap       {e['exact_train_rows']} train rows ({e['exact_distinct']} distinct texts)")
+        lines.append(f"    normalized overlap  {e['normalized_train_rows']} train rows ({e['normalized_distinct']} distinct texts)")
+        for s in e["examples"]:
+            lines.append(f"      train row {s['train_row']} = eval row {s['eval_row']} [{s['match']}]: {s['text']}")
+    lines.append("  result: " + ("OVERLAP FOUND (remove it with --exclude)" if r["any_overlap"] else "no overlap"))
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"python -m {PROG}", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--train", required=True, metavar="FILE", help="training file (.jsonl[.gz], .json, .parquet)")
+    p.add_argument("--eval", required=True, nargs="+", metavar="FILE", help="evaluation file(s)")
+    p.add_argument("--examples", type=int, default=5, help="examples listed per evaluation file (default 5)")
+    p.add_argument("--fail-on-overlap", action="store_true", help="exit with status 1 if any overlap is found")
+    p.add_argument("--summary-json", metavar="FILE", help="also write the report as JSON")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    return p
+
+
+def run(argv: list[str] | None = None) -> dict:
+    args = build_parser().parse_args(argv)
+    report = overlap_report(args.train, args.eval, args.examples, progress=not args.no_progress)
+    print(format_report(report), flush=True)
+    if args.summary_json:
+        with open(args.summary_json, "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=2, sort_keys=True)
+            f.write("\n")
+    report["fail"] = bool(args.fail_on_overlap and report["any_overlap"])
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        report = run(argv)
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 1 if report["fail"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,231 @@
+"""Judge data, pairwise: (query, chosen, rejected) -> A/B-balanced verl parquet for the pairwise recipe.
+
+Input schemas (``--format auto`` picks one from the first row's keys):
+
+* ``openjudge``: OpenJudge's pairwise parquet (``agentscope-ai/OpenJudge``, ``train_rm/grpo/pairwise``):
+  ``input`` (chat messages), ``output`` = two ``{"answer": {"content", "label": {"preference": "A"|"B"}}}``.
+  Ties are skipped and counted.
+* ``hh-rlhf``: ``chosen``/``rejected`` full transcripts (``\\n\\nHuman: ... \\n\\nAssistant: ...``); the
+  conversation before the last Assistant turn is the query (it must be the same in both), the last
+  Assistant turns are the two responses (hub: ``Anthropic/hh-rlhf``, e.g. ``data_dir=harmless-base``).
+* ``generic``: JSONL ``query``, ``chosen``, ``rejected``.
+
+Every pair is written in both orders (``--orders 2``, default; the two rows are adjacent and share
+``extra_info.pair_id``), so labels are exactly 50% A / 50% B; ``--orders 1`` writes one order per pair,
+chosen by ``--seed`` so that A and B differ by at most one. Both orders of a pair pass the length gate
+together (and share any truncation), so the balance holds after filtering too.
+
+    python -m data_prep.pairwise --out data/hh_harmless --hf hh-rlhf-harmless --on-bad-row skip
+    python -m data_prep.pairwise --out data/pairs --train pairs.jsonl --orders 1 --seed 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+from collections.abc import Mapping
+
+import pyarrow as pa
+
+from data_prep.common import (
+    JUDGE_ABILITY, BadRow, DataError, Draft, HFPreset, SkipRow, Stats, Unit, add_common_args, cli, finish,
+    format_turns, hh_pair, load_exclusion, make_gate, make_rows, messages_to_turns, neutralize, read_units,
+    require_str, resolve_sources, row_schema, stable_hash, write_parquet,
+)
+from reward_fns.prompts import load
+
+PROG = "data_prep.pairwise"
+TEMPLATE = "pairwise"
+DEFAULT_MAX_LEN = 2048
+FORMATS = ("auto", "openjudge", "hh-rlhf", "generic")
+PRESETS = {
+    "openjudge": HFPreset(
+        path="agentscope-ai/OpenJudge",
+        data_files=(("train", "train_rm/grpo/pairwise/*train*.parquet"), ("test", "train_rm/grpo/pairwise/*val*.parquet")),
+        help="agentscope-ai/OpenJudge train_rm/grpo/pairwise",
+    ),
+    "hh-rlhf-harmless": HFPreset(path="Anthropic/hh-rlhf", data_dir="harmless-base", help="Anthropic/hh-rlhf harmless-base"),
+    "hh-rlhf-helpful": HFPreset(path="Anthropic/hh-rlhf", data_dir="helpful-base", help="Anthropic/hh-rlhf helpful-base"),
+}
+PRESET_FORMAT = {"openjudge": "openjudge", "hh-rlhf-harmless": "hh-rlhf", "hh-rlhf-helpful": "hh-rlhf"}
+TEXT_FIELDS = ("query", "chosen", "rejected")
+PAIR_EXTRA = [
+    ("query", pa.string()),
+    ("response_a", pa.string()),
+    ("response_b", pa.string()),
+    ("a_is", pa.string()),
+    ("pair_id", pa.string()),
+    ("origin", pa.string()),
+    ("prompt_version", pa.string()),
+    ("source_row", pa.int64()),
+    ("truncated", pa.string()),
+]
+
+
+def detect_format(row: Mapping) -> str:
+    if "input" in row and "output" in row:
+        return "openjudge"
+    if "chosen" in row and "rejected" in row:
+        return "generic" if "query" in row else "hh-rlhf"
+    raise BadRow("<row>", f"cannot tell the input format from keys {sorted(row)}; pass --format", reason="unknown_format")
+
+
+def _preference(entry: object, i: int) -> str | None:
+    ans = entry.get("answer") if isinstance(entry, Mapping) else None
+    label = ans.get("label") if isinstance(ans, Mapping) else None
+    if label is None and isinstance(entry, Mapping):
+        label = entry.get("label")
+    if isinstance(label, Mapping):
+        label = label.get("preference")
+    if label is None:
+        return None
+    if not isinstance(label, str):
+        raise BadRow(f"output[{i}].answer.label.preference", f"expected 'A', 'B' or 'tie', got {label!r}", reason="bad_label")
+    return label.strip().upper()
+
+
+def pair_from_row(row: Mapping, fmt: str) -> tuple[str, str, str]:
+    """(query, chosen, rejected) of one input row in format ``fmt``."""
+    if fmt == "generic":
+        return require_str(row, "query"), require_str(row, "chosen", allow_empty=True), require_str(row, "rejected", allow_empty=True)
+    if fmt == "hh-rlhf":
+        return hh_pair(require_str(row, "chosen"), require_str(row, "rejected"))
+    if fmt == "openjudge":
+        query = format_turns(messages_to_turns(row.get("input"), "input"))
+        output = row.get("output")
+        if hasattr(output, "tolist"):
+            output = output.tolist()
+        if not isinstance(output, list) or len(output) != 2:
+            raise BadRow("output", "expected a list of exactly two {'answer': {...}} entries", reason="bad_type")
+        texts = []
+        for i, entry in enumerate(output):
+            ans = entry.get("answer") if isinstance(entry, Mapping) else None
+            if not isinstance(ans, Mapping) or not isinstance(ans.get("content"), str):
+                raise BadRow(f"output[{i}].answer.content", "missing or not a string", reason="missing")
+            texts.append(ans["content"])
+        prefs = [_preference(e, i) for i, e in enumerate(output)]
+        given = [(i, p) for i, p in enumerate(prefs) if p is not None]
+        if not given:
+            raise BadRow("output[0].answer.label.preference", "missing", reason="missing")
+        if len({p for _, p in given}) > 1:
+            raise BadRow(f"output[{given[1][0]}].answer.label.preference", f"disagrees with output[{given[0][0]}]", reason="bad_label")
+        pref = given[0][1]
+        if pref in ("TIE", "SAME", "EQUAL", "NONE"):
+            raise SkipRow("tie")
+        if pref not in ("A", "B"):
+            raise BadRow(f"output[{given[0][0]}].answer.label.preference", f"expected 'A', 'B' or 'tie', got {pref!r}", reason="bad_label")
+        a, b = texts
+        return (query, a, b) if pref == "A" else (query, b, a)
+    raise ValueError(fmt)
+
+
+def pair_unit(n: int, query: str, chosen: str, rejected: str, origin: str, **meta) -> Unit:
+    """A pair unit; content filters (empty / identical responses) raise SkipRow."""
+    if not chosen.strip() or not rejected.strip():
+        raise SkipRow("empty_response")
+    if chosen.strip() == rejected.strip():
+        raise SkipRow("identical_responses")
+    pid = stable_hash(query, chosen, rejected)
+    return Unit(row=n, fields={"query": query, "chosen": chosen, "rejected": rejected},
+                meta={"origin": origin, "pair_id": pid, **meta}, key=pid, query=query)
+
+
+def pair_builder(template, extra: tuple[str, ...] = ()):
+    """Builder of both orders of a pair: [chosen in A (label A), rejected in A (label B)].
+
+    ``extra`` names ``unit.meta`` entries copied into ``extra_info`` (before ``prompt_version``).
+    """
+
+    def build(u: Unit, fields: dict) -> list[Draft]:
+        q, c, r = fields["query"], fields["chosen"], fields["rejected"]
+        out = []
+        for a_is, (ra, rb), gt in (("chosen", (c, r), "A"), ("rejected", (r, c), "B")):
+            ei = {"query": q, "response_a": ra, "response_b": rb, "a_is": a_is, "pair_id": u.meta["pair_id"],
+                  "origin": u.meta["origin"]}
+            ei.update({k: u.meta[k] for k in extra})
+            ei.update({"prompt_version": template.id, "source_row": u.row})
+            out.append(Draft(
+                messages=template.render(query=neutralize(q), response_a=neutralize(ra), response_b=neutralize(rb)),
+                ground_truth=gt, extra_info=ei,
+            ))
+        return out
+
+    return build
+
+
+def select_orders(accepted, orders: int, seed: int, split: str) -> list:
+    """``[(draft, truncated)]``: both orders, or one per pair with A/B counts differing by <= 1 (seeded)."""
+    if orders == 2:
+        return [(d, names) for _u, ds, names in accepted for d in ds]
+    rng = random.Random(f"{seed}:{split}:orders")
+    n = len(accepted)
+    labels = ["A"] * (n // 2) + ["B"] * (n // 2)
+    if n % 2:
+        labels.append(rng.choice("AB"))
+    rng.shuffle(labels)
+    out = []
+    for (_u, ds, names), want in zip(accepted, labels):
+        out.append((next(d for d in ds if d.ground_truth == want), names))
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"python -m {PROG}", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common_args(p, default_max_len=DEFAULT_MAX_LEN, text_fields=TEXT_FIELDS, presets=PRESETS, default_preset="openjudge")
+    p.add_argument("--format", choices=FORMATS, default="auto", help="input schema (default: auto-detect from the first row)")
+    p.add_argument("--orders", type=int, choices=(1, 2), default=2,
+                   help="2 (default): both orders of every pair; 1: one seeded order per pair, A/B balanced")
+    return p
+
+
+def run(argv: list[str] | None = None) -> dict:
+    args = build_parser().parse_args(argv)
+    template = load(TEMPLATE, args.prompt_version)
+    gate = make_gate(args)
+    exclude = load_exclusion(args.exclude)
+    schema = row_schema(pa.string(), PAIR_EXTRA)
+    build = pair_builder(template)
+    if args.format != "auto":
+        fixed_fmt = args.format
+    elif not (args.train or args.test):
+        fixed_fmt = PRESET_FORMAT[args.hf or "openjudge"]
+    else:
+        fixed_fmt = None  # detected from the first row of each split
+    all_stats = []
+    for split, source in resolve_sources(args, PRESETS, "openjudge"):
+        st = Stats(split=split, source=source.name, max_len=gate.max_len)
+        state = {"fmt": fixed_fmt}
+
+        def to_units(row, n):
+            if state["fmt"] is None:
+                state["fmt"] = detect_format(row)
+            q, c, r = pair_from_row(row, state["fmt"])
+            return [pair_unit(n, q, c, r, state["fmt"])]
+
+        units = read_units(source, to_units, st, on_bad_row=args.on_bad_row, progress=not args.no_progress, exclude=exclude)
+        st.items = len(units)
+        accepted = gate.apply(units, build, st, progress=not args.no_progress)
+        drafts = select_orders(accepted, args.orders, args.seed, split)
+        for d, _ in drafts:
+            st.labels[d.ground_truth] += 1
+        st.extra["pairs_written"] = len(accepted)
+        rows = make_rows(drafts, split=split, data_source=args.data_source or f"pairwise/{state['fmt'] or 'empty'}",
+                         ability=JUDGE_ABILITY, schema=schema)
+        st.path = os.path.join(args.out, f"{split}.parquet")
+        write_parquet(rows, st.path, schema)
+        st.written = len(rows)
+        all_stats.append(st)
+    if not all_stats:
+        raise DataError("no input splits")
+    return finish(PROG, all_stats, args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli(run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,197 @@
+"""Deterministic wrong GSM8K solutions: change one arithmetic step and carry the change to the end.
+
+A GSM8K reference solution marks each calculation as ``<<expr=result>>result``. ``perturb`` picks one
+step (seeded), replaces its result by a nearby wrong value, then walks forward: every later number
+equal to a changed value is replaced (in the visible text and in later expressions), later
+expressions that changed are re-evaluated exactly (fractions), and so on down to ``#### N``. The
+result is kept only if its final answer, read by the shared GSM8K parser, differs from the
+reference (``reward_fns.gsm8k.compute_score`` gives 0 with ``format_ok`` 1); otherwise other steps
+and deltas are tried, and as a last resort the final calculation (or the ``####`` line) is changed.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+import random
+import re
+from fractions import Fraction
+
+from reward_fns.gsm8k import compute_score
+
+ANNOTATION = re.compile(r"<<([^<>]*)=([^<>=]*)>>")
+_NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?|(?<![\w.\d])\.\d+")
+_DELTAS = (1, 2, 3, 4, 5, 10)
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+        ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
+
+
+def strip_annotations(text: str) -> str:
+    """Remove GSM8K calculator annotations ``<<...>>`` (model solutions never contain them)."""
+    return ANNOTATION.sub("", text)
+
+
+def to_fraction(token: str) -> Fraction | None:
+    t = token.replace(",", "").replace("$", "").strip()
+    if t.endswith("."):
+        t = t[:-1]
+    if not re.fullmatch(r"-?(?:\d+(?:\.\d*)?|\.\d+)", t):
+        return None
+    return Fraction(t)
+
+
+def fmt_number(x: Fraction) -> str:
+    """Integers as integers, else a decimal with at most 2 places (trailing zeros removed)."""
+    if x.denominator == 1:
+        return str(x.numerator)
+    s = f"{float(x):.2f}".rstrip("0").rstrip(".")
+    return "0" if s in ("-0", "") else s
+
+
+def safe_eval(expr: str) -> Fraction | None:
+    """Exact value of a GSM8K calculator expression, or None if it is not plain arithmetic."""
+    e = expr.replace(",", "").replace("$", "").replace("x", "*").replace("×", "*").replace("÷", "/").strip()
+    if not e or len(e) > 200:
+        return None
+    try:
+        tree = ast.parse(e, mode="eval")
+    except SyntaxError:
+        return None
+
+    def ev(node):
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+            return Fraction(str(node.value))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            v = ev(node.operand)
+            return -v if isinstance(node.op, ast.USub) else v
+        if isinstance(node, ast.BinOp):
+            a, b = ev(node.left), ev(node.right)
+            if isinstance(node.op, ast.Pow):
+                if b.denominator != 1 or abs(b) > 8:
+                    raise ValueError("exponent")
+                return a ** int(b)
+            op = _OPS.get(type(node.op))
+            if op is None:
+                raise ValueError("operator")
+            return Fraction(op(a, b))
+        raise ValueError("node")
+
+    try:
+        return ev(tree)
+    except (ValueError, ZeroDivisionError, OverflowError):
+        return None
+
+
+def fmt_like(token: str, x: Fraction) -> str:
+    """``fmt_number(x)``, with thousands commas when ``token`` (the number it replaces) had them."""
+    s = fmt_number(x)
+    if "," not in token:
+        return s
+    sign, body = ("-", s[1:]) if s.startswith("-") else ("", s)
+    whole, dot, frac = body.partition(".")
+    return f"{sign}{int(whole):,}{dot}{frac}"
+
+
+def _subst(text: str, mapping: dict[Fraction, Fraction]) -> str:
+    if not mapping:
+        return text
+
+    def repl(m: re.Match) -> str:
+        v = to_fraction(m.group(0))
+        return fmt_like(m.group(0), mapping[v]) if v is not None and v in mapping else m.group(0)
+
+    return _NUMBER.sub(repl, text)
+
+
+def _apply(answer: str, step: int, new: Fraction) -> str:
+    """The solution with step ``step``'s result set to ``new`` and the change carried forward."""
+    out, mapping, pos = [], {}, 0
+    for i, m in enumerate(ANNOTATION.finditer(answer)):
+        out.append(_subst(answer[pos : m.start()], mapping))
+        expr, res = m.group(1), m.group(2)
+        if i == step:
+            old = to_fraction(res)
+            mapping[old] = new
+            out.append(f"<<{expr}={fmt_number(new)}>>")
+        elif i > step:
+            expr2 = _subst(expr, mapping)
+            old = to_fraction(res)
+            val = safe_eval(expr2) if expr2 != expr else None
+            if val is not None and old is not None and val != old:
+                mapping.setdefault(old, val)
+                out.append(f"<<{expr2}={fmt_number(val)}>>")
+            else:
+                out.append(f"<<{expr2}={res}>>")
+        else:
+            out.append(m.group(0))
+        pos = m.end()
+    out.append(_subst(answer[pos:], mapping))
+    return "".join(out)
+
+
+def _is_wrong(candidate: str, reference: str) -> bool:
+    s = compute_score(solution_str=strip_annotations(candidate), ground_truth=reference)
+    return s["format_ok"] == 1.0 and s["acc"] == 0.0
+
+
+def _delta_values(old: Fraction, rng: random.Random) -> list[Fraction]:
+    """Nearby wrong values, scaled to the magnitude of ``old`` (24 -> 25..34, 120000 -> 130000...)."""
+    scale = 10 ** max(0, len(str(abs(int(old)))) - 2)
+    deltas = [d * scale for d in _DELTAS]
+    rng.shuffle(deltas)
+    out = []
+    for d in deltas:
+        sign = rng.choice((1, -1))
+        for s in (sign, -sign):
+            v = old + s * d
+            if old >= 0 > v:
+                continue
+            out.append(v)
+    return out
+
+
+def perturb(answer: str, seed: str | int) -> tuple[str, str] | None:
+    """(wrong solution, how) for a GSM8K reference ``answer``, or None if no change alters the answer.
+
+    ``how`` is ``"step"`` (a calculation changed and carried), ``"final_step"`` (the last
+    calculation changed) or ``"final_line"`` (only the ``####`` number changed: no usable step).
+    Deterministic in ``(answer, seed)``.
+    """
+    rng = random.Random(f"perturb:{seed}")
+    steps = [i for i, m in enumerate(ANNOTATION.finditer(answer)) if to_fraction(m.group(2)) is not None]
+    order = steps[:-1]
+    rng.shuffle(order)
+    results = [to_fraction(m.group(2)) for m in ANNOTATION.finditer(answer)]
+    for kind, candidates in (("step", order), ("final_step", steps[-1:])):
+        for i in candidates:
+            for new in _delta_values(results[i], rng)[:3]:
+                cand = _apply(answer, i, new)
+                if _is_wrong(cand, answer):
+                    return cand, kind
+    # no usable calculation: change the number after '####' (and the same number just before it)
+    idx = answer.rfind("####")
+    if idx < 0:
+        return None
+    m = _NUMBER.search(answer, idx)
+    if m is None:
+        return None
+    old = to_fraction(m.group(0))
+    for new in _delta_values(old, rng):
+        body = _subst_last(answer[:idx], old, new)
+        cand = body + answer[idx : m.start()] + fmt_like(m.group(0), new) + answer[m.end():]
+        if _is_wrong(cand, answer):
+            return cand, "final_line"
+    return None
+
+
+def _subst_last(text: str, old: Fraction, new: Fraction) -> str:
+    """Replace the last occurrence of the number ``old`` in ``text`` (the stated result) by ``new``."""
+    last = None
+    for m in _NUMBER.finditer(text):
+        if to_fraction(m.group(0)) == old:
+            last = m
+    if last is None:
+        return text
+    return text[: last.start()] + fmt_like(last.group(0), new) + text[last.end():]

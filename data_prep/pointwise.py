@@ -1,0 +1,184 @@
+"""Judge data, pointwise: (query, response, 0-4 score) -> verl parquet for the pointwise judge recipe.
+
+Input schemas (``--format auto`` picks one from the first row's keys):
+
+* ``openjudge``: OpenJudge's parquet as published on the hub (``agentscope-ai/OpenJudge``,
+  ``train_rm/grpo/pointwise``): ``input`` (chat messages), ``output`` (a list of
+  ``{"answer": {"role", "content", "label": {"helpfulness": 0-4}}}``); one row per output entry.
+* ``helpsteer``: HelpSteer-style rows ``prompt``, ``response``, ``helpfulness`` (0-4).
+* ``generic``: JSONL ``query``, ``response``, ``score`` (0-4).
+
+The prompt is the versioned ``pointwise`` template (task, principles, ``# Query``, ``# Response``,
+output format ``<think>...</think><score>0-4</score>``); untrusted text is neutralized.
+``reward_model.ground_truth`` is the integer label.
+
+    python -m data_prep.pointwise --out data/pointwise --hf openjudge
+    python -m data_prep.pointwise --out data/pointwise --train rows.jsonl --test eval.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping
+
+import pyarrow as pa
+
+from data_prep.common import (
+    JUDGE_ABILITY, BadRow, DataError, Draft, HFPreset, Stats, Unit, add_common_args, cli, finish,
+    format_turns, load_exclusion, make_gate, make_rows, messages_to_turns, neutralize, read_units, require_str,
+    resolve_sources, row_schema, stable_hash, write_parquet,
+)
+from reward_fns._labels import score_label
+from reward_fns.prompts import load
+
+PROG = "data_prep.pointwise"
+TEMPLATE = "pointwise"
+DEFAULT_MAX_LEN = 2048
+FORMATS = ("auto", "openjudge", "helpsteer", "generic")
+PRESETS = {
+    "openjudge": HFPreset(
+        path="agentscope-ai/OpenJudge",
+        data_files=(("train", "train_rm/grpo/pointwise/*train*.parquet"), ("test", "train_rm/grpo/pointwise/*val*.parquet")),
+        help="agentscope-ai/OpenJudge train_rm/grpo/pointwise",
+    ),
+    "helpsteer2": HFPreset(path="nvidia/HelpSteer2", splits=(("train", "train"), ("test", "validation")),
+                           help="nvidia/HelpSteer2"),
+}
+PRESET_FORMAT = {"openjudge": "openjudge", "helpsteer2": "helpsteer"}
+TEXT_FIELDS = ("query", "response")
+SCHEMA_EXTRA = [
+    ("query", pa.string()),
+    ("response", pa.string()),
+    ("item_id", pa.string()),
+    ("origin", pa.string()),
+    ("prompt_version", pa.string()),
+    ("source_row", pa.int64()),
+    ("truncated", pa.string()),
+]
+
+
+def detect_format(row: Mapping) -> str:
+    if "input" in row and "output" in row:
+        return "openjudge"
+    if "helpfulness" in row and "prompt" in row:
+        return "helpsteer"
+    if "query" in row and "score" in row:
+        return "generic"
+    raise BadRow("<row>", f"cannot tell the input format from keys {sorted(row)}; pass --format", reason="unknown_format")
+
+
+def _label(value: object, field_name: str) -> int:
+    if value is None:
+        raise BadRow(field_name, "missing", reason="missing")
+    try:
+        return score_label(value)
+    except ValueError as e:
+        raise BadRow(field_name, str(e), reason="bad_label") from None
+
+
+def items_from_row(row: Mapping, fmt: str) -> list[tuple[str, str, int]]:
+    """``[(query, response, label)]`` of one input row in format ``fmt``."""
+    if fmt == "openjudge":
+        query = format_turns(messages_to_turns(row.get("input"), "input"))
+        output = row.get("output")
+        if hasattr(output, "tolist"):
+            output = output.tolist()
+        if isinstance(output, Mapping):
+            output = [output]
+        if not isinstance(output, list) or not output:
+            raise BadRow("output", "expected a non-empty list of {'answer': {...}} entries", reason="bad_type")
+        items = []
+        for i, entry in enumerate(output):
+            ans = entry.get("answer") if isinstance(entry, Mapping) else None
+            if not isinstance(ans, Mapping):
+                raise BadRow(f"output[{i}].answer", "missing", reason="missing")
+            content = ans.get("content")
+            if not isinstance(content, str):
+                raise BadRow(f"output[{i}].answer.content", "missing or not a string", reason="missing")
+            label = ans.get("label", entry.get("label"))
+            if isinstance(label, Mapping):
+                label = label.get("helpfulness", label.get("score"))
+            items.append((query, content, _label(label, f"output[{i}].answer.label.helpfulness")))
+        return items
+    if fmt == "helpsteer":
+        return [(require_str(row, "prompt"), require_str(row, "response", allow_empty=True),
+                 _label(row.get("helpfulness"), "helpfulness"))]
+    if fmt == "generic":
+        return [(require_str(row, "query"), require_str(row, "response", allow_empty=True),
+                 _label(row.get("score"), "score"))]
+    raise ValueError(fmt)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"python -m {PROG}", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common_args(p, default_max_len=DEFAULT_MAX_LEN, text_fields=TEXT_FIELDS, presets=PRESETS, default_preset="openjudge")
+    p.add_argument("--format", choices=FORMATS, default="auto", help="input schema (default: auto-detect from the first row)")
+    return p
+
+
+def run(argv: list[str] | None = None) -> dict:
+    args = build_parser().parse_args(argv)
+    template = load(TEMPLATE, args.prompt_version)
+    gate = make_gate(args)
+    exclude = load_exclusion(args.exclude)
+    schema = row_schema(pa.int64(), SCHEMA_EXTRA)
+    all_stats = []
+    if args.format != "auto":
+        fixed_fmt = args.format
+    elif not (args.train or args.test):
+        fixed_fmt = PRESET_FORMAT[args.hf or "openjudge"]
+    else:
+        fixed_fmt = None  # detected from the first row of each split
+
+    def build(u: Unit, fields: dict) -> list[Draft]:
+        q, r = fields["query"], fields["response"]
+        return [Draft(
+            messages=template.render(query=neutralize(q), response=neutralize(r)),
+            ground_truth=u.meta["label"],
+            extra_info={"query": q, "response": r, "item_id": u.key, "origin": u.meta["origin"],
+                        "prompt_version": template.id, "source_row": u.row},
+        )]
+
+    for split, source in resolve_sources(args, PRESETS, "openjudge"):
+        st = Stats(split=split, source=source.name, max_len=gate.max_len)
+        state = {"fmt": fixed_fmt}
+
+        def to_units(row, n):
+            if state["fmt"] is None:
+                state["fmt"] = detect_format(row)
+            out = []
+            for q, r, label in items_from_row(row, state["fmt"]):
+                if not r.strip():
+                    st.skip("empty_response")
+                    continue
+                out.append(Unit(row=n, fields={"query": q, "response": r},
+                                meta={"label": label, "origin": state["fmt"]},
+                                key=stable_hash(q, r), query=q))
+            return out
+
+        units = read_units(source, to_units, st, on_bad_row=args.on_bad_row, progress=not args.no_progress, exclude=exclude)
+        st.items = len(units)
+        accepted = gate.apply(units, build, st, progress=not args.no_progress)
+        drafts = [(d, names) for _u, ds, names in accepted for d in ds]
+        for d, _ in drafts:
+            st.labels[d.ground_truth] += 1
+        rows = make_rows(drafts, split=split, data_source=args.data_source or f"pointwise/{state['fmt'] or 'empty'}",
+                         ability=JUDGE_ABILITY, schema=schema)
+        st.path = os.path.join(args.out, f"{split}.parquet")
+        write_parquet(rows, st.path, schema)
+        st.written = len(rows)
+        all_stats.append(st)
+    if not all_stats:
+        raise DataError("no input splits")
+    return finish(PROG, all_stats, args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli(run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
