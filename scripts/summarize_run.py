@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Summarise a run's JSONL metrics (verl's file logger): step count, median stage times, rewards.
+
+    python scripts/summarize_run.py outputs/verl-judge/gsm8k_rule/metrics.jsonl [more.jsonl ...]
+        [--skip-first 1] [--json] [--require KEY ...]
+
+Median of every ``timing_s/*`` key over the steps after the first ``--skip-first`` (start-up and
+compile noise), the first and last ``critic/score/mean``, and every ``val-*`` key of the last
+validation. ``--require KEY`` exits 1 when a key never appears (substring match), which is how
+``scripts/gpu_smoke.sh`` checks that the reward keys reached verl's metrics. Several files are
+printed as one Markdown table (one column each) so runs can be compared side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+
+STAGES = ("timing_s/step", "timing_s/gen", "timing_s/reward", "timing_s/old_log_prob", "timing_s/ref",
+          "timing_s/update_actor", "timing_s/adv")
+
+
+def load(path: str) -> list[dict]:
+    rows = []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise SystemExit(f"{path}:{n}: not JSON ({e})")
+            data = rec.get("data", rec) if isinstance(rec, dict) else {}
+            step = rec.get("step", data.get("training/global_step"))
+            rows.append({"step": step, **{k: v for k, v in data.items() if isinstance(v, (int, float))}})
+    return rows
+
+
+def summarize(rows: list[dict], skip_first: int = 1) -> dict:
+    train = [r for r in rows if any(k.startswith("timing_s/") for k in r)]
+    later = train[skip_first:] if len(train) > skip_first else train
+    out: dict = {"steps": len(train)}
+    keys = sorted({k for r in later for k in r if k.startswith("timing_s/")})
+    for k in keys:
+        vals = [r[k] for r in later if k in r]
+        out[f"median {k}"] = statistics.median(vals)
+    scores = [r["critic/score/mean"] for r in train if "critic/score/mean" in r]
+    if scores:
+        out["first critic/score/mean"], out["last critic/score/mean"] = scores[0], scores[-1]
+    lens = [r["response_length/mean"] for r in train if "response_length/mean" in r]
+    if lens:
+        out["first response_length/mean"], out["last response_length/mean"] = lens[0], lens[-1]
+    for r in rows:
+        for k, v in r.items():
+            if k.startswith("val-"):
+                out[k] = v
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("files", nargs="+", help="metrics JSONL file(s)")
+    ap.add_argument("--skip-first", type=int, default=1, help="steps left out of the medians (default 1)")
+    ap.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
+    ap.add_argument("--require", nargs="*", default=[], help="metric key substrings that must appear")
+    args = ap.parse_args(argv)
+    runs = {f: load(f) for f in args.files}
+    sums = {f: summarize(r, args.skip_first) for f, r in runs.items()}
+    if args.json:
+        print(json.dumps(sums, indent=1))
+    else:
+        keys = [k for k in ("steps", *(f"median {s}" for s in STAGES)) if any(k in s for s in sums.values())]
+        keys += sorted({k for s in sums.values() for k in s} - set(keys))
+        print("| metric | " + " | ".join(args.files) + " |")
+        print("|---|" + "---:|" * len(args.files))
+        for k in keys:
+            cells = [sums[f].get(k) for f in args.files]
+            print(f"| {k} | " + " | ".join("" if c is None else f"{c:.4g}" for c in cells) + " |")
+    missing = [req for req in args.require
+               if not any(req in k for rows in runs.values() for r in rows for k in r)]
+    if missing:
+        print(f"missing metric keys: {missing}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
