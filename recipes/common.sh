@@ -1,0 +1,50 @@
+# Shared defaults of every recipe; sourced by recipes/*/run.sh AFTER the recipe's own defaults, so a
+# recipe's `${VAR:-default}` wins over these, and a value in your environment wins over both.
+# The table of what each variable sets is in every recipe README (and `python scripts/launch.py --knobs`).
+# Not a script to run; it defines no logic, only defaults.
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export MODEL=${MODEL:-}
+export TRAIN_FILES=${TRAIN_FILES:-}
+export VAL_FILES=${VAL_FILES:-}
+export DATA_DIR=${DATA_DIR:-$ROOT/data}
+export GSM8K_DIR=${GSM8K_DIR:-}
+export MAX_PROMPT_LENGTH=${MAX_PROMPT_LENGTH:-512}
+export MAX_RESPONSE_LENGTH=${MAX_RESPONSE_LENGTH:-512}
+export TRAIN_BATCH_SIZE=${TRAIN_BATCH_SIZE:-16}
+export TRAIN_MAX_SAMPLES=${TRAIN_MAX_SAMPLES:--1}
+export VAL_MAX_SAMPLES=${VAL_MAX_SAMPLES:--1}
+export ADV_ESTIMATOR=${ADV_ESTIMATOR:-grpo}
+export ROLLOUT_N=${ROLLOUT_N:-4}
+export TEMPERATURE=${TEMPERATURE:-1.0}
+export LR=${LR:-1e-6}
+export MINI_BATCH_SIZE=${MINI_BATCH_SIZE:-16}
+export MICRO_BATCH_SIZE=${MICRO_BATCH_SIZE:-8}
+export USE_KL_LOSS=${USE_KL_LOSS:-1}
+export KL_COEF=${KL_COEF:-0.001}
+export KL_LOSS_TYPE=${KL_LOSS_TYPE:-low_var_kl}
+export ENTROPY_COEFF=${ENTROPY_COEFF:-0}
+export GRAD_CKPT=${GRAD_CKPT:-0}
+export ROLLOUT_ENGINE=${ROLLOUT_ENGINE:-vllm}
+export GPU_MEM_UTIL=${GPU_MEM_UTIL:-0.4}
+export TP_SIZE=${TP_SIZE:-1}
+export ENFORCE_EAGER=${ENFORCE_EAGER:-1}
+export AGENT_WORKERS=${AGENT_WORKERS:-2}
+export REWARD_WORKERS=${REWARD_WORKERS:-2}
+export REWARD_FN_NAME=${REWARD_FN_NAME:-compute_score}
+export REWARD_MANAGER=${REWARD_MANAGER:-naive}
+export N_GPUS=${N_GPUS:-1}
+export NNODES=${NNODES:-1}
+export TOTAL_EPOCHS=${TOTAL_EPOCHS:-1}
+export TOTAL_STEPS=${TOTAL_STEPS:-}
+export SAVE_FREQ=${SAVE_FREQ:-100}
+export KEEP_CKPTS=${KEEP_CKPTS:-2}
+export TEST_FREQ=${TEST_FREQ:--1}
+export VAL_BEFORE_TRAIN=${VAL_BEFORE_TRAIN:-0}
+export PROJECT=${PROJECT:-verl-judge}
+export EXPERIMENT=${EXPERIMENT:-$RECIPE}
+export CKPT_DIR=${CKPT_DIR:-$ROOT/checkpoints/$PROJECT/$EXPERIMENT}
+export RESUME_MODE=${RESUME_MODE:-auto}
+export OUTPUT_DIR=${OUTPUT_DIR:-$ROOT/outputs/$PROJECT/$EXPERIMENT}
+export METRICS_FILE=${METRICS_FILE:-$OUTPUT_DIR/metrics.jsonl}
+export LOGGER=${LOGGER:-console}
+export NO_FLASH_ATTN=${NO_FLASH_ATTN:-auto}

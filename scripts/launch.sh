@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The shared launcher: every recipes/*/run.sh ends with `exec bash scripts/launch.sh "$@"`.
+# This wrapper only picks the interpreter, then hands over to scripts/launch.py (all the logic).
+#
+#   PYTHON=python3 bash scripts/launch.sh ...   # use that interpreter as is (no env setup)
+#   bash scripts/launch.sh ...                  # .venv via scripts/setup_env.sh (gpu profile when
+#                                               # nvidia-smi works, else cpu: enough for DRY_RUN)
+#   bash scripts/launch.sh --print-python       # print the interpreter and exit
+# Arguments are Hydra overrides for verl.trainer.main_ppo; see scripts/launch.py --help.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+if [ -z "${PYTHON:-}" ]; then
+  profile=cpu
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then profile=gpu; fi
+  PYTHON=$(bash "$ROOT/scripts/setup_env.sh" "$profile" | tail -n 1)
+fi
+export PYTHON
+if [ "${1:-}" = "--print-python" ]; then command -v "$PYTHON"; exit 0; fi
+exec "$PYTHON" "$ROOT/scripts/launch.py" "$@"

@@ -1,0 +1,414 @@
+#!/usr/bin/env python3
+"""Check a list of Hydra overrides against verl 0.9.1's own ``ppo_trainer`` schema, on CPU.
+
+Composes ``verl/trainer/config/ppo_trainer.yaml`` from the *installed* verl with the Hydra compose
+API (exactly what ``python -m verl.trainer.main_ppo`` does), then fails with a clear message on:
+
+* a key verl does not define (Hydra struct error: a typo is never silently ignored);
+* a ``+key`` / ``++key`` addition outside the allowlist ``ALLOWED_ADDITIONS`` (e.g.
+  ``+actor_rollout_ref.model.override_config.*``, ``+reward.custom_reward_function.reward_kwargs.*``)
+  and any ``~key`` deletion;
+* any legacy top-level reward key (``reward_model.*``, ``custom_reward_function.*``,
+  ``sandbox_fusion.*``): verl 0.9.1 reads reward settings under ``reward.*`` only;
+* files that do not exist: model path, data files, judge model path, reward function file (or a
+  ``pkg://`` module that cannot be found) and the function name inside it;
+
+then runs verl's own ``validate_config`` and instantiates the config dataclasses that build on CPU
+(algorithm, rollout, model, reward model, sandbox) and checks the reward manager is registered.
+
+    python scripts/verl_config.py [--paths error|warn|off] [--overrides-file F] OVERRIDE ...
+    python scripts/verl_config.py --show trainer.logger data.train_files OVERRIDE ...
+
+Exit 0 and ``CONFIG OK`` when valid; exit 1 with one ``CONFIG ERROR: ...`` line per problem.
+Python API: ``check(overrides) -> DictConfig`` (raises ``ConfigError``), ``compose(overrides)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import fnmatch
+import importlib.util
+import io
+import json
+import os
+import re
+import sys
+import warnings
+from typing import Iterable, Sequence
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Keys that may be *added* with `+key=value` (verl reads them but its yaml does not declare them).
+ALLOWED_ADDITIONS: tuple[str, ...] = (
+    # model config passed to transformers (e.g. attn_implementation=sdpa on machines without flash-attn)
+    "actor_rollout_ref.model.override_config.*",
+    "critic.model.override_config.*",
+    # kwargs forwarded to the custom reward function (read by verl/trainer/ppo/reward.py)
+    "reward.custom_reward_function.reward_kwargs",
+    "reward.custom_reward_function.reward_kwargs.*",
+    # `rate_limited` reward manager (verl/experimental/reward_loop/reward_manager/limited.py)
+    "reward.max_concurrent",
+    "reward.max_rpm",
+    "reward.max_tpm",
+    "reward.estimated_tokens_per_request",
+    "reward.timeout",
+    # engine kwargs for vLLM / SGLang
+    "actor_rollout_ref.rollout.engine_kwargs.*",
+    "reward.reward_model.rollout.engine_kwargs.*",
+    # ray.init kwargs
+    "ray_kwargs.ray_init.*",
+)
+
+LEGACY_TOP_LEVEL = ("reward_model", "custom_reward_function", "sandbox_fusion")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_REMOTE = ("hdfs://", "s3://", "gs://", "http://", "https://")
+
+
+class ConfigError(Exception):
+    """One or more problems with a set of overrides; ``.errors`` holds one message per problem."""
+
+    def __init__(self, errors: Sequence[str]):
+        self.errors = list(errors)
+        super().__init__("\n".join(self.errors))
+
+
+def verl_config_dir() -> str:
+    spec = importlib.util.find_spec("verl")
+    if spec is None or not spec.origin:
+        raise ConfigError(["verl is not importable by this interpreter (" + sys.executable + ")"])
+    return os.path.join(os.path.dirname(spec.origin), "trainer", "config")
+
+
+# ---------------------------------------------------------------------------------------------- overrides
+def parse_overrides(overrides: Sequence[str]):
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        return OverridesParser.create().parse_overrides(list(overrides))
+    except Exception as e:  # hydra.errors.OverrideParseException
+        raise ConfigError([f"cannot parse overrides: {e}"]) from None
+
+
+def check_override_keys(overrides: Sequence[str], allowed: Iterable[str] = ALLOWED_ADDITIONS) -> list[str]:
+    """Static checks on the override keys (before composing): legacy keys, additions, deletions."""
+    allowed = tuple(allowed)
+    errors = []
+    for ov in parse_overrides(overrides):
+        key = ov.key_or_group
+        top = key.split(".", 1)[0]
+        if top in LEGACY_TOP_LEVEL:
+            errors.append(
+                f"legacy reward key '{key}' ({ov.input_line}): verl 0.9.1 reads reward settings under reward.*; "
+                f"use 'reward.{key}' instead (top-level {top}.* is migrated or ignored, never set it)"
+            )
+            continue
+        if ov.is_delete():
+            errors.append(f"deleting keys is not allowed: '{ov.input_line}'")
+        elif ov.is_add() or ov.is_force_add():
+            if not any(fnmatch.fnmatchcase(key, pat) for pat in allowed):
+                errors.append(
+                    f"'{ov.input_line}' adds key '{key}' that verl's schema does not define and that is not in "
+                    f"the allowlist ({', '.join('+' + p for p in allowed)}); drop the '+' if the key exists, "
+                    "or fix the name"
+                )
+    return errors
+
+
+@contextlib.contextmanager
+def _quiet():
+    buf_out, buf_err = io.StringIO(), io.StringIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with contextlib.redirect_stdout(buf_out), contextlib.redirect_stderr(buf_err):
+            yield buf_out
+
+
+def compose(overrides: Sequence[str]):
+    """verl's ``ppo_trainer`` config with the overrides applied (struct mode: unknown keys raise)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=verl_config_dir(), version_base=None):
+            return hydra_compose(config_name="ppo_trainer", overrides=list(overrides))
+    except ConfigError:
+        raise
+    except Exception as e:
+        msg = " ".join(str(e).split())
+        m = re.search(r"Could not override '([^']+)'", msg)
+        if m:
+            msg = f"unknown key '{m.group(1)}': not in verl's ppo_trainer schema (check the spelling)"
+        raise ConfigError([msg]) from None
+    finally:
+        GlobalHydra.instance().clear()
+
+
+# ---------------------------------------------------------------------------------------------- paths
+def _as_list(v) -> list:
+    if v is None:
+        return []
+    if isinstance(v, (list, tuple)):
+        return list(v)
+    try:
+        from omegaconf import ListConfig
+
+        if isinstance(v, ListConfig):
+            return list(v)
+    except ImportError:
+        pass
+    return [v]
+
+
+def _defines(py_file: str, name: str) -> bool:
+    """Whether ``name`` is defined at module level in ``py_file`` (no import, no side effects)."""
+    try:
+        tree = ast.parse(open(py_file, encoding="utf-8").read(), filename=py_file)
+    except (OSError, SyntaxError, ValueError):
+        return False
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            return True
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return True
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
+            return True
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name) == name for a in node.names):
+            return True
+    return False
+
+
+def resolve_module_file(module_path: str) -> str | None:
+    """File behind a verl module path (``pkg://a.b``, ``pkg://a/b``, ``file://x.py`` or ``x.py``)."""
+    if module_path.startswith("pkg://"):
+        mod = module_path[len("pkg://") :].replace("/", ".")
+        if ROOT not in sys.path:
+            sys.path.insert(0, ROOT)
+        try:
+            spec = importlib.util.find_spec(mod)
+        except (ImportError, ValueError):
+            return None
+        return spec.origin if spec and spec.origin and os.path.exists(spec.origin) else None
+    if module_path.startswith("file://"):
+        module_path = module_path[len("file://") :]
+    p = os.path.expanduser(module_path)
+    return p if os.path.isfile(p) else None
+
+
+def check_paths(cfg) -> tuple[list[str], list[str]]:
+    """(errors, notes) for every file the config points at."""
+    from omegaconf import OmegaConf
+
+    errors, notes = [], []
+
+    def sel(key):
+        return OmegaConf.select(cfg, key, default=None)
+
+    def data_file(key):
+        files = _as_list(sel(key))
+        if not files:
+            errors.append(f"{key} is empty")
+        for f in files:
+            f = str(f)
+            if f.startswith(_REMOTE):
+                notes.append(f"{key}: remote path not checked: {f}")
+            elif not os.path.exists(os.path.expanduser(f)):
+                errors.append(f"{key}: file not found: {f}")
+
+    def model_dir(key):
+        p = sel(key)
+        if p is None:
+            return
+        p = str(p)
+        if p.startswith(_REMOTE):
+            notes.append(f"{key}: remote path not checked: {p}")
+        elif os.path.isdir(os.path.expanduser(p)):
+            if not os.path.exists(os.path.join(os.path.expanduser(p), "config.json")):
+                errors.append(f"{key}: {p} has no config.json (not a Hugging Face model folder)")
+        elif _HUB_ID.match(p) and not p.startswith((".", "~")):
+            notes.append(f"{key}: '{p}' is not a local folder; assuming a Hugging Face hub id")
+        else:
+            errors.append(f"{key}: model folder not found: {p}")
+
+    data_file("data.train_files")
+    data_file("data.val_files")
+    model_dir("actor_rollout_ref.model.path")
+    model_dir("actor_rollout_ref.model.tokenizer_path")
+    if sel("reward.reward_model.enable"):
+        if sel("reward.reward_model.model_path") is None:
+            errors.append("reward.reward_model.enable=True but reward.reward_model.model_path is not set")
+        model_dir("reward.reward_model.model_path")
+
+    fn_path, fn_name = sel("reward.custom_reward_function.path"), sel("reward.custom_reward_function.name")
+    if fn_path:
+        f = resolve_module_file(str(fn_path))
+        if f is None:
+            errors.append(f"reward.custom_reward_function.path: reward function file/module not found: {fn_path}")
+        elif not fn_name:
+            errors.append("reward.custom_reward_function.name is empty")
+        elif not _defines(f, str(fn_name)):
+            errors.append(f"reward.custom_reward_function.name: '{fn_name}' is not defined in {f}")
+    if sel("reward.reward_manager.source") == "importlib":
+        mp = sel("reward.reward_manager.module.path")
+        if not mp or resolve_module_file(str(mp)) is None:
+            errors.append(f"reward.reward_manager.module.path: reward manager module not found: {mp}")
+    cls_path = sel("data.custom_cls.path")
+    if cls_path and resolve_module_file(str(cls_path)) is None:
+        errors.append(f"data.custom_cls.path: file not found: {cls_path}")
+    return errors, notes
+
+
+# ---------------------------------------------------------------------------------------------- verl checks
+_BUILT: set = set()
+
+
+def verl_checks(cfg) -> list[str]:
+    """verl's own validate_config plus the dataclasses that instantiate on CPU."""
+    from omegaconf import OmegaConf
+
+    errors = []
+    legacy = [k for k in LEGACY_TOP_LEVEL if k in cfg and _has_value(cfg[k])]
+    for k in legacy:
+        errors.append(f"legacy top-level '{k}' has values set; move them under reward.*")
+
+    work = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))  # a copy verl may touch
+    try:
+        with _quiet():
+            from verl.trainer.ppo.utils import need_critic, need_reference_policy
+            from verl.utils.config import validate_config
+
+            validate_config(work, use_reference_policy=need_reference_policy(work), use_critic=need_critic(work))
+    except Exception as e:
+        errors.append(f"verl validate_config: {type(e).__name__}: {' '.join(str(e).split())}")
+
+    from verl.utils.config import omega_conf_to_dataclass
+
+    targets = ["algorithm", "actor_rollout_ref.rollout", "reward.sandbox_fusion"]
+    if OmegaConf.select(cfg, "reward.reward_model.enable"):
+        targets.append("reward.reward_model")
+    model_path = str(OmegaConf.select(cfg, "actor_rollout_ref.model.path") or "")
+    if os.path.isdir(os.path.expanduser(model_path)):
+        targets.append("actor_rollout_ref.model")  # loads the HF config + tokenizer: local folders only
+    for key in targets:
+        node = OmegaConf.select(work, key)
+        memo = (key, json.dumps(OmegaConf.to_container(node, resolve=True), sort_keys=True, default=str))
+        if memo in _BUILT:  # the HF model config loads config + tokenizer from disk: once per process
+            continue
+        try:
+            with _quiet():
+                omega_conf_to_dataclass(node)
+            _BUILT.add(memo)
+        except Exception as e:
+            errors.append(f"{key}: cannot build verl's dataclass: {type(e).__name__}: {' '.join(str(e).split())[:500]}")
+
+    rm = OmegaConf.select(cfg, "reward.reward_manager")
+    if rm.source == "register":
+        try:
+            with _quiet():
+                from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls
+
+                get_reward_manager_cls(rm.name)
+        except Exception as e:
+            errors.append(f"reward.reward_manager.name: '{rm.name}' is not a registered reward manager ({e})")
+    elif rm.source != "importlib":
+        errors.append(f"reward.reward_manager.source must be 'register' or 'importlib', got '{rm.source}'")
+    if OmegaConf.select(cfg, "reward.reward_model.enable") and OmegaConf.is_missing(
+        OmegaConf.select(cfg, "reward.reward_model.rollout"), "name"
+    ):
+        errors.append("reward.reward_model.enable=True needs reward.reward_model.rollout.name (e.g. vllm)")
+    if (OmegaConf.select(cfg, "reward.reward_model.enable") and not OmegaConf.select(cfg, "reward.reward_model.enable_resource_pool")
+            and OmegaConf.select(cfg, "trainer.use_v1") and OmegaConf.select(cfg, "reward.custom_reward_function.path")):
+        errors.append(
+            "colocated reward model + custom reward function + trainer.use_v1=True: verl 0.9.1's V1 trainer calls the "
+            "reward function with prompts/responses only (KeyError 'data_source' at the first step); set "
+            "trainer.use_v1=False (legacy trainer, whole batch) or reward.reward_model.enable_resource_pool=True"
+        )
+    if OmegaConf.is_missing(OmegaConf.select(cfg, "actor_rollout_ref.rollout"), "name"):
+        errors.append("actor_rollout_ref.rollout.name is not set (e.g. vllm)")
+    return errors
+
+
+def _has_value(node) -> bool:
+    from omegaconf import DictConfig
+
+    if isinstance(node, DictConfig):
+        return any(_has_value(node[k]) for k in node.keys())
+    return node is not None
+
+
+# ---------------------------------------------------------------------------------------------- entry
+def check(
+    overrides: Sequence[str],
+    paths: str = "error",
+    allowed: Iterable[str] = ALLOWED_ADDITIONS,
+    notes: list | None = None,
+):
+    """Compose + validate; returns the composed DictConfig or raises ConfigError (all problems at once)."""
+    errors = check_override_keys(overrides, allowed)
+    if errors:
+        raise ConfigError(errors)
+    cfg = compose(overrides)
+    errors = []
+    if paths != "off":
+        perr, pnotes = check_paths(cfg)
+        if paths == "error":
+            errors += perr
+        else:
+            pnotes = [f"(not fatal, --paths {paths}) {e}" for e in perr] + pnotes
+        if notes is not None:
+            notes.extend(pnotes)
+    errors += verl_checks(cfg)
+    if errors:
+        raise ConfigError(errors)
+    return cfg
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="Allowed '+' additions: " + ", ".join(ALLOWED_ADDITIONS),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("overrides", nargs="*", help="Hydra overrides, as given to verl.trainer.main_ppo")
+    ap.add_argument("--overrides-file", action="append", default=[], help="file with one override per line (# comments)")
+    ap.add_argument(
+        "--paths",
+        choices=["error", "warn", "off"],
+        default="error",
+        help="missing model/data/reward files: error (default), warn (e.g. paths that exist only on a Ray cluster), off",
+    )
+    ap.add_argument("--allow", action="append", default=[], help="extra glob of keys that may be added with '+'")
+    ap.add_argument("--show", nargs="+", default=[], metavar="KEY", help="print these keys of the composed config")
+    ap.add_argument("--quiet", "-q", action="store_true", help="print only errors")
+    args = ap.parse_args(argv)
+
+    overrides = list(args.overrides)
+    for f in args.overrides_file:
+        overrides += [ln.strip() for ln in open(f, encoding="utf-8") if ln.strip() and not ln.lstrip().startswith("#")]
+    notes: list[str] = []
+    try:
+        cfg = check(overrides, paths=args.paths, allowed=ALLOWED_ADDITIONS + tuple(args.allow), notes=notes)
+    except ConfigError as e:
+        for msg in e.errors:
+            print(f"CONFIG ERROR: {msg}", file=sys.stderr)
+        print(f"config check FAILED ({len(e.errors)} problem(s), {len(overrides)} overrides)", file=sys.stderr)
+        return 1
+    from omegaconf import OmegaConf
+
+    for n in notes:
+        print(f"CONFIG NOTE: {n}", file=sys.stderr)
+    for key in args.show:
+        val = OmegaConf.select(cfg, key, default="<missing>")
+        if OmegaConf.is_config(val):
+            val = OmegaConf.to_container(val, resolve=False)
+        print(f"{key} = {val}")
+    if not args.quiet:
+        print(f"CONFIG OK: {len(overrides)} overrides compose and validate against verl's ppo_trainer schema")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
