@@ -4,8 +4,8 @@
 #   bash scripts/gpu_smoke.sh                       # all recipes, 3 steps each
 #   RECIPES="gsm8k_rule gsm8k_local_judge" STEPS=8 bash scripts/gpu_smoke.sh
 #
-# For each recipe: the run exits 0, its metrics JSONL has critic/score/mean and timing_s/reward,
-# the reward's own keys reached verl's validation metrics (one validation at the last step), and
+# For each recipe: the run exits 0, its metrics JSONL has critic/score/mean and timing_s/step,
+# with TEST_FREQ>0 (default: STEPS) a validation ran and its val-* metrics exist, and
 # checkpoints exist (judge recipes; judge_to_reward also the merged HF judge folder).
 # gsm8k_api_judge is pointed at a vLLM OpenAI server of the judge model started here on the same GPU.
 # Knobs: MODEL (default: materialised SmolLM2), GSM8K_DIR (local GSM8K jsonl; unset = HF hub),
@@ -61,13 +61,14 @@ for r in $RECIPES; do
     *) mfiles=("$out/metrics.jsonl") ;;
   esac
   for m in "${mfiles[@]}"; do
-    if "$PYTHON" "$ROOT/scripts/summarize_run.py" "$m" --require critic/score/mean timing_s/reward val- > "$m.summary.md" 2>&1; then
+    req=(critic/score/mean timing_s/step); [ "$TEST_FREQ" -gt 0 ] 2>/dev/null && req+=(val-)
+    if "$PYTHON" "$ROOT/scripts/summarize_run.py" "$m" --require "${req[@]}" > "$m.summary.md" 2>&1; then
       checks+=("metrics ok")
-    else checks+=("METRICS MISSING in $m"); rc=${rc/#0/9}; fi
+    else checks+=("METRICS MISSING in $m"); [ "$rc" = 0 ] && rc=9; fi
   done
   case $r in
-    judge_pointwise|judge_pairwise) ls -d "$out"/checkpoints/global_step_* >/dev/null 2>&1 && checks+=("ckpt ok") || { checks+=("NO CKPT"); rc=${rc/#0/8}; } ;;
-    judge_to_reward) [ -f "$out/judge_hf/config.json" ] && checks+=("merged judge ok") || { checks+=("NO MERGED JUDGE"); rc=${rc/#0/8}; } ;;
+    judge_pointwise|judge_pairwise) ls -d "$out"/checkpoints/global_step_* >/dev/null 2>&1 && checks+=("ckpt ok") || { checks+=("NO CKPT"); [ "$rc" = 0 ] && rc=8; } ;;
+    judge_to_reward) [ -f "$out/judge_hf/config.json" ] && checks+=("merged judge ok") || { checks+=("NO MERGED JUDGE"); [ "$rc" = 0 ] && rc=8; } ;;
   esac
   steps=$(grep -c timing_s/step "${mfiles[-1]}" 2>/dev/null || echo 0)
   echo "| $r | $rc | $wall | $steps | ${checks[*]} |" >> "$summary"

@@ -49,3 +49,49 @@ def shared_data() -> str:
     if not os.path.isdir(SHARED_DATA):
         pytest.skip(f"shared data folder not present: {SHARED_DATA}")
     return SHARED_DATA
+
+
+RAY_CURRENT_CLUSTER = "/tmp/ray/ray_current_cluster"
+
+
+def _read(path: str):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """One private local Ray cluster for every test that drives verl's reward loop.
+
+    ``address="local"`` always starts a fresh cluster, never joins one left on the machine. The
+    test API key is exported before ``ray.init`` because, as in a real run, Ray workers inherit the
+    environment of the process that starts the cluster (keys are never put in configs).
+    """
+    ray = pytest.importorskip("ray")
+    old = os.environ.get("VERL_JUDGE_TEST_KEY")
+    os.environ["VERL_JUDGE_TEST_KEY"] = "sk-ray-test"
+    ray.init(
+        address="local",
+        num_cpus=4,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": ROOT, "TOKENIZERS_PARALLELISM": "false",
+                                  "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}},
+    )
+    mine = _read(RAY_CURRENT_CLUSTER)
+    yield ray
+    ray.shutdown()
+    # ray.shutdown() leaves /tmp/ray/ray_current_cluster behind; a later plain ray.init(num_cpus=...)
+    # would try to join the dead cluster. Remove the pointer if it is still ours.
+    if mine and _read(RAY_CURRENT_CLUSTER) == mine:
+        try:
+            os.remove(RAY_CURRENT_CLUSTER)
+        except OSError:
+            pass
+    if old is None:
+        os.environ.pop("VERL_JUDGE_TEST_KEY", None)
+    else:
+        os.environ["VERL_JUDGE_TEST_KEY"] = old

@@ -21,15 +21,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def ray_local():
-    import ray
-
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": ROOT, "TOKENIZERS_PARALLELISM": "false",
-                                       "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}})
-    yield ray
-    ray.shutdown()
 
 
 def compose_config(model_path: str, overrides: list[str]):
@@ -129,7 +120,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_reward_through_verl_reward_loop(name, ray_local, model_path, tokenizer):
+def test_reward_through_verl_reward_loop(name, ray_cluster, model_path, tokenizer):
     from verl.experimental.reward_loop.reward_loop import RewardLoopManager
 
     path, extra_overrides, cases = CASES[name]
@@ -147,7 +138,7 @@ def test_reward_through_verl_reward_loop(name, ray_local, model_path, tokenizer)
         out = manager.compute_rm_score(data)
     finally:
         for w in manager.reward_loop_workers:
-            ray_local.kill(w)
+            ray_cluster.kill(w)
     rm = out.batch["rm_scores"]
     assert rm.shape == data.batch["responses"].shape
     for i, (_, _, expected) in enumerate(cases):

@@ -1,0 +1,325 @@
+"""LLM-judge reward for policy training (verl 0.9.1 reward loop), async and fault tolerant.
+
+``compute_score`` asks an OpenAI-compatible judge to grade the policy's answer with the versioned
+``gsm8k_grade`` prompt (the same one the pointwise judge recipe trains on, so a judge we train is a
+drop-in) and turns the judge's ``<think>...</think><score>0-4</score>`` reply into a reward.
+
+Deployments (the first that applies wins):
+
+1. **Remote API**: ``base_url`` (+ ``model``, default ``gpt-4o-mini``) given through
+   ``reward.custom_reward_function.reward_kwargs``. The key is read from the environment variable
+   named by ``api_key_env`` at request time; it is never logged, stored in a repr or put in an error.
+2. **Local judge served by verl's reward loop** (``reward.reward_model.enable=True``): verl passes
+   ``reward_router_address`` (``host:port``) and ``reward_model_tokenizer``; requests go to
+   ``http://{reward_router_address}/v1/chat/completions`` with ``model`` = the served model, i.e.
+   the reward model's local path (``reward_model_tokenizer.name_or_path``, which is what verl's vLLM
+   server is started with) unless ``model`` is given.
+3. **Neither** (e.g. validation, where verl calls the function without a router address): no
+   request is made; ``score`` is the fallback and ``judge_skipped=1``.
+
+Scores (``judge`` is the parsed 0-4 grade):
+
+* ``mode="judge"``: ``judge / 4``.
+* ``mode="hybrid"``: ``rule * (0.5 + 0.5 * judge / 4)`` -- the rule reward gates correctness (a
+  wrong final answer earns 0 whatever the judge says), the judge grades the reasoning of a correct
+  one (0.5 .. 1.0).
+* judge failure after retries (``judge_error=1``), an unparseable reply (``judge_parse_fail=1``)
+  or no endpoint (``judge_skipped=1``): the fallback -- ``fallback="rule"`` (default, the GSM8K rule
+  reward) or a constant (``fallback=0.0``). A judge failure is not a wrong answer.
+
+Returned keys, always all of them, in this order, all numeric: ``score``, ``judge_score`` (0-4,
+-1 when there is no grade), ``rule_score`` (0/1), ``judge_error``, ``judge_parse_fail``,
+``judge_skipped``, ``judge_cached`` (answered from the in-process cache / a shared in-flight
+request), ``judge_attempts`` (HTTP attempts made for this sample).
+
+The function never raises for judge, network or data problems; it raises ``ValueError`` only for
+an invalid configuration (unknown ``mode``/``fallback``/prompt), which should stop a run at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from reward_fns import gsm8k
+from reward_fns.judge_client import JudgeClient, JudgeResult
+from reward_fns.parse import parse_score
+from reward_fns.prompts import load, neutralize
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["compute_score", "build_messages", "get_client", "combine", "KEYS", "DEFAULTS", "NEUTRALIZED_TAGS"]
+
+KEYS = (
+    "score",
+    "judge_score",
+    "rule_score",
+    "judge_error",
+    "judge_parse_fail",
+    "judge_skipped",
+    "judge_cached",
+    "judge_attempts",
+)
+MODES = ("judge", "hybrid")
+DEFAULT_REMOTE_MODEL = "gpt-4o-mini"
+
+#: Look-alike tags defused in the candidate before it is placed in the prompt: the verdict format,
+#: every delimiter our templates use, and chat-role words.
+NEUTRALIZED_TAGS = (
+    "score", "think", "answer", "better",
+    "candidate", "reference", "problem", "question", "query", "response", "solution",
+    "system", "user", "assistant", "instruction", "instructions",
+)
+_SPECIAL_TOKEN = re.compile(r"<\|([^<>|\n]{1,64})\|>")
+
+#: Defaults of every knob besides the named parameters (all settable through reward_kwargs).
+DEFAULTS: dict[str, Any] = {
+    "prompt": "gsm8k_grade",
+    "prompt_version": "v1",
+    "rule_mode": "strict",  # reward_fns.gsm8k mode for rule_score: "strict" (#### N) or "flexible"
+    "max_tokens": 512,
+    "temperature": 0.0,
+    "backoff_base": 0.5,
+    "backoff_max": 16.0,
+    "retry_after_max": 60.0,
+    "deadline": 240.0,  # < rate_limited's default reward.timeout (300 s), so we always answer first
+    "max_concurrency": 64,
+    "cache_size": 4096,
+    "cache_ttl": 3600.0,
+    "max_response_chars": 12000,
+    "extra_body": None,
+}
+
+
+# ---------------------------------------------------------------------------- prompt
+def _clip(text: str, limit: int) -> str:
+    """Keep the head and (longer) tail of an over-long response: the final answer is at the end."""
+    if limit <= 0 or len(text) <= limit:
+        return text
+    head = limit // 4
+    tail = limit - head
+    return text[:head] + "\n[... middle of the response omitted ...]\n" + text[-tail:]
+
+
+def defuse(text: object, max_chars: int = DEFAULTS["max_response_chars"]) -> str:
+    """Untrusted candidate text -> prompt-safe text (look-alike tags and chat special tokens defused)."""
+    s = text if isinstance(text, str) else ("" if text is None else str(text))
+    s = _clip(s, int(max_chars))
+    s = neutralize(s, NEUTRALIZED_TAGS)
+    return _SPECIAL_TOKEN.sub(lambda m: f"\u2039|{m.group(1)}|\u203a", s)
+
+
+def _text(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float) and math.isnan(value):
+        return ""
+    return value if isinstance(value, str) else str(value)
+
+
+def build_messages(
+    solution_str: object,
+    ground_truth: object = None,
+    extra_info: Mapping | None = None,
+    *,
+    prompt: str = DEFAULTS["prompt"],
+    prompt_version: str = DEFAULTS["prompt_version"],
+    max_response_chars: int = DEFAULTS["max_response_chars"],
+) -> list[dict]:
+    """The judge's chat messages for one sample (shared with data prep so training matches use).
+
+    Fields are filled by name: ``question``/``query``/``problem`` from ``extra_info["question"]``
+    (or ``query``/``prompt``), ``reference`` from ``extra_info["answer"]`` (else the ground truth),
+    ``response`` from the candidate, which is defused first (see ``defuse``).
+    """
+    info = extra_info if isinstance(extra_info, Mapping) else {}
+    template = load(prompt, prompt_version)
+    question = _text(info.get("question") or info.get("query") or info.get("problem") or info.get("prompt"))
+    reference = _text(info.get("answer") or info.get("reference") or ground_truth)
+    available = {
+        "question": question,
+        "query": question,
+        "problem": question,
+        "reference": reference,
+        "response": defuse(solution_str, max_response_chars),
+    }
+    missing = template.fields() - available.keys()
+    if missing:
+        raise ValueError(f"prompt {template.id} needs fields this reward cannot fill: {sorted(missing)}")
+    return template.render(**{k: available[k] for k in template.fields()})
+
+
+# ---------------------------------------------------------------------------- clients
+_CLIENTS: dict[tuple, JudgeClient] = {}
+_CLIENTS_LOCK = threading.Lock()
+_MAX_CLIENTS = 16
+
+
+def get_client(base_url: str, model: str, **options: Any) -> JudgeClient:
+    """The process-wide client for one configuration (same config -> same pool, cache, sessions)."""
+    key = (base_url, model, tuple(sorted((k, repr(v)) for k, v in options.items())))
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(key)
+        if client is None:
+            if len(_CLIENTS) >= _MAX_CLIENTS:  # a sweep over many configs: forget the oldest
+                _CLIENTS.pop(next(iter(_CLIENTS)))
+            client = JudgeClient(base_url, model, **options)
+            _CLIENTS[key] = client
+        return client
+
+
+# ---------------------------------------------------------------------------- scoring
+def _fallback_value(fallback: object, rule_score: float) -> float:
+    if isinstance(fallback, str) and fallback.strip().lower() == "rule":
+        return rule_score
+    try:
+        value = float(fallback)
+    except (TypeError, ValueError):
+        raise ValueError(f"fallback must be 'rule' or a number, got {fallback!r}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"fallback must be finite, got {fallback!r}")
+    return value
+
+
+def combine(mode: str, judge: int, rule_score: float) -> float:
+    """Reward from a 0-4 judge grade: ``judge/4`` or, in hybrid mode, ``rule * (0.5 + 0.5*judge/4)``."""
+    if mode == "judge":
+        return judge / 4.0
+    if mode == "hybrid":
+        return rule_score * (0.5 + 0.5 * judge / 4.0)
+    raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+
+
+def _rule(solution_str: object, ground_truth: object, rule_mode: str) -> float:
+    try:
+        return float(gsm8k.compute_score(solution_str=solution_str, ground_truth=ground_truth, mode=rule_mode)["score"])
+    except ValueError:  # no numeric reference (non-GSM8K data): the rule cannot say "correct"
+        return 0.0
+
+
+def _plain(value: Any) -> Any:
+    """Hydra/OmegaConf containers (reward_kwargs values) -> plain dicts/lists for JSON."""
+    try:
+        from omegaconf import OmegaConf
+
+        if OmegaConf.is_config(value):
+            return OmegaConf.to_container(value, resolve=True)
+    except ImportError:  # pragma: no cover - omegaconf ships with verl
+        pass
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value
+
+
+_warned: set[str] = set()
+_fail_count = 0
+
+
+def _log_failure(result: JudgeResult, where: str) -> None:
+    global _fail_count
+    _fail_count += 1
+    if _fail_count <= 5 or _fail_count % 100 == 0:
+        logger.warning("llm_judge: judge call to %s failed (#%d, using fallback): %s", where, _fail_count, result.error)
+
+
+def _warn_once(key: str, msg: str, *args: Any) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        logger.warning(msg, *args)
+
+
+async def compute_score(
+    data_source=None,
+    solution_str="",
+    ground_truth=None,
+    extra_info=None,
+    *,
+    base_url: str | None = None,
+    model: str | None = None,
+    api_key_env: str | None = "OPENAI_API_KEY",
+    mode: str = "judge",
+    fallback: object = "rule",
+    timeout: float = 60.0,
+    max_retries: int = 4,
+    reward_router_address: str | None = None,
+    reward_model_tokenizer: Any = None,
+    **kwargs: Any,
+) -> dict:
+    """verl custom reward function; see the module docstring. Extra knobs: ``DEFAULTS``."""
+    unknown = kwargs.keys() - DEFAULTS.keys()
+    if unknown:
+        raise ValueError(f"llm_judge.compute_score: unknown option(s) {sorted(unknown)}; known: {sorted(DEFAULTS)}")
+    opt = {**DEFAULTS, **kwargs}
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if opt["rule_mode"] not in gsm8k.MODES:
+        raise ValueError(f"rule_mode must be one of {gsm8k.MODES}, got {opt['rule_mode']!r}")
+    rule_score = _rule(solution_str, ground_truth, opt["rule_mode"])
+    fallback_score = _fallback_value(fallback, rule_score)
+    out = dict.fromkeys(KEYS, 0.0)
+    out.update(score=fallback_score, judge_score=-1.0, rule_score=rule_score)
+
+    # 1. where to send the request
+    if base_url:
+        url, judge_model, key_env = base_url, model or DEFAULT_REMOTE_MODEL, api_key_env
+    elif reward_router_address:
+        url = reward_router_address
+        judge_model = model or getattr(reward_model_tokenizer, "name_or_path", None)
+        key_env = None  # verl's router is local: never send the API key there
+        if not judge_model:
+            _warn_once("nomodel", "llm_judge: reward_router_address given but no model name; using the fallback")
+            out["judge_error"] = 1.0
+            return out
+    else:
+        _warn_once("skip", "llm_judge: no base_url and no reward_router_address (validation?): using the fallback")
+        out["judge_skipped"] = 1.0
+        return out
+
+    # 2. the prompt (a data problem here is a config problem: raise)
+    messages = build_messages(
+        solution_str,
+        ground_truth,
+        extra_info,
+        prompt=opt["prompt"],
+        prompt_version=opt["prompt_version"],
+        max_response_chars=opt["max_response_chars"],
+    )
+
+    # 3. the call (never raises)
+    client = get_client(
+        url,
+        judge_model,
+        api_key_env=key_env,
+        timeout=timeout,
+        max_retries=max_retries,
+        backoff_base=opt["backoff_base"],
+        backoff_max=opt["backoff_max"],
+        retry_after_max=opt["retry_after_max"],
+        deadline=opt["deadline"],
+        max_concurrency=opt["max_concurrency"],
+        temperature=opt["temperature"],
+        max_tokens=opt["max_tokens"],
+        extra_body=_plain(opt["extra_body"]) or None,
+        cache_size=opt["cache_size"],
+        cache_ttl=opt["cache_ttl"],
+    )
+    result = await client.complete(messages)
+    out["judge_attempts"] = float(result.attempts)
+    out["judge_cached"] = 1.0 if result.cached else 0.0
+    if not result.ok:
+        _log_failure(result, client.url)
+        out["judge_error"] = 1.0
+        return out
+
+    # 4. the verdict
+    parsed = parse_score(result.text)
+    if not parsed.ok:
+        out["judge_parse_fail"] = 1.0
+        return out
+    out["judge_score"] = float(parsed.value)
+    out["score"] = combine(mode, parsed.value, rule_score)
+    return out

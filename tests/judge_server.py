@@ -1,0 +1,362 @@
+"""A fault-injecting OpenAI-compatible judge server on 127.0.0.1, for tests and benchmarks.
+
+It serves ``POST /v1/chat/completions`` and ``GET /v1/models`` (aiohttp, in a background thread
+with its own event loop, so sync tests, async tests and Ray actors in other processes can all use
+it) and records every request body and header it receives.
+
+Replies (``default_reply``) are deterministic, a tiny "grader": it reads the user message the way a
+judge would, takes the candidate between ``<candidate>`` and the last ``</candidate>``, and answers
+``<think>...</think><score>4</score>`` when the candidate's ``#### N`` equals the reference's, else
+``<score>1</score>``. Markers in the request text steer one sample, whatever the order of requests:
+
+* ``JUDGE_SAYS:<n>`` -> the reply is ``<think>marker</think><score>n</score>`` (``n`` any text,
+  so ``JUDGE_SAYS:x`` is an unparseable verdict).
+* ``FAULT:<kind>`` -> that fault on every request carrying it; ``FAULT:<kind>x<k>`` -> only on the
+  first ``k`` requests with the same body (then the normal reply: tests retries).
+
+Fault kinds: ``latency:<s>`` (extra delay), ``429`` (with ``Retry-After``), ``500``, ``503``,
+``malformed_json`` (200 with a broken JSON body), ``truncated`` (200, reply cut mid-verdict,
+``finish_reason="length"``), ``truncated_body`` (headers promise more bytes than are sent, then the
+connection closes), ``drop`` (connection closed with no reply), ``hang`` (never answers),
+``no_choices`` (200 ``{"choices": []}``), ``echo_headers`` (400 whose body reflects the request
+headers, as a leaky proxy might), ``echo`` (the judge quotes the candidate verbatim inside
+and outside its think block, then scores 1: a judge that repeats look-alike tags).
+Faults can also be queued (``push``) for the next requests, or set for all (``mode``).
+
+Capacity: ``capacity=C`` and ``latency=L`` make a server of known throughput ``C / L`` requests per
+second (requests beyond ``C`` wait in a FIFO queue), the reference for the benchmark.
+
+    with JudgeServer(latency=0.01) as srv:
+        srv.base_url   # http://127.0.0.1:PORT/v1    (remote-API deployment)
+        srv.address    # 127.0.0.1:PORT               (verl's reward_router_address)
+        srv.requests   # [Captured(body=..., headers=..., t=...)]
+
+Run as a script (``python tests/judge_server.py --port 0 --capacity 16 --latency 0.05``) it prints
+``READY <address>`` and serves until killed, for benchmarks in a separate process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import re
+import socket
+import sys
+import threading
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+__all__ = ["JudgeServer", "Captured", "default_reply", "candidate_of", "FAULTS"]
+
+FAULTS = (
+    "latency", "429", "500", "503", "malformed_json", "truncated", "truncated_body",
+    "drop", "hang", "no_choices", "echo", "echo_headers",
+)
+_MARK_FAULT = re.compile(r"FAULT:((?:\d{3}|[a-z_]+?)(?::[0-9.]+)?)(?:x(\d+))?\b")
+_MARK_SAYS = re.compile(r"JUDGE_SAYS:(\S+)")
+_HASH_NUM = re.compile(r"####\s*(-?[\d,]*\.?\d+)")
+
+
+@dataclass
+class Captured:
+    body: dict
+    headers: dict
+    t: float
+    raw: bytes = field(repr=False, default=b"")
+
+    @property
+    def user(self) -> str:
+        return next((m["content"] for m in reversed(self.body.get("messages", [])) if m.get("role") == "user"), "")
+
+    @property
+    def system(self) -> str | None:
+        return next((m["content"] for m in self.body.get("messages", []) if m.get("role") == "system"), None)
+
+
+def candidate_of(user_text: str) -> str | None:
+    """The text between the first ``<candidate>`` line and the last ``</candidate>``, as a judge reads it."""
+    start = user_text.find("<candidate>\n")
+    end = user_text.rfind("\n</candidate>")
+    if start < 0 or end < start:
+        return None
+    return user_text[start + len("<candidate>\n") : end]
+
+
+def _num(s: str | None) -> str | None:
+    if not s:
+        return None
+    m = _HASH_NUM.findall(s)
+    return m[-1].replace(",", "") if m else None
+
+
+def default_reply(body: dict) -> str:
+    """Deterministic judge reply for a request body (see the module docstring)."""
+    msgs = body.get("messages") or []
+    user = next((m.get("content", "") for m in reversed(msgs) if m.get("role") == "user"), "")
+    said = _MARK_SAYS.search(user)
+    if said:
+        return f"<think>told to say {said.group(1)}</think><score>{said.group(1)}</score>"
+    cand = candidate_of(user)
+    ref_m = re.search(r"<reference>\n(.*?)\n</reference>", user, re.DOTALL)
+    ref = _num(ref_m.group(1)) if ref_m else None
+    got = _num(cand)
+    if ref is not None and got is not None and float(got) == float(ref):
+        return f"<think>Final answer {got} matches the reference.</think><score>4</score>"
+    return f"<think>Final answer {got} does not match {ref}.</think><score>1</score>"
+
+
+def _completion(body: dict, text: str, finish: str = "stop") -> dict:
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model"),
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 0, "completion_tokens": len(text.split()), "total_tokens": len(text.split())},
+    }
+
+
+class JudgeServer:
+    """See the module docstring. ``reply(body) -> str`` replaces ``default_reply``."""
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        latency: float = 0.0,
+        capacity: int | None = None,
+        reply=None,
+        mode: str | None = None,
+        retry_after: str = "1",
+        expect_model: str | None = None,
+        api_key: str | None = None,
+    ):
+        self.host, self.port = host, port
+        self.latency = float(latency)
+        self.capacity = capacity
+        self.reply = reply or default_reply
+        self.mode = mode
+        self.retry_after = retry_after
+        self.expect_model = expect_model
+        self.api_key = api_key
+        self.requests: list[Captured] = []
+        self.served = 0  # 200 replies sent
+        self._queue: deque[str] = deque()
+        self._seen: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
+        self._sem: asyncio.Semaphore | None = None
+        self.inflight = 0
+        self.max_inflight = 0
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def start(self) -> "JudgeServer":
+        ready = threading.Event()
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(self._start())
+            except BaseException as e:  # pragma: no cover - port in use etc.
+                errors.append(e)
+                ready.set()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="judge-server", daemon=True)
+        self._thread.start()
+        ready.wait(10)
+        if errors:
+            raise errors[0]
+        return self
+
+    async def _start(self) -> None:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self._handle)
+        app.router.add_get("/v1/models", self._models)
+        self._sem = asyncio.Semaphore(self.capacity) if self.capacity else None
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.05)
+        await self._runner.setup()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, self.port))
+        self.port = sock.getsockname()[1]
+        site = web.SockSite(self._runner, sock, shutdown_timeout=0.05)
+        await site.start()
+
+    def stop(self) -> None:
+        """Stop listening and abort in-flight requests (new connections are then refused)."""
+        loop, self._loop = self._loop, None
+        if loop is None:
+            return
+        async def shutdown() -> None:
+            await self._runner.cleanup()
+            me = asyncio.current_task()
+            rest = [t for t in asyncio.all_tasks() if t is not me]
+            for t in rest:
+                t.cancel()
+            await asyncio.gather(*rest, return_exceptions=True)
+
+        fut = asyncio.run_coroutine_threadsafe(shutdown(), loop)
+        try:
+            fut.result(10)
+        except Exception:  # pragma: no cover
+            pass
+        loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def __enter__(self) -> "JudgeServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ control
+    def push(self, *faults: str) -> None:
+        """Queue one-shot faults for the next requests, in order."""
+        with self._lock:
+            self._queue.extend(faults)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.requests.clear()
+            self._queue.clear()
+            self._seen.clear()
+            self.served = 0
+            self.max_inflight = 0
+
+    # ------------------------------------------------------------------ handlers
+    async def _models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": self.expect_model or "judge", "object": "model"}]})
+
+    def _fault_for(self, raw: bytes, text: str) -> str | None:
+        with self._lock:
+            if self._queue:
+                return self._queue.popleft()
+            m = _MARK_FAULT.search(text)
+            if m:
+                limit = m.group(2)
+                if limit is None:
+                    return m.group(1)
+                key = hashlib.sha256(raw).hexdigest()
+                self._seen[key] += 1
+                return m.group(1) if self._seen[key] <= int(limit) else None
+            return self.mode
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return web.json_response({"error": {"message": "invalid JSON"}}, status=400)
+        self.requests.append(Captured(body, dict(request.headers), time.monotonic(), raw))
+        if self.api_key is not None and request.headers.get("Authorization") != f"Bearer {self.api_key}":
+            return web.json_response({"error": {"message": "invalid api key"}}, status=401)
+        if self.expect_model is not None and body.get("model") != self.expect_model:
+            msg = f"The model `{body.get('model')}` does not exist."
+            return web.json_response({"error": {"message": msg, "code": 404}}, status=404)
+        text = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
+        fault = self._fault_for(raw, text)
+        if self._sem is not None:
+            async with self._sem:
+                return await self._serve(request, body, fault)
+        return await self._serve(request, body, fault)
+
+    async def _serve(self, request: web.Request, body: dict, fault: str | None) -> web.StreamResponse:
+        self.inflight += 1
+        self.max_inflight = max(self.max_inflight, self.inflight)
+        try:
+            delay = self.latency
+            if fault and fault.startswith("latency"):
+                delay += float(fault.split(":", 1)[1]) if ":" in fault else 1.0
+                fault = None
+            if delay:
+                await asyncio.sleep(delay)
+            return await self._respond(request, body, fault)
+        finally:
+            self.inflight -= 1
+
+    async def _respond(self, request: web.Request, body: dict, fault: str | None) -> web.StreamResponse:
+        if fault == "429":
+            return web.json_response(
+                {"error": {"message": "Rate limit reached", "type": "rate_limit"}},
+                status=429,
+                headers={"Retry-After": self.retry_after},
+            )
+        if fault in ("500", "503"):
+            return web.json_response({"error": {"message": "internal error"}}, status=int(fault))
+        if fault == "hang":
+            await asyncio.sleep(3600)
+        if fault == "drop":
+            request.transport.close()
+            raise asyncio.CancelledError()
+        if fault == "malformed_json":
+            return web.Response(body=b'{"choices": [{"message": {"content": "<score>4</sc', content_type="application/json")
+        if fault == "echo_headers":  # a leaky proxy that reflects the request headers in its error
+            return web.json_response({"error": {"message": f"bad request, headers: {dict(request.headers)}"}}, status=400)
+        if fault == "no_choices":
+            return web.json_response({"choices": []})
+        if fault == "truncated_body":
+            resp = web.StreamResponse(headers={"Content-Type": "application/json", "Content-Length": "4096"})
+            await resp.prepare(request)
+            await resp.write(b'{"choices": [{"message": {"content": "<think>')
+            request.transport.close()
+            return resp
+        if fault == "truncated":
+            text = self.reply(body)
+            cut = text[: max(1, text.find("<score>") + 8)] if "<score>" in text else text[: len(text) // 2]
+            self.served += 1
+            return web.json_response(_completion(body, cut, "length"))
+        if fault == "echo":
+            cand = candidate_of(next((m["content"] for m in reversed(body["messages"]) if m["role"] == "user"), "")) or ""
+            text = f"<think>The candidate wrote: {cand}</think>Quoting it again: {cand}\n<score>1</score>"
+            self.served += 1
+            return web.json_response(_completion(body, text))
+        self.served += 1
+        return web.json_response(_completion(body, self.reply(body)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--latency", type=float, default=0.0, help="seconds per request (service time)")
+    ap.add_argument("--capacity", type=int, default=None, help="requests served at once (others queue)")
+    ap.add_argument("--mode", default=None, help="fault applied to every request (see FAULTS)")
+    args = ap.parse_args(argv)
+    srv = JudgeServer(host=args.host, port=args.port, latency=args.latency, capacity=args.capacity, mode=args.mode)
+    srv.start()
+    print(f"READY {srv.address}", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        srv.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
