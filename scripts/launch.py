@@ -136,6 +136,7 @@ SPECIAL_KNOBS = {
     "GSM8K_DIR": "folder with GSM8K train.jsonl/test.jsonl (unset: the HF hub)",
     "JUDGE_GPUS": "0: judge colocated with the policy; >0: a separate pool of that many GPUs (enable_resource_pool)",
     "ENTRYPOINT": "python module run with the overrides (default verl.trainer.main_ppo; e.g. a recipe's own trainer)",
+    "JOB_SUBMIT_TRIES": "with RAY_ADDRESS: submissions tried while the cluster's job agent is not ready (default 6)",
     "CHECK_PATHS": "error | warn | off: missing files in the schema check (default warn with RAY_ADDRESS)",
 }
 
@@ -480,10 +481,12 @@ class Tee:
     def __init__(self, log_path: str | None, env):
         self.env = env
         self.log = open(log_path, "a", encoding="utf-8") if log_path else None
+        self.tail = ""  # the last lines seen (masked), to recognise transient errors
 
     def pump(self, stream) -> None:
         for line in iter(stream.readline, ""):
             line = mask(line, self.env)
+            self.tail = (self.tail + line)[-16384:]
             sys.stdout.write(line)
             sys.stdout.flush()
             if self.log:
@@ -501,6 +504,9 @@ _SUBMIT_FROM_STDIN = (
     "import sys; from ray.dashboard.modules.job.cli import submit; a = sys.argv[1:]; "
     "a[a.index('--runtime-env-json') + 1] = sys.stdin.read(); submit.main(args=a, prog_name='ray job submit')"
 )
+
+
+JOB_AGENT_NOT_READY = "No available agent to submit job"
 
 
 def job_submit_argv(p: Plan) -> tuple[list[str], str | None]:
@@ -606,7 +612,17 @@ def execute(p: Plan, env) -> int:
     try:
         if p.mode == "job":
             argv, payload = job_submit_argv(p)
-            return run_child(argv, cenv, tee, stdin=payload)
+            tries = max(1, int(env.get("JOB_SUBMIT_TRIES") or 6))
+            for attempt in range(1, tries + 1):
+                tee.tail = ""
+                rc = run_child(argv, cenv, tee, stdin=payload)
+                # A freshly started cluster answers 500 "No available agent to submit job" until the
+                # head's job agent is up; nothing was submitted, so submitting again is safe.
+                if rc == 0 or JOB_AGENT_NOT_READY not in tee.tail or attempt == tries:
+                    return rc
+                wait = min(2.0 * attempt, 10.0)
+                say(f"the cluster's job agent is not ready yet (try {attempt}/{tries}); submitting again in {wait:.0f}s")
+                time.sleep(wait)
         if not p.metrics_file.startswith(("hdfs://", "s3://")):
             os.makedirs(os.path.dirname(p.metrics_file), exist_ok=True)
             rotate(p.metrics_file)

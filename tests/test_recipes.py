@@ -590,3 +590,24 @@ def test_ray_job_submission_end_to_end(fx, model_path, tmp_path):
         os.remove(entry)
         if head is not None:
             launch.stop_ray_head(head)
+
+
+def test_job_submission_retried_while_the_job_agent_is_not_ready(tmp_path, monkeypatch):
+    """A fresh cluster answers "No available agent to submit job" for a while: submit again, then stop."""
+    counter = tmp_path / "tries"
+    fake_submit = (
+        "import pathlib, sys; p = pathlib.Path(sys.argv[1]); n = int(p.read_text() or 0) + 1 if p.exists() else 1; "
+        "p.write_text(str(n)); "
+        "print('RuntimeError: Request failed with status code 500: No available agent to submit job') if n < 3 "
+        "else print('job submitted'); sys.exit(1 if n < 3 else 0)"
+    )
+    p = launch.Plan(recipe="x", mode="job", command=[sys.executable, "-c", fake_submit, str(counter)],
+                    output_dir=str(tmp_path / "out"), metrics_file=str(tmp_path / "out" / "m.jsonl"))
+    env = {**os.environ, "JOB_SUBMIT_TRIES": "5"}
+    monkeypatch.setattr(launch.time, "sleep", lambda s: None)
+    assert launch.execute(p, env) == 0
+    assert counter.read_text() == "3"
+    counter.write_text("0")
+    env["JOB_SUBMIT_TRIES"] = "2"
+    assert launch.execute(p, env) == 1  # gives up after 2 tries, returns the failure
+    assert counter.read_text() == "2"
