@@ -552,7 +552,12 @@ def start_ray_head(env: dict, log_path: str, dashboard_port: int | None = None) 
     """
     port = free_port()
     cmd = [sys.executable, "-c", "import sys; sys.argv[0] = 'ray'; from ray.scripts.scripts import main; main()",
-           "start", "--head", "--block", f"--port={port}", "--disable-usage-stats"]
+           "start", "--head", "--block", f"--port={port}", "--disable-usage-stats",
+           # Ray's fixed default ports (dashboard agent 52365, ...) clash with any other Ray instance on
+           # the machine, whose job agent then never comes up: a private head takes free ports.
+           f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
+           f"--runtime-env-agent-port={free_port()}", f"--metrics-export-port={free_port()}",
+           f"--ray-client-server-port={free_port()}"]
     cmd += (["--include-dashboard=true", f"--dashboard-port={dashboard_port}", "--dashboard-host=127.0.0.1"]
             if dashboard_port else ["--include-dashboard=false"])
     say(f"starting a private Ray head on port {port} (log: {log_path})")

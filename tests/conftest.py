@@ -62,9 +62,9 @@ def _read(path: str):
         return None
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_cluster():
-    """One private local Ray cluster for every test that drives verl's reward loop.
+    """A private local Ray cluster for a test module that drives verl's reward loop (shut down after it).
 
     ``address="local"`` always starts a fresh cluster, never joins one left on the machine. The
     test API key is exported before ``ray.init`` because, as in a real run, Ray workers inherit the
