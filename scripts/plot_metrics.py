@@ -43,7 +43,7 @@ from collections.abc import Mapping, Sequence
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from eval_common import InputError, md_table, pyplot, save_fig, write_json, write_text  # noqa: E402
+from eval_common import InputError, cli_main, md_table, pyplot, save_fig, write_json, write_text  # noqa: E402
 
 STAGES = ("gen", "reward", "old_log_prob", "ref", "update_actor")
 _MEAN_SUFFIX = re.compile(r"^mean(@\d+)?$")
@@ -319,12 +319,7 @@ def run(argv: list[str] | None = None) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        run(argv)
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
+    return cli_main(run, argv)
 
 
 if __name__ == "__main__":
