@@ -21,8 +21,9 @@ Scores (``judge`` is the parsed 0-4 grade):
 
 * ``mode="judge"``: ``judge / 4``.
 * ``mode="hybrid"``: ``rule * (0.5 + 0.5 * judge / 4)`` -- the rule reward gates correctness (a
-  wrong final answer earns 0 whatever the judge says), the judge grades the reasoning of a correct
-  one (0.5 .. 1.0).
+  wrong final answer earns 0 whatever the judge says, and the judge is not called for it:
+  ``judge_skipped=1``), the judge grades the reasoning of a correct one (0.5 .. 1.0). On a weak
+  policy most answers are wrong, so hybrid mode makes few judge calls.
 * judge failure after retries (``judge_error=1``), an unparseable reply (``judge_parse_fail=1``)
   or no endpoint (``judge_skipped=1``): the fallback -- ``fallback="rule"`` (default, the GSM8K rule
   reward) or a constant (``fallback=0.0``). A judge failure is not a wrong answer.
@@ -263,7 +264,11 @@ async def compute_score(
     out = dict.fromkeys(KEYS, 0.0)
     out.update(score=fallback_score, judge_score=-1.0, rule_score=rule_score)
 
-    # 1. where to send the request
+    # 1. where to send the request (hybrid mode: a wrong final answer earns 0 whatever the judge says,
+    #    so the judge is only asked about rule-correct answers)
+    if mode == "hybrid" and rule_score == 0.0:
+        out.update(score=0.0, judge_skipped=1.0)
+        return out
     if base_url:
         url, judge_model, key_env = base_url, model or DEFAULT_REMOTE_MODEL, api_key_env
     elif reward_router_address:

@@ -285,6 +285,13 @@ def add_offline_args(group) -> None:
     group.add_argument("--hf-offline", metavar="MODEL_PATH", default=None,
                        help="generate with transformers on this machine (CPU or GPU) instead of an endpoint")
     group.add_argument("--batch-size", type=int, default=8, metavar="N", help="--hf-offline batch size (default 8)")
+    group.add_argument("--gpu-memory-utilization", type=float, default=0.9, metavar="F",
+                       help="--vllm-offline: share of GPU memory vLLM may take (default 0.9; lower it to share the GPU)")
+    group.add_argument("--kv-cache-gb", type=float, default=None, metavar="GB",
+                       help="--vllm-offline: fixed KV-cache size instead of vLLM's memory profiling (needed when "
+                            "other processes allocate GPU memory while vLLM starts)")
+    group.add_argument("--enforce-eager", action="store_true",
+                       help="--vllm-offline: no CUDA graphs / compilation (faster start, slower decoding)")
 
 
 def check_backend(args, what: str) -> None:
@@ -297,8 +304,20 @@ def check_backend(args, what: str) -> None:
     if not chosen or (chosen == ["--base-url/--model"] and not (args.base_url and args.model)):
         raise InputError(f"need --base-url and --model (an OpenAI-compatible {what} endpoint), "
                          "or --vllm-offline MODEL_PATH, or --hf-offline MODEL_PATH")
+    if args.vllm_offline and not 0 < args.gpu_memory_utilization <= 1:
+        raise InputError(f"--gpu-memory-utilization must be in (0, 1], got {args.gpu_memory_utilization}")
+    if args.vllm_offline and args.kv_cache_gb is not None and not args.kv_cache_gb > 0:
+        raise InputError(f"--kv-cache-gb must be > 0, got {args.kv_cache_gb}")
     if args.hf_offline and args.batch_size < 1:
         raise InputError(f"--batch-size must be >= 1, got {args.batch_size}")
+
+
+def vllm_kwargs(args) -> dict:
+    """``vllm.LLM`` keyword arguments from the ``--vllm-offline`` options."""
+    kw = {"gpu_memory_utilization": args.gpu_memory_utilization, "enforce_eager": args.enforce_eager}
+    if args.kv_cache_gb is not None:
+        kw["kv_cache_memory_bytes"] = int(args.kv_cache_gb * 2**30)
+    return kw
 
 
 def generate(args, conversations: Sequence[Sequence[dict]], *, n: int = 1, desc: str = "requests",
@@ -306,7 +325,7 @@ def generate(args, conversations: Sequence[Sequence[dict]], *, n: int = 1, desc:
     """``n`` replies per conversation from the backend chosen by ``args`` (see ``check_backend``)."""
     if args.vllm_offline:
         res = vllm_chat(args.vllm_offline, conversations, max_tokens=args.max_tokens, temperature=args.temperature,
-                        n=n, seed=seed)
+                        n=n, seed=seed, llm_kwargs=vllm_kwargs(args))
         return res, {"endpoint": "vllm offline", "model": args.vllm_offline}
     if args.hf_offline:
         res = hf_chat(args.hf_offline, conversations, max_tokens=args.max_tokens, temperature=args.temperature, n=n,

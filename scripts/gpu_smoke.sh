@@ -10,7 +10,8 @@
 # gsm8k_api_judge is pointed at a vLLM OpenAI server of the judge model started here on the same GPU.
 # Knobs: MODEL (default: materialised SmolLM2), GSM8K_DIR (local GSM8K jsonl; unset = HF hub),
 # PYTHON (existing interpreter, e.g. python3 with verl+vLLM), SMOKE_DIR (outputs), STEPS,
-# API_PORT (8011). Extra args are Hydra overrides passed to every recipe.
+# API_PORT (8011), API_GPU_MEM_UTIL (0.15), API_SERVER_ARGS (more vLLM server flags). Extra args are
+# Hydra overrides passed to every recipe.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RECIPES=${RECIPES:-"gsm8k_rule judge_pointwise judge_pairwise gsm8k_local_judge gsm8k_api_judge judge_to_reward"}
@@ -29,7 +30,7 @@ fail=0
 start_api_server() {
   "$PYTHON" -m vllm.entrypoints.openai.api_server --model "$MODEL" --served-model-name judge \
     --host 127.0.0.1 --port "$API_PORT" --gpu-memory-utilization "${API_GPU_MEM_UTIL:-0.15}" --enforce-eager \
-    --max-model-len 2048 > "$SMOKE_DIR/api_server.log" 2>&1 &
+    --max-model-len 2048 ${API_SERVER_ARGS:-} > "$SMOKE_DIR/api_server.log" 2>&1 &
   API_PID=$!
   for _ in $(seq 1 120); do
     curl -sf "http://127.0.0.1:$API_PORT/v1/models" >/dev/null 2>&1 && return 0

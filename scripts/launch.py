@@ -99,6 +99,8 @@ KNOBS: tuple[Knob, ...] = (
     K("CKPT_DIR", "trainer.default_local_dir", "str", doc="checkpoint folder"),
     K("KEEP_CKPTS", "trainer.max_actor_ckpt_to_keep", "int", doc="keep the newest N checkpoints"),
     K("RESUME_MODE", "trainer.resume_mode", doc="auto (resume from CKPT_DIR if any), disable"),
+    K("USE_V1", "trainer.use_v1", "bool", (RULE, API), "verl's V1 trainer (1, verl's default) or the legacy one (0); "
+      "the local-judge recipe picks it from JUDGE_GPUS"),
     # LLM judge through an OpenAI-compatible API (reward_fns/llm_judge.py + the rate_limited manager)
     K("JUDGE_BASE_URL", f"{RKW}.base_url", "str", (API,), "OpenAI-compatible endpoint of the judge"),
     K("JUDGE_MODEL_NAME", f"{RKW}.model", "str", (API,), "judge model name at that endpoint"),

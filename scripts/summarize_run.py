@@ -2,13 +2,14 @@
 """Summarise a run's JSONL metrics (verl's file logger): step count, median stage times, rewards.
 
     python scripts/summarize_run.py outputs/verl-judge/gsm8k_rule/metrics.jsonl [more.jsonl ...]
-        [--skip-first 1] [--json] [--require KEY ...]
+        [--skip-first 1] [--json] [--require KEY ...] [--labels A B ...] [--ratio]
 
 Median of every ``timing_s/*`` key over the steps after the first ``--skip-first`` (start-up and
 compile noise), the first and last ``critic/score/mean``, and every ``val-*`` key of the last
 validation. ``--require KEY`` exits 1 when a key never appears (substring match), which is how
 ``scripts/gpu_smoke.sh`` checks that the reward keys reached verl's metrics. Several files are
-printed as one Markdown table (one column each) so runs can be compared side by side.
+printed as one Markdown table (one column each) so runs can be compared side by side; ``--ratio``
+adds a table of each stage's median divided by the first run's (e.g. local judge / rule reward).
 """
 
 from __future__ import annotations
@@ -60,25 +61,57 @@ def summarize(rows: list[dict], skip_first: int = 1) -> dict:
     return out
 
 
+def ratios(sums: dict, files: list[str], labels: list[str]) -> dict:
+    """{label: {stage: median(run) / median(first run)}} for runs 2..n; a stage missing or 0 in the
+    first run has no ratio."""
+    base = sums[files[0]]
+    out = {}
+    for f, lab in zip(files[1:], labels[1:]):
+        out[lab] = {}
+        for st in STAGES:
+            b, v = base.get(f"median {st}"), sums[f].get(f"median {st}")
+            if b and v is not None:
+                out[lab][st] = v / b
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("files", nargs="+", help="metrics JSONL file(s)")
     ap.add_argument("--skip-first", type=int, default=1, help="steps left out of the medians (default 1)")
     ap.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
     ap.add_argument("--require", nargs="*", default=[], help="metric key substrings that must appear")
+    ap.add_argument("--labels", nargs="+", default=None, help="column names (default: the file paths)")
+    ap.add_argument("--ratio", action="store_true", help="also: each stage's median / the first run's")
     args = ap.parse_args(argv)
+    if args.labels and len(args.labels) != len(args.files):
+        ap.error(f"--labels: {len(args.labels)} labels for {len(args.files)} files")
+    labels = args.labels or args.files
+    if len(set(args.files)) != len(args.files):
+        ap.error("the same file is given twice")
     runs = {f: load(f) for f in args.files}
     sums = {f: summarize(r, args.skip_first) for f, r in runs.items()}
     if args.json:
-        print(json.dumps(sums, indent=1))
+        out = {lab: sums[f] for lab, f in zip(labels, args.files)}
+        if args.ratio:
+            out = {"runs": out, "ratios": ratios(sums, args.files, labels)}
+        print(json.dumps(out, indent=1))
     else:
         keys = [k for k in ("steps", *(f"median {s}" for s in STAGES)) if any(k in s for s in sums.values())]
         keys += sorted({k for s in sums.values() for k in s} - set(keys))
-        print("| metric | " + " | ".join(args.files) + " |")
+        print("| metric | " + " | ".join(labels) + " |")
         print("|---|" + "---:|" * len(args.files))
         for k in keys:
             cells = [sums[f].get(k) for f in args.files]
             print(f"| {k} | " + " | ".join("" if c is None else f"{c:.4g}" for c in cells) + " |")
+        if args.ratio and len(args.files) > 1:
+            rat = ratios(sums, args.files, labels)
+            print(f"\n| median stage time / {labels[0]} | " + " | ".join(labels[1:]) + " |")
+            print("|---|" + "---:|" * (len(args.files) - 1))
+            for st in STAGES:
+                cells = [rat[lab].get(st) for lab in labels[1:]]
+                if any(c is not None for c in cells):
+                    print(f"| {st} | " + " | ".join("" if c is None else f"{c:.2f}" for c in cells) + " |")
     missing = [req for req in args.require
                if not any(req in k for rows in runs.values() for r in rows for k in r)]
     if missing:

@@ -54,3 +54,30 @@ def test_summarize_run_medians_and_require(tmp_path):
 
 def test_gpu_smoke_script_parses():
     subprocess.run(["bash", "-n", "scripts/gpu_smoke.sh"], cwd=ROOT, check=True)
+
+
+def _summ(*args):
+    return subprocess.run([sys.executable, "scripts/summarize_run.py", *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True)
+
+
+def test_summarize_run_ratio_to_the_first_run(tmp_path):
+    import json
+
+    rule, local = tmp_path / "rule.jsonl", tmp_path / "local.jsonl"
+    _write(rule, [{"step": i, "data": {"timing_s/step": s, "timing_s/gen": g}}
+                  for i, (s, g) in enumerate([(50.0, 20.0), (20.0, 8.0), (22.0, 9.0)], 1)])
+    _write(local, [{"step": i, "data": {"timing_s/step": s, "timing_s/gen": g, "timing_s/reward": w}}
+                   for i, (s, g, w) in enumerate([(60.0, 30.0, 9.0), (30.0, 10.0, 8.0), (26.0, 11.0, 6.0)], 1)])
+    r = _summ(rule, local, "--labels", "rule", "local", "--ratio", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["runs"]["rule"]["median timing_s/step"] == 21.0 and out["runs"]["local"]["median timing_s/step"] == 28.0
+    # reward has no ratio: the rule run has no reward stage
+    assert out["ratios"] == {"local": {"timing_s/step": 28.0 / 21.0, "timing_s/gen": 10.5 / 8.5}}
+    md = _summ(rule, local, "--labels", "rule", "local", "--ratio").stdout
+    assert "| median stage time / rule | local |" in md and "| timing_s/step | 1.33 |" in md and "| timing_s/gen | 1.24 |" in md
+    assert "| metric | rule | local |" in md
+    bad = _summ(rule, local, "--labels", "only-one")
+    assert bad.returncode == 2 and "2 files" in bad.stderr
+    assert _summ(rule, rule).returncode == 2

@@ -61,7 +61,9 @@ TABLE = [
     ("hybrid", "rule", "#### 72", expect(1.0, judge=4.0, rule=1.0)),
     ("hybrid", "rule", "#### 72 JUDGE_SAYS:2", expect(0.75, judge=2.0, rule=1.0)),
     ("hybrid", "rule", "#### 72 JUDGE_SAYS:0", expect(0.5, judge=0.0, rule=1.0)),
-    ("hybrid", "rule", "#### 96 JUDGE_SAYS:4", expect(0.0, judge=4.0, rule=0.0)),  # judge talked into it: gated
+    # a rule-wrong answer is gated to 0 without asking the judge (no request: attempts 0)
+    ("hybrid", "rule", "#### 96 JUDGE_SAYS:4", expect(0.0, rule=0.0, skipped=1.0, attempts=0.0)),
+    ("hybrid", 0.5, "#### 96 FAULT:500", expect(0.0, rule=0.0, skipped=1.0, attempts=0.0)),
     # unparseable verdicts -> fallback, judge_parse_fail
     ("judge", "rule", "#### 72 JUDGE_SAYS:x", expect(1.0, rule=1.0, parse_fail=1.0)),
     ("judge", "rule", "#### 72 JUDGE_SAYS:5", expect(1.0, rule=1.0, parse_fail=1.0)),
@@ -86,6 +88,13 @@ def test_score_table(server, mode, fallback, response, expected):
     assert out == expected
     assert list(out) == list(KEYS) and list(out)[0] == "score"
     assert all(type(v) is float for v in out.values())
+
+
+def test_hybrid_asks_the_judge_only_about_rule_correct_answers(server):
+    outs = [score(server, r, mode="hybrid") for r in ("#### 96", "#### 72", "#### 11", "no answer")]
+    assert [o["score"] for o in outs] == [0.0, 1.0, 0.0, 0.0]
+    assert [o["judge_skipped"] for o in outs] == [1.0, 0.0, 1.0, 1.0]
+    assert len(server.requests) == 1 and "#### 72" in server.requests[0].body["messages"][-1]["content"]
 
 
 def test_extra_body_from_hydra_config(server):

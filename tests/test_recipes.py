@@ -264,6 +264,7 @@ KNOB_VALUES = {
     "EXPERIMENT": ("expx", "expx"),
     "CKPT_DIR": ("/tmp/vj-ckpt", "/tmp/vj-ckpt"),
     "RESUME_MODE": ("disable", "disable"),
+    "USE_V1": ("0", False),
     "JUDGE_BASE_URL": ("http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1"),
     "JUDGE_MODEL_NAME": ("judge-x", "judge-x"),
     "JUDGE_API_KEY_ENV": ("MY_JUDGE_CRED", "MY_JUDGE_CRED"),
@@ -611,3 +612,105 @@ def test_job_submission_retried_while_the_job_agent_is_not_ready(tmp_path, monke
     env["JOB_SUBMIT_TRIES"] = "2"
     assert launch.execute(p, env) == 1  # gives up after 2 tries, returns the failure
     assert counter.read_text() == "2"
+
+
+# ----------------------------------------------------------------------------------------------- GPU-side tools, on CPU
+def test_use_v1_knob_and_colocated_judge(fx, model_path):
+    rule = compose(plan_json("gsm8k_rule", base_env(MODEL=model_path, USE_V1="0", **recipe_files(fx, "gsm8k_rule")))["overrides"])
+    assert rule.trainer.use_v1 is False
+    p = plan_json("gsm8k_local_judge", base_env(MODEL=model_path, USE_V1="1", **recipe_files(fx, "gsm8k_local_judge")))
+    # the local-judge recipe picks the trainer from JUDGE_GPUS: colocated -> legacy, whatever USE_V1 says
+    assert [o for o in p["overrides"] if o.startswith("trainer.use_v1")] == ["trainer.use_v1=False"]
+
+
+def _fake_merger(tmp_path, writes=True):
+    """A PYTHON that answers ``-m verl.model_merger merge ... --target_dir X`` by writing X/config.json."""
+    py = tmp_path / "fakepy"
+    body = 'mkdir -p "$t" && echo "{}" > "$t/config.json"' if writes else "true"
+    py.write_text(f'#!/bin/bash\necho "fake merger: $*"\nwhile [ $# -gt 0 ]; do [ "$1" = --target_dir ] && t=$2; shift; done\n{body}\n')
+    py.chmod(0o755)
+    return str(py)
+
+
+def _ckpt(tmp_path, step=7):
+    ck = tmp_path / "ckpt"
+    (ck / f"global_step_{step}" / "actor").mkdir(parents=True)
+    (ck / "latest_checkpointed_iteration.txt").write_text(str(step))
+    return ck
+
+
+def _merge(*args, **env):
+    return subprocess.run(["bash", os.path.join(ROOT, "scripts", "merge_ckpt.sh"), *map(str, args)], cwd=ROOT,
+                          env={**base_env(), **env}, capture_output=True, text=True, timeout=60)
+
+
+def test_merge_ckpt(tmp_path):
+    ck, hf = _ckpt(tmp_path), tmp_path / "hf"
+    r = _merge(ck, hf, DRY_RUN="1", PYTHON="python3")
+    assert r.returncode == 0 and f"--local_dir {ck}/global_step_7/actor --target_dir {hf}.tmp" in r.stdout
+    assert "DRY_RUN: merge not run" in r.stdout and not hf.exists()
+    r = _merge(tmp_path / "nothing", hf, PYTHON=_fake_merger(tmp_path))
+    assert r.returncode == 3 and "no checkpoint at" in r.stdout and not hf.exists()
+    r = _merge(ck, hf, PYTHON=_fake_merger(tmp_path, writes=False))
+    assert r.returncode == 3 and "wrote no config.json" in r.stdout and not hf.exists()
+    r = _merge(ck, hf, PYTHON=_fake_merger(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (hf / ".complete").read_text() == f"merged from {ck}/global_step_7/actor\n"
+    assert (hf / "config.json").exists() and not (tmp_path / "hf.tmp").exists()
+    r = _merge(ck, hf, PYTHON=_fake_merger(tmp_path))
+    assert r.returncode == 0 and "skipped" in r.stdout and "fake merger" not in r.stdout
+    assert _merge(ck).returncode == 1 and "Merge a verl FSDP checkpoint" in _merge("--help").stdout
+
+
+def _script(name, env, *args, timeout=300):
+    return subprocess.run(["bash", os.path.join(ROOT, "scripts", name), *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_judge_cost_runs_identical_settings_then_variants(fx, model_path, tmp_path):
+    env = base_env(MODEL=model_path, DRY_RUN="print", COST_DIR=tmp_path / "jc", STEPS=6,
+                   VARIANTS="tok128:JUDGE_MAX_TOKENS=128 hybrid:JUDGE_MODE=hybrid,JUDGE_MAX_TOKENS=64",
+                   **recipe_files(fx, "gsm8k_rule"))
+    r = _script("judge_cost.sh", env, "data.train_batch_size=8")
+    assert r.returncode == 0, r.stdout + r.stderr
+    cfgs = {}
+    for name in ("rule", "local", "tok128", "hybrid"):
+        (blob,) = _json_blobs((tmp_path / "jc" / name / "run.log").read_text())
+        cfgs[name] = compose(blob["overrides"])
+    for name, c in cfgs.items():  # identical shared settings in every run
+        assert (c.trainer.use_v1, c.trainer.total_training_steps, c.trainer.save_freq, c.trainer.test_freq,
+                c.actor_rollout_ref.rollout.gpu_memory_utilization, c.data.train_batch_size) == (False, 6, -1, -1, 0.3, 8), name
+        assert c.trainer.default_local_dir == str(tmp_path / "jc" / name / "checkpoints")
+    assert cfgs["rule"].reward.reward_model.enable is False and cfgs["local"].reward.reward_model.enable is True
+    kw = {n: cfgs[n].reward.custom_reward_function.reward_kwargs for n in ("local", "tok128", "hybrid")}
+    assert [(k.mode, k.max_tokens) for k in kw.values()] == [("judge", 512), ("judge", 128), ("hybrid", 64)]
+    bad = _script("judge_cost.sh", {**env, "VARIANTS": "tok128=JUDGE_MAX_TOKENS"})
+    assert bad.returncode == 2 and "VARIANTS: bad entry 'tok128=JUDGE_MAX_TOKENS'" in bad.stderr
+    only = _script("judge_cost.sh", {**env, "VARIANTS": "", "RUNS": "local", "COST_DIR": str(tmp_path / "jc2")})
+    assert only.returncode == 0 and sorted(os.listdir(tmp_path / "jc2")) == ["local"]
+
+
+def test_learn_eval_stages(fx, model_path, tmp_path):
+    run_dir = tmp_path / "learn"
+    (run_dir / "eval_before").mkdir(parents=True)
+    (run_dir / "eval_before" / "report.json").write_text("{}")
+    env = base_env(MODEL=model_path, DRY_RUN="print", RUN_DIR=run_dir, RECIPE="gsm8k_rule", STEPS=4, EVAL_LIMIT=5,
+                   EVAL_KV_CACHE_GB=4, EVAL_GPU_MEM_UTIL=0.1, **recipe_files(fx, "gsm8k_rule"))
+    r = _script("learn_eval.sh", env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    assert f"skipped: {run_dir}/eval_before/report.json exists" in out  # the start model was evaluated already
+    (blob,) = _json_blobs(out)
+    c = compose(blob["overrides"])
+    assert (c.trainer.total_training_steps, c.trainer.save_freq) == (4, 4)
+    assert c.trainer.default_local_dir == str(run_dir / "checkpoints")
+    assert f"--local_dir {run_dir}/checkpoints/global_step_<N>/actor --target_dir {run_dir}/hf.tmp" in out
+    want = (f"scripts/eval_gsm8k.py --data {fx[('policy', 'test')]} --limit 5 --vllm-offline {run_dir}/hf "
+            f"--gpu-memory-utilization 0.1 --kv-cache-gb 4 --max-tokens 512 --temperature 0 --out {run_dir}/eval_after.tmp")
+    assert want in out
+    pw = _script("learn_eval.sh", {**env, "RECIPE": "judge_pairwise", "EVAL_PAIRS": "300", "RUN_DIR": str(tmp_path / "pw"),
+                                   **recipe_files(fx, "judge_pairwise")})
+    assert pw.returncode == 0, pw.stdout + pw.stderr
+    assert f"scripts/eval_judge.py --data {fx[('pairwise', 'test')]} --pairs 300 --seed 0 --vllm-offline {model_path}" in pw.stdout
+    bad = _script("learn_eval.sh", {**env, "RECIPE": "judge_to_reward"})
+    assert bad.returncode == 2 and "not a single-run recipe" in bad.stderr

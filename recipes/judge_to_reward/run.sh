@@ -67,20 +67,7 @@ say "stage 3/4: merge (verl.model_merger)"
 if [ -f "$JUDGE_HF/.complete" ]; then
   say "stage 3 skipped: $JUDGE_HF/.complete exists"
 else
-  step=$(cat "$JUDGE_CKPT/latest_checkpointed_iteration.txt" 2>/dev/null || echo "<N>")
-  src=$JUDGE_CKPT/global_step_$step/actor
-  PY=$("${LAUNCH[@]}" --print-python)
-  merge=("$PY" -m verl.model_merger merge --backend fsdp --local_dir "$src" --target_dir "$JUDGE_HF.tmp")
-  say "command: ${merge[*]}"
-  if dry; then
-    say "DRY_RUN: merge not run"
-  else
-    [ -d "$src" ] || { say "ERROR: no judge checkpoint at $src (did stage 2 save one? JUDGE_SAVE_FREQ must be > 0)"; exit 3; }
-    rm -rf "$JUDGE_HF.tmp"
-    (cd "$ROOT" && "${merge[@]}")
-    echo "merged from $src" > "$JUDGE_HF.tmp/.complete"
-    rm -rf "$JUDGE_HF"; mv "$JUDGE_HF.tmp" "$JUDGE_HF"
-  fi
+  bash "$ROOT/scripts/merge_ckpt.sh" "$JUDGE_CKPT" "$JUDGE_HF"
 fi
 say "stage 3 output: $JUDGE_HF"
 

@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""Before/after table of two evaluation reports (``report.json`` of ``eval_judge`` or ``eval_gsm8k``).
+
+    python scripts/compare_evals.py outputs/learn/x/eval_before outputs/learn/x/eval_after [--out FILE.md]
+
+Compares every numeric headline metric (``overall`` of an ``eval_judge`` report, ``policy`` of an
+``eval_gsm8k`` report) that either report has: ``metric | before | after | after - before``. A
+metric missing or null on one side shows ``n/a``. Writes the Markdown table to ``--out`` (and a
+``.json`` beside it) when given, and prints it. Exit status 2 on a missing or mismatched report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from eval_common import InputError, cli_main, fmt, md_table, write_json, write_text  # noqa: E402
+
+SECTIONS = ("overall", "policy")
+
+
+def headline(path: str) -> tuple[str, dict]:
+    """(section name, {metric: number or None}) of one report (a folder or its report.json)."""
+    if os.path.isdir(path):
+        path = os.path.join(path, "report.json")
+    if not os.path.isfile(path):
+        raise InputError(f"no report at {path}")
+    with open(path) as f:
+        try:
+            rep = json.load(f)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{path}: not JSON ({e})") from None
+    for sec in SECTIONS:
+        if isinstance(rep.get(sec), dict):
+            vals = {k: v for k, v in rep[sec].items()
+                    if v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))}
+            return sec, vals
+    raise InputError(f"{path}: neither an eval_judge ('overall') nor an eval_gsm8k ('policy') report")
+
+
+def compare(before: dict, after: dict) -> list[list]:
+    rows = []
+    for k in list(before) + [k for k in after if k not in before]:
+        b, a = before.get(k), after.get(k)
+        rows.append([k, b, a, a - b if isinstance(a, (int, float)) and isinstance(b, (int, float)) else None])
+    return rows
+
+
+def run(argv=None) -> list[list]:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("before", help="report folder or report.json of the start model")
+    ap.add_argument("after", help="report folder or report.json of the trained model")
+    ap.add_argument("--out", metavar="FILE.md", default=None, help="write the table here (and FILE.json)")
+    args = ap.parse_args(argv)
+    sb, before = headline(args.before)
+    sa, after = headline(args.after)
+    if sb != sa:
+        raise InputError(f"the reports are of different kinds ({sb} vs {sa})")
+    rows = compare(before, after)
+    table = md_table(["metric", "before", "after", "after - before"], [[r[0]] + [fmt(x) for x in r[1:]] for r in rows])
+    print(table)
+    if args.out:
+        write_text(args.out, table + "\n")
+        write_json(os.path.splitext(args.out)[0] + ".json",
+                   {"before": os.path.abspath(args.before), "after": os.path.abspath(args.after),
+                    "rows": [dict(zip(("metric", "before", "after", "change"), r)) for r in rows]})
+    return rows
+
+
+if __name__ == "__main__":
+    sys.exit(cli_main(run))
