@@ -5,7 +5,8 @@
 #   RECIPES="gsm8k_rule gsm8k_local_judge" STEPS=8 bash scripts/gpu_smoke.sh
 #
 # For each recipe: the run exits 0, its metrics JSONL has critic/score/mean and timing_s/step,
-# with TEST_FREQ>0 (default: STEPS) a validation ran and its val-* metrics exist, and
+# with TEST_FREQ>0 (default: STEPS) a validation ran and its val-* metrics hold the reward's own keys
+# (format_ok; judge_error, judge_parse_fail, rule_score for the LLM-judge reward), and
 # checkpoints exist (judge recipes; judge_to_reward also the merged HF judge folder).
 # gsm8k_api_judge is pointed at a vLLM OpenAI server of the judge model started here on the same GPU.
 # Knobs: MODEL (default: materialised SmolLM2), GSM8K_DIR (local GSM8K jsonl; unset = HF hub),
@@ -62,7 +63,13 @@ for r in $RECIPES; do
     *) mfiles=("$out/metrics.jsonl") ;;
   esac
   for m in "${mfiles[@]}"; do
-    req=(critic/score/mean timing_s/step); [ "$TEST_FREQ" -gt 0 ] 2>/dev/null && req+=(val-)
+    req=(critic/score/mean timing_s/step)
+    if [ "$TEST_FREQ" -gt 0 ] 2>/dev/null; then  # verl 0.9.1 logs reward extra keys in validation metrics only
+      case $r:$m in
+        gsm8k_api_judge:*|gsm8k_local_judge:*|judge_to_reward:*/policy/*) req+=(val- /judge_error/ /judge_parse_fail/ /rule_score/) ;;
+        *) req+=(val- /format_ok/) ;;
+      esac
+    fi
     if "$PYTHON" "$ROOT/scripts/summarize_run.py" "$m" --require "${req[@]}" > "$m.summary.md" 2>&1; then
       checks+=("metrics ok")
     else checks+=("METRICS MISSING in $m"); [ "$rc" = 0 ] && rc=9; fi
