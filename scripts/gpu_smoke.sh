@@ -19,6 +19,7 @@ RECIPES=${RECIPES:-"gsm8k_rule judge_pointwise judge_pairwise gsm8k_local_judge 
 STEPS=${STEPS:-3}
 SMOKE_DIR=${SMOKE_DIR:-$ROOT/outputs/gpu_smoke}
 API_PORT=${API_PORT:-8011}
+RECIPES_DIR=${RECIPES_DIR:-$ROOT/recipes}  # tests point it at stand-in recipes
 export PYTHON=${PYTHON:-$(bash "$ROOT/scripts/setup_env.sh" gpu | tail -n 1)}
 export MODEL=${MODEL:-$("$PYTHON" "$ROOT/scripts/materialize_model.py" | tail -n 1)}
 export TEST_FREQ=${TEST_FREQ:-$STEPS} VAL_MAX_SAMPLES=${VAL_MAX_SAMPLES:-32} SAVE_FREQ=${SAVE_FREQ:-$STEPS}
@@ -53,7 +54,7 @@ for r in $RECIPES; do
       extra_env=(PIPELINE_DIR=$out JUDGE_STEPS=$STEPS POLICY_STEPS=$STEPS JUDGE_SAVE_FREQ=$STEPS) ;;
   esac
   t0=$(date +%s)
-  env "${extra_env[@]}" TOTAL_STEPS=$STEPS bash "$ROOT/recipes/$r/run.sh" "$@" > "$out/run.log" 2>&1
+  env "${extra_env[@]}" TOTAL_STEPS=$STEPS bash "$RECIPES_DIR/$r/run.sh" "$@" > "$out/run.log" 2>&1
   rc=$?
   wall=$(( $(date +%s) - t0 ))
   [ -n "${API_PID:-}" ] && { kill $API_PID 2>/dev/null; wait $API_PID 2>/dev/null; API_PID=; }

@@ -81,3 +81,52 @@ def test_summarize_run_ratio_to_the_first_run(tmp_path):
     bad = _summ(rule, local, "--labels", "only-one")
     assert bad.returncode == 2 and "2 files" in bad.stderr
     assert _summ(rule, rule).returncode == 2
+
+
+FAKE_RECIPE = r'''#!/bin/bash
+# stand-in for recipes/<name>/run.sh: writes what a verl run would, as told by FAKE_<NAME>
+name=$(basename "$(dirname "$0")")
+echo "$@" > "$OUTPUT_DIR/args.txt"
+val=/format_ok/; case $name in gsm8k_local_judge) val=/rule_score/;; esac
+write() {  # metrics file, val key
+  mkdir -p "$(dirname "$1")"
+  for i in $(seq 1 "$TOTAL_STEPS"); do echo "{\"step\": $i, \"data\": {\"critic/score/mean\": 0.5, \"timing_s/step\": 2.0}}"; done > "$1"
+  echo "{\"step\": $TOTAL_STEPS, \"data\": {\"val-aux/src$2mean@1\": 1.0}}" >> "$1"
+}
+case $name in
+  judge_to_reward) write "$PIPELINE_DIR/judge/metrics.jsonl" /format_ok/
+                   write "$PIPELINE_DIR/policy/metrics.jsonl" /judge_error/
+                   sed -i 's#judge_error/#judge_error/judge_parse_fail/rule_score/#' "$PIPELINE_DIR/policy/metrics.jsonl"
+                   mkdir -p "$PIPELINE_DIR/judge_hf" && echo '{}' > "$PIPELINE_DIR/judge_hf/config.json" ;;
+  *) write "$METRICS_FILE" "$val" ;;
+esac
+[ "$name" = judge_pointwise ] && mkdir -p "$CKPT_DIR/global_step_$TOTAL_STEPS"
+[ "$name" = judge_pairwise ] && exit 3
+exit 0
+'''
+
+
+def test_gpu_smoke_checks_and_summary(tmp_path):
+    """scripts/gpu_smoke.sh against stand-in recipes: exit codes, metric-key checks, checkpoint checks."""
+    names = ["gsm8k_rule", "judge_pointwise", "judge_pairwise", "gsm8k_local_judge", "judge_to_reward"]
+    for n in names:
+        (tmp_path / "recipes" / n).mkdir(parents=True)
+        (tmp_path / "recipes" / n / "run.sh").write_text(FAKE_RECIPE)
+    env = {**os.environ, "RECIPES_DIR": str(tmp_path / "recipes"), "RECIPES": " ".join(names), "STEPS": "3",
+           "SMOKE_DIR": str(tmp_path / "smoke"), "PYTHON": sys.executable, "MODEL": "m"}
+    r = subprocess.run(["bash", "scripts/gpu_smoke.sh", "data.train_batch_size=8"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    rows = {}
+    for line in (tmp_path / "smoke" / "summary.md").read_text().splitlines()[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[cells[0]] = (cells[1], cells[3], cells[4])
+    mf = tmp_path / "smoke" / "gsm8k_local_judge" / "metrics.jsonl"
+    assert rows == {
+        "gsm8k_rule": ("0", "3", "metrics ok"),
+        "judge_pointwise": ("0", "3", "metrics ok ckpt ok"),
+        "judge_pairwise": ("3", "3", "metrics ok NO CKPT"),
+        "gsm8k_local_judge": ("9", "3", f"METRICS MISSING in {mf}"),  # the LLM-judge keys are not there
+        "judge_to_reward": ("0", "3", "metrics ok metrics ok merged judge ok"),
+    }
+    assert (tmp_path / "smoke" / "gsm8k_rule" / "args.txt").read_text() == "data.train_batch_size=8\n"
