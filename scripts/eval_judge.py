@@ -118,6 +118,12 @@ def _status_counts(recs: Sequence[Mapping]) -> tuple[int, int, int, int]:
     return n, n_err, n_pf, n - n_err - n_pf
 
 
+def _status_metrics(n: int, n_err: int, n_pf: int, n_parsed: int) -> dict:
+    """The counts and failure rates every task reports first."""
+    return {"n": n, "n_error": n_err, "n_parse_fail": n_pf, "n_parsed": n_parsed,
+            "error_rate": ratio(n_err, n), "parse_fail_rate": ratio(n_pf, n - n_err)}
+
+
 def pairwise_metrics(recs: Sequence[Mapping]) -> dict:
     """Metrics of pairwise records ``{label, pred (A/B/None), status, pair_id}`` (see module doc)."""
     n, n_err, n_pf, n_parsed = _status_counts(recs)
@@ -138,12 +144,7 @@ def pairwise_metrics(recs: Sequence[Mapping]) -> dict:
             flips += picked_chosen[0] != picked_chosen[1]
             both_right += all(picked_chosen)
     return {
-        "n": n,
-        "n_error": n_err,
-        "n_parse_fail": n_pf,
-        "n_parsed": n_parsed,
-        "error_rate": ratio(n_err, n),
-        "parse_fail_rate": ratio(n_pf, n - n_err),
+        **_status_metrics(n, n_err, n_pf, n_parsed),
         "accuracy": ratio(correct, n),
         "accuracy_parsed": ratio(correct, n_parsed),
         "a_share": ratio(sum(r["pred"] == "A" for r in parsed), n_parsed),
@@ -167,12 +168,7 @@ def pointwise_metrics(recs: Sequence[Mapping]) -> dict:
         col = r["pred"] if r["status"] == "ok" else len(SCORES)
         confusion[r["label"]][col] += 1
     return {
-        "n": n,
-        "n_error": n_err,
-        "n_parse_fail": n_pf,
-        "n_parsed": n_parsed,
-        "error_rate": ratio(n_err, n),
-        "parse_fail_rate": ratio(n_pf, n - n_err),
+        **_status_metrics(n, n_err, n_pf, n_parsed),
         "exact": ratio(exact, n),
         "within1": ratio(within1, n),
         "exact_parsed": ratio(exact, n_parsed),

@@ -33,6 +33,7 @@ EVAL_GPU_MEM_UTIL=${EVAL_GPU_MEM_UTIL:-0.3}
 EVAL_BACKEND=${EVAL_BACKEND:-vllm}
 EVAL_KV_CACHE_GB=${EVAL_KV_CACHE_GB:-}
 say() { echo "[learn_eval $(date +%H:%M:%S)] $*"; }
+dry() { [ "${DRY_RUN:-0}" != 0 ] && [ -n "${DRY_RUN:-}" ]; }
 export PYTHON=${PYTHON:-$(bash "$ROOT/scripts/launch.sh" --print-python)}
 export MODEL=${MODEL:-$("$PYTHON" "$ROOT/scripts/materialize_model.py" | tail -n 1)}
 
@@ -56,14 +57,12 @@ evaluate() {  # $1 = model folder, $2 = output folder
   else cmd+=(--vllm-offline "$1" --gpu-memory-utilization "$EVAL_GPU_MEM_UTIL" ${EVAL_KV_CACHE_GB:+--kv-cache-gb "$EVAL_KV_CACHE_GB"}); fi
   cmd+=(--max-tokens "$EVAL_MAX_TOKENS" --temperature 0 --out "$2.tmp" --no-progress)
   say "command: $PYTHON ${cmd[*]}"
-  if [ "${DRY_RUN:-0}" != 0 ] && [ -n "${DRY_RUN:-}" ]; then return 0; fi
+  if dry; then return 0; fi
   rm -rf "$2.tmp"
   "$PYTHON" "${cmd[@]}"
   rm -rf "$2"; mv "$2.tmp" "$2"
   say "output: $2"
 }
-dry() { [ "${DRY_RUN:-0}" != 0 ] && [ -n "${DRY_RUN:-}" ]; }
-
 say "stage 2/6: evaluate the start model $MODEL"
 evaluate "$MODEL" "$RUN_DIR/eval_before"
 
