@@ -19,7 +19,6 @@ export JUDGE_TRAIN_FILES=${JUDGE_TRAIN_FILES:-}
 export JUDGE_VAL_FILES=${JUDGE_VAL_FILES:-}
 export POLICY_TRAIN_FILES=${POLICY_TRAIN_FILES:-}
 export POLICY_VAL_FILES=${POLICY_VAL_FILES:-}
-LAUNCH=(bash "$ROOT/scripts/launch.sh")
 DRY=${DRY_RUN:-0}
 dry() { [ "$DRY" != 0 ] && [ -n "$DRY" ]; }
 say() { echo "[judge_to_reward] $*"; }
