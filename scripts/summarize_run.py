@@ -9,7 +9,8 @@ compile noise), the first and last ``critic/score/mean``, and every ``val-*`` ke
 validation. ``--require KEY`` exits 1 when a key never appears (substring match), which is how
 ``scripts/gpu_smoke.sh`` checks that the reward keys reached verl's metrics. Several files are
 printed as one Markdown table (one column each) so runs can be compared side by side; ``--ratio``
-adds a table of each stage's median divided by the first run's (e.g. local judge / rule reward).
+adds a table of each stage's median divided by the first run's (e.g. local judge / rule reward);
+a stage under 0.05 s in the first run (the rule reward: microseconds) has no ratio, read its seconds.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import sys
 
 STAGES = ("timing_s/step", "timing_s/gen", "timing_s/reward", "timing_s/old_log_prob", "timing_s/ref",
           "timing_s/update_actor", "timing_s/adv")
+MIN_BASE_S = 0.05  # a first-run stage shorter than this gets no ratio (it would only measure noise)
 
 
 def load(path: str) -> list[dict]:
@@ -62,15 +64,15 @@ def summarize(rows: list[dict], skip_first: int = 1) -> dict:
 
 
 def ratios(sums: dict, files: list[str], labels: list[str]) -> dict:
-    """{label: {stage: median(run) / median(first run)}} for runs 2..n; a stage missing or 0 in the
-    first run has no ratio."""
+    """{label: {stage: median(run) / median(first run)}} for runs 2..n; a stage missing in either run,
+    or under MIN_BASE_S seconds in the first, has no ratio."""
     base = sums[files[0]]
     out = {}
     for f, lab in zip(files[1:], labels[1:]):
         out[lab] = {}
         for st in STAGES:
             b, v = base.get(f"median {st}"), sums[f].get(f"median {st}")
-            if b and v is not None:
+            if b is not None and b >= MIN_BASE_S and v is not None:
                 out[lab][st] = v / b
     return out
 

@@ -130,3 +130,28 @@ def test_gpu_smoke_checks_and_summary(tmp_path):
         "judge_to_reward": ("0", "3", "metrics ok metrics ok merged judge ok"),
     }
     assert (tmp_path / "smoke" / "gsm8k_rule" / "args.txt").read_text() == "data.train_batch_size=8\n"
+
+
+JUDGE_COST = os.path.join(ROOT, "docs", "results", "judge_cost_2026-11-22")
+
+
+def test_judge_cost_numbers_in_readme_come_from_the_committed_h100_metrics():
+    """README "Judge cost" is the output of summarize_run.py on the metrics the H100 runs wrote."""
+    import json
+
+    files = [os.path.join(JUDGE_COST, r, "metrics.jsonl") for r in ("rule", "local", "hybrid")]
+    r = _summ(*files, "--labels", "rule", "local", "hybrid", "--ratio", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    med = {lab: {k.removeprefix("median timing_s/"): round(v, 2) for k, v in run.items() if k.startswith("median timing_s/")}
+           for lab, run in out["runs"].items()}
+    assert [out["runs"][lab]["steps"] for lab in ("rule", "local", "hybrid")] == [6, 6, 6]
+    assert (med["rule"]["step"], med["local"]["step"], med["hybrid"]["step"]) == (18.96, 27.1, 20.14)
+    assert (med["rule"]["reward"], med["local"]["reward"], med["hybrid"]["reward"]) == (0.0, 7.77, 0.13)
+    assert (med["rule"]["gen"], med["local"]["gen"], med["hybrid"]["gen"]) == (9.13, 9.38, 9.9)
+    rat = {lab: {k: round(v, 2) for k, v in d.items()} for lab, d in out["ratios"].items()}
+    assert rat["local"]["timing_s/step"] == 1.43 and rat["hybrid"]["timing_s/step"] == 1.06
+    assert "timing_s/reward" not in rat["local"]  # rule reward: 18 microseconds, no meaningful ratio
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    for cell in ("| step | 18.96 | 27.10 (**1.43x**) | 20.14 (**1.06x**) |", "| reward | 0.00 | 7.77 | 0.13 |"):
+        assert cell in readme
