@@ -113,6 +113,8 @@ KNOBS: tuple[Knob, ...] = (
     K("JUDGE_TP", "reward.reward_model.rollout.tensor_model_parallel_size", "int", (LOCAL,), "judge tensor parallel size"),
     K("JUDGE_GPU_MEM_UTIL", "reward.reward_model.rollout.gpu_memory_utilization", "float", (LOCAL,), "vLLM memory share of the judge"),
     K("JUDGE_ROLLOUT_ENGINE", "reward.reward_model.rollout.name", "str", (LOCAL,), "judge inference engine"),
+    K("JUDGE_ENFORCE_EAGER", "reward.reward_model.rollout.enforce_eager", "bool", (LOCAL,),
+      "judge vLLM without CUDA graphs (1, verl's default: faster start) or with them (0: faster decoding)"),
     K("JUDGE_SLEEP", "reward.reward_model.rollout.free_cache_engine", "bool", (LOCAL,),
       "1: the judge's vLLM sleeps outside the reward stage (its memory goes to training); 0: stays awake "
       "(keeps its memory; no per-step wake/sleep and no vLLM sleep check, for a GPU shared with other runs)"),

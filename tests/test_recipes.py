@@ -278,6 +278,7 @@ KNOB_VALUES = {
     "JUDGE_GPU_MEM_UTIL": ("0.33", 0.33),
     "JUDGE_ROLLOUT_ENGINE": ("sglang", "sglang"),
     "JUDGE_SLEEP": ("0", False),
+    "JUDGE_ENFORCE_EAGER": ("0", False),
     "JUDGE_MODE": ("hybrid", "hybrid"),
     "JUDGE_FALLBACK": ("0.0", 0.0),
     "JUDGE_TIMEOUT": ("12.5", 12.5),
