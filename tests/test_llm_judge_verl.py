@@ -151,7 +151,9 @@ def test_reward_loop_manager_remote_api_on_ray(ray_cluster, model_path, tokenize
     """Remote-API deployment through RewardLoopManager (2 Ray reward workers)."""
     from verl.experimental.reward_loop import RewardLoopManager
 
-    with JudgeServer(latency=0.2, api_key="sk-ray-test") as srv:
+    # rate_limited: each of the 2 workers needs 6 rounds of 0.5 s for its 12 requests, so their request
+    # windows overlap even when Ray starts one worker's batch a second or two after the other's
+    with JudgeServer(latency=0.5 if manager == "rate_limited" else 0.2, api_key="sk-ray-test") as srv:
         overrides = [
             "reward.num_workers=2",
             f"reward.reward_manager.name={manager}",
@@ -168,7 +170,7 @@ def test_reward_loop_manager_remote_api_on_ray(ray_cluster, model_path, tokenize
         try:
             samples = SAMPLES * 2 if manager == "naive" else [
                 (f"#### {i}", str(i if i % 2 else i + 1), dict(score=1.0, judge_score=4.0, rule_score=1.0) if i % 2
-                 else dict(score=0.25, judge_score=1.0, rule_score=0.0)) for i in range(16)
+                 else dict(score=0.25, judge_score=1.0, rule_score=0.0)) for i in range(24)
             ]
             result = mgr.compute_rm_score(make_batch(tokenizer, samples))
         finally:
