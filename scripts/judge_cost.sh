@@ -15,7 +15,8 @@
 # Exit status: 0 when every run exited 0, else 1 (the table still holds the runs that finished).
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-case "${1:-}" in -h|--help) awk 'NR>1 && /^#/ {sub(/^# ?/, ""); print; next} NR>1 {exit}' "$0"; exit 0;; esac
+source "$ROOT/scripts/lib.sh"
+usage_if_help "$0" "$@"
 STEPS=${STEPS:-8}
 COST_DIR=${COST_DIR:-$ROOT/outputs/judge_cost}
 VARIANTS=${VARIANTS:-}
@@ -47,7 +48,7 @@ for i in "${!names[@]}"; do
   [ "$rc" = 0 ] || { fail=1; tail -n 20 "$out/run.log"; }
   [ -s "$out/metrics.jsonl" ] && { files+=("$out/metrics.jsonl"); labels+=("$name"); }
 done
-if [ "${#files[@]}" -gt 0 ] && [ "${DRY_RUN:-0}" = 0 ]; then
+if [ "${#files[@]}" -gt 0 ] && ! is_dry; then
   { echo "# Judge cost ($(date -u +%Y-%m-%d), $STEPS steps, medians after step 1)"; echo
     echo "settings: USE_V1=$USE_V1 GPU_MEM_UTIL=$GPU_MEM_UTIL VARIANTS=${VARIANTS:-none} overrides: ${*:-none}"; echo
     "$PYTHON" "$ROOT/scripts/summarize_run.py" "${files[@]}" --labels "${labels[@]}" --ratio; } > "$COST_DIR/cost.md"

@@ -21,7 +21,8 @@
 # EVAL_BACKEND (vllm | hf), PYTHON, MODEL, and every knob of the recipe (see its README).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-case "${1:-}" in -h|--help) awk 'NR>1 && /^#/ {sub(/^# ?/, ""); print; next} NR>1 {exit}' "$0"; exit 0;; esac
+source "$ROOT/scripts/lib.sh"
+usage_if_help "$0" "$@"
 RECIPE=${RECIPE:?set RECIPE (judge_pairwise, judge_pointwise, gsm8k_rule, gsm8k_local_judge, gsm8k_api_judge)}
 [ -f "$ROOT/recipes/$RECIPE/run.sh" ] && [ "$RECIPE" != judge_to_reward ] || { echo "RECIPE=$RECIPE: not a single-run recipe under recipes/" >&2; exit 2; }
 STEPS=${STEPS:-50}
@@ -33,7 +34,6 @@ EVAL_GPU_MEM_UTIL=${EVAL_GPU_MEM_UTIL:-0.3}
 EVAL_BACKEND=${EVAL_BACKEND:-vllm}
 EVAL_KV_CACHE_GB=${EVAL_KV_CACHE_GB:-}
 say() { echo "[learn_eval $(date +%H:%M:%S)] $*"; }
-dry() { [ "${DRY_RUN:-0}" != 0 ] && [ -n "${DRY_RUN:-}" ]; }
 export PYTHON=${PYTHON:-$(bash "$ROOT/scripts/launch.sh" --print-python)}
 export MODEL=${MODEL:-$("$PYTHON" "$ROOT/scripts/materialize_model.py" | tail -n 1)}
 
@@ -57,7 +57,7 @@ evaluate() {  # $1 = model folder, $2 = output folder
   else cmd+=(--vllm-offline "$1" --gpu-memory-utilization "$EVAL_GPU_MEM_UTIL" ${EVAL_KV_CACHE_GB:+--kv-cache-gb "$EVAL_KV_CACHE_GB"}); fi
   cmd+=(--max-tokens "$EVAL_MAX_TOKENS" --temperature 0 --out "$2.tmp" --no-progress)
   say "command: $PYTHON ${cmd[*]}"
-  if dry; then return 0; fi
+  if is_dry; then return 0; fi
   rm -rf "$2.tmp"
   "$PYTHON" "${cmd[@]}"
   rm -rf "$2"; mv "$2.tmp" "$2"
@@ -73,7 +73,7 @@ else
   TOTAL_STEPS=$STEPS SAVE_FREQ=$STEPS CKPT_DIR=$RUN_DIR/checkpoints OUTPUT_DIR=$RUN_DIR \
   METRICS_FILE=$RUN_DIR/metrics.jsonl EXPERIMENT=${EXPERIMENT:-learn-$RECIPE} \
     bash "$ROOT/recipes/$RECIPE/run.sh" "$@"
-  dry || touch "$RUN_DIR/.trained"
+  is_dry || touch "$RUN_DIR/.trained"
 fi
 say "stage 3 output: $RUN_DIR/checkpoints, metrics $RUN_DIR/metrics.jsonl"
 
@@ -84,7 +84,7 @@ say "stage 5/6: evaluate the trained model $RUN_DIR/hf"
 evaluate "$RUN_DIR/hf" "$RUN_DIR/eval_after"
 
 say "stage 6/6: report"
-if dry; then say "DRY_RUN: no report"; exit 0; fi
+if is_dry; then say "DRY_RUN: no report"; exit 0; fi
 "$PYTHON" "$ROOT/scripts/compare_evals.py" "$RUN_DIR/eval_before" "$RUN_DIR/eval_after" --out "$RUN_DIR/compare.md"
 "$PYTHON" "$ROOT/scripts/plot_metrics.py" "$RUN_DIR/metrics.jsonl" --out "$RUN_DIR/curves" || say "warning: plot_metrics failed"
 "$PYTHON" "$ROOT/scripts/summarize_run.py" "$RUN_DIR/metrics.jsonl" > "$RUN_DIR/summary.md" || true

@@ -10,9 +10,9 @@
 # PYTHON: interpreter with verl (default: what scripts/launch.sh uses).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-if [ $# -lt 2 ] || [ $# -gt 3 ] || [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then
-  awk 'NR>1 && /^#/ {sub(/^# ?/, ""); print; next} NR>1 {exit}' "$0"; [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; exit $?
-fi
+source "$ROOT/scripts/lib.sh"
+usage_if_help "$0" "$@"
+if [ $# -lt 2 ] || [ $# -gt 3 ]; then print_usage "$0"; exit 1; fi
 CKPT=$1 TARGET=${2%/} STEP=${3:-}
 say() { echo "[merge] $*"; }
 if [ -f "$TARGET/.complete" ]; then say "skipped: $TARGET/.complete exists ($(cat "$TARGET/.complete"))"; exit 0; fi
@@ -23,7 +23,7 @@ src=$CKPT/global_step_$STEP/actor
 PY=${PYTHON:-$(bash "$ROOT/scripts/launch.sh" --print-python)}
 cmd=("$PY" -m verl.model_merger merge --backend fsdp --local_dir "$src" --target_dir "$TARGET.tmp")
 say "command: ${cmd[*]}"
-if [ "${DRY_RUN:-0}" != 0 ] && [ -n "${DRY_RUN:-}" ]; then say "DRY_RUN: merge not run"; exit 0; fi
+if is_dry; then say "DRY_RUN: merge not run"; exit 0; fi
 [ -d "$src" ] || { say "ERROR: no checkpoint at $src (was one saved? SAVE_FREQ must be > 0)"; exit 3; }
 rm -rf "$TARGET.tmp"
 (cd "$ROOT" && "${cmd[@]}")

@@ -19,8 +19,7 @@ export JUDGE_TRAIN_FILES=${JUDGE_TRAIN_FILES:-}
 export JUDGE_VAL_FILES=${JUDGE_VAL_FILES:-}
 export POLICY_TRAIN_FILES=${POLICY_TRAIN_FILES:-}
 export POLICY_VAL_FILES=${POLICY_VAL_FILES:-}
-DRY=${DRY_RUN:-0}
-dry() { [ "$DRY" != 0 ] && [ -n "$DRY" ]; }
+source "$ROOT/scripts/lib.sh"
 say() { echo "[judge_to_reward] $*"; }
 JUDGE_DIR=$PIPELINE_DIR/judge
 JUDGE_CKPT=$JUDGE_DIR/checkpoints
@@ -57,7 +56,7 @@ else
   TRAIN_FILES=$JUDGE_TRAIN_FILES VAL_FILES=$JUDGE_VAL_FILES TOTAL_STEPS=$JUDGE_STEPS SAVE_FREQ=$JUDGE_SAVE_FREQ \
   EXPERIMENT=judge_to_reward-judge CKPT_DIR=$JUDGE_CKPT OUTPUT_DIR=$JUDGE_DIR METRICS_FILE=$JUDGE_DIR/metrics.jsonl \
     bash "$ROOT/recipes/judge_pointwise/run.sh" "$@"
-  dry || touch "$JUDGE_DIR/.done"
+  is_dry || touch "$JUDGE_DIR/.done"
 fi
 say "stage 2 output: $JUDGE_CKPT"
 
@@ -74,7 +73,7 @@ say "stage 3 output: $JUDGE_HF"
 say "stage 4/4: policy training (recipes/gsm8k_local_judge, JUDGE_MODEL=$JUDGE_HF)"
 judge_model=$JUDGE_HF
 if [ ! -f "$JUDGE_HF/.complete" ]; then
-  dry || { say "ERROR: $JUDGE_HF is not complete"; exit 3; }
+  is_dry || { say "ERROR: $JUDGE_HF is not complete"; exit 3; }
   judge_model=${JUDGE_MODEL:-}
   say "DRY_RUN: $JUDGE_HF does not exist yet; validating with JUDGE_MODEL=${judge_model:-<the policy model>} instead"
 fi
@@ -84,7 +83,7 @@ else
   JUDGE_MODEL=$judge_model TRAIN_FILES=$POLICY_TRAIN_FILES VAL_FILES=$POLICY_VAL_FILES TOTAL_STEPS=$POLICY_STEPS \
   EXPERIMENT=judge_to_reward-policy CKPT_DIR=$POLICY_CKPT OUTPUT_DIR=$POLICY_DIR METRICS_FILE=$POLICY_DIR/metrics.jsonl \
     bash "$ROOT/recipes/gsm8k_local_judge/run.sh" "$@"
-  dry || touch "$POLICY_DIR/.done"
+  is_dry || touch "$POLICY_DIR/.done"
 fi
 say "stage 4 output: $POLICY_CKPT"
 say "done: judge checkpoints $JUDGE_CKPT, judge HF folder $JUDGE_HF, policy checkpoints $POLICY_CKPT"
