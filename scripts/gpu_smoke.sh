@@ -15,6 +15,8 @@
 # Hydra overrides passed to every recipe.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$ROOT/scripts/lib.sh"
+usage_if_help "$0" "$@"
 RECIPES=${RECIPES:-"gsm8k_rule judge_pointwise judge_pairwise gsm8k_local_judge gsm8k_api_judge judge_to_reward"}
 STEPS=${STEPS:-3}
 SMOKE_DIR=${SMOKE_DIR:-$ROOT/outputs/gpu_smoke}

@@ -52,8 +52,13 @@ def test_summarize_run_medians_and_require(tmp_path):
     assert bad.returncode == 1 and "judge_error" in bad.stderr
 
 
-def test_gpu_smoke_script_parses():
+def test_gpu_smoke_script_parses_and_has_help():
     subprocess.run(["bash", "-n", "scripts/gpu_smoke.sh"], cwd=ROOT, check=True)
+    # --help prints the header and exits before any setup (no interpreter, model or GPU needed)
+    r = subprocess.run(["bash", "scripts/gpu_smoke.sh", "--help"], cwd=ROOT, capture_output=True, text=True,
+                       env={"PATH": os.environ["PATH"]})
+    assert r.returncode == 0 and r.stdout.startswith("GPU smoke test: every recipe"), r.stdout + r.stderr
+    assert "API_SERVER_ARGS" in r.stdout and "#" not in r.stdout.splitlines()[0]
 
 
 def _summ(*args):
