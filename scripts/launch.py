@@ -82,6 +82,8 @@ KNOBS: tuple[Knob, ...] = (
     K("GPU_MEM_UTIL", f"{ARR}.rollout.gpu_memory_utilization", "float", doc="vLLM memory share of the policy rollout"),
     K("TP_SIZE", f"{ARR}.rollout.tensor_model_parallel_size", "int", doc="rollout tensor parallel size"),
     K("ENFORCE_EAGER", f"{ARR}.rollout.enforce_eager", "bool", doc="vLLM without CUDA graphs (faster start)"),
+    K("ROLLOUT_SLEEP", f"{ARR}.rollout.free_cache_engine", "bool", doc="1: the policy's vLLM sleeps outside generation (its memory "
+      "goes to training); 0: stays awake (no per-step sleep/wake and no vLLM sleep check, for a GPU shared with other runs)"),
     K("AGENT_WORKERS", f"{ARR}.rollout.agent.num_workers", "int", doc="agent-loop workers"),
     K("REWARD_WORKERS", "reward.num_workers", "int", doc="reward-loop workers"),
     K("REWARD_FN", "reward.custom_reward_function.path", "str", doc="reward function: file path or pkg://module"),

@@ -18,7 +18,9 @@
 # Knobs: RECIPE (required), STEPS (50), RUN_DIR (outputs/learn/$RECIPE), EVAL_PAIRS (500),
 # EVAL_LIMIT (all), EVAL_MAX_TOKENS (the recipe's MAX_RESPONSE_LENGTH, else 512), EVAL_GPU_MEM_UTIL
 # (0.3), EVAL_KV_CACHE_GB (unset: vLLM profiles memory; set it when other jobs share the GPU),
-# EVAL_BACKEND (vllm | hf), PYTHON, MODEL, and every knob of the recipe (see its README).
+# EVAL_BACKEND (vllm | hf), EVAL_OVERLAP (0; 1: stage 2 runs in the background while stage 3 trains,
+# saving its minutes; needs EVAL_KV_CACHE_GB with vLLM, its log is RUN_DIR/eval_before.log, and
+# training waits for it before merging), PYTHON, MODEL, and every knob of the recipe (see its README).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$ROOT/scripts/lib.sh"
@@ -33,6 +35,12 @@ EVAL_MAX_TOKENS=${EVAL_MAX_TOKENS:-${MAX_RESPONSE_LENGTH:-512}}
 EVAL_GPU_MEM_UTIL=${EVAL_GPU_MEM_UTIL:-0.3}
 EVAL_BACKEND=${EVAL_BACKEND:-vllm}
 EVAL_KV_CACHE_GB=${EVAL_KV_CACHE_GB:-}
+EVAL_OVERLAP=${EVAL_OVERLAP:-0}
+case $EVAL_OVERLAP in 0|1) ;; *) echo "EVAL_OVERLAP=$EVAL_OVERLAP: want 0 or 1" >&2; exit 2 ;; esac
+if [ "$EVAL_OVERLAP" = 1 ] && [ "$EVAL_BACKEND" = vllm ] && [ -z "$EVAL_KV_CACHE_GB" ]; then
+  echo "EVAL_OVERLAP=1 needs EVAL_KV_CACHE_GB: vLLM cannot size its KV cache by profiling a GPU that training is using" >&2
+  exit 2
+fi
 say() { echo "[learn_eval $(date +%H:%M:%S)] $*"; }
 export PYTHON=${PYTHON:-$(bash "$ROOT/scripts/launch.sh" --print-python)}
 export MODEL=${MODEL:-$("$PYTHON" "$ROOT/scripts/materialize_model.py" | tail -n 1)}
@@ -64,7 +72,15 @@ evaluate() {  # $1 = model folder, $2 = output folder
   say "output: $2"
 }
 say "stage 2/6: evaluate the start model $MODEL"
-evaluate "$MODEL" "$RUN_DIR/eval_before"
+before_pid=
+if [ "$EVAL_OVERLAP" = 1 ] && [ ! -f "$RUN_DIR/eval_before/report.json" ]; then
+  evaluate "$MODEL" "$RUN_DIR/eval_before" > "$RUN_DIR/eval_before.log" 2>&1 &
+  before_pid=$!
+  trap '[ -n "$before_pid" ] && kill "$before_pid" 2>/dev/null' EXIT
+  say "stage 2 runs in the background during training (EVAL_OVERLAP=1), log: $RUN_DIR/eval_before.log"
+else
+  evaluate "$MODEL" "$RUN_DIR/eval_before"
+fi
 
 say "stage 3/6: train (recipes/$RECIPE, $STEPS steps)"
 if [ -f "$RUN_DIR/.trained" ]; then
@@ -76,6 +92,13 @@ else
   is_dry || touch "$RUN_DIR/.trained"
 fi
 say "stage 3 output: $RUN_DIR/checkpoints, metrics $RUN_DIR/metrics.jsonl"
+if [ -n "$before_pid" ]; then
+  say "waiting for stage 2 (background)"
+  if ! wait "$before_pid"; then
+    before_pid=; say "ERROR: stage 2 (evaluate the start model) failed:"; tail -n 20 "$RUN_DIR/eval_before.log" >&2; exit 1
+  fi
+  before_pid=; cat "$RUN_DIR/eval_before.log"
+fi
 
 say "stage 4/6: merge (verl.model_merger)"
 bash "$ROOT/scripts/merge_ckpt.sh" "$RUN_DIR/checkpoints" "$RUN_DIR/hf"

@@ -247,6 +247,7 @@ KNOB_VALUES = {
     "GPU_MEM_UTIL": ("0.55", 0.55),
     "TP_SIZE": ("2", 2),
     "ENFORCE_EAGER": ("0", False),
+    "ROLLOUT_SLEEP": ("0", False),
     "AGENT_WORKERS": ("3", 3),
     "REWARD_WORKERS": ("5", 5),
     "REWARD_FN": ("/tmp/vj-reward.py", "/tmp/vj-reward.py"),
@@ -716,3 +717,28 @@ def test_learn_eval_stages(fx, model_path, tmp_path):
     assert f"scripts/eval_judge.py --data {fx[('pairwise', 'test')]} --pairs 300 --seed 0 --vllm-offline {model_path}" in pw.stdout
     bad = _script("learn_eval.sh", {**env, "RECIPE": "judge_to_reward"})
     assert bad.returncode == 2 and "not a single-run recipe" in bad.stderr
+
+
+def test_learn_eval_overlap(fx, model_path, tmp_path):
+    """EVAL_OVERLAP=1: the start model is evaluated in the background while training runs, and
+    training waits for it before merging; without a fixed KV cache it refuses to start."""
+    run_dir = tmp_path / "ov"
+    env = base_env(MODEL=model_path, DRY_RUN="print", RUN_DIR=run_dir, RECIPE="gsm8k_rule", STEPS=4, EVAL_LIMIT=5,
+                   EVAL_OVERLAP=1, EVAL_KV_CACHE_GB=2, **recipe_files(fx, "gsm8k_rule"))
+    r = _script("learn_eval.sh", env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    bg = f"stage 2 runs in the background during training (EVAL_OVERLAP=1), log: {run_dir}/eval_before.log"
+    assert out.index(bg) < out.index("stage 3/6") < out.index("waiting for stage 2 (background)") < out.index("stage 4/6")
+    log = (run_dir / "eval_before.log").read_text()
+    assert f"--vllm-offline {model_path} --gpu-memory-utilization 0.3 --kv-cache-gb 2 --max-tokens 512" in log
+    assert log in out  # the background stage's output is shown once it is done
+    for extra, msg in (({"EVAL_KV_CACHE_GB": ""}, "EVAL_OVERLAP=1 needs EVAL_KV_CACHE_GB"),
+                       ({"EVAL_OVERLAP": "yes"}, "EVAL_OVERLAP=yes: want 0 or 1")):
+        bad = _script("learn_eval.sh", {**env, **extra})
+        assert bad.returncode == 2 and msg in bad.stderr, bad.stderr
+    (run_dir / "eval_before").mkdir()
+    (run_dir / "eval_before" / "report.json").write_text("{}")
+    again = _script("learn_eval.sh", env)  # done before: no background stage
+    assert again.returncode == 0 and f"skipped: {run_dir}/eval_before/report.json exists" in again.stdout
+    assert "background" not in again.stdout
