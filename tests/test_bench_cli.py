@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -160,3 +162,54 @@ def test_judge_cost_numbers_in_readme_come_from_the_committed_h100_metrics():
     readme = open(os.path.join(ROOT, "README.md")).read()
     for cell in ("| step | 18.96 | 27.10 (**1.43x**) | 20.14 (**1.06x**) |", "| reward | 0.00 | 7.77 | 0.13 |"):
         assert cell in readme
+
+
+LEARN = os.path.join(ROOT, "docs", "results", "learn_2026-11-22")
+
+
+@pytest.mark.parametrize("run, rows", [
+    ("judge_pairwise", {"parse_fail_rate": (1.0, 0.0), "accuracy": (0.0, 0.502), "a_share": (None, 0.002),
+                        "flip_rate": (None, 0.997), "pairs_compared": (0, 300)}),
+    ("gsm8k_rule", {"strict_acc": (0.004, 0.010), "flexible_acc": (0.010, 0.018),
+                    "strict_format_rate": (0.498, 0.682), "n_questions": (500, 500)}),
+])
+def test_learning_numbers_in_readme_come_from_the_committed_h100_reports(run, rows):
+    """README "Learning" is compare_evals.py on the eval reports the H100 learning runs wrote."""
+    import json
+    import subprocess
+    import sys
+
+    d = os.path.join(LEARN, run)
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "compare_evals.py"),
+                        os.path.join(d, "eval_before"), os.path.join(d, "eval_after")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == open(os.path.join(d, "compare.md")).read().strip()
+    rep = {side: json.load(open(os.path.join(d, side, "report.json"))) for side in ("eval_before", "eval_after")}
+    head = "overall" if run == "judge_pairwise" else "policy"
+    for metric, (before, after) in rows.items():
+        got = tuple(None if rep[s][head].get(metric) is None else round(rep[s][head][metric], 3)
+                    for s in ("eval_before", "eval_after"))
+        assert got == (before, after), metric
+    steps = [json.loads(line)["step"] for line in open(os.path.join(d, "metrics.jsonl")) if line.strip()]
+    assert max(steps) == 50
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    cells = {"judge_pairwise": ["| 1.000 / 0.000 / n/a / n/a | 0.000 / 0.502 / 0.002 / 0.997 |"],
+             "gsm8k_rule": ["| 0.004 / 0.010 | 0.010 / 0.018 |", "| 0.498 | 0.682 |"]}[run]
+    for cell in cells:
+        assert cell in readme, cell
+
+
+def test_judge_to_reward_h100_run_in_readme():
+    """The judge_to_reward end-to-end run: both stages' metrics are kept and the README quotes them."""
+    import json
+
+    d = os.path.join(ROOT, "docs", "results", "judge_to_reward_2026-11-22")
+    r = _summ(os.path.join(d, "judge", "metrics.jsonl"), os.path.join(d, "policy", "metrics.jsonl"),
+              "--labels", "judge", "policy", "--json")
+    assert r.returncode == 0, r.stderr
+    runs = json.loads(r.stdout)  # without --ratio: {label: summary}
+    assert (runs["judge"]["steps"], runs["policy"]["steps"]) == (3, 3)
+    assert round(runs["policy"]["median timing_s/reward"], 2) == 8.78
+    smoke = open(os.path.join(d, "gpu_smoke_summary.md")).read()
+    assert "| judge_to_reward | 0 | 854 | 3 | metrics ok metrics ok merged judge ok |" in smoke
+    assert "judge 3, policy 3 | 0 |" in open(os.path.join(ROOT, "README.md")).read()
