@@ -1,5 +1,6 @@
 """The benchmark CLIs run (not timed: correctness of the harness only)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -23,7 +24,6 @@ def test_materialize_help():
 
 
 def _write(path, rows):
-    import json
 
     with open(path, "w") as f:
         for r in rows:
@@ -41,7 +41,6 @@ def test_summarize_run_medians_and_require(tmp_path):
     ])
     out = subprocess.run([sys.executable, "scripts/summarize_run.py", str(m), "--json", "--require", "val-core", "timing_s/gen"],
                          cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    import json
 
     s = json.loads(out)[str(m)]
     assert s["steps"] == 4
@@ -69,7 +68,6 @@ def _summ(*args):
 
 
 def test_summarize_run_ratio_to_the_first_run(tmp_path):
-    import json
 
     rule, local = tmp_path / "rule.jsonl", tmp_path / "local.jsonl"
     _write(rule, [{"step": i, "data": {"timing_s/step": s, "timing_s/gen": g}}
@@ -144,8 +142,6 @@ JUDGE_COST = os.path.join(ROOT, "docs", "results", "judge_cost_2026-11-22")
 
 def test_judge_cost_numbers_in_readme_come_from_the_committed_h100_metrics():
     """README "Judge cost" is the output of summarize_run.py on the metrics the H100 runs wrote."""
-    import json
-
     files = [os.path.join(JUDGE_COST, r, "metrics.jsonl") for r in ("rule", "local", "hybrid")]
     r = _summ(*files, "--labels", "rule", "local", "hybrid", "--ratio", "--json")
     assert r.returncode == 0, r.stderr
@@ -175,10 +171,6 @@ LEARN = os.path.join(ROOT, "docs", "results", "learn_2026-11-22")
 ])
 def test_learning_numbers_in_readme_come_from_the_committed_h100_reports(run, rows):
     """README "Learning" is compare_evals.py on the eval reports the H100 learning runs wrote."""
-    import json
-    import subprocess
-    import sys
-
     d = os.path.join(LEARN, run)
     r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "compare_evals.py"),
                         os.path.join(d, "eval_before"), os.path.join(d, "eval_after")], capture_output=True, text=True)
@@ -201,8 +193,6 @@ def test_learning_numbers_in_readme_come_from_the_committed_h100_reports(run, ro
 
 def test_judge_to_reward_h100_run_in_readme():
     """The judge_to_reward end-to-end run: both stages' metrics are kept and the README quotes them."""
-    import json
-
     d = os.path.join(ROOT, "docs", "results", "judge_to_reward_2026-11-22")
     r = _summ(os.path.join(d, "judge", "metrics.jsonl"), os.path.join(d, "policy", "metrics.jsonl"),
               "--labels", "judge", "policy", "--json")
