@@ -44,7 +44,7 @@ from data_prep.common import (
 )
 from data_prep.gsm8k import PRESETS, gsm8k_fields
 from data_prep.pairwise import PAIR_EXTRA, pair_builder, pair_unit, select_orders
-from data_prep.perturb import perturb, strip_annotations
+from data_prep.perturb import perturb, pick_style, restyle, strip_annotations
 from reward_fns.gsm8k import compute_score
 from reward_fns.parse import hash_answer, normalize_number
 from reward_fns.prompts import load, neutralize
@@ -52,8 +52,8 @@ from reward_fns.prompts import load, neutralize
 PROG = "data_prep.gsm8k_verify"
 DEFAULT_MAX_LEN = 2048
 TEXT_FIELDS = ("question", "reference", "response")
-GRADE_TEMPLATE = "gsm8k_grade"
-PAIR_TEMPLATE = "pairwise"
+DEFAULT_GRADE_PROMPT = "gsm8k_grade.v2"
+DEFAULT_PAIR_PROMPT = "pairwise_ref.v1"
 POINT_EXTRA = [
     ("question", pa.string()),
     ("answer", pa.string()),
@@ -73,15 +73,27 @@ _FALLBACK_TAGS = ("score", "think", "answer", "better", "candidate", "reference"
                   "query", "response", "solution", "system", "user", "assistant", "instruction", "instructions")
 
 
-def grade_messages(question: str, reference: str, response: str, version: str) -> list[dict]:
+def template_id(value: str) -> tuple[str, str]:
+    """``"gsm8k_grade.v2"`` -> ``("gsm8k_grade", "v2")``; the template must exist."""
+    name, dot, version = value.rpartition(".")
+    if not dot or not name or not version:
+        raise DataError(f"a prompt is NAME.VERSION (e.g. {DEFAULT_GRADE_PROMPT}), got {value!r}")
+    try:
+        load(name, version)
+    except FileNotFoundError as e:
+        raise DataError(str(e)) from None
+    return name, version
+
+
+def grade_messages(question: str, reference: str, response: str, version: str, name: str = "gsm8k_grade") -> list[dict]:
     """The LLM-judge reward's own prompt for (question, reference, candidate)."""
     try:
         from reward_fns.llm_judge import build_messages
     except ImportError:  # pragma: no cover - the reward module ships with the repo
-        return load(GRADE_TEMPLATE, version).render(question=question, reference=reference,
-                                                    response=neutralize(response, _FALLBACK_TAGS))
+        return load(name, version).render(question=question, reference=reference,
+                                          response=neutralize(response, _FALLBACK_TAGS))
     return build_messages(response, None, {"question": question, "answer": reference},
-                          prompt=GRADE_TEMPLATE, prompt_version=version)
+                          prompt=name, prompt_version=version)
 
 
 def _correct_flag(value: object) -> bool:
@@ -128,6 +140,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="GSM8K files to look up the reference solution by question (solutions mode)")
     g.add_argument("--pairs-per-question", type=int, default=1, help="max correct-vs-incorrect pairs per question (default 1)")
     g.add_argument("--keep-annotations", action="store_true", help="keep <<...>> calculator annotations in candidates")
+    g.add_argument("--final-styles", choices=("mixed", "hash"), default="mixed",
+                   help="perturb mode: state each question's final answers in one seeded style of "
+                        "data_prep.perturb.FINAL_STYLES ('The answer is 18.', 'A: 18', '\\boxed{18}', ...; mixed, "
+                        "default) or keep GSM8K's '#### N' (hash)")
+    g.add_argument("--grade-prompt", default=DEFAULT_GRADE_PROMPT, metavar="NAME.VERSION",
+                   help=f"pointwise template (default {DEFAULT_GRADE_PROMPT}: reference shown, final answers compared)")
+    g.add_argument("--pair-prompt", default=DEFAULT_PAIR_PROMPT, metavar="NAME.VERSION",
+                   help=f"pairwise template (default {DEFAULT_PAIR_PROMPT}: reference shown; pairwise.v1: no reference, "
+                        "the preference-data task)")
     p.add_argument("--orders", type=int, choices=(1, 2), default=2, help="pairwise: both orders (2, default) or one seeded order (1)")
     return p
 
@@ -138,8 +159,11 @@ def run(argv: list[str] | None = None) -> dict:
         raise DataError("--references is for --candidates solutions")
     if args.candidates == "solutions" and not (args.train or args.test):
         raise DataError("--candidates solutions needs local --train/--test solution files")
-    pair_template = load(PAIR_TEMPLATE, args.prompt_version)
-    grade_id = load(GRADE_TEMPLATE, args.prompt_version).id
+    grade_name, grade_version = template_id(args.grade_prompt)
+    pair_template = load(*template_id(args.pair_prompt))
+    if not {"query", "response_a", "response_b"} <= pair_template.fields():
+        raise DataError(f"--pair-prompt {args.pair_prompt} is not a pairwise template (needs query, response_a, response_b)")
+    grade_id = load(grade_name, grade_version).id
     base_gate = make_gate(args)
     # pointwise fields: question, reference, response.N; pairwise fields: query, chosen, rejected
     pair_trunc = None
@@ -165,10 +189,15 @@ def run(argv: list[str] | None = None) -> dict:
             if wrong is None:
                 raise SkipRow("no_perturbation")
             text, how = wrong
+            good, bad = strip(a), strip(text)
+            if args.final_styles == "mixed":
+                style = pick_style(f"{args.seed}:{qid}")
+                good = restyle(good, style, random.Random(f"{args.seed}:{qid}:c"))
+                bad = restyle(bad, style, random.Random(f"{args.seed}:{qid}:w"))
             return [
-                Unit(row=n, fields={"question": q, "reference": a, "response": strip(a)},
+                Unit(row=n, fields={"question": q, "reference": a, "response": good},
                      meta={"correct": True, "kind": "reference", "qid": qid}, key=stable_hash(q, a, "c"), query=q),
-                Unit(row=n, fields={"question": q, "reference": a, "response": strip(text)},
+                Unit(row=n, fields={"question": q, "reference": a, "response": bad},
                      meta={"correct": False, "kind": f"perturbed:{how}", "qid": qid}, key=stable_hash(q, a, "w"), query=q),
             ]
         q = require_str(row, "question")
@@ -197,7 +226,7 @@ def run(argv: list[str] | None = None) -> dict:
         for i, (ok, kind, row) in enumerate(u.meta["cands"]):
             resp = fields[f"response.{i}"]
             out.append(Draft(
-                messages=grade_messages(fields["question"], fields["reference"], resp, args.prompt_version),
+                messages=grade_messages(fields["question"], fields["reference"], resp, grade_version, grade_name),
                 ground_truth=CORRECT if ok else INCORRECT,
                 extra_info={"question": fields["question"], "answer": fields["reference"], "response": resp,
                             "correct": ok, "candidate": kind, "question_id": u.meta["qid"],

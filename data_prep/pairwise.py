@@ -146,8 +146,11 @@ def pair_builder(template, extra: tuple[str, ...] = ()):
                   "origin": u.meta["origin"]}
             ei.update({k: u.meta[k] for k in extra})
             ei.update({"prompt_version": template.id, "source_row": u.row})
+            values = {"query": neutralize(q), "response_a": neutralize(ra), "response_b": neutralize(rb)}
+            if "reference" in template.fields():  # reference-guided templates (pairwise_ref): the reference solution
+                values["reference"] = neutralize(u.meta["answer"])
             out.append(Draft(
-                messages=template.render(query=neutralize(q), response_a=neutralize(ra), response_b=neutralize(rb)),
+                messages=template.render(**values),
                 ground_truth=gt, extra_info=ei,
             ))
         return out

@@ -195,3 +195,69 @@ def _subst_last(text: str, old: Fraction, new: Fraction) -> str:
     if last is None:
         return text
     return text[: last.start()] + fmt_like(last.group(0), new) + text[last.end():]
+
+
+# ------------------------------------------------------------------------------------ final-answer styles
+#: How a solution may state its final answer. Training candidates are restyled so that a judge learns
+#: to find the final answer in any of these, not only after ``####`` (model-written solutions rarely
+#: use GSM8K's ``#### N`` line). ``{n}`` is the number as written; ``answer_only`` drops the reasoning.
+FINAL_STYLES = (
+    ("hash", "#### {n}"),
+    ("the_answer_is", "The answer is {n}."),
+    ("a_colon", "A: {n}"),
+    ("answer_colon", "Answer: {n}"),
+    ("boxed", "So the final answer is \\boxed{{{n}}}."),
+    ("bold", "**Final answer:** {n}"),
+    ("therefore", "Therefore, the answer is {n}."),
+    ("bare", "{n}"),
+    ("answer_only", "The answer is {n}."),
+)
+_HASH_LINE = re.compile(r"\n?[ \t]*####[^\n]*$")
+
+
+def number_variant(token: str, rng: random.Random) -> str:
+    """The same value written another way (``1234`` -> ``1,234``, ``18`` -> ``$18`` or ``18.00``), or as is."""
+    x = to_fraction(token)
+    if x is None:
+        return token
+    r = rng.random()
+    plain = fmt_number(x)
+    if r < 0.6:
+        return plain
+    if r < 0.75 and abs(x) >= 1000:
+        return fmt_like("1,000", x)
+    if r < 0.85:
+        return "$" + plain if x >= 0 else plain
+    if x.denominator == 1 and r < 0.95:
+        return f"{plain}.00"
+    return plain
+
+
+def restyle(solution: str, style: str, rng: random.Random) -> str:
+    """``solution`` (a GSM8K-style text ending ``#### N``) with its final answer stated in ``style``.
+
+    The reasoning is kept (``answer_only``: dropped); the final number keeps its value but may be
+    written differently (``number_variant``). A solution without a ``####`` line is returned as is.
+    """
+    templates = dict(FINAL_STYLES)
+    if style not in templates:
+        raise ValueError(f"unknown final-answer style {style!r}; known: {[s for s, _ in FINAL_STYLES]}")
+    idx = solution.rfind("####")
+    if idx < 0:
+        return solution
+    m = _NUMBER.search(solution, idx)
+    if m is None:
+        return solution
+    final = templates[style].format(n=number_variant(m.group(0), rng))
+    if style == "answer_only":
+        return final
+    body = _HASH_LINE.sub("", solution.rstrip()).rstrip()
+    return f"{body}\n{final}" if body else final
+
+
+def pick_style(seed: str) -> str:
+    """A seeded final-answer style (``hash`` about one time in four, the others evenly)."""
+    rng = random.Random(f"style:{seed}")
+    if rng.random() < 0.25:
+        return "hash"
+    return rng.choice([s for s, _ in FINAL_STYLES if s != "hash"])

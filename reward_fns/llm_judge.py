@@ -15,7 +15,7 @@ Deployments (the first that applies wins):
    the reward model's local path (``reward_model_tokenizer.name_or_path``, which is what verl's vLLM
    server is started with) unless ``model`` is given.
 3. **Neither** (e.g. validation, where verl calls the function without a router address): no
-   request is made; ``score`` is the fallback and ``judge_skipped=1``.
+   request is made; ``score`` is the fallback, ``judge_skipped=1`` and ``judge_fallback=1``.
 
 Scores (``judge`` is the parsed 0-4 grade):
 
@@ -24,17 +24,34 @@ Scores (``judge`` is the parsed 0-4 grade):
   wrong final answer earns 0 whatever the judge says, and the judge is not called for it:
   ``judge_skipped=1``), the judge grades the reasoning of a correct one (0.5 .. 1.0). On a weak
   policy most answers are wrong, so hybrid mode makes few judge calls.
-* judge failure after retries (``judge_error=1``), an unparseable reply (``judge_parse_fail=1``)
-  or no endpoint (``judge_skipped=1``): the fallback -- ``fallback="rule"`` (default, the GSM8K rule
-  reward) or a constant (``fallback=0.0``). A judge failure is not a wrong answer.
+Failures are split by whether the policy's answer can cause them, so that no failure pays a policy
+more than the worst real verdict would:
+
+* **Transport failures** the answer cannot cause -- timeout, connection error, HTTP 429/408/409/
+  425/5xx after the retries, a malformed or over-size (``max_response_bytes``) 200 reply -- and
+  **no endpoint**: ``score = fallback``, ``fallback="rule"`` (default, the GSM8K rule reward) or a
+  constant (``fallback=0.0``). Flags: ``judge_error=1`` (or ``judge_skipped=1``) and
+  ``judge_fallback=1``. A judge outage is not a wrong answer.
+* **The judge answered without a valid verdict** (cut off by ``max_tokens``, empty, unparseable:
+  ``judge_parse_fail=1``), or **refused this request** (another HTTP 4xx, such as a prompt over
+  the judge's context or a content filter; or an unexpected client failure: ``judge_error=1``):
+  the answer's text can cause these, so ``score = parse_fail_score``. Its default ``"lowest"`` is
+  exactly what the lowest real verdict (0) earns for the same answer in the current mode:
+  ``0.0`` in judge mode, ``rule * 0.5`` in hybrid mode. A number may be given instead; it must be
+  finite and not above that lowest reward (0.0 in judge mode, 0.5 in hybrid mode).
+* **Configuration errors** (HTTP 401/403/404/405, "model not found", a router address without a
+  model name) raise ``JudgeConfigError`` at the first occurrence, naming the URL (scrubbed), the
+  status and the likely fix: no fallback, no retry, the run stops.
 
 Returned keys, always all of them, in this order, all numeric: ``score``, ``judge_score`` (0-4,
 -1 when there is no grade), ``rule_score`` (0/1), ``judge_error``, ``judge_parse_fail``,
-``judge_skipped``, ``judge_cached`` (answered from the in-process cache / a shared in-flight
-request), ``judge_attempts`` (HTTP attempts made for this sample).
+``judge_skipped``, ``judge_fallback`` (1 when ``score`` is the transport / no-endpoint fallback),
+``judge_cached`` (answered from the in-process cache / a shared in-flight request),
+``judge_attempts`` (HTTP attempts made for this sample).
 
-The function never raises for judge, network or data problems; it raises ``ValueError`` only for
-an invalid configuration (unknown ``mode``/``fallback``/prompt), which should stop a run at once.
+The function never raises for network, judge-reply or model-output problems. It raises
+``ValueError`` for an invalid option (unknown ``mode``/``fallback``/``parse_fail_score``/prompt)
+and ``JudgeConfigError`` for an endpoint that rejects the configuration; both should stop a run.
 """
 
 from __future__ import annotations
@@ -47,13 +64,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from reward_fns import gsm8k
-from reward_fns.judge_client import JudgeClient, JudgeResult
+from reward_fns.judge_client import DEFAULT_MAX_RESPONSE_BYTES, JudgeClient, JudgeConfigError, JudgeResult
 from reward_fns.parse import parse_score
-from reward_fns.prompts import load, neutralize
+from reward_fns.prompts import NEUTRALIZED_TAGS, load, neutralize
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["compute_score", "build_messages", "get_client", "combine", "KEYS", "DEFAULTS", "NEUTRALIZED_TAGS"]
+__all__ = [
+    "compute_score", "build_messages", "get_client", "combine", "KEYS", "DEFAULTS", "NEUTRALIZED_TAGS",
+    "JudgeConfigError", "TRANSPORT_ERRORS",
+]
 
 KEYS = (
     "score",
@@ -62,25 +82,22 @@ KEYS = (
     "judge_error",
     "judge_parse_fail",
     "judge_skipped",
+    "judge_fallback",
     "judge_cached",
     "judge_attempts",
 )
 MODES = ("judge", "hybrid")
 DEFAULT_REMOTE_MODEL = "gpt-4o-mini"
 
-#: Look-alike tags defused in the candidate before it is placed in the prompt: the verdict format,
-#: every delimiter our templates use, and chat-role words.
-NEUTRALIZED_TAGS = (
-    "score", "think", "answer", "better",
-    "candidate", "reference", "problem", "question", "query", "response", "solution",
-    "system", "user", "assistant", "instruction", "instructions",
-)
+#: Judge-client error kinds the policy's answer cannot cause: these get ``fallback``. Any other
+#: failure without a verdict gets ``parse_fail_score``.
+TRANSPORT_ERRORS = frozenset({"timeout", "connection", "rate_limited", "server_error", "bad_response", "too_large"})
 _SPECIAL_TOKEN = re.compile(r"<\|([^<>|\n]{1,64})\|>")
 
 #: Defaults of every knob besides the named parameters (all settable through reward_kwargs).
 DEFAULTS: dict[str, Any] = {
     "prompt": "gsm8k_grade",
-    "prompt_version": "v1",
+    "prompt_version": "v2",
     "rule_mode": "strict",  # reward_fns.gsm8k mode for rule_score: "strict" (#### N) or "flexible"
     "max_tokens": 512,
     "temperature": 0.0,
@@ -93,6 +110,7 @@ DEFAULTS: dict[str, Any] = {
     "cache_ttl": 3600.0,
     "max_response_chars": 12000,
     "extra_body": None,
+    "max_response_bytes": DEFAULT_MAX_RESPONSE_BYTES,  # judge reply bodies are read up to this size
 }
 
 
@@ -109,6 +127,7 @@ def _clip(text: str, limit: int) -> str:
 def defuse(text: object, max_chars: int = DEFAULTS["max_response_chars"]) -> str:
     """Untrusted candidate text -> prompt-safe text (look-alike tags and chat special tokens defused)."""
     s = text if isinstance(text, str) else ("" if text is None else str(text))
+    s = s.encode("utf-8", "replace").decode("utf-8")  # lone surrogates cannot be sent as UTF-8 JSON
     s = _clip(s, int(max_chars))
     s = neutralize(s, NEUTRALIZED_TAGS)
     return _SPECIAL_TOKEN.sub(lambda m: f"\u2039|{m.group(1)}|\u203a", s)
@@ -186,6 +205,26 @@ def _fallback_value(fallback: object, rule_score: float) -> float:
     return value
 
 
+def _parse_fail_value(parse_fail_score: object, mode: str) -> float | None:
+    """``None`` for "lowest" (the lowest real verdict's reward), else the validated number."""
+    if isinstance(parse_fail_score, str) and parse_fail_score.strip().lower() == "lowest":
+        return None
+    try:
+        value = float(parse_fail_score)
+    except (TypeError, ValueError):
+        raise ValueError(f"parse_fail_score must be 'lowest' or a number, got {parse_fail_score!r}") from None
+    if isinstance(parse_fail_score, bool) or not math.isfinite(value):
+        raise ValueError(f"parse_fail_score must be 'lowest' or a finite number, got {parse_fail_score!r}")
+    # the lowest reward a real verdict can earn for an answer the judge is asked about
+    lowest = combine(mode, 0, 1.0)
+    if value > lowest:
+        raise ValueError(
+            f"parse_fail_score={value} is above the reward of the lowest real verdict in mode {mode!r} ({lowest}): "
+            "a policy would learn to break the judge's reply"
+        )
+    return value
+
+
 def combine(mode: str, judge: int, rule_score: float) -> float:
     """Reward from a 0-4 judge grade: ``judge/4`` or, in hybrid mode, ``rule * (0.5 + 0.5*judge/4)``."""
     if mode == "judge":
@@ -220,11 +259,11 @@ _warned: set[str] = set()
 _fail_count = 0
 
 
-def _log_failure(result: JudgeResult, where: str) -> None:
+def _log_failure(result: JudgeResult, where: str, outcome: str) -> None:
     global _fail_count
     _fail_count += 1
     if _fail_count <= 5 or _fail_count % 100 == 0:
-        logger.warning("llm_judge: judge call to %s failed (#%d, using fallback): %s", where, _fail_count, result.error)
+        logger.warning("llm_judge: judge call to %s failed (#%d, %s): %s", where, _fail_count, outcome, result.error)
 
 
 def _warn_once(key: str, msg: str, *args: Any) -> None:
@@ -244,6 +283,7 @@ async def compute_score(
     api_key_env: str | None = "OPENAI_API_KEY",
     mode: str = "judge",
     fallback: object = "rule",
+    parse_fail_score: object = "lowest",
     timeout: float = 60.0,
     max_retries: int = 4,
     reward_router_address: str | None = None,
@@ -261,13 +301,16 @@ async def compute_score(
         raise ValueError(f"rule_mode must be one of {gsm8k.MODES}, got {opt['rule_mode']!r}")
     rule_score = _rule(solution_str, ground_truth, opt["rule_mode"])
     fallback_score = _fallback_value(fallback, rule_score)
+    no_verdict = _parse_fail_value(parse_fail_score, mode)
+    if no_verdict is None:  # "lowest": what a real verdict of 0 earns for this answer
+        no_verdict = combine(mode, 0, rule_score)
     out = dict.fromkeys(KEYS, 0.0)
-    out.update(score=fallback_score, judge_score=-1.0, rule_score=rule_score)
+    out.update(score=fallback_score, judge_score=-1.0, rule_score=rule_score, judge_fallback=1.0)
 
     # 1. where to send the request (hybrid mode: a wrong final answer earns 0 whatever the judge says,
     #    so the judge is only asked about rule-correct answers)
     if mode == "hybrid" and rule_score == 0.0:
-        out.update(score=0.0, judge_skipped=1.0)
+        out.update(score=0.0, judge_skipped=1.0, judge_fallback=0.0)
         return out
     if base_url:
         url, judge_model, key_env = base_url, model or DEFAULT_REMOTE_MODEL, api_key_env
@@ -276,9 +319,10 @@ async def compute_score(
         judge_model = model or getattr(reward_model_tokenizer, "name_or_path", None)
         key_env = None  # verl's router is local: never send the API key there
         if not judge_model:
-            _warn_once("nomodel", "llm_judge: reward_router_address given but no model name; using the fallback")
-            out["judge_error"] = 1.0
-            return out
+            raise JudgeConfigError(
+                f"judge configuration error: reward_router_address {url!r} given but no model name. Likely fix: set "
+                "`model` to the served model, or pass reward_model_tokenizer (verl does when reward.reward_model.enable=True)"
+            )
     else:
         _warn_once("skip", "llm_judge: no base_url and no reward_router_address (validation?): using the fallback")
         out["judge_skipped"] = 1.0
@@ -311,19 +355,28 @@ async def compute_score(
         extra_body=_plain(opt["extra_body"]) or None,
         cache_size=opt["cache_size"],
         cache_ttl=opt["cache_ttl"],
+        max_response_bytes=opt["max_response_bytes"],
     )
     result = await client.complete(messages)
     out["judge_attempts"] = float(result.attempts)
     out["judge_cached"] = 1.0 if result.cached else 0.0
     if not result.ok:
-        _log_failure(result, client.url)
+        config_error = client.config_error(result.error)
+        if config_error is not None:  # wrong key, URL or model: every sample would fail; stop the run
+            raise config_error
         out["judge_error"] = 1.0
+        if result.error.kind in TRANSPORT_ERRORS:  # the answer cannot cause these: the documented fallback
+            _log_failure(result, client.url, "using the fallback")
+            return out
+        _log_failure(result, client.url, "scored as the lowest verdict")  # a refusal this request can cause
+        out.update(score=no_verdict, judge_fallback=0.0)
         return out
 
-    # 4. the verdict
+    # 4. the verdict (a reply without one, e.g. cut off by max_tokens, earns what a 0 earns)
+    out["judge_fallback"] = 0.0
     parsed = parse_score(result.text)
     if not parsed.ok:
-        out["judge_parse_fail"] = 1.0
+        out.update(score=no_verdict, judge_parse_fail=1.0)
         return out
     out["judge_score"] = float(parsed.value)
     out["score"] = combine(mode, parsed.value, rule_score)

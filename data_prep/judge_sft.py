@@ -1,0 +1,160 @@
+"""Warm-start (SFT) data for a judge: each verification row's prompt plus a short, checkable answer.
+
+GRPO cannot teach a small model a verdict format it never writes (every sample malformed = every
+reward equal = no gradient). This builds, from the same parquet the GRPO stage trains on, a chat
+data set for verl's SFT trainer (``verl.trainer.sft_trainer``, column ``messages``) whose assistant
+turn states the final answers the verdict rests on, then the verdict:
+
+* pointwise (``gsm8k_grade`` rows, labels 4 / 0):
+  ``<think>Reference: 72. Candidate: 62. Different.</think><score>0</score>``
+* pairwise with a reference (``pairwise_ref`` rows, labels A / B):
+  ``<think>Reference: 72. A: 72. B: 62.</think><better>A</better>``
+* pairwise without a reference (``pairwise`` rows): ``<think>A: 72. B: 62.</think><better>A</better>``
+
+Final answers are read with the shared parser (``####`` line of the reference; the last number of a
+candidate, which is where every style of ``data_prep.perturb.FINAL_STYLES`` puts it). A row whose
+label disagrees with those answers (e.g. a model solution graded by hand) is skipped as
+``rationale_mismatch``, so the warm start never teaches a wrong comparison. Rows in, rows out, skips
+by reason are printed; outputs are written atomically.
+
+    python -m data_prep.judge_sft --in data/gsm8k_verify/pointwise_train.parquet --out data/sft/pointwise_train.parquet
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from collections import Counter
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from reward_fns.parse import hash_answer, last_number, numbers_equal
+from reward_fns.prompts import load
+
+PROG = "data_prep.judge_sft"
+SCHEMA = pa.schema([
+    ("messages", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
+    ("data_source", pa.string()),
+    ("label", pa.string()),
+])
+
+
+class SkipRow(Exception):
+    """A row that cannot get a rationale; ``args[0]`` is the reason counted in the summary."""
+
+
+def shown(token: str | None) -> str:
+    """A final answer as the rationale writes it: ``none`` when missing, without ``$`` or a trailing period."""
+    if token is None:
+        return "none"
+    t = token.replace("$", "").strip()
+    return t[:-1] if t.endswith(".") else t
+
+
+def _shows_reference(prompt_id: str) -> bool:
+    name, _, version = str(prompt_id).rpartition(".")
+    try:
+        return "reference" in load(name, version).fields()
+    except (FileNotFoundError, ValueError):
+        raise SkipRow("unknown_prompt") from None
+
+
+def target(row: dict) -> str:
+    """The assistant turn for one verification row (raises SkipRow with a reason)."""
+    extra = row.get("extra_info") or {}
+    label = (row.get("reward_model") or {}).get("ground_truth")
+    reference = hash_answer(extra.get("answer"))
+    if "response" in extra:  # pointwise
+        if str(label) not in ("0", "4"):
+            raise SkipRow("label_not_0_or_4")
+        cand = last_number(extra["response"])
+        same = cand is not None and reference is not None and numbers_equal(cand, reference)
+        if same != (str(label) == "4"):
+            raise SkipRow("rationale_mismatch")
+        verdict = "Same" if same else "Different"
+        return f"<think>Reference: {shown(reference)}. Candidate: {shown(cand)}. {verdict}.</think><score>{label}</score>"
+    if "response_a" in extra:  # pairwise
+        if label not in ("A", "B"):
+            raise SkipRow("label_not_A_or_B")
+        a, b = last_number(extra["response_a"]), last_number(extra["response_b"])
+        if reference is None:
+            raise SkipRow("no_reference_answer")
+        right = {"A": a, "B": b}[label]
+        wrong = {"A": b, "B": a}[label]
+        if not (right is not None and numbers_equal(right, reference)) or (wrong is not None and numbers_equal(wrong, reference)):
+            raise SkipRow("rationale_mismatch")
+        ref_part = f"Reference: {shown(reference)}. " if _shows_reference(extra.get("prompt_version", "")) else ""
+        return f"<think>{ref_part}A: {shown(a)}. B: {shown(b)}.</think><better>{label}</better>"
+    raise SkipRow("not_a_judge_row")
+
+
+def build(rows: list[dict]) -> tuple[list[dict], Counter]:
+    out, skipped = [], Counter()
+    for row in rows:
+        try:
+            answer = target(row)
+        except SkipRow as e:
+            skipped[e.args[0]] += 1
+            continue
+        msgs = [{"role": m["role"], "content": m["content"]} for m in row["prompt"]]
+        out.append({"messages": msgs + [{"role": "assistant", "content": answer}],
+                    "data_source": str(row.get("data_source", "")),
+                    "label": str((row.get("reward_model") or {}).get("ground_truth"))})
+    return out, skipped
+
+
+def write_atomic(rows: list[dict], path: str) -> None:
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".parquet", dir=folder)
+    os.close(fd)
+    try:
+        pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMA), tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog=f"python -m {PROG}", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--in", dest="inputs", nargs="+", required=True, metavar="PARQUET",
+                   help="verification parquet(s) from data_prep.gsm8k_verify (pointwise or pairwise)")
+    p.add_argument("--out", required=True, metavar="PARQUET", help="SFT parquet to write (column 'messages')")
+    p.add_argument("--max-rows", type=int, default=-1, help="keep at most N rows (-1 = all)")
+    args = p.parse_args(argv)
+    rows = []
+    for path in args.inputs:
+        try:
+            rows += pq.read_table(path).to_pylist()
+        except (OSError, pa.ArrowInvalid) as e:
+            print(f"{PROG}: error: cannot read {path}: {e}", file=sys.stderr)
+            return 2
+    out, skipped = build(rows)
+    if args.max_rows >= 0:
+        out = out[: args.max_rows]
+    if not out:
+        print(f"{PROG}: error: no row could be turned into SFT data (read {len(rows)}, skipped {dict(skipped)})",
+              file=sys.stderr)
+        return 2
+    try:
+        write_atomic(out, args.out)
+    except OSError as e:
+        print(f"{PROG}: error: cannot write {args.out}: {e}", file=sys.stderr)
+        return 2
+    labels = Counter(r["label"] for r in out)
+    print(f"== {PROG}: {args.out}")
+    print(f"  rows read      {len(rows)}")
+    print(f"  rows written   {len(out)}")
+    print(f"  skipped        {sum(skipped.values())}" + "".join(f"\n    {k}: {v}" for k, v in sorted(skipped.items())))
+    print("  labels         " + "  ".join(f"{k}: {v}" for k, v in sorted(labels.items())))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,282 @@
+"""Multi-stage workflows as Python stages: build data -> warm start (SFT) -> GRPO -> merge -> evaluate.
+
+    python -m scripts.pipeline judge --task pointwise --out runs/pointwise [hydra overrides for GRPO]
+    python -m scripts.pipeline judge --task pairwise_ref --grpo-steps 40 --out runs/pairwise_ref
+    python -m scripts.pipeline judge --task pairwise --no-sft --pair-groups false --out runs/pairwise_plain
+    python -m scripts.pipeline judge_to_reward --out runs/j2r          # + policy rewarded by the judge
+
+Judge tasks (all on GSM8K verification data from ``data_prep.gsm8k_verify``):
+
+* ``pointwise``     reference shown, ``gsm8k_grade.v2``, labels 4 / 0 -> recipes/judge_pointwise
+* ``pairwise_ref``  reference shown, ``pairwise_ref.v1``, both orders  -> recipes/judge_pairwise
+* ``pairwise``      no reference, ``pairwise.v1`` (preference-style)   -> recipes/judge_pairwise
+
+Stages (each prints its output; a stage whose ``.done`` marker exists is skipped, so a rerun resumes):
+
+1. ``data``        verification parquet (train / test) and the SFT parquet (``data_prep.judge_sft``)
+2. ``eval_before`` ``scripts/eval_judge.py`` on the held-out test rows with the start model
+3. ``sft``         verl's SFT trainer (``torchrun -m verl.trainer.sft_trainer``), HF folder saved
+4. ``eval_sft``    the warm-started judge on the same rows
+5. ``grpo``        ``python -m scripts.train`` with the recipe config, from the SFT model
+6. ``merge``       ``verl.model_merger`` of the last GRPO checkpoint -> HF folder
+7. ``eval_after``  the trained judge on the same rows
+8. ``compare``     ``compare.md``: before / after SFT / after GRPO
+``judge_to_reward`` adds 9. ``policy``: recipes/gsm8k_local_judge with the trained judge as the reward.
+
+Paths and machine settings come from the environment: ``MODEL`` (start model; default the offline
+SmolLM2-135M-Instruct from ``scripts/materialize_model.py``), ``GSM8K_DIR`` (train.jsonl / test.jsonl;
+default ``../shared/data/gsm8k`` when present, else the HF hub), ``PYTHON`` (interpreter, default
+this one), ``N_GPUS`` (default 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TASKS = {
+    # task: (recipe, verification parquet prefix, gsm8k_verify prompt args)
+    "pointwise": ("judge_pointwise", "pointwise", ["--pair-prompt", "pairwise_ref.v1"]),
+    "pairwise_ref": ("judge_pairwise", "pairwise", ["--pair-prompt", "pairwise_ref.v1"]),
+    "pairwise": ("judge_pairwise", "pairwise", ["--pair-prompt", "pairwise.v1"]),
+}
+COMPARE_KEYS = {
+    "pointwise": ("balanced_accuracy", "precision", "recall", "specificity", "parse_fail_rate", "exact", "n"),
+    "pairwise": ("accuracy", "pair_accuracy", "flip_rate", "a_share", "parse_fail_rate", "n"),
+}
+
+
+def say(msg: str) -> None:
+    print(f"[pipeline] {msg}", flush=True)
+
+
+class Pipeline:
+    def __init__(self, args, overrides: list[str]):
+        self.args = args
+        self.overrides = overrides
+        self.out = os.path.abspath(args.out)
+        os.makedirs(self.out, exist_ok=True)
+        self.py = os.environ.get("PYTHON") or sys.executable
+        self.env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        self.n_gpus = int(os.environ.get("N_GPUS", "1"))
+        self.recipe, self.prefix, self.prompt_args = TASKS[args.task]
+        self.kind = "pointwise" if args.task == "pointwise" else "pairwise"
+
+    # ------------------------------------------------------------------ helpers
+    def path(self, *parts: str) -> str:
+        return os.path.join(self.out, *parts)
+
+    def sh(self, cmd: list[str], log: str, env: dict | None = None, ok=None) -> None:
+        """Run ``cmd``, its output to the terminal and to ``log``; a non-zero exit stops the pipeline
+        unless ``ok()`` says the stage's output was written anyway (an evaluator's report)."""
+        say("$ " + " ".join(shlex.quote(c) for c in cmd))
+        os.makedirs(os.path.dirname(log), exist_ok=True)
+        with open(log, "a", encoding="utf-8") as f:
+            proc = subprocess.Popen(cmd, cwd=ROOT, env=env or self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True, bufsize=1)
+            for line in proc.stdout:
+                f.write(line)
+                if not self.args.quiet:
+                    sys.stdout.write(line)
+            rc = proc.wait()
+        if rc != 0 and ok is not None and ok():
+            say(f"exit {rc}, output written: continuing (see {log})")
+        elif rc != 0:
+            raise SystemExit(f"[pipeline] stage failed (exit {rc}): {cmd[0]} ... ; log: {log}")
+
+    def stage(self, name: str, output: str, fn) -> str:
+        done = self.path(f".{name}.done")
+        if os.path.exists(done):
+            say(f"stage {name} skipped ({done} exists); output: {output}")
+            return output
+        say(f"stage {name} ...")
+        t0 = time.time()
+        fn()
+        with open(done, "w") as f:
+            f.write(f"{time.time() - t0:.1f}\n")
+        say(f"stage {name} done in {time.time() - t0:.0f}s; output: {output}")
+        return output
+
+    # ------------------------------------------------------------------ stages
+    def model(self) -> str:
+        if os.environ.get("MODEL"):
+            return os.environ["MODEL"]
+        out = subprocess.run([self.py, os.path.join(ROOT, "scripts", "materialize_model.py")], cwd=ROOT, env=self.env,
+                             capture_output=True, text=True, check=True)
+        return out.stdout.strip().splitlines()[-1]
+
+    def gsm8k_args(self) -> list[str]:
+        d = os.environ.get("GSM8K_DIR") or os.path.join(ROOT, "..", "shared", "data", "gsm8k")
+        if os.path.exists(os.path.join(d, "train.jsonl")):
+            return ["--train", os.path.join(d, "train.jsonl"), "--test", os.path.join(d, "test.jsonl")]
+        return []  # the HF hub (openai/gsm8k)
+
+    def data(self) -> None:
+        a = self.args
+        cmd = [self.py, "-m", "data_prep.gsm8k_verify", "--out", self.path("data"), "--tokenizer", self.base,
+               "--max-len", str(a.max_prompt_length), *self.prompt_args, *self.gsm8k_args()]
+        self.sh(cmd, self.path("logs", "data.log"))
+        train = self.path("data", f"{self.prefix}_train.parquet")
+        self.sh([self.py, "-m", "data_prep.judge_sft", "--in", train, "--out", self.path("data", "sft_train.parquet"),
+                 "--max-rows", str(a.sft_rows)], self.path("logs", "data.log"))
+
+    def evaluate(self, model: str, name: str) -> None:
+        a = self.args
+        data = self.path("data", f"{self.prefix}_test.parquet")
+        sel = ["--pairs", str(a.eval_pairs)] if self.kind == "pairwise" else ["--limit", str(2 * a.eval_pairs)]
+        cmd = [self.py, os.path.join(ROOT, "scripts", "eval_judge.py"), "--data", data, *sel, "--seed", "0",
+               "--vllm-offline", model, "--max-tokens", str(a.max_response_length), "--temperature", "0",
+               "--gpu-memory-utilization", str(a.eval_gpu_mem), "--out", self.path(name), "--no-progress"]
+        if a.eval_kv_cache_gb:
+            cmd += ["--kv-cache-gb", str(a.eval_kv_cache_gb)]
+        self.sh(cmd, self.path("logs", f"{name}.log"), ok=lambda: os.path.exists(self.path(name, "report.json")))
+
+    def sft(self) -> None:
+        a = self.args
+        ckpt = self.path("sft")
+        cmd = [self.py, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={self.n_gpus}", "-m", "verl.trainer.sft_trainer",
+               f"data.train_files={self.path('data', 'sft_train.parquet')}", "data.val_files=null",
+               f"data.max_length={a.max_prompt_length + a.max_response_length}", "data.truncation=right",
+               f"data.train_batch_size={a.sft_batch}", "data.micro_batch_size_per_gpu=8", "data.num_workers=0",
+               f"model.path={self.base}", f"optim.lr={a.sft_lr}", f"trainer.total_epochs={a.sft_epochs}",
+               f"trainer.default_local_dir={ckpt}", "trainer.project_name=verl-judge",
+               f"trainer.experiment_name={a.task}-sft", "trainer.logger=[console,file]", "trainer.save_freq=-1",
+               "trainer.resume_mode=disable", "checkpoint.save_contents=[model,hf_model]",
+               f"trainer.n_gpus_per_node={self.n_gpus}", *self.sdpa("model"), *a.sft_override]
+        env = dict(self.env, VERL_FILE_LOGGER_PATH=self.path("sft_metrics.jsonl"))
+        self.sh(cmd, self.path("logs", "sft.log"), env)
+
+    def sdpa(self, model_key: str) -> list[str]:
+        """Overrides for a machine without flash-attn (``--no-flash-attn``): torch SDPA, no remove-padding."""
+        if not self.args.no_flash_attn:
+            return []
+        return [f"{model_key}.use_remove_padding=False", f"+{model_key}.override_config.attn_implementation=sdpa"]
+
+    def sft_model(self) -> str:
+        found = sorted(glob.glob(self.path("sft", "global_step_*", "huggingface")),
+                       key=lambda p: int(p.split("global_step_")[1].split(os.sep)[0]))
+        if not found:
+            raise SystemExit(f"[pipeline] no SFT model under {self.path('sft')}")
+        return found[-1]
+
+    def grpo(self, start: str) -> None:
+        a = self.args
+        data = self.path("data")
+        cmd = [self.py, "-m", "scripts.train", "--config-path", os.path.join(ROOT, "recipes", self.recipe),
+               "--config-name", "config", f"actor_rollout_ref.model.path={start}",
+               f"data.train_files={os.path.join(data, f'{self.prefix}_train.parquet')}",
+               f"data.val_files={os.path.join(data, f'{self.prefix}_test.parquet')}",
+               f"trainer.total_training_steps={a.grpo_steps}", f"trainer.default_local_dir={self.path('grpo')}",
+               f"trainer.experiment_name={a.task}", f"trainer.n_gpus_per_node={self.n_gpus}",
+               f"trainer.save_freq={a.grpo_steps}", f"verl_judge.pair_groups={a.pair_groups}",
+               *self.sdpa("actor_rollout_ref.model"), *self.overrides]
+        env = dict(self.env, VERL_FILE_LOGGER_PATH=self.path("metrics.jsonl"))
+        self.with_ray_head(env, lambda: self.sh(cmd, self.path("logs", "grpo.log"), env))
+
+    def with_ray_head(self, env: dict, fn) -> None:
+        """Run ``fn`` against a private Ray head on free ports (several runs can share a machine), or
+        against the cluster in ``RAY_ADDRESS`` when that is set."""
+        if env.get("RAY_ADDRESS"):
+            return fn()
+        from scripts.launch import start_ray_head, stop_ray_head
+
+        proc, address = start_ray_head(env, self.path("logs", "ray_head.log"))
+        say(f"private Ray head at {address}")
+        try:
+            fn()
+        finally:
+            stop_ray_head(proc)
+
+    def merge(self) -> None:
+        steps = sorted(glob.glob(self.path("grpo", "global_step_*")), key=lambda p: int(p.rsplit("_", 1)[1]))
+        if not steps:
+            raise SystemExit(f"[pipeline] no GRPO checkpoint under {self.path('grpo')}")
+        self.sh([self.py, "-m", "verl.model_merger", "merge", "--backend", "fsdp",
+                 "--local_dir", os.path.join(steps[-1], "actor"), "--target_dir", self.path("hf")],
+                self.path("logs", "merge.log"))
+
+    def compare(self) -> None:
+        rows, keys = [], COMPARE_KEYS[self.kind]
+        for name in ("eval_before", "eval_sft", "eval_after"):
+            f = self.path(name, "report.json")
+            if os.path.exists(f):
+                rep = json.load(open(f))
+                overall = rep.get("overall", rep)
+                rows.append((name, [overall.get(k) for k in keys]))
+        fmt = lambda v: f"{v:.3f}" if isinstance(v, float) else str(v)  # noqa: E731
+        lines = [f"# {self.args.task}: held-out evaluation ({self.path('data', self.prefix + '_test.parquet')})", "",
+                 "| stage | " + " | ".join(keys) + " |", "|---|" + "---:|" * len(keys)]
+        lines += [f"| {n} | " + " | ".join(fmt(v) for v in vals) + " |" for n, vals in rows]
+        open(self.path("compare.md"), "w").write("\n".join(lines) + "\n")
+        print("\n".join(lines))
+
+    def run_judge(self) -> str:
+        a = self.args
+        self.base = self.model()
+        self.stage("data", self.path("data"), self.data)
+        if not a.skip_eval:
+            self.stage("eval_before", self.path("eval_before"), lambda: self.evaluate(self.base, "eval_before"))
+        start = self.base
+        if a.sft:
+            self.stage("sft", self.path("sft"), self.sft)
+            start = self.sft_model()
+            if not a.skip_eval:
+                self.stage("eval_sft", self.path("eval_sft"), lambda: self.evaluate(start, "eval_sft"))
+        if a.grpo_steps > 0:
+            self.stage("grpo", self.path("grpo"), lambda: self.grpo(start))
+            self.stage("merge", self.path("hf"), self.merge)
+            judge = self.path("hf")
+            if not a.skip_eval:
+                self.stage("eval_after", self.path("eval_after"), lambda: self.evaluate(judge, "eval_after"))
+        else:
+            judge = start
+        if not a.skip_eval:
+            self.compare()
+        return judge
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m scripts.pipeline", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("workflow", choices=("judge",), help="judge: data -> SFT -> GRPO -> merge -> evaluate")
+    p.add_argument("--task", choices=sorted(TASKS), default="pointwise")
+    p.add_argument("--out", required=True, help="run folder (stages resume from it)")
+    p.add_argument("--sft", action=argparse.BooleanOptionalAction, default=True, help="warm start with SFT (default on)")
+    p.add_argument("--sft-rows", type=int, default=4000, help="SFT rows (default 4000)")
+    p.add_argument("--sft-epochs", type=int, default=1)
+    p.add_argument("--sft-batch", type=int, default=32)
+    p.add_argument("--sft-lr", type=float, default=2e-5)
+    p.add_argument("--sft-override", action="append", default=[], metavar="KEY=VALUE", help="extra SFT trainer override")
+    p.add_argument("--grpo-steps", type=int, default=30, help="GRPO steps after the warm start (0 = none)")
+    p.add_argument("--pair-groups", choices=("true", "false"), default="true",
+                   help="pairwise: both orders of a pair in one GRPO group (default true)")
+    p.add_argument("--max-prompt-length", type=int, default=1280)
+    p.add_argument("--max-response-length", type=int, default=128)
+    p.add_argument("--eval-pairs", type=int, default=300, help="held-out pairs (pointwise: 2x rows) evaluated")
+    p.add_argument("--eval-gpu-mem", type=float, default=0.15)
+    p.add_argument("--eval-kv-cache-gb", type=float, default=None, help="fixed vLLM KV cache of the evaluator (GPU shared)")
+    p.add_argument("--no-flash-attn", action="store_true", help="torch SDPA attention, no remove-padding (no flash-attn)")
+    p.add_argument("--skip-eval", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="stage output only to the logs")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, overrides = build_parser().parse_known_args(argv)
+    bad = [o for o in overrides if "=" not in o or o.startswith("-")]
+    if bad:
+        build_parser().error(f"unrecognized arguments: {' '.join(bad)} (extra arguments are Hydra overrides KEY=VALUE)")
+    judge = Pipeline(args, overrides).run_judge()
+    say(f"done: judge {judge}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

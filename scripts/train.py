@@ -1,0 +1,80 @@
+"""The training entry point of every GRPO recipe: verl's PPO trainer plus the ``verl_judge`` hooks.
+
+    python -m scripts.train --config-path "$PWD/recipes/judge_pointwise" --config-name config [hydra overrides]
+
+A recipe's ``config.yaml`` starts ``defaults: [ppo_trainer, base, _self_]``: verl 0.9.1's own
+``ppo_trainer`` config (found on Hydra's search path as ``pkg://verl.trainer.config``), then the
+project's shared ``recipes/base.yaml``, then the recipe's values; command-line overrides win. This
+module only adds the search path and runs verl's ``run_ppo`` with a task runner that installs
+``scripts.train_hooks`` (judge-aware step metrics, fail-fast on a silent judge, pair-grouped GRPO)
+in the process that trains. The hooks patch verl's legacy trainer, which every recipe uses
+(``trainer.use_v1: false`` in base.yaml: verl 0.9.1's V1 trainer passes a colocated judge no
+ground truth, and logs no reward keys per step).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import ray
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RECIPES = os.path.join(ROOT, "recipes")
+SEARCH_PATH = f"hydra.searchpath=[pkg://verl.trainer.config,file://{RECIPES}]"
+
+try:
+    from verl.trainer.main_ppo_v0 import TaskRunner as _VerlTaskRunner
+
+    _RunnerBase = _VerlTaskRunner.__ray_actor_class__
+except ImportError:  # pragma: no cover - verl without its legacy trainer
+    _RunnerBase = object
+
+
+@ray.remote(num_cpus=1)
+class JudgeTaskRunner(_RunnerBase):
+    """verl's legacy TaskRunner with ``scripts.train_hooks`` installed before training."""
+
+    def run(self, config):
+        from scripts import train_hooks
+
+        train_hooks.install(config)
+        return super().run(config)
+
+
+def check(config) -> None:
+    """Refuse settings the hooks cannot honour, before any worker starts."""
+    opts = config.get("verl_judge") or {}
+    if config.trainer.get("use_v1", False) and opts.get("pair_groups", False):
+        raise SystemExit("error: verl_judge.pair_groups needs verl's legacy trainer (trainer.use_v1=false)")
+
+
+def main() -> None:
+    import hydra
+
+    from verl.trainer.main_ppo import run_ppo
+    from verl.utils.device import auto_set_device
+
+    @hydra.main(config_path=None, config_name=None, version_base=None)
+    def _main(config):
+        auto_set_device(config)
+        check(config)
+        from verl.trainer.ppo.utils import need_critic, need_reference_policy
+        from verl.utils.config import validate_config
+
+        validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+        if config.trainer.get("use_v1", False):
+            from verl.trainer.main_ppo import TaskRunnerV1
+
+            print("[train] trainer.use_v1=true: verl's V1 trainer, without the verl_judge step metrics and fail-fast")
+            run_ppo(config, task_runner_class=TaskRunnerV1)
+        else:
+            run_ppo(config, task_runner_class=JudgeTaskRunner)
+
+    if not any(a.startswith("hydra.searchpath") for a in sys.argv[1:]):
+        sys.argv.append(SEARCH_PATH)
+    _main()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,234 @@
+"""What ``python -m scripts.train`` adds to verl's PPO trainer: judge-aware step metrics, a fail-fast
+on a silent judge, and GRPO groups that hold both orders of a pairwise judge row.
+
+Pure functions and small classes over verl's ``DataProto`` (tested on CPU without Ray); ``install``
+wires them into verl's legacy trainer module (``verl.trainer.ppo.ray_trainer``) inside the process
+that runs ``fit()``. Settings live in the recipe config under ``verl_judge`` (see ``recipes/base.yaml``).
+
+Step metrics, logged with verl's own ``critic/score/mean`` in every training step (console, JSONL
+file logger, SwanLab), with the same keys from step 1:
+
+* ``reward/<key>/mean`` for every numeric key the reward function returns besides ``score``
+  (verl 0.9.1 logs these only in validation);
+* judge health, when the reward returns the LLM-judge keys: ``judge_health/error_rate``
+  (transport failures), ``parse_fail_rate`` (answered without a valid verdict), ``skipped_rate``,
+  ``fallback_rate``, ``answered_rate``, ``score_mean`` (mean verdict 0-4 over answered samples) and
+  ``agree_rule`` (share of answered samples where "verdict >= 3" equals "rule reward = 1"; 0.0 when
+  the judge answered none);
+* position, when the reward returns ``pred_a``/``label_a`` (pairwise judges):
+  ``position/verdict_a_share`` (over well-formed verdicts) and ``position/label_a_share``;
+* ``grpo/identical_reward_groups``: share of GRPO groups (as grouped for the advantage) whose
+  rewards are all equal, i.e. that give no gradient.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+JUDGE_KEYS = ("judge_error", "judge_parse_fail")
+
+
+class JudgeSilentError(RuntimeError):
+    """The judge gave no usable verdict for too many consecutive steps (see ``FailFast``)."""
+
+
+# ----------------------------------------------------------------------------------------- metrics
+def _floats(values) -> np.ndarray | None:
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
+    return arr if arr.ndim == 1 else None
+
+
+def _mean(arr: np.ndarray, mask: np.ndarray | None = None) -> float:
+    if mask is not None:
+        arr = arr[mask]
+    return float(arr.mean()) if arr.size else 0.0
+
+
+def reward_metrics(extras: dict[str, Sequence]) -> dict[str, float]:
+    """Step metrics from the reward function's extra keys (one list per key, one value per sample)."""
+    cols = {k: a for k, a in ((k, _floats(v)) for k, v in extras.items()) if a is not None and a.size}
+    out = {f"reward/{k}/mean": _mean(a) for k, a in sorted(cols.items()) if k != "score"}
+    if all(k in cols for k in JUDGE_KEYS):
+        n = len(cols["judge_error"])
+        zeros = np.zeros(n)
+        err, pf = cols["judge_error"], cols["judge_parse_fail"]
+        skipped = cols.get("judge_skipped", zeros)
+        fallback = cols["judge_fallback"] if "judge_fallback" in cols else np.maximum(err, skipped)
+        answered = (err == 0) & (pf == 0) & (skipped == 0)
+        out["judge_health/error_rate"] = _mean(err)
+        out["judge_health/parse_fail_rate"] = _mean(pf)
+        out["judge_health/skipped_rate"] = _mean(skipped)
+        out["judge_health/fallback_rate"] = _mean(fallback)
+        out["judge_health/answered_rate"] = _mean(answered.astype(np.float64))
+        verdict = cols.get("judge_score")
+        out["judge_health/score_mean"] = _mean(verdict, answered) if verdict is not None else 0.0
+        if verdict is not None and "rule_score" in cols:
+            agree = ((verdict >= 3) == (cols["rule_score"] >= 1)).astype(np.float64)
+            out["judge_health/agree_rule"] = _mean(agree, answered)
+        else:
+            out["judge_health/agree_rule"] = 0.0
+    if "pred_a" in cols and "label_a" in cols:
+        ok = cols["format_ok"] > 0 if "format_ok" in cols else np.ones(len(cols["pred_a"]), bool)
+        out["position/verdict_a_share"] = _mean(cols["pred_a"], ok)
+        out["position/label_a_share"] = _mean(cols["label_a"])
+    return out
+
+
+def identical_group_share(scores: Sequence[float], groups: Sequence) -> float:
+    """Share of groups (size >= 2) whose scores are all equal: GRPO's advantage is zero there."""
+    by: dict = defaultdict(list)
+    for s, g in zip(scores, groups):
+        by[g].append(float(s))
+    sized = [v for v in by.values() if len(v) > 1]
+    if not sized:
+        return 0.0
+    return sum(1 for v in sized if max(v) - min(v) < 1e-9) / len(sized)
+
+
+# ----------------------------------------------------------------------------------------- fail fast
+class FailFast:
+    """Stop a run whose judge stays silent: error + parse-fail share above ``threshold`` for
+    ``steps`` consecutive training steps raises ``JudgeSilentError`` naming the cause and the fix."""
+
+    def __init__(self, threshold: float = 0.5, steps: int = 3, enable: bool = True):
+        if not 0.0 <= float(threshold) <= 1.0:
+            raise ValueError(f"verl_judge.fail_fast.threshold must be in [0, 1], got {threshold!r}")
+        if int(steps) < 1:
+            raise ValueError(f"verl_judge.fail_fast.steps must be >= 1, got {steps!r}")
+        self.threshold, self.steps, self.enable = float(threshold), int(steps), bool(enable)
+        self.run = 0
+
+    def update(self, metrics: dict[str, float]) -> None:
+        if not self.enable or "judge_health/error_rate" not in metrics:
+            return
+        err = metrics["judge_health/error_rate"]
+        pf = metrics["judge_health/parse_fail_rate"]
+        if err + pf > self.threshold:
+            self.run += 1
+        else:
+            self.run = 0
+        if self.run >= self.steps:
+            if err >= pf:
+                cause = (f"judge requests failed for {err:.0%} of samples (timeouts, connection errors, HTTP 5xx "
+                         "after retries)")
+                fix = ("check that the judge endpoint is up and reachable (JUDGE_BASE_URL / the reward model "
+                       "pool), and raise reward_kwargs.timeout or lower the request rate")
+            else:
+                cause = f"the judge answered without a valid verdict for {pf:.0%} of samples"
+                fix = ("the judge does not follow the verdict format: use a trained judge (recipes/judge_to_reward "
+                       "warm-starts one), raise reward_kwargs.max_tokens if replies are cut off, or check that "
+                       "the judge prompt version matches the one it was trained on")
+            raise JudgeSilentError(
+                f"stopping: {cause}, above verl_judge.fail_fast.threshold={self.threshold} for {self.run} "
+                f"consecutive steps. Likely fix: {fix}. Checkpoints written so far are kept. "
+                "To train on anyway: verl_judge.fail_fast.enable=false.")
+
+
+# ----------------------------------------------------------------------------------------- pair groups
+def pair_ids(extra_infos: Iterable, uids: Sequence) -> np.ndarray:
+    """GRPO group ids that put both orders of a pairwise row together (``extra_info.pair_id``);
+    rows without a pair id keep their own ``uid``."""
+    out = []
+    for ei, uid in zip(extra_infos, uids):
+        pid = ei.get("pair_id") if isinstance(ei, dict) else None
+        out.append(f"pair:{pid}" if pid else uid)
+    return np.array(out, dtype=object)
+
+
+class PairSampler:
+    """Index sampler that yields both orders of each pair next to each other, pairs shuffled per epoch
+    (seeded), so that every batch of even size holds whole pairs (``verl_judge.pair_groups``)."""
+
+    def __init__(self, data_source, seed: int = 0):
+        self.seed = int(seed)
+        self.epoch = 0
+        extra = data_source.dataframe["extra_info"] if hasattr(data_source, "dataframe") else [
+            data_source[i].get("extra_info") for i in range(len(data_source))]
+        groups: dict = {}
+        for i, ei in enumerate(extra):
+            pid = ei.get("pair_id") if isinstance(ei, dict) else None
+            groups.setdefault(pid if pid else f"row:{i}", []).append(i)
+        self.groups = list(groups.values())
+        self.n = len(data_source)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def __iter__(self):
+        order = list(range(len(self.groups)))
+        random.Random(f"{self.seed}:{self.epoch}").shuffle(order)
+        self.epoch += 1
+        for g in order:
+            yield from self.groups[g]
+
+    def __len__(self) -> int:
+        return self.n
+
+
+# ----------------------------------------------------------------------------------------- install
+def install(config) -> None:
+    """Patch verl's legacy trainer module in this process according to ``config.verl_judge``."""
+    from omegaconf import OmegaConf
+
+    from verl.trainer import main_ppo_v0
+    from verl.trainer.ppo import ray_trainer
+
+    opts = OmegaConf.to_container(config.get("verl_judge") or {}, resolve=True) or {}
+    ff = opts.get("fail_fast") or {}
+    fail_fast = FailFast(ff.get("threshold", 0.5), ff.get("steps", 3), ff.get("enable", True))
+    pair_groups = bool(opts.get("pair_groups", False))
+    if pair_groups and int(config.data.train_batch_size) % 2:
+        raise ValueError(f"verl_judge.pair_groups needs an even data.train_batch_size, got {config.data.train_batch_size}")
+    state = {"keys": ()}
+
+    extract = ray_trainer.extract_reward
+
+    def extract_reward(batch):
+        tensor, extras = extract(batch)
+        state["keys"] = tuple(extras or ())
+        return tensor, extras
+
+    compute_advantage = ray_trainer.compute_advantage
+
+    def grouped_advantage(data, *args, **kwargs):
+        nt = data.non_tensor_batch
+        if not pair_groups or "extra_info" not in nt or "uid" not in nt:
+            return compute_advantage(data, *args, **kwargs)
+        uid = nt["uid"]
+        nt["uid"] = pair_ids(nt["extra_info"], uid)
+        try:
+            return compute_advantage(data, *args, **kwargs)
+        finally:
+            data.non_tensor_batch["prompt_uid"] = uid
+            data.non_tensor_batch["uid"] = nt["uid"]
+
+    data_metrics = ray_trainer.compute_data_metrics
+
+    def compute_data_metrics(batch, use_critic=True):
+        metrics = data_metrics(batch=batch, use_critic=use_critic)
+        nt = batch.non_tensor_batch
+        metrics.update(reward_metrics({k: nt[k] for k in state["keys"] if k in nt}))
+        if "uid" in nt and "token_level_scores" in batch.batch.keys():
+            scores = batch.batch["token_level_scores"].sum(-1).float().cpu().numpy()
+            metrics["grpo/identical_reward_groups"] = identical_group_share(scores, nt["uid"])
+        fail_fast.update(metrics)
+        return metrics
+
+    sampler = main_ppo_v0.create_rl_sampler
+
+    def create_rl_sampler(data_config, dataset):
+        if pair_groups:
+            return PairSampler(dataset, seed=data_config.get("seed") or 0)
+        return sampler(data_config, dataset)
+
+    ray_trainer.extract_reward = extract_reward
+    ray_trainer.compute_advantage = grouped_advantage
+    ray_trainer.compute_data_metrics = compute_data_metrics
+    main_ppo_v0.create_rl_sampler = create_rl_sampler
