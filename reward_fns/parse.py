@@ -2,8 +2,13 @@
 
 Rules (identical everywhere):
 
-1. Complete ``<think>...</think>`` blocks are removed first (non-greedy, so two blocks are two
-   removals). A ``<think>`` that is still present afterwards was never closed: there is no answer.
+1. Think blocks are removed first, and they nest. ``<think>`` opens a block and ``</think>``
+   closes the innermost open one; everything from an outermost ``<think>`` to its matching
+   ``</think>`` is thinking, whatever it contains (a verdict inside a nested block, or after an
+   inner ``</think>`` but before the outer one, does not count). So
+   ``<think><think>a</think><score>4</score></think>`` has no answer. A ``</think>`` while no block
+   is open is ordinary text. A ``<think>`` never closed (a block still open at the end of the
+   text, at any depth) means there is no answer: ``unclosed_think``.
 2. After that, the answer tag must appear exactly once: one ``<tag>`` and one ``</tag>``, in that
    order. Zero is "missing", two or more is "multiple" (a hedge such as
    ``<better>A</better><better>B</better>`` earns nothing).
@@ -11,7 +16,8 @@ Rules (identical everywhere):
    ``parse_choice``); anything else is "bad_value".
 
 Every function here is total: any ``str`` (or even a non-string) input returns a ``Parsed``
-and never raises. Parsing is linear-time regex work, safe on megabyte inputs.
+and never raises. Parsing is linear-time (one left-to-right scan for think blocks, then counts and
+one bounded search), safe on megabyte inputs; ``tests/test_parse.py`` checks the growth rate.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ MISSING = "missing_tag"
 MULTIPLE = "multiple_tags"
 BAD_VALUE = "bad_value"
 
-_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL)
+_THINK_TOKEN = re.compile(r"</?think>")
 _TAG_CACHE: dict[str, tuple[str, str, re.Pattern]] = {}
 _SCORE_VALUE = re.compile(r"\s*([0-4])\s*", re.ASCII)
 _NUMBER = re.compile(r"-?[$]?\d[\d,]*(?:\.\d+)?|-?[$]?\.\d+", re.ASCII)
@@ -61,13 +67,29 @@ class Parsed:
 
 
 def strip_think(text: str) -> str | None:
-    """Remove complete ``<think>...</think>`` blocks; ``None`` if a ``<think>`` is left unclosed."""
+    """Remove think blocks (nested ones included, see rule 1); ``None`` if one is never closed.
+
+    One pass over the ``<think>``/``</think>`` tokens with a depth counter, so the time is linear in
+    the length of ``text`` whatever the nesting.
+    """
     if "<think>" not in text:
         return text
-    out = _THINK_BLOCK.sub("", text)
-    if "<think>" in out:
+    kept: list[str] = []
+    depth = 0
+    start = 0  # where the text outside every block resumes
+    for m in _THINK_TOKEN.finditer(text):
+        if m.group() == "<think>":
+            if depth == 0:
+                kept.append(text[start : m.start()])
+            depth += 1
+        elif depth:  # a closer with no open block is plain text: it stays in the current segment
+            depth -= 1
+            if depth == 0:
+                start = m.end()
+    if depth:
         return None
-    return out
+    kept.append(text[start:])
+    return "".join(kept)
 
 
 def _tag_patterns(tag: str) -> tuple[str, str, re.Pattern]:

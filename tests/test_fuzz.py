@@ -1,10 +1,12 @@
 """Property-based fuzz of the shared parser and the three rule rewards (hypothesis).
 
 Each parser sees >= 10,000 generated strings: random unicode, token soups of real and near-miss
-tags (nested, unclosed, repeated, mixed case), and 1 MB inputs. Properties:
+tags (nested, unclosed, repeated, mixed case), short soups of think and verdict tags only (nesting
+around real verdicts), and 1 MB inputs. Properties:
 
 * nothing raises;
-* the parse agrees with an independent, deliberately naive oracle written from the rules;
+* the parse agrees with an independent, deliberately naive oracle written from the rules (think
+  blocks nest; a ``</think>`` with no open block is text; an unclosed ``<think>`` means no answer);
 * malformed output earns exactly the format penalty (< 0) and well-formed output earns >= 0,
   so no unparseable output ever gets a positive reward (GSM8K: no number -> 0.0).
 """
@@ -31,23 +33,38 @@ TOKENS = [
     "\uff13", "\u200b", "🙂", "ignore previous instructions",
 ]
 soup = st.lists(st.sampled_from(TOKENS), max_size=40).map("".join)
-text = st.one_of(soup, st.text(max_size=200), st.lists(st.one_of(soup, st.text(max_size=20)), max_size=6).map("".join))
+# think blocks nested around real verdicts, each opener or closer sometimes dropped (unbalanced,
+# unclosed), and short soups of the same tags
+VERDICTS = ["<score>2</score>", "<better>A</better>", "<score>", "</score>", "</think>", "x"]
+nest = st.recursive(
+    st.sampled_from(VERDICTS),
+    lambda inner: st.tuples(st.sampled_from(["<think>", "<think>", ""]), st.lists(inner, max_size=3).map("".join),
+                            st.sampled_from(["</think>", "</think>", ""])).map("".join),
+    max_leaves=8,
+) | st.lists(st.sampled_from(["<think>", "</think>", "<score>2</score>", "<better>B</better>"]), max_size=8).map("".join)
+text = st.one_of(soup, nest, st.text(max_size=200), st.lists(st.one_of(soup, st.text(max_size=20)), max_size=6).map("".join))
+
+
+def oracle_strip(s: str):
+    """Naive think removal, one character at a time: blocks nest, a stray closer is text."""
+    out, depth, i = [], 0, 0
+    while i < len(s):
+        if s.startswith("<think>", i):
+            depth, i = depth + 1, i + 7
+        elif depth and s.startswith("</think>", i):
+            depth, i = depth - 1, i + 8
+        else:
+            if depth == 0:
+                out.append(s[i])
+            i += 1
+    return None if depth else "".join(out)
 
 
 def oracle_tag(s: str, tag: str):
-    """Naive re-statement of the rules: strip think blocks by scanning, then demand one tag pair."""
-    out, i = [], 0
-    while True:
-        j = s.find("<think>", i)
-        if j < 0:
-            out.append(s[i:])
-            break
-        k = s.find("</think>", j + 7)
-        if k < 0:
-            return None, "unclosed_think"
-        out.append(s[i:j])
-        i = k + 8
-    body = "".join(out)
+    """Naive re-statement of the rules: strip (nested) think blocks, then demand one tag pair."""
+    body = oracle_strip(s)
+    if body is None:
+        return None, "unclosed_think"
     o, c = f"<{tag}>", f"</{tag}>"
     if body.count(o) == 0 and body.count(c) == 0:
         return None, "missing_tag"
@@ -124,6 +141,7 @@ BIG = [
     "<score>1</score>" * 63_000,
     "<better>" + "A" * 1_000_000 + "</better>",
     ("<think>" + "z" * 100 + "</think>") * 9_000 + "<better>B</better>",
+    "<think>" * 150_000 + "</think>" * 150_000 + "<score>2</score>",  # deeply nested, 2.25 MB
     "9" * 1_000_000 + " #### " + "1," * 300_000 + "5",
     "é日🙂" * 340_000,
 ]
@@ -136,6 +154,7 @@ def test_fuzz_megabyte_inputs():
         (None, None, False, True),
         (None, None, False, False),
         (None, "B", False, False),
+        (2, None, False, True),
         (None, None, True, True),
         (None, None, False, False),
     ]

@@ -1,8 +1,11 @@
 """Table-driven tests of the shared parser (reward_fns.parse): every rule, exact values."""
 
+import time
 from decimal import Decimal
 
 import pytest
+
+from reward_fns import pairwise, pointwise
 
 from reward_fns.parse import (
     Parsed,
@@ -26,9 +29,24 @@ from reward_fns.parse import (
         ("<think>multi\nline</think>\nX", "\nX"),
         ("<think>a", None),  # never closed
         ("<think>a</think><think>b", None),  # second one never closed
-        ("<think><think>a</think></think>X", "</think>X"),  # nested: inner pair removed, stray close kept
         ("</think>X", "</think>X"),  # stray close is not an opening
         ("", ""),
+        # think blocks nest: everything up to the matching outer </think> is thinking
+        ("<think><think>a</think></think>X", "X"),
+        ("<think><think>a</think>b</think>X", "X"),
+        ("<think><think>a</think><score>4</score></think>X", "X"),
+        ("<think>1<think>2<think>3</think>2</think>1</think>X", "X"),  # doubly nested
+        ("<think><think><think>a</think></think></think>X<think>b</think>Y", "XY"),
+        ("<think>a<think>b</think>c</think>X<think>d</think>", "X"),
+        # unbalanced closers: a </think> with no open block is plain text
+        ("<think>a</think></think>X", "</think>X"),
+        ("</think></think><think>a</think>X", "</think></think>X"),
+        ("A</think>B<think>c</think>D</think>", "A</think>BD</think>"),
+        # an opener never closed, at any depth: no answer
+        ("<think><think>a</think>", None),
+        ("<think><think>a</think><score>4</score>", None),
+        ("<think>1<think>2<think>3</think></think>X", None),
+        ("X<think>a</think><think><think>b</think></think><think>", None),
     ],
 )
 def test_strip_think(text, expected):
@@ -43,6 +61,13 @@ def test_strip_think(text, expected):
         ("<think><score>1</score></think><score>2</score>", Parsed(True, "2", "ok")),  # tag inside think ignored
         ("<think><score>1</score></think>", Parsed(False, None, "missing_tag")),
         ("<think><score>1</score>", Parsed(False, None, "unclosed_think")),
+        # a verdict inside an outer think block is thinking, however deep
+        ("<think><think>a</think><score>4</score></think>", Parsed(False, None, "missing_tag")),
+        ("<think><think>a</think><score>4</score></think><score>2</score>", Parsed(True, "2", "ok")),
+        ("<think>1<think>2<think>3</think><score>4</score></think></think>", Parsed(False, None, "missing_tag")),
+        ("<think><think></think></think><score>3</score>", Parsed(True, "3", "ok")),
+        ("<think><think>a</think><score>4</score>", Parsed(False, None, "unclosed_think")),
+        ("<think>a</think></think><score>3</score>", Parsed(True, "3", "ok")),  # stray closer is text
         ("no tags", Parsed(False, None, "missing_tag")),
         ("<score>1</score><score>2</score>", Parsed(False, None, "multiple_tags")),
         ("<score>1</score><score>1</score>", Parsed(False, None, "multiple_tags")),  # even agreeing repeats
@@ -106,6 +131,71 @@ def test_parse_score(text, ok, value, reason):
 )
 def test_parse_choice(text, ok, value, reason):
     assert parse_choice(text) == Parsed(ok, value, reason)
+
+
+# (reward module, output, label, expected): a verdict inside an outer think block earns the format
+# penalty, exactly as if there were no verdict at all.
+NESTED_REWARDS = [
+    (pointwise, "<think><think>a</think><score>4</score></think>", 4,
+     {"score": -1.0, "acc": 0.0, "pred": -1, "label": 4, "format_ok": 0.0}),
+    (pointwise, "<think>a<think>b</think>c<score>0</score>d</think>", 0,
+     {"score": -1.0, "acc": 0.0, "pred": -1, "label": 0, "format_ok": 0.0}),
+    (pointwise, "<think><think>a</think><score>4</score></think><score>2</score>", 4,
+     {"score": 0.5, "acc": 0.0, "pred": 2, "label": 4, "format_ok": 1.0}),
+    (pointwise, "<think><think><think>x</think></think></think><score>4</score>", 4,
+     {"score": 1.0, "acc": 1.0, "pred": 4, "label": 4, "format_ok": 1.0}),
+    (pairwise, "<think><think>a</think><better>A</better></think>", "A",
+     {"score": -1.0, "acc": 0.0, "pred_a": 0.0, "label_a": 1.0, "format_ok": 0.0}),
+    (pairwise, "<think><think>a</think><better>A</better></think><better>B</better>", "B",
+     {"score": 1.0, "acc": 1.0, "pred_a": 0.0, "label_a": 0.0, "format_ok": 1.0}),
+    (pairwise, "<think><think>a</think><better>B</better>", "B",
+     {"score": -1.0, "acc": 0.0, "pred_a": 0.0, "label_a": 0.0, "format_ok": 0.0}),
+]
+
+
+@pytest.mark.parametrize("module, text, label, expected", NESTED_REWARDS, ids=range(len(NESTED_REWARDS)))
+def test_verdict_inside_outer_think_does_not_count(module, text, label, expected):
+    assert module.compute_score("x", text, label) == expected
+
+
+# Inputs that made the old regex parser quadratic, and other deep or unbalanced shapes; each is
+# built at n and 8n repetitions. (builder, expected parse at any n)
+LINEAR_SHAPES = [
+    (lambda n: "<think>" * n + "<score>4</score>", Parsed(False, None, "unclosed_think")),
+    (lambda n: "<think>" * n + "</think>" * n + "<score>4</score>", Parsed(True, 4, "ok")),
+    (lambda n: "<think>" * n + "</think>" * (n - 1) + "<score>4</score>", Parsed(False, None, "unclosed_think")),
+    (lambda n: "</think>" * n + "<score>4</score>", Parsed(True, 4, "ok")),
+    (lambda n: "<think>a</think></think>" * n + "<score>4</score>", Parsed(True, 4, "ok")),
+    (lambda n: "<score>" + "<think>" * n, Parsed(False, None, "unclosed_think")),
+    (lambda n: "<score>4" + "</think>" * n, Parsed(False, None, "missing_tag")),
+]
+
+
+def _best_time(text: str) -> float:
+    """Fastest of up to 5 parses (stops repeating after 2 s, so a quadratic parser still ends)."""
+    best, spent = float("inf"), 0.0
+    for _ in range(5):
+        t0 = time.perf_counter()
+        parse_score(text)
+        dt = time.perf_counter() - t0
+        best, spent = min(best, dt), spent + dt
+        if spent > 2.0:
+            break
+    return best
+
+
+@pytest.mark.parametrize("build, expected", LINEAR_SHAPES, ids=range(len(LINEAR_SHAPES)))
+@pytest.mark.parametrize("n", [1, 3, 4000])
+def test_deep_and_unbalanced_shapes(build, expected, n):
+    assert parse_score(build(n)) == expected
+
+
+def test_parse_time_is_linear():
+    """8x the input costs about 8x the time (quadratic would be 64x); the ratio, not a wall time."""
+    n = 4000
+    small = sum(_best_time(build(n)) for build, _ in LINEAR_SHAPES)
+    large = sum(_best_time(build(8 * n)) for build, _ in LINEAR_SHAPES)
+    assert large / small < 20, (small, large)
 
 
 @pytest.mark.parametrize(
