@@ -6,10 +6,20 @@ reply text or a typed ``JudgeError`` -- it never raises for network, HTTP or pay
 
 * **Batch API**: ``await client.batch(list_of_messages)`` (or the blocking ``client.run_batch``)
   keeps at most ``max_concurrency`` requests in flight and returns results in input order.
-* **Retries**: timeouts, connection errors, 408/409/429/5xx and unreadable 200 replies are retried
-  up to ``max_retries`` times with exponential backoff and jitter; ``Retry-After`` (seconds or an
-  HTTP date) and ``retry-after-ms`` are honoured (capped by ``retry_after_max``). Other 4xx are
-  final. An optional ``deadline`` bounds one call end to end (queueing, attempts and sleeps).
+* **Retries**: timeouts, connection errors, 408/409/425/429/5xx, unreadable 200 replies and
+  over-size bodies are retried up to ``max_retries`` times with exponential backoff and jitter;
+  ``Retry-After`` (seconds or an HTTP date) and ``retry-after-ms`` are honoured (capped by
+  ``retry_after_max``). Other 4xx are final. An optional ``deadline`` bounds one call end to end
+  (queueing, attempts and sleeps).
+* **Bounded replies**: a body is read in chunks and reading stops at ``max_response_bytes``
+  (default 1 MiB; a judge reply is kilobytes). A 200 reply over the cap is the error kind
+  ``too_large`` (retried like a transport error); an error status keeps its kind and only the
+  first bytes of its body are read. The connection of an over-size reply is closed, not reused.
+* **Configuration errors**: HTTP 401/403/404/405 and "model not found" replies mean the key, the
+  URL or the model name is wrong, which no retry can fix. They are returned as ``client_error``
+  (not retried); ``is_config_error`` recognises them and ``JudgeClient.config_error`` turns one
+  into a ``JudgeConfigError`` whose message names the URL, the status and the likely fix. The
+  reward raises it; the evaluators may too.
 * **Connection pooling**: one ``aiohttp.ClientSession`` per (process, event loop). verl's reward
   workers and Ray actors run their own loops; a session is never used from a loop other than the
   one that created it, sessions of closed loops are dropped, and a forked child starts afresh.
@@ -19,7 +29,9 @@ reply text or a typed ``JudgeError`` -- it never raises for network, HTTP or pay
   Only successful replies are cached; errors are retried by the next caller.
 * **Secrets**: the API key is read from the environment variable named by ``api_key_env`` at
   request time. It is not stored on the client, never logged, and never appears in a repr or in
-  an error message (error texts are built by this module and scrubbed of the key).
+  an error message. Error texts are built by this module and scrubbed: every piece of the key (or
+  of an extra header value) at least 8 characters long, in any case, becomes ``***``, and a
+  server's reply text that contains such a piece is not echoed at all.
 """
 
 from __future__ import annotations
@@ -32,6 +44,7 @@ import json
 import logging
 import os
 import random
+import re
 import threading
 import time
 import weakref
@@ -46,10 +59,15 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "JudgeClient",
+    "JudgeConfigError",
     "JudgeError",
     "JudgeResult",
     "chat_completions_url",
+    "is_config_error",
+    "scrub_secrets",
     "ERROR_KINDS",
+    "CONFIG_STATUS",
+    "DEFAULT_MAX_RESPONSE_BYTES",
 ]
 
 #: Every value ``JudgeError.kind`` can take.
@@ -60,10 +78,23 @@ ERROR_KINDS = (
     "server_error",  # HTTP 408/409/5xx after all retries
     "client_error",  # other HTTP 4xx (bad request, auth, unknown model): not retried
     "bad_response",  # 200 whose body is not a chat completion (malformed JSON, no choices)
+    "too_large",  # 200 whose body is longer than max_response_bytes (reading stopped at the cap)
     "config",  # the client could not build a request (no URL, no model)
     "unexpected",  # anything else (a bug): not retried
 )
 _RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+#: Statuses that mean the key, the URL or the model is wrong: final, and a configuration error.
+CONFIG_STATUS = frozenset({401, 403, 404, 405})
+#: "The model `x` does not exist", "model_not_found", "Unknown model: x", "no such model" ...
+_MODEL_MISSING = re.compile(
+    r"model_not_found|(?:unknown|invalid|no such) model|model\b.{0,200}?\b(?:not found|does not exist|not exist|"
+    r"is not (?:available|served|supported))",
+    re.IGNORECASE | re.DOTALL,
+)
+DEFAULT_MAX_RESPONSE_BYTES = 1 << 20
+#: Shortest piece of a secret that is scrubbed from error texts (shorter secrets: the whole secret).
+SECRET_PIECE = 8
+_MESSAGE_CHARS = 300
 
 
 @dataclass(frozen=True)
@@ -76,6 +107,86 @@ class JudgeError:
 
     def __str__(self) -> str:
         return f"{self.kind}{'' if self.status is None else f' (HTTP {self.status})'}: {self.message}"
+
+
+def is_config_error(error: JudgeError | None) -> bool:
+    """True for an error that only a configuration change can fix (wrong key, URL or model)."""
+    if error is None:
+        return False
+    if error.kind == "config":
+        return True
+    return error.kind == "client_error" and (error.status in CONFIG_STATUS or bool(_MODEL_MISSING.search(error.message)))
+
+
+class JudgeConfigError(RuntimeError):
+    """The judge endpoint rejected the configuration (key, URL or model name): stop the run.
+
+    ``url`` (scrubbed), ``status`` and ``error`` (the ``JudgeError``) are attributes; the message
+    names the likely fix.
+    """
+
+    def __init__(self, message: str, *, url: str | None = None, status: int | None = None, error: JudgeError | None = None):
+        super().__init__(message)
+        self.url = url
+        self.status = status
+        self.error = error
+
+
+def scrub_secrets(text: str, secrets: Sequence[str]) -> tuple[str, bool]:
+    """``text`` with every run of secret pieces replaced by ``***``; and whether anything was found.
+
+    A piece is any substring of a secret at least ``SECRET_PIECE`` (8) characters long (for a
+    shorter secret: the whole secret), matched case-insensitively. Linear in ``len(text)``.
+    """
+    text = str(text)
+    spans: list[tuple[int, int]] = []
+    low = text.lower()
+    for secret in secrets:
+        if not isinstance(secret, str) or not secret:
+            continue
+        w = min(SECRET_PIECE, len(secret))
+        sec = secret.lower()
+        pieces = {sec[i : i + w] for i in range(len(sec) - w + 1)}
+        for i in range(len(low) - w + 1):
+            if low[i : i + w] in pieces:
+                spans.append((i, i + w))
+    if not spans:
+        return text, False
+    spans.sort()
+    out, pos, cur_start, cur_end = [], 0, spans[0][0], spans[0][1]
+    for a, b in spans[1:] + [(len(text) + 1, len(text) + 1)]:
+        if a <= cur_end:
+            cur_end = max(cur_end, b)
+            continue
+        out.append(text[pos:cur_start])
+        out.append("***")
+        pos, cur_start, cur_end = cur_end, a, b
+    out.append(text[pos:])
+    return "".join(out), True
+
+
+async def _read_upto(content: Any, n: int) -> bytes:
+    """Up to ``n`` bytes of a body stream (fewer only when the body ends first)."""
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = await content.read(min(1 << 16, n - len(buf)))
+        if not chunk:
+            break
+        buf += chunk
+    return bytes(buf)
+
+
+async def _read_capped(resp: Any, cap: int) -> tuple[bytes, bool]:
+    """At most ``cap`` bytes of a response body, read in chunks; ``(body, complete)``.
+
+    A declared ``Content-Length`` over the cap is not read beyond a 4 KiB head (for an error
+    snippet); otherwise reading stops as soon as the body is known to exceed the cap.
+    """
+    declared = resp.content_length
+    if declared is not None and declared > cap:
+        return await _read_upto(resp.content, min(cap, 4096)), False
+    raw = await _read_upto(resp.content, cap + 1)
+    return (raw, True) if len(raw) <= cap else (raw[:cap], False)
 
 
 @dataclass(frozen=True)
@@ -256,7 +367,9 @@ class JudgeClient:
             ``{"max_completion_tokens": 512}``); they override the defaults above.
         cache_size, cache_ttl: completed-reply LRU size (0 disables caching and de-duplication)
             and optional entry lifetime in seconds.
-        headers: extra HTTP headers (never logged).
+        headers: extra HTTP headers (never logged; their values are scrubbed like the key).
+        max_response_bytes: largest response body read (default 1 MiB); a longer 200 reply is a
+            ``too_large`` error, retried like a transport error.
     """
 
     def __init__(
@@ -278,6 +391,7 @@ class JudgeClient:
         cache_size: int = 4096,
         cache_ttl: float | None = None,
         headers: dict | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ):
         if not model:
             raise ValueError("JudgeClient needs a model name")
@@ -287,6 +401,8 @@ class JudgeClient:
             raise ValueError(f"max_retries must be >= 0, got {max_retries!r}")
         if int(max_concurrency) < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency!r}")
+        if isinstance(max_response_bytes, bool) or int(max_response_bytes) < 1:
+            raise ValueError(f"max_response_bytes must be >= 1, got {max_response_bytes!r}")
         self.url = chat_completions_url(base_url)
         self.model = str(model)
         self.api_key_env = api_key_env or None
@@ -297,6 +413,7 @@ class JudgeClient:
         self.retry_after_max = float(retry_after_max)
         self.deadline = None if deadline is None else float(deadline)
         self.max_concurrency = int(max_concurrency)
+        self.max_response_bytes = int(max_response_bytes)
         self.params: dict[str, Any] = {"temperature": float(temperature), "max_tokens": int(max_tokens)}
         if extra_body:
             self.params.update(dict(extra_body))
@@ -432,14 +549,52 @@ class JudgeClient:
             headers["Authorization"] = f"Bearer {key}"
         return headers, key
 
+    def _secrets(self, key: str | None) -> list[str]:
+        found = [key] if key else []
+        return found + [v for v in self._headers.values() if isinstance(v, str) and len(v) >= SECRET_PIECE]
+
     def _scrub(self, text: str, key: str | None) -> str:
-        text = str(text)
-        if key:
-            text = text.replace(key, "***")
-        for v in self._headers.values():
-            if isinstance(v, str) and len(v) >= 8:
-                text = text.replace(v, "***")
-        return text[:300]
+        """Our own message text, with every piece of a secret replaced (then cut to 300 chars)."""
+        return scrub_secrets(str(text)[: 4 * _MESSAGE_CHARS], self._secrets(key))[0][:_MESSAGE_CHARS]
+
+    def _echo(self, text: str, key: str | None) -> str:
+        """Text a server sent: quoted (cut to 300 chars) only when it holds no piece of a secret."""
+        head = str(text)[: 4 * _MESSAGE_CHARS]
+        if scrub_secrets(head, self._secrets(key))[1]:
+            return "(reply text withheld: it contains part of a secret)"
+        return head[:_MESSAGE_CHARS]
+
+    def config_error(self, error: JudgeError | None) -> JudgeConfigError | None:
+        """A ``JudgeConfigError`` naming the URL, the status and the likely fix, if ``error`` is one."""
+        if not is_config_error(error):
+            return None
+        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        url = self._scrub(self.url, key)
+        status = error.status
+        model_missing = bool(_MODEL_MISSING.search(error.message))
+        if self.api_key_env:
+            where = "set" if key else "NOT set in this process"
+            key_hint = f"the environment variable {self.api_key_env!r} (api_key_env, {where})"
+        else:
+            key_hint = "api_key_env (None: no key is sent; verl's reward router never gets one)"
+        if model_missing:
+            fix = (f"the model {self.model!r} is not served at this URL, or rejects a request field (the server's "
+                   "message says which): check `model` (for a judge served by verl's reward loop, the served name "
+                   "is the reward model's local path) and extra_body")
+        elif status == 401:
+            fix = f"the API key was rejected or is missing: check {key_hint}, and that it is exported to the reward workers"
+        elif status == 403:
+            fix = f"the key may not use this model or endpoint: check {key_hint}, `model` ({self.model!r}) and base_url"
+        elif status in (404, 405):
+            fix = ("no chat-completions endpoint at this URL: check base_url (an API base such as "
+                   "https://api.openai.com/v1 or http://host:port/v1, or the full .../chat/completions URL)")
+        else:
+            fix = "check base_url, `model` and the API key variable"
+        said = f" Server said: {error.message}" if error.message else ""
+        return JudgeConfigError(
+            f"judge configuration error: POST {url} answered HTTP {status}. Likely fix: {fix}.{said}",
+            url=url, status=status, error=error,
+        )
 
     def _backoff(self, retry_index: int, retry_after: float | None) -> float:
         if retry_after is not None:
@@ -469,18 +624,26 @@ class JudgeClient:
                             raise asyncio.TimeoutError()
                     timeout = aiohttp.ClientTimeout(total=budget)
                     async with state.get_session().post(self.url, data=payload, headers=headers, timeout=timeout) as resp:
-                        raw = await resp.read()
                         status = resp.status
                         retry_after = _parse_retry_after(resp.headers)
-                if status == 200:
+                        raw, complete = await _read_capped(resp, self.max_response_bytes)
+                        if not complete:  # do not reuse a connection with unread bytes on it
+                            resp.close()
+                if status == 200 and not complete:
+                    error = JudgeError(
+                        "too_large", f"reply body over max_response_bytes={self.max_response_bytes} (reading stopped)", status
+                    )
+                elif status == 200:
                     text, finish, usage, err = _parse_completion(raw)
                     if err is None:
                         return JudgeResult(
                             text, None, attempts, time.monotonic() - start, finish, usage=usage
                         )
-                    error = JudgeError("bad_response", self._scrub(err, key), status)
+                    error = JudgeError("bad_response", self._echo(err, key), status)
                 else:
-                    snippet = self._scrub(raw[:300].decode("utf-8", "replace"), key)
+                    snippet = self._echo(raw[: 4 * _MESSAGE_CHARS].decode("utf-8", "replace"), key)
+                    if not complete:
+                        snippet = f"{snippet} (body over max_response_bytes={self.max_response_bytes}, not read)".strip()
                     if status == 429:
                         error = JudgeError("rate_limited", snippet or "too many requests", status)
                     elif status in _RETRYABLE_STATUS or status >= 500:

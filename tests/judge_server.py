@@ -20,8 +20,13 @@ Fault kinds: ``latency:<s>`` (extra delay), ``429`` (with ``Retry-After``), ``50
 connection closes), ``drop`` (connection closed with no reply), ``hang`` (never answers),
 ``no_choices`` (200 ``{"choices": []}``), ``echo_headers`` (400 whose body reflects the request
 headers, as a leaky proxy might), ``echo`` (the judge quotes the candidate verbatim inside
-and outside its think block, then scores 1: a judge that repeats look-alike tags).
-Faults can also be queued (``push``) for the next requests, or set for all (``mode``).
+and outside its think block, then scores 1: a judge that repeats look-alike tags), ``empty`` (200,
+an empty reply), ``400``/``401``/``403``/``404``/``413``/``422`` (that status with a JSON error
+body), ``big:<n>`` (200, a valid completion whose body is about ``n`` bytes, ``Content-Length``
+sent), ``big_chunked:<n>`` (the same, chunked: no length announced), ``endless`` (200 that streams
+filler until the client hangs up) and ``big_error:<n>`` (503 with an ``n``-byte body).
+Faults can also be queued (``push``) for the next requests, or set for all (``mode``); a pushed
+``(status, body_bytes)`` tuple is answered with exactly that status and body.
 
 Capacity: ``capacity=C`` and ``latency=L`` make a server of known throughput ``C / L`` requests per
 second (requests beyond ``C`` wait in a FIFO queue), the reference for the benchmark.
@@ -55,8 +60,11 @@ __all__ = ["JudgeServer", "Captured", "default_reply", "candidate_of", "FAULTS"]
 
 FAULTS = (
     "latency", "429", "500", "503", "malformed_json", "truncated", "truncated_body",
-    "drop", "hang", "no_choices", "echo", "echo_headers",
+    "drop", "hang", "no_choices", "echo", "echo_headers", "empty",
+    "400", "401", "403", "404", "413", "422", "big", "big_chunked", "endless", "big_error",
 )
+_STATUS_FAULTS = {"400": "bad request", "401": "invalid api key", "403": "forbidden", "404": "not found",
+                  "413": "request too large", "422": "unprocessable request"}
 _MARK_FAULT = re.compile(r"FAULT:((?:\d{3}|[a-z_]+?)(?::[0-9.]+)?)(?:x(\d+))?\b")
 _MARK_SAYS = re.compile(r"JUDGE_SAYS:(\S+)")
 _HASH_NUM = re.compile(r"####\s*(-?[\d,]*\.?\d+)")
@@ -156,6 +164,7 @@ class JudgeServer:
         self._sem: asyncio.Semaphore | None = None
         self.inflight = 0
         self.max_inflight = 0
+        self.endless_bytes = 0  # bytes written by the "endless" fault
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -290,7 +299,7 @@ class JudgeServer:
         self.max_inflight = max(self.max_inflight, self.inflight)
         try:
             delay = self.latency
-            if fault and fault.startswith("latency"):
+            if isinstance(fault, str) and fault.startswith("latency"):
                 delay += float(fault.split(":", 1)[1]) if ":" in fault else 1.0
                 fault = None
             if delay:
@@ -299,7 +308,10 @@ class JudgeServer:
         finally:
             self.inflight -= 1
 
-    async def _respond(self, request: web.Request, body: dict, fault: str | None) -> web.StreamResponse:
+    async def _respond(self, request: web.Request, body: dict, fault) -> web.StreamResponse:
+        if isinstance(fault, tuple):
+            status, raw = fault
+            return web.Response(body=raw, status=status, content_type="application/json")
         if fault == "429":
             return web.json_response(
                 {"error": {"message": "Rate limit reached", "type": "rate_limit"}},
@@ -319,6 +331,39 @@ class JudgeServer:
             return web.json_response({"error": {"message": f"bad request, headers: {dict(request.headers)}"}}, status=400)
         if fault == "no_choices":
             return web.json_response({"choices": []})
+        if fault in _STATUS_FAULTS:
+            return web.json_response({"error": {"message": _STATUS_FAULTS[fault]}}, status=int(fault))
+        if fault == "empty":
+            self.served += 1
+            return web.json_response(_completion(body, ""))
+        if fault and fault.split(":")[0] in ("big", "big_chunked", "big_error"):
+            kind, size = fault.split(":")[0], int(float(fault.split(":")[1]))
+            if kind == "big_error":
+                return web.Response(body=b"e" * size, status=503, content_type="text/plain")
+            pad = "x" * max(0, size - 300)
+            raw = json.dumps(_completion(body, f"<think>{pad}</think><score>4</score>")).encode()
+            if kind == "big":
+                return web.Response(body=raw, content_type="application/json")
+            resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+            resp.enable_chunked_encoding()
+            await resp.prepare(request)
+            for i in range(0, len(raw), 8192):
+                await resp.write(raw[i : i + 8192])
+            await resp.write_eof()
+            return resp
+        if fault == "endless":
+            resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+            resp.enable_chunked_encoding()
+            await resp.prepare(request)
+            chunk = b'{"choices": [{"message": {"content": "' + b"x" * 65536
+            try:
+                while True:  # until the client closes the connection
+                    await resp.write(chunk)
+                    self.endless_bytes += len(chunk)
+                    chunk = b"x" * 65536
+            except (ConnectionError, RuntimeError):
+                pass
+            return resp
         if fault == "truncated_body":
             resp = web.StreamResponse(headers={"Content-Type": "application/json", "Content-Length": "4096"})
             await resp.prepare(request)

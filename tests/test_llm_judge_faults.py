@@ -44,6 +44,8 @@ def flags(out):
 
 
 # response -> (score, judge_score, judge_error, judge_parse_fail, attempts); "#### 72" is right (rule 1).
+# Transport failures get the fallback (the rule reward); a reply without a verdict earns what a real 0
+# earns (0.0 in judge mode), right answer or not.
 FAULT_TABLE = {
     "#### 72": (1.0, 4.0, 0.0, 0.0, 1.0),
     "#### 71": (0.25, 1.0, 0.0, 0.0, 1.0),
@@ -58,13 +60,15 @@ FAULT_TABLE = {
     "#### 72 FAULT:malformed_json": (1.0, -1.0, 1.0, 0.0, 3.0),
     "#### 71 FAULT:malformed_jsonx1": (0.25, 1.0, 0.0, 0.0, 2.0),
     "#### 72 FAULT:no_choices": (1.0, -1.0, 1.0, 0.0, 3.0),
-    "#### 72 FAULT:truncated": (1.0, -1.0, 0.0, 1.0, 1.0),  # a reply, cut mid-verdict: parse failure
+    "#### 72 FAULT:truncated": (0.0, -1.0, 0.0, 1.0, 1.0),  # a reply, cut mid-verdict: parse failure
     "#### 71 FAULT:truncated": (0.0, -1.0, 0.0, 1.0, 1.0),
     "#### 72 FAULT:truncated_body": (1.0, -1.0, 1.0, 0.0, 3.0),  # body shorter than Content-Length
     "#### 72 FAULT:truncated_bodyx1": (1.0, 4.0, 0.0, 0.0, 2.0),
     "#### 72 FAULT:drop": (1.0, -1.0, 1.0, 0.0, 3.0),  # connection closed without a reply
     "#### 71 FAULT:dropx2": (0.25, 1.0, 0.0, 0.0, 3.0),
-    "#### 72 JUDGE_SAYS:junk": (1.0, -1.0, 0.0, 1.0, 1.0),
+    "#### 72 JUDGE_SAYS:junk": (0.0, -1.0, 0.0, 1.0, 1.0),
+    "#### 72 FAULT:empty": (0.0, -1.0, 0.0, 1.0, 1.0),
+    "#### 72 FAULT:big:2000000": (1.0, -1.0, 1.0, 0.0, 3.0),  # over the default 1 MiB body cap: transport
 }
 
 
@@ -78,6 +82,9 @@ def test_mixed_fault_batch():
     # the second copy of each sample rode on the first one's request: same verdict, no attempts of its own
     assert {r: flags(o) for r, o in zip(responses[n:], outs[n:])} == {r: f[:4] + (0.0,) for r, f in FAULT_TABLE.items()}
     assert [o["judge_cached"] for o in outs] == [0.0] * n + [1.0] * n
+    # every judge_error here is a transport failure: each one, and only those, got the fallback
+    assert [o["judge_fallback"] for o in outs] == [o["judge_error"] for o in outs]
+    assert sum(o["judge_fallback"] for o in outs) == 2 * 9
     # the slowest sample: 3 timed-out attempts of 0.5 s + two short sleeps
     assert wall < 3.0, wall
     for o in outs:

@@ -98,7 +98,7 @@ def _check(outs):
         assert list(o) == list(KEYS)
         assert o["judge_error"] == 0.0 and o["judge_skipped"] == 0.0, o
         if o["judge_parse_fail"]:
-            assert o["judge_score"] == -1.0 and o["score"] == o["rule_score"]  # fallback: the rule reward
+            assert o["judge_score"] == -1.0 and o["score"] == 0.0  # no verdict: what a real 0 earns (judge mode)
         else:
             assert o["judge_score"] in (0.0, 1.0, 2.0, 3.0, 4.0) and o["score"] == o["judge_score"] / 4
 

@@ -72,6 +72,15 @@ def load(name: str, version: str = "v1") -> PromptTemplate:
     return PromptTemplate(name, version, sections.get("system"), sections["user"])
 
 
+#: The one list of look-alike tags defused in untrusted text before it is placed in a judge prompt
+#: (import it, never keep a copy): the verdict and reasoning format,
+#: every delimiter our templates use, and chat-role words.
+NEUTRALIZED_TAGS = (
+    "score", "think", "answer", "better",
+    "candidate", "reference", "problem", "question", "query", "response", "response_a", "response_b", "solution",
+    "system", "user", "assistant", "instruction", "instructions",
+)
+
 _TAG_LIKE = re.compile(r"<(/?)\s*([A-Za-z_][\w-]*)\s*>")
 
 
