@@ -4,9 +4,12 @@
     python scripts/compare_evals.py outputs/learn/x/eval_before outputs/learn/x/eval_after [--out FILE.md]
 
 Compares every numeric headline metric (``overall`` of an ``eval_judge`` report, ``policy`` of an
-``eval_gsm8k`` report) that either report has: ``metric | before | after | after - before``. A
-metric missing or null on one side shows ``n/a``. Writes the Markdown table to ``--out`` (and a
-``.json`` beside it) when given, and prints it. Exit status 2 on a missing or mismatched report.
+``eval_gsm8k`` report) that either report has: ``metric | before | after | after - before``, e.g.
+``accuracy``, ``pair_accuracy``, ``flip_rate``, ``balanced_accuracy``, ``precision``, ``recall``,
+``specificity``. A metric missing or null on one side shows ``n/a``. A report marked
+``"partial": true`` (an evaluation stopped before every row was answered) is named under the table
+and on stderr. Writes the Markdown table to ``--out`` (and a ``.json`` beside it) when given, and
+prints it. Exit status 2 on a missing or mismatched report.
 """
 
 from __future__ import annotations
@@ -22,8 +25,7 @@ from eval_common import InputError, cli_main, fmt, md_table, write_json, write_t
 SECTIONS = ("overall", "policy")
 
 
-def headline(path: str) -> tuple[str, dict]:
-    """(section name, {metric: number or None}) of one report (a folder or its report.json)."""
+def _load(path: str) -> tuple[str, dict]:
     if os.path.isdir(path):
         path = os.path.join(path, "report.json")
     if not os.path.isfile(path):
@@ -33,12 +35,31 @@ def headline(path: str) -> tuple[str, dict]:
             rep = json.load(f)
         except json.JSONDecodeError as e:
             raise InputError(f"{path}: not JSON ({e})") from None
+    if not isinstance(rep, dict):
+        raise InputError(f"{path}: neither an eval_judge ('overall') nor an eval_gsm8k ('policy') report")
+    return path, rep
+
+
+def headline(path: str) -> tuple[str, dict]:
+    """(section name, {metric: number or None}) of one report (a folder or its report.json)."""
+    path, rep = _load(path)
     for sec in SECTIONS:
         if isinstance(rep.get(sec), dict):
             vals = {k: v for k, v in rep[sec].items()
                     if v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))}
             return sec, vals
     raise InputError(f"{path}: neither an eval_judge ('overall') nor an eval_gsm8k ('policy') report")
+
+
+def partial_note(path: str) -> str | None:
+    """``None`` for a complete report; otherwise what the partial report covers."""
+    _path, rep = _load(path)
+    if not rep.get("partial"):
+        return None
+    prog = rep.get("progress") or {}
+    total, unit = (prog.get("rows"), "rows") if "rows" in prog else (prog.get("samples"), "policy answers")
+    why = f", stopped by {rep['stopped_by']}" if rep.get("stopped_by") else ""
+    return f"partial report: {prog.get('done')} of {total} {unit} done{why}"
 
 
 def compare(before: dict, after: dict) -> list[list]:
@@ -62,11 +83,17 @@ def run(argv=None) -> list[list]:
         raise InputError(f"the reports are of different kinds ({sb} vs {sa})")
     rows = compare(before, after)
     table = md_table(["metric", "before", "after", "after - before"], [[r[0]] + [fmt(x) for x in r[1:]] for r in rows])
+    notes = {side: partial_note(p) for side, p in (("before", args.before), ("after", args.after))}
+    for side, note in notes.items():
+        if note:
+            table += f"\n\nWarning: {side} is a {note}; its metrics cover those rows only."
+            print(f"warning: {side} ({args.before if side == 'before' else args.after}) is a {note}", file=sys.stderr)
     print(table)
     if args.out:
         write_text(args.out, table + "\n")
         write_json(os.path.splitext(args.out)[0] + ".json",
                    {"before": os.path.abspath(args.before), "after": os.path.abspath(args.after),
+                    "partial": {side: note is not None for side, note in notes.items()},
                     "rows": [dict(zip(("metric", "before", "after", "change"), r)) for r in rows]})
     return rows
 

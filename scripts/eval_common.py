@@ -4,16 +4,25 @@
 * one place that sends chat requests: through ``reward_fns.judge_client.JudgeClient`` (concurrency,
   retries, cache) with a tqdm bar, or through ``vllm.LLM`` offline (guarded import); both return
   ``JudgeResult`` objects so the evaluators never care which path produced a reply;
+* results that survive the run: ``prepare_out_dir`` (is ``--out`` writable? checked before the first
+  request), ``PredictionLog`` (``--out/predictions.jsonl``: every reply appended and flushed as it
+  arrives; a rerun with the same ``--out`` reuses the rows already answered), ``StopSignals``
+  (SIGINT/SIGTERM stop the request loops so the evaluator can write a partial report), atomic file
+  writes (temporary file + ``os.replace``: a report is never left half written);
 * small numeric and report helpers (safe ratios, Markdown tables, JSON files, matplotlib on Agg).
 """
 
 from __future__ import annotations
 
+import asyncio
 import gzip
+import hashlib
 import json
 import math
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -22,14 +31,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from reward_fns.judge_client import JudgeClient, JudgeError, JudgeResult  # noqa: E402
+from reward_fns.judge_client import JudgeClient, JudgeError, JudgeResult, chat_completions_url  # noqa: E402
 
 __all__ = [
     "InputError", "MISSING", "read_rows", "get_path", "require_columns", "as_messages",
-    "add_endpoint_args", "add_offline_args", "check_backend", "generate", "make_client", "run_chats", "vllm_chat",
-    "hf_chat", "ratio", "fmt", "md_table",
-    "write_json", "write_text", "pyplot", "cli_main",
+    "add_endpoint_args", "add_offline_args", "check_backend", "backend_info", "generate", "make_client", "run_chats",
+    "vllm_chat", "hf_chat", "ratio", "fmt", "md_table", "prepare_out_dir", "request_ids", "PredictionLog",
+    "StopSignals", "write_json", "write_text", "write_jsonl", "pyplot", "cli_main",
 ]
+
+#: conversations per ``vllm.LLM.chat`` call: replies are saved (and a stop request honoured) between calls
+VLLM_CHUNK = 1024
 
 
 class InputError(Exception):
@@ -172,30 +184,79 @@ def make_client(base_url: str, model: str, *, api_key_env: str | None, concurren
         raise InputError(str(e)) from None
 
 
+OnResult = Callable[[int, int, JudgeResult], None]
+
+
 def run_chats(client: JudgeClient, conversations: Sequence[Sequence[dict]], desc: str = "requests",
-              progress: bool = True) -> list[JudgeResult]:
-    """Send every conversation through ``client`` (concurrently, with retries); results in order."""
+              progress: bool = True, *, on_result: Callable[[int, JudgeResult], None] | None = None,
+              stop: "StopSignals | None" = None, done: int = 0, total: int | None = None) -> list[JudgeResult | None]:
+    """Send every conversation through ``client`` (concurrently, with retries); results in order.
+
+    ``on_result(i, result)`` runs as each reply arrives (an exception there stops the loop and is
+    raised). When ``stop`` fires, no new request is sent, the ones in flight are cancelled and their
+    slots stay ``None``. The bar (stderr) starts at ``done`` of ``total`` (default: the conversations).
+    """
     from tqdm import tqdm
 
-    bar = tqdm(total=len(conversations), desc=desc, unit="req", disable=not progress, file=sys.stderr,
-               dynamic_ncols=True)
+    n = len(conversations)
+    results: list[JudgeResult | None] = [None] * n
+    if stop is not None and stop.stopped:
+        return results
+    bar = tqdm(total=done + n if total is None else total, initial=done, desc=desc, unit="req",
+               disable=not progress, file=sys.stderr, dynamic_ncols=True)
     failures = [0]
 
-    def on_result(_i: int, res: JudgeResult) -> None:
-        if not res.ok:
-            failures[0] += 1
-            bar.set_postfix(errors=failures[0], refresh=False)
-        bar.update(1)
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+
+        async def one(i: int, msgs: Sequence[dict]) -> None:
+            res = await client.complete(msgs)
+            results[i] = res
+            if not res.ok:
+                failures[0] += 1
+                bar.set_postfix(errors=failures[0], refresh=False)
+            bar.update(1)
+            if on_result is not None:
+                on_result(i, res)
+
+        tasks = [loop.create_task(one(i, m)) for i, m in enumerate(conversations)]
+
+        def cancel_all() -> None:
+            for t in tasks:
+                t.cancel()
+
+        token = stop.on_stop(lambda: loop.call_soon_threadsafe(cancel_all)) if stop is not None else None
+        try:
+            outcome = await asyncio.gather(*tasks, return_exceptions=True)
+        finally:
+            if token is not None:
+                stop.remove(token)
+            # requests still in flight after a stop (the client shields them): cancel and await them
+            # before the session closes, so none retries on a fresh session
+            rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in rest:
+                t.cancel()
+            await asyncio.gather(*rest, return_exceptions=True)
+            await client.aclose()
+        for o in outcome:  # a failing on_result (e.g. a full disk) is an error, not a cancelled row
+            if isinstance(o, BaseException) and not isinstance(o, asyncio.CancelledError):
+                raise o
 
     try:
-        return client.run_batch(list(conversations), on_result=on_result)
+        asyncio.run(main())
     finally:
         bar.close()
+    return results
 
 
 def vllm_chat(model_path: str, conversations: Sequence[Sequence[dict]], *, max_tokens: int, temperature: float,
-              n: int = 1, seed: int = 0, llm_kwargs: Mapping | None = None) -> list[list[JudgeResult]]:
-    """Offline generation with ``vllm.LLM.chat`` (GPU machine): ``n`` results per conversation."""
+              n: int = 1, seed: int = 0, llm_kwargs: Mapping | None = None, on_result: OnResult | None = None,
+              stop: "StopSignals | None" = None) -> list[list[JudgeResult] | None]:
+    """Offline generation with ``vllm.LLM.chat`` (GPU machine): ``n`` results per conversation.
+
+    Conversations go in chunks of ``VLLM_CHUNK``; after each chunk ``on_result(i, k, result)`` runs
+    for its replies and a stop request (``stop``) ends the loop (unfinished slots stay ``None``).
+    """
     try:
         from vllm import LLM, SamplingParams
     except ImportError as e:
@@ -206,30 +267,46 @@ def vllm_chat(model_path: str, conversations: Sequence[Sequence[dict]], *, max_t
         ) from None
     if not os.path.exists(model_path):
         raise InputError(f"--vllm-offline: model path not found: {model_path}")
+    results: list[list[JudgeResult] | None] = [None] * len(conversations)
+    if not conversations or (stop is not None and stop.stopped):
+        return results
     llm = LLM(model=model_path, seed=seed, **dict(llm_kwargs or {}))
     params = SamplingParams(n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
-    start = time.monotonic()
-    outputs = llm.chat([list(c) for c in conversations], params, use_tqdm=True)
-    elapsed = time.monotonic() - start
-    results = []
-    for out in outputs:
-        per = []
-        for comp in out.outputs:
-            per.append(JudgeResult(comp.text, None, attempts=1, latency_s=elapsed / max(1, len(outputs)),
-                                   finish_reason=getattr(comp, "finish_reason", None)))
-        while len(per) < n:  # defensive: never fewer than asked
-            per.append(JudgeResult(None, JudgeError("bad_response", "vLLM returned fewer completions than n")))
-        results.append(per)
+    for lo in range(0, len(conversations), VLLM_CHUNK):
+        if stop is not None and stop.stopped:
+            break
+        chunk = [list(c) for c in conversations[lo:lo + VLLM_CHUNK]]
+        start = time.monotonic()
+        outputs = llm.chat(chunk, params, use_tqdm=True)
+        elapsed = time.monotonic() - start
+        for j, out in enumerate(outputs):
+            per = []
+            for comp in out.outputs:
+                per.append(JudgeResult(comp.text, None, attempts=1, latency_s=elapsed / max(1, len(outputs)),
+                                       finish_reason=getattr(comp, "finish_reason", None)))
+            while len(per) < n:  # defensive: never fewer than asked
+                per.append(JudgeResult(None, JudgeError("bad_response", "vLLM returned fewer completions than n")))
+            results[lo + j] = per
+            if on_result is not None:
+                for k, res in enumerate(per):
+                    on_result(lo + j, k, res)
     return results
 
 
 def hf_chat(model_path: str, conversations: Sequence[Sequence[dict]], *, max_tokens: int, temperature: float,
             n: int = 1, seed: int = 0, batch_size: int = 8, device: str | None = None, progress: bool = True,
-            desc: str = "generate") -> list[list[JudgeResult]]:
+            desc: str = "generate", on_result: OnResult | None = None, stop: "StopSignals | None" = None,
+            done: int = 0, total: int | None = None) -> list[list[JudgeResult] | None]:
     """Offline generation with transformers (CPU or GPU): the model's chat template, left-padded batches
-    of similar length, greedy at temperature 0. ``n`` results per conversation."""
+    of similar length, greedy at temperature 0. ``n`` results per conversation.
+
+    After each batch ``on_result(i, k, result)`` runs for its replies; a stop request (``stop``) ends
+    the loop before the next batch (unfinished slots stay ``None``)."""
     if not os.path.isdir(model_path):
         raise InputError(f"--hf-offline: model folder not found: {model_path}")
+    results: list[list[JudgeResult] | None] = [None] * len(conversations)
+    if not conversations or (stop is not None and stop.stopped):
+        return results
     import torch
     from tqdm import tqdm
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -247,35 +324,44 @@ def hf_chat(model_path: str, conversations: Sequence[Sequence[dict]], *, max_tok
     gen_eos = getattr(model.generation_config, "eos_token_id", None)
     eos = {tok.eos_token_id} | set(gen_eos if isinstance(gen_eos, (list, tuple)) else [gen_eos])
     eos.discard(None)
-    results: list[list[JudgeResult]] = [[] for _ in ids]
-    bar = tqdm(total=len(ids), desc=desc, unit="conv", disable=not progress, file=sys.stderr, dynamic_ncols=True)
-    for b in range(0, len(order), max(1, batch_size)):
-        chunk = order[b:b + batch_size]
-        width = max(len(ids[i]) for i in chunk)
-        input_ids = torch.full((len(chunk), width), tok.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(chunk), width), dtype=torch.long)
-        for row, i in enumerate(chunk):
-            input_ids[row, width - len(ids[i]):] = torch.tensor(ids[i])
-            mask[row, width - len(ids[i]):] = 1
-        start = time.monotonic()
-        gen_kwargs = {"max_new_tokens": max_tokens, "num_return_sequences": n, "pad_token_id": tok.pad_token_id}
-        if temperature > 0:
-            gen_kwargs.update(do_sample=True, temperature=temperature)
-        else:
-            gen_kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-        with torch.no_grad():
-            out = model.generate(input_ids=input_ids.to(device), attention_mask=mask.to(device), **gen_kwargs)
-        elapsed = time.monotonic() - start
-        new = out[:, width:].tolist()
-        for row, i in enumerate(chunk):
-            for k in range(n):
-                toks = new[row * n + k]
-                stop = next((j for j, t in enumerate(toks) if t in eos), None)
-                finish = "stop" if stop is not None else "length"
-                text = tok.decode(toks if stop is None else toks[:stop], skip_special_tokens=True)
-                results[i].append(JudgeResult(text, None, attempts=1, latency_s=elapsed / len(chunk), finish_reason=finish))
-        bar.update(len(chunk))
-    bar.close()
+    bar = tqdm(total=done + len(ids) if total is None else total, initial=done, desc=desc, unit="conv",
+               disable=not progress, file=sys.stderr, dynamic_ncols=True)
+    try:
+        for b in range(0, len(order), max(1, batch_size)):
+            if stop is not None and stop.stopped:
+                break
+            chunk = order[b:b + batch_size]
+            width = max(len(ids[i]) for i in chunk)
+            input_ids = torch.full((len(chunk), width), tok.pad_token_id, dtype=torch.long)
+            mask = torch.zeros((len(chunk), width), dtype=torch.long)
+            for row, i in enumerate(chunk):
+                input_ids[row, width - len(ids[i]):] = torch.tensor(ids[i])
+                mask[row, width - len(ids[i]):] = 1
+            start = time.monotonic()
+            gen_kwargs = {"max_new_tokens": max_tokens, "num_return_sequences": n, "pad_token_id": tok.pad_token_id}
+            if temperature > 0:
+                gen_kwargs.update(do_sample=True, temperature=temperature)
+            else:
+                gen_kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+            with torch.no_grad():
+                out = model.generate(input_ids=input_ids.to(device), attention_mask=mask.to(device), **gen_kwargs)
+            elapsed = time.monotonic() - start
+            new = out[:, width:].tolist()
+            for row, i in enumerate(chunk):
+                per = []
+                for k in range(n):
+                    toks = new[row * n + k]
+                    stop_at = next((j for j, t in enumerate(toks) if t in eos), None)
+                    finish = "stop" if stop_at is not None else "length"
+                    text = tok.decode(toks if stop_at is None else toks[:stop_at], skip_special_tokens=True)
+                    per.append(JudgeResult(text, None, attempts=1, latency_s=elapsed / len(chunk), finish_reason=finish))
+                results[i] = per
+                if on_result is not None:
+                    for k, res in enumerate(per):
+                        on_result(i, k, res)
+            bar.update(len(chunk))
+    finally:
+        bar.close()
     return results
 
 
@@ -320,24 +406,240 @@ def vllm_kwargs(args) -> dict:
     return kw
 
 
+def backend_info(args) -> dict:
+    """``{"endpoint", "model"}`` of the backend chosen by ``args`` (see ``check_backend``)."""
+    if args.vllm_offline:
+        return {"endpoint": "vllm offline", "model": args.vllm_offline}
+    if args.hf_offline:
+        return {"endpoint": "transformers offline", "model": args.hf_offline}
+    try:
+        url = chat_completions_url(args.base_url)
+    except ValueError:
+        url = args.base_url
+    return {"endpoint": url, "model": args.model}
+
+
+def backend_settings(args) -> dict:
+    """What decides a backend's replies besides the prompt: a saved reply is reused only under the same."""
+    kind = "vllm" if args.vllm_offline else "hf" if args.hf_offline else "endpoint"
+    return {"backend": kind, "model": backend_info(args)["model"], "temperature": float(args.temperature),
+            "max_tokens": int(args.max_tokens)}
+
+
 def generate(args, conversations: Sequence[Sequence[dict]], *, n: int = 1, desc: str = "requests",
-             progress: bool = True, seed: int = 0) -> tuple[list[list[JudgeResult]], dict]:
-    """``n`` replies per conversation from the backend chosen by ``args`` (see ``check_backend``)."""
+             progress: bool = True, seed: int = 0, cache: bool | None = None, on_result: OnResult | None = None,
+             stop: "StopSignals | None" = None, done: int = 0,
+             total: int | None = None) -> tuple[list[list[JudgeResult] | None], dict]:
+    """``n`` replies per conversation from the backend chosen by ``args`` (see ``check_backend``).
+
+    ``on_result(i, k, result)`` runs as soon as reply ``k`` of conversation ``i`` is there (endpoint:
+    each reply; offline: after each batch). After ``stop`` fires no new request starts; conversations
+    without all their replies are ``None`` in the result. ``cache`` (endpoint; default ``n == 1``)
+    de-duplicates identical requests; leave it off when the same conversation is listed for separate samples.
+    """
     if args.vllm_offline:
         res = vllm_chat(args.vllm_offline, conversations, max_tokens=args.max_tokens, temperature=args.temperature,
-                        n=n, seed=seed, llm_kwargs=vllm_kwargs(args))
-        return res, {"endpoint": "vllm offline", "model": args.vllm_offline}
+                        n=n, seed=seed, llm_kwargs=vllm_kwargs(args), on_result=on_result, stop=stop)
+        return res, backend_info(args)
     if args.hf_offline:
         res = hf_chat(args.hf_offline, conversations, max_tokens=args.max_tokens, temperature=args.temperature, n=n,
-                      seed=seed, batch_size=args.batch_size, progress=progress, desc=desc)
-        return res, {"endpoint": "transformers offline", "model": args.hf_offline}
+                      seed=seed, batch_size=args.batch_size, progress=progress, desc=desc, on_result=on_result,
+                      stop=stop, done=done, total=total)
+        return res, backend_info(args)
     # samples of one conversation are separate requests: no cache when n > 1, so they are never de-duplicated
     client = make_client(args.base_url, args.model, api_key_env=args.api_key_env, concurrency=args.concurrency,
                          timeout=args.timeout, max_retries=args.max_retries, max_tokens=args.max_tokens,
-                         temperature=args.temperature, cache=n == 1)
-    flat = run_chats(client, [c for c in conversations for _ in range(n)], desc=desc, progress=progress)
-    return [flat[i * n:(i + 1) * n] for i in range(len(conversations))], {
+                         temperature=args.temperature, cache=(n == 1) if cache is None else cache)
+
+    def flat_result(j: int, res: JudgeResult) -> None:
+        if on_result is not None:
+            on_result(j // n, j % n, res)
+
+    flat = run_chats(client, [c for c in conversations for _ in range(n)], desc=desc, progress=progress,
+                     on_result=flat_result, stop=stop, done=done * n, total=None if total is None else total * n)
+    per = [flat[i * n:(i + 1) * n] for i in range(len(conversations))]
+    return [None if any(r is None for r in p) else p for p in per], {
         "endpoint": client.url, "model": args.model, "client_stats": dict(client.stats)}
+
+
+# ----------------------------------------------------------------------------- results that survive the run
+def prepare_out_dir(path: str) -> str:
+    """Create ``path`` and prove it writable (a probe file is written and removed), or InputError.
+
+    Called before the first request, so an unwritable ``--out`` costs no work."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise InputError(f"--out {path}: exists and is not a folder")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"--out {path}: cannot create the folder ({e.strerror or e})") from None
+    probe = os.path.join(path, f".write-probe-{os.getpid()}")
+    try:
+        with open(probe, "w", encoding="utf-8") as f:
+            f.write("probe\n")
+        os.remove(probe)
+    except OSError as e:
+        raise InputError(f"--out {path}: not writable ({e.strerror or e})") from None
+    return path
+
+
+def request_ids(conversations: Sequence[Sequence[Mapping]]) -> list[str]:
+    """A stable id per row from its request content (the chat messages): the same prompt gets the same
+    id in every run, whatever the row order or ``--limit``; the k-th repeat of a prompt gets ``-k``."""
+    seen: dict[str, int] = {}
+    out = []
+    for conv in conversations:
+        blob = json.dumps([{"role": m["role"], "content": m["content"]} for m in conv], ensure_ascii=False)
+        h = hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+        seen[h] = seen.get(h, 0) + 1
+        out.append(h if seen[h] == 1 else f"{h}-{seen[h]}")
+    return out
+
+
+def _canon(obj: Any) -> Any:
+    return json.loads(json.dumps(obj, sort_keys=True, default=str))
+
+
+class PredictionLog:
+    """``DIR/predictions.jsonl``: one JSON object per finished row, appended and flushed as it arrives.
+
+    Every record has ``kind`` (what produced it) and ``row_id`` (``request_ids``). ``DIR/run.json``
+    names the tool and the settings of each kind (``backend_settings``). ``load`` returns the records
+    of an earlier run with the same ``DIR`` (last record of a row wins; a cut-off last line is
+    skipped), or InputError when that run used other settings; ``begin`` rewrites the file with the
+    records kept and opens it for appending; ``finalize`` rewrites it atomically in row order.
+    """
+
+    def __init__(self, out_dir: str, tool: str, settings: Mapping[str, Any], resume: bool = True,
+                 name: str = "predictions.jsonl"):
+        self.path = os.path.join(out_dir, name)
+        self.meta_path = os.path.join(out_dir, "run.json")
+        self.tool = tool
+        self.settings = _canon(dict(settings))
+        self.resume = resume
+        self.skipped_lines = 0
+        self._f = None
+        self._lock = threading.Lock()
+
+    def load(self) -> dict[tuple[str, str], dict]:
+        if not self.resume or not os.path.exists(self.path):
+            return {}
+        recs: dict[tuple[str, str], dict] = {}
+        with open(self.path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    self.skipped_lines += 1  # a line cut off when the process was killed
+                    continue
+                if not isinstance(rec, dict) or not isinstance(rec.get("row_id"), str):
+                    self.skipped_lines += 1  # a record without a row id (an older format): nothing to reuse
+                    continue
+                recs[(str(rec.get("kind", "")), rec["row_id"])] = rec
+        if not recs:
+            return {}
+        try:
+            with open(self.meta_path, encoding="utf-8") as f:
+                meta = json.load(f)
+        except (OSError, ValueError):
+            raise InputError(f"{self.path} has {len(recs)} saved predictions but {self.meta_path} (their settings) "
+                             "is missing or unreadable; use another --out, or --no-resume to replace them") from None
+        if meta.get("tool") != self.tool:
+            raise InputError(f"{self.path} was written by {meta.get('tool')}, not {self.tool}; use another --out")
+        old = meta.get("settings") or {}
+        for kind in sorted({k for k, _ in recs}):
+            if kind not in self.settings or self.settings[kind] is None:
+                continue  # not part of this run: its records are dropped
+            if _canon(old.get(kind)) != self.settings[kind]:
+                diff = ", ".join(f"{k}: {(old.get(kind) or {}).get(k)!r} -> {v!r}"
+                                 for k, v in self.settings[kind].items() if (old.get(kind) or {}).get(k) != v)
+                raise InputError(f"{self.path} holds {kind} predictions made with other settings "
+                                 f"({diff or old.get(kind)}); use another --out, or --no-resume to replace them")
+        return {k: v for k, v in recs.items() if self.settings.get(k[0]) is not None}
+
+    def begin(self, kept: Sequence[Mapping]) -> None:
+        """Rewrite the file with ``kept`` (atomically), write ``run.json`` and open the file for appending."""
+        write_json(self.meta_path, {"tool": self.tool, "settings": self.settings})
+        write_jsonl(self.path, kept)
+        self._f = open(self.path, "a", encoding="utf-8")
+
+    def append(self, rec: Mapping) -> None:
+        line = json.dumps(rec, ensure_ascii=False, default=str) + "\n"
+        with self._lock:
+            self._f.write(line)
+            self._f.flush()
+
+    def close(self) -> None:
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+
+    def finalize(self, records: Sequence[Mapping]) -> None:
+        self.close()
+        write_jsonl(self.path, records)
+
+
+class StopSignals:
+    """``with StopSignals() as stop:`` SIGINT / SIGTERM ask the request loops to stop.
+
+    The first signal sets ``stop.signum`` and runs the ``on_stop`` callbacks (a loop stops sending
+    requests and the evaluator writes the reports of what finished); a second one raises
+    ``KeyboardInterrupt`` (stop now, e.g. inside a long offline batch). Leaving the block restores the
+    previous handlers. Outside the main thread it does nothing.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, what: str = "requests"):
+        self.what = what
+        self.signum: int | None = None
+        self._callbacks: dict[int, Callable[[], None]] = {}
+        self._next = 0
+        self._old: dict[int, Any] = {}
+
+    @property
+    def stopped(self) -> bool:
+        return self.signum is not None
+
+    @property
+    def name(self) -> str | None:
+        return None if self.signum is None else signal.Signals(self.signum).name
+
+    @property
+    def exit_status(self) -> int:
+        return 128 + int(self.signum or 0)
+
+    def on_stop(self, fn: Callable[[], None]) -> int:
+        self._next += 1
+        self._callbacks[self._next] = fn
+        if self.stopped:
+            fn()
+        return self._next
+
+    def remove(self, token: int) -> None:
+        self._callbacks.pop(token, None)
+
+    def _handle(self, signum, _frame) -> None:
+        if self.signum is not None:
+            raise KeyboardInterrupt
+        self.signum = signum
+        print(f"\n{signal.Signals(signum).name}: stopping, no new {self.what}; writing the reports of what finished "
+              "(send it again to stop at once)", file=sys.stderr, flush=True)
+        for fn in list(self._callbacks.values()):
+            fn()
+
+    def __enter__(self) -> "StopSignals":
+        if threading.current_thread() is threading.main_thread():
+            for s in self.SIGNALS:
+                self._old[s] = signal.signal(s, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for s, h in self._old.items():
+            signal.signal(s, signal.SIG_DFL if h is None else h)
+        self._old.clear()
 
 
 # ----------------------------------------------------------------------------- numbers and reports
@@ -369,24 +671,44 @@ def md_table(header: Sequence[str], rows: Sequence[Sequence[Any]], align: str | 
     return "\n".join(lines)
 
 
+def _atomic(path: str, write: Callable[[Any], None], binary: bool = False) -> None:
+    """Write ``path`` through a temporary file in the same folder and ``os.replace``: readers see the
+    old file or the new one, never a half-written one (also when the process dies mid-write)."""
+    path = os.path.abspath(path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}-{threading.get_ident()}"
+    try:
+        with open(tmp, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
+
+
 def write_json(path: str, obj: Any) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
+    def write(f):
         json.dump(obj, f, indent=2, ensure_ascii=False, default=str)
         f.write("\n")
 
+    _atomic(path, write)
+
 
 def write_text(path: str, text: str) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text if text.endswith("\n") else text + "\n")
+    _atomic(path, lambda f: f.write(text if text.endswith("\n") else text + "\n"))
 
 
 def write_jsonl(path: str, rows: Sequence[Mapping]) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
+    def write(f):
         for r in rows:
             f.write(json.dumps(r, ensure_ascii=False, default=str) + "\n")
+
+    _atomic(path, write)
 
 
 def pyplot():
@@ -401,9 +723,9 @@ def pyplot():
 
 
 def save_fig(fig, path: str, dpi: int | None = None) -> str:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=dpi)
+    fmt_ = os.path.splitext(path)[1].lstrip(".").lower() or "png"
+    _atomic(path, lambda f: fig.savefig(f, dpi=dpi, format=fmt_), binary=True)
     import matplotlib.pyplot as plt
 
     plt.close(fig)

@@ -15,21 +15,33 @@ and parsed by the shared parser. "Judge says correct" means score >= ``--judge-t
 3); it is compared with the rule (``--rule-mode``, default strict, as the reward's ``rule_score``):
 agreement, precision / recall / F1 (positive = correct), the confusion counts, mean judge score of
 rule-correct and rule-wrong answers. Unparseable judge replies and failed judge requests are counted
-and left out of agreement.
+and left out of agreement. A judge that gives no verdict at all (every judge request failed or every
+reply unparseable) measured nothing: exit status 4, unless ``--allow-judge-errors``.
 
 Input: a verl parquet from ``python -m data_prep.gsm8k`` (``prompt``, ``reward_model.ground_truth``,
 ``extra_info.question``/``answer``) or raw GSM8K JSONL/parquet (``question``, ``answer`` ending in
 ``#### N``; the prompt is then the ``gsm8k_policy`` template, as data prep builds it).
 
-Outputs in ``--out``: ``report.json``, ``report.md``, ``samples.jsonl``, ``gsm8k_accuracy.png`` and,
-with a judge, ``judge_vs_rule.png``.
+Outputs in ``--out``: ``report.json``, ``report.md``, ``samples.jsonl`` (one scored record per answer),
+``predictions.jsonl`` (every policy answer and judge reply, appended as it arrives), ``run.json``
+(the settings those replies were made with), ``gsm8k_accuracy.png`` and, with a judge,
+``judge_vs_rule.png``.
+
+Results are never only in memory: ``--out`` is checked writable before the first request; a rerun
+with the same ``--out`` resumes (answers and grades already in ``predictions.jsonl`` are not requested
+again; failed requests are; the policy and judge settings must be the same, else ``--no-resume``);
+SIGINT / SIGTERM stop sending requests and write the reports of what finished, marked
+``"partial": true``. Reports are written atomically.
 
 Examples:
     python scripts/eval_gsm8k.py --data ../shared/data/gsm8k/test.jsonl --limit 200 \\
         --base-url http://127.0.0.1:8000/v1 --model policy
     python scripts/eval_gsm8k.py --data data/gsm8k/test.parquet --vllm-offline /ckpt/hf \\
         --judge-base-url http://127.0.0.1:8001/v1 --judge-model judge
-Exit status: 0 ok, 2 bad input, 3 every policy request failed (reports are still written).
+Exit status: 0 ok; 2 bad input or unwritable --out; 3 every policy request failed; 4 the judge gave no
+verdict (every judge request failed or every reply was unparseable; --allow-judge-errors turns this
+into 0, e.g. for an untrained judge); 130 / 143 stopped by SIGINT / SIGTERM. The reports are written
+in every case but 2.
 """
 
 from __future__ import annotations
@@ -44,11 +56,12 @@ from collections.abc import Mapping, Sequence
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from eval_common import (  # noqa: E402
-    InputError, MISSING, add_endpoint_args, add_offline_args, as_messages, check_backend, fmt, generate, get_path,
-    make_client, md_table, pyplot, ratio, read_rows, run_chats, save_fig, write_json, write_jsonl, write_text,
+    InputError, MISSING, PredictionLog, StopSignals, add_endpoint_args, add_offline_args, as_messages, backend_info,
+    backend_settings, check_backend, fmt, generate, get_path, make_client, md_table, prepare_out_dir, pyplot, ratio,
+    read_rows, request_ids, run_chats, save_fig, write_json, write_jsonl, write_text,
 )
 from reward_fns import gsm8k, llm_judge  # noqa: E402
-from reward_fns.judge_client import JudgeResult  # noqa: E402
+from reward_fns.judge_client import JudgeResult, chat_completions_url  # noqa: E402
 from reward_fns.parse import parse_score  # noqa: E402
 from reward_fns.prompts import load as load_prompt  # noqa: E402
 
@@ -96,22 +109,55 @@ def load_items(path: str, limit: int | None, policy_prompt_version: str = "v1") 
 
 
 # ----------------------------------------------------------------------------- metrics
+def policy_record(q: int, k: int, row_id: str, res: JudgeResult) -> dict:
+    """The ``predictions.jsonl`` record of answer ``k`` to question ``q`` (the full answer text)."""
+    rec = {"kind": "policy", "row_id": row_id, "question_idx": q, "sample": k}
+    if res.ok:
+        rec.update(status="ok", response=res.text, finish_reason=res.finish_reason)
+    else:
+        rec.update(status="error", error=str(res.error))
+    return rec
+
+
+def score_record(item: Mapping, prec: Mapping) -> dict:
+    """The ``samples.jsonl`` record of a policy record: strict / flexible rule scores."""
+    rec = {"question_idx": prec["question_idx"], "sample": prec["sample"], "ground_truth": item["ground_truth"],
+           "status": prec["status"]}
+    if prec["status"] != "ok":
+        rec.update(error=prec.get("error"), response=None, strict=0.0, flexible=0.0, strict_format=0.0,
+                   flexible_format=0.0)
+    else:
+        text = prec["response"]
+        s = gsm8k.compute_score(solution_str=text, ground_truth=item["ground_truth"], mode="strict")
+        f = gsm8k.compute_score(solution_str=text, ground_truth=item["ground_truth"], mode="flexible")
+        rec.update(response=text, strict=s["score"], flexible=f["score"], strict_format=s["format_ok"],
+                   flexible_format=f["format_ok"], finish_reason=prec.get("finish_reason"))
+    return rec
+
+
 def score_samples(items: Sequence[Mapping], results: Sequence[Sequence[JudgeResult]]) -> list[dict]:
     """One record per (question, sample) with strict / flexible rule scores."""
-    recs = []
-    for qi, (item, per) in enumerate(zip(items, results)):
-        for si, res in enumerate(per):
-            rec = {"question_idx": qi, "sample": si, "ground_truth": item["ground_truth"], "status": "ok"}
-            if not res.ok:
-                rec.update(status="error", error=str(res.error), response=None, strict=0.0, flexible=0.0,
-                           strict_format=0.0, flexible_format=0.0)
-            else:
-                s = gsm8k.compute_score(solution_str=res.text, ground_truth=item["ground_truth"], mode="strict")
-                f = gsm8k.compute_score(solution_str=res.text, ground_truth=item["ground_truth"], mode="flexible")
-                rec.update(response=res.text, strict=s["score"], flexible=f["score"], strict_format=s["format_ok"],
-                           flexible_format=f["format_ok"], finish_reason=res.finish_reason)
-            recs.append(rec)
-    return recs
+    return [score_record(item, policy_record(qi, si, "", res))
+            for qi, (item, per) in enumerate(zip(items, results)) for si, res in enumerate(per)]
+
+
+def judge_fields(res: JudgeResult) -> dict:
+    """``judge_*`` fields of a sample record from the judge's reply."""
+    if not res.ok:
+        return {"judge_status": "error", "judge_reason": res.error.kind, "judge_score": None,
+                "judge_error": str(res.error)}
+    out = {"judge_reply": res.text[:REPLY_KEEP_CHARS]}
+    parsed = parse_score(res.text)
+    if parsed.ok:
+        out.update(judge_status="ok", judge_reason="ok", judge_score=parsed.value)
+    else:
+        out.update(judge_status="parse_fail", judge_reason=parsed.reason, judge_score=None)
+    return out
+
+
+def conversation_hash(messages: Sequence[Mapping]) -> str:
+    """Content hash of a judge request: a saved grade is reused only for the very same request."""
+    return request_ids([messages])[0]
 
 
 def policy_metrics(recs: Sequence[Mapping], n_questions: int, n_samples: int) -> dict:
@@ -181,10 +227,23 @@ def judge_metrics(recs: Sequence[Mapping], threshold: int, rule_key: str) -> dic
 # ----------------------------------------------------------------------------- report
 def render_md(report: dict) -> str:
     p = report["policy"]
-    lines = ["# GSM8K evaluation", "",
+    prog = report.get("progress") or {}
+    title = "# GSM8K evaluation"
+    if report.get("partial"):
+        title += f" (PARTIAL: {prog.get('done')} of {prog.get('samples')} answers"
+        title += f", {prog.get('judge_done')} of {prog.get('judge_total')} judge grades)" if report.get("judge") else ")"
+    lines = [title, "",
              f"- data: `{report['data']}` ({p['n_questions']} questions x {p['n_samples_per_question']} samples)",
              f"- policy: `{report['policy_endpoint']['model']}` via {report['policy_endpoint']['endpoint']}",
-             f"- wall time: {fmt(report['wall_s'], 1)} s", "", "## Policy", ""]
+             f"- wall time: {fmt(report['wall_s'], 1)} s"]
+    if prog.get("reused") or prog.get("judge_reused"):
+        lines.append(f"- resumed: {prog.get('reused', 0)} answers and {prog.get('judge_reused', 0)} judge grades reused "
+                     "from predictions.jsonl")
+    if report.get("partial"):
+        why = f"stopped by {report['stopped_by']}" if report.get("stopped_by") else "not every request finished"
+        lines.append(f"- **partial** ({why}): the metrics cover the finished answers and grades only. Rerun the same "
+                     "command to finish.")
+    lines += ["", "## Policy", ""]
     keys = [k for k in p if k not in ("n_questions", "n_samples_per_question")]
     lines += [md_table(["metric", "value"], [(k, p[k]) for k in keys]), ""]
     j = report.get("judge")
@@ -263,18 +322,31 @@ def build_parser() -> argparse.ArgumentParser:
     add_endpoint_args(g, prefix="judge-", what="judge", max_tokens=512, concurrency=16)
     g.add_argument("--judge-threshold", type=int, default=3, choices=range(5), metavar="S",
                    help="judge says correct when score >= S (default 3)")
-    g.add_argument("--judge-prompt", default=llm_judge.DEFAULTS["prompt"], help="judge prompt template (default gsm8k_grade)")
-    g.add_argument("--judge-prompt-version", default=llm_judge.DEFAULTS["prompt_version"], help="template version (default v1)")
+    g.add_argument("--judge-prompt", default=llm_judge.DEFAULTS["prompt"],
+                   help=f"judge prompt template (default {llm_judge.DEFAULTS['prompt']})")
+    g.add_argument("--judge-prompt-version", default=llm_judge.DEFAULTS["prompt_version"],
+                   help=f"template version (default {llm_judge.DEFAULTS['prompt_version']})")
     g.add_argument("--rule-mode", choices=gsm8k.MODES, default=llm_judge.DEFAULTS["rule_mode"],
                    help="rule the judge is compared with (default strict, as the reward's rule_score)")
+    g.add_argument("--allow-judge-errors", action="store_true",
+                   help="exit 0 even when the judge gives no verdict at all (every judge request failed or every "
+                        "reply unparseable, e.g. an untrained judge); without it such a run exits 4")
     g = ap.add_argument_group("output")
     g.add_argument("--out", metavar="DIR", default=None, help="report folder (default outputs/eval/gsm8k-<data stem>)")
+    g.add_argument("--no-resume", action="store_true",
+                   help="request everything again, replacing the predictions.jsonl of an earlier run in --out "
+                        "(default: answers and grades already there with the same settings are reused)")
     g.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
-    g.add_argument("--no-progress", action="store_true", help="no progress bars")
+    g.add_argument("--no-progress", action="store_true", help="no progress bars (stderr)")
     return ap
 
 
 def run(argv: list[str] | None = None) -> dict:
+    """Evaluate and write the reports; the report dict (see ``main`` for the exit status)."""
+    return _run(argv)[0]
+
+
+def _run(argv: list[str] | None) -> tuple[dict, int, str | None]:
     args = build_parser().parse_args(argv)
     check_backend(args, "policy")
     if bool(args.judge_base_url) != bool(args.judge_model):
@@ -296,44 +368,112 @@ def run(argv: list[str] | None = None) -> dict:
             raise InputError(f"{args.data}: row {missing + 1}: the judge needs the question: missing column "
                              "'extra_info.question' (or 'question')")
     out_dir = args.out or os.path.join("outputs", "eval", "gsm8k-" + os.path.basename(args.data).split(".")[0])
+    prepare_out_dir(out_dir)  # before any request: an unwritable --out costs nothing
     n = args.n_samples
+    judge_on = bool(args.judge_model)
+
+    qids = request_ids([it["prompt"] for it in items])
+    units = [(q, k) for q in range(len(items)) for k in range(n)]
+    uid = {(q, k): f"{qids[q]}/s{k}" for q, k in units}
+    judge_settings = {"model": args.judge_model, "temperature": float(args.judge_temperature),
+                      "max_tokens": int(args.judge_max_tokens)} if judge_on else None
+    log = PredictionLog(out_dir, "eval_gsm8k", {"policy": backend_settings(args), "judge": judge_settings},
+                        resume=not args.no_resume)
+    saved = log.load()
+
+    def judge_conv(u: tuple[int, int]) -> list[dict]:
+        it = items[u[0]]
+        return llm_judge.build_messages(policy[u]["response"], it["ground_truth"],
+                                        {"question": it["question"], "answer": it["answer"]},
+                                        prompt=args.judge_prompt, prompt_version=args.judge_prompt_version)
+
+    policy: dict[tuple[int, int], dict] = {}
+    for q, k in units:
+        old = saved.get(("policy", uid[q, k]))
+        if old is not None and old.get("status") == "ok":  # failed requests are asked again
+            policy[q, k] = {**old, "question_idx": q, "sample": k}
+    graded: dict[tuple[int, int], dict] = {}
+    if judge_on:
+        for u in policy:
+            old = saved.get(("judge", uid[u]))
+            if (old is not None and old.get("judge_status") != "error"
+                    and old.get("request") == conversation_hash(judge_conv(u))):
+                graded[u] = {**old, "question_idx": u[0], "sample": u[1]}
+    reused, judge_reused = len(policy), len(graded)
+    if saved or log.skipped_lines:
+        skipped = f"; {log.skipped_lines} lines skipped (cut off, or without a row id)" if log.skipped_lines else ""
+        print(f"resume: {reused} of {len(units)} answers" + (f" and {judge_reused} judge grades" if judge_on else "")
+              + f" reused from {log.path}" + skipped, file=sys.stderr)
+    log.begin([policy[u] for u in units if u in policy] + [graded[u] for u in units if u in graded])
+
+    def record_policy(u: tuple[int, int], res: JudgeResult) -> None:
+        policy[u] = policy_record(u[0], u[1], uid[u], res)
+        graded.pop(u, None)  # a new answer needs a new grade
+        log.append(policy[u])
 
     start = time.monotonic()
-    results, policy_ep = generate(args, [it["prompt"] for it in items], n=n, desc="policy",
-                                  progress=not args.no_progress, seed=args.seed)
-    policy_ep.update(temperature=args.temperature, max_tokens=args.max_tokens)
-    recs = score_samples(items, results)
+    policy_ep = jclient = None
+    with StopSignals("requests") as stop:
+        try:
+            todo = [u for u in units if u not in policy]
+            if todo and (args.vllm_offline or args.hf_offline):  # n samples per conversation in one go
+                qs = sorted({q for q, _ in todo})
+                _, policy_ep = generate(args, [items[q]["prompt"] for q in qs], n=n, desc="policy",
+                                        progress=not args.no_progress, seed=args.seed, stop=stop,
+                                        on_result=lambda i, k, res: record_policy((qs[i], k), res),
+                                        done=len(items) - len(qs), total=len(items))
+            elif todo:  # one request per missing answer (no cache when a question has several samples)
+                _, policy_ep = generate(args, [items[q]["prompt"] for q, _ in todo], n=1, desc="policy",
+                                        progress=not args.no_progress, seed=args.seed, cache=n == 1, stop=stop,
+                                        on_result=lambda j, _k, res: record_policy(todo[j], res),
+                                        done=reused, total=len(units))
+            if judge_on and not stop.stopped:
+                jtodo = [u for u in units if u in policy and policy[u]["status"] == "ok" and u not in graded]
+                convs = [judge_conv(u) for u in jtodo]
 
+                def record_judge(j: int, res: JudgeResult) -> None:
+                    u = jtodo[j]
+                    graded[u] = {"kind": "judge", "row_id": uid[u], "question_idx": u[0], "sample": u[1],
+                                 "request": conversation_hash(convs[j]), **judge_fields(res)}
+                    log.append(graded[u])
+
+                if jtodo:
+                    jclient = make_client(args.judge_base_url, args.judge_model, api_key_env=args.judge_api_key_env,
+                                          concurrency=args.judge_concurrency, timeout=args.judge_timeout,
+                                          max_retries=args.judge_max_retries, max_tokens=args.judge_max_tokens,
+                                          temperature=args.judge_temperature)
+                    run_chats(jclient, convs, desc="judge", progress=not args.no_progress, on_result=record_judge,
+                              stop=stop, done=len(graded), total=len(graded) + len(jtodo))
+        except KeyboardInterrupt:  # a second signal: stop at once, keep what finished
+            pass
+    wall = time.monotonic() - start
+
+    policy_ep = dict(policy_ep or backend_info(args))
+    policy_ep.update(temperature=args.temperature, max_tokens=args.max_tokens)
+    done = [u for u in units if u in policy]
+    recs = []
+    for u in done:
+        rec = score_record(items[u[0]], policy[u])
+        if u in graded and rec["status"] == "ok":
+            rec.update({k: v for k, v in graded[u].items() if k.startswith("judge_")})
+        recs.append(rec)
+    log.finalize([policy[u] for u in done] + [graded[u] for u in done if u in graded])
+    judge_total = sum(policy[u]["status"] == "ok" for u in done) if judge_on else 0
+    judge_done = sum(u in graded for u in done) if judge_on else 0
     report: dict = {"data": os.path.abspath(args.data), "policy_endpoint": policy_ep,
-                    "policy": policy_metrics(recs, len(items), n)}
-    if args.judge_model:
-        todo = [r for r in recs if r["status"] == "ok"]
-        convs = []
-        for r in todo:
-            it = items[r["question_idx"]]
-            convs.append(llm_judge.build_messages(
-                r["response"], it["ground_truth"], {"question": it["question"], "answer": it["answer"]},
-                prompt=args.judge_prompt, prompt_version=args.judge_prompt_version))
-        jclient = make_client(args.judge_base_url, args.judge_model, api_key_env=args.judge_api_key_env,
-                              concurrency=args.judge_concurrency, timeout=args.judge_timeout,
-                              max_retries=args.judge_max_retries, max_tokens=args.judge_max_tokens,
-                              temperature=args.judge_temperature)
-        jres = run_chats(jclient, convs, desc="judge", progress=not args.no_progress)
-        for r, res in zip(todo, jres):
-            if not res.ok:
-                r.update(judge_status="error", judge_reason=res.error.kind, judge_score=None, judge_error=str(res.error))
-                continue
-            r["judge_reply"] = res.text[:REPLY_KEEP_CHARS]
-            parsed = parse_score(res.text)
-            if parsed.ok:
-                r.update(judge_status="ok", judge_reason="ok", judge_score=parsed.value)
-            else:
-                r.update(judge_status="parse_fail", judge_reason=parsed.reason, judge_score=None)
-        report["judge_endpoint"] = {"endpoint": jclient.url, "model": args.judge_model,
+                    "policy": policy_metrics(recs, len({q for q, _ in done}), n),
+                    "partial": len(done) < len(units) or judge_done < judge_total,
+                    "stopped_by": stop.name,
+                    "progress": {"samples": len(units), "done": len(done), "reused": reused,
+                                 **({"judge_total": judge_total, "judge_done": judge_done, "judge_reused": judge_reused}
+                                    if judge_on else {})}}
+    if judge_on:
+        report["judge_endpoint"] = {"endpoint": jclient.url if jclient else chat_completions_url(args.judge_base_url),
+                                    "model": args.judge_model,
                                     "prompt": f"{args.judge_prompt}.{args.judge_prompt_version}",
-                                    "client_stats": dict(jclient.stats)}
+                                    **({"client_stats": dict(jclient.stats)} if jclient else {})}
         report["judge"] = judge_metrics(recs, args.judge_threshold, args.rule_mode)
-    report["wall_s"] = time.monotonic() - start
+    report["wall_s"] = wall
 
     for r in recs:
         if r.get("response"):
@@ -342,30 +482,46 @@ def run(argv: list[str] | None = None) -> dict:
     md = render_md(report)
     write_text(os.path.join(out_dir, "report.md"), md)
     write_jsonl(os.path.join(out_dir, "samples.jsonl"), recs)
-    report["figures"] = [] if args.no_plots else plot_report(report, out_dir)
+    report["figures"] = [] if args.no_plots or not recs else plot_report(report, out_dir)
     print(md)
-    print(f"wrote {out_dir}/report.json, report.md, samples.jsonl"
+    print(f"wrote {out_dir}/report.json, report.md, samples.jsonl, predictions.jsonl"
           + "".join(f", {os.path.basename(f)}" for f in report["figures"]))
     if report["policy"]["n_error"]:
         print(f"warning: {report['policy']['n_error']}/{report['policy']['n_samples']} policy requests failed",
               file=sys.stderr)
     if report.get("judge") and report["judge"]["n_error"]:
         print(f"warning: {report['judge']['n_error']}/{report['judge']['n_asked']} judge requests failed", file=sys.stderr)
-    return report
+    return (report, *exit_status(report, stop_status=stop.exit_status if stop.stopped else None,
+                                 allow_judge_errors=args.allow_judge_errors))
+
+
+def exit_status(report: dict, stop_status: int | None = None, allow_judge_errors: bool = False) -> tuple[int, str | None]:
+    """(exit status, reason printed on stderr) of a finished run (see the module doc)."""
+    p, prog, j = report["policy"], report["progress"], report.get("judge")
+    if stop_status:
+        return stop_status, (f"stopped by {report['stopped_by']} after {prog['done']} of {prog['samples']} answers"
+                             + (f" and {prog['judge_done']} of {prog['judge_total']} judge grades" if j else "")
+                             + "; the reports cover those (partial); rerun the same command to resume")
+    if p["n_samples"] and p["n_error"] == p["n_samples"]:
+        return 3, f"all {p['n_samples']} policy requests failed; see {report['policy_endpoint']['endpoint']}"
+    if j and j["n_asked"] and j["n_graded"] == 0 and not allow_judge_errors:
+        what = (f"all {j['n_asked']} judge requests failed" if j["n_error"] == j["n_asked"] else
+                f"no judge reply had a parseable score ({j['n_parse_fail']} unparseable, {j['n_error']} failed of "
+                f"{j['n_asked']})")
+        return 4, (f"{what}; see {report['judge_endpoint']['endpoint']}: the judge measured nothing "
+                   "(--allow-judge-errors accepts this, e.g. for an untrained judge)")
+    return 0, None
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        report = run(argv)
+        _report, status, reason = _run(argv)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    p = report["policy"]
-    if p["n_samples"] and p["n_error"] == p["n_samples"]:
-        print(f"error: all {p['n_samples']} policy requests failed; see {report['policy_endpoint']['endpoint']}",
-              file=sys.stderr)
-        return 3
-    return 0
+    if reason:
+        print(f"error: {reason}", file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":

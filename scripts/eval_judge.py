@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Evaluate a judge on a pointwise or pairwise parquet (from ``data_prep``) through any OpenAI-compatible
-endpoint (a vLLM server of a HF folder / checkpoint, or an API), or offline with vLLM.
+endpoint (a vLLM server of a HF folder / checkpoint, or an API), or offline with vLLM / transformers.
 
-Each row's ``prompt`` chat messages are sent as they are; the reply is parsed with the same shared
-parser as the training rewards (``reward_fns.parse``: ``<better>A|B</better>`` or ``<score>0-4</score>``
-after ``<think>`` blocks, exactly one verdict tag). The task is auto-detected from
-``reward_model.ground_truth`` ("A"/"B" -> pairwise, integers 0-4 -> pointwise).
+Each row's ``prompt`` chat messages are sent exactly as the parquet has them (whatever template built
+them: the evaluator never looks inside); the label is ``reward_model.ground_truth`` and pairs are
+matched by ``extra_info.pair_id``. The reply is parsed with the same shared parser as the training
+rewards (``reward_fns.parse``: ``<better>A|B</better>`` or ``<score>0-4</score>`` after ``<think>``
+blocks, exactly one verdict tag). The task is auto-detected from the labels ("A"/"B" -> pairwise,
+integers 0-4 -> pointwise).
 
 Metrics (``report.json`` / ``report.md``, overall and per ``data_source``):
 
@@ -14,15 +16,29 @@ Metrics (``report.json`` / ``report.md``, overall and per ``data_source``):
   replies count as wrong in ``accuracy``/``exact``/``within1``; the ``*_parsed`` variants use parsed
   replies only.
 * pairwise: ``accuracy``, ``a_share`` (share of A among parsed verdicts; ``label_a_share`` for the
-  data), and over pairs present in both orders (same ``extra_info.pair_id``, labels A and B):
-  ``flip_rate`` (the verdict picks a different underlying response after A/B swap; a judge that
-  always says A flips on every pair: 1.0), ``pair_accuracy`` (right in both orders). Pairs with a
-  failed request or parse failure in either order are left out of ``flip_rate`` (``pairs_compared``).
+  data). Over pairs present in both orders (same ``extra_info.pair_id``, labels A and B;
+  ``pairs_both_orders``): ``pair_accuracy`` = share of those pairs judged right in BOTH orders (a
+  failed or unparseable order makes the pair wrong); ``flip_rate`` = share of the pairs with a
+  verdict in both orders (``pairs_compared``) where the verdict picks a different underlying
+  response after the A/B swap (a judge that always says A flips on every pair: 1.0).
 * pointwise: ``exact``, ``within1`` (|pred - label| <= 1), ``mae`` (parsed replies), the 5x5
   confusion matrix (+ a column for no verdict).
+* pointwise rows whose labels are only 0 and 4 (verification, e.g. GSM8K: 4 = correct solution,
+  0 = wrong): accept = score >= 3, reject = score <= 2, none = no verdict (failed or unparseable).
+  Counts ``tp`` (label 4 accepted), ``fn`` (label 4 rejected), ``tn`` (label 0 rejected), ``fp``
+  (label 0 accepted), ``none``; ``recall`` = tp / label-4 rows, ``specificity`` = tn / label-0 rows
+  (a row without a verdict is wrong in its class), ``balanced_accuracy`` = (recall + specificity) / 2,
+  ``precision`` = tp / accepted rows (0.0 when nothing is accepted). null for other label sets.
 
 Figures: ``per_source_accuracy.png``; pairwise ``position_bias.png`` (A-share, flip rate per source);
-pointwise ``confusion_matrix.png``. Every reply is kept in ``predictions.jsonl``.
+pointwise ``confusion_matrix.png``.
+
+Results are never only in memory: ``--out`` is checked writable before the first request; every
+reply is appended to ``predictions.jsonl`` as it arrives; a rerun with the same ``--out`` resumes
+(rows already answered there, keyed by a hash of their prompt, are not requested again; failed
+requests are; the judge and its sampling settings must be the same: ``run.json``); SIGINT / SIGTERM
+stop sending requests and write the reports of the rows that finished, marked ``"partial": true``.
+Reports are written atomically.
 
 Examples:
     python scripts/eval_judge.py --data data/pairwise/test.parquet \\
@@ -31,7 +47,11 @@ Examples:
         --base-url https://api.openai.com/v1 --model gpt-4o-mini --api-key-env OPENAI_API_KEY
     python scripts/eval_judge.py --data data/pointwise/test.parquet --vllm-offline /ckpt/hf   # GPU
     python scripts/eval_judge.py --data data/pairwise/test.parquet --hf-offline MODEL --max-tokens 256  # CPU
-Exit status: 0 ok, 2 bad input, 3 every request failed (reports are still written).
+    python scripts/eval_judge.py --data data/pairwise/test.parquet --hf-offline BASE_MODEL \\
+        --allow-unparseable   # an untrained judge (before training): no verdict is a result, exit 0
+Exit status: 0 ok; 2 bad input or unwritable --out; 3 every request failed; 4 no reply had a parseable
+verdict (the run measured nothing; --allow-unparseable turns this into 0, e.g. for an untrained judge);
+130 / 143 stopped by SIGINT / SIGTERM. The reports are written in every case but 2.
 """
 
 from __future__ import annotations
@@ -47,8 +67,10 @@ from collections.abc import Mapping, Sequence
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from eval_common import (  # noqa: E402
-    InputError, add_endpoint_args, add_offline_args, as_messages, check_backend, fmt, generate, get_path, md_table,
-    pyplot, ratio, read_rows, require_columns, save_fig, write_json, write_jsonl, write_text,
+    InputError, PredictionLog, StopSignals, add_endpoint_args, add_offline_args, as_messages, backend_info,
+    backend_settings,
+    check_backend, fmt, generate, get_path, md_table, prepare_out_dir, pyplot, ratio, read_rows, request_ids,
+    require_columns, save_fig, write_json, write_text,
 )
 from reward_fns._labels import choice_label, score_label  # noqa: E402
 from reward_fns.parse import parse_choice, parse_score  # noqa: E402
@@ -56,6 +78,29 @@ from reward_fns.parse import parse_choice, parse_score  # noqa: E402
 TASKS = ("pairwise", "pointwise")
 SCORES = (0, 1, 2, 3, 4)
 REPLY_KEEP_CHARS = 4000
+VERIFY_LABELS = {0, 4}  # pointwise verification data: 4 = correct solution, 0 = wrong
+ACCEPT_AT = 3  # verification: score >= 3 accepts, <= 2 rejects
+VERIFY_KEYS = ("balanced_accuracy", "precision", "recall", "specificity", "tp", "fp", "tn", "fn", "none",
+               "n_label4", "n_label0")
+#: what each report.md metric means (printed under the tables)
+DEFINITIONS = {
+    "accuracy": "rows whose verdict equals the label / all rows (failed or unparseable rows count as wrong)",
+    "accuracy_parsed": "the same over rows with a parsed verdict only",
+    "a_share": "share of A among parsed verdicts (label_a_share: among the labels)",
+    "flip_rate": "pairs with a verdict in both orders (pairs_compared) where the verdict picks a different "
+                 "underlying response after the A/B swap / pairs_compared (always-A judge: 1.0)",
+    "pair_accuracy": "pairs present in both orders (same extra_info.pair_id) judged right in BOTH orders / "
+                     "those pairs (a failed or unparseable order makes the pair wrong)",
+    "exact": "rows whose score equals the label / all rows",
+    "within1": "rows with |score - label| <= 1 / all rows",
+    "mae": "mean |score - label| over parsed replies",
+    "balanced_accuracy": "(recall + specificity) / 2 on labels 0 and 4 (accept = score >= 3)",
+    "precision": "label-4 rows accepted / all accepted rows (0.0 when nothing is accepted)",
+    "recall": "label-4 rows accepted / all label-4 rows (no verdict counts as wrong)",
+    "specificity": "label-0 rows rejected (score <= 2) / all label-0 rows (no verdict counts as wrong)",
+    "parse_fail_rate": "replies without one well-formed verdict / replies received",
+    "error_rate": "requests that failed after retries / rows",
+}
 
 
 # ----------------------------------------------------------------------------- data
@@ -138,11 +183,11 @@ def pairwise_metrics(recs: Sequence[Mapping]) -> dict:
         if len(members) != 2 or {m["label"] for m in members} != {"A", "B"}:
             continue
         both += 1
+        picked_chosen = [m["status"] == "ok" and m["pred"] == m["label"] for m in members]
+        both_right += all(picked_chosen)
         if all(m["status"] == "ok" for m in members):
             compared += 1
-            picked_chosen = [m["pred"] == m["label"] for m in members]
             flips += picked_chosen[0] != picked_chosen[1]
-            both_right += all(picked_chosen)
     return {
         **_status_metrics(n, n_err, n_pf, n_parsed),
         "accuracy": ratio(correct, n),
@@ -152,7 +197,34 @@ def pairwise_metrics(recs: Sequence[Mapping]) -> dict:
         "pairs_both_orders": both,
         "pairs_compared": compared,
         "flip_rate": ratio(flips, compared),
-        "pair_accuracy": ratio(both_right, compared),
+        "pair_accuracy": ratio(both_right, both),
+    }
+
+
+def verification_metrics(recs: Sequence[Mapping]) -> dict:
+    """Accept (score >= 3) / reject metrics when every label is 0 or 4; every value ``None`` otherwise."""
+    if not recs or not {r["label"] for r in recs} <= VERIFY_LABELS:
+        return dict.fromkeys(VERIFY_KEYS)
+    tp = fp = tn = fn = none = 0
+    for r in recs:
+        if r["status"] != "ok":
+            none += 1
+        elif r["pred"] >= ACCEPT_AT:
+            tp += r["label"] == 4
+            fp += r["label"] == 0
+        else:
+            fn += r["label"] == 4
+            tn += r["label"] == 0
+    pos = sum(r["label"] == 4 for r in recs)
+    neg = len(recs) - pos
+    recall, specificity = ratio(tp, pos), ratio(tn, neg)
+    return {
+        "balanced_accuracy": None if recall is None or specificity is None else (recall + specificity) / 2,
+        "precision": tp / (tp + fp) if tp + fp else 0.0,
+        "recall": recall,
+        "specificity": specificity,
+        "tp": tp, "fp": fp, "tn": tn, "fn": fn, "none": none,
+        "n_label4": pos, "n_label0": neg,
     }
 
 
@@ -176,6 +248,7 @@ def pointwise_metrics(recs: Sequence[Mapping]) -> dict:
         "mae": ratio(abs_err, n_parsed),
         "mean_pred": ratio(sum(r["pred"] for r in parsed), n_parsed),
         "mean_label": ratio(sum(r["label"] for r in recs), n),
+        **verification_metrics(recs),
         "confusion": confusion,
     }
 
@@ -184,59 +257,97 @@ def metrics_for(task: str, recs: Sequence[Mapping]) -> dict:
     return pairwise_metrics(recs) if task == "pairwise" else pointwise_metrics(recs)
 
 
-def evaluate(task: str, rows: Sequence[Mapping], labels: Sequence, results: Sequence) -> tuple[list[dict], dict]:
-    """Records (one per row) and the report body (overall, per source, failure breakdown)."""
-    recs = []
-    parse = parse_choice if task == "pairwise" else parse_score
-    for i, (row, label, res) in enumerate(zip(rows, labels, results)):
-        rec = {
-            "row": i,
-            "data_source": str(row.get("data_source") or "unknown"),
-            "label": label,
-            "pred": None,
-            "status": "ok",
-            "reason": "ok",
-            "pair_id": get_path(row, "extra_info.pair_id", None),
-            "reply": None,
-        }
-        if not res.ok:
-            rec.update(status="error", reason=res.error.kind, error=str(res.error))
+def make_record(task: str, i: int, row_id: str, row: Mapping, label, res) -> dict:
+    """The ``predictions.jsonl`` record of row ``i`` from its reply (``JudgeResult``)."""
+    rec = {
+        "kind": "judge",
+        "row": i,
+        "row_id": row_id,
+        "data_source": str(row.get("data_source") or "unknown"),
+        "label": label,
+        "pred": None,
+        "status": "ok",
+        "reason": "ok",
+        "pair_id": get_path(row, "extra_info.pair_id", None),
+        "reply": None,
+    }
+    if not res.ok:
+        rec.update(status="error", reason=res.error.kind, error=str(res.error))
+    else:
+        rec["reply"] = res.text[:REPLY_KEEP_CHARS]
+        p = (parse_choice if task == "pairwise" else parse_score)(res.text)
+        if p.ok:
+            rec["pred"] = p.value
         else:
-            rec["reply"] = res.text[:REPLY_KEEP_CHARS]
-            p = parse(res.text)
-            if p.ok:
-                rec["pred"] = p.value
-            else:
-                rec.update(status="parse_fail", reason=p.reason)
-        recs.append(rec)
-    by_source: dict[str, list[dict]] = defaultdict(list)
+            rec.update(status="parse_fail", reason=p.reason)
+        if res.finish_reason:
+            rec["finish_reason"] = res.finish_reason
+        if not res.cached:
+            rec["latency_s"] = round(res.latency_s, 4)
+    return rec
+
+
+def summarize(task: str, recs: Sequence[Mapping]) -> dict:
+    """The report body of ``recs``: overall, per source, failure breakdown."""
+    by_source: dict[str, list[Mapping]] = defaultdict(list)
     for r in recs:
         by_source[r["data_source"]].append(r)
-    body = {
+    return {
         "overall": metrics_for(task, recs),
         "per_source": {s: metrics_for(task, rs) for s, rs in sorted(by_source.items())},
         "error_kinds": dict(Counter(r["reason"] for r in recs if r["status"] == "error")),
         "parse_fail_reasons": dict(Counter(r["reason"] for r in recs if r["status"] == "parse_fail")),
     }
-    return recs, body
+
+
+def evaluate(task: str, rows: Sequence[Mapping], labels: Sequence, results: Sequence) -> tuple[list[dict], dict]:
+    """Records (one per row) and the report body of replies given in row order."""
+    ids = request_ids([as_messages(r["prompt"], "prompt") for r in rows])
+    recs = [make_record(task, i, rid, row, label, res)
+            for i, (rid, row, label, res) in enumerate(zip(ids, rows, labels, results))]
+    return recs, summarize(task, recs)
 
 
 # ----------------------------------------------------------------------------- report
+def md_keys(report: dict) -> list[str]:
+    """The metrics of the report.md tables (verification metrics when some group has them)."""
+    if report["task"] == "pairwise":
+        return ["n", "accuracy", "accuracy_parsed", "pair_accuracy", "flip_rate", "a_share", "label_a_share",
+                "pairs_both_orders", "pairs_compared", "parse_fail_rate", "error_rate"]
+    keys = ["n", "exact", "within1", "mae", "exact_parsed", "within1_parsed", "mean_pred", "mean_label"]
+    groups = [report["overall"], *report["per_source"].values()]
+    if any(m.get("n_label4") is not None for m in groups):
+        keys += ["balanced_accuracy", "precision", "recall", "specificity"]
+    return keys + ["parse_fail_rate", "error_rate"]
+
+
 def render_md(report: dict) -> str:
     task, ov = report["task"], report["overall"]
-    lines = [f"# Judge evaluation: {task}", "",
+    prog = report.get("progress") or {}
+    title = f"# Judge evaluation: {task}"
+    if report.get("partial"):
+        title += f" (PARTIAL: {prog.get('done')} of {prog.get('rows')} rows)"
+    lines = [title, "",
              f"- data: `{report['data']}` ({ov['n']} rows)",
              f"- judge: `{report['judge']['model']}` via {report['judge']['endpoint']}",
-             f"- wall time: {fmt(report['wall_s'], 1)} s", ""]
-    if task == "pairwise":
-        keys = ["n", "accuracy", "accuracy_parsed", "a_share", "label_a_share", "flip_rate", "pair_accuracy",
-                "pairs_compared", "parse_fail_rate", "error_rate"]
-    else:
-        keys = ["n", "exact", "within1", "mae", "exact_parsed", "within1_parsed", "mean_pred", "mean_label",
-                "parse_fail_rate", "error_rate"]
-    lines += ["## Overall", "", md_table(["metric", "value"], [(k, ov[k]) for k in keys]), ""]
+             f"- wall time: {fmt(report['wall_s'], 1)} s"]
+    if prog.get("reused"):
+        lines.append(f"- resumed: {prog['reused']} rows reused from predictions.jsonl, {prog['done'] - prog['reused']} "
+                     "answered in this run")
+    if report.get("partial"):
+        why = f"stopped by {report['stopped_by']}" if report.get("stopped_by") else "not every row was answered"
+        lines.append(f"- **partial**: {prog.get('done')} of {prog.get('rows')} rows answered ({why}); the metrics "
+                     "cover those rows only. Rerun the same command to answer the rest.")
+    lines.append("")
+    keys = md_keys(report)
+    lines += ["## Overall", "", md_table(["metric", "value"], [(k, ov.get(k)) for k in keys]), ""]
+    if task == "pointwise" and ov.get("n_label4") is not None:
+        lines += [f"Verification (labels 0 and 4; accept = score >= {ACCEPT_AT}): tp {ov['tp']}, fp {ov['fp']}, "
+                  f"tn {ov['tn']}, fn {ov['fn']}, none {ov['none']} (label 4: {ov['n_label4']}, label 0: "
+                  f"{ov['n_label0']}).", ""]
     lines += ["## Per source", "",
-              md_table(["data_source"] + keys, [[s] + [m[k] for k in keys] for s, m in report["per_source"].items()]), ""]
+              md_table(["data_source"] + keys, [[s] + [m.get(k) for k in keys] for s, m in report["per_source"].items()]),
+              ""]
     if task == "pointwise":
         header = ["label \\ pred"] + [str(s) for s in SCORES] + ["no verdict"]
         lines += ["## Confusion matrix (rows: label, columns: judge)", "",
@@ -249,7 +360,8 @@ def render_md(report: dict) -> str:
             lines.append(f"- parse failure `{k}`: {v}")
         lines.append("")
     if task == "pairwise" and ov["pairs_both_orders"] == 0:
-        lines += ["No pair appears in both orders (extra_info.pair_id), so flip rate is n/a.", ""]
+        lines += ["No pair appears in both orders (extra_info.pair_id), so flip rate and pair accuracy are n/a.", ""]
+    lines += ["## Definitions", ""] + [f"- `{k}`: {DEFINITIONS[k]}" for k in keys if k in DEFINITIONS] + [""]
     return "\n".join(lines)
 
 
@@ -351,12 +463,23 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("output")
     g.add_argument("--out", metavar="DIR", default=None,
                    help="report folder (default outputs/eval/judge-<data file stem>)")
+    g.add_argument("--no-resume", action="store_true",
+                   help="request every row again, replacing the predictions.jsonl of an earlier run in --out "
+                        "(default: rows already answered there with the same judge settings are reused)")
+    g.add_argument("--allow-unparseable", action="store_true",
+                   help="exit 0 even when no reply has a parseable verdict (expected of an untrained judge, e.g. "
+                        "the 'before' evaluation of a training run); without it such a run exits 4")
     g.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
-    g.add_argument("--no-progress", action="store_true", help="no progress bar")
+    g.add_argument("--no-progress", action="store_true", help="no progress bar (stderr)")
     return p
 
 
 def run(argv: list[str] | None = None) -> dict:
+    """Evaluate and write the reports; the report dict (see ``main`` for the exit status)."""
+    return _run(argv)[0]
+
+
+def _run(argv: list[str] | None) -> tuple[dict, int, str | None]:
     args = build_parser().parse_args(argv)
     check_backend(args, "judge")
     rows = read_rows(args.data, args.limit)
@@ -371,49 +494,100 @@ def run(argv: list[str] | None = None) -> dict:
     labels = coerce_labels(task, raw_labels, args.data)
     conversations = [as_messages(r["prompt"], f"{args.data}: row {i + 1}: prompt") for i, r in enumerate(rows)]
     out_dir = args.out or os.path.join("outputs", "eval", "judge-" + os.path.basename(args.data).split(".")[0])
+    prepare_out_dir(out_dir)  # before any request: an unwritable --out costs nothing
+
+    ids = request_ids(conversations)
+    log = PredictionLog(out_dir, "eval_judge", {"judge": {"task": task, **backend_settings(args)}},
+                        resume=not args.no_resume)
+    saved = log.load()
+    recs: list[dict | None] = [None] * len(rows)
+    for i, rid in enumerate(ids):
+        old = saved.get(("judge", rid))
+        if old is not None and old.get("status") != "error":  # failed requests are asked again
+            recs[i] = {**old, "row": i, "data_source": str(rows[i].get("data_source") or "unknown"),
+                       "label": labels[i], "pair_id": get_path(rows[i], "extra_info.pair_id", None)}
+    reused = sum(r is not None for r in recs)
+    todo = [i for i, r in enumerate(recs) if r is None]
+    if saved or log.skipped_lines:
+        dropped = len(saved) - reused
+        skipped = f"; {log.skipped_lines} lines skipped (cut off, or without a row id)" if log.skipped_lines else ""
+        print(f"resume: {reused} of {len(rows)} rows reused from {log.path}, {len(todo)} to request"
+              + (f" ({dropped} saved rows not reused: failed or not in this selection)" if dropped > 0 else "")
+              + skipped, file=sys.stderr)
+    log.begin([r for r in recs if r is not None])
+
+    def on_result(j: int, _k: int, res) -> None:
+        i = todo[j]
+        recs[i] = make_record(task, i, ids[i], rows[i], labels[i], res)
+        log.append(recs[i])
 
     start = time.monotonic()
-    per_conv, judge = generate(args, conversations, desc=f"judge {task}", progress=not args.no_progress)
-    results = [r[0] for r in per_conv]
+    judge = None
+    with StopSignals("judge requests") as stop:
+        try:
+            if todo:
+                _, judge = generate(args, [conversations[i] for i in todo], desc=f"judge {task}",
+                                    progress=not args.no_progress, on_result=on_result, stop=stop, done=reused,
+                                    total=len(rows))
+        except KeyboardInterrupt:  # a second signal: stop at once, keep what finished
+            pass
     wall = time.monotonic() - start
+    if judge is None:
+        judge = backend_info(args)
 
-    recs, body = evaluate(task, rows, labels, results)
-    latencies = [r.latency_s for r in results if r.ok and not r.cached]
+    done = [r for r in recs if r is not None]
+    log.finalize(done)
+    latencies = [recs[i]["latency_s"] for i in todo if recs[i] is not None and "latency_s" in recs[i]]
     report = {
         "task": task,
         "data": os.path.abspath(args.data),
         "judge": {**judge, "temperature": args.temperature, "max_tokens": args.max_tokens},
         "selection": {"limit": args.limit, "pairs": args.pairs, "seed": args.seed},
+        "partial": len(done) < len(rows),
+        "stopped_by": stop.name,
+        "progress": {"rows": len(rows), "done": len(done), "reused": reused},
         "wall_s": wall,
         "mean_latency_s": ratio(sum(latencies), len(latencies)),
-        **body,
+        **summarize(task, done),
     }
     write_json(os.path.join(out_dir, "report.json"), report)
     md = render_md(report)
     write_text(os.path.join(out_dir, "report.md"), md)
-    write_jsonl(os.path.join(out_dir, "predictions.jsonl"), recs)
-    report["figures"] = [] if args.no_plots else plot_report(report, out_dir)
+    report["figures"] = [] if args.no_plots or not done else plot_report(report, out_dir)
     print(md)
     print(f"wrote {out_dir}/report.json, report.md, predictions.jsonl"
           + "".join(f", {os.path.basename(f)}" for f in report["figures"]))
     ov = report["overall"]
     if ov["n_error"]:
-        first = next(r for r in recs if r["status"] == "error")
+        first = next(r for r in done if r["status"] == "error")
         print(f"warning: {ov['n_error']}/{ov['n']} judge requests failed (first: {first['error']})", file=sys.stderr)
-    return report
+    return (report, *exit_status(report, stop_status=stop.exit_status if stop.stopped else None,
+                                 allow_unparseable=args.allow_unparseable))
+
+
+def exit_status(report: dict, stop_status: int | None = None, allow_unparseable: bool = False) -> tuple[int, str | None]:
+    """(exit status, reason printed on stderr) of a finished run (see the module doc)."""
+    ov, prog = report["overall"], report["progress"]
+    if stop_status:
+        return stop_status, (f"stopped by {report['stopped_by']} after {prog['done']} of {prog['rows']} rows; the "
+                             "reports cover those (partial); rerun the same command to resume")
+    if ov["n"] and ov["n_error"] == ov["n"]:
+        return 3, f"all {ov['n']} judge requests failed; see {report['judge']['endpoint']}"
+    if ov["n"] and ov["n_parsed"] == 0 and not allow_unparseable:
+        return 4, (f"no reply had a parseable verdict ({ov['n_parse_fail']} unparseable, {ov['n_error']} failed of "
+                   f"{ov['n']}): the run measured nothing (--allow-unparseable accepts this, e.g. for an untrained judge)")
+    return 0, None
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        report = run(argv)
+        _report, status, reason = _run(argv)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    ov = report["overall"]
-    if ov["n"] and ov["n_error"] == ov["n"]:
-        print(f"error: all {ov['n']} judge requests failed; see {report['judge']['endpoint']}", file=sys.stderr)
-        return 3
-    return 0
+    if reason:
+        print(f"error: {reason}", file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
+import subprocess
 import sys
 import threading
 from collections import defaultdict
@@ -20,6 +22,7 @@ for p in (os.path.join(ROOT, "scripts"), FIX):
 import eval_gsm8k  # noqa: E402
 from make_fixtures import gsm8k_row, write_parquet  # noqa: E402
 from scripted_server import Reply, ScriptedServer, all_text  # noqa: E402
+from stoppable import Gate, run_and_signal  # noqa: E402
 
 FAST = ["--max-retries", "1", "--judge-max-retries", "1", "--no-progress"]
 
@@ -91,6 +94,11 @@ def test_policy_and_judge_numbers(tmp_path, fmt):
         assert (out / png).read_bytes()[:4] == b"\x89PNG" and (out / png).stat().st_size > 1000
     assert len((out / "samples.jsonl").read_text().splitlines()) == N
     assert "precision" in (out / "report.md").read_text()
+    preds = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    assert [(p["kind"], p["question_idx"]) for p in preds] == ([("policy", i) for i in range(N)]
+                                                               + [("judge", i) for i in range(N)])
+    assert (report["partial"], report["progress"]) == (False, {"samples": N, "done": N, "reused": 0, "judge_total": N,
+                                                               "judge_done": N, "judge_reused": 0})
 
 
 def test_flexible_rule_and_threshold(tmp_path):
@@ -151,6 +159,116 @@ def test_policy_and_judge_failures_are_counted(tmp_path, capsys):
     assert j["error_kinds"] == {"server_error": 1}
     err = capsys.readouterr().err
     assert "1/8 policy requests failed" in err and "1/7 judge requests failed" in err
+
+
+def _judge_all(judge_reply):
+    def fn(body):
+        return reply(body) if body["model"] == "policy" else judge_reply(body)
+    return fn
+
+
+JUDGE_OUTCOMES = [
+    # name, judge reply, extra args, exit status, stderr line
+    ("all_judge_requests_fail", lambda b: Reply(status=503), [], 4,
+     "error: all 8 judge requests failed; see http://127.0.0.1:"),
+    ("all_fail_allowed", lambda b: Reply(status=503), ["--allow-judge-errors"], 0, None),
+    ("all_unparseable", lambda b: "Looks right to me.", [], 4,
+     "error: no judge reply had a parseable score (8 unparseable, 0 failed of 8)"),
+    ("one_verdict_measures", lambda b: "<score>4</score>" if "Ann" in all_text(b) else Reply(status=503), [], 0, None),
+]
+
+
+@pytest.mark.parametrize("name,judge,extra,status,message", JUDGE_OUTCOMES, ids=[c[0] for c in JUDGE_OUTCOMES])
+def test_a_judge_without_any_verdict_fails_the_run(tmp_path, capsys, name, judge, extra, status, message):
+    data = _write(tmp_path, "parquet")
+    out = tmp_path / "o"
+    with ScriptedServer(_judge_all(judge)) as srv:
+        rc = eval_gsm8k.main(["--data", data, "--base-url", srv.url, "--model", "policy", "--judge-base-url", srv.url,
+                              "--judge-model", "judge", "--out", str(out), *FAST, *extra])
+    assert rc == status
+    err = capsys.readouterr().err
+    assert (message in err) if message else ("error:" not in err)
+    if status == 4:
+        assert "the judge measured nothing (--allow-judge-errors accepts this" in err
+    report = json.loads((out / "report.json").read_text())  # the report exists whatever the status
+    assert report["policy"]["strict_acc"] == pytest.approx(STRICT) and report["judge"]["n_asked"] == N
+
+
+def _file_named(d):
+    (d / "f").write_text("x")
+    return d / "f"
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda d: _file_named(d), "exists and is not a folder"),
+    (lambda d: _file_named(d) / "out", "cannot create the folder"),
+], ids=["out_is_a_file", "parent_is_a_file"])
+def test_unwritable_out_fails_before_any_request(tmp_path, capsys, make, message):
+    data = _write(tmp_path, "parquet")
+    out = make(tmp_path)
+    with ScriptedServer(reply) as srv:
+        rc = eval_gsm8k.main(["--data", data, "--base-url", srv.url, "--model", "policy", "--judge-base-url", srv.url,
+                              "--judge-model", "judge", "--out", str(out), *FAST])
+    assert rc == 2 and srv.requests == []
+    assert f"error: --out {out}: {message}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("sig,status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"])
+def test_stop_signal_then_resume(tmp_path, sig, status):
+    """3 of 8 answers, the 4th held: the signal stops the run (no judge request), the reports cover the 3;
+    the same command again asks the policy the 5 others and the judge all 8."""
+    data = _write(tmp_path, "parquet")
+    out = tmp_path / "out"
+    cmd = [sys.executable, os.path.join(ROOT, "scripts", "eval_gsm8k.py"), "--data", data, "--model", "policy",
+           "--judge-model", "judge", "--out", str(out), "--concurrency", "1", "--no-plots", *FAST]
+    gate = Gate(reply, open_for=3)
+    with ScriptedServer(gate) as srv:
+        try:
+            rc, _out, err = run_and_signal(cmd + ["--base-url", srv.url, "--judge-base-url", srv.url], ROOT,
+                                           str(out / "predictions.jsonl"), 3, sig)
+        finally:
+            gate.release()
+    assert rc == status, err
+    name = signal.Signals(sig).name
+    assert f"error: stopped by {name} after 3 of 8 answers and 0 of 3 judge grades" in err
+    assert {r["model"] for r in srv.requests} == {"policy"}
+    report = json.loads((out / "report.json").read_text())
+    assert (report["partial"], report["stopped_by"]) == (True, name)
+    assert report["progress"] == {"samples": 8, "done": 3, "reused": 0, "judge_total": 3, "judge_done": 0, "judge_reused": 0}
+    assert (report["policy"]["n_samples"], report["policy"]["strict_acc"]) == (3, pytest.approx(1 / 3))
+    assert (out / "report.md").read_text().startswith("# GSM8K evaluation (PARTIAL: 3 of 8 answers, 0 of 3 judge grades)")
+    assert len((out / "samples.jsonl").read_text().splitlines()) == 3
+
+    with ScriptedServer(reply) as srv:
+        r = subprocess.run(cmd + ["--base-url", srv.url, "--judge-base-url", srv.url], cwd=ROOT, capture_output=True,
+                           text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "resume: 3 of 8 answers and 0 judge grades reused" in r.stderr
+    asked = [next(q for q in POLICY if q in all_text(b)) for b in srv.requests if b["model"] == "policy"]
+    assert asked == [c[0] for c in CASES[3:]] and sum(b["model"] == "judge" for b in srv.requests) == N
+    report = json.loads((out / "report.json").read_text())
+    assert (report["partial"], report["progress"]["reused"], report["policy"]["n_samples"]) == (False, 3, N)
+    assert report["policy"]["strict_acc"] == pytest.approx(STRICT)
+    j = report["judge"]
+    assert (j["tp"], j["fp"], j["fn"], j["tn"], j["n_parse_fail"]) == (3, 2, 1, 1, 1)
+
+
+def test_a_judge_added_on_rerun_reuses_the_answers(tmp_path, capsys):
+    data = _write(tmp_path, "parquet")
+    out = tmp_path / "o"
+    with ScriptedServer(reply) as srv:
+        base = ["--data", data, "--base-url", srv.url, "--model", "policy", "--out", str(out), *FAST]
+        assert eval_gsm8k.main(base) == 0
+        assert eval_gsm8k.main(base + ["--judge-base-url", srv.url, "--judge-model", "judge"]) == 0
+        # a third run has nothing left to ask
+        assert eval_gsm8k.main(base + ["--judge-base-url", srv.url, "--judge-model", "judge"]) == 0
+    assert [b["model"] for b in srv.requests] == ["policy"] * N + ["judge"] * N
+    err = capsys.readouterr().err
+    assert f"resume: {N} of {N} answers and 0 judge grades reused" in err
+    assert f"resume: {N} of {N} answers and {N} judge grades reused" in err
+    report = json.loads((out / "report.json").read_text())
+    assert report["progress"] == {"samples": N, "done": N, "reused": N, "judge_total": N, "judge_done": N, "judge_reused": N}
+    assert (report["judge"]["tp"], report["judge"]["agreement"]) == (3, pytest.approx(4 / 7))
 
 
 BAD = [

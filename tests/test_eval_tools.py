@@ -13,9 +13,13 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "fixtures", "eval"))
 
 import compare_evals  # noqa: E402
 import eval_common  # noqa: E402
+import eval_judge  # noqa: E402
+from make_fixtures import pairwise_rows, pointwise_row, write_parquet  # noqa: E402
+from scripted_server import ScriptedServer, markers  # noqa: E402
 
 # ----------------------------------------------------------------------------- compare_evals
 CASES = [
@@ -63,6 +67,83 @@ def test_compare_cli(tmp_path):
     junk = _report(tmp_path / "j", {"other": 1})
     bad = _cli(b, junk)
     assert bad.returncode == 2 and "neither an eval_judge" in bad.stderr
+
+
+def _eval(tmp_path, name, data, table):
+    out = tmp_path / name
+    with ScriptedServer(lambda b: table[markers(b)[-1]]) as srv:
+        assert eval_judge.main(["--data", data, "--base-url", srv.url, "--model", "m", "--out", str(out),
+                                "--no-progress", "--no-plots", "--max-retries", "0"]) == 0
+    return out
+
+
+COMPARED = [
+    # name, rows builder, before replies, after replies, expected table lines
+    ("verification",
+     lambda: [pointwise_row(f"q{i}", f"s{i}", label, "gsm8k_verify", marker=f"v{i}") for i, label in enumerate([4, 4, 0, 0])],
+     {"v0": "<score>0</score>", "v1": "<score>1</score>", "v2": "<score>0</score>", "v3": "<score>2</score>"},
+     {"v0": "<score>4</score>", "v1": "<score>3</score>", "v2": "<score>0</score>", "v3": "<score>4</score>"},
+     ["| balanced_accuracy | 0.500 | 0.750 | 0.250 |", "| precision | 0.000 | 0.667 | 0.667 |",
+      "| recall | 0.000 | 1.000 | 1.000 |", "| specificity | 1.000 | 0.500 | -0.500 |",
+      "| tp | 0 | 2 | 2 |", "| fp | 0 | 1 | 1 |", "| tn | 2 | 1 | -1 |", "| fn | 2 | 0 | -2 |", "| none | 0 | 0 | 0 |"]),
+    ("pairwise",
+     lambda: [r for p in ("p1", "p2") for r in pairwise_rows(p, f"q {p}", "good", "bad", "s", marker=p)],
+     dict.fromkeys(["p1-AB", "p1-BA", "p2-AB", "p2-BA"], "<better>A</better>"),
+     {"p1-AB": "<better>A</better>", "p1-BA": "<better>B</better>", "p2-AB": "<better>A</better>", "p2-BA": "nothing"},
+     ["| accuracy | 0.500 | 0.750 | 0.250 |", "| pair_accuracy | 0.000 | 0.500 | 0.500 |",
+      "| flip_rate | 1.000 | 0.000 | -1.000 |", "| a_share | 1.000 | 0.667 | -0.333 |",
+      "| parse_fail_rate | 0.000 | 0.250 | 0.250 |"]),
+]
+
+
+@pytest.mark.parametrize("name,rows,before,after,expected", COMPARED, ids=[c[0] for c in COMPARED])
+def test_compare_shows_the_quality_metrics(tmp_path, name, rows, before, after, expected):
+    data = write_parquet(rows(), str(tmp_path / "d.parquet"))
+    b, a = _eval(tmp_path, "before", data, before), _eval(tmp_path, "after", data, after)
+    r = _cli(b, a)
+    assert r.returncode == 0, r.stderr
+    for line in expected:
+        assert line in r.stdout.splitlines(), line
+    assert "Warning" not in r.stdout and r.stderr == ""
+
+
+def test_compare_names_a_partial_report(tmp_path):
+    b = _report(tmp_path / "b", {"task": "pairwise", "partial": False, "overall": {"accuracy": 0.5}})
+    a = _report(tmp_path / "a", {"task": "pairwise", "partial": True, "stopped_by": "SIGTERM",
+                                 "progress": {"rows": 40, "done": 12, "reused": 0}, "overall": {"accuracy": 0.75}})
+    g = _report(tmp_path / "g", {"partial": True, "stopped_by": None, "progress": {"samples": 8, "done": 3},
+                                 "policy": {"strict_acc": 0.5}})
+    r = _cli(b, a, "--out", tmp_path / "c.md")
+    assert r.returncode == 0, r.stderr
+    note = "partial report: 12 of 40 rows done, stopped by SIGTERM"
+    assert f"Warning: after is a {note}; its metrics cover those rows only." in r.stdout
+    assert f"warning: after ({a}) is a {note}" in r.stderr
+    assert (tmp_path / "c.md").read_text() == r.stdout
+    assert json.loads((tmp_path / "c.json").read_text())["partial"] == {"before": False, "after": True}
+    r = _cli(g, g)
+    assert r.stdout.count("Warning: ") == 2 and "partial report: 3 of 8 policy answers done;" in r.stdout
+
+
+# ----------------------------------------------------------------------------- atomic writes
+class _Unprintable:
+    def __str__(self):
+        raise RuntimeError("cannot serialize")
+
+
+ATOMIC = [  # a write that fails half-way leaves the previous file as it was, and no temporary file
+    ("write_json", lambda p: eval_common.write_json(p, {"a": 1, "b": _Unprintable()})),
+    ("write_jsonl", lambda p: eval_common.write_jsonl(p, [{"a": 1}, {"b": _Unprintable()}])),
+]
+
+
+@pytest.mark.parametrize("name,write", ATOMIC, ids=[c[0] for c in ATOMIC])
+def test_a_failed_write_keeps_the_old_file(tmp_path, name, write):
+    path = tmp_path / "report.json"
+    path.write_text('{"old": true}\n')
+    with pytest.raises(RuntimeError, match="cannot serialize"):
+        write(str(path))
+    assert path.read_text() == '{"old": true}\n'
+    assert os.listdir(tmp_path) == ["report.json"]
 
 
 # ----------------------------------------------------------------------------- --vllm-offline options
