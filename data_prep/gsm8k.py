@@ -13,18 +13,16 @@ and ``answer`` (the full reference solution, as in verl's own GSM8K prep) so an 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Mapping
 
 import pyarrow as pa
 
-from data_prep.common import (
-    BadRow, HFPreset, Stats, Unit, Draft, add_common_args, cli, finish, load_exclusion, make_gate,
-    make_rows, read_units, require_str, resolve_sources, row_schema, stable_hash, write_parquet,
-)
+from data_prep.cli import Conversion, HFPreset, SplitRun, add_common_args, cli, load_template, run_conversion
+from data_prep.errors import BadRow
+from data_prep.rows import Draft, Unit, row_schema
+from data_prep.text import require_str, stable_hash
 from reward_fns.parse import hash_answer, normalize_number
-from reward_fns.prompts import load
 
 PROG = "data_prep.gsm8k"
 DATA_SOURCE = "openai/gsm8k"
@@ -65,13 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(argv: list[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
-    template = load(TEMPLATE, args.prompt_version)
-    gate = make_gate(args)
-    exclude = load_exclusion(args.exclude)
-    schema = row_schema(pa.string(), SCHEMA_EXTRA)
-    all_stats = []
+    template = load_template(TEMPLATE, args.prompt_version)
 
-    def to_units(row, n):
+    def to_units(_run: SplitRun, row: Mapping, n: int) -> list[Unit]:
         q, a, num = gsm8k_fields(row)
         return [Unit(row=n, fields={"question": q}, meta={"answer": a, "number": num},
                      key=stable_hash(q, a), query=q)]
@@ -84,18 +78,9 @@ def run(argv: list[str] | None = None) -> dict:
                         "prompt_version": template.id, "source_row": u.row},
         )]
 
-    for split, source in resolve_sources(args, PRESETS, "gsm8k"):
-        st = Stats(split=split, source=source.name, max_len=gate.max_len)
-        units = read_units(source, to_units, st, on_bad_row=args.on_bad_row, progress=not args.no_progress, exclude=exclude)
-        st.items = len(units)
-        accepted = gate.apply(units, build, st, progress=not args.no_progress)
-        rows = make_rows(((d, names) for _u, ds, names in accepted for d in ds), split=split,
-                         data_source=args.data_source or DATA_SOURCE, ability="math", schema=schema)
-        st.path = os.path.join(args.out, f"{split}.parquet")
-        write_parquet(rows, st.path, schema)
-        st.written = len(rows)
-        all_stats.append(st)
-    return finish(PROG, all_stats, args)
+    conv = Conversion(prog=PROG, schema=row_schema(pa.string(), SCHEMA_EXTRA), ability="math", to_units=to_units,
+                      build=build, data_source=lambda _run: args.data_source or DATA_SOURCE, count_labels=False)
+    return run_conversion(conv, args, PRESETS, "gsm8k")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,7 +2,7 @@
 
 For every training row the query text is taken (``extra_info.query``/``question`` of our parquet
 outputs, else ``query``/``question``/``problem``/``prompt``/OpenJudge ``input``/hh-rlhf ``chosen``
-prefix -- see ``data_prep.common.query_text``) and compared with every evaluation file:
+prefix -- see ``data_prep.conversations.query_text``) and compared with every evaluation file:
 
 * **exact**: identical text (leading/trailing whitespace ignored);
 * **normalized**: identical after NFKC, lowercasing, stripping punctuation and collapsing whitespace
@@ -11,6 +11,8 @@ prefix -- see ``data_prep.common.query_text``) and compared with every evaluatio
 The report gives counts (training rows that overlap, distinct overlapping texts) and examples, plus
 duplicates inside the training file. ``--fail-on-overlap`` exits with status 1 when any normalized
 overlap is found (for CI). To remove overlapping rows, rerun the converter with ``--exclude``.
+A file in which no row has query text cannot be compared: that is an error (exit status 2), not
+"no overlap", unless ``--no-fail-on-empty`` is given.
 
     python -m data_prep.overlap --train data/pairs/train.parquet --eval data/pairs/test.parquet rb2.jsonl
 """
@@ -18,28 +20,40 @@ overlap is found (for CI). To remove overlapping rows, rerun the converter with 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections import Counter
 
-from data_prep.common import DataError, InvalidRow, local_source, normalize_text, query_text
+from data_prep.cli import add_empty_args, cli
+from data_prep.conversations import QUERY_FIELDS, query_text
+from data_prep.errors import DataError
+from data_prep.outputs import check_output_file, write_json
+from data_prep.progress import progress_bar
+from data_prep.readers import InvalidRow, local_source
+from data_prep.text import normalize_text
 
 PROG = "data_prep.overlap"
 
 
-def _queries(path: str, progress: bool) -> tuple[list[tuple[int, str]], int]:
-    from tqdm import tqdm
-
+def _queries(path: str, progress: bool, require: bool = False) -> tuple[list[tuple[int, str]], int]:
+    """``([(row, query text)], rows without query text)``; with ``require``, no query text at all is a DataError."""
     src = local_source([path])
     out, missing = [], 0
-    for _loc, n, row in tqdm(src.rows(), total=src.total, desc=os.path.basename(path), unit="row",
-                             disable=not progress, file=sys.stderr, leave=False):
-        q = None if isinstance(row, InvalidRow) else query_text(row)
-        if q is None:
-            missing += 1
-        else:
-            out.append((n, q))
+    bar = progress_bar(lambda: src.total, os.path.basename(path), progress)
+    try:
+        for _loc, n, row in src.rows():
+            bar.update(1)
+            q = None if isinstance(row, InvalidRow) else query_text(row)
+            if q is None:
+                missing += 1
+            else:
+                out.append((n, q))
+    finally:
+        bar.close()
+    if require and not out:
+        what = f"none of its {missing} rows has" if missing else "it has no rows, so no"
+        raise DataError(f"{path}: {what} query text ({', '.join(QUERY_FIELDS)}): nothing to compare "
+                        "(--no-fail-on-empty reports it as no overlap)")
     return out, missing
 
 
@@ -48,8 +62,10 @@ def _snippet(text: str, n: int = 120) -> str:
     return t if len(t) <= n else t[: n - 3] + "..."
 
 
-def overlap_report(train: str, evals: list[str], examples: int = 5, progress: bool = False) -> dict:
-    tq, tmiss = _queries(train, progress)
+def overlap_report(train: str, evals: list[str], examples: int = 5, progress: bool = False,
+                   require_queries: bool = False) -> dict:
+    """The overlap report; ``require_queries``: a file without any query text is a DataError."""
+    tq, tmiss = _queries(train, progress, require_queries)
     exact_counts = Counter(q.strip() for _, q in tq)
     norm_counts = Counter(normalize_text(q) for _, q in tq)
     report = {
@@ -61,7 +77,7 @@ def overlap_report(train: str, evals: list[str], examples: int = 5, progress: bo
         "evals": [],
     }
     for ev in evals:
-        eq, emiss = _queries(ev, progress)
+        eq, emiss = _queries(ev, progress, require_queries)
         exact = {}
         norm = {}
         for n, q in eq:
@@ -117,29 +133,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--examples", type=int, default=5, help="examples listed per evaluation file (default 5)")
     p.add_argument("--fail-on-overlap", action="store_true", help="exit with status 1 if any overlap is found")
     p.add_argument("--summary-json", metavar="FILE", help="also write the report as JSON")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_empty_args(p)
+    p.add_argument("--no-progress", action="store_true", help="no progress bars (they are only shown when stderr is a terminal)")
     return p
 
 
 def run(argv: list[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
-    report = overlap_report(args.train, args.eval, args.examples, progress=not args.no_progress)
+    if args.summary_json:
+        check_output_file(args.summary_json, "--summary-json")
+    report = overlap_report(args.train, args.eval, args.examples, progress=not args.no_progress,
+                            require_queries=args.fail_on_empty)
     print(format_report(report), flush=True)
     if args.summary_json:
-        with open(args.summary_json, "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=2, sort_keys=True)
-            f.write("\n")
+        write_json(report, args.summary_json)
     report["fail"] = bool(args.fail_on_overlap and report["any_overlap"])
     return report
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        report = run(argv)
-    except DataError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 1 if report["fail"] else 0
+    """Exit status 0, 1 (``--fail-on-overlap`` and overlap found) or 2 (error, one line on stderr)."""
+    return cli(run, argv, status=lambda report: 1 if report["fail"] else 0)
 
 
 if __name__ == "__main__":

@@ -22,19 +22,19 @@ together (and share any truncation), so the balance holds after filtering too.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import sys
 from collections.abc import Mapping
 
 import pyarrow as pa
 
-from data_prep.common import (
-    JUDGE_ABILITY, BadRow, DataError, Draft, HFPreset, SkipRow, Stats, Unit, add_common_args, cli, finish,
-    format_turns, hh_pair, load_exclusion, make_gate, make_rows, messages_to_turns, neutralize, read_units,
-    require_str, resolve_sources, row_schema, stable_hash, write_parquet,
+from data_prep.cli import (
+    Conversion, HFPreset, SplitRun, add_common_args, cli, fixed_format, load_template, run_conversion,
 )
-from reward_fns.prompts import load
+from data_prep.conversations import format_turns, hh_pair, messages_to_turns
+from data_prep.errors import BadRow, SkipRow
+from data_prep.rows import JUDGE_ABILITY, Draft, Unit, row_schema
+from data_prep.text import neutralize, require_str, stable_hash
 
 PROG = "data_prep.pairwise"
 TEMPLATE = "pairwise"
@@ -122,14 +122,19 @@ def pair_from_row(row: Mapping, fmt: str) -> tuple[str, str, str]:
 
 
 def pair_unit(n: int, query: str, chosen: str, rejected: str, origin: str, **meta) -> Unit:
-    """A pair unit; content filters (empty / identical responses) raise SkipRow."""
+    """A pair unit; content filters (empty / identical responses) raise SkipRow.
+
+    Its key does not depend on which response is chosen, and its label is the chosen response, so the
+    same pair given twice with opposite preferences is a conflict (both dropped), not two pairs.
+    """
     if not chosen.strip() or not rejected.strip():
         raise SkipRow("empty_response")
     if chosen.strip() == rejected.strip():
         raise SkipRow("identical_responses")
     pid = stable_hash(query, chosen, rejected)
     return Unit(row=n, fields={"query": query, "chosen": chosen, "rejected": rejected},
-                meta={"origin": origin, "pair_id": pid, **meta}, key=pid, query=query)
+                meta={"origin": origin, "pair_id": pid, **meta}, key=stable_hash(query, *sorted((chosen, rejected))),
+                query=query, label=chosen)
 
 
 def pair_builder(template, extra: tuple[str, ...] = ()):
@@ -186,44 +191,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(argv: list[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
-    template = load(TEMPLATE, args.prompt_version)
-    gate = make_gate(args)
-    exclude = load_exclusion(args.exclude)
-    schema = row_schema(pa.string(), PAIR_EXTRA)
-    build = pair_builder(template)
-    if args.format != "auto":
-        fixed_fmt = args.format
-    elif not (args.train or args.test):
-        fixed_fmt = PRESET_FORMAT[args.hf or "openjudge"]
-    else:
-        fixed_fmt = None  # detected from the first row of each split
-    all_stats = []
-    for split, source in resolve_sources(args, PRESETS, "openjudge"):
-        st = Stats(split=split, source=source.name, max_len=gate.max_len)
-        state = {"fmt": fixed_fmt}
+    template = load_template(TEMPLATE, args.prompt_version)
 
-        def to_units(row, n):
-            if state["fmt"] is None:
-                state["fmt"] = detect_format(row)
-            q, c, r = pair_from_row(row, state["fmt"])
-            return [pair_unit(n, q, c, r, state["fmt"])]
+    def to_units(run: SplitRun, row: Mapping, n: int) -> list[Unit]:
+        q, c, r = pair_from_row(row, run.fmt)
+        return [pair_unit(n, q, c, r, run.fmt)]
 
-        units = read_units(source, to_units, st, on_bad_row=args.on_bad_row, progress=not args.no_progress, exclude=exclude)
-        st.items = len(units)
-        accepted = gate.apply(units, build, st, progress=not args.no_progress)
-        drafts = select_orders(accepted, args.orders, args.seed, split)
-        for d, _ in drafts:
-            st.labels[d.ground_truth] += 1
-        st.extra["pairs_written"] = len(accepted)
-        rows = make_rows(drafts, split=split, data_source=args.data_source or f"pairwise/{state['fmt'] or 'empty'}",
-                         ability=JUDGE_ABILITY, schema=schema)
-        st.path = os.path.join(args.out, f"{split}.parquet")
-        write_parquet(rows, st.path, schema)
-        st.written = len(rows)
-        all_stats.append(st)
-    if not all_stats:
-        raise DataError("no input splits")
-    return finish(PROG, all_stats, args)
+    def select(run: SplitRun, accepted: list) -> list:
+        run.stats.extra["pairs_written"] = len(accepted)
+        return select_orders(accepted, args.orders, args.seed, run.split)
+
+    conv = Conversion(prog=PROG, schema=row_schema(pa.string(), PAIR_EXTRA), ability=JUDGE_ABILITY,
+                      to_units=to_units, build=pair_builder(template), select=select,
+                      data_source=lambda run: args.data_source or f"pairwise/{run.fmt or 'empty'}",
+                      fmt=fixed_format(args, PRESET_FORMAT, "openjudge"), detect=detect_format)
+    return run_conversion(conv, args, PRESETS, "openjudge")
 
 
 def main(argv: list[str] | None = None) -> int:

