@@ -121,7 +121,7 @@ class Pipeline:
     def data(self) -> None:
         a = self.args
         cmd = [self.py, "-m", "data_prep.gsm8k_verify", "--out", self.path("data"), "--tokenizer", self.base,
-               "--max-len", str(a.max_prompt_length), *self.prompt_args, *self.gsm8k_args()]
+               "--max-prompt-length", str(a.max_prompt_length), *self.prompt_args, *self.gsm8k_args()]
         self.sh(cmd, self.path("logs", "data.log"))
         train = self.path("data", f"{self.prefix}_train.parquet")
         self.sh([self.py, "-m", "data_prep.judge_sft", "--in", train, "--out", self.path("data", "sft_train.parquet"),
@@ -136,7 +136,8 @@ class Pipeline:
                "--gpu-memory-utilization", str(a.eval_gpu_mem), "--out", self.path(name), "--no-progress"]
         if a.eval_kv_cache_gb:
             cmd += ["--kv-cache-gb", str(a.eval_kv_cache_gb)]
-        self.sh(cmd, self.path("logs", f"{name}.log"), ok=lambda: os.path.exists(self.path(name, "report.json")))
+        # an evaluation that fails (or that measured nothing, e.g. an untrained judge) does not stop training
+        self.sh(cmd, self.path("logs", f"{name}.log"), ok=lambda: True)
 
     def sft(self) -> None:
         a = self.args
@@ -221,7 +222,7 @@ class Pipeline:
         a = self.args
         self.base = self.model()
         self.stage("data", self.path("data"), self.data)
-        if not a.skip_eval:
+        if not a.skip_eval and a.eval_before:
             self.stage("eval_before", self.path("eval_before"), lambda: self.evaluate(self.base, "eval_before"))
         start = self.base
         if a.sft:
@@ -242,10 +243,66 @@ class Pipeline:
         return judge
 
 
+def read_metrics(path: str) -> list[dict]:
+    """verl's JSONL file logger: one ``{"step": n, "data": {...}}`` per line."""
+    rows = []
+    if os.path.exists(path):
+        for line in open(path, encoding="utf-8"):
+            if line.strip():
+                rec = json.loads(line)
+                rows.append(rec.get("data", rec))
+    return rows
+
+
+class JudgeToReward(Pipeline):
+    """The judge pipeline, then a GSM8K policy trained with the merged judge as its reward."""
+
+    def policy_data(self) -> None:
+        self.sh([self.py, "-m", "data_prep.gsm8k", "--out", self.path("policy_data"), "--tokenizer", self.base,
+                 *self.gsm8k_args()], self.path("logs", "policy_data.log"))
+
+    def policy(self, judge: str) -> None:
+        a = self.args
+        cmd = [self.py, "-m", "scripts.train", "--config-path", os.path.join(ROOT, "recipes", "gsm8k_local_judge"),
+               "--config-name", "config", f"actor_rollout_ref.model.path={self.base}",
+               f"reward.reward_model.model_path={judge}",
+               f"data.train_files={self.path('policy_data', 'train.parquet')}",
+               f"data.val_files={self.path('policy_data', 'test.parquet')}",
+               f"trainer.total_training_steps={a.policy_steps}", f"trainer.default_local_dir={self.path('policy')}",
+               "trainer.experiment_name=judge_to_reward-policy", f"trainer.n_gpus_per_node={self.n_gpus}",
+               "trainer.save_freq=-1", *self.sdpa("actor_rollout_ref.model"), *a.policy_override]
+        env = dict(self.env, VERL_FILE_LOGGER_PATH=self.path("policy_metrics.jsonl"))
+        self.with_ray_head(env, lambda: self.sh(cmd, self.path("logs", "policy.log"), env))
+
+    def summary(self) -> None:
+        steps = read_metrics(self.path("policy_metrics.jsonl"))
+        train = [m for m in steps if "judge_health/parse_fail_rate" in m]
+        mean = lambda k: sum(m[k] for m in train) / len(train) if train else float("nan")  # noqa: E731
+        lines = [f"# judge_to_reward ({self.out})", "", open(self.path("compare.md")).read().split("\n", 2)[-1]
+                 if os.path.exists(self.path("compare.md")) else "", "",
+                 f"Policy stage ({len(train)} training steps, {self.path('policy_metrics.jsonl')}):", "",
+                 "| judge as the reward | mean over steps | last step |", "|---|---:|---:|"]
+        for k in ("judge_health/parse_fail_rate", "judge_health/error_rate", "judge_health/fallback_rate",
+                  "judge_health/agree_rule", "judge_health/score_mean", "critic/score/mean"):
+            if train and k in train[-1]:
+                lines.append(f"| `{k}` | {mean(k):.3f} | {train[-1][k]:.3f} |")
+        open(self.path("summary.md"), "w").write("\n".join(lines) + "\n")
+        print("\n".join(lines))
+
+    def run(self) -> str:
+        judge = self.run_judge()
+        self.stage("policy_data", self.path("policy_data"), self.policy_data)
+        self.stage("policy", self.path("policy"), lambda: self.policy(judge))
+        self.summary()
+        return judge
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m scripts.pipeline", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("workflow", choices=("judge",), help="judge: data -> SFT -> GRPO -> merge -> evaluate")
+    p.add_argument("workflow", choices=("judge", "judge_to_reward"),
+                   help="judge: data -> SFT -> GRPO -> merge -> evaluate; judge_to_reward: the same (pointwise), then "
+                        "a GSM8K policy rewarded by the trained judge")
     p.add_argument("--task", choices=sorted(TASKS), default="pointwise")
     p.add_argument("--out", required=True, help="run folder (stages resume from it)")
     p.add_argument("--sft", action=argparse.BooleanOptionalAction, default=True, help="warm start with SFT (default on)")
@@ -257,13 +314,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grpo-steps", type=int, default=30, help="GRPO steps after the warm start (0 = none)")
     p.add_argument("--pair-groups", choices=("true", "false"), default="true",
                    help="pairwise: both orders of a pair in one GRPO group (default true)")
+    p.add_argument("--policy-steps", type=int, default=5, help="judge_to_reward: policy GRPO steps")
+    p.add_argument("--policy-override", action="append", default=[], metavar="KEY=VALUE",
+                   help="judge_to_reward: Hydra override of the policy stage (the positional overrides go to the judge)")
     p.add_argument("--max-prompt-length", type=int, default=1280)
     p.add_argument("--max-response-length", type=int, default=128)
     p.add_argument("--eval-pairs", type=int, default=300, help="held-out pairs (pointwise: 2x rows) evaluated")
     p.add_argument("--eval-gpu-mem", type=float, default=0.15)
     p.add_argument("--eval-kv-cache-gb", type=float, default=None, help="fixed vLLM KV cache of the evaluator (GPU shared)")
     p.add_argument("--no-flash-attn", action="store_true", help="torch SDPA attention, no remove-padding (no flash-attn)")
-    p.add_argument("--skip-eval", action="store_true")
+    p.add_argument("--skip-eval", action="store_true", help="no evaluation stage at all")
+    p.add_argument("--eval-before", action=argparse.BooleanOptionalAction, default=True,
+                   help="evaluate the start model (default on)")
     p.add_argument("--quiet", action="store_true", help="stage output only to the logs")
     return p
 
@@ -273,7 +335,12 @@ def main(argv: list[str] | None = None) -> int:
     bad = [o for o in overrides if "=" not in o or o.startswith("-")]
     if bad:
         build_parser().error(f"unrecognized arguments: {' '.join(bad)} (extra arguments are Hydra overrides KEY=VALUE)")
-    judge = Pipeline(args, overrides).run_judge()
+    if args.workflow == "judge_to_reward":
+        if args.task != "pointwise":
+            build_parser().error("judge_to_reward trains the pointwise judge the llm_judge reward asks (--task pointwise)")
+        judge = JudgeToReward(args, overrides).run()
+    else:
+        judge = Pipeline(args, overrides).run_judge()
     say(f"done: judge {judge}")
     return 0
 

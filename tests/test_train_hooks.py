@@ -1,0 +1,161 @@
+"""scripts/train_hooks.py: step metrics, fail-fast, pair groups, pair sampler; and their wiring into
+verl's legacy trainer module (the functions verl's ``fit()`` calls are the patched ones)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from scripts.train_hooks import (
+    FailFast, JudgeSilentError, PairSampler, identical_group_share, install, pair_ids, reward_metrics,
+)
+
+JUDGE = dict(judge_error=[0, 1, 0, 0], judge_parse_fail=[0, 0, 1, 0], judge_skipped=[0, 0, 0, 0],
+             judge_fallback=[0, 1, 0, 0], judge_score=[4, -1, -1, 0], rule_score=[1, 1, 0, 1])
+
+
+@pytest.mark.parametrize("extras, want", [
+    # plain rule reward: one mean per extra key, `score` left to verl's critic/score
+    ({"score": [1, 0], "acc": [1, 0], "format_ok": [1, 1]},
+     {"reward/acc/mean": 0.5, "reward/format_ok/mean": 1.0}),
+    # the LLM-judge keys: health rates; agreement over the 2 answered samples (4 & rule 1: agree; 0 & rule 1: not)
+    (JUDGE, {"reward/judge_error/mean": 0.25, "reward/judge_fallback/mean": 0.25, "reward/judge_parse_fail/mean": 0.25,
+             "reward/judge_score/mean": 0.5, "reward/judge_skipped/mean": 0.0, "reward/rule_score/mean": 0.75,
+             "judge_health/error_rate": 0.25, "judge_health/parse_fail_rate": 0.25, "judge_health/skipped_rate": 0.0,
+             "judge_health/fallback_rate": 0.25, "judge_health/answered_rate": 0.5, "judge_health/score_mean": 2.0,
+             "judge_health/agree_rule": 0.5}),
+    # a judge that never answers: stable keys, zero agreement and score (nothing answered)
+    ({"judge_error": [1, 1], "judge_parse_fail": [0, 0], "judge_score": [-1, -1], "rule_score": [1, 0]},
+     {"reward/judge_error/mean": 1.0, "reward/judge_parse_fail/mean": 0.0, "reward/judge_score/mean": -1.0,
+      "reward/rule_score/mean": 0.5, "judge_health/error_rate": 1.0, "judge_health/parse_fail_rate": 0.0,
+      "judge_health/skipped_rate": 0.0, "judge_health/fallback_rate": 1.0, "judge_health/answered_rate": 0.0,
+      "judge_health/score_mean": 0.0, "judge_health/agree_rule": 0.0}),
+    # pairwise judge: verdict A-share over well-formed verdicts only, label A-share over all
+    ({"acc": [1, 0, 0, 1], "pred_a": [1, 0, 0, 0], "label_a": [1, 1, 0, 0], "format_ok": [1, 1, 0, 1]},
+     {"reward/acc/mean": 0.5, "reward/pred_a/mean": 0.25, "reward/label_a/mean": 0.5, "reward/format_ok/mean": 0.75,
+      "position/verdict_a_share": 1 / 3, "position/label_a_share": 0.5}),
+    # non-numeric extras are left out
+    ({"acc": [1.0], "note": ["x"]}, {"reward/acc/mean": 1.0}),
+])
+def test_reward_metrics(extras, want):
+    got = reward_metrics(extras)
+    assert got.keys() == want.keys()
+    for k, v in want.items():
+        assert math.isclose(got[k], v), (k, got[k], v)
+
+
+@pytest.mark.parametrize("scores, groups, want", [
+    ([1, 1, 0, 1, 0, 0], ["a", "a", "b", "b", "c", "c"], 2 / 3),
+    ([1, 0, 1, 0], ["p", "p", "p", "p"], 0.0),  # both orders in one group: no longer identical
+    ([1, 1], ["a", "b"], 0.0),  # singleton groups are not counted
+    ([0.5, 0.5, 0.5], ["a", "a", "a"], 1.0),
+])
+def test_identical_group_share(scores, groups, want):
+    assert identical_group_share(scores, groups) == pytest.approx(want)
+
+
+@pytest.mark.parametrize("shares, threshold, steps, stops_at", [
+    ([(0.0, 1.0)] * 5, 0.5, 3, 3),  # parse failures every step: stops at step 3
+    ([(1.0, 0.0)] * 5, 0.5, 2, 2),  # transport errors
+    ([(0.3, 0.3)] * 5, 0.5, 3, 3),  # sum counts
+    ([(0.0, 1.0), (0.0, 1.0), (0.0, 0.0), (0.0, 1.0), (0.0, 1.0)], 0.5, 3, None),  # not consecutive
+    ([(0.0, 0.5)] * 5, 0.5, 3, None),  # at the threshold is fine
+])
+def test_fail_fast(shares, threshold, steps, stops_at):
+    ff = FailFast(threshold, steps)
+    stopped = None
+    for i, (err, pf) in enumerate(shares, 1):
+        try:
+            ff.update({"judge_health/error_rate": err, "judge_health/parse_fail_rate": pf})
+        except JudgeSilentError as e:
+            stopped = i
+            assert "verl_judge.fail_fast" in str(e) and "Likely fix" in str(e)
+            break
+    assert stopped == stops_at
+
+
+def test_fail_fast_messages_name_the_cause():
+    with pytest.raises(JudgeSilentError, match="without a valid verdict.*max_tokens"):
+        ff = FailFast(0.5, 1)
+        ff.update({"judge_health/error_rate": 0.0, "judge_health/parse_fail_rate": 1.0})
+    with pytest.raises(JudgeSilentError, match="requests failed.*endpoint"):
+        FailFast(0.5, 1).update({"judge_health/error_rate": 1.0, "judge_health/parse_fail_rate": 0.0})
+    FailFast(0.5, 1, enable=False).update({"judge_health/error_rate": 1.0, "judge_health/parse_fail_rate": 0.0})
+    FailFast(0.5, 1).update({"reward/acc/mean": 0.0})  # no judge keys: nothing to check
+
+
+@pytest.mark.parametrize("threshold, steps", [(-0.1, 3), (1.5, 3), (0.5, 0)])
+def test_fail_fast_rejects_bad_settings(threshold, steps):
+    with pytest.raises(ValueError, match="verl_judge.fail_fast"):
+        FailFast(threshold, steps)
+
+
+def test_pair_ids_and_sampler():
+    assert list(pair_ids([{"pair_id": "p1"}, {"pair_id": "p1"}, {}, None], ["u1", "u2", "u3", "u4"])) == [
+        "pair:p1", "pair:p1", "u3", "u4"]
+
+    class Data:
+        dataframe = {"extra_info": [{"pair_id": "x"}, {"pair_id": "y"}, {"pair_id": "x"}, {"pair_id": "y"}, {}]}
+
+        def __len__(self):
+            return 5
+
+    s = PairSampler(Data(), seed=0)
+    first, second = list(s), list(s)
+    assert len(s) == 5 and sorted(first) == [0, 1, 2, 3, 4]
+    for order in (first, second):  # both orders of a pair are adjacent
+        pos = {i: order.index(i) for i in range(5)}
+        assert abs(pos[0] - pos[2]) == 1 and abs(pos[1] - pos[3]) == 1
+    assert list(PairSampler(Data(), seed=0)) == first  # seeded
+
+
+class FakeBatch:
+    """The parts of verl's DataProto the hooks read."""
+
+    def __init__(self, scores, uids, extra_info, extras):
+        self.batch = {"token_level_scores": torch.tensor([[0.0, s] for s in scores])}
+        self.non_tensor_batch = {"uid": np.array(uids, dtype=object), "extra_info": np.array(extra_info, dtype=object)}
+        self.non_tensor_batch.update({k: np.array(v) for k, v in extras.items()})
+
+
+def test_install_wires_verl_trainer(monkeypatch):
+    """install() replaces the functions verl's fit() calls: extract_reward records the reward keys,
+    compute_advantage sees pair groups as uids, compute_data_metrics adds the step metrics and stops
+    a silent judge."""
+    from omegaconf import OmegaConf
+
+    from verl.trainer import main_ppo_v0
+    from verl.trainer.ppo import ray_trainer
+
+    for name in ("extract_reward", "compute_advantage", "compute_data_metrics"):
+        monkeypatch.setattr(ray_trainer, name, getattr(ray_trainer, name))
+    monkeypatch.setattr(main_ppo_v0, "create_rl_sampler", main_ppo_v0.create_rl_sampler)
+    seen = {}
+    monkeypatch.setattr(ray_trainer, "extract_reward", lambda b: ("T", {"judge_error": [0, 0], "judge_parse_fail": [1, 1]}))
+    monkeypatch.setattr(ray_trainer, "compute_advantage", lambda d, *a, **k: seen.setdefault("uid", list(d.non_tensor_batch["uid"])))
+    monkeypatch.setattr(ray_trainer, "compute_data_metrics", lambda batch, use_critic=True: {"critic/score/mean": 0.0})
+    cfg = OmegaConf.create({"data": {"train_batch_size": 2},
+                            "verl_judge": {"pair_groups": True, "fail_fast": {"enable": True, "threshold": 0.5, "steps": 2}}})
+    install(cfg)
+    b = FakeBatch([1.0, 0.0], ["u1", "u2"], [{"pair_id": "p"}, {"pair_id": "p"}],
+                  {"judge_error": [0, 0], "judge_parse_fail": [1, 1]})
+    assert ray_trainer.extract_reward(b) == ("T", {"judge_error": [0, 0], "judge_parse_fail": [1, 1]})
+    ray_trainer.compute_advantage(b)
+    assert seen["uid"] == ["pair:p", "pair:p"]
+    assert list(b.non_tensor_batch["prompt_uid"]) == ["u1", "u2"]
+    m = ray_trainer.compute_data_metrics(batch=b, use_critic=False)
+    assert m["judge_health/parse_fail_rate"] == 1.0 and m["grpo/identical_reward_groups"] == 0.0
+    with pytest.raises(JudgeSilentError):
+        ray_trainer.compute_data_metrics(batch=b, use_critic=False)
+    assert isinstance(main_ppo_v0.create_rl_sampler(OmegaConf.create({"seed": 1}), type("D", (), {
+        "dataframe": {"extra_info": [{"pair_id": "a"}, {"pair_id": "a"}]}, "__len__": lambda self: 2})()), PairSampler)
+
+
+def test_install_rejects_odd_batch_with_pair_groups():
+    from omegaconf import OmegaConf
+
+    with pytest.raises(ValueError, match="even data.train_batch_size"):
+        install(OmegaConf.create({"data": {"train_batch_size": 3}, "verl_judge": {"pair_groups": True}}))
