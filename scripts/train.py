@@ -49,6 +49,35 @@ def check(config) -> None:
         raise SystemExit("error: verl_judge.pair_groups needs verl's legacy trainer (trainer.use_v1=false)")
 
 
+SILENT_JUDGE_EXIT = 3
+
+
+def silent_judge(exc: BaseException | None):
+    """The ``JudgeSilentError`` that ``exc`` is or wraps (the ``cause`` of the Ray task error that
+    ``ray.get`` raises for the task runner, or a chained cause), else None."""
+    from scripts.train_hooks import JudgeSilentError
+
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, ray.exceptions.RayTaskError) and getattr(exc, "cause", None) is not None:
+            exc = exc.cause
+        elif isinstance(exc, JudgeSilentError):
+            return exc
+        else:
+            exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def exit_on_silent_judge(exc: BaseException) -> None:
+    """Fail-fast end of a run: print the silent judge's message (cause and likely fix) as the last line
+    and exit with status 3, rather than ending on Ray's traceback alone. Other errors return unchanged."""
+    err = silent_judge(exc)
+    if err is not None:
+        print(f"\nerror: {err}", file=sys.stderr, flush=True)
+        raise SystemExit(SILENT_JUDGE_EXIT)
+
+
 def main() -> None:
     import hydra
 
@@ -69,7 +98,11 @@ def main() -> None:
             print("[train] trainer.use_v1=true: verl's V1 trainer, without the verl_judge step metrics and fail-fast")
             run_ppo(config, task_runner_class=TaskRunnerV1)
         else:
-            run_ppo(config, task_runner_class=JudgeTaskRunner)
+            try:
+                run_ppo(config, task_runner_class=JudgeTaskRunner)
+            except Exception as e:
+                exit_on_silent_judge(e)
+                raise
 
     if not any(a.startswith("hydra.searchpath") for a in sys.argv[1:]):
         sys.argv.append(SEARCH_PATH)
