@@ -23,7 +23,7 @@ SMOKE_DIR=${SMOKE_DIR:-$ROOT/outputs/gpu_smoke}
 API_PORT=${API_PORT:-8011}
 RECIPES_DIR=${RECIPES_DIR:-$ROOT/recipes}  # tests point it at stand-in recipes
 export PYTHON=${PYTHON:-$(bash "$ROOT/scripts/setup_env.sh" gpu | tail -n 1)}
-export MODEL=${MODEL:-$("$PYTHON" "$ROOT/scripts/materialize_model.py" | tail -n 1)}
+export MODEL=${MODEL:-$("$PYTHON" -m data_prep.model | tail -n 1)}
 export TEST_FREQ=${TEST_FREQ:-$STEPS} VAL_MAX_SAMPLES=${VAL_MAX_SAMPLES:-32} SAVE_FREQ=${SAVE_FREQ:-$STEPS}
 export DATA_DIR=${DATA_DIR:-$SMOKE_DIR/data}
 mkdir -p "$SMOKE_DIR"
@@ -73,7 +73,8 @@ for r in $RECIPES; do
         *) req+=(val- /format_ok/) ;;
       esac
     fi
-    if "$PYTHON" "$ROOT/scripts/summarize_run.py" "$m" --require "${req[@]}" > "$m.summary.md" 2>&1; then
+    if PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m scripts.report.summarize_run "$m" --require "${req[@]}" \
+        > "$m.summary.md" 2>&1; then
       checks+=("metrics ok")
     else checks+=("METRICS MISSING in $m"); [ "$rc" = 0 ] && rc=9; fi
   done

@@ -2,7 +2,7 @@
 # Judge cost: what a local LLM judge adds to a GRPO step. Runs recipes/gsm8k_rule and
 # recipes/gsm8k_local_judge one after the other with identical settings on this machine, then each
 # VARIANT (the local judge with other settings), and writes the median stage times side by side
-# with their ratio to the rule run (scripts/summarize_run.py --ratio; the first step is left out).
+# with their ratio to the rule run (python -m scripts.report.summarize_run --ratio; the first step is left out).
 #
 #   STEPS=8 bash scripts/judge_cost.sh
 #   VARIANTS="tok128:JUDGE_MAX_TOKENS=128 hybrid:JUDGE_MODE=hybrid,JUDGE_MAX_TOKENS=128" bash scripts/judge_cost.sh
@@ -51,7 +51,9 @@ done
 if [ "${#files[@]}" -gt 0 ] && ! is_dry; then
   { echo "# Judge cost ($(date -u +%Y-%m-%d), $STEPS steps, medians after step 1)"; echo
     echo "settings: USE_V1=$USE_V1 GPU_MEM_UTIL=$GPU_MEM_UTIL VARIANTS=${VARIANTS:-none} overrides: ${*:-none}"; echo
-    "$PYTHON" "$ROOT/scripts/summarize_run.py" "${files[@]}" --labels "${labels[@]}" --ratio; } > "$COST_DIR/cost.md"
+    PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m scripts.report.summarize_run "${files[@]}" \
+      --labels "${labels[@]}" --ratio
+  } > "$COST_DIR/cost.md"
   cat "$COST_DIR/cost.md"
 fi
 exit $fail

@@ -131,7 +131,7 @@ class Pipeline:
         a = self.args
         data = self.path("data", f"{self.prefix}_test.parquet")
         sel = ["--pairs", str(a.eval_pairs)] if self.kind == "pairwise" else ["--limit", str(2 * a.eval_pairs)]
-        cmd = [self.py, os.path.join(ROOT, "scripts", "eval_judge.py"), "--data", data, *sel, "--seed", "0",
+        cmd = [self.py, "-m", "scripts.eval.judge", "--data", data, *sel, "--seed", "0",
                "--vllm-offline", model, "--max-tokens", str(a.max_response_length), "--temperature", "0",
                "--gpu-memory-utilization", str(a.eval_gpu_mem), "--out", self.path(name), "--no-progress"]
         if a.eval_kv_cache_gb:

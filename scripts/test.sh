@@ -9,5 +9,5 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 PY=$(bash scripts/setup_env.sh cpu | tail -n 1)
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-export VERL_JUDGE_MODEL=${VERL_JUDGE_MODEL:-$("$PY" scripts/materialize_model.py | tail -n 1)}
+export VERL_JUDGE_MODEL=${VERL_JUDGE_MODEL:-$("$PY" -m data_prep.model | tail -n 1)}
 exec "$PY" -m pytest -m "not gpu" "$@"

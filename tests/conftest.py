@@ -1,15 +1,15 @@
-"""Shared fixtures: the repo on sys.path, the offline test model, the shared data folder."""
+"""Shared fixtures: the offline test model, the shared data folder, a private Ray cluster.
+
+The repository root is importable because ``tests`` is a package: pytest puts its parent folder on
+the module path, so tests import ``scripts.*``, ``reward_fns.*``, ``data_prep.*`` and ``tests.*``."""
 
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -30,8 +30,7 @@ def model_path() -> str:
     path = os.environ.get("VERL_JUDGE_MODEL")
     if path and os.path.exists(os.path.join(path, ".complete")):
         return path
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
-    from materialize_model import materialize
+    from data_prep.model import materialize
 
     return materialize()
 

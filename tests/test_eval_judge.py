@@ -1,10 +1,9 @@
-"""eval_judge: hand-computed metrics against a scripted OpenAI-compatible judge (exact values)."""
+"""scripts.eval.judge: hand-computed metrics against a scripted fake OpenAI-compatible judge (exact values)."""
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -12,18 +11,13 @@ from collections import Counter
 
 import pytest
 
+from reward_fns.llm_judge import DEFAULTS as _JUDGE_DEFAULTS
+from scripts.eval import judge as eval_judge
+from scripts.serve.fake_openai import FakeOpenAIServer, Reply, markers
+from tests.fixtures.eval.make_fixtures import pairwise_rows, pointwise_row, write_parquet
+from tests.fixtures.eval.stoppable import Gate, run_and_signal
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FIX = os.path.join(ROOT, "tests", "fixtures", "eval")
-for p in (os.path.join(ROOT, "scripts"), FIX):
-    if p not in sys.path:
-        sys.path.insert(0, p)
-
-import eval_judge  # noqa: E402
-from make_fixtures import pairwise_rows, pointwise_row, write_parquet  # noqa: E402
-from scripted_server import Reply, ScriptedServer, markers  # noqa: E402
-from stoppable import Gate, run_and_signal  # noqa: E402
-
-from reward_fns.llm_judge import DEFAULTS as _JUDGE_DEFAULTS  # noqa: E402
 
 JUDGE_PROMPT_VERSION = _JUDGE_DEFAULTS["prompt_version"]
 
@@ -101,12 +95,12 @@ PAIRWISE_CASES = [
 @pytest.mark.parametrize("name,reply,extra,status,expected,per_source", PAIRWISE_CASES,
                          ids=[c[0] for c in PAIRWISE_CASES])
 def test_pairwise_metrics(pairs_file, tmp_path, capsys, name, reply, extra, status, expected, per_source):
-    with ScriptedServer(reply) as srv:
-        rc = eval_judge.main(["--data", pairs_file, "--base-url", srv.url, "--model", "m", "--out", str(tmp_path),
+    with FakeOpenAIServer(reply) as srv:
+        rc = eval_judge.main(["--data", pairs_file, "--base-url", srv.base_url, "--model", "m", "--out", str(tmp_path),
                               *FAST, *extra])
     assert rc == status
     assert (NO_VERDICT in capsys.readouterr().err) == (status == 4)
-    assert len(srv.requests) == 6 and all(r["model"] == "m" for r in srv.requests)
+    assert len(srv.bodies) == 6 and all(r["model"] == "m" for r in srv.bodies)
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["task"] == "pairwise"
     assert (report["partial"], report["stopped_by"], report["progress"]) == (False, None, {"rows": 6, "done": 6, "reused": 0})
@@ -131,21 +125,21 @@ def test_requests_are_the_rows_prompts(pairs_file, tmp_path):
     import pyarrow.parquet as pq
 
     rows = pq.read_table(pairs_file).to_pylist()
-    with ScriptedServer(lambda b: _verdict("A")) as srv:
-        eval_judge.main(["--data", pairs_file, "--base-url", srv.url, "--model", "m", "--out", str(tmp_path),
+    with FakeOpenAIServer(lambda b: _verdict("A")) as srv:
+        eval_judge.main(["--data", pairs_file, "--base-url", srv.base_url, "--model", "m", "--out", str(tmp_path),
                          "--concurrency", "1", "--max-tokens", "77", *FAST])
-    sent = sorted(json.dumps(r["messages"]) for r in srv.requests)
+    sent = sorted(json.dumps(r["messages"]) for r in srv.bodies)
     assert sent == sorted(json.dumps(r["prompt"]) for r in rows)
-    assert {r["max_tokens"] for r in srv.requests} == {77} and {r["temperature"] for r in srv.requests} == {0.0}
+    assert {r["max_tokens"] for r in srv.bodies} == {77} and {r["temperature"] for r in srv.bodies} == {0.0}
 
 
 def test_pairs_subsample_keeps_both_orders(pairs_file, tmp_path):
-    with ScriptedServer(lambda b: _verdict("A")) as srv:
-        eval_judge.main(["--data", pairs_file, "--base-url", srv.url, "--model", "m", "--out", str(tmp_path),
+    with FakeOpenAIServer(lambda b: _verdict("A")) as srv:
+        eval_judge.main(["--data", pairs_file, "--base-url", srv.base_url, "--model", "m", "--out", str(tmp_path),
                          "--pairs", "2", "--seed", "1", *FAST])
     ov = json.loads((tmp_path / "report.json").read_text())["overall"]
     assert ov["n"] == 4 and ov["pairs_both_orders"] == 2 and ov["flip_rate"] == 1.0
-    sent = Counter(markers(b)[-1].split("-")[0] for b in srv.requests)
+    sent = Counter(markers(b)[-1].split("-")[0] for b in srv.bodies)
     assert len(sent) == 2 and set(sent.values()) == {2}
 
 
@@ -161,8 +155,8 @@ def test_pointwise_metrics(tmp_path):
     path = write_parquet(rows, str(tmp_path / "pt.parquet"))
     table = {f"pt{i}": r for i, (_l, r) in enumerate(POINTWISE)}
     out = tmp_path / "out"
-    with ScriptedServer(lambda b: table[markers(b)[-1]]) as srv:
-        rc = eval_judge.main(["--data", path, "--base-url", srv.url, "--model", "m", "--out", str(out), *FAST])
+    with FakeOpenAIServer(lambda b: table[markers(b)[-1]]) as srv:
+        rc = eval_judge.main(["--data", path, "--base-url", srv.base_url, "--model", "m", "--out", str(out), *FAST])
     assert rc == 0
     report = json.loads((out / "report.json").read_text())
     assert report["task"] == "pointwise"
@@ -190,8 +184,8 @@ def test_pointwise_label_coercion_detects_task(tmp_path):
     rows = [pointwise_row("q", "r", 3)]
     rows[0]["reward_model"]["ground_truth"] = "3"  # numeric string labels are pointwise too
     path = write_parquet(rows, str(tmp_path / "pt.parquet"))
-    with ScriptedServer(lambda b: _score(3)) as srv:
-        assert eval_judge.main(["--data", path, "--base-url", srv.url, "--model", "m", "--out", str(tmp_path / "o"), *FAST]) == 0
+    with FakeOpenAIServer(lambda b: _score(3)) as srv:
+        assert eval_judge.main(["--data", path, "--base-url", srv.base_url, "--model", "m", "--out", str(tmp_path / "o"), *FAST]) == 0
     assert json.loads((tmp_path / "o" / "report.json").read_text())["overall"]["exact"] == 1.0
 
 
@@ -231,8 +225,8 @@ def test_verification_metrics(tmp_path, name, rows, extra, status, expected, per
                           for i, (src, label, _r) in enumerate(rows)], str(tmp_path / "v.parquet"))
     table = {f"v{i}": r for i, (_s, _l, r) in enumerate(rows)}
     out = tmp_path / "out"
-    with ScriptedServer(lambda b: table[markers(b)[-1]]) as srv:
-        rc = eval_judge.main(["--data", data, "--base-url", srv.url, "--model", "m", "--out", str(out), *FAST, *extra])
+    with FakeOpenAIServer(lambda b: table[markers(b)[-1]]) as srv:
+        rc = eval_judge.main(["--data", data, "--base-url", srv.base_url, "--model", "m", "--out", str(out), *FAST, *extra])
     assert rc == status
     report = json.loads((out / "report.json").read_text())
     ov = report["overall"]
@@ -268,10 +262,10 @@ def test_prompt_is_sent_as_the_parquet_has_it(tmp_path):
     replies = {"r-AB": _verdict("A"), "r-BA": _verdict("B"), "c0": _score(4), "c1": _score(0)}
     for name, rows, key, value in (("pairs", pairs, "pair_accuracy", 1.0), ("points", points, "balanced_accuracy", 1.0)):
         data = write_parquet(rows, str(tmp_path / f"{name}.parquet"))
-        with ScriptedServer(lambda b: replies[markers(b)[-1]]) as srv:
-            assert eval_judge.main(["--data", data, "--base-url", srv.url, "--model", "m", "--out",
+        with FakeOpenAIServer(lambda b: replies[markers(b)[-1]]) as srv:
+            assert eval_judge.main(["--data", data, "--base-url", srv.base_url, "--model", "m", "--out",
                                     str(tmp_path / name), *FAST]) == 0
-        assert sorted(json.dumps(r["messages"]) for r in srv.requests) == sorted(json.dumps(r["prompt"]) for r in rows)
+        assert sorted(json.dumps(r["messages"]) for r in srv.bodies) == sorted(json.dumps(r["prompt"]) for r in rows)
         assert json.loads((tmp_path / name / "report.json").read_text())["overall"][key] == value
 
 
@@ -283,8 +277,8 @@ def test_request_failures_are_counted_not_fatal(pairs_file, tmp_path, capsys):
     def reply(body):
         return faults.get(_marker(body)) or _verdict(_gold(body))
 
-    with ScriptedServer(reply) as srv:
-        rc = eval_judge.main(["--data", pairs_file, "--base-url", srv.url, "--model", "m", "--out", str(tmp_path),
+    with FakeOpenAIServer(reply) as srv:
+        rc = eval_judge.main(["--data", pairs_file, "--base-url", srv.base_url, "--model", "m", "--out", str(tmp_path),
                               "--max-retries", "1", "--no-progress"])
     assert rc == 0
     report = json.loads((tmp_path / "report.json").read_text())
@@ -294,7 +288,7 @@ def test_request_failures_are_counted_not_fatal(pairs_file, tmp_path, capsys):
     assert ov["pairs_compared"] == 0 and ov["flip_rate"] is None
     assert report["error_kinds"] == {"server_error": 1, "client_error": 1, "bad_response": 1}
     # 503 and the bad body are retried once, the 400 is not: 6 + 2 requests
-    assert len(srv.requests) == 8
+    assert len(srv.bodies) == 8
     assert "3/6 judge requests failed" in capsys.readouterr().err
 
 
@@ -327,14 +321,14 @@ UNWRITABLE = [  # --out, the start of the message (root can write anywhere, so t
 @pytest.mark.parametrize("name,make,message", UNWRITABLE, ids=[c[0] for c in UNWRITABLE])
 def test_unwritable_out_fails_before_any_request(pairs_file, tmp_path, capsys, name, make, message):
     out = make(tmp_path)
-    with ScriptedServer(lambda b: _verdict("A")) as srv:
-        rc = eval_judge.main(["--data", pairs_file, "--base-url", srv.url, "--model", "m", "--out", str(out), *FAST])
-    assert rc == 2 and srv.requests == []
+    with FakeOpenAIServer(lambda b: _verdict("A")) as srv:
+        rc = eval_judge.main(["--data", pairs_file, "--base-url", srv.base_url, "--model", "m", "--out", str(out), *FAST])
+    assert rc == 2 and srv.bodies == []
     assert f"error: {message.format(out)}" in capsys.readouterr().err
 
 
 def _cmd(data, url, out, *extra):
-    return [sys.executable, os.path.join(ROOT, "scripts", "eval_judge.py"), "--data", data, "--base-url", url,
+    return [sys.executable, "-m", "scripts.eval.judge", "--data", data, "--base-url", url,
             "--model", "m", "--out", str(out), "--concurrency", "1", "--no-plots", *FAST, *extra]
 
 
@@ -344,9 +338,10 @@ def test_stop_signal_writes_partial_reports_and_a_rerun_resumes(pairs_file, tmp_
     the same command again requests only the other 3."""
     out = tmp_path / "out"
     gate = Gate(lambda b: _verdict(_gold(b)), open_for=3)
-    with ScriptedServer(gate) as srv:
+    with FakeOpenAIServer(gate) as srv:
         try:
-            rc, stdout, stderr = run_and_signal(_cmd(pairs_file, srv.url, out), ROOT, str(out / "predictions.jsonl"), 3, sig)
+            rc, stdout, stderr = run_and_signal(_cmd(pairs_file, srv.base_url, out), ROOT, str(out / "predictions.jsonl"),
+                                                3, sig)
         finally:
             gate.release()
     assert rc == status, stderr
@@ -360,10 +355,11 @@ def test_stop_signal_writes_partial_reports_and_a_rerun_resumes(pairs_file, tmp_
     assert [p["row"] for p in first] == [0, 1, 2] and {p["status"] for p in first} == {"ok"}
     assert sorted(os.listdir(out)) == ["predictions.jsonl", "report.json", "report.md", "run.json"]
 
-    with ScriptedServer(lambda b: _verdict(_gold(b))) as srv:
-        r = subprocess.run(_cmd(pairs_file, srv.url, out)[:-1], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    with FakeOpenAIServer(lambda b: _verdict(_gold(b))) as srv:
+        r = subprocess.run(_cmd(pairs_file, srv.base_url, out)[:-1], cwd=ROOT, capture_output=True, text=True,
+                           timeout=120)
     assert r.returncode == 0, r.stderr
-    assert sorted(_marker(b) for b in srv.requests) == ["p2-BA", "p3-AB", "p3-BA"]
+    assert sorted(_marker(b) for b in srv.bodies) == ["p2-BA", "p3-AB", "p3-BA"]
     assert f"resume: 3 of 6 rows reused from {out / 'predictions.jsonl'}, 3 to request" in r.stderr
     assert "judge pairwise: 100%" in r.stderr and "6/6" in r.stderr  # the bar counts the reused rows
     report = json.loads((out / "report.json").read_text())
@@ -377,12 +373,12 @@ def test_stop_signal_writes_partial_reports_and_a_rerun_resumes(pairs_file, tmp_
 def test_rerun_requests_failed_rows_again(pairs_file, tmp_path, capsys):
     out = tmp_path / "out"
     fail = {"p2-AB", "p3-BA"}
-    with ScriptedServer(lambda b: Reply(status=400) if _marker(b) in fail else _verdict(_gold(b))) as srv:
-        assert eval_judge.main(["--data", pairs_file, "--base-url", srv.url, "--model", "m", "--out", str(out), *FAST]) == 0
+    with FakeOpenAIServer(lambda b: Reply(status=400) if _marker(b) in fail else _verdict(_gold(b))) as srv:
+        assert eval_judge.main(["--data", pairs_file, "--base-url", srv.base_url, "--model", "m", "--out", str(out), *FAST]) == 0
     assert json.loads((out / "report.json").read_text())["overall"]["n_error"] == 2
-    with ScriptedServer(lambda b: _verdict(_gold(b))) as srv:
-        assert eval_judge.main(["--data", pairs_file, "--base-url", srv.url, "--model", "m", "--out", str(out), *FAST]) == 0
-    assert sorted(_marker(b) for b in srv.requests) == sorted(fail)
+    with FakeOpenAIServer(lambda b: _verdict(_gold(b))) as srv:
+        assert eval_judge.main(["--data", pairs_file, "--base-url", srv.base_url, "--model", "m", "--out", str(out), *FAST]) == 0
+    assert sorted(_marker(b) for b in srv.bodies) == sorted(fail)
     report = json.loads((out / "report.json").read_text())
     assert (report["overall"]["n_error"], report["overall"]["accuracy"], report["progress"]["reused"]) == (0, 1.0, 4)
     assert "resume: 4 of 6 rows reused" in capsys.readouterr().err
@@ -398,16 +394,16 @@ CHANGED = [  # a rerun in the same --out with other judge settings: refused befo
 @pytest.mark.parametrize("name,args,diff", CHANGED, ids=[c[0] for c in CHANGED])
 def test_rerun_with_other_settings_is_refused(pairs_file, tmp_path, capsys, name, args, diff):
     out = tmp_path / "out"
-    with ScriptedServer(lambda b: _verdict("A")) as srv:
-        base = ["--data", pairs_file, "--base-url", srv.url, "--model", "m", "--out", str(out), *FAST]
+    with FakeOpenAIServer(lambda b: _verdict("A")) as srv:
+        base = ["--data", pairs_file, "--base-url", srv.base_url, "--model", "m", "--out", str(out), *FAST]
         assert eval_judge.main(base) == 0
         capsys.readouterr()
         assert eval_judge.main(base + args) == 2
-        assert len(srv.requests) == 6
+        assert len(srv.bodies) == 6
         err = capsys.readouterr().err
         assert f"holds judge predictions made with other settings ({diff}); use another --out, or --no-resume" in err
         assert eval_judge.main(base + args + ["--no-resume"]) == 0
-        assert len(srv.requests) == 12
+        assert len(srv.bodies) == 12
     assert json.loads((out / "run.json").read_text())["settings"]["judge"][name] == json.loads(
         (out / "report.json").read_text())["judge"][name]
 
@@ -451,17 +447,18 @@ def test_needs_an_endpoint_and_vllm_is_guarded(pairs_file, tmp_path, capsys):
         assert "needs the 'vllm' package" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("script,mentions", [
-    ("eval_judge.py", ["--allow-unparseable", "--no-resume", "balanced_accuracy", "pair_accuracy", "flip_rate",
+@pytest.mark.parametrize("module,mentions", [
+    ("scripts.eval.judge", ["--allow-unparseable", "--no-resume", "balanced_accuracy", "pair_accuracy", "flip_rate",
                        "4 no reply had a parseable", "130 / 143 stopped by SIGINT / SIGTERM", "predictions.jsonl"]),
-    ("eval_gsm8k.py", ["--allow-judge-errors", "--no-resume", "4 the judge gave no", "130 / 143 stopped by SIGINT",
+    ("scripts.eval.gsm8k", ["--allow-judge-errors", "--no-resume", "4 the judge gave no", "130 / 143 stopped by SIGINT",
                        "predictions.jsonl", f"template version (default {JUDGE_PROMPT_VERSION})"]),
-    ("plot_metrics.py", []),
+    ("scripts.report.plot_metrics", ["judge_health/fallback_rate", "position/verdict_a_share",
+                                     "grpo/identical_reward_groups"]),
 ])
-def test_help(script, mentions):
-    out = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", script), "--help"], capture_output=True,
-                         text=True, check=True).stdout
-    assert re.search(r"usage: \S+", out) and "--out" in out
+def test_help(module, mentions):
+    out = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout
+    assert out.startswith(f"usage: python -m {module} ") and "--out" in out
     flat = " ".join(out.split())
     for m in mentions:
         assert m in flat, m

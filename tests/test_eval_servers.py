@@ -1,5 +1,5 @@
-"""The eval CLIs against the project's fault-injecting server (tests/judge_server.py) and against the
-real CPU judge server (scripts/serve_cpu_judge.py, SmolLM2-135M through transformers)."""
+"""The eval CLIs against the fake server's injected faults (scripts.serve.fake_openai) and against the
+real CPU judge server (scripts.serve.cpu_judge, SmolLM2-135M through transformers)."""
 
 from __future__ import annotations
 
@@ -11,20 +11,14 @@ import threading
 
 import pytest
 
+from scripts.eval import gsm8k as eval_gsm8k
+from scripts.eval import judge as eval_judge
+from scripts.serve.fake_openai import FakeOpenAIServer, all_text
+from tests.fixtures.eval.make_fixtures import gsm8k_row, pairwise_rows, write_parquet
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FIX = os.path.join(ROOT, "tests", "fixtures", "eval")
-for p in (os.path.join(ROOT, "scripts"), FIX):
-    if p not in sys.path:
-        sys.path.insert(0, p)
 
-import eval_gsm8k  # noqa: E402
-import eval_judge  # noqa: E402
-from make_fixtures import gsm8k_row, pairwise_rows, write_parquet  # noqa: E402
-from scripted_server import ScriptedServer, all_text  # noqa: E402
-
-from tests.judge_server import JudgeServer  # noqa: E402
-
-# ----------------------------------------------------------------------------- fault-injecting server
+# ----------------------------------------------------------------------------- injected faults
 # question, reference, policy answer (fault markers travel to the judge inside the candidate)
 GSM_FAULTS = [
     ("Ann buys 10 and 8 pens.", "18", "10+8=18\n#### 18"),  # judge 4: TP
@@ -46,8 +40,8 @@ def test_gsm8k_judge_faults_are_counted(tmp_path, capsys):
         text = all_text(body)
         return next(a for q, a in answers.items() if q in text)
 
-    with ScriptedServer(policy) as pol, JudgeServer() as judge:
-        rc = eval_gsm8k.main(["--data", data, "--base-url", pol.url, "--model", "policy",
+    with FakeOpenAIServer(policy) as pol, FakeOpenAIServer() as judge:
+        rc = eval_gsm8k.main(["--data", data, "--base-url", pol.base_url, "--model", "policy",
                               "--judge-base-url", judge.base_url, "--judge-model", "judge", "--judge-max-retries", "1",
                               "--out", str(tmp_path / "o"), "--no-progress"])
         judge_requests = len(judge.requests)
@@ -70,7 +64,7 @@ def test_pairwise_connection_faults_are_counted(tmp_path):
     for pid, query in (("p1", "Plain question?"), ("p2", "FAULT:drop question?"), ("p3", "FAULT:hang question?")):
         rows += pairwise_rows(pid, query, "good", "bad", "s")
     data = write_parquet(rows, str(tmp_path / "p.parquet"))
-    with JudgeServer(reply=lambda body: "<think>first</think><better>A</better>") as srv:
+    with FakeOpenAIServer(lambda body: "<think>first</think><better>A</better>") as srv:
         rc = eval_judge.main(["--data", data, "--base-url", srv.base_url, "--model", "judge", "--timeout", "1",
                               "--max-retries", "0", "--out", str(tmp_path / "o"), "--no-progress", "--no-plots"])
     assert rc == 0
@@ -84,11 +78,9 @@ def test_pairwise_connection_faults_are_counted(tmp_path):
 # ----------------------------------------------------------------------------- real CPU judge server
 @pytest.fixture(scope="module")
 def cpu_server(model_path):
-    """scripts/serve_cpu_judge.py (transformers, greedy) on a free port; the served name is the model path."""
-    script = os.path.join(ROOT, "scripts", "serve_cpu_judge.py")
-    if not os.path.exists(script):
-        pytest.skip("scripts/serve_cpu_judge.py not present")
-    proc = subprocess.Popen([sys.executable, script, "--model", model_path, "--port", "0", "--max-batch", "8"],
+    """scripts.serve.cpu_judge (transformers, greedy) on a free port; the served name is the model path."""
+    proc = subprocess.Popen([sys.executable, "-m", "scripts.serve.cpu_judge", "--model", model_path, "--port", "0",
+                             "--max-batch", "8"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
     ready: list[str] = []
     t = threading.Thread(target=lambda: ready.append(proc.stdout.readline()), daemon=True)
@@ -97,7 +89,7 @@ def cpu_server(model_path):
     line = ready[0] if ready else ""
     if not line.startswith("READY"):
         proc.kill()
-        pytest.fail(f"serve_cpu_judge.py did not start: {line!r}")
+        pytest.fail(f"scripts.serve.cpu_judge did not start: {line!r}")
     yield f"http://{line.split()[1]}/v1"
     proc.terminate()
     try:
@@ -109,8 +101,9 @@ def cpu_server(model_path):
 def test_eval_judge_on_real_cpu_server(cpu_server, model_path, tmp_path):
     rows = pairwise_rows("p1", "What is 2+2?", "2+2 = 4.", "2+2 = 5.", "toy")
     data = write_parquet(rows, str(tmp_path / "p.parquet"))
+    # a 135M model is a poor judge: no parseable verdict is a result here (plumbing, not verdicts, is tested)
     rc = eval_judge.main(["--data", data, "--base-url", cpu_server, "--model", model_path, "--max-tokens", "16",
-                          "--out", str(tmp_path / "o"), "--no-progress"])
+                          "--out", str(tmp_path / "o"), "--no-progress", "--allow-unparseable"])
     assert rc == 0
     report = json.loads((tmp_path / "o" / "report.json").read_text())
     ov = report["overall"]
@@ -123,7 +116,7 @@ def test_eval_gsm8k_on_real_cpu_server(cpu_server, model_path, tmp_path):
     data = write_parquet(rows, str(tmp_path / "g.parquet"))
     rc = eval_gsm8k.main(["--data", data, "--base-url", cpu_server, "--model", model_path, "--max-tokens", "24",
                           "--judge-base-url", cpu_server, "--judge-model", model_path, "--judge-max-tokens", "16",
-                          "--out", str(tmp_path / "o"), "--no-progress"])
+                          "--out", str(tmp_path / "o"), "--no-progress", "--allow-judge-errors"])
     assert rc == 0
     report = json.loads((tmp_path / "o" / "report.json").read_text())
     assert report["policy"]["n_error"] == 0 and report["judge"]["n_asked"] == 1 and report["judge"]["n_error"] == 0

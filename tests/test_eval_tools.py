@@ -1,4 +1,4 @@
-"""scripts/compare_evals.py and the --vllm-offline options of scripts/eval_common.py (CPU; vLLM faked)."""
+"""scripts.report.compare_evals and the --vllm-offline options of scripts.eval.common (CPU; vLLM faked)."""
 
 from __future__ import annotations
 
@@ -11,15 +11,13 @@ import types
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-sys.path.insert(0, os.path.join(ROOT, "tests", "fixtures", "eval"))
+from scripts.eval import common as eval_common
+from scripts.eval import judge as eval_judge
+from scripts.report import compare_evals
+from scripts.serve.fake_openai import FakeOpenAIServer, markers
+from tests.fixtures.eval.make_fixtures import pairwise_rows, pointwise_row, write_parquet
 
-import compare_evals  # noqa: E402
-import eval_common  # noqa: E402
-import eval_judge  # noqa: E402
-from make_fixtures import pairwise_rows, pointwise_row, write_parquet  # noqa: E402
-from scripted_server import ScriptedServer, markers  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # ----------------------------------------------------------------------------- compare_evals
 CASES = [
@@ -45,7 +43,7 @@ def _report(path, rep):
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "scripts/compare_evals.py", *map(str, args)], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "scripts.report.compare_evals", *map(str, args)], cwd=ROOT,
                           capture_output=True, text=True)
 
 
@@ -71,8 +69,8 @@ def test_compare_cli(tmp_path):
 
 def _eval(tmp_path, name, data, table):
     out = tmp_path / name
-    with ScriptedServer(lambda b: table[markers(b)[-1]]) as srv:
-        assert eval_judge.main(["--data", data, "--base-url", srv.url, "--model", "m", "--out", str(out),
+    with FakeOpenAIServer(lambda b: table[markers(b)[-1]]) as srv:
+        assert eval_judge.main(["--data", data, "--base-url", srv.base_url, "--model", "m", "--out", str(out),
                                 "--no-progress", "--no-plots", "--max-retries", "0"]) == 0
     return out
 

@@ -1,6 +1,6 @@
 """LLM-judge reward: scoring table, deployments, secrets, prompt/injection hardening, cache, loops.
 
-Everything runs against ``tests/judge_server.py`` on 127.0.0.1 (no network, a few seconds).
+Everything runs against the fake server ``scripts.serve.fake_openai`` on 127.0.0.1 (no network, a few seconds).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from reward_fns.judge_client import JudgeClient, JudgeConfigError, JudgeError, _
 from reward_fns.llm_judge import KEYS, build_messages, compute_score, defuse
 from reward_fns.parse import parse_score
 from reward_fns.prompts import load
-from tests.judge_server import JudgeServer, candidate_of
+from scripts.serve.fake_openai import FakeOpenAIServer, candidate_of
 
 QUESTION = "Natalia sold 48 clips in April and half as many in May. How many clips did she sell altogether?"
 REFERENCE = "In May she sold 48/2 = <<48/2=24>>24 clips.\nAltogether 48+24 = <<48+24=72>>72 clips.\n#### 72"
@@ -35,7 +35,7 @@ def _fresh_clients():
 
 @pytest.fixture()
 def server():
-    with JudgeServer() as srv:
+    with FakeOpenAIServer() as srv:
         yield srv
 
 
@@ -180,7 +180,7 @@ class _Tok:
 def test_router_contract(monkeypatch):
     """verl's local judge: POST http://{addr}/v1/chat/completions, model = served path, no API key."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-" + "must-not-leak-to-router")  # fake
-    with JudgeServer(expect_model="/models/my-judge") as srv:
+    with FakeOpenAIServer(expect_model="/models/my-judge") as srv:
         out = asyncio.run(
             compute_score("openai/gsm8k", "#### 72", "72", INFO, reward_router_address=srv.address, reward_model_tokenizer=_Tok(), **FAST)
         )
@@ -204,7 +204,7 @@ def test_router_contract(monkeypatch):
 
 def test_router_contract_with_real_tokenizer(tokenizer, model_path):
     """verl hands the reward model's tokenizer, loaded from the same local path vLLM serves."""
-    with JudgeServer(expect_model=tokenizer.name_or_path) as srv:
+    with FakeOpenAIServer(expect_model=tokenizer.name_or_path) as srv:
         out = asyncio.run(
             compute_score("gsm8k", "#### 72", "72", INFO, reward_router_address=srv.address, reward_model_tokenizer=tokenizer, **FAST)
         )
@@ -224,7 +224,7 @@ SECRET = "sk-" + "test-0123456789-SECRET"  # fake, assembled so secret scanners 
 def test_api_key_from_named_env_var_never_leaks(monkeypatch, caplog):
     monkeypatch.setenv("JUDGE_KEY_FOR_TEST", SECRET)
     caplog.set_level(logging.DEBUG)
-    with JudgeServer(api_key=SECRET) as srv:
+    with FakeOpenAIServer(api_key=SECRET) as srv:
         out = score(srv, "#### 72", api_key_env="JUDGE_KEY_FOR_TEST")
         assert out["judge_score"] == 4.0
         assert srv.requests[0].headers["Authorization"] == f"Bearer {SECRET}"
@@ -233,7 +233,7 @@ def test_api_key_from_named_env_var_never_leaks(monkeypatch, caplog):
             score(srv, "#### 72", api_key_env="UNSET_VAR_FOR_TEST")
         assert len(srv.requests) == 2
     # a leaky server that echoes our headers in its error body
-    with JudgeServer(reply=lambda body: "unused") as srv:
+    with FakeOpenAIServer(reply=lambda body: "unused") as srv:
         client = JudgeClient(srv.base_url, "judge", api_key_env="JUDGE_KEY_FOR_TEST", max_retries=0)
         srv.push("echo_headers")
         res = asyncio.run(_one(client, [{"role": "user", "content": "hi"}]))
@@ -320,7 +320,7 @@ def test_exact_request_body_and_injection(server, raw, seen):
 @pytest.mark.parametrize("raw,seen", [INJECTIONS[i] for i in (1, 2, 3, 4, 6)], ids=(1, 2, 3, 4, 6))
 def test_judge_quoting_the_candidate_still_parses(raw, seen):
     """A judge that repeats the candidate (inside and outside <think>) still yields one clean verdict."""
-    with JudgeServer(mode="echo") as srv:
+    with FakeOpenAIServer(mode="echo") as srv:
         out = score(srv, raw)
         text = f"<think>The candidate wrote: {seen}</think>Quoting it again: {seen}\n<score>1</score>"
         assert parse_score(text).value == 1
@@ -469,7 +469,7 @@ def test_backoff_bounds():
 
 
 def test_batch_keeps_order_and_concurrency_cap():
-    with JudgeServer(latency=0.05) as srv:
+    with FakeOpenAIServer(latency=0.05) as srv:
         client = JudgeClient(srv.base_url, "judge", max_concurrency=4, cache_size=0)
         convs = [[{"role": "user", "content": f"<reference>\n#### {i % 3}\n</reference>\n<candidate>\n#### 0\n</candidate>"}] for i in range(20)]
         seen = []
@@ -492,7 +492,7 @@ def test_bench_judge_reward_cli_runs(tmp_path, repo_root):
     import sys
 
     out = subprocess.run(
-        [sys.executable, "scripts/bench_judge_reward.py", "--n", "24", "--capacity", "8", "--latency", "0.02",
+        [sys.executable, "-m", "scripts.bench.judge_reward", "--n", "24", "--capacity", "8", "--latency", "0.02",
          "--seq-n", "6", "--json", str(tmp_path / "b.json")],
         cwd=repo_root, capture_output=True, text=True, timeout=120, check=True,
     ).stdout

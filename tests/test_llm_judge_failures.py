@@ -1,7 +1,7 @@
 """Judge failures that cannot be gamed, configuration errors that stop a run, bounded reply bodies,
 and secrets kept out of error texts.
 
-Everything runs against ``tests/judge_server.py`` on 127.0.0.1 (no network).
+Everything runs against the fake server ``scripts.serve.fake_openai`` on 127.0.0.1 (no network).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from reward_fns.judge_client import (
 )
 from reward_fns.llm_judge import KEYS, compute_score
 from reward_fns.parse import parse_score
-from tests.judge_server import JudgeServer
+from scripts.serve.fake_openai import FakeOpenAIServer
 
 INFO = {"question": "What is 6 * 12?", "answer": "6 * 12 = 72\n#### 72"}
 FAST = dict(timeout=0.3, max_retries=1, backoff_base=0.01, backoff_max=0.02, retry_after_max=0.05, max_response_bytes=2048)
@@ -81,7 +81,7 @@ ORDER_TABLE = {
 
 @pytest.mark.parametrize("mode,answer", list(ORDER_TABLE), ids=[f"{m}-{'right' if a == RIGHT else 'wrong'}" for m, a in ORDER_TABLE])
 def test_no_failure_the_policy_can_cause_pays_more_than_a_zero(mode, answer):
-    with JudgeServer() as srv:
+    with FakeOpenAIServer() as srv:
         outs = run_all(srv.base_url, [f"{answer} {marker}" for marker in KINDS.values()], mode=mode)
     got = dict(zip(KINDS, outs))
     for kind in POLICY_CAUSED:
@@ -159,7 +159,7 @@ def test_config_errors_raise_at_once(name, monkeypatch):
     monkeypatch.delenv(KEY_VAR, raising=False)
     if key is not None:
         monkeypatch.setenv(KEY_VAR, key)
-    with JudgeServer(**srv_kw) as srv:
+    with FakeOpenAIServer(**srv_kw) as srv:
         base = f"http://{srv.address}{path}"
         outs = run_all(base, [f"#### {i}" for i in range(20)], max_retries=4, **kw)
         n_requests = len(srv.requests)
@@ -173,7 +173,7 @@ def test_config_errors_raise_at_once(name, monkeypatch):
 
 def test_config_error_stops_a_gathered_batch():
     """As verl's reward loop gathers a batch: the first configuration error propagates."""
-    with JudgeServer(api_key=SERVER_KEY) as srv:
+    with FakeOpenAIServer(api_key=SERVER_KEY) as srv:
         async def main():
             return await asyncio.gather(*(
                 compute_score("gsm8k", f"#### {i}", "72", INFO, base_url=srv.base_url, model="judge", api_key_env=None, **FAST)
@@ -223,7 +223,7 @@ BODY_TABLE = [
 
 @pytest.mark.parametrize("fault,cap,expected,attempts", BODY_TABLE, ids=[f"{f}-{c}" for f, c, _, _ in BODY_TABLE])
 def test_reply_body_is_capped(fault, cap, expected, attempts):
-    with JudgeServer() as srv:
+    with FakeOpenAIServer() as srv:
         client = JudgeClient(srv.base_url, "judge", timeout=5.0, max_retries=1, backoff_base=0.01, backoff_max=0.02,
                              max_response_bytes=cap, cache_size=0)
 
@@ -256,7 +256,7 @@ OVERSIZE_REWARD = [
 
 @pytest.mark.parametrize("response,expected", OVERSIZE_REWARD, ids=range(len(OVERSIZE_REWARD)))
 def test_oversize_reply_is_a_transport_failure(response, expected):
-    with JudgeServer() as srv:
+    with FakeOpenAIServer() as srv:
         (out,) = run_all(srv.base_url, [response])
     assert {k: out[k] for k in expected} == expected
 
@@ -308,7 +308,7 @@ ECHO_TABLE = [
 def test_no_piece_of_the_key_is_echoed(status, body, expected, monkeypatch, caplog):
     monkeypatch.setenv(KEY_VAR, KEY)
     caplog.set_level(logging.DEBUG)
-    with JudgeServer() as srv:
+    with FakeOpenAIServer() as srv:
         client = JudgeClient(srv.base_url, "judge", api_key_env=KEY_VAR, max_retries=0, cache_size=0)
         srv.push((status, body.encode()))
 
@@ -328,7 +328,7 @@ def test_no_piece_of_the_key_is_echoed(status, body, expected, monkeypatch, capl
 def test_config_error_message_holds_no_piece_of_the_key(monkeypatch):
     """A 401 whose body echoes the key's head, at a URL that carries the key: neither is quoted."""
     monkeypatch.setenv(KEY_VAR, KEY)
-    with JudgeServer() as srv:
+    with FakeOpenAIServer() as srv:
         srv.push((401, json.dumps({"error": {"message": f"Incorrect API key provided: {KEY[:20]}****"}}).encode()))
         base = f"{srv.base_url}/chat/completions?api-key={KEY}"
         (out,) = run_all(base, ["#### 72"], api_key_env=KEY_VAR)

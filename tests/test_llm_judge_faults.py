@@ -15,7 +15,7 @@ import pytest
 
 from reward_fns import llm_judge
 from reward_fns.llm_judge import compute_score
-from tests.judge_server import JudgeServer
+from scripts.serve.fake_openai import FakeOpenAIServer
 
 INFO = {"question": "What is 6 * 12?", "answer": "6 * 12 = 72\n#### 72"}
 FAST = dict(timeout=0.5, max_retries=2, backoff_base=0.01, backoff_max=0.05, retry_after_max=0.1)
@@ -75,7 +75,7 @@ FAULT_TABLE = {
 def test_mixed_fault_batch():
     """One batch, every fault at once: exact flags per sample, bounded wall time."""
     responses = list(FAULT_TABLE) * 2  # duplicates share one request (or its retries)
-    with JudgeServer() as srv:
+    with FakeOpenAIServer() as srv:
         outs, wall = run_batch(srv.base_url, responses)
     n = len(FAULT_TABLE)
     assert {r: flags(o) for r, o in zip(responses[:n], outs[:n])} == FAULT_TABLE
@@ -92,7 +92,7 @@ def test_mixed_fault_batch():
 
 
 def test_retry_after_is_honoured():
-    with JudgeServer(retry_after="1") as srv:
+    with FakeOpenAIServer(retry_after="1") as srv:
         outs, wall = run_batch(srv.base_url, ["#### 72 FAULT:429x1"], retry_after_max=5.0, timeout=2.0)
         t = [r.t for r in srv.requests]
     assert flags(outs[0]) == (1.0, 4.0, 0.0, 0.0, 2.0)
@@ -118,7 +118,7 @@ def test_connection_refused():
 def test_server_stopped_mid_batch():
     """The server dies while requests are in flight and queued: all samples still finish."""
     responses = [f"step {i}\n#### {72 if i % 2 == 0 else 70 + i}" for i in range(32)]
-    with JudgeServer(latency=0.3, capacity=8) as srv:
+    with FakeOpenAIServer(latency=0.3, capacity=8) as srv:
         stopper = threading.Timer(0.45, srv.stop)
         stopper.start()
         outs, wall = run_batch(srv.base_url, responses, cache_size=0)
@@ -140,7 +140,7 @@ def test_server_stopped_mid_batch():
 
 def test_deadline_bounds_a_call_end_to_end():
     """deadline caps one sample (queueing + attempts + sleeps) whatever timeout/max_retries say."""
-    with JudgeServer() as srv:
+    with FakeOpenAIServer() as srv:
         outs, wall = run_batch(srv.base_url, ["#### 72 FAULT:hang"], timeout=30.0, max_retries=10, deadline=0.6)
     assert flags(outs[0]) == (1.0, -1.0, 1.0, 0.0, 1.0)
     assert 0.55 <= wall < 1.2, wall
@@ -148,7 +148,7 @@ def test_deadline_bounds_a_call_end_to_end():
 
 def test_deadline_counts_queueing():
     """With one slot and a slow server, queued samples give up at the deadline instead of waiting."""
-    with JudgeServer(latency=0.4) as srv:
+    with FakeOpenAIServer(latency=0.4) as srv:
         outs, wall = run_batch(srv.base_url, [f"#### 7{i}" for i in range(6)], max_concurrency=1, timeout=2.0, deadline=1.0, cache_size=0)
     errors = [o["judge_error"] for o in outs]
     assert errors[0] == 0.0 and sum(errors) >= 3  # 0.4 s each, one at a time: at most 2 fit in 1 s
@@ -157,7 +157,7 @@ def test_deadline_counts_queueing():
 
 def test_all_failing_server_many_samples_is_fast():
     """256 samples against a server that always 500s: all fall back, no pile-up."""
-    with JudgeServer(mode="500") as srv:
+    with FakeOpenAIServer(mode="500") as srv:
         outs, wall = run_batch(srv.base_url, [f"#### {i}" for i in range(256)], cache_size=0)
         n = len(srv.requests)
     assert n == 3 * 256

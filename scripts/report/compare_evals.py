@@ -1,7 +1,7 @@
-#!/usr/bin/env python3
-"""Before/after table of two evaluation reports (``report.json`` of ``eval_judge`` or ``eval_gsm8k``).
+"""Before/after table of two evaluation reports (``report.json`` of ``scripts.eval.judge`` or
+``scripts.eval.gsm8k``).
 
-    python scripts/compare_evals.py outputs/learn/x/eval_before outputs/learn/x/eval_after [--out FILE.md]
+    python -m scripts.report.compare_evals outputs/learn/x/eval_before outputs/learn/x/eval_after [--out FILE.md]
 
 Compares every numeric headline metric (``overall`` of an ``eval_judge`` report, ``policy`` of an
 ``eval_gsm8k`` report) that either report has: ``metric | before | after | after - before``, e.g.
@@ -19,8 +19,7 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from eval_common import InputError, cli_main, fmt, md_table, write_json, write_text  # noqa: E402
+from scripts.eval.common import InputError, cli_main, fmt, md_table, write_json, write_text
 
 SECTIONS = ("overall", "policy")
 
@@ -71,7 +70,8 @@ def compare(before: dict, after: dict) -> list[list]:
 
 
 def run(argv=None) -> list[list]:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+    ap = argparse.ArgumentParser(prog="python -m scripts.report.compare_evals", description=__doc__.split("\n\n")[0],
+                                 epilog=__doc__.split("\n\n", 1)[1],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("before", help="report folder or report.json of the start model")
     ap.add_argument("after", help="report folder or report.json of the trained model")

@@ -1,4 +1,5 @@
-"""Shared helpers of the evaluation CLIs (``eval_judge``, ``eval_gsm8k``, ``plot_metrics``).
+"""Shared helpers of the evaluation and report CLIs (``scripts.eval.judge``, ``scripts.eval.gsm8k``,
+``scripts.report.*``).
 
 * reading parquet / JSONL with clear errors (missing file, unsupported type, missing column named);
 * one place that sends chat requests: through ``reward_fns.judge_client.JudgeClient`` (concurrency,
@@ -27,11 +28,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-
-from reward_fns.judge_client import JudgeClient, JudgeError, JudgeResult, chat_completions_url  # noqa: E402
+from reward_fns.judge_client import JudgeClient, JudgeError, JudgeResult, chat_completions_url
 
 __all__ = [
     "InputError", "MISSING", "read_rows", "get_path", "require_columns", "as_messages",

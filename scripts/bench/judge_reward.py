@@ -17,14 +17,14 @@ Each phase uses its own set of distinct responses, so no cache (ours or a server
 helps a later phase.
 
 Servers:
-* default: ``tests/judge_server.py`` started in a subprocess with ``--capacity C --latency L``
-  (known throughput C/L requests per second).
+* default: the fake server ``scripts.serve.fake_openai`` started in a subprocess with
+  ``--capacity C --latency L`` (known throughput C/L requests per second).
 * ``--base-url URL --model NAME``: any running OpenAI-compatible server (e.g. vLLM CPU from
-  ``scripts/serve_cpu_judge.sh vllm``).
+  ``bash scripts/serve/cpu_judge.sh vllm``).
 
-    python scripts/bench_judge_reward.py                                # test server, 256 samples
-    python scripts/bench_judge_reward.py --capacity 16 --latency 0.05 --n 256
-    python scripts/bench_judge_reward.py --base-url http://127.0.0.1:8011/v1 --model PATH --max-tokens 32 --seq-n 32
+    python -m scripts.bench.judge_reward                                # test server, 256 samples
+    python -m scripts.bench.judge_reward --capacity 16 --latency 0.05 --n 256
+    python -m scripts.bench.judge_reward --base-url http://127.0.0.1:8011/v1 --model PATH --max-tokens 32 --seq-n 32
 """
 
 from __future__ import annotations
@@ -41,12 +41,10 @@ import time
 
 import aiohttp
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+from reward_fns import llm_judge
+from reward_fns.llm_judge import build_messages, compute_score
 
-from reward_fns import llm_judge  # noqa: E402
-from reward_fns.llm_judge import build_messages, compute_score  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 QUESTION = "A shop sells {a} apples in the morning and {b} in the afternoon. How many apples does it sell in total?"
 
@@ -116,7 +114,7 @@ async def sequential(url: str, model: str, batch, max_tokens: int) -> tuple[floa
 
 def start_test_server(capacity: int, latency: float) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
-        [sys.executable, os.path.join(ROOT, "tests", "judge_server.py"), "--capacity", str(capacity), "--latency", str(latency)],
+        [sys.executable, "-m", "scripts.serve.fake_openai", "--capacity", str(capacity), "--latency", str(latency)],
         stdout=subprocess.PIPE, text=True, cwd=ROOT,
     )
     line = proc.stdout.readline().strip()
@@ -127,7 +125,8 @@ def start_test_server(capacity: int, latency: float) -> tuple[subprocess.Popen, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+    ap = argparse.ArgumentParser(prog="python -m scripts.bench.judge_reward", description=__doc__.split("\n\n")[0],
+                                 epilog=__doc__.split("\n\n", 1)[1],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=256, help="samples scored per phase (default 256)")
     ap.add_argument("--capacity", type=int, default=16, help="test server: requests served at once")

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Training curves (PNG) from the JSONL metrics file of one run, or several runs overlaid.
 
 Input lines are verl's file logger records (``trainer.logger=[console,file]``; one
@@ -12,6 +11,14 @@ Panels (file name: keys looked for; a panel whose keys are absent from every run
 reported, never an error):
 
 * ``reward.png``: ``critic/score/mean`` (else ``critic/rewards/mean``)
+* ``judge_health.png``: the training hooks' judge health per step (``scripts/train_hooks.py``, a
+  run with an LLM-judge reward): ``judge_health/error_rate``, ``judge_health/parse_fail_rate``,
+  ``judge_health/fallback_rate`` (share of samples that got the fallback score) and
+  ``judge_health/agree_rule`` (judge-rule agreement over answered samples)
+* ``position.png``: ``position/verdict_a_share`` against ``position/label_a_share`` (a pairwise
+  judge in training: a verdict A-share far from the labels' is position bias)
+* ``identical_reward_groups.png``: ``grpo/identical_reward_groups`` (share of GRPO groups whose
+  rewards are all equal: no gradient from them)
 * ``validation.png``: every ``val-core/...`` key (verl's validation headline metrics)
 * ``judge_rule_agreement.png``: any key with a path segment ``judge_rule_agree`` or
   ``judge_rule_agreement`` (e.g. ``reward/judge_rule_agree/mean``). Agreement cannot be derived from
@@ -28,7 +35,7 @@ A segment key matches as ``<token>``, ``.../<token>`` or ``.../<token>/mean[@N]`
 Also writes ``overview.png`` (all drawn panels) and ``summary.json`` / ``summary.md`` (panels drawn
 or skipped, keys used, last value per run).
 
-    python scripts/plot_metrics.py runs/a.jsonl runs/b.jsonl --labels rule judge --out figs
+    python -m scripts.report.plot_metrics runs/a.jsonl runs/b.jsonl --labels rule judge --out figs
 """
 
 from __future__ import annotations
@@ -41,11 +48,14 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from eval_common import InputError, cli_main, md_table, pyplot, save_fig, write_json, write_text  # noqa: E402
+from scripts.eval.common import InputError, cli_main, md_table, pyplot, save_fig, write_json, write_text
 
 STAGES = ("gen", "reward", "old_log_prob", "ref", "update_actor")
+JUDGE_HEALTH = ("judge_health/error_rate", "judge_health/parse_fail_rate", "judge_health/fallback_rate",
+                "judge_health/agree_rule")
+POSITION = ("position/verdict_a_share", "position/label_a_share")
+IDENTICAL_GROUPS = "grpo/identical_reward_groups"
+SHARE_YLIM = (-0.03, 1.03)
 _MEAN_SUFFIX = re.compile(r"^mean(@\d+)?$")
 
 
@@ -140,6 +150,13 @@ def panel_specs(keys: set[str]) -> list[dict]:
         {"name": "reward", "title": "Reward (training batch mean)", "ylabel": "score",
          "keys": _first_present(keys, ["critic/score/mean", "critic/rewards/mean"]),
          "looked_for": "critic/score/mean, critic/rewards/mean"},
+        {"name": "judge_health", "title": "Judge health (share of samples)", "ylabel": "share",
+         "keys": [k for k in JUDGE_HEALTH if k in keys], "looked_for": ", ".join(JUDGE_HEALTH), "ylim": SHARE_YLIM},
+        {"name": "position", "title": "Position: verdict A-share vs label A-share", "ylabel": "A-share",
+         "keys": [k for k in POSITION if k in keys], "looked_for": ", ".join(POSITION), "ylim": SHARE_YLIM},
+        {"name": "identical_reward_groups", "title": "GRPO groups with identical rewards (no gradient)",
+         "ylabel": "share of groups", "keys": _first_present(keys, [IDENTICAL_GROUPS]),
+         "looked_for": IDENTICAL_GROUPS, "ylim": SHARE_YLIM},
         {"name": "validation", "title": "Validation (val-core)", "ylabel": "value",
          "keys": [k for k in ordered if k.startswith("val-core/")][:MAX_SERIES], "looked_for": "val-core/*"},
         {"name": "judge_rule_agreement", "title": "Judge-rule agreement", "ylabel": "agreement",
@@ -177,7 +194,9 @@ def _smooth(ys: list[float], window: int) -> list[float]:
 
 
 def _short(key: str) -> str:
-    return key.replace("timing_s/", "").replace("/mean", "")
+    for prefix in ("timing_s/", "judge_health/", "position/", "grpo/"):
+        key = key.removeprefix(prefix)
+    return key.replace("/mean", "")
 
 
 def draw_panel(ax, spec: dict, runs: Sequence[tuple[str, list]], smooth: int) -> int:
@@ -213,6 +232,8 @@ def draw_panel(ax, spec: dict, runs: Sequence[tuple[str, list]], smooth: int) ->
     ax.set_title(spec["title"], fontsize=10)
     ax.set_xlabel("step")
     ax.set_ylabel(spec["ylabel"])
+    if spec.get("ylim"):
+        ax.set_ylim(*spec["ylim"])
     if lines and grid:
         handles = [Line2D([], [], color="black" if k == "timing_s/step" else COLORS[i % len(COLORS)], lw=1.5,
                           label=_short(k)) for i, k in enumerate(keys)]
@@ -259,7 +280,7 @@ def plot_all(runs: Sequence[tuple[str, list]], out_dir: str, smooth: int = 1, lo
 
 # ----------------------------------------------------------------------------- CLI
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="plot_metrics.py", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m scripts.report.plot_metrics", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", metavar="RUN.jsonl", help="metrics JSONL file(s); several are overlaid")
     ap.add_argument("--out", required=True, metavar="DIR", help="output folder for the PNGs and summary")

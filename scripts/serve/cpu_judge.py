@@ -1,7 +1,7 @@
 """A small real OpenAI-compatible chat server around ``transformers`` generate, on the CPU.
 
 The cheap real judge server for CI (starts in seconds from the project venv; vLLM's CPU build is
-the production-like one, see ``scripts/serve_cpu_judge.sh``). It runs a real model end to end:
+the production-like one, see ``scripts/serve/cpu_judge.sh``). It runs a real model end to end:
 ``POST /v1/chat/completions`` applies the model's chat template, generates greedily, and answers in
 the OpenAI format with ``usage`` and ``finish_reason`` (``stop``/``length``); ``GET /v1/models``
 lists the served name. Like ``vllm serve PATH``, the served model name is the model path unless
@@ -11,7 +11,7 @@ Requests are batched dynamically: whatever arrives while the model is busy (up t
 ``--max-batch``) is generated together in one left-padded ``generate`` call. Sampling is greedy
 (temperature is accepted and ignored: a judge reward runs at temperature 0).
 
-    python scripts/serve_cpu_judge.py --model PATH [--host 127.0.0.1] [--port 8000] [--max-batch 16]
+    python -m scripts.serve.cpu_judge --model PATH [--host 127.0.0.1] [--port 8000] [--max-batch 16]
 
 Prints ``READY host:port`` on stdout once the model is loaded and the port is open.
 """
@@ -148,7 +148,7 @@ def build_app(gen: Generator, served_name: str) -> web.Application:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m scripts.serve.cpu_judge", description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True, help="HF model folder")
     ap.add_argument("--served-model-name", default=None, help="default: the --model path (as vllm serve)")
     ap.add_argument("--host", default="127.0.0.1")

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Policy accuracy on GSM8K (strict and flexible), optionally graded by an LLM judge as well.
 
 The policy is reached through an OpenAI-compatible endpoint (``--base-url``/``--model``: a vLLM
@@ -33,10 +32,10 @@ again; failed requests are; the policy and judge settings must be the same, else
 SIGINT / SIGTERM stop sending requests and write the reports of what finished, marked
 ``"partial": true``. Reports are written atomically.
 
-Examples:
-    python scripts/eval_gsm8k.py --data ../shared/data/gsm8k/test.jsonl --limit 200 \\
+Examples (from the repository root):
+    python -m scripts.eval.gsm8k --data ../shared/data/gsm8k/test.jsonl --limit 200 \\
         --base-url http://127.0.0.1:8000/v1 --model policy
-    python scripts/eval_gsm8k.py --data data/gsm8k/test.parquet --vllm-offline /ckpt/hf \\
+    python -m scripts.eval.gsm8k --data data/gsm8k/test.parquet --vllm-offline /ckpt/hf \\
         --judge-base-url http://127.0.0.1:8001/v1 --judge-model judge
 Exit status: 0 ok; 2 bad input or unwritable --out; 3 every policy request failed; 4 the judge gave no
 verdict (every judge request failed or every reply was unparseable; --allow-judge-errors turns this
@@ -53,17 +52,15 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from eval_common import (  # noqa: E402
+from reward_fns import gsm8k, llm_judge
+from reward_fns.judge_client import JudgeResult, chat_completions_url
+from reward_fns.parse import parse_score
+from reward_fns.prompts import load as load_prompt
+from scripts.eval.common import (
     InputError, MISSING, PredictionLog, StopSignals, add_endpoint_args, add_offline_args, as_messages, backend_info,
     backend_settings, check_backend, fmt, generate, get_path, make_client, md_table, prepare_out_dir, pyplot, ratio,
     read_rows, request_ids, run_chats, save_fig, write_json, write_jsonl, write_text,
 )
-from reward_fns import gsm8k, llm_judge  # noqa: E402
-from reward_fns.judge_client import JudgeResult, chat_completions_url  # noqa: E402
-from reward_fns.parse import parse_score  # noqa: E402
-from reward_fns.prompts import load as load_prompt  # noqa: E402
 
 POLICY_TEMPLATE = "gsm8k_policy"
 REPLY_KEEP_CHARS = 4000
@@ -306,7 +303,7 @@ def plot_report(report: dict, out_dir: str) -> list[str]:
 
 # ----------------------------------------------------------------------------- CLI
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="eval_gsm8k.py", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m scripts.eval.gsm8k", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     g = ap.add_argument_group("data")
     g.add_argument("--data", required=True, metavar="FILE", help="GSM8K test: verl .parquet or raw .jsonl")

@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Summarise a run's JSONL metrics (verl's file logger): step count, median stage times, rewards.
 
-    python scripts/summarize_run.py outputs/verl-judge/gsm8k_rule/metrics.jsonl [more.jsonl ...]
+    python -m scripts.report.summarize_run outputs/verl-judge/gsm8k_rule/metrics.jsonl [more.jsonl ...]
         [--skip-first 1] [--json] [--require KEY ...] [--labels A B ...] [--ratio]
 
 Median of every ``timing_s/*`` key over the steps after the first ``--skip-first`` (start-up and
@@ -78,7 +77,8 @@ def ratios(sums: dict, files: list[str], labels: list[str]) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m scripts.report.summarize_run", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("files", nargs="+", help="metrics JSONL file(s)")
     ap.add_argument("--skip-first", type=int, default=1, help="steps left out of the medians (default 1)")
     ap.add_argument("--json", action="store_true", help="print JSON instead of Markdown")

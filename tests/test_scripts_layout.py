@@ -1,0 +1,81 @@
+"""The evaluator / report / benchmark / server packages under scripts/: run as ``python -m
+scripts.<group>.<name>``, no ``sys.path`` edits, one fake OpenAI server, nothing outside tests/ imports
+tests/."""
+
+from __future__ import annotations
+
+import ast
+import glob
+import os
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GROUPS = ("eval", "report", "bench", "serve")
+PACKAGE_FILES = sorted(f for g in GROUPS for f in glob.glob(os.path.join(ROOT, "scripts", g, "*.py")))
+OWN_FILES = PACKAGE_FILES + [os.path.join(ROOT, "scripts", "materialize_model.py")] + sorted(
+    glob.glob(os.path.join(ROOT, "tests", "fixtures", "eval", "*.py")))
+PRODUCT_FILES = sorted(f for d in ("scripts", "reward_fns", "data_prep")
+                       for f in glob.glob(os.path.join(ROOT, d, "**", "*.py"), recursive=True))
+#: the flat modules these packages replaced: nothing imports them any more
+OLD_MODULES = ("eval_common", "eval_judge", "eval_gsm8k", "plot_metrics", "summarize_run", "compare_evals",
+               "bench_rewards", "bench_judge_reward", "serve_cpu_judge", "judge_server", "scripted_server",
+               "make_fixtures", "stoppable")
+
+
+def _rel(path: str) -> str:
+    return os.path.relpath(path, ROOT)
+
+
+def _tree(path: str) -> ast.Module:
+    with open(path, encoding="utf-8") as f:
+        return ast.parse(f.read())
+
+
+def _imports(tree: ast.Module) -> list[str]:
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            out.append(node.module or "")
+    return out
+
+
+def test_the_groups_hold_these_modules():
+    assert {g: sorted(os.path.basename(f) for f in PACKAGE_FILES if f.split(os.sep)[-2] == g) for g in GROUPS} == {
+        "eval": ["__init__.py", "common.py", "gsm8k.py", "judge.py"],
+        "report": ["__init__.py", "compare_evals.py", "plot_metrics.py", "summarize_run.py"],
+        "bench": ["__init__.py", "judge_reward.py", "rewards.py"],
+        "serve": ["__init__.py", "cpu_judge.py", "fake_openai.py"],
+    }
+
+
+@pytest.mark.parametrize("path", OWN_FILES, ids=[_rel(p) for p in OWN_FILES])
+def test_no_sys_path_edits_and_package_imports(path):
+    tree = _tree(path)
+    edits = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "path"
+             and isinstance(n.value, ast.Name) and n.value.id == "sys"]
+    assert edits == []
+    assert [m for m in _imports(tree) if m.split(".")[0] in OLD_MODULES] == []
+
+
+@pytest.mark.parametrize("path", PRODUCT_FILES, ids=[_rel(p) for p in PRODUCT_FILES])
+def test_nothing_outside_tests_imports_tests(path):
+    assert [m for m in _imports(_tree(path)) if m.split(".")[0] in ("tests", "conftest")] == []
+
+
+@pytest.mark.parametrize("path", [
+    "scripts/eval_judge.py", "scripts/eval_gsm8k.py", "scripts/eval_common.py", "scripts/plot_metrics.py",
+    "scripts/summarize_run.py", "scripts/compare_evals.py", "scripts/bench_rewards.py", "scripts/bench_judge_reward.py",
+    "scripts/serve_cpu_judge.py", "scripts/serve_cpu_judge.sh", "tests/judge_server.py",
+    "tests/fixtures/eval/scripted_server.py",
+])
+def test_old_paths_are_gone(path):
+    assert not os.path.exists(os.path.join(ROOT, path))
+
+
+def test_one_fake_server_class():
+    tree = _tree(os.path.join(ROOT, "scripts", "serve", "fake_openai.py"))
+    servers = [n.name for n in tree.body if isinstance(n, ast.ClassDef) and n.name.endswith("Server")]
+    assert servers == ["FakeOpenAIServer"]
