@@ -47,7 +47,7 @@ from data_prep.summary import Stats
 from data_prep.text import normalize_text, require_str, stable_hash
 from data_prep.gsm8k import PRESETS, gsm8k_fields
 from data_prep.pairwise import PAIR_EXTRA, pair_builder, pair_unit, select_orders
-from data_prep.perturb import perturb, pick_style, restyle, strip_annotations
+from data_prep.perturb import perturb, pick_style, restyle, strip_annotations, truncate
 from reward_fns.gsm8k import compute_score
 from reward_fns.parse import hash_answer, normalize_number
 from reward_fns.prompts import load, neutralize
@@ -147,6 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="perturb mode: state each question's final answers in one seeded style of "
                         "data_prep.perturb.FINAL_STYLES ('The answer is 18.', 'A: 18', '\\boxed{18}', ...; mixed, "
                         "default) or keep GSM8K's '#### N' (hash)")
+    g.add_argument("--truncated-share", type=float, default=0.25, metavar="P",
+                   help="perturb mode: share of questions that also get a pointwise candidate cut off before its "
+                        "final answer (label 0, kind 'truncated'; default 0.25; pairs never use it)")
     g.add_argument("--grade-prompt", default=DEFAULT_GRADE_PROMPT, metavar="NAME.VERSION",
                    help=f"pointwise template (default {DEFAULT_GRADE_PROMPT}: reference shown, final answers compared)")
     g.add_argument("--pair-prompt", default=DEFAULT_PAIR_PROMPT, metavar="NAME.VERSION",
@@ -197,12 +200,20 @@ def run(argv: list[str] | None = None) -> dict:
                 style = pick_style(f"{args.seed}:{qid}")
                 good = restyle(good, style, random.Random(f"{args.seed}:{qid}:c"))
                 bad = restyle(bad, style, random.Random(f"{args.seed}:{qid}:w"))
-            return [
+            units = [
                 Unit(row=n, fields={"question": q, "reference": a, "response": good},
                      meta={"correct": True, "kind": "reference", "qid": qid}, key=stable_hash(q, a, "c"), query=q),
                 Unit(row=n, fields={"question": q, "reference": a, "response": bad},
                      meta={"correct": False, "kind": f"perturbed:{how}", "qid": qid}, key=stable_hash(q, a, "w"), query=q),
             ]
+            rng = random.Random(f"{args.seed}:{qid}:t")
+            if rng.random() < args.truncated_share:
+                cut = truncate(good, a, rng)
+                if cut is not None:  # a reply stopped before its final answer: wrong, whatever it computed
+                    units.append(Unit(row=n, fields={"question": q, "reference": a, "response": cut},
+                                      meta={"correct": False, "kind": "truncated", "qid": qid},
+                                      key=stable_hash(q, a, "t"), query=q))
+            return units
         q = require_str(row, "question")
         resp = require_str(row, "response", allow_empty=True)
         a = row.get("answer")
@@ -255,7 +266,7 @@ def run(argv: list[str] | None = None) -> dict:
             point_units.append(Unit(row=first.row, fields=fields, key=qid, query=first.query, weight=len(cs),
                                     meta={"qid": qid, "cands": [(c.meta["correct"], c.meta["kind"], c.row) for c in cs]}))
             good = [c for c in cs if c.meta["correct"]]
-            bad = [c for c in cs if not c.meta["correct"]]
+            bad = [c for c in cs if not c.meta["correct"] and c.meta["kind"] != "truncated"]
             rng = random.Random(f"{args.seed}:{split}:{qid}")
             rng.shuffle(good)
             rng.shuffle(bad)

@@ -70,7 +70,8 @@ def target(row: dict) -> str:
     if "response" in extra:  # pointwise
         if str(label) not in ("0", "4"):
             raise SkipRow("label_not_0_or_4")
-        cand = last_number(extra["response"])
+        # a reply cut off before its final answer states none, whatever numbers its reasoning holds
+        cand = None if extra.get("candidate") == "truncated" else last_number(extra["response"])
         same = cand is not None and reference is not None and numbers_equal(cand, reference)
         if same != (str(label) == "4"):
             raise SkipRow("rationale_mismatch")

@@ -18,6 +18,7 @@ import re
 from fractions import Fraction
 
 from reward_fns.gsm8k import compute_score
+from reward_fns.parse import hash_answer, last_number, numbers_equal
 
 ANNOTATION = re.compile(r"<<([^<>]*)=([^<>=]*)>>")
 _NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?|(?<![\w.\d])\.\d+")
@@ -261,3 +262,26 @@ def pick_style(seed: str) -> str:
     if rng.random() < 0.25:
         return "hash"
     return rng.choice([s for s, _ in FINAL_STYLES if s != "hash"])
+
+
+def truncate(solution: str, reference: str, rng: random.Random) -> str | None:
+    """``solution`` cut off before it states a final answer, as a model reply stopped by its length
+    limit reads (half of the time ending in a repeated sentence, the loop small models fall into).
+
+    The cut lies in the reasoning before the last calculation, so no final answer was reached; None
+    when the solution is too short to cut or when the text left still ends on the reference's answer.
+    """
+    body = _HASH_LINE.sub("", solution.rstrip()).rstrip()
+    lines = [ln for ln in body.split("\n") if ln.strip()]
+    if len(lines) < 2:
+        return None
+    head = "\n".join(lines[:-1])
+    if len(head) < 20:
+        return None
+    cut = head.rfind(" ", 0, int(len(head) * rng.uniform(0.4, 1.0)))
+    text = head[:cut] if cut > 10 else head
+    if rng.random() < 0.5:
+        sentences = [s for s in re.split(r"(?<=[.!?])\s+|\n", text) if s.strip()]
+        if sentences:
+            text = text + ("\n" + sentences[-1].strip()) * rng.randint(3, 8)
+    return None if numbers_equal(last_number(text), hash_answer(reference)) else text
