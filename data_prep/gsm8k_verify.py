@@ -147,9 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="perturb mode: state each question's final answers in one seeded style of "
                         "data_prep.perturb.FINAL_STYLES ('The answer is 18.', 'A: 18', '\\boxed{18}', ...; mixed, "
                         "default) or keep GSM8K's '#### N' (hash)")
-    g.add_argument("--truncated-share", type=float, default=0.25, metavar="P",
+    g.add_argument("--truncated-share", type=float, default=0.0, metavar="P",
                    help="perturb mode: share of questions that also get a pointwise candidate cut off before its "
-                        "final answer (label 0, kind 'truncated'; default 0.25; pairs never use it)")
+                        "final answer (label 0, kind 'truncated'; pairs never use it). Default 0: measured on one "
+                        "H100, 0.25 did not lower the false positives on real SmolLM2 replies (docs/results)")
     g.add_argument("--grade-prompt", default=DEFAULT_GRADE_PROMPT, metavar="NAME.VERSION",
                    help=f"pointwise template (default {DEFAULT_GRADE_PROMPT}: reference shown, final answers compared)")
     g.add_argument("--pair-prompt", default=DEFAULT_PAIR_PROMPT, metavar="NAME.VERSION",
@@ -207,6 +208,8 @@ def run(argv: list[str] | None = None) -> dict:
                      meta={"correct": False, "kind": f"perturbed:{how}", "qid": qid}, key=stable_hash(q, a, "w"), query=q),
             ]
             rng = random.Random(f"{args.seed}:{qid}:t")
+            if not 0.0 <= args.truncated_share <= 1.0:
+                raise DataError(f"--truncated-share must be in [0, 1], got {args.truncated_share}")
             if rng.random() < args.truncated_share:
                 cut = truncate(good, a, rng)
                 if cut is not None:  # a reply stopped before its final answer: wrong, whatever it computed
