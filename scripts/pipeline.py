@@ -14,7 +14,7 @@ Judge tasks (all on GSM8K verification data from ``data_prep.gsm8k_verify``):
 Stages (each prints its output; a stage whose ``.done`` marker exists is skipped, so a rerun resumes):
 
 1. ``data``        verification parquet (train / test) and the SFT parquet (``data_prep.judge_sft``)
-2. ``eval_before`` ``scripts/eval_judge.py`` on the held-out test rows with the start model
+2. ``eval_before`` ``python -m scripts.eval.judge`` on the held-out test rows with the start model
 3. ``sft``         verl's SFT trainer (``torchrun -m verl.trainer.sft_trainer``), HF folder saved
 4. ``eval_sft``    the warm-started judge on the same rows
 5. ``grpo``        ``python -m scripts.train`` with the recipe config, from the SFT model
@@ -24,7 +24,7 @@ Stages (each prints its output; a stage whose ``.done`` marker exists is skipped
 ``judge_to_reward`` adds 9. ``policy``: recipes/gsm8k_local_judge with the trained judge as the reward.
 
 Paths and machine settings come from the environment: ``MODEL`` (start model; default the offline
-SmolLM2-135M-Instruct from ``scripts/materialize_model.py``), ``GSM8K_DIR`` (train.jsonl / test.jsonl;
+SmolLM2-135M-Instruct from ``python -m data_prep.model``), ``GSM8K_DIR`` (train.jsonl / test.jsonl;
 default ``../shared/data/gsm8k`` when present, else the HF hub), ``PYTHON`` (interpreter, default
 this one), ``N_GPUS`` (default 1).
 """
@@ -108,7 +108,7 @@ class Pipeline:
     def model(self) -> str:
         if os.environ.get("MODEL"):
             return os.environ["MODEL"]
-        out = subprocess.run([self.py, os.path.join(ROOT, "scripts", "materialize_model.py")], cwd=ROOT, env=self.env,
+        out = subprocess.run([self.py, "-m", "data_prep.model"], cwd=ROOT, env=self.env,
                              capture_output=True, text=True, check=True)
         return out.stdout.strip().splitlines()[-1]
 
@@ -151,13 +151,19 @@ class Pipeline:
                f"trainer.experiment_name={a.task}-sft", "trainer.logger=[console,file]", "trainer.save_freq=-1",
                "trainer.resume_mode=disable", "checkpoint.save_contents=[model,hf_model]",
                f"trainer.n_gpus_per_node={self.n_gpus}", *self.sdpa("model"), *a.sft_override]
+        if a.sft_steps > 0:
+            cmd.append(f"trainer.total_training_steps={a.sft_steps}")
         env = dict(self.env, VERL_FILE_LOGGER_PATH=self.path("sft_metrics.jsonl"))
         self.sh(cmd, self.path("logs", "sft.log"), env)
 
     def sdpa(self, model_key: str) -> list[str]:
         """Overrides for a machine without flash-attn (``--no-flash-attn``): torch SDPA, no remove-padding."""
         if not self.args.no_flash_attn:
-            return []
+            try:
+                import flash_attn  # noqa: F401
+                return []
+            except ImportError:
+                say("flash-attn is not importable: torch SDPA attention, no remove-padding")
         return [f"{model_key}.use_remove_padding=False", f"+{model_key}.override_config.attn_implementation=sdpa"]
 
     def sft_model(self) -> str:
@@ -308,21 +314,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sft", action=argparse.BooleanOptionalAction, default=True, help="warm start with SFT (default on)")
     p.add_argument("--sft-rows", type=int, default=4000, help="SFT rows (default 4000)")
     p.add_argument("--sft-epochs", type=int, default=1)
+    p.add_argument("--sft-steps", type=int, default=40, help="SFT optimizer steps (0 = the whole epoch; default 40)")
     p.add_argument("--sft-batch", type=int, default=32)
     p.add_argument("--sft-lr", type=float, default=2e-5)
     p.add_argument("--sft-override", action="append", default=[], metavar="KEY=VALUE", help="extra SFT trainer override")
-    p.add_argument("--grpo-steps", type=int, default=30, help="GRPO steps after the warm start (0 = none)")
+    p.add_argument("--grpo-steps", type=int, default=None,
+                   help="GRPO steps after the warm start (0 = none; default 30, judge_to_reward: 0)")
     p.add_argument("--pair-groups", choices=("true", "false"), default="true",
                    help="pairwise: both orders of a pair in one GRPO group (default true)")
-    p.add_argument("--policy-steps", type=int, default=5, help="judge_to_reward: policy GRPO steps")
+    p.add_argument("--policy-steps", type=int, default=6, help="judge_to_reward: policy GRPO steps (default 6)")
     p.add_argument("--policy-override", action="append", default=[], metavar="KEY=VALUE",
                    help="judge_to_reward: Hydra override of the policy stage (the positional overrides go to the judge)")
     p.add_argument("--max-prompt-length", type=int, default=1280)
     p.add_argument("--max-response-length", type=int, default=128)
-    p.add_argument("--eval-pairs", type=int, default=300, help="held-out pairs (pointwise: 2x rows) evaluated")
+    p.add_argument("--eval-pairs", type=int, default=None,
+                   help="held-out pairs (pointwise: 2x rows) evaluated (default 300, judge_to_reward: 100)")
     p.add_argument("--eval-gpu-mem", type=float, default=0.15)
     p.add_argument("--eval-kv-cache-gb", type=float, default=None, help="fixed vLLM KV cache of the evaluator (GPU shared)")
-    p.add_argument("--no-flash-attn", action="store_true", help="torch SDPA attention, no remove-padding (no flash-attn)")
+    p.add_argument("--no-flash-attn", action="store_true",
+                   help="torch SDPA attention, no remove-padding (also chosen when flash_attn is not importable)")
     p.add_argument("--skip-eval", action="store_true", help="no evaluation stage at all")
     p.add_argument("--eval-before", action=argparse.BooleanOptionalAction, default=True,
                    help="evaluate the start model (default on)")
@@ -335,6 +345,11 @@ def main(argv: list[str] | None = None) -> int:
     bad = [o for o in overrides if "=" not in o or o.startswith("-")]
     if bad:
         build_parser().error(f"unrecognized arguments: {' '.join(bad)} (extra arguments are Hydra overrides KEY=VALUE)")
+    j2r = args.workflow == "judge_to_reward"
+    if args.grpo_steps is None:
+        args.grpo_steps = 0 if j2r else 30
+    if args.eval_pairs is None:
+        args.eval_pairs = 100 if j2r else 300
     if args.workflow == "judge_to_reward":
         if args.task != "pointwise":
             build_parser().error("judge_to_reward trains the pointwise judge the llm_judge reward asks (--task pointwise)")
