@@ -1,0 +1,148 @@
+"""scripts/pipeline.py on CPU: stage order, the exact commands handed to verl, resume, failures.
+
+The GPU steps (verl's SFT trainer, ``scripts.train``, ``verl.model_merger``, the vLLM evaluator) are
+replaced by a fake interpreter that records its arguments and writes what the real step writes;
+data preparation runs for real on a small GSM8K fixture.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from reward_fns.parse import hash_answer, normalize_number
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GSM8K = os.path.join(ROOT, "tests", "fixtures", "data_prep", "gsm8k.jsonl")
+
+FAKE = textwrap.dedent("""\
+    #!{python}
+    import json, os, sys
+    args = sys.argv[1:]
+    with open(os.environ["FAKE_LOG"], "a") as f:
+        f.write(json.dumps(args) + "\\n")
+    mod = args[1] if args[:1] == ["-m"] else None
+    def val(flag):
+        return args[args.index(flag) + 1]
+    def over(key):
+        return next(a.split("=", 1)[1] for a in args if a.startswith(key + "="))
+    if mod == "torch.distributed.run":
+        os.makedirs(os.path.join(over("trainer.default_local_dir"), "global_step_40", "huggingface"))
+    elif mod == "scripts.train":
+        steps = int(over("trainer.total_training_steps"))
+        os.makedirs(os.path.join(over("trainer.default_local_dir"), f"global_step_{{steps}}", "actor"))
+        if os.environ.get("FAKE_FAIL") == "grpo":
+            sys.exit(7)
+    elif mod == "verl.model_merger":
+        os.makedirs(val("--target_dir"))
+    elif mod == "scripts.eval.judge":
+        out = val("--out")
+        os.makedirs(out, exist_ok=True)
+        n = {{"eval_before": 0.0, "eval_sft": 0.9, "eval_after": 0.95}}[os.path.basename(out)]
+        json.dump({{"overall": {{"balanced_accuracy": n, "precision": n, "recall": n, "specificity": n,
+                                "parse_fail_rate": 1.0 - n, "exact": n, "n": 8}}}}, open(os.path.join(out, "report.json"), "w"))
+        if os.path.basename(out) == "eval_before":
+            sys.exit(4)  # an untrained judge measures nothing: the pipeline goes on
+    else:
+        os.execv({python!r}, [{python!r}] + args)
+    """)
+
+
+@pytest.fixture()
+def fake(tmp_path):
+    py = tmp_path / "python"
+    py.write_text(FAKE.format(python=sys.executable))
+    py.chmod(0o755)
+    gsm = tmp_path / "gsm8k"
+    gsm.mkdir()
+    rows = []
+    for line in open(GSM8K):  # the fixture also holds malformed rows, on purpose: keep the valid ones
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("question"), str) and normalize_number(hash_answer(row.get("answer"))) is not None:
+            rows.append(row)
+    for split in ("train", "test"):
+        with open(gsm / f"{split}.jsonl", "w") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
+    env = dict(os.environ, PYTHON=str(py), FAKE_LOG=str(tmp_path / "calls.jsonl"), GSM8K_DIR=str(gsm),
+               MODEL=os.environ.get("VERL_JUDGE_MODEL", ""), RAY_ADDRESS="127.0.0.1:1")
+    return tmp_path, env
+
+
+def run(env, *args):
+    return subprocess.run([sys.executable, "-m", "scripts.pipeline", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def calls(tmp):
+    path = tmp / "calls.jsonl"
+    return [json.loads(line) for line in open(path)] if path.exists() else []
+
+
+def modules(tmp):
+    return [c[1] for c in calls(tmp) if c[:1] == ["-m"]]
+
+
+@pytest.mark.skipif(not os.environ.get("VERL_JUDGE_MODEL"), reason="needs the materialised test model (scripts/test.sh)")
+def test_judge_pipeline_stages_commands_and_resume(fake):
+    tmp, env = fake
+    out = tmp / "run"
+    r = run(env, "judge", "--task", "pairwise_ref", "--out", str(out), "--grpo-steps", "3", "--eval-pairs", "2",
+            "actor_rollout_ref.rollout.n=2")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert modules(tmp) == ["data_prep.gsm8k_verify", "data_prep.judge_sft", "scripts.eval.judge", "torch.distributed.run",
+                            "scripts.eval.judge", "scripts.train", "verl.model_merger", "scripts.eval.judge"]
+    by = {c[1]: c for c in calls(tmp) if c[:1] == ["-m"]}
+    sft = by["torch.distributed.run"]
+    assert "-m" in sft[2:] and "verl.trainer.sft_trainer" in sft
+    assert "trainer.total_training_steps=40" in sft and "checkpoint.save_contents=[model,hf_model]" in sft
+    grpo = by["scripts.train"]
+    assert grpo[grpo.index("--config-path") + 1] == os.path.join(ROOT, "recipes", "judge_pairwise")
+    assert f"actor_rollout_ref.model.path={out}/sft/global_step_40/huggingface" in grpo  # GRPO starts from the SFT model
+    assert "verl_judge.pair_groups=true" in grpo and "trainer.total_training_steps=3" in grpo
+    assert grpo[-1] == "actor_rollout_ref.rollout.n=2"  # the user's override comes last and wins
+    assert by["verl.model_merger"][by["verl.model_merger"].index("--local_dir") + 1] == f"{out}/grpo/global_step_3/actor"
+    assert "--pairs" in by["scripts.eval.judge"]
+    compare = (out / "compare.md").read_text()
+    assert "| eval_before |" in compare and "| eval_after |" in compare
+    assert "exit 4, output written: continuing" in r.stdout
+    for stage in ("data", "eval_before", "sft", "eval_sft", "grpo", "merge", "eval_after"):
+        assert (out / f".{stage}.done").exists(), stage
+    # a second run resumes: every stage is skipped, nothing is run again
+    (tmp / "calls.jsonl").unlink()
+    r = run(env, "judge", "--task", "pairwise_ref", "--out", str(out), "--grpo-steps", "3", "--eval-pairs", "2")
+    assert r.returncode == 0 and modules(tmp) == [] and r.stdout.count("skipped") == 7
+
+
+@pytest.mark.skipif(not os.environ.get("VERL_JUDGE_MODEL"), reason="needs the materialised test model (scripts/test.sh)")
+def test_failed_stage_stops_and_is_not_marked_done(fake):
+    tmp, env = fake
+    out = tmp / "run"
+    env["FAKE_FAIL"] = "grpo"
+    r = run(env, "judge", "--task", "pointwise", "--out", str(out), "--grpo-steps", "2", "--eval-pairs", "2",
+            "--no-eval-before")
+    assert r.returncode != 0 and "stage failed (exit 7)" in r.stdout + r.stderr
+    assert (out / ".sft.done").exists() and not (out / ".grpo.done").exists() and not (out / ".merge.done").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["judge", "--out", "x", "not-an-override"], "unrecognized arguments: not-an-override"),
+    (["judge_to_reward", "--task", "pairwise", "--out", "x"], "judge_to_reward trains the pointwise judge"),
+    (["judge", "--task", "nope", "--out", "x"], "invalid choice: 'nope'"),
+])
+def test_bad_arguments(args, message):
+    r = subprocess.run([sys.executable, "-m", "scripts.pipeline", *args], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 2 and message in r.stderr
+
+
+def test_help():
+    r = subprocess.run([sys.executable, "-m", "scripts.pipeline", "--help"], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0 and "--sft-steps" in r.stdout and "judge_to_reward" in r.stdout
