@@ -172,12 +172,10 @@ def perturb(answer: str, seed: str | int) -> tuple[str, str] | None:
                 if _is_wrong(cand, answer):
                     return cand, kind
     # no usable calculation: change the number after '####' (and the same number just before it)
-    idx = answer.rfind("####")
-    if idx < 0:
-        return None
-    m = _NUMBER.search(answer, idx)
+    m = _final_number(answer)
     if m is None:
         return None
+    idx = answer.rfind("####")
     old = to_fraction(m.group(0))
     for new in _delta_values(old, rng):
         body = _subst_last(answer[:idx], old, new)
@@ -185,6 +183,12 @@ def perturb(answer: str, seed: str | int) -> tuple[str, str] | None:
         if _is_wrong(cand, answer):
             return cand, "final_line"
     return None
+
+
+def _final_number(solution: str) -> re.Match | None:
+    """The first number after the last ``####`` of ``solution`` (GSM8K's final answer), or None."""
+    idx = solution.rfind("####")
+    return None if idx < 0 else _NUMBER.search(solution, idx)
 
 
 def _subst_last(text: str, old: Fraction, new: Fraction) -> str:
@@ -243,10 +247,7 @@ def restyle(solution: str, style: str, rng: random.Random) -> str:
     templates = dict(FINAL_STYLES)
     if style not in templates:
         raise ValueError(f"unknown final-answer style {style!r}; known: {[s for s, _ in FINAL_STYLES]}")
-    idx = solution.rfind("####")
-    if idx < 0:
-        return solution
-    m = _NUMBER.search(solution, idx)
+    m = _final_number(solution)
     if m is None:
         return solution
     final = templates[style].format(n=number_variant(m.group(0), rng))
