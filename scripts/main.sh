@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # The README's main job, for a fresh machine.
 #
-#   bash scripts/main.sh [hydra overrides...]
+#   bash scripts/main.sh [arguments...]
 #
-# * With a GPU (nvidia-smi works): the judge_to_reward pipeline at tiny scale with offline defaults:
-#   SmolLM2-135M-Instruct as judge and policy (materialised offline), GSM8K from local files when
-#   GSM8K_DIR is set or ../shared/data/gsm8k exists (else the HF hub); JUDGE_STEPS=10, POLICY_STEPS=5
-#   unless set. Outputs under outputs/judge_to_reward/ (printed per stage). Resumable: run it again.
+# * With a GPU (nvidia-smi works): `python -m scripts.pipeline judge_to_reward --out outputs/main` with
+#   offline defaults: SmolLM2-135M-Instruct as judge and policy (materialised offline), GSM8K from local
+#   files when GSM8K_DIR is set or ../shared/data/gsm8k exists (else the HF hub). Outputs under
+#   outputs/main/ (printed per stage). Resumable: run it again. Arguments go to the pipeline
+#   (python -m scripts.pipeline --help).
 # * Without a GPU: DRY_RUN=1 of every recipe (data built, config validated against verl's schema),
-#   then a clear note that training needs a GPU. Exit 0 when every dry run passes.
-# Every recipe knob (MODEL, N_GPUS, NO_FLASH_ATTN, PYTHON, ...) may be set in the environment.
+#   then a clear note that training needs a GPU. Exit 0 when every dry run passes. Arguments are
+#   Hydra overrides given to every recipe.
+# The launcher's environment variables (MODEL, N_GPUS, PYTHON, ...: python -m scripts.launch --knobs)
+# may be set.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -23,9 +26,7 @@ echo "[main] interpreter: $PYTHON"
 echo "[main] GSM8K: ${GSM8K_DIR:-HF hub (openai/gsm8k)}"
 
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-  export JUDGE_STEPS=${JUDGE_STEPS:-10} POLICY_STEPS=${POLICY_STEPS:-5}
-  echo "[main] GPU found: judge_to_reward at tiny scale (JUDGE_STEPS=$JUDGE_STEPS, POLICY_STEPS=$POLICY_STEPS)"
-  exec bash recipes/judge_to_reward/run.sh "$@"
+  exec "$PYTHON" -m scripts.pipeline judge_to_reward --out outputs/main "$@"
 fi
 
 echo "[main] no GPU (nvidia-smi fails): dry-running every recipe (config checked against verl's schema)"

@@ -1,26 +1,34 @@
 #!/usr/bin/env python3
-"""Check a list of Hydra overrides against verl 0.9.1's own ``ppo_trainer`` schema, on CPU.
+"""Check a recipe config (or bare Hydra overrides) against verl 0.9.1's own ``ppo_trainer`` schema, on CPU.
 
-Composes ``verl/trainer/config/ppo_trainer.yaml`` from the *installed* verl with the Hydra compose
-API (exactly what ``python -m verl.trainer.main_ppo`` does), then fails with a clear message on:
+Composes, with the Hydra compose API and the *installed* verl, either a recipe's
+``recipes/<recipe>/config.yaml`` (``defaults: [ppo_trainer, base, _self_]``, the search path
+``scripts/train.py`` uses) or verl's bare ``ppo_trainer.yaml``, applies the overrides, then fails
+with a clear message on:
 
-* a key verl does not define (Hydra struct error: a typo is never silently ignored);
+* a key verl does not define: in an override (Hydra struct error) or in the recipe's YAML files
+  (only ``verl_judge.*`` keys declared in ``recipes/base.yaml`` and the additions below may be new);
 * a ``+key`` / ``++key`` addition outside the allowlist ``ALLOWED_ADDITIONS`` (e.g.
   ``+actor_rollout_ref.model.override_config.*``, ``+reward.custom_reward_function.reward_kwargs.*``)
   and any ``~key`` deletion;
 * any legacy top-level reward key (``reward_model.*``, ``custom_reward_function.*``,
   ``sandbox_fusion.*``): verl 0.9.1 reads reward settings under ``reward.*`` only;
+* a value out of range (``VALUE_RULES``): GPU / node counts, batch sizes and ``rollout.n`` must be
+  integers >= 1, ``gpu_memory_utilization`` in (0, 1], temperatures >= 0, the learning rate > 0;
 * files that do not exist: model path, data files, judge model path, reward function file (or a
   ``pkg://`` module that cannot be found) and the function name inside it;
 
-then runs verl's own ``validate_config`` and instantiates the config dataclasses that build on CPU
-(algorithm, rollout, model, reward model, sandbox) and checks the reward manager is registered.
+then runs verl's own ``validate_config``, instantiates the config dataclasses that build on CPU
+(algorithm, rollout, model, reward model, sandbox), checks the reward manager is registered and
+refuses a colocated judge on verl's V1 trainer.
 
-    python scripts/verl_config.py [--paths error|warn|off] [--overrides-file F] OVERRIDE ...
-    python scripts/verl_config.py --show trainer.logger data.train_files OVERRIDE ...
+    python -m scripts.verl_config --recipe judge_pointwise data.train_files=a.parquet ...
+    python -m scripts.verl_config [--paths error|warn|off] [--overrides-file F] OVERRIDE ...
+    python -m scripts.verl_config --show trainer.logger data.train_files OVERRIDE ...
 
 Exit 0 and ``CONFIG OK`` when valid; exit 1 with one ``CONFIG ERROR: ...`` line per problem.
-Python API: ``check(overrides) -> DictConfig`` (raises ``ConfigError``), ``compose(overrides)``.
+Python API: ``check(overrides, recipe=None) -> DictConfig`` (raises ``ConfigError``),
+``compose(overrides, recipe=None)``, ``value_errors(cfg)``.
 """
 
 from __future__ import annotations
@@ -29,9 +37,11 @@ import argparse
 import ast
 import contextlib
 import fnmatch
+import functools
 import importlib.util
 import io
 import json
+import math
 import os
 import re
 import sys
@@ -39,6 +49,11 @@ import warnings
 from typing import Iterable, Sequence
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RECIPES = os.path.join(ROOT, "recipes")
+#: Where a recipe's ``defaults`` are found: verl's config package, then recipes/ (scripts/train.py adds the same).
+SEARCH_PATH = f"hydra.searchpath=[pkg://verl.trainer.config,file://{RECIPES}]"
+#: The project's own section of a recipe config (read by scripts/train_hooks.py and scripts/launch.py).
+PROJECT_SECTION = "verl_judge"
 
 # Keys that may be *added* with `+key=value` (verl reads them but its yaml does not declare them).
 ALLOWED_ADDITIONS: tuple[str, ...] = (
@@ -62,6 +77,31 @@ ALLOWED_ADDITIONS: tuple[str, ...] = (
 )
 
 LEGACY_TOP_LEVEL = ("reward_model", "custom_reward_function", "sandbox_fusion")
+
+# Value ranges verl does not check itself (a negative GPU count or temperature, a memory share of 1.5
+# would otherwise start a run). (key, kind, None allowed, keys that must all be true for the rule to apply)
+COUNT, FRACTION, NON_NEGATIVE, POSITIVE = "count", "fraction", "non_negative", "positive"
+REQUIREMENT = {COUNT: "an integer >= 1", FRACTION: "a number in (0, 1]", NON_NEGATIVE: "a number >= 0",
+               POSITIVE: "a number > 0"}
+_RM, _POOL = "reward.reward_model.enable", "reward.reward_model.enable_resource_pool"
+VALUE_RULES: tuple[tuple[str, str, bool, tuple[str, ...]], ...] = (
+    ("trainer.n_gpus_per_node", COUNT, False, ()),
+    ("trainer.nnodes", COUNT, False, ()),
+    ("reward.reward_model.n_gpus_per_node", COUNT, False, (_RM, _POOL)),
+    ("reward.reward_model.nnodes", COUNT, False, (_RM, _POOL)),
+    ("actor_rollout_ref.rollout.gpu_memory_utilization", FRACTION, False, ()),
+    ("reward.reward_model.rollout.gpu_memory_utilization", FRACTION, False, (_RM,)),
+    ("actor_rollout_ref.rollout.temperature", NON_NEGATIVE, False, ()),
+    ("actor_rollout_ref.rollout.val_kwargs.temperature", NON_NEGATIVE, False, ()),
+    ("actor_rollout_ref.actor.optim.lr", POSITIVE, False, ()),
+    ("data.train_batch_size", COUNT, False, ()),
+    ("data.val_batch_size", COUNT, True, ()),
+    ("actor_rollout_ref.actor.ppo_mini_batch_size", COUNT, False, ()),
+    ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", COUNT, True, ()),
+    ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", COUNT, True, ()),
+    ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", COUNT, True, ()),
+    ("actor_rollout_ref.rollout.n", COUNT, False, ()),
+)
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _REMOTE = ("hdfs://", "s3://", "gs://", "http://", "https://")
 
@@ -125,16 +165,29 @@ def _quiet():
             yield buf_out
 
 
-def compose(overrides: Sequence[str]):
-    """verl's ``ppo_trainer`` config with the overrides applied (struct mode: unknown keys raise)."""
+def recipe_dir(recipe: str) -> str:
+    """A recipe name (``recipes/<name>``) or a folder, as the absolute folder holding its config.yaml."""
+    d = os.path.abspath(recipe if os.sep in recipe or os.path.isdir(recipe) else os.path.join(RECIPES, recipe))
+    if not os.path.isfile(os.path.join(d, "config.yaml")):
+        raise ConfigError([f"recipe '{recipe}': no config.yaml in {d}"])
+    return d
+
+
+def compose(overrides: Sequence[str], recipe: str | None = None):
+    """The recipe's config (``recipes/<recipe>/config.yaml``) or, without a recipe, verl's bare
+    ``ppo_trainer`` config, with the overrides applied (struct mode: unknown keys raise)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
+    if recipe is None:
+        config_dir, name, extra = verl_config_dir(), "ppo_trainer", []
+    else:
+        config_dir, name, extra = recipe_dir(recipe), "config", [SEARCH_PATH]
     GlobalHydra.instance().clear()
     try:
-        with initialize_config_dir(config_dir=verl_config_dir(), version_base=None):
-            return hydra_compose(config_name="ppo_trainer", overrides=list(overrides))
+        with initialize_config_dir(config_dir=config_dir, version_base=None):
+            return hydra_compose(config_name=name, overrides=[*extra, *overrides])
     except ConfigError:
         raise
     except Exception as e:
@@ -145,6 +198,81 @@ def compose(overrides: Sequence[str]):
         raise ConfigError([msg]) from None
     finally:
         GlobalHydra.instance().clear()
+
+
+def leaf_keys(node, prefix: str = "") -> list[str]:
+    """Dotted paths of the leaves of a config (an empty mapping counts as a leaf), unresolved."""
+    from omegaconf import OmegaConf
+
+    data = OmegaConf.to_container(node, resolve=False) if OmegaConf.is_config(node) else node
+    out = []
+    for k, v in data.items():
+        path = f"{prefix}{k}"
+        if isinstance(v, dict) and v:
+            out += leaf_keys(v, path + ".")
+        else:
+            out.append(path)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def schema_keys() -> frozenset:
+    """Every key of verl's ppo_trainer config plus the ``verl_judge`` keys recipes/base.yaml declares."""
+    from omegaconf import OmegaConf
+
+    keys = set(leaf_keys(compose([])))
+    base = OmegaConf.load(os.path.join(RECIPES, "base.yaml"))
+    keys |= {f"{PROJECT_SECTION}.{k}" for k in leaf_keys(base.get(PROJECT_SECTION) or {})}
+    return frozenset(keys)
+
+
+def unknown_recipe_keys(cfg, recipe: str, allowed: Iterable[str] = ALLOWED_ADDITIONS) -> list[str]:
+    """Keys a recipe's YAML files add that neither verl nor recipes/base.yaml define (typos)."""
+    known, allowed = schema_keys(), tuple(allowed)
+    errors = []
+    for key in leaf_keys(cfg):
+        if key in known:
+            continue
+        if any(fnmatch.fnmatchcase(key, pat) or fnmatch.fnmatchcase(key, pat + ".*") for pat in allowed):
+            continue
+        errors.append(
+            f"unknown key '{key}' in recipe '{recipe}' ({os.path.relpath(recipe_dir(recipe), ROOT)}/config.yaml or "
+            f"recipes/base.yaml): neither verl's ppo_trainer schema nor base.yaml's {PROJECT_SECTION} section defines it "
+            "(check the spelling)"
+        )
+    return errors
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def value_errors(cfg) -> list[str]:
+    """Values out of range (``VALUE_RULES``), one message per setting, naming the key and the value."""
+    from omegaconf import OmegaConf
+
+    missing = object()
+    errors = []
+    for key, kind, optional, when in VALUE_RULES:
+        if not all(OmegaConf.select(cfg, w, default=None) is True for w in when):
+            continue
+        try:
+            v = OmegaConf.select(cfg, key, default=missing)
+        except Exception:  # an interpolation that does not resolve: verl's own checks report it
+            continue
+        if v is missing or (v is None and optional):
+            continue
+        if kind == COUNT:
+            ok = isinstance(v, int) and not isinstance(v, bool) and v >= 1
+        elif kind == FRACTION:
+            ok = _number(v) and 0 < v <= 1
+        elif kind == NON_NEGATIVE:
+            ok = _number(v) and v >= 0
+        else:
+            ok = _number(v) and v > 0
+        if not ok:
+            errors.append(f"{key}={v!r}: must be {REQUIREMENT[kind]}")
+    return errors
 
 
 # ---------------------------------------------------------------------------------------------- paths
@@ -182,11 +310,17 @@ def _defines(py_file: str, name: str) -> bool:
 
 
 def resolve_module_file(module_path: str) -> str | None:
-    """File behind a verl module path (``pkg://a.b``, ``pkg://a/b``, ``file://x.py`` or ``x.py``)."""
+    """File behind a verl module path (``pkg://a.b``, ``pkg://a/b``, ``file://x.py`` or ``x.py``).
+
+    ``pkg://`` modules are looked up as verl's workers import them, with the repository root first on
+    their path: a file under the repository, else whatever this interpreter finds (nothing is imported
+    from the repository)."""
     if module_path.startswith("pkg://"):
         mod = module_path[len("pkg://") :].replace("/", ".")
-        if ROOT not in sys.path:
-            sys.path.insert(0, ROOT)
+        rel = os.path.join(*mod.split("."))
+        for f in (rel + ".py", os.path.join(rel, "__init__.py")):
+            if os.path.isfile(os.path.join(ROOT, f)):
+                return os.path.join(ROOT, f)
         try:
             spec = importlib.util.find_spec(mod)
         except (ImportError, ValueError):
@@ -345,13 +479,17 @@ def check(
     paths: str = "error",
     allowed: Iterable[str] = ALLOWED_ADDITIONS,
     notes: list | None = None,
+    recipe: str | None = None,
 ):
-    """Compose + validate; returns the composed DictConfig or raises ConfigError (all problems at once)."""
+    """Compose (the recipe's config, or verl's bare ppo_trainer) + validate; returns the composed
+    DictConfig or raises ConfigError (all problems of a stage at once)."""
     errors = check_override_keys(overrides, allowed)
     if errors:
         raise ConfigError(errors)
-    cfg = compose(overrides)
-    errors = []
+    cfg = compose(overrides, recipe)
+    errors = unknown_recipe_keys(cfg, recipe, allowed) if recipe is not None else []
+    values = value_errors(cfg)
+    errors += values
     if paths != "off":
         perr, pnotes = check_paths(cfg)
         if paths == "error":
@@ -360,7 +498,8 @@ def check(
             pnotes = [f"(not fatal, --paths {paths}) {e}" for e in perr] + pnotes
         if notes is not None:
             notes.extend(pnotes)
-    errors += verl_checks(cfg)
+    if not values:  # verl's own checks may crash on such values (n_gpus_per_node=0: ZeroDivisionError)
+        errors += verl_checks(cfg)
     if errors:
         raise ConfigError(errors)
     return cfg
@@ -372,7 +511,9 @@ def main(argv=None) -> int:
         epilog="Allowed '+' additions: " + ", ".join(ALLOWED_ADDITIONS),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    ap.add_argument("overrides", nargs="*", help="Hydra overrides, as given to verl.trainer.main_ppo")
+    ap.add_argument("overrides", nargs="*", help="Hydra overrides, as given to python -m scripts.train / verl.trainer.main_ppo")
+    ap.add_argument("--recipe", help="check recipes/<RECIPE>/config.yaml (name or folder) with the overrides; "
+                                     "without it: verl's bare ppo_trainer config")
     ap.add_argument("--overrides-file", action="append", default=[], help="file with one override per line (# comments)")
     ap.add_argument(
         "--paths",
@@ -390,7 +531,8 @@ def main(argv=None) -> int:
         overrides += [ln.strip() for ln in open(f, encoding="utf-8") if ln.strip() and not ln.lstrip().startswith("#")]
     notes: list[str] = []
     try:
-        cfg = check(overrides, paths=args.paths, allowed=ALLOWED_ADDITIONS + tuple(args.allow), notes=notes)
+        cfg = check(overrides, paths=args.paths, allowed=ALLOWED_ADDITIONS + tuple(args.allow), notes=notes,
+                    recipe=args.recipe)
     except ConfigError as e:
         for msg in e.errors:
             print(f"CONFIG ERROR: {msg}", file=sys.stderr)
@@ -406,7 +548,8 @@ def main(argv=None) -> int:
             val = OmegaConf.to_container(val, resolve=False)
         print(f"{key} = {val}")
     if not args.quiet:
-        print(f"CONFIG OK: {len(overrides)} overrides compose and validate against verl's ppo_trainer schema")
+        what = f"recipe {args.recipe} with {len(overrides)} overrides" if args.recipe else f"{len(overrides)} overrides"
+        print(f"CONFIG OK: {what} compose and validate against verl's ppo_trainer schema")
     return 0
 
 

@@ -1,22 +1,25 @@
-"""scripts/verl_config.py: our overrides against verl 0.9.1's own ppo_trainer schema (CPU).
+"""scripts/verl_config.py: overrides and recipe configs against verl 0.9.1's own ppo_trainer schema (CPU).
 
 Table-driven: a known-good override set passes (and really lands in the composed config); each bad
 case (typo key, legacy top-level reward keys, '+' additions outside the allowlist, deletions, missing
-files, unknown reward manager, verl's own validate_config) fails with the expected message.
+files, values out of range, unknown reward manager, verl's own validate_config) fails with the
+expected message. Recipe configs: every recipe composes; a key a recipe's YAML adds that neither verl
+nor recipes/base.yaml defines is an error naming it.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from scripts import verl_config
 
-import verl_config  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RECIPES = ["judge_pointwise", "judge_pairwise", "gsm8k_rule", "gsm8k_api_judge", "gsm8k_local_judge"]
 
 pytest.importorskip("verl")
 
@@ -159,6 +162,46 @@ BAD = {
     "verl_validate_config": (lambda g: g + ["actor_rollout_ref.rollout.log_prob_micro_batch_size=8"],
                              "verl validate_config"),
     "bad_override_syntax": (lambda g: g + ["trainer.logger=[console"], "cannot parse overrides"),
+    # values verl does not check itself: each passed as "CONFIG OK" (or crashed verl) before
+    "n_gpus_negative": (lambda g: replace(g, "trainer.n_gpus_per_node", "trainer.n_gpus_per_node=-1"),
+                        "trainer.n_gpus_per_node=-1: must be an integer >= 1"),
+    "n_gpus_zero": (lambda g: replace(g, "trainer.n_gpus_per_node", "trainer.n_gpus_per_node=0"),
+                    "trainer.n_gpus_per_node=0: must be an integer >= 1"),
+    "n_gpus_fraction": (lambda g: replace(g, "trainer.n_gpus_per_node", "trainer.n_gpus_per_node=1.5"),
+                        "trainer.n_gpus_per_node=1.5: must be an integer >= 1"),
+    "nnodes_zero": (lambda g: replace(g, "trainer.nnodes", "trainer.nnodes=0"), "trainer.nnodes=0: must be an integer >= 1"),
+    "judge_pool_zero_gpus": (lambda g: g + ["reward.reward_model.enable=True", "reward.reward_model.rollout.name=vllm",
+                                            "reward.reward_model.model_path=/tmp", "reward.reward_model.enable_resource_pool=True",
+                                            "reward.reward_model.n_gpus_per_node=0", "reward.reward_model.nnodes=1"],
+                             "reward.reward_model.n_gpus_per_node=0: must be an integer >= 1"),
+    "temperature_negative": (lambda g: g + ["actor_rollout_ref.rollout.temperature=-1"],
+                             "actor_rollout_ref.rollout.temperature=-1: must be a number >= 0"),
+    "val_temperature_negative": (lambda g: g + ["actor_rollout_ref.rollout.val_kwargs.temperature=-0.5"],
+                                 "actor_rollout_ref.rollout.val_kwargs.temperature=-0.5: must be a number >= 0"),
+    "gpu_mem_over_one": (lambda g: replace(g, "actor_rollout_ref.rollout.gpu_memory_utilization",
+                                           "actor_rollout_ref.rollout.gpu_memory_utilization=1.5"),
+                         "actor_rollout_ref.rollout.gpu_memory_utilization=1.5: must be a number in (0, 1]"),
+    "gpu_mem_zero": (lambda g: replace(g, "actor_rollout_ref.rollout.gpu_memory_utilization",
+                                       "actor_rollout_ref.rollout.gpu_memory_utilization=0"),
+                     "actor_rollout_ref.rollout.gpu_memory_utilization=0: must be a number in (0, 1]"),
+    "judge_gpu_mem_over_one": (lambda g: g + ["reward.reward_model.enable=True", "reward.reward_model.rollout.name=vllm",
+                                              "reward.reward_model.model_path=/tmp", "trainer.use_v1=False",
+                                              "reward.reward_model.rollout.gpu_memory_utilization=2"],
+                               "reward.reward_model.rollout.gpu_memory_utilization=2: must be a number in (0, 1]"),
+    "lr_zero": (lambda g: replace(g, "actor_rollout_ref.actor.optim.lr", "actor_rollout_ref.actor.optim.lr=0"),
+                "actor_rollout_ref.actor.optim.lr=0: must be a number > 0"),
+    "lr_text": (lambda g: replace(g, "actor_rollout_ref.actor.optim.lr", "actor_rollout_ref.actor.optim.lr=fast"),
+                "actor_rollout_ref.actor.optim.lr='fast': must be a number > 0"),
+    "train_batch_zero": (lambda g: replace(g, "data.train_batch_size", "data.train_batch_size=0"),
+                         "data.train_batch_size=0: must be an integer >= 1"),
+    "mini_batch_zero": (lambda g: replace(g, "actor_rollout_ref.actor.ppo_mini_batch_size",
+                                          "actor_rollout_ref.actor.ppo_mini_batch_size=0"),
+                        "actor_rollout_ref.actor.ppo_mini_batch_size=0: must be an integer >= 1"),
+    "micro_batch_negative": (lambda g: replace(g, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+                                               "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=-8"),
+                             "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=-8: must be an integer >= 1"),
+    "rollout_n_zero": (lambda g: replace(g, "actor_rollout_ref.rollout.n", "actor_rollout_ref.rollout.n=0"),
+                       "actor_rollout_ref.rollout.n=0: must be an integer >= 1"),
 }
 
 
@@ -169,6 +212,101 @@ def test_bad_cases_fail_with_message(good, name):
         verl_config.check(transform(list(good)))
     text = str(ei.value)
     assert expected in text, text
+
+
+def test_value_rules_accept_the_edges(good):
+    """The bounds themselves are valid: memory share 1, temperature 0, one GPU, batch 1; an optional size unset."""
+    ok = replace(good, "actor_rollout_ref.rollout.gpu_memory_utilization", "actor_rollout_ref.rollout.gpu_memory_utilization=1")
+    ok = replace(ok, "data.train_batch_size", "data.train_batch_size=1")
+    ok = replace(ok, "actor_rollout_ref.actor.ppo_mini_batch_size", "actor_rollout_ref.actor.ppo_mini_batch_size=1")
+    ok = replace(ok, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1")
+    cfg = verl_config.check(ok + ["actor_rollout_ref.rollout.temperature=0", "data.val_batch_size=null"])
+    assert (cfg.actor_rollout_ref.rollout.gpu_memory_utilization, cfg.actor_rollout_ref.rollout.temperature,
+            cfg.trainer.n_gpus_per_node, cfg.data.train_batch_size, cfg.data.val_batch_size) == (1, 0, 1, 1, None)
+
+
+def test_value_errors_reported_together_before_verl_runs(good):
+    """Every out-of-range value at once, and verl's own checks (which divide by the GPU count) not reached."""
+    bad = replace(good, "trainer.n_gpus_per_node", "trainer.n_gpus_per_node=0") + ["actor_rollout_ref.rollout.n=0"]
+    with pytest.raises(verl_config.ConfigError) as ei:
+        verl_config.check(bad)
+    assert ei.value.errors == ["trainer.n_gpus_per_node=0: must be an integer >= 1",
+                               "actor_rollout_ref.rollout.n=0: must be an integer >= 1"]
+
+
+# recipe -> (data set the launcher builds, lr, rollout n, reward function, reward manager, reward model, experiment);
+# BASE: the recipe keeps recipes/base.yaml's value (written there only)
+BASE = object()
+RECIPE_VALUES = {
+    "judge_pointwise": ("verify_pointwise", 2e-6, 8, "pkg://reward_fns.pointwise", "naive", False, "judge_pointwise"),
+    "judge_pairwise": ("verify_pairwise", 2e-6, 8, "pkg://reward_fns.pairwise", "naive", False, "judge_pairwise"),
+    "gsm8k_rule": ("gsm8k", BASE, BASE, "pkg://reward_fns.gsm8k", "naive", False, "gsm8k_rule"),
+    "gsm8k_api_judge": ("gsm8k", BASE, BASE, "pkg://reward_fns.llm_judge", "rate_limited", False, "gsm8k_api_judge"),
+    "gsm8k_local_judge": ("gsm8k", BASE, BASE, "pkg://reward_fns.llm_judge", "naive", True, "gsm8k_local_judge"),
+}
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_recipe_configs_pass(recipe, model_path, data_files):
+    from omegaconf import OmegaConf
+
+    train, val = data_files
+    cfg = verl_config.check([f"actor_rollout_ref.model.path={model_path}", f"data.train_files={train}",
+                             f"data.val_files={val}"], recipe=recipe)
+    base = OmegaConf.load(os.path.join(ROOT, "recipes", "base.yaml"))
+    keys = ("verl_judge.default_data", "actor_rollout_ref.actor.optim.lr", "actor_rollout_ref.rollout.n",
+            "reward.custom_reward_function.path", "reward.reward_manager.name", "reward.reward_model.enable",
+            "trainer.experiment_name")
+    want = tuple(OmegaConf.select(base, k) if v is BASE else v for k, v in zip(keys, RECIPE_VALUES[recipe]))
+    assert tuple(OmegaConf.select(cfg, k) for k in keys) == want
+    assert cfg.trainer.use_v1 is False and cfg.algorithm.adv_estimator == "grpo"
+
+
+@pytest.fixture
+def recipe_copy(tmp_path):
+    """A copy of recipes/gsm8k_rule in a folder of its own (its defaults still find verl and base.yaml)."""
+    d = tmp_path / "my_recipe"
+    d.mkdir()
+    shutil.copy(os.path.join(ROOT, "recipes", "gsm8k_rule", "config.yaml"), d / "config.yaml")
+    return d
+
+
+# YAML appended to the copy -> the key the checker must name (None: passes)
+RECIPE_YAML = {
+    "typo_in_trainer": ("trainer:\n  save_freqq: 5\n", "unknown key 'trainer.save_freqq'"),
+    "typo_in_verl_judge": ("verl_judge:\n  pair_group: true\n", "unknown key 'verl_judge.pair_group'"),
+    "new_top_level_section": ("my_section:\n  x: 1\n", "unknown key 'my_section.x'"),
+    "allowed_addition": ("reward:\n  max_rpm: 600\n", None),
+    "declared_verl_judge_key": ("verl_judge:\n  pair_groups: true\n", None),
+    "legacy_reward_section": ("custom_reward_function:\n  path: x.py\n", "legacy top-level 'custom_reward_function'"),
+}
+
+
+@pytest.mark.parametrize("name", list(RECIPE_YAML))
+def test_recipe_yaml_keys_are_checked(name, recipe_copy, model_path, data_files):
+    import yaml
+
+    extra, expected = RECIPE_YAML[name]
+    cfg_file = recipe_copy / "config.yaml"
+    doc = yaml.safe_load(cfg_file.read_text())
+    for section, values in yaml.safe_load(extra).items():
+        doc.setdefault(section, {}).update(values)
+    cfg_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+    overrides = [f"actor_rollout_ref.model.path={model_path}", f"data.train_files={data_files[0]}",
+                 f"data.val_files={data_files[1]}"]
+    if expected is None:
+        verl_config.check(overrides, recipe=str(recipe_copy))
+        return
+    with pytest.raises(verl_config.ConfigError) as ei:
+        verl_config.check(overrides, recipe=str(recipe_copy))
+    assert any(expected in e for e in ei.value.errors), ei.value.errors
+
+
+def test_search_path_is_the_trainers():
+    """The checker composes recipes exactly as python -m scripts.train does."""
+    import scripts.train
+
+    assert verl_config.SEARCH_PATH == scripts.train.SEARCH_PATH
 
 
 def test_paths_warn_and_off(good):
@@ -189,6 +327,7 @@ def test_cli(good, tmp_path):
     env = {**os.environ, "PYTHONPATH": ROOT}
     script = os.path.join(ROOT, "scripts", "verl_config.py")
     h = subprocess.run([sys.executable, script, "--help"], capture_output=True, text=True, env=env, timeout=60)
+    assert "--recipe" in h.stdout
     assert h.returncode == 0 and "--paths" in h.stdout and "override_config" in h.stdout
     f = tmp_path / "overrides.txt"
     f.write_text("# good set\n" + "\n".join(good) + "\n")

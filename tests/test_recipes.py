@@ -1,14 +1,17 @@
-"""Recipes, shared launcher and runtime_env, on CPU.
+"""Recipes, the shared launcher and runtime_env, on CPU.
 
-* DRY_RUN=1 of every recipe composes a valid verl config (no unknown keys, reward keys under
-  reward.*, paths exist) through the real run.sh -> scripts/launch.sh -> scripts/launch.py path.
-* Every knob documented in a recipe README changes the verl key the README claims (table-driven:
-  the README tables are parsed; one changed-everything plan per recipe, composed with verl's schema).
-* README tables list every knob of run.sh/common.sh with the same default.
-* runtime_env.yaml holds no secret values; the launcher never prints a key (dry runs, Ray job
-  submission, a real local run whose child prints the key), and never writes one to a file.
-* The local path: a private Ray head is started, the entrypoint runs against it with the repo on
-  PYTHONPATH, its exit code is returned, and that head is stopped.
+* DRY_RUN=1 of every recipe through its run.sh -> scripts/launch.sh -> scripts/launch.py: the default
+  data is built by data_prep, the composed recipe config passes verl's schema, secrets never print.
+* The plan of every recipe, exactly: the overrides the environment stands for, the command
+  (python -m scripts.train --config-path recipes/<r>), the data_prep command of the default data.
+* Each environment variable of the launcher's one table sets the keys the table names; arguments win;
+  variables of earlier versions stop the launcher with the override to use; values out of range
+  stop it before anything starts, naming the setting and the variable.
+* Each default is written once (base.yaml or a recipe's config.yaml, llm_judge's own in llm_judge.py);
+  the env-var table in recipes/README.md is the launcher's --knobs output.
+* Secrets: runtime_env.yaml holds no values; the launcher passes them to a Ray job by name and never
+  prints or writes one. The local path: a private Ray head is started, the trainer runs against it
+  with the repo on PYTHONPATH, its exit code is returned, and that head is stopped.
 """
 
 from __future__ import annotations
@@ -24,34 +27,47 @@ import time
 
 import pytest
 
+from scripts import launch, verl_config
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-
-import launch  # noqa: E402
-import verl_config  # noqa: E402
-
-pytest.importorskip("verl")
-
 RECIPES = ["judge_pointwise", "judge_pairwise", "gsm8k_rule", "gsm8k_api_judge", "gsm8k_local_judge"]
 ALL_RECIPES = RECIPES + ["judge_to_reward"]
-MODES = {"judge_pointwise": "rule", "judge_pairwise": "rule", "gsm8k_rule": "rule", "gsm8k_api_judge": "api",
-         "gsm8k_local_judge": "local"}
 # Fake keys, assembled at run time so secret scanners do not mistake the test for a leak.
 SECRET = "sk-" + "test-7f3a9c1e5b2d4f6a8c0e"
 INLINE_SECRET = "sk-" + "inline-0123456789abcdef"
 HF_SECRET = "hf_testTOKENabcdef123456"
 SWAN_SECRET = "swan-test-key-0123456789"
-SPECIAL = ["PYTHON", "DRY_RUN", "RAY_ADDRESS", "RUNTIME_ENV", "JOB_PYTHON", "PASS_ENV", "CHECK_PATHS", "ENTRYPOINT"]
-ABSENT = object()
+OTHER_SECRET = "other-cred-abcdef0123456789"
+
+pytest.importorskip("verl")
+
+# recipe -> (verl_judge.default_data, data_prep module, data folder, train file, val file, max prompt length)
+DATA = {
+    "judge_pointwise": ("verify_pointwise", "data_prep.gsm8k_verify", "gsm8k_verify_p1280", "pointwise_train.parquet",
+                        "pointwise_test.parquet", 1280),
+    "judge_pairwise": ("verify_pairwise", "data_prep.gsm8k_verify", "gsm8k_verify_p1280", "pairwise_train.parquet",
+                       "pairwise_test.parquet", 1280),
+    "gsm8k_rule": ("gsm8k", "data_prep.gsm8k", "gsm8k_p512", "train.parquet", "test.parquet", 512),
+    "gsm8k_api_judge": ("gsm8k", "data_prep.gsm8k", "gsm8k_p512", "train.parquet", "test.parquet", 512),
+    "gsm8k_local_judge": ("gsm8k", "data_prep.gsm8k", "gsm8k_p512", "train.parquet", "test.parquet", 512),
+}
+GSM8K_ROWS = [
+    {"question": "Tom has 3 apples and buys 4 more. How many apples does he have?",
+     "answer": "Tom has 3+4=<<3+4=7>>7 apples.\n#### 7"},
+    {"question": "A box holds 12 pens. How many pens are in 5 boxes?", "answer": "5 boxes hold 5*12=<<5*12=60>>60 pens.\n#### 60"},
+    {"question": "A book costs 8 dollars. How much do 6 books cost?", "answer": "6 books cost 6*8=<<6*8=48>>48 dollars.\n#### 48"},
+    {"question": "Ann reads 10 pages a day for 3 days, then 5 pages a day for 2 days. How many pages?",
+     "answer": "First she reads 10*3=<<10*3=30>>30 pages.\nThen 5*2=<<5*2=10>>10 pages.\nIn total 30+10=<<30+10=40>>40 pages.\n#### 40"},
+]
+OLD_PIPELINE_VARS = ("PIPELINE_DIR", "JUDGE_STEPS", "POLICY_STEPS", "JUDGE_SAVE_FREQ", "JUDGE_TRAIN_FILES",
+                     "JUDGE_VAL_FILES", "POLICY_TRAIN_FILES", "POLICY_VAL_FILES")
 
 
 # ----------------------------------------------------------------------------------------------- helpers
 def base_env(**extra) -> dict:
-    """The current environment without any recipe knob or secret, plus PYTHON = this interpreter."""
-    drop = set(launch.KNOB_BY_VAR) | set(launch.SPECIAL_KNOBS) | set(SPECIAL) | {
-        "RECIPE", "REWARD_MODE", "DATA_KIND", "PIPELINE_DIR", "JUDGE_STEPS", "POLICY_STEPS", "JUDGE_SAVE_FREQ",
-        "JUDGE_TRAIN_FILES", "JUDGE_VAL_FILES", "POLICY_TRAIN_FILES", "POLICY_VAL_FILES", "OUTPUT_DIR", "DATA_DIR",
-        "GSM8K_DIR", "METRICS_FILE", "LOGGER", "NO_FLASH_ATTN", "JUDGE_GPUS", "VERL_FILE_LOGGER_PATH"}
+    """The current environment without any launcher variable, retired variable or secret, plus
+    PYTHON = this interpreter."""
+    drop = set(launch.ENV_BY_NAME) | set(launch.RETIRED) | set(OLD_PIPELINE_VARS) | {"VERL_FILE_LOGGER_PATH", "RAY_ADDRESS"}
     env = {k: v for k, v in os.environ.items() if k not in drop and not launch.SECRET_NAME.search(k)}
     env["PYTHON"] = sys.executable
     env.update({k: str(v) for k, v in extra.items()})
@@ -63,23 +79,15 @@ def run_recipe(recipe, env, *args, timeout=300) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=timeout)
 
 
-def plan_json(recipe, env, *args) -> dict:
-    r = run_recipe(recipe, {**env, "DRY_RUN": "print"}, *args, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
-    return json.loads(r.stdout)
-
-
-def compose(overrides):
-    return verl_config.compose(overrides)
+def plan(recipe, env, *args) -> launch.Plan:
+    return launch.plan(env, list(args), recipe, materialize=False)
 
 
 def select(cfg, key):
     from omegaconf import OmegaConf
 
-    v = OmegaConf.select(cfg, key.lstrip("+"), default=ABSENT)
-    if OmegaConf.is_config(v):
-        v = OmegaConf.to_container(v)
-    return v
+    v = OmegaConf.select(cfg, key, default="<absent>")
+    return OmegaConf.to_container(v) if OmegaConf.is_config(v) else v
 
 
 def same(a, b) -> bool:
@@ -91,25 +99,8 @@ def same(a, b) -> bool:
     return a == b
 
 
-def parse_defaults(path) -> dict:
-    out = {}
-    for ln in open(path, encoding="utf-8"):
-        m = re.match(r"^export (\w+)=\$\{\1:-(.*)\}\s*$", ln.strip())
-        if m:
-            out[m.group(1)] = m.group(2)
-    return out
-
-
-def readme_rows(recipe) -> dict:
-    """{VAR: (default cell, [claimed verl keys])} from the recipe README's knob table(s)."""
-    rows = {}
-    for ln in open(os.path.join(ROOT, "recipes", recipe, "README.md"), encoding="utf-8"):
-        m = re.match(r"^\| `([A-Z][A-Z0-9_]*)` \| (.*?) \| (.*?) \|", ln)
-        if m:
-            var, default, sets = m.groups()
-            keys = re.findall(r"`(\+?[a-z_]+(?:\.[A-Za-z_]+)+)`", sets)
-            rows[var] = (default, keys)
-    return rows
+def sdpa_off(**extra) -> dict:
+    return base_env(**{"NO_FLASH_ATTN": 0, **extra})
 
 
 # ----------------------------------------------------------------------------------------------- fixtures
@@ -138,293 +129,427 @@ def fx(tmp_path_factory):
     return files
 
 
+@pytest.fixture(scope="module")
+def gsm8k_dir(tmp_path_factory):
+    """A GSM8K_DIR: train.jsonl and test.jsonl with a few rows data_prep can use."""
+    d = tmp_path_factory.mktemp("gsm8k")
+    for split in ("train", "test"):
+        (d / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in GSM8K_ROWS))
+    return str(d)
+
+
 def recipe_files(fx, recipe):
     kind = {"judge_pointwise": "pointwise", "judge_pairwise": "pairwise"}.get(recipe, "policy")
     return {"TRAIN_FILES": fx[(kind, "train")], "VAL_FILES": fx[(kind, "test")]}
 
 
+# The judge recipes and gsm8k_rule build their default data from GSM8K_DIR; the others get files.
+BUILDS_DATA = ("judge_pointwise", "judge_pairwise", "gsm8k_rule", "judge_to_reward")
+J2R_ARGS = ("actor_rollout_ref.rollout.n=2", "--policy-override", "actor_rollout_ref.rollout.n=3")
+
+
 @pytest.fixture(scope="module")
-def dry_runs(fx, model_path, tmp_path_factory):
-    """DRY_RUN=1 of every recipe through its run.sh, run concurrently; {recipe: CompletedProcess}."""
+def dry_runs(fx, model_path, gsm8k_dir, tmp_path_factory):
+    """DRY_RUN=1 of every recipe through its run.sh, run concurrently; {recipe: (CompletedProcess, folder)}."""
     out = tmp_path_factory.mktemp("dry")
     secrets = {"OPENAI_API_KEY": SECRET, "HF_TOKEN": HF_SECRET, "SWANLAB_API_KEY": SWAN_SECRET}
 
     def one(recipe):
-        env = base_env(DRY_RUN=1, MODEL=model_path, DATA_DIR=out / "data", OUTPUT_DIR=out / recipe,
-                       CKPT_DIR=out / recipe / "ckpt", **secrets)
-        if recipe == "judge_to_reward":
-            env.update(PIPELINE_DIR=str(out / "pipeline"), JUDGE_TRAIN_FILES=fx[("pointwise", "train")],
-                       JUDGE_VAL_FILES=fx[("pointwise", "test")], POLICY_TRAIN_FILES=fx[("policy", "train")],
-                       POLICY_VAL_FILES=fx[("policy", "test")])
-            env.pop("OUTPUT_DIR"), env.pop("CKPT_DIR")
-        else:
+        d = out / recipe
+        env = base_env(DRY_RUN=1, DATA_DIR=d / "data", OUTPUT_DIR=d / "run", GSM8K_DIR=gsm8k_dir, **secrets)
+        if recipe != "gsm8k_rule":  # gsm8k_rule: the default model, materialised (cached) by the launcher
+            env["MODEL"] = model_path
+        if recipe not in BUILDS_DATA:
             env.update(recipe_files(fx, recipe))
-        t0 = time.time()
-        r = run_recipe(recipe, env, timeout=600)
-        return recipe, r, time.time() - t0, out
+        args = J2R_ARGS if recipe == "judge_to_reward" else (f"trainer.default_local_dir={d / 'ckpt'}",)
+        return recipe, run_recipe(recipe, env, *args, timeout=900), d
 
-    with cf.ThreadPoolExecutor(max_workers=max(2, min(6, os.cpu_count() or 2))) as ex:
+    with cf.ThreadPoolExecutor(max_workers=3) as ex:
         results = list(ex.map(one, ALL_RECIPES))
-    return {rec: (r, secs, out) for rec, r, secs, out in results}
+    return {rec: (r, d) for rec, r, d in results}
 
 
 # ----------------------------------------------------------------------------------------------- dry runs
 @pytest.mark.parametrize("recipe", ALL_RECIPES)
-def test_dry_run_passes(dry_runs, recipe):
-    r, secs, out = dry_runs[recipe]
+def test_dry_run_passes(dry_runs, recipe, model_path):
+    from data_prep.model import default_out
+
+    r, d = dry_runs[recipe]
     text = r.stdout + r.stderr
     assert r.returncode == 0, text[-4000:]
-    n_configs = 2 if recipe == "judge_to_reward" else 1
-    assert text.count("[launch] config OK:") == n_configs, text[-4000:]
+    stages = ["judge_pointwise", "gsm8k_local_judge"] if recipe == "judge_to_reward" else [recipe]
+    assert text.count("[launch] config OK: recipe ") == len(stages), text[-4000:]
     assert "CONFIG ERROR" not in text
-    assert "verl.trainer.main_ppo" in text  # the full command is printed
+    for stage in stages:  # the full command is printed
+        assert f"-m scripts.train --config-path {ROOT}/recipes/{stage} --config-name config " in text
     for s in (SECRET, HF_SECRET, SWAN_SECRET):
         assert s not in text, f"secret printed by {recipe}"
-    assert not os.path.exists(os.path.join(out, recipe, "ckpt")), "a dry run must not create checkpoints"
+    assert not os.path.exists(d / "ckpt") and not os.path.exists(d / "run"), "a dry run must not create run folders"
+    model = default_out() if recipe == "gsm8k_rule" else model_path
+    assert f"actor_rollout_ref.model.path={model} " in text
+    if recipe in BUILDS_DATA:  # built by data_prep from GSM8K_DIR: the files exist and are the ones checked
+        for stage in stages:
+            _, _, folder, train, val, _ = DATA[stage]
+            for f in (train, val):
+                assert os.path.getsize(d / "data" / folder / f) > 0
+            assert f"data.train_files={d / 'data' / folder / train} data.val_files={d / 'data' / folder / val} " in text
     if recipe == "judge_to_reward":
-        for stage in ("stage 1 output:", "stage 2 output:", "stage 3 output:", "stage 4 output:"):
-            assert stage in text
-        assert "verl.model_merger merge --backend fsdp --local_dir" in text
+        judge, policy = [ln for ln in r.stdout.splitlines() if "-m scripts.train" in ln]
+        assert "actor_rollout_ref.rollout.n=2" in judge and "actor_rollout_ref.rollout.n=3" in policy
+        assert f"DRY_RUN: would run: python -m scripts.pipeline judge_to_reward --out {ROOT}/outputs/judge_to_reward " \
+               f"{' '.join(J2R_ARGS)}" in text
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
-def test_composed_config_per_recipe(recipe, fx, model_path):
-    """The default plan of each recipe: GRPO seed settings, reward keys under reward.* only."""
-    p = plan_json(recipe, base_env(MODEL=model_path, NO_FLASH_ATTN=1, **recipe_files(fx, recipe)))
-    assert p["recipe"] == recipe and p["mode"] == "local"
-    for ov in p["overrides"]:
-        assert ov.split("=", 1)[0].lstrip("+~").split(".")[0] not in verl_config.LEGACY_TOP_LEVEL, ov
-    cfg = verl_config.check(p["overrides"])  # full schema check: keys, paths, validate_config
-    assert cfg.algorithm.adv_estimator == "grpo"
-    a = cfg.actor_rollout_ref.actor
-    assert a.use_kl_loss is True and a.kl_loss_type == "low_var_kl" and same(a.kl_loss_coef, 0.001) and same(a.optim.lr, 1e-6)
-    assert cfg.actor_rollout_ref.rollout.n == 4
-    assert all(v is None for v in cfg.custom_reward_function.values())
-    assert cfg.reward_model.enable is None and cfg.sandbox_fusion.url is None
-    assert "file" in cfg.trainer.logger and cfg.ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH.endswith("metrics.jsonl")
-    fn = {"judge_pointwise": "pointwise", "judge_pairwise": "pairwise", "gsm8k_rule": "gsm8k"}.get(recipe, "llm_judge")
-    assert cfg.reward.custom_reward_function.path == f"pkg://reward_fns.{fn}"
-    mode = MODES[recipe]
-    assert cfg.reward.reward_model.enable is (mode == "local")
-    if mode == "api":
-        assert cfg.reward.reward_manager.name == "rate_limited"
-        kw = cfg.reward.custom_reward_function.reward_kwargs
-        assert kw.base_url == "https://api.openai.com/v1" and kw.model == "gpt-4o-mini" and kw.api_key_env == "OPENAI_API_KEY"
-        assert cfg.reward.max_concurrent == 64
-    if mode == "local":
-        rm = cfg.reward.reward_model
-        assert rm.model_path == model_path and rm.enable_resource_pool is False and rm.rollout.name == "vllm"
-        assert rm.rollout.tensor_model_parallel_size == 1
-        assert cfg.trainer.use_v1 is False  # verl 0.9.1: the V1 colocated reward path drops data_source
-        assert "base_url" not in cfg.reward.custom_reward_function.reward_kwargs
-    if mode == "rule":
-        assert "reward_kwargs" not in cfg.reward.custom_reward_function
+def test_plan_per_recipe(recipe, fx, model_path, tmp_path):
+    """The exact plan: the recipe config carries every setting; the launcher adds only paths."""
+    files = recipe_files(fx, recipe)
+    p = plan(recipe, sdpa_off(MODEL=model_path, OUTPUT_DIR=tmp_path, **files))
+    metrics = tmp_path / "metrics.jsonl"
+    assert p.overrides == [f"actor_rollout_ref.model.path={model_path}", f"data.train_files={files['TRAIN_FILES']}",
+                           f"data.val_files={files['VAL_FILES']}",
+                           f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH={metrics}"]
+    assert p.command == [sys.executable, "-m", "scripts.train", "--config-path", os.path.join(ROOT, "recipes", recipe),
+                         "--config-name", "config", *p.overrides]
+    assert (p.mode, p.metrics_file, p.output_dir, p.data, p.notes) == ("local", str(metrics), str(tmp_path), None, [])
+    assert p.env == {"PYTHONPATH": ROOT, "RAY_ADDRESS": "<private local head>"}
 
 
-# ----------------------------------------------------------------------------------------------- knobs
-# VAR -> (value to set, expected value of every claimed key | {key: expected})
-KNOB_VALUES = {
-    "MODEL": ("/tmp/vj-test-model", "/tmp/vj-test-model"),
-    "TRAIN_FILES": ("/tmp/vj-a.parquet,/tmp/vj-b.parquet", ["/tmp/vj-a.parquet", "/tmp/vj-b.parquet"]),
-    "VAL_FILES": ("/tmp/vj-v.parquet", "/tmp/vj-v.parquet"),
-    "MAX_PROMPT_LENGTH": ("333", 333),
-    "MAX_RESPONSE_LENGTH": ("222", 222),
-    "TRAIN_BATCH_SIZE": ("8", 8),
-    "TRAIN_MAX_SAMPLES": ("100", 100),
-    "VAL_MAX_SAMPLES": ("50", 50),
-    "ADV_ESTIMATOR": ("rloo", "rloo"),
-    "ROLLOUT_N": ("3", 3),
-    "TEMPERATURE": ("0.7", 0.7),
-    "LR": ("3e-6", 3e-6),
-    "MINI_BATCH_SIZE": ("4", 4),
-    "MICRO_BATCH_SIZE": ("2", 2),
-    "USE_KL_LOSS": ("0", False),
-    "KL_COEF": ("0.01", 0.01),
-    "KL_LOSS_TYPE": ("kl", "kl"),
-    "ENTROPY_COEFF": ("0.001", 0.001),
-    "GRAD_CKPT": ("1", True),
-    "ROLLOUT_ENGINE": ("sglang", "sglang"),
-    "GPU_MEM_UTIL": ("0.55", 0.55),
-    "TP_SIZE": ("2", 2),
-    "ENFORCE_EAGER": ("0", False),
-    "ROLLOUT_SLEEP": ("0", False),
-    "AGENT_WORKERS": ("3", 3),
-    "REWARD_WORKERS": ("5", 5),
-    "REWARD_FN": ("/tmp/vj-reward.py", "/tmp/vj-reward.py"),
-    "REWARD_FN_NAME": ("my_score", "my_score"),
-    "REWARD_MANAGER": ("dapo", "dapo"),
-    "N_GPUS": ("2", 2),
-    "NNODES": ("3", 3),
-    "TOTAL_EPOCHS": ("7", 7),
-    "TOTAL_STEPS": ("11", 11),
-    "SAVE_FREQ": ("13", 13),
-    "KEEP_CKPTS": ("4", 4),
-    "TEST_FREQ": ("17", 17),
-    "VAL_BEFORE_TRAIN": ("1", True),
-    "PROJECT": ("projx", "projx"),
-    "EXPERIMENT": ("expx", "expx"),
-    "CKPT_DIR": ("/tmp/vj-ckpt", "/tmp/vj-ckpt"),
-    "RESUME_MODE": ("disable", "disable"),
-    "USE_V1": ("0", False),
-    "JUDGE_BASE_URL": ("http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1"),
-    "JUDGE_MODEL_NAME": ("judge-x", "judge-x"),
-    "JUDGE_API_KEY_ENV": ("MY_JUDGE_CRED", "MY_JUDGE_CRED"),
-    "MAX_CONCURRENT": ("7", 7),
-    "MAX_RPM": ("120", 120),
-    "MAX_TPM": ("9000", 9000),
-    "JUDGE_MODEL": ("/tmp/vj-judge", "/tmp/vj-judge"),
+@pytest.mark.parametrize("recipe", RECIPES)
+@pytest.mark.parametrize("local_gsm8k", [True, False], ids=["gsm8k_dir", "hub"])
+def test_default_data_plan(recipe, local_gsm8k, model_path, tmp_path):
+    """No data files given: the recipe's default data set, built by data_prep into DATA_DIR."""
+    kind, module, folder, train, val, max_len = DATA[recipe]
+    extra = {"GSM8K_DIR": "/data/gsm8k"} if local_gsm8k else {}
+    p = plan(recipe, sdpa_off(MODEL=model_path, DATA_DIR=tmp_path, **extra))
+    d = tmp_path / folder
+    source = ["--train", "/data/gsm8k/train.jsonl", "--test", "/data/gsm8k/test.jsonl"] if local_gsm8k else ["--hf"]
+    assert p.data == [sys.executable, "-m", module, "--out", str(d), "--no-progress", *source,
+                      "--max-prompt-length", str(max_len), "--tokenizer", model_path]
+    assert p.overrides[1:3] == [f"data.train_files={d / train}", f"data.val_files={d / val}"]
+    # an argument naming the files: nothing to build, the argument is used as given
+    p = plan(recipe, sdpa_off(MODEL=model_path, DATA_DIR=tmp_path), "data.train_files=/x/a.parquet", "data.val_files=/x/b.parquet")
+    assert p.data is None and p.overrides[-2:] == ["data.train_files=/x/a.parquet", "data.val_files=/x/b.parquet"]
+    # files that exist: used, not rebuilt
+    d.mkdir()
+    (d / train).write_text("x")
+    (d / val).write_text("x")
+    p = plan(recipe, sdpa_off(MODEL=model_path, DATA_DIR=tmp_path))
+    assert p.data is None and p.overrides[1:3] == [f"data.train_files={d / train}", f"data.val_files={d / val}"]
+
+
+def test_recipe_without_default_data_needs_files(tmp_path, model_path, fx):
+    rdir = tmp_path / "my_recipe"
+    rdir.mkdir()
+    text = open(os.path.join(ROOT, "recipes", "gsm8k_rule", "config.yaml")).read().replace("default_data: gsm8k", "default_data: null")
+    (rdir / "config.yaml").write_text(text)
+    with pytest.raises(launch.LaunchError, match=r"has no default data \(verl_judge.default_data=None\): set TRAIN_FILES"):
+        plan(str(rdir), sdpa_off(MODEL=model_path))
+    assert plan(str(rdir), sdpa_off(MODEL=model_path, **recipe_files(fx, "gsm8k_rule"))).data is None
+
+
+# ----------------------------------------------------------------------------------------------- environment
+# variable -> (value, {key: expected value in the composed config}); the launcher-only variables are tested below
+ENV_VALUES = {
+    "MODEL": ("/tmp/vj-test-model", {"actor_rollout_ref.model.path": "/tmp/vj-test-model"}),
+    "JUDGE_MODEL": ("/tmp/vj-judge", {"reward.reward_model.model_path": "/tmp/vj-judge"}),
+    "TRAIN_FILES": ("/tmp/vj-a.parquet,/tmp/vj-b.parquet", {"data.train_files": ["/tmp/vj-a.parquet", "/tmp/vj-b.parquet"]}),
+    "VAL_FILES": ("/tmp/vj-v.parquet", {"data.val_files": "/tmp/vj-v.parquet"}),
+    "REWARD_FN": ("/tmp/vj-reward.py", {"reward.custom_reward_function.path": "/tmp/vj-reward.py"}),
+    "REWARD_FN_NAME": ("my_score", {"reward.custom_reward_function.name": "my_score"}),
+    "N_GPUS": ("2", {"trainer.n_gpus_per_node": 2}),
+    "NNODES": ("3", {"trainer.nnodes": 3}),
     "JUDGE_GPUS": ("2", {"reward.reward_model.enable_resource_pool": True, "reward.reward_model.n_gpus_per_node": 2,
-                         "trainer.use_v1": True}),
-    "JUDGE_TP": ("2", 2),
-    "JUDGE_GPU_MEM_UTIL": ("0.33", 0.33),
-    "JUDGE_ROLLOUT_ENGINE": ("sglang", "sglang"),
-    "JUDGE_SLEEP": ("0", False),
-    "JUDGE_ENFORCE_EAGER": ("0", False),
-    "JUDGE_MODE": ("hybrid", "hybrid"),
-    "JUDGE_FALLBACK": ("0.0", 0.0),
-    "JUDGE_TIMEOUT": ("12.5", 12.5),
-    "JUDGE_MAX_RETRIES": ("9", 9),
-    "JUDGE_MAX_TOKENS": ("99", 99),
-    "METRICS_FILE": ("/tmp/vj-metrics.jsonl", "/tmp/vj-metrics.jsonl"),
-    "LOGGER": ("console,tensorboard", ["console", "tensorboard", "file"]),
+                         "reward.reward_model.nnodes": 1}),
+    "JUDGE_BASE_URL": ("http://127.0.0.1:9/v1", {"reward.custom_reward_function.reward_kwargs.base_url": "http://127.0.0.1:9/v1"}),
+    "JUDGE_MODEL_NAME": ("judge-x", {"reward.custom_reward_function.reward_kwargs.model": "judge-x"}),
+    "JUDGE_API_KEY_ENV": ("MY_JUDGE_CRED", {"reward.custom_reward_function.reward_kwargs.api_key_env": "MY_JUDGE_CRED"}),
+    "TRAIN_BATCH_SIZE": ("8", {"data.train_batch_size": 8}),
+    "LR": ("3e-6", {"actor_rollout_ref.actor.optim.lr": 3e-6}),
+    "ROLLOUT_N": ("3", {"actor_rollout_ref.rollout.n": 3}),
     "NO_FLASH_ATTN": ("1", {"actor_rollout_ref.model.use_remove_padding": False,
                             "actor_rollout_ref.model.override_config.attn_implementation": "sdpa"}),
+    "SWANLAB_API_KEY": (SWAN_SECRET, {"trainer.logger": ["console", "file", "swanlab"]}),
 }
 
 
-@pytest.mark.parametrize("recipe", RECIPES)
-def test_every_documented_knob_sets_its_key(recipe, fx, model_path):
-    rows = {v: keys for v, (_, keys) in readme_rows(recipe).items() if keys}
-    assert len(rows) >= 40, "README knob table not found"
-    missing = sorted(set(rows) - set(KNOB_VALUES))
-    assert not missing, f"documented knobs without a test value: {missing}"
-    # the README's claim is the launcher's own mapping (so the docs cannot drift from the code)
-    for var, keys in rows.items():
-        if var in launch.KNOB_BY_VAR:
-            assert [k.lstrip("+") for k in keys] == list(launch.KNOB_BY_VAR[var].keys), var
+def test_env_table_is_tested_and_keys_exist(model_path):
+    """Every variable that sets Hydra keys has a test value here, and sets exactly the keys it says."""
+    with_keys = {v.name for v in launch.ENV if v.keys}
+    assert with_keys == set(ENV_VALUES)
+    for name, (_, expected) in ENV_VALUES.items():
+        assert tuple(expected) == launch.ENV_BY_NAME[name].keys, name
 
-    base = base_env(MODEL=model_path, NO_FLASH_ATTN=0, **recipe_files(fx, recipe))
-    before = compose(plan_json(recipe, base)["overrides"])
-    changed_env = dict(base)
-    for var in rows:
-        changed_env[var] = KNOB_VALUES[var][0]
-    after = compose(plan_json(recipe, changed_env)["overrides"])
+
+@pytest.mark.parametrize("recipe", ["gsm8k_local_judge", "gsm8k_api_judge"])
+def test_every_variable_sets_its_keys(recipe, fx, model_path):
+    """All variables at once (each key changes from the recipe's value to the one given)."""
+    base = sdpa_off(MODEL=model_path, **recipe_files(fx, recipe))
+    before = verl_config.compose(plan(recipe, base).overrides, recipe)
+    env = {**base, **{k: v for k, (v, _) in ENV_VALUES.items()}}
+    if recipe == "gsm8k_api_judge":  # serves no judge: JUDGE_MODEL / JUDGE_GPUS are ignored, with a note
+        env.pop("JUDGE_MODEL"), env.pop("JUDGE_GPUS")
+    p = plan(recipe, env)
+    after = verl_config.compose(p.overrides, recipe)
     problems = []
-    for var, keys in rows.items():
-        value, expected = KNOB_VALUES[var]
-        for key in keys:
-            want = expected.get(key.lstrip("+"), ABSENT) if isinstance(expected, dict) else expected
+    for name, (value, expected) in ENV_VALUES.items():
+        if name not in env:
+            continue
+        for key, want in expected.items():
             got, was = select(after, key), select(before, key)
             if not same(got, want):
-                problems.append(f"{var}={value}: {key} = {got!r}, expected {want!r}")
+                problems.append(f"{name}={value}: {key} = {got!r}, expected {want!r}")
             elif same(got, was):
-                problems.append(f"{var}={value}: {key} did not change (still {was!r})")
+                problems.append(f"{name}={value}: {key} did not change (still {was!r})")
     assert not problems, "\n".join(problems)
+    # a key the recipe declares is set as is, one it does not is added with '+'
+    assert ("reward.custom_reward_function.reward_kwargs.base_url=http://127.0.0.1:9/v1" in p.overrides) is (recipe == "gsm8k_api_judge")
 
 
-@pytest.mark.parametrize("recipe", RECIPES + ["judge_to_reward"])
-def test_readme_lists_every_knob_with_its_default(recipe):
-    rows = readme_rows(recipe)
-    own = parse_defaults(os.path.join(ROOT, "recipes", recipe, "run.sh"))
-    assert own, "run.sh sets no ${VAR:-default}"
-    if recipe == "judge_to_reward":
-        assert set(own) <= set(rows)
-        return
-    effective = {**parse_defaults(os.path.join(ROOT, "recipes", "common.sh")), **own}
-    assert set(effective) <= set(rows), sorted(set(effective) - set(rows))
-    for k in launch.KNOBS:
-        if MODES[recipe] in k.modes:
-            assert k.var in rows, f"{k.var} missing from recipes/{recipe}/README.md"
-    for var in SPECIAL + ["NO_FLASH_ATTN", "LOGGER", "METRICS_FILE", "OUTPUT_DIR", "DATA_DIR", "GSM8K_DIR"]:
-        assert var in rows, var
-    for var, default in effective.items():
-        cell = rows[var][0]
-        literal = re.fullmatch(r"`(.*)`", cell)
-        if literal:  # a literal default in the README must be run.sh's
-            want = default.replace("$ROOT/", "").replace("$RECIPE", recipe)
-            assert literal.group(1) == want, f"{var}: README says {cell}, run.sh {default!r}"
+def test_judge_variables_on_a_recipe_without_a_judge(fx, model_path):
+    p = plan("gsm8k_rule", sdpa_off(MODEL=model_path, JUDGE_MODEL="/tmp/j", JUDGE_GPUS="1", **recipe_files(fx, "gsm8k_rule")))
+    assert not [o for o in p.overrides if "reward_model" in o]
+    assert p.notes == ["JUDGE_MODEL ignored: recipe gsm8k_rule serves no judge (reward.reward_model.enable is false)",
+                       "JUDGE_GPUS ignored: recipe gsm8k_rule serves no judge (reward.reward_model.enable is false)"]
+    colocated = plan("gsm8k_local_judge", sdpa_off(MODEL=model_path, JUDGE_GPUS="0", **recipe_files(fx, "gsm8k_local_judge")))
+    assert "reward.reward_model.enable_resource_pool=False" in colocated.overrides
+
+
+def test_arguments_win_over_the_environment(fx, model_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    env = sdpa_off(MODEL=model_path, N_GPUS=2, LR="5e-6", SWANLAB_API_KEY=SWAN_SECRET, NO_FLASH_ATTN=1,
+                   REWARD_FN="reward_fns/gsm8k.py", **recipe_files(fx, "gsm8k_rule"))
+    args = ["trainer.n_gpus_per_node=3", "+actor_rollout_ref.model.override_config.attn_implementation=eager",
+            "trainer.logger=[console]"]
+    p = plan("gsm8k_rule", env, *args)
+    assert [o for o in p.overrides if o.split("=")[0].lstrip("+") in ("trainer.n_gpus_per_node", "trainer.logger",
+                                                                        "actor_rollout_ref.model.override_config.attn_implementation")] == args
+    cfg = verl_config.compose(p.overrides, "gsm8k_rule")
+    assert (cfg.trainer.n_gpus_per_node, cfg.actor_rollout_ref.model.override_config.attn_implementation,
+            list(cfg.trainer.logger), cfg.actor_rollout_ref.actor.optim.lr, cfg.actor_rollout_ref.model.use_remove_padding) == \
+        (3, "eager", ["console"], 5e-6, False)
+    assert cfg.reward.custom_reward_function.path == os.path.join(ROOT, "reward_fns", "gsm8k.py")  # cwd-relative -> absolute
+    assert p.notes == ["trainer.logger has no 'file': no metrics JSONL is written"]
+
+
+# variable -> the message that stops the launcher
+RETIRED_CASES = {
+    "TOTAL_STEPS": ("3", "TOTAL_STEPS=3 is no longer read from the environment: pass the argument "
+                         "trainer.total_training_steps=3 (or unset TOTAL_STEPS)"),
+    "GPU_MEM_UTIL": ("0.3", "pass the argument actor_rollout_ref.rollout.gpu_memory_utilization=0.3"),
+    "JUDGE_MODE": ("hybrid", "pass the argument +reward.custom_reward_function.reward_kwargs.mode=hybrid"),
+    "MAX_RPM": ("600", "pass the argument +reward.max_rpm=600"),
+    "METRICS_FILE": ("/tmp/m.jsonl", "METRICS_FILE=/tmp/m.jsonl is no longer read from the environment: set OUTPUT_DIR "
+                                     "instead (metrics: OUTPUT_DIR/metrics.jsonl) (or unset METRICS_FILE)"),
+}
+
+
+@pytest.mark.parametrize("name", list(RETIRED_CASES))
+def test_retired_variables_stop_with_the_override_to_use(name, capsys, fx, model_path):
+    value, msg = RETIRED_CASES[name]
+    rc = launch.main(["gsm8k_rule"], sdpa_off(MODEL=model_path, DRY_RUN="1", **{name: value}, **recipe_files(fx, "gsm8k_rule")))
+    out = capsys.readouterr().out
+    assert rc == 2 and msg in out, out
+
+
+# (recipe, environment, arguments, the message); each of these passed as "config OK" or crashed verl before
+OUT_OF_RANGE = {
+    "n_gpus_negative": ("gsm8k_rule", {"N_GPUS": "-1"}, [], "trainer.n_gpus_per_node=-1: must be an integer >= 1 (set by N_GPUS=-1)"),
+    "n_gpus_zero": ("gsm8k_rule", {"N_GPUS": "0"}, [], "trainer.n_gpus_per_node=0: must be an integer >= 1 (set by N_GPUS=0)"),
+    "nnodes_zero": ("judge_pairwise", {"NNODES": "0"}, [], "trainer.nnodes=0: must be an integer >= 1 (set by NNODES=0)"),
+    "judge_pool_negative_override": ("gsm8k_local_judge", {"JUDGE_GPUS": "1"}, ["reward.reward_model.n_gpus_per_node=-2"],
+                                     "reward.reward_model.n_gpus_per_node=-2: must be an integer >= 1"),
+    "temperature_negative": ("gsm8k_rule", {}, ["actor_rollout_ref.rollout.temperature=-1"],
+                             "actor_rollout_ref.rollout.temperature=-1: must be a number >= 0"),
+    "gpu_mem_over_one": ("gsm8k_api_judge", {}, ["actor_rollout_ref.rollout.gpu_memory_utilization=1.5"],
+                         "actor_rollout_ref.rollout.gpu_memory_utilization=1.5: must be a number in (0, 1]"),
+    "judge_gpu_mem_zero": ("gsm8k_local_judge", {}, ["reward.reward_model.rollout.gpu_memory_utilization=0"],
+                           "reward.reward_model.rollout.gpu_memory_utilization=0: must be a number in (0, 1]"),
+    "lr_zero": ("judge_pointwise", {"LR": "0"}, [], "actor_rollout_ref.actor.optim.lr=0: must be a number > 0 (set by LR=0)"),
+    "lr_negative_override": ("judge_pointwise", {}, ["actor_rollout_ref.actor.optim.lr=-1e-6"],
+                             "actor_rollout_ref.actor.optim.lr=-1e-06: must be a number > 0"),
+    "batch_zero": ("gsm8k_rule", {"TRAIN_BATCH_SIZE": "0"}, [],
+                   "data.train_batch_size=0: must be an integer >= 1 (set by TRAIN_BATCH_SIZE=0)"),
+    "mini_batch_zero": ("gsm8k_rule", {}, ["actor_rollout_ref.actor.ppo_mini_batch_size=0"],
+                        "actor_rollout_ref.actor.ppo_mini_batch_size=0: must be an integer >= 1"),
+    "rollout_n_zero": ("judge_pairwise", {"ROLLOUT_N": "0"}, [],
+                       "actor_rollout_ref.rollout.n=0: must be an integer >= 1 (set by ROLLOUT_N=0)"),
+}
+
+
+@pytest.mark.parametrize("name", list(OUT_OF_RANGE))
+def test_values_out_of_range_stop_before_anything_starts(name, capsys, model_path, tmp_path):
+    """Checked on the composed config (variables and arguments alike), before data is built."""
+    recipe, env, args, msg = OUT_OF_RANGE[name]
+    rc = launch.main([recipe, *args], sdpa_off(MODEL=model_path, DRY_RUN="1", DATA_DIR=tmp_path / "data",
+                                               OUTPUT_DIR=tmp_path / "run", GSM8K_DIR=tmp_path / "none", **env))
+    out = capsys.readouterr().out
+    assert rc == 2, out
+    assert f"[launch] CONFIG ERROR: {msg}\n" in out
+    assert "setting(s) out of range; nothing was started" in out
+    assert not os.path.exists(tmp_path / "data") and not os.path.exists(tmp_path / "run")
+
+
+@pytest.mark.parametrize("name,value,msg", [
+    ("N_GPUS", "two", "N_GPUS='two': expected an integer"),
+    ("LR", "fast", "LR='fast': expected a number"),
+    ("JUDGE_GPUS", "-1", "JUDGE_GPUS='-1': expected an integer >= 0"),
+    ("NO_FLASH_ATTN", "maybe", "NO_FLASH_ATTN='maybe': expected 1, 0 or auto"),
+])
+def test_variables_of_the_wrong_type(name, value, msg, capsys, model_path, fx):
+    rc = launch.main(["gsm8k_local_judge"], base_env(MODEL=model_path, DRY_RUN="print", **{name: value},
+                                                     **recipe_files(fx, "gsm8k_local_judge")))
+    captured = capsys.readouterr()
+    assert rc == 2 and f"[launch] ERROR: {msg}" in captured.out + captured.err
+
+
+# (recipe, environment, arguments) -> the CONFIG ERROR the dry run stops with (None: config OK)
+DRY_RUN_CHECKS = {
+    "plus_outside_allowlist": ("gsm8k_rule", {}, ["+trainer.my_knob=1"], "adds key 'trainer.my_knob'"),
+    "legacy_reward_key": ("gsm8k_rule", {}, ["custom_reward_function.path=x.py"], "legacy reward key 'custom_reward_function.path'"),
+    "missing_file": ("gsm8k_rule", {"TRAIN_FILES": "/nonexistent/t.parquet"}, [],
+                     "data.train_files: file not found: /nonexistent/t.parquet (set by TRAIN_FILES=/nonexistent/t.parquet)"),
+    "colocated_judge_on_v1": ("gsm8k_local_judge", {}, ["trainer.use_v1=true"], "set trainer.use_v1=False (legacy trainer"),
+    "judge_pool": ("gsm8k_local_judge", {"JUDGE_GPUS": "1"}, [], None),
+}
+
+
+@pytest.mark.parametrize("name", list(DRY_RUN_CHECKS))
+def test_dry_run_checks_the_composed_recipe(name, capsys, fx, model_path):
+    recipe, env, args, msg = DRY_RUN_CHECKS[name]
+    rc = launch.main([recipe, *args], sdpa_off(MODEL=model_path, DRY_RUN="1", **{**recipe_files(fx, recipe), **env}))
+    out = capsys.readouterr().out
+    if msg is None:
+        assert rc == 0 and f"[launch] config OK: recipe {recipe} " in out, out
+    else:
+        assert rc == 2 and "[launch] CONFIG ERROR: " in out and msg in out, out
+
+
+def test_unknown_recipe_and_bad_override(capsys):
+    assert launch.main(["no_such_recipe"], base_env()) == 2
+    assert "recipe 'no_such_recipe': no config.yaml in " in capsys.readouterr().out
+    assert launch.main(["gsm8k_rule", "trainer.save_freqq=3"], base_env(DRY_RUN="print")) == 2
+    c = capsys.readouterr()
+    assert "[launch] ERROR: unknown key 'trainer.save_freqq': not in verl's ppo_trainer schema" in c.out + c.err
+
+
+# ----------------------------------------------------------------------------------------------- one place
+def _leaves(node, prefix=""):
+    out = {}
+    for k, v in node.items():
+        if isinstance(v, dict) and v:
+            out.update(_leaves(v, f"{prefix}{k}."))
         else:
-            assert default in ("", "$RECIPE"), f"{var}: README default {cell!r} but run.sh has {default!r}"
+            out[f"{prefix}{k}"] = v
+    return out
 
 
-def test_run_sh_files_are_thin():
-    """No logic in run.sh: defaults, the recipe's identity, then the shared launcher (pipeline aside)."""
+def test_each_default_is_written_once():
+    """A recipe's config.yaml repeats no base.yaml value, and no config repeats llm_judge's own defaults."""
+    import inspect
+
+    import yaml
+
+    from reward_fns import llm_judge
+
+    base = _leaves(yaml.safe_load(open(os.path.join(ROOT, "recipes", "base.yaml"))))
+    judge = dict(llm_judge.DEFAULTS)
+    judge.update({k: p.default for k, p in inspect.signature(llm_judge.compute_score).parameters.items()
+                  if p.default is not inspect.Parameter.empty and p.kind == p.KEYWORD_ONLY})
+    judge["model"] = llm_judge.DEFAULT_REMOTE_MODEL
+    repeated = []
+    for recipe in RECIPES:
+        leaves = _leaves(yaml.safe_load(open(os.path.join(ROOT, "recipes", recipe, "config.yaml"))))
+        assert leaves.pop("defaults") == ["ppo_trainer", "base", "_self_"], recipe
+        for key, value in leaves.items():
+            if key in base and base[key] == value:
+                repeated.append(f"{recipe}: {key}={value!r} is base.yaml's value")
+            kw = key.removeprefix("reward.custom_reward_function.reward_kwargs.")
+            if kw != key and kw in judge and judge[kw] == value:
+                repeated.append(f"{recipe}: {key}={value!r} is reward_fns/llm_judge.py's default")
+    for key, value in base.items():
+        kw = key.removeprefix("reward.custom_reward_function.reward_kwargs.")
+        assert kw == key or kw not in judge, f"base.yaml sets llm_judge's {kw}"
+    assert not repeated, "\n".join(repeated)
+
+
+def test_the_launcher_holds_no_training_defaults():
+    """The default learning rate (and every other training value) lives in the recipe configs only:
+    changing the default is one line of recipes/base.yaml."""
+    configs = {f: open(os.path.join(ROOT, f)).read() for f in [f"recipes/{r}/config.yaml" for r in RECIPES] + ["recipes/base.yaml"]}
+    assert [f for f, text in configs.items() if re.search(r"^\s+lr: ", text, re.M)] == \
+        ["recipes/judge_pointwise/config.yaml", "recipes/judge_pairwise/config.yaml", "recipes/base.yaml"]
+    lrs = {m for text in configs.values() for m in re.findall(r"^\s+lr: (\S+)$", text, re.M)}
+    hits = [f for f in ("scripts/launch.py", "scripts/launch.sh", "scripts/verl_config.py", "scripts/main.sh", "runtime_env.yaml",
+                        *[f"recipes/{r}/run.sh" for r in ALL_RECIPES])
+            if any(lr in open(os.path.join(ROOT, f)).read() for lr in lrs)]
+    assert len(lrs) == 2 and hits == []
+
+
+def test_knobs_table_in_recipes_readme_is_the_launchers():
+    r = subprocess.run([sys.executable, "-m", "scripts.launch", "--knobs"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    readme = open(os.path.join(ROOT, "recipes", "README.md"), encoding="utf-8").read()
+    m = re.search(r"<!-- knobs:[^\n]*-->\n(.*?)\n<!-- /knobs -->", readme, re.S)
+    assert m, "no generated table in recipes/README.md"
+    assert m.group(1) == r.stdout.rstrip("\n") == launch.knobs_markdown()
+    assert len(m.group(1).splitlines()) == 2 + len(launch.ENV)
+    h = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "launch.py"), "--help"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": ROOT})
+    assert h.returncode == 0 and launch.knobs_markdown() in h.stdout and "DRY_RUN=1" in h.stdout
+
+
+def test_recipe_readmes_have_no_knob_tables():
+    for recipe in ALL_RECIPES:
+        text = open(os.path.join(ROOT, "recipes", recipe, "README.md"), encoding="utf-8").read()
+        rows = re.findall(r"^\| `[A-Z][A-Z0-9_]*` \|", text, re.M)
+        assert rows == [], f"recipes/{recipe}/README.md: {rows}"
+        if recipe in RECIPES:
+            assert f"bash recipes/{recipe}/run.sh actor_rollout_ref.actor.optim.lr=2e-6" in text
+
+
+def test_run_sh_files_hand_over():
     for recipe in RECIPES:
         lines = [ln.strip() for ln in open(os.path.join(ROOT, "recipes", recipe, "run.sh")) if ln.strip() and not ln.startswith("#")]
-        assert lines[-1] == 'exec bash "$HERE/../../scripts/launch.sh" "$@"'
-        for ln in lines[:-1]:
-            assert re.match(r"^(set -euo pipefail|HERE=.*|export .*|source \"\$HERE/\.\./common\.sh\")$", ln), ln
+        assert lines == [f'exec bash "$(dirname "$0")/../../scripts/launch.sh" {recipe} "$@"'], recipe
+    assert not os.path.exists(os.path.join(ROOT, "recipes", "common.sh"))
 
 
-def test_relative_paths_special_switches_and_user_overrides_win(fx, model_path, tmp_path):
-    env = base_env(MODEL=model_path, **recipe_files(fx, "gsm8k_rule"))
-    p = plan_json("gsm8k_rule", {**env, "REWARD_FN": "reward_fns/gsm8k.py", "NO_FLASH_ATTN": "1"},
-                  "trainer.total_training_steps=3", "+actor_rollout_ref.model.override_config.attn_implementation=eager")
-    cfg = compose(p["overrides"])
-    assert cfg.reward.custom_reward_function.path == os.path.join(ROOT, "reward_fns", "gsm8k.py")  # cwd-relative -> absolute
-    assert cfg.trainer.total_training_steps == 3
-    assert cfg.actor_rollout_ref.model.override_config.attn_implementation == "eager"  # the user's '+' replaces ours
-    assert cfg.actor_rollout_ref.model.use_remove_padding is False
-    # OUTPUT_DIR decides the metrics file; DATA_DIR decides where the default data goes
-    p2 = plan_json("gsm8k_rule", {**base_env(MODEL=model_path), "OUTPUT_DIR": str(tmp_path / "o"), "DATA_DIR": str(tmp_path / "d")})
-    assert p2["metrics_file"] == str(tmp_path / "o" / "metrics.jsonl") and p2["output_dir"] == str(tmp_path / "o")
-    assert f"data.train_files={tmp_path / 'd' / 'gsm8k_p512' / 'train.parquet'}" in p2["overrides"]
-    # GSM8K_DIR goes to data_prep as local files (else --hf)
-    r = run_recipe("gsm8k_rule", {**base_env(MODEL=model_path), "DRY_RUN": "print", "DATA_DIR": str(tmp_path / "d"),
-                                  "GSM8K_DIR": "/data/gsm8k"}, "--build-data")
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "--train /data/gsm8k/train.jsonl --test /data/gsm8k/test.jsonl" in r.stdout and "--max-prompt-length 512" in r.stdout
-    r = run_recipe("gsm8k_rule", {**base_env(MODEL=model_path), "DRY_RUN": "print", "DATA_DIR": str(tmp_path / "d")}, "--build-data")
-    assert " --hf" in r.stdout
-    # SWANLAB_API_KEY adds swanlab; a bad integer is a clear error
-    p3 = plan_json("gsm8k_rule", {**env, "SWANLAB_API_KEY": SWAN_SECRET})
-    assert "trainer.logger=[console,swanlab,file]" in p3["overrides"]
-    bad = run_recipe("gsm8k_rule", {**env, "DRY_RUN": "print", "ROLLOUT_N": "four"})
-    assert bad.returncode == 2 and "ROLLOUT_N='four': expected an integer" in bad.stdout
+def _fake_python(tmp_path):
+    py = tmp_path / "fakepy"
+    py.write_text('#!/bin/bash\necho "fake python: $*"\n')
+    py.chmod(0o755)
+    return str(py)
 
 
-def _json_blobs(text):
-    blobs, cur = [], None
-    for ln in text.splitlines():
-        if ln == "{":
-            cur = [ln]
-        elif cur is not None:
-            cur.append(ln)
-            if ln == "}":
-                blobs.append(json.loads("\n".join(cur)))
-                cur = None
-    return blobs
+def test_judge_to_reward_runs_the_pipeline(tmp_path):
+    r = run_recipe("judge_to_reward", base_env(PYTHON=_fake_python(tmp_path)), "--grpo-steps", "3", "data.train_batch_size=8")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == f"fake python: -m scripts.pipeline judge_to_reward --out {ROOT}/outputs/judge_to_reward " \
+                       "--grpo-steps 3 data.train_batch_size=8\n"
+    h = run_recipe("judge_to_reward", base_env(), "--help", timeout=120)
+    assert h.returncode == 0 and h.stdout.startswith("usage: python -m scripts.pipeline") and "--policy-override" in h.stdout
+    bad = run_recipe("judge_to_reward", base_env(DRY_RUN="1"), "--bogus", timeout=120)
+    assert bad.returncode == 2 and "[launch] ERROR: unrecognized arguments: --bogus" in bad.stdout
+    for name in OLD_PIPELINE_VARS:  # the shell pipeline's variables: options of scripts.pipeline now
+        old = run_recipe("judge_to_reward", base_env(PYTHON=_fake_python(tmp_path), **{name: "5"}))
+        assert old.returncode == 2 and old.stdout == "" and \
+            f"judge_to_reward: {name} is no longer read; use the options in --help (--out, --grpo-steps, --policy-steps, ...)" \
+            in old.stderr
 
 
-def test_pipeline_knobs_and_resume(fx, model_path, tmp_path):
-    pdir = tmp_path / "pipe"
-    env = base_env(MODEL=model_path, DRY_RUN="print", PIPELINE_DIR=pdir, JUDGE_STEPS=7, POLICY_STEPS=9, JUDGE_SAVE_FREQ=3,
-                   JUDGE_TRAIN_FILES=fx[("pointwise", "train")], JUDGE_VAL_FILES=fx[("pointwise", "test")],
-                   POLICY_TRAIN_FILES=fx[("policy", "train")], POLICY_VAL_FILES=fx[("policy", "test")])
-    r = run_recipe("judge_to_reward", env, "data.train_batch_size=8")
-    assert r.returncode == 0, r.stdout + r.stderr
-    judge, policy = _json_blobs(r.stdout)
-    assert judge["recipe"] == "judge_pointwise" and policy["recipe"] == "gsm8k_local_judge"
-    j, pol = compose(judge["overrides"]), compose(policy["overrides"])
-    assert j.trainer.total_training_steps == 7 and j.trainer.save_freq == 3 and pol.trainer.total_training_steps == 9
-    assert j.data.train_files == fx[("pointwise", "train")] and pol.data.train_files == fx[("policy", "train")]
-    assert j.trainer.default_local_dir == str(pdir / "judge" / "checkpoints")
-    assert pol.trainer.default_local_dir == str(pdir / "policy" / "checkpoints")
-    assert j.data.train_batch_size == 8 and pol.data.train_batch_size == 8  # "$@" reaches both stages
-    assert pol.reward.reward_model.model_path == model_path  # dry run: no merged judge yet
-    for n in (1, 2, 3, 4):
-        assert f"stage {n} output:" in r.stdout
-    # resume: stage 2 and 3 done -> skipped, stage 4 uses the merged judge folder
-    (pdir / "judge").mkdir(parents=True)
-    (pdir / "judge" / ".done").write_text("")
-    hf = pdir / "judge_hf"
-    hf.mkdir()
-    (hf / ".complete").write_text("merged\n")
-    r = run_recipe("judge_to_reward", env)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "stage 2 skipped" in r.stdout and "stage 3 skipped" in r.stdout
-    (only,) = _json_blobs(r.stdout)
-    assert compose(only["overrides"]).reward.reward_model.model_path == str(hf)
+def test_main_sh_gpu_path_is_the_pipeline(tmp_path):
+    """With a GPU, scripts/main.sh is one call: python -m scripts.pipeline judge_to_reward --out outputs/main."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "nvidia-smi").write_text("#!/bin/bash\necho 'GPU 0: fake'\n")
+    (bindir / "nvidia-smi").chmod(0o755)
+    env = base_env(PYTHON=_fake_python(tmp_path), GSM8K_DIR="/data/gsm8k", PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    r = subprocess.run(["bash", os.path.join(ROOT, "scripts", "main.sh"), "--grpo-steps", "2"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-1] == "fake python: -m scripts.pipeline judge_to_reward --out outputs/main --grpo-steps 2"
+    assert "[main] GSM8K: /data/gsm8k" in r.stdout
 
 
 # ----------------------------------------------------------------------------------------------- secrets
@@ -454,44 +579,58 @@ def test_job_submission_passes_secrets_by_name_never_prints_or_writes_them(fx, m
     rt_path = os.path.join(ROOT, "runtime_env.yaml")
     before = open(rt_path, "rb").read()
     env = base_env(MODEL=model_path, RAY_ADDRESS="http://127.0.0.1:1", OPENAI_API_KEY=SECRET, HF_TOKEN=HF_SECRET,
-                   MY_EXTRA=SWAN_SECRET, PASS_ENV="MY_EXTRA", OUTPUT_DIR=tmp_path / "out", **recipe_files(fx, "gsm8k_api_judge"))
-    # the user even passes a key inline: masked too
-    args = ["+reward.custom_reward_function.reward_kwargs.api_key=" + INLINE_SECRET]
+                   MY_EXTRA=SWAN_SECRET, PASS_ENV="MY_EXTRA", OTHER_CRED=OTHER_SECRET, OUTPUT_DIR=tmp_path / "out",
+                   **recipe_files(fx, "gsm8k_api_judge"))
+    # the key variable named by an argument (not *KEY/*TOKEN), and a key passed inline: masked too
+    args = ["+reward.custom_reward_function.reward_kwargs.api_key_env=OTHER_CRED",
+            "+reward.custom_reward_function.reward_kwargs.api_key=" + INLINE_SECRET]
     printed = run_recipe("gsm8k_api_judge", {**env, "DRY_RUN": "print"}, *args)
-    dry = run_recipe("gsm8k_api_judge", {**env, "DRY_RUN": "1", "CHECK_PATHS": "warn"}, *args)
+    dry = run_recipe("gsm8k_api_judge", {**env, "DRY_RUN": "1"}, *args)
     assert printed.returncode == 0, printed.stdout + printed.stderr
     assert dry.returncode == 0, dry.stdout + dry.stderr
     for r in (printed, dry):
         text = r.stdout + r.stderr
-        for s in (SECRET, HF_SECRET, SWAN_SECRET, INLINE_SECRET):
+        for s in (SECRET, HF_SECRET, SWAN_SECRET, INLINE_SECRET, OTHER_SECRET):
             assert s not in text
     cmd = json.loads(printed.stdout)["command"]
-    assert "ray job submit --runtime-env-json" in cmd and '"OPENAI_API_KEY": "***"' in cmd and '"HF_TOKEN": "***"' in cmd
-    assert "ray job submit --runtime-env-json" in dry.stdout and '"OPENAI_API_KEY": "***"' in dry.stdout
-    assert "secrets passed to the job by name: HF_TOKEN, OPENAI_API_KEY, MY_EXTRA" in dry.stdout
+    assert cmd.startswith(f"{os.path.dirname(sys.executable)}/ray job submit --runtime-env-json ") or \
+        cmd.startswith("ray job submit --runtime-env-json ")
+    assert " -- python3 -m scripts.train --config-path ../recipes/gsm8k_api_judge --config-name config " in cmd
+    for name in ("OPENAI_API_KEY", "HF_TOKEN", "MY_EXTRA", "OTHER_CRED"):
+        assert f'"{name}": "***"' in cmd
+    assert "secrets passed to the job by name: HF_TOKEN, OPENAI_API_KEY, OTHER_CRED, MY_EXTRA" in dry.stdout
+    assert "[launch] config OK: recipe gsm8k_api_judge" in dry.stdout
     assert open(rt_path, "rb").read() == before
     for dirpath, _, files in os.walk(tmp_path):
         for f in files:
             data = open(os.path.join(dirpath, f), "rb").read()
             assert SECRET.encode() not in data and HF_SECRET.encode() not in data
     # the plan handed to Ray (in memory) does carry the values, by name
-    p = launch.plan({**env, "DRY_RUN": "print"}, [], materialize=False)
-    assert p.runtime_env["env_vars"]["OPENAI_API_KEY"] == SECRET and p.runtime_env["env_vars"]["MY_EXTRA"] == SWAN_SECRET
-    assert "--runtime-env-json" in p.command
-    # without any secret set, runtime_env.yaml is passed as is
-    clean = plan_json("gsm8k_rule", base_env(MODEL=model_path, RAY_ADDRESS="http://127.0.0.1:1", **recipe_files(fx, "gsm8k_rule")))
-    assert "ray job submit --runtime-env runtime_env.yaml -- python3 -m verl.trainer.main_ppo" in clean["command"]
-    assert "reward.custom_reward_function.path=pkg://reward_fns.gsm8k" in clean["overrides"]
+    p = plan("gsm8k_api_judge", env, *args)
+    assert (p.runtime_env["env_vars"]["OPENAI_API_KEY"], p.runtime_env["env_vars"]["MY_EXTRA"],
+            p.runtime_env["env_vars"]["OTHER_CRED"]) == (SECRET, SWAN_SECRET, OTHER_SECRET)
+    assert p.metrics_file == f"{tmp_path / 'out'}/verl-judge/gsm8k_api_judge.jsonl"
+    assert f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_ROOT={tmp_path / 'out'}" in p.overrides
+    # without any secret set, runtime_env.yaml is passed as is; paths inside the repo become repo-relative
+    clean = plan("gsm8k_rule", base_env(MODEL=model_path, RAY_ADDRESS="http://127.0.0.1:1", REWARD_FN=f"{ROOT}/reward_fns/gsm8k.py",
+                                        **recipe_files(fx, "gsm8k_rule")))
+    assert clean.command[2:12] == ["submit", "--runtime-env", "runtime_env.yaml", "--", "python3", "-m", "scripts.train",
+                                   "--config-path", "../recipes/gsm8k_rule", "--config-name"]
+    assert "reward.custom_reward_function.path=reward_fns/gsm8k.py" in clean.overrides
+    assert clean.notes[0] == "NO_FLASH_ATTN=auto with RAY_ADDRESS: assuming the cluster has flash-attn (set NO_FLASH_ATTN=1 if not)"
 
 
 def test_mask():
-    env = {"OPENAI_API_KEY": SECRET, "MY_TOKEN": "abcdefghij", "SHORT_KEY": "abc", "JUDGE_API_KEY_ENV": "OPENAI_API_KEY"}
-    out = launch.mask(f"key {SECRET} tok abcdefghij api_key=zzzzzzzz token: 'qqqqqqq' api_key_env=OPENAI_API_KEY abc", env)
+    env = {"OPENAI_API_KEY": SECRET, "MY_TOKEN": "abcdefghij", "SHORT_KEY": "abc", "JUDGE_API_KEY_ENV": "OPENAI_API_KEY",
+           launch.KEY_ENV: "OTHER_CRED", "OTHER_CRED": OTHER_SECRET}
+    out = launch.mask(f"key {SECRET} tok abcdefghij api_key=zzzzzzzz token: 'qqqqqqq' api_key_env=OPENAI_API_KEY "
+                      f"{OTHER_SECRET} abc", env)
     assert SECRET not in out and "abcdefghij" not in out and "zzzzzzzz" not in out and "qqqqqqq" not in out
-    assert "api_key_env=OPENAI_API_KEY" in out and out.endswith(" abc")
+    assert OTHER_SECRET not in out and "api_key_env=OPENAI_API_KEY" in out and out.endswith(" abc")
 
 
-FAKE_MAIN = r'''
+# ----------------------------------------------------------------------------------------------- running
+FAKE_TRAINER = r'''
 import os, sys, json
 import ray
 print("fake trainer args:", len(sys.argv) - 1, "overrides")
@@ -507,20 +646,35 @@ open(metrics, "a").write(json.dumps({"step": 1, "data": {"critic/score/mean": 0.
 ray.shutdown()
 sys.exit(3)
 '''
+# plan() of a recipe, its trainer command swapped for a stand-in (argv[1]: the stand-in's command, as JSON), then execute()
+DRIVER = r'''
+import json, os, sys
+from scripts import launch
+env = dict(os.environ)
+p = launch.plan(env, [], "gsm8k_rule")
+swap = json.loads(sys.argv[1])
+i = p.command.index("scripts.train") - 1
+p.command = p.command[:i] + swap + p.command[i + 2:]
+sys.exit(launch.execute(p, env))
+'''
+
+
+def _drive(env, swap, timeout=600):
+    return subprocess.run([sys.executable, "-c", DRIVER, json.dumps(swap)], cwd=ROOT, env={**env, "PYTHONPATH": ROOT},
+                          capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.mark.slow
 def test_local_run_starts_and_stops_its_own_ray_head(fx, model_path, tmp_path):
-    (tmp_path / "fake_main_vj.py").write_text(FAKE_MAIN)
+    fake = tmp_path / "fake_trainer.py"
+    fake.write_text(FAKE_TRAINER)
     out = tmp_path / "out"
     out.mkdir()
     (out / "metrics.jsonl").write_text('{"step": 1, "data": {}}\n')  # a previous run's file: kept, renamed
-    env = base_env(MODEL=model_path, ENTRYPOINT="fake_main_vj", PYTHONPATH=tmp_path, OUTPUT_DIR=out, OPENAI_API_KEY=SECRET,
-                   CKPT_DIR=tmp_path / "ckpt", **recipe_files(fx, "gsm8k_rule"))
-    env.pop("RAY_ADDRESS", None)
-    r = run_recipe("gsm8k_rule", env, timeout=600)
+    env = base_env(MODEL=model_path, OUTPUT_DIR=out, OPENAI_API_KEY=SECRET, **recipe_files(fx, "gsm8k_rule"))
+    r = _drive(env, [str(fake)])
     text = r.stdout + r.stderr
-    assert r.returncode == 3, text[-4000:]  # the entrypoint's exit code
+    assert r.returncode == 3, text[-4000:]  # the trainer's exit code
     assert SECRET not in text and "the key is ***" in text
     assert "worker sees the repo and the key: True" in text
     m = re.search(r"stopping the private Ray head \(pid (\d+)\)", text)
@@ -536,6 +690,7 @@ def test_local_run_starts_and_stops_its_own_ray_head(fx, model_path, tmp_path):
         pytest.fail(f"Ray head {pid} still running")
     log = (out / "launch.log").read_text()
     assert "the key is ***" in log and SECRET not in log
+    assert f"{fake} --config-path {ROOT}/recipes/gsm8k_rule --config-name config " in log  # the planned arguments
     assert json.loads((out / "metrics.jsonl").read_text().splitlines()[0])["step"] == 1
     assert len(list(out.glob("metrics.*.jsonl"))) == 1
 
@@ -581,10 +736,9 @@ def test_ray_job_submission_end_to_end(fx, model_path, tmp_path):
                 break  # 401 with token auth: it is up
             except OSError:
                 time.sleep(0.5)
-        job_env = {**env, "MODEL": model_path, "RAY_ADDRESS": f"http://{m.group(1)}", "ENTRYPOINT": f"tests.{mod}",
-                   "JOB_PYTHON": sys.executable, "OPENAI_API_KEY": SECRET, "OUTPUT_DIR": str(tmp_path / "out"),
-                   **recipe_files(fx, "gsm8k_rule")}
-        r = run_recipe("gsm8k_rule", job_env, timeout=600)
+        job_env = {**env, "MODEL": model_path, "RAY_ADDRESS": f"http://{m.group(1)}", "JOB_PYTHON": sys.executable,
+                   "OPENAI_API_KEY": SECRET, "OUTPUT_DIR": str(tmp_path / "out"), **recipe_files(fx, "gsm8k_rule")}
+        r = _drive(job_env, ["-m", f"tests.{mod}"])
         text = r.stdout + r.stderr
         assert r.returncode == 0, text[-4000:]
         assert "job worker: key=True repo=True excluded_present=False" in text, text[-4000:]
@@ -607,138 +761,10 @@ def test_job_submission_retried_while_the_job_agent_is_not_ready(tmp_path, monke
     )
     p = launch.Plan(recipe="x", mode="job", command=[sys.executable, "-c", fake_submit, str(counter)],
                     output_dir=str(tmp_path / "out"), metrics_file=str(tmp_path / "out" / "m.jsonl"))
-    env = {**os.environ, "JOB_SUBMIT_TRIES": "5"}
     monkeypatch.setattr(launch.time, "sleep", lambda s: None)
-    assert launch.execute(p, env) == 0
+    assert launch.execute(p, dict(os.environ), tries=5) == 0
     assert counter.read_text() == "3"
     counter.write_text("0")
-    env["JOB_SUBMIT_TRIES"] = "2"
-    assert launch.execute(p, env) == 1  # gives up after 2 tries, returns the failure
+    assert launch.execute(p, dict(os.environ), tries=2) == 1  # gives up after 2 tries, returns the failure
     assert counter.read_text() == "2"
-
-
-# ----------------------------------------------------------------------------------------------- GPU-side tools, on CPU
-def test_use_v1_knob_and_colocated_judge(fx, model_path):
-    rule = compose(plan_json("gsm8k_rule", base_env(MODEL=model_path, USE_V1="0", **recipe_files(fx, "gsm8k_rule")))["overrides"])
-    assert rule.trainer.use_v1 is False
-    p = plan_json("gsm8k_local_judge", base_env(MODEL=model_path, USE_V1="1", **recipe_files(fx, "gsm8k_local_judge")))
-    # the local-judge recipe picks the trainer from JUDGE_GPUS: colocated -> legacy, whatever USE_V1 says
-    assert [o for o in p["overrides"] if o.startswith("trainer.use_v1")] == ["trainer.use_v1=False"]
-
-
-def _fake_merger(tmp_path, writes=True):
-    """A PYTHON that answers ``-m verl.model_merger merge ... --target_dir X`` by writing X/config.json."""
-    py = tmp_path / "fakepy"
-    body = 'mkdir -p "$t" && echo "{}" > "$t/config.json"' if writes else "true"
-    py.write_text(f'#!/bin/bash\necho "fake merger: $*"\nwhile [ $# -gt 0 ]; do [ "$1" = --target_dir ] && t=$2; shift; done\n{body}\n')
-    py.chmod(0o755)
-    return str(py)
-
-
-def _ckpt(tmp_path, step=7):
-    ck = tmp_path / "ckpt"
-    (ck / f"global_step_{step}" / "actor").mkdir(parents=True)
-    (ck / "latest_checkpointed_iteration.txt").write_text(str(step))
-    return ck
-
-
-def _merge(*args, **env):
-    return subprocess.run(["bash", os.path.join(ROOT, "scripts", "merge_ckpt.sh"), *map(str, args)], cwd=ROOT,
-                          env={**base_env(), **env}, capture_output=True, text=True, timeout=60)
-
-
-def test_merge_ckpt(tmp_path):
-    ck, hf = _ckpt(tmp_path), tmp_path / "hf"
-    r = _merge(ck, hf, DRY_RUN="1", PYTHON="python3")
-    assert r.returncode == 0 and f"--local_dir {ck}/global_step_7/actor --target_dir {hf}.tmp" in r.stdout
-    assert "DRY_RUN: merge not run" in r.stdout and not hf.exists()
-    r = _merge(tmp_path / "nothing", hf, PYTHON=_fake_merger(tmp_path))
-    assert r.returncode == 3 and "no checkpoint at" in r.stdout and not hf.exists()
-    r = _merge(ck, hf, PYTHON=_fake_merger(tmp_path, writes=False))
-    assert r.returncode == 3 and "wrote no config.json" in r.stdout and not hf.exists()
-    r = _merge(ck, hf, PYTHON=_fake_merger(tmp_path))
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert (hf / ".complete").read_text() == f"merged from {ck}/global_step_7/actor\n"
-    assert (hf / "config.json").exists() and not (tmp_path / "hf.tmp").exists()
-    r = _merge(ck, hf, PYTHON=_fake_merger(tmp_path))
-    assert r.returncode == 0 and "skipped" in r.stdout and "fake merger" not in r.stdout
-    assert _merge(ck).returncode == 1 and "Merge a verl FSDP checkpoint" in _merge("--help").stdout
-
-
-def _script(name, env, *args, timeout=300):
-    return subprocess.run(["bash", os.path.join(ROOT, "scripts", name), *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
-
-
-def test_judge_cost_runs_identical_settings_then_variants(fx, model_path, tmp_path):
-    env = base_env(MODEL=model_path, DRY_RUN="print", COST_DIR=tmp_path / "jc", STEPS=6,
-                   VARIANTS="tok128:JUDGE_MAX_TOKENS=128 hybrid:JUDGE_MODE=hybrid,JUDGE_MAX_TOKENS=64",
-                   **recipe_files(fx, "gsm8k_rule"))
-    r = _script("judge_cost.sh", env, "data.train_batch_size=8")
-    assert r.returncode == 0, r.stdout + r.stderr
-    cfgs = {}
-    for name in ("rule", "local", "tok128", "hybrid"):
-        (blob,) = _json_blobs((tmp_path / "jc" / name / "run.log").read_text())
-        cfgs[name] = compose(blob["overrides"])
-    for name, c in cfgs.items():  # identical shared settings in every run
-        assert (c.trainer.use_v1, c.trainer.total_training_steps, c.trainer.save_freq, c.trainer.test_freq,
-                c.actor_rollout_ref.rollout.gpu_memory_utilization, c.data.train_batch_size) == (False, 6, -1, -1, 0.3, 8), name
-        assert c.trainer.default_local_dir == str(tmp_path / "jc" / name / "checkpoints")
-    assert cfgs["rule"].reward.reward_model.enable is False and cfgs["local"].reward.reward_model.enable is True
-    kw = {n: cfgs[n].reward.custom_reward_function.reward_kwargs for n in ("local", "tok128", "hybrid")}
-    assert [(k.mode, k.max_tokens) for k in kw.values()] == [("judge", 512), ("judge", 128), ("hybrid", 64)]
-    bad = _script("judge_cost.sh", {**env, "VARIANTS": "tok128=JUDGE_MAX_TOKENS"})
-    assert bad.returncode == 2 and "VARIANTS: bad entry 'tok128=JUDGE_MAX_TOKENS'" in bad.stderr
-    only = _script("judge_cost.sh", {**env, "VARIANTS": "", "RUNS": "local", "COST_DIR": str(tmp_path / "jc2")})
-    assert only.returncode == 0 and sorted(os.listdir(tmp_path / "jc2")) == ["local"]
-
-
-def test_learn_eval_stages(fx, model_path, tmp_path):
-    run_dir = tmp_path / "learn"
-    (run_dir / "eval_before").mkdir(parents=True)
-    (run_dir / "eval_before" / "report.json").write_text("{}")
-    env = base_env(MODEL=model_path, DRY_RUN="print", RUN_DIR=run_dir, RECIPE="gsm8k_rule", STEPS=4, EVAL_LIMIT=5,
-                   EVAL_KV_CACHE_GB=4, EVAL_GPU_MEM_UTIL=0.1, **recipe_files(fx, "gsm8k_rule"))
-    r = _script("learn_eval.sh", env)
-    assert r.returncode == 0, r.stdout + r.stderr
-    out = r.stdout
-    assert f"skipped: {run_dir}/eval_before/report.json exists" in out  # the start model was evaluated already
-    (blob,) = _json_blobs(out)
-    c = compose(blob["overrides"])
-    assert (c.trainer.total_training_steps, c.trainer.save_freq) == (4, 4)
-    assert c.trainer.default_local_dir == str(run_dir / "checkpoints")
-    assert f"--local_dir {run_dir}/checkpoints/global_step_<N>/actor --target_dir {run_dir}/hf.tmp" in out
-    want = (f"scripts/eval_gsm8k.py --data {fx[('policy', 'test')]} --limit 5 --vllm-offline {run_dir}/hf "
-            f"--gpu-memory-utilization 0.1 --kv-cache-gb 4 --max-tokens 512 --temperature 0 --out {run_dir}/eval_after.tmp")
-    assert want in out
-    pw = _script("learn_eval.sh", {**env, "RECIPE": "judge_pairwise", "EVAL_PAIRS": "300", "RUN_DIR": str(tmp_path / "pw"),
-                                   **recipe_files(fx, "judge_pairwise")})
-    assert pw.returncode == 0, pw.stdout + pw.stderr
-    assert f"scripts/eval_judge.py --data {fx[('pairwise', 'test')]} --pairs 300 --seed 0 --vllm-offline {model_path}" in pw.stdout
-    bad = _script("learn_eval.sh", {**env, "RECIPE": "judge_to_reward"})
-    assert bad.returncode == 2 and "not a single-run recipe" in bad.stderr
-
-
-def test_learn_eval_overlap(fx, model_path, tmp_path):
-    """EVAL_OVERLAP=1: the start model is evaluated in the background while training runs, and
-    training waits for it before merging; without a fixed KV cache it refuses to start."""
-    run_dir = tmp_path / "ov"
-    env = base_env(MODEL=model_path, DRY_RUN="print", RUN_DIR=run_dir, RECIPE="gsm8k_rule", STEPS=4, EVAL_LIMIT=5,
-                   EVAL_OVERLAP=1, EVAL_KV_CACHE_GB=2, **recipe_files(fx, "gsm8k_rule"))
-    r = _script("learn_eval.sh", env)
-    assert r.returncode == 0, r.stdout + r.stderr
-    out = r.stdout
-    bg = f"stage 2 runs in the background during training (EVAL_OVERLAP=1), log: {run_dir}/eval_before.log"
-    assert out.index(bg) < out.index("stage 3/6") < out.index("waiting for stage 2 (background)") < out.index("stage 4/6")
-    log = (run_dir / "eval_before.log").read_text()
-    assert f"--vllm-offline {model_path} --gpu-memory-utilization 0.3 --kv-cache-gb 2 --max-tokens 512" in log
-    assert log in out  # the background stage's output is shown once it is done
-    for extra, msg in (({"EVAL_KV_CACHE_GB": ""}, "EVAL_OVERLAP=1 needs EVAL_KV_CACHE_GB"),
-                       ({"EVAL_OVERLAP": "yes"}, "EVAL_OVERLAP=yes: want 0 or 1")):
-        bad = _script("learn_eval.sh", {**env, **extra})
-        assert bad.returncode == 2 and msg in bad.stderr, bad.stderr
-    (run_dir / "eval_before").mkdir()
-    (run_dir / "eval_before" / "report.json").write_text("{}")
-    again = _script("learn_eval.sh", env)  # done before: no background stage
-    assert again.returncode == 0 and f"skipped: {run_dir}/eval_before/report.json exists" in again.stdout
-    assert "background" not in again.stdout
+    assert launch.SUBMIT_TRIES == 6

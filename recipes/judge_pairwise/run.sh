@@ -1,12 +1,3 @@
 #!/usr/bin/env bash
-# judge_pairwise: GRPO-train a generative judge that answers <better>A|B</better> on pairs shown in
-# both orders, rewarded by reward_fns/pairwise.py. See README.md for every knob. Extra args = Hydra overrides.
-set -euo pipefail
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-export RECIPE=judge_pairwise REWARD_MODE=rule DATA_KIND=verify_pairwise
-export REWARD_FN=${REWARD_FN:-pkg://reward_fns.pairwise}
-export MAX_PROMPT_LENGTH=${MAX_PROMPT_LENGTH:-1280}
-export MAX_RESPONSE_LENGTH=${MAX_RESPONSE_LENGTH:-512}
-export SAVE_FREQ=${SAVE_FREQ:-50}
-source "$HERE/../common.sh"
-exec bash "$HERE/../../scripts/launch.sh" "$@"
+# judge_pairwise: recipes/judge_pairwise/config.yaml through the shared launcher (see README.md). Arguments are Hydra overrides.
+exec bash "$(dirname "$0")/../../scripts/launch.sh" judge_pairwise "$@"
