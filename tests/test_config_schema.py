@@ -42,7 +42,7 @@ def data_files(tmp_path_factory):
     return str(d / "train.parquet"), str(d / "test.parquet")
 
 
-# The known-good set (one H100, SmolLM2-135M, GRPO n=4, batch 16): shared/hooks/device/ctl/overrides.txt
+# The known-good set of overrides (one H100, SmolLM2-135M, GRPO n=4, batch 16, no flash-attn)
 # plus our reward function.
 GOOD = """
 algorithm.adv_estimator=grpo
