@@ -3,16 +3,29 @@
 #
 #   bash scripts/gpu_smoke.sh                       # all recipes, 3 steps each
 #   RECIPES="gsm8k_rule gsm8k_local_judge" STEPS=8 bash scripts/gpu_smoke.sh
+#   bash scripts/gpu_smoke.sh trainer.test_freq=-1  # no validation (extra args: Hydra overrides)
 #
-# For each recipe: the run exits 0, its metrics JSONL has critic/score/mean and timing_s/step,
-# with TEST_FREQ>0 (default: STEPS) a validation ran and its val-* metrics hold the reward's own keys
-# (format_ok; judge_error, judge_parse_fail, rule_score for the LLM-judge reward), and
-# checkpoints exist (judge recipes; judge_to_reward also the merged HF judge folder).
-# gsm8k_api_judge is pointed at a vLLM OpenAI server of the judge model started here on the same GPU.
-# Knobs: MODEL (default: materialised SmolLM2), GSM8K_DIR (local GSM8K jsonl; unset = HF hub),
-# PYTHON (existing interpreter, e.g. python3 with verl+vLLM), SMOKE_DIR (outputs), STEPS,
-# API_PORT (8011), API_GPU_MEM_UTIL (0.15), API_SERVER_ARGS (more vLLM server flags). Extra args are
-# Hydra overrides passed to every recipe.
+# Each recipe runs through its recipes/<r>/run.sh with these Hydra overrides, then the extra
+# arguments (an argument for the same key wins): trainer.total_training_steps=STEPS
+# trainer.test_freq=STEPS data.val_max_samples=32 trainer.save_freq=STEPS
+# trainer.default_local_dir=SMOKE_DIR/<r>/checkpoints trainer.experiment_name=smoke-<r>, and OUTPUT_DIR=SMOKE_DIR/<r>.
+# judge_to_reward runs the pipeline: --out SMOKE_DIR/judge_to_reward --grpo-steps STEPS --policy-steps STEPS,
+# trainer.test_freq, data.val_max_samples and the extra arguments for both the judge GRPO stage and
+# (as --policy-override) the policy stage.
+# Checks: the run exits 0; its metrics JSONL (judge_to_reward: metrics.jsonl and policy_metrics.jsonl) has
+# critic/score/mean, timing_s/step and the reward's per-step keys reward/<key>/mean (format_ok; the LLM-judge
+# reward: judge_error, judge_parse_fail, rule_score and judge_health/*); with trainer.test_freq > 0 also a
+# validation (val-*) holding the same reward keys; judge_pointwise/judge_pairwise wrote a checkpoint and
+# judge_to_reward the merged judge (hf/config.json). A failed check sets the exit code shown: 9 (metrics), 8
+# (checkpoint / merged judge). SMOKE_DIR/summary.md: | recipe | exit | wall s | steps | checks |.
+# gsm8k_api_judge is pointed at a vLLM OpenAI server of the judge model started here on the same GPU
+# (JUDGE_BASE_URL, JUDGE_MODEL_NAME=judge, JUDGE_API_KEY_ENV=SMOKE_NO_KEY).
+# DRY_RUN=1: every recipe's configuration is checked on CPU by the launcher (no server, no checks).
+# Knobs of this script (not passed on): RECIPES, STEPS (3), SMOKE_DIR (outputs/gpu_smoke), API_PORT (8011),
+# API_GPU_MEM_UTIL (0.15), API_SERVER_ARGS (more vLLM server flags). Launcher variables are passed as set:
+# MODEL (default: the materialised SmolLM2, also served to gsm8k_api_judge), PYTHON (e.g. python3 with
+# verl+vLLM; default scripts/launch.sh --print-python), GSM8K_DIR, DATA_DIR (default SMOKE_DIR/data), ...
+# Exit status: 0 when every recipe passed, 1 otherwise, 2 when a retired launcher variable is set.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$ROOT/scripts/lib.sh"
@@ -22,10 +35,13 @@ STEPS=${STEPS:-3}
 SMOKE_DIR=${SMOKE_DIR:-$ROOT/outputs/gpu_smoke}
 API_PORT=${API_PORT:-8011}
 RECIPES_DIR=${RECIPES_DIR:-$ROOT/recipes}  # tests point it at stand-in recipes
-export PYTHON=${PYTHON:-$(bash "$ROOT/scripts/setup_env.sh" gpu | tail -n 1)}
-export MODEL=${MODEL:-$("$PYTHON" -m data_prep.model | tail -n 1)}
-export TEST_FREQ=${TEST_FREQ:-$STEPS} VAL_MAX_SAMPLES=${VAL_MAX_SAMPLES:-32} SAVE_FREQ=${SAVE_FREQ:-$STEPS}
+export PYTHON=${PYTHON:-$(bash "$ROOT/scripts/launch.sh" --print-python)}
+stop_if_retired "$PYTHON" gpu_smoke
+export MODEL=${MODEL:-$(PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m data_prep.model | tail -n 1)}
 export DATA_DIR=${DATA_DIR:-$SMOKE_DIR/data}
+val_overrides=(trainer.test_freq=$STEPS data.val_max_samples=32)
+later_wins "${val_overrides[@]}" "$@"; j2r_overrides=("${MERGED[@]}")  # for both judge_to_reward stages
+test_freq=$(override_value trainer.test_freq "${j2r_overrides[@]}")
 mkdir -p "$SMOKE_DIR"
 summary=$SMOKE_DIR/summary.md
 echo "| recipe | exit | wall s | steps | checks |" > "$summary"; echo "|---|---|---:|---:|---|" >> "$summary"
@@ -46,32 +62,47 @@ start_api_server() {
 
 for r in $RECIPES; do
   out=$SMOKE_DIR/$r; mkdir -p "$out"
-  export OUTPUT_DIR=$out METRICS_FILE=$out/metrics.jsonl CKPT_DIR=$out/checkpoints EXPERIMENT=smoke-$r
-  extra_env=()
+  env_=(OUTPUT_DIR="$out"); [ "$r" = judge_to_reward ] && env_=()  # the pipeline writes under --out
   case $r in
     gsm8k_api_judge)
-      start_api_server || { echo "| $r | server failed | | | |" >> "$summary"; fail=1; continue; }
-      extra_env=(JUDGE_BASE_URL=http://127.0.0.1:$API_PORT/v1 JUDGE_MODEL_NAME=judge JUDGE_API_KEY_ENV=SMOKE_NO_KEY) ;;
-    judge_to_reward)
-      extra_env=(PIPELINE_DIR=$out JUDGE_STEPS=$STEPS POLICY_STEPS=$STEPS JUDGE_SAVE_FREQ=$STEPS) ;;
+      is_dry || start_api_server || { echo "| $r | server failed | | | |" >> "$summary"; fail=1; continue; }
+      env_+=(JUDGE_BASE_URL="http://127.0.0.1:$API_PORT/v1" JUDGE_MODEL_NAME=judge JUDGE_API_KEY_ENV=SMOKE_NO_KEY) ;;
   esac
+  if [ "$r" = judge_to_reward ]; then
+    # the pipeline sets the judge stage's steps, save_freq, checkpoint folder and experiment name itself
+    args=(--out "$out" --grpo-steps "$STEPS" --policy-steps "$STEPS" "${j2r_overrides[@]}")
+    for o in "${j2r_overrides[@]}"; do args+=("--policy-override=$o"); done
+  else
+    later_wins trainer.total_training_steps=$STEPS "${val_overrides[@]}" trainer.save_freq=$STEPS \
+      trainer.default_local_dir="$out/checkpoints" trainer.experiment_name="smoke-$r" "$@"
+    args=("${MERGED[@]}")
+  fi
   t0=$(date +%s)
-  env "${extra_env[@]}" TOTAL_STEPS=$STEPS bash "$RECIPES_DIR/$r/run.sh" "$@" > "$out/run.log" 2>&1
+  env ${env_[@]+"${env_[@]}"} bash "$RECIPES_DIR/$r/run.sh" "${args[@]}" > "$out/run.log" 2>&1
   rc=$?
   wall=$(( $(date +%s) - t0 ))
   [ -n "${API_PID:-}" ] && { kill $API_PID 2>/dev/null; wait $API_PID 2>/dev/null; API_PID=; }
+  if is_dry; then
+    echo "| $r | $rc | $wall | 0 | dry run |" >> "$summary"
+    [ "$rc" = 0 ] || { fail=1; tail -30 "$out/run.log"; }
+    continue
+  fi
   checks=()
   case $r in
-    judge_to_reward) mfiles=("$out/judge/metrics.jsonl" "$out/policy/metrics.jsonl") ;;
+    judge_to_reward) mfiles=("$out/metrics.jsonl" "$out/policy_metrics.jsonl") ;;
     *) mfiles=("$out/metrics.jsonl") ;;
   esac
   for m in "${mfiles[@]}"; do
+    case $r:$m in
+      gsm8k_api_judge:*|gsm8k_local_judge:*|judge_to_reward:*/policy_metrics.jsonl) keys=(judge_error judge_parse_fail rule_score) ;;
+      *) keys=(format_ok) ;;
+    esac
     req=(critic/score/mean timing_s/step)
-    if [ "$TEST_FREQ" -gt 0 ] 2>/dev/null; then  # verl 0.9.1 logs reward extra keys in validation metrics only
-      case $r:$m in
-        gsm8k_api_judge:*|gsm8k_local_judge:*|judge_to_reward:*/policy/*) req+=(val- /judge_error/ /judge_parse_fail/ /rule_score/) ;;
-        *) req+=(val- /format_ok/) ;;
-      esac
+    for k in "${keys[@]}"; do req+=("reward/$k/mean"); done
+    [ "${keys[0]}" = judge_error ] && req+=(judge_health/)
+    if [ "$test_freq" -gt 0 ] 2>/dev/null; then  # validation: val-aux/<data source>/<key>/mean@<n>
+      req+=(val-)
+      for k in "${keys[@]}"; do req+=("/$k/mean@"); done
     fi
     if PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m scripts.report.summarize_run "$m" --require "${req[@]}" \
         > "$m.summary.md" 2>&1; then
@@ -80,9 +111,9 @@ for r in $RECIPES; do
   done
   case $r in
     judge_pointwise|judge_pairwise) ls -d "$out"/checkpoints/global_step_* >/dev/null 2>&1 && checks+=("ckpt ok") || { checks+=("NO CKPT"); [ "$rc" = 0 ] && rc=8; } ;;
-    judge_to_reward) [ -f "$out/judge_hf/config.json" ] && checks+=("merged judge ok") || { checks+=("NO MERGED JUDGE"); [ "$rc" = 0 ] && rc=8; } ;;
+    judge_to_reward) [ -f "$out/hf/config.json" ] && checks+=("merged judge ok") || { checks+=("NO MERGED JUDGE"); [ "$rc" = 0 ] && rc=8; } ;;
   esac
-  steps=$(grep -c timing_s/step "${mfiles[-1]}" 2>/dev/null || echo 0)
+  steps=$(grep -c timing_s/step "${mfiles[-1]}" 2>/dev/null); steps=${steps:-0}
   echo "| $r | $rc | $wall | $steps | ${checks[*]} |" >> "$summary"
   [ "$rc" = 0 ] || { fail=1; tail -30 "$out/run.log"; }
 done

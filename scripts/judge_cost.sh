@@ -1,18 +1,27 @@
 #!/usr/bin/env bash
 # Judge cost: what a local LLM judge adds to a GRPO step. Runs recipes/gsm8k_rule and
 # recipes/gsm8k_local_judge one after the other with identical settings on this machine, then each
-# VARIANT (the local judge with other settings), and writes the median stage times side by side
+# VARIANT (the local judge with more Hydra overrides), and writes the median stage times side by side
 # with their ratio to the rule run (python -m scripts.report.summarize_run --ratio; the first step is left out).
 #
 #   STEPS=8 bash scripts/judge_cost.sh
-#   VARIANTS="tok128:JUDGE_MAX_TOKENS=128 hybrid:JUDGE_MODE=hybrid,JUDGE_MAX_TOKENS=128" bash scripts/judge_cost.sh
+#   VARIANTS="tok128:+reward.custom_reward_function.reward_kwargs.max_tokens=128" bash scripts/judge_cost.sh
+#   VARIANTS="hybrid:+reward.custom_reward_function.reward_kwargs.mode=hybrid,+reward.custom_reward_function.reward_kwargs.max_tokens=128" \
+#     bash scripts/judge_cost.sh data.train_batch_size=32
 #
-# Shared settings (each one overridable from the environment): USE_V1=0 (a colocated judge runs on
-# verl's legacy trainer, so the rule run does too), GPU_MEM_UTIL=0.3, SAVE_FREQ=-1, TEST_FREQ=-1,
-# RESUME_MODE=disable; and every other recipe knob as you set it. Extra arguments are Hydra overrides
-# given to every run. RUNS limits which runs are made (default "rule local" + the variant names).
-# Output: COST_DIR (outputs/judge_cost)/<run>/{run.log,metrics.jsonl} and COST_DIR/cost.md.
-# Exit status: 0 when every run exited 0, else 1 (the table still holds the runs that finished).
+# Shared settings, the same Hydra overrides for every run: trainer.total_training_steps=STEPS
+# actor_rollout_ref.rollout.gpu_memory_utilization=0.3 trainer.save_freq=-1 trainer.test_freq=-1
+# trainer.resume_mode=disable, trainer.default_local_dir=COST_DIR/<run>/checkpoints and
+# trainer.experiment_name=judge-cost-<run>; then the variant's overrides, then the extra arguments (a later
+# override of the same key wins). recipes/base.yaml keeps every recipe on verl's legacy trainer
+# (trainer.use_v1=false), where a colocated judge runs. Launcher variables (MODEL, GSM8K_DIR, PYTHON, ...)
+# are passed as set; OUTPUT_DIR is COST_DIR/<run>. DRY_RUN=1: the launcher checks each run on CPU, no table.
+# Knobs of this script (not passed on): STEPS (8); VARIANTS, space-separated name:KEY=VALUE[,KEY=VALUE...]
+# (a comma not followed by KEY= stays in the value, e.g. trainer.logger=[console,file]); RUNS, which runs
+# are made (default "rule local" + the variant names); COST_DIR (outputs/judge_cost).
+# Output: COST_DIR/<run>/{run.log,metrics.jsonl} and COST_DIR/cost.md.
+# Exit status: 0 when every run exited 0, else 1 (the table still holds the runs that finished);
+# 2 for a bad VARIANTS entry or a retired launcher variable in the environment (nothing is run).
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$ROOT/scripts/lib.sh"
@@ -20,17 +29,33 @@ usage_if_help "$0" "$@"
 STEPS=${STEPS:-8}
 COST_DIR=${COST_DIR:-$ROOT/outputs/judge_cost}
 VARIANTS=${VARIANTS:-}
-export USE_V1=${USE_V1:-0} GPU_MEM_UTIL=${GPU_MEM_UTIL:-0.3} SAVE_FREQ=${SAVE_FREQ:--1} TEST_FREQ=${TEST_FREQ:--1}
-export RESUME_MODE=${RESUME_MODE:-disable} TOTAL_STEPS=$STEPS
-export PYTHON=${PYTHON:-$(bash "$ROOT/scripts/launch.sh" --print-python)}
+RECIPES_DIR=${RECIPES_DIR:-$ROOT/recipes}  # tests point it at stand-in recipes
+shared=(trainer.total_training_steps=$STEPS actor_rollout_ref.rollout.gpu_memory_utilization=0.3
+        trainer.save_freq=-1 trainer.test_freq=-1 trainer.resume_mode=disable)
 say() { echo "[judge_cost $(date +%H:%M:%S)] $*"; }
+KEY_RE='^(~|\+\+?)?[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)+='
+bad_variant() {
+  echo "VARIANTS: bad entry '$1': $2 (want name:KEY=VALUE[,KEY=VALUE...] with Hydra keys, e.g." \
+    "tok128:+reward.custom_reward_function.reward_kwargs.max_tokens=128)" >&2
+  exit 2
+}
 names=(rule local); recipes=(gsm8k_rule gsm8k_local_judge); settings=("" "")
 for v in $VARIANTS; do
-  name=${v%%:*}; set_=${v#*:}
-  [[ "$v" == *:* && "$name" =~ ^[A-Za-z0-9_.-]+$ && "$set_" =~ ^[A-Z_][A-Z0-9_]*= ]] || {
-    echo "VARIANTS: bad entry '$v' (want name:VAR=value[,VAR=value...])" >&2; exit 2; }
-  names+=("$name"); recipes+=(gsm8k_local_judge); settings+=("$set_")
+  [[ "$v" == *:* ]] || bad_variant "$v" "no ':'"
+  name=${v%%:*}; rest=${v#*:}
+  [[ "$name" =~ ^[A-Za-z0-9_.-]+$ ]] || bad_variant "$v" "the name may hold letters, digits, _ . - only"
+  [[ " ${names[*]} " == *" $name "* ]] && bad_variant "$v" "the name '$name' is taken"
+  items=(); IFS=, read -ra parts <<< "$rest"
+  for x in "${parts[@]}"; do
+    if [[ "$x" =~ $KEY_RE ]]; then items+=("$x")
+    elif [ "${#items[@]}" -gt 0 ]; then items[-1]+=",$x"   # a comma inside a value
+    elif [[ "$x" =~ ^[A-Z_][A-Z0-9_]*= ]]; then bad_variant "$v" "${x%%=*} is an environment variable, give the Hydra override"
+    else bad_variant "$v" "'$x' is not a Hydra override KEY=VALUE"; fi
+  done
+  names+=("$name"); recipes+=(gsm8k_local_judge); settings+=("$(printf '%s\n' "${items[@]}")")
 done
+export PYTHON=${PYTHON:-$(bash "$ROOT/scripts/launch.sh" --print-python)}
+stop_if_retired "$PYTHON" judge_cost
 RUNS=${RUNS:-${names[*]}}
 mkdir -p "$COST_DIR"
 files=(); labels=(); fail=0
@@ -38,11 +63,12 @@ for i in "${!names[@]}"; do
   name=${names[$i]}
   [[ " $RUNS " == *" $name "* ]] || continue
   out=$COST_DIR/$name; mkdir -p "$out"
-  env_=(); IFS=, read -ra kv <<< "${settings[$i]}"; for x in "${kv[@]}"; do [ -n "$x" ] && env_+=("$x"); done
-  say "run $name: recipes/${recipes[$i]} ${env_[*]:-} ($STEPS steps) -> $out/run.log"
+  variant=(); [ -n "${settings[$i]}" ] && mapfile -t variant <<< "${settings[$i]}"
+  later_wins "${shared[@]}" trainer.default_local_dir="$out/checkpoints" trainer.experiment_name="judge-cost-$name" \
+    "${variant[@]}" "$@"
+  say "run $name: recipes/${recipes[$i]}${variant[*]:+ ${variant[*]}} ($STEPS steps) -> $out/run.log"
   t0=$(date +%s)
-  env "${env_[@]}" OUTPUT_DIR="$out" METRICS_FILE="$out/metrics.jsonl" CKPT_DIR="$out/checkpoints" \
-    EXPERIMENT="judge-cost-$name" bash "$ROOT/recipes/${recipes[$i]}/run.sh" "$@" > "$out/run.log" 2>&1
+  OUTPUT_DIR="$out" bash "$RECIPES_DIR/${recipes[$i]}/run.sh" "${MERGED[@]}" > "$out/run.log" 2>&1
   rc=$?
   say "run $name: exit $rc in $(( $(date +%s) - t0 )) s"
   [ "$rc" = 0 ] || { fail=1; tail -n 20 "$out/run.log"; }
@@ -50,7 +76,7 @@ for i in "${!names[@]}"; do
 done
 if [ "${#files[@]}" -gt 0 ] && ! is_dry; then
   { echo "# Judge cost ($(date -u +%Y-%m-%d), $STEPS steps, medians after step 1)"; echo
-    echo "settings: USE_V1=$USE_V1 GPU_MEM_UTIL=$GPU_MEM_UTIL VARIANTS=${VARIANTS:-none} overrides: ${*:-none}"; echo
+    echo "settings: ${shared[*]} VARIANTS=${VARIANTS:-none} overrides: ${*:-none}"; echo
     PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m scripts.report.summarize_run "${files[@]}" \
       --labels "${labels[@]}" --ratio
   } > "$COST_DIR/cost.md"

@@ -111,53 +111,218 @@ def test_summarize_run_ratio_to_the_first_run(tmp_path):
     assert _summ(rule, rule).returncode == 2
 
 
-FAKE_RECIPE = r'''#!/bin/bash
-# stand-in for recipes/<name>/run.sh: writes what a verl run would, as told by FAKE_<NAME>
+def _retired():
+    """The environment variables the launcher refuses (scripts/launch.py RETIRED)."""
+    if ROOT not in sys.path:
+        sys.path.insert(0, ROOT)
+    from scripts.launch import RETIRED
+
+    return sorted(RETIRED)
+
+
+# a stand-in recipe fails (exit 42) when a variable the launcher refuses is in its environment
+REFUSE_RETIRED = 'for v in @RETIRED@; do [ -z "${!v+x}" ] || { echo "retired variable $v is set" >&2; exit 42; }; done'
+
+FAKE_RECIPE = r"""#!/bin/bash
+# stand-in for recipes/<name>/run.sh: writes what a verl run (judge_to_reward: the pipeline) would, from its arguments
 name=$(basename "$(dirname "$0")")
-echo "$@" > "$OUTPUT_DIR/args.txt"
-val=/format_ok/; case $name in gsm8k_local_judge) val=/rule_score/;; esac
-write() {  # metrics file, val key
-  mkdir -p "$(dirname "$1")"
-  for i in $(seq 1 "$TOTAL_STEPS"); do echo "{\"step\": $i, \"data\": {\"critic/score/mean\": 0.5, \"timing_s/step\": 2.0}}"; done > "$1"
-  echo "{\"step\": $TOTAL_STEPS, \"data\": {\"val-aux/src$2mean@1\": 1.0}}" >> "$1"
+@REFUSE@
+steps= tf=-1 out=${OUTPUT_DIR:-} ptf=-1 pst= ckpt= args=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --out) out=$2; args+=("$1"); shift ;;
+    --grpo-steps) steps=$2; args+=("$1"); shift ;;
+    --policy-steps) pst=$2; args+=("$1"); shift ;;
+    --policy-override=trainer.test_freq=*) ptf=${1##*=} ;;
+    trainer.total_training_steps=*) steps=${1#*=} ;;
+    trainer.test_freq=*) tf=${1#*=} ;;
+    trainer.default_local_dir=*) ckpt=${1#*=} ;;
+  esac
+  args+=("$1"); shift
+done
+mkdir -p "$out" && printf '%s\n' "${args[@]}" > "$out/args.txt"
+write() {  # metrics file, steps, test_freq, reward keys
+  local f=$1 n=$2 tf=$3 k step="" val=""; shift 3
+  for k in "$@"; do step+=", \"reward/$k/mean\": 0.5"; val+=", \"val-aux/src/$k/mean@1\": 1.0"; done
+  [ "$1" = judge_error ] && step+=", \"judge_health/error_rate\": 0.0"
+  for i in $(seq 1 "$n"); do echo "{\"step\": $i, \"data\": {\"critic/score/mean\": 0.5, \"timing_s/step\": 2.0$step}}"; done > "$f"
+  if [ "$tf" -gt 0 ]; then echo "{\"step\": $n, \"data\": {\"val-core/src/acc/mean@1\": 0.5$val}}" >> "$f"; fi
 }
 case $name in
-  judge_to_reward) write "$PIPELINE_DIR/judge/metrics.jsonl" /format_ok/
-                   write "$PIPELINE_DIR/policy/metrics.jsonl" /judge_error/
-                   sed -i 's#judge_error/#judge_error/judge_parse_fail/rule_score/#' "$PIPELINE_DIR/policy/metrics.jsonl"
-                   mkdir -p "$PIPELINE_DIR/judge_hf" && echo '{}' > "$PIPELINE_DIR/judge_hf/config.json" ;;
-  *) write "$METRICS_FILE" "$val" ;;
+  judge_to_reward) write "$out/metrics.jsonl" "$steps" "$tf" format_ok
+                   write "$out/policy_metrics.jsonl" "$pst" "$ptf" judge_error judge_parse_fail rule_score
+                   mkdir -p "$out/hf" && echo '{}' > "$out/hf/config.json" ;;
+  gsm8k_local_judge) write "$out/metrics.jsonl" "$steps" "$tf" rule_score ;;  # the LLM-judge keys are missing
+  *) write "$out/metrics.jsonl" "$steps" "$tf" format_ok ;;
 esac
-[ "$name" = judge_pointwise ] && mkdir -p "$CKPT_DIR/global_step_$TOTAL_STEPS"
+[ "$name" = judge_pointwise ] && mkdir -p "$ckpt/global_step_$steps"
 [ "$name" = judge_pairwise ] && exit 3
 exit 0
-'''
+"""
+
+
+def _stand_ins(root, names, text):
+    text = text.replace("@REFUSE@", REFUSE_RETIRED.replace("@RETIRED@", " ".join(_retired())))
+    for n in names:
+        (root / n).mkdir(parents=True)
+        (root / n / "run.sh").write_text(text)
+
+
+def _clean_env(**kw):
+    """This environment without the retired launcher variables (a stand-in then sees only what a script sets)."""
+    gone = set(_retired()) | {"DRY_RUN"}
+    return {**{k: v for k, v in os.environ.items() if k not in gone}, **kw}
+
+
+def _summary_rows(path):
+    rows = {}
+    for line in path.read_text().splitlines()[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[cells[0]] = (cells[1], cells[3], cells[4])
+    return rows
 
 
 def test_gpu_smoke_checks_and_summary(tmp_path):
-    """scripts/gpu_smoke.sh against stand-in recipes: exit codes, metric-key checks, checkpoint checks."""
+    """scripts/gpu_smoke.sh against stand-in recipes: Hydra overrides passed, exit codes, metric-key checks,
+    checkpoint and merged-judge checks; no retired launcher variable reaches a recipe."""
     names = ["gsm8k_rule", "judge_pointwise", "judge_pairwise", "gsm8k_local_judge", "judge_to_reward"]
-    for n in names:
-        (tmp_path / "recipes" / n).mkdir(parents=True)
-        (tmp_path / "recipes" / n / "run.sh").write_text(FAKE_RECIPE)
-    env = {**os.environ, "RECIPES_DIR": str(tmp_path / "recipes"), "RECIPES": " ".join(names), "STEPS": "3",
-           "SMOKE_DIR": str(tmp_path / "smoke"), "PYTHON": sys.executable, "MODEL": "m"}
+    _stand_ins(tmp_path / "recipes", names, FAKE_RECIPE)
+    smoke = tmp_path / "smoke"
+    env = _clean_env(RECIPES_DIR=str(tmp_path / "recipes"), RECIPES=" ".join(names), STEPS="3",
+                     SMOKE_DIR=str(smoke), PYTHON=sys.executable, MODEL="m")
     r = subprocess.run(["bash", "scripts/gpu_smoke.sh", "data.train_batch_size=8"], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 1, r.stdout + r.stderr
-    rows = {}
-    for line in (tmp_path / "smoke" / "summary.md").read_text().splitlines()[2:]:
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        rows[cells[0]] = (cells[1], cells[3], cells[4])
-    mf = tmp_path / "smoke" / "gsm8k_local_judge" / "metrics.jsonl"
-    assert rows == {
+    assert "retired variable" not in r.stdout + r.stderr
+    mf = smoke / "gsm8k_local_judge" / "metrics.jsonl"
+    assert _summary_rows(smoke / "summary.md") == {
         "gsm8k_rule": ("0", "3", "metrics ok"),
         "judge_pointwise": ("0", "3", "metrics ok ckpt ok"),
         "judge_pairwise": ("3", "3", "metrics ok NO CKPT"),
         "gsm8k_local_judge": ("9", "3", f"METRICS MISSING in {mf}"),  # the LLM-judge keys are not there
         "judge_to_reward": ("0", "3", "metrics ok metrics ok merged judge ok"),
     }
-    assert (tmp_path / "smoke" / "gsm8k_rule" / "args.txt").read_text() == "data.train_batch_size=8\n"
+    assert (smoke / "gsm8k_rule" / "args.txt").read_text().splitlines() == [
+        "trainer.total_training_steps=3", "trainer.test_freq=3", "data.val_max_samples=32", "trainer.save_freq=3",
+        f"trainer.default_local_dir={smoke}/gsm8k_rule/checkpoints", "trainer.experiment_name=smoke-gsm8k_rule",
+        "data.train_batch_size=8"]
+    j2r = smoke / "judge_to_reward"
+    assert (j2r / "args.txt").read_text().splitlines() == [
+        "--out", str(j2r), "--grpo-steps", "3", "--policy-steps", "3",
+        "trainer.test_freq=3", "data.val_max_samples=32", "data.train_batch_size=8",
+        "--policy-override=trainer.test_freq=3", "--policy-override=data.val_max_samples=32",
+        "--policy-override=data.train_batch_size=8"]
+    assert (smoke / "judge_pointwise" / "checkpoints" / "global_step_3").is_dir()
+
+    # validation off by an argument: it replaces the shared trainer.test_freq, and no val-* key is required
+    smoke2 = tmp_path / "smoke2"
+    env.update(RECIPES="gsm8k_rule judge_to_reward", STEPS="2", SMOKE_DIR=str(smoke2))
+    r = subprocess.run(["bash", "scripts/gpu_smoke.sh", "trainer.test_freq=-1"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _summary_rows(smoke2 / "summary.md") == {
+        "gsm8k_rule": ("0", "2", "metrics ok"), "judge_to_reward": ("0", "2", "metrics ok metrics ok merged judge ok")}
+    assert (smoke2 / "gsm8k_rule" / "args.txt").read_text().splitlines() == [
+        "trainer.total_training_steps=2", "data.val_max_samples=32", "trainer.save_freq=2",
+        f"trainer.default_local_dir={smoke2}/gsm8k_rule/checkpoints", "trainer.experiment_name=smoke-gsm8k_rule",
+        "trainer.test_freq=-1"]
+    assert "val-" not in (smoke2 / "gsm8k_rule" / "metrics.jsonl").read_text()
+
+    # a retired variable in the environment: stopped before any recipe runs, with the override to use
+    env.update(SMOKE_DIR=str(tmp_path / "smoke3"), TEST_FREQ="2")
+    r = subprocess.run(["bash", "scripts/gpu_smoke.sh"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and not (tmp_path / "smoke3").exists(), r.stdout + r.stderr
+    assert r.stderr.strip() == ("gpu_smoke: TEST_FREQ=2 is no longer read from the environment: "
+                                "pass the argument trainer.test_freq=2 (or unset TEST_FREQ)")
+
+
+COST_RECIPE = r"""#!/bin/bash
+# stand-in for recipes/gsm8k_rule|gsm8k_local_judge/run.sh: step times by recipe and variant
+name=$(basename "$(dirname "$0")")
+@REFUSE@
+printf '%s\n' "$@" > "$OUTPUT_DIR/args.txt"
+case " $* " in *mode=broken*) exit 4 ;; esac  # fails before writing metrics
+steps=0; for a in "$@"; do case $a in trainer.total_training_steps=*) steps=${a#*=} ;; esac; done
+s=2.0; [ "$name" = gsm8k_local_judge ] && s=3.0; case " $* " in *max_tokens=128*) s=2.5 ;; esac
+for i in $(seq 1 "$steps"); do
+  echo "{\"step\": $i, \"data\": {\"timing_s/step\": $s, \"timing_s/gen\": 1.0, \"critic/score/mean\": 0.5}}"
+done > "$OUTPUT_DIR/metrics.jsonl"
+"""
+
+
+def test_judge_cost_identical_settings_variants_and_table(tmp_path):
+    """scripts/judge_cost.sh against stand-in recipes: the rule and local runs get the same overrides, a
+    variant's overrides come after them, then the arguments (a later key wins); a bad VARIANTS entry or a
+    retired variable stops it with exit 2 before any run; cost.md holds the finished runs and their ratios."""
+    subprocess.run(["bash", "-n", "scripts/judge_cost.sh"], cwd=ROOT, check=True)
+    r = subprocess.run(["bash", "scripts/judge_cost.sh", "--help"], cwd=ROOT, capture_output=True, text=True,
+                       env={"PATH": os.environ["PATH"]})  # the header, before any setup
+    assert r.returncode == 0 and r.stdout.startswith("Judge cost: what a local LLM judge adds"), r.stdout + r.stderr
+    assert "name:KEY=VALUE[,KEY=VALUE...]" in r.stdout and "#" not in r.stdout.splitlines()[0]
+    _stand_ins(tmp_path / "recipes", ["gsm8k_rule", "gsm8k_local_judge"], COST_RECIPE)
+    cost = tmp_path / "cost"
+    rkw = "+reward.custom_reward_function.reward_kwargs"
+    variants = f"tok128:{rkw}.max_tokens=128 broken:{rkw}.mode=broken,trainer.logger=[console,file]"
+    env = _clean_env(RECIPES_DIR=str(tmp_path / "recipes"), STEPS="3", COST_DIR=str(cost), PYTHON=sys.executable,
+                     VARIANTS=variants)
+
+    def run(*args, **kw):
+        return subprocess.run(["bash", "scripts/judge_cost.sh", *args], cwd=ROOT, env={**env, **kw},
+                              capture_output=True, text=True, timeout=120)
+
+    def args_of(d):
+        return (d / "args.txt").read_text().splitlines()
+
+    r = run("data.train_batch_size=8", "trainer.save_freq=5")
+    assert r.returncode == 1, r.stdout + r.stderr  # the broken variant exited 4
+    assert "retired variable" not in r.stdout + r.stderr
+    shared = ["trainer.total_training_steps=3", "actor_rollout_ref.rollout.gpu_memory_utilization=0.3",
+              "trainer.test_freq=-1", "trainer.resume_mode=disable"]  # trainer.save_freq=-1 replaced by the argument
+
+    def per_run(n):
+        return [f"trainer.default_local_dir={cost}/{n}/checkpoints", f"trainer.experiment_name=judge-cost-{n}"]
+
+    user = ["data.train_batch_size=8", "trainer.save_freq=5"]
+    assert args_of(cost / "rule") == shared + per_run("rule") + user
+    assert args_of(cost / "local") == shared + per_run("local") + user
+    assert args_of(cost / "tok128") == shared + per_run("tok128") + [f"{rkw}.max_tokens=128"] + user
+    assert args_of(cost / "broken") == shared + per_run("broken") + [f"{rkw}.mode=broken",
+                                                                     "trainer.logger=[console,file]"] + user
+    md = (cost / "cost.md").read_text().splitlines()
+    assert md[2] == ("settings: trainer.total_training_steps=3 actor_rollout_ref.rollout.gpu_memory_utilization=0.3 "
+                     f"trainer.save_freq=-1 trainer.test_freq=-1 trainer.resume_mode=disable VARIANTS={variants} "
+                     "overrides: data.train_batch_size=8 trainer.save_freq=5")
+    assert "| metric | rule | local | tok128 |" in md  # the broken run wrote no metrics
+    assert "| median stage time / rule | local | tok128 |" in md
+    assert "| timing_s/step | 1.50 | 1.25 |" in md and "| timing_s/gen | 1.00 | 1.00 |" in md
+
+    # RUNS picks runs; an argument for a shared key replaces it
+    cost2 = tmp_path / "cost2"
+    r = run("actor_rollout_ref.rollout.gpu_memory_utilization=0.5", RUNS="local", COST_DIR=str(cost2), VARIANTS="")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sorted(p.name for p in cost2.iterdir()) == ["cost.md", "local"]
+    assert args_of(cost2 / "local") == [
+        "trainer.total_training_steps=3", "trainer.save_freq=-1", "trainer.test_freq=-1", "trainer.resume_mode=disable",
+        f"trainer.default_local_dir={cost2}/local/checkpoints", "trainer.experiment_name=judge-cost-local",
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0.5"]
+
+    # bad VARIANTS entries and a retired variable: exit 2, nothing run
+    bad = {
+        "tok128:JUDGE_MAX_TOKENS=128": "JUDGE_MAX_TOKENS is an environment variable, give the Hydra override",
+        "tok128": "no ':'",
+        "tok128:max_tokens": "'max_tokens' is not a Hydra override KEY=VALUE",
+        "local:trainer.test_freq=1": "the name 'local' is taken",
+        "a/b:trainer.test_freq=1": "the name may hold letters, digits, _ . - only",
+    }
+    for v, why in bad.items():
+        r = run(COST_DIR=str(tmp_path / "bad"), VARIANTS=f"tok:{rkw}.max_tokens=64 {v}")
+        assert r.returncode == 2 and not (tmp_path / "bad").exists(), (v, r.stdout + r.stderr)
+        assert r.stderr == (f"VARIANTS: bad entry '{v}': {why} (want name:KEY=VALUE[,KEY=VALUE...] with Hydra keys, "
+                            "e.g. tok128:+reward.custom_reward_function.reward_kwargs.max_tokens=128)\n")
+    r = run(COST_DIR=str(tmp_path / "bad"), JUDGE_MAX_TOKENS="128")
+    assert r.returncode == 2 and not (tmp_path / "bad").exists(), r.stdout + r.stderr
+    assert r.stderr.strip() == ("judge_cost: JUDGE_MAX_TOKENS=128 is no longer read from the environment: pass the "
+                                f"argument {rkw}.max_tokens=128 (or unset JUDGE_MAX_TOKENS)")
 
 
 JUDGE_COST = os.path.join(ROOT, "docs", "results", "judge_cost_2026-11-22")
