@@ -23,14 +23,14 @@ by reason are printed; outputs are written atomically.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from collections import Counter
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from data_prep.errors import DataError
+from data_prep.outputs import write_parquet
 from reward_fns.parse import hash_answer, last_number, numbers_equal
 from reward_fns.prompts import load
 
@@ -107,20 +107,6 @@ def build(rows: list[dict]) -> tuple[list[dict], Counter]:
     return out, skipped
 
 
-def write_atomic(rows: list[dict], path: str) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".parquet", dir=folder)
-    os.close(fd)
-    try:
-        pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMA), tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog=f"python -m {PROG}", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -144,9 +130,9 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     try:
-        write_atomic(out, args.out)
-    except OSError as e:
-        print(f"{PROG}: error: cannot write {args.out}: {e}", file=sys.stderr)
+        write_parquet(out, args.out, SCHEMA)  # deterministic, atomic (data_prep.outputs)
+    except DataError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2
     labels = Counter(r["label"] for r in out)
     print(f"== {PROG}: {args.out}")

@@ -128,3 +128,14 @@ def test_gsm8k_verify_reference_guided_pairs_and_sft(tmp_path):
         assert len(sft) == 4 and not skipped
     assert gsm8k_verify.main(["--out", str(tmp_path / "x"), "--train", str(gsm), "--tokenizer", model,
                               "--pair-prompt", "pointwise.v1", "--no-progress"]) == 2  # not a pairwise template
+
+
+def test_judge_sft_cli_errors(tmp_path, capsys):
+    bad_in = tmp_path / "x.parquet"
+    bad_in.write_text("not parquet")
+    assert judge_sft.main(["--in", str(bad_in), "--out", str(tmp_path / "o.parquet")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+    empty = tmp_path / "e.parquet"
+    pq.write_table(__import__("pyarrow").Table.from_pylist([{"a": 1}]), empty)
+    assert judge_sft.main(["--in", str(empty), "--out", str(tmp_path / "o.parquet")]) == 2  # nothing to write
+    assert "no row could be turned into SFT data" in capsys.readouterr().err and not (tmp_path / "o.parquet").exists()
