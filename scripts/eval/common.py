@@ -377,6 +377,16 @@ def add_offline_args(group) -> None:
                        help="--vllm-offline: no CUDA graphs / compilation (faster start, slower decoding)")
 
 
+def add_output_args(ap, *, default_out: str, reused: str) -> None:
+    """The output options both evaluators share: --out, --no-resume, --no-plots, --no-progress."""
+    g = ap.add_argument_group("output")
+    g.add_argument("--out", metavar="DIR", default=None, help=f"report folder (default {default_out})")
+    g.add_argument("--no-resume", action="store_true",
+                   help="request everything again, replacing the predictions.jsonl of an earlier run in --out "
+                        f"(default: {reused} already there with the same settings are reused)")
+    return g
+
+
 def check_backend(args, what: str) -> None:
     """Exactly one of ``--base-url/--model``, ``--vllm-offline``, ``--hf-offline``."""
     chosen = [name for name, on in (("--base-url/--model", bool(args.base_url or args.model)),

@@ -57,9 +57,10 @@ from reward_fns.judge_client import JudgeResult, chat_completions_url
 from reward_fns.parse import parse_score
 from reward_fns.prompts import load as load_prompt
 from scripts.eval.common import (
-    InputError, MISSING, PredictionLog, StopSignals, add_endpoint_args, add_offline_args, as_messages, backend_info,
-    backend_settings, check_backend, fmt, generate, get_path, make_client, md_table, prepare_out_dir, pyplot, ratio,
-    read_rows, request_ids, run_chats, save_fig, write_json, write_jsonl, write_text,
+    InputError, MISSING, PredictionLog, StopSignals, add_endpoint_args, add_offline_args, add_output_args,
+    as_messages, backend_info, backend_settings, check_backend, fmt, generate, get_path, make_client, md_table,
+    prepare_out_dir, pyplot, ratio, read_rows, request_ids, run_chats, save_fig, write_json, write_jsonl,
+    write_text,
 )
 
 POLICY_TEMPLATE = "gsm8k_policy"
@@ -328,11 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--allow-judge-errors", action="store_true",
                    help="exit 0 even when the judge gives no verdict at all (every judge request failed or every "
                         "reply unparseable, e.g. an untrained judge); without it such a run exits 4")
-    g = ap.add_argument_group("output")
-    g.add_argument("--out", metavar="DIR", default=None, help="report folder (default outputs/eval/gsm8k-<data stem>)")
-    g.add_argument("--no-resume", action="store_true",
-                   help="request everything again, replacing the predictions.jsonl of an earlier run in --out "
-                        "(default: answers and grades already there with the same settings are reused)")
+    g = add_output_args(ap, default_out="outputs/eval/gsm8k-<data stem>", reused="answers and grades")
     g.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     g.add_argument("--no-progress", action="store_true", help="no progress bars (stderr)")
     return ap

@@ -66,9 +66,9 @@ from collections.abc import Mapping, Sequence
 from reward_fns._labels import choice_label, score_label
 from reward_fns.parse import parse_choice, parse_score
 from scripts.eval.common import (
-    InputError, PredictionLog, StopSignals, add_endpoint_args, add_offline_args, as_messages, backend_info,
-    backend_settings, check_backend, fmt, generate, get_path, md_table, prepare_out_dir, pyplot, ratio, read_rows,
-    request_ids, require_columns, save_fig, write_json, write_text,
+    InputError, PredictionLog, StopSignals, add_endpoint_args, add_offline_args, add_output_args, as_messages,
+    backend_info, backend_settings, check_backend, fmt, generate, get_path, md_table, prepare_out_dir, pyplot,
+    ratio, read_rows, request_ids, require_columns, save_fig, write_json, write_text,
 )
 
 TASKS = ("pairwise", "pointwise")
@@ -456,12 +456,7 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("judge endpoint (or --vllm-offline / --hf-offline)")
     add_endpoint_args(g, what="judge", max_tokens=512)
     add_offline_args(g)
-    g = p.add_argument_group("output")
-    g.add_argument("--out", metavar="DIR", default=None,
-                   help="report folder (default outputs/eval/judge-<data file stem>)")
-    g.add_argument("--no-resume", action="store_true",
-                   help="request every row again, replacing the predictions.jsonl of an earlier run in --out "
-                        "(default: rows already answered there with the same judge settings are reused)")
+    g = add_output_args(p, default_out="outputs/eval/judge-<data file stem>", reused="rows already answered")
     g.add_argument("--allow-unparseable", action="store_true",
                    help="exit 0 even when no reply has a parseable verdict (expected of an untrained judge, e.g. "
                         "the 'before' evaluation of a training run); without it such a run exits 4")
