@@ -377,8 +377,8 @@ def add_offline_args(group) -> None:
                        help="--vllm-offline: no CUDA graphs / compilation (faster start, slower decoding)")
 
 
-def add_output_args(ap, *, default_out: str, reused: str) -> None:
-    """The output options both evaluators share: --out, --no-resume, --no-plots, --no-progress."""
+def add_output_args(ap, *, default_out: str, reused: str):
+    """The output group both evaluators start with (--out, --no-resume); returned for their own options."""
     g = ap.add_argument_group("output")
     g.add_argument("--out", metavar="DIR", default=None, help=f"report folder (default {default_out})")
     g.add_argument("--no-resume", action="store_true",
