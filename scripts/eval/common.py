@@ -740,10 +740,16 @@ def save_fig(fig, path: str, dpi: int | None = None) -> str:
 
 
 def cli_main(run: Callable[[list[str] | None], Any], argv: list[str] | None = None) -> int:
-    """Run ``run(argv)``; InputError -> ``error: ...`` on stderr and exit status 2."""
+    """Run ``run(argv)``; InputError -> ``error: ...`` on stderr and exit status 2. A ``run`` that returns
+    ``(report, status, reason)`` (the evaluators) exits with ``status``, printing ``reason`` when set."""
     try:
-        run(argv)
+        out = run(argv)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if isinstance(out, tuple) and len(out) == 3:
+        _report, status, reason = out
+        if reason:
+            print(f"error: {reason}", file=sys.stderr)
+        return status
     return 0

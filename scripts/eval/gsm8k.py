@@ -58,9 +58,9 @@ from reward_fns.parse import parse_score
 from reward_fns.prompts import load as load_prompt
 from scripts.eval.common import (
     InputError, MISSING, PredictionLog, StopSignals, add_endpoint_args, add_offline_args, add_output_args,
-    as_messages, backend_info, backend_settings, check_backend, fmt, generate, get_path, make_client, md_table,
-    prepare_out_dir, pyplot, ratio, read_rows, request_ids, run_chats, save_fig, write_json, write_jsonl,
-    write_text,
+    cli_main, as_messages, backend_info, backend_settings, check_backend, fmt, generate, get_path,
+    make_client, md_table, prepare_out_dir, pyplot, ratio, read_rows, request_ids, run_chats, save_fig, write_json,
+    write_jsonl, write_text,
 )
 
 POLICY_TEMPLATE = "gsm8k_policy"
@@ -508,14 +508,7 @@ def exit_status(report: dict, stop_status: int | None = None, allow_judge_errors
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        _report, status, reason = _run(argv)
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if reason:
-        print(f"error: {reason}", file=sys.stderr)
-    return status
+    return cli_main(_run, argv)
 
 
 if __name__ == "__main__":

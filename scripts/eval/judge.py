@@ -66,9 +66,9 @@ from collections.abc import Mapping, Sequence
 from reward_fns._labels import choice_label, score_label
 from reward_fns.parse import parse_choice, parse_score
 from scripts.eval.common import (
-    InputError, PredictionLog, StopSignals, add_endpoint_args, add_offline_args, add_output_args, as_messages,
-    backend_info, backend_settings, check_backend, fmt, generate, get_path, md_table, prepare_out_dir, pyplot,
-    ratio, read_rows, request_ids, require_columns, save_fig, write_json, write_text,
+    InputError, PredictionLog, StopSignals, add_endpoint_args, add_offline_args, add_output_args, cli_main,
+    as_messages, backend_info, backend_settings, check_backend, fmt, generate, get_path, md_table, prepare_out_dir,
+    pyplot, ratio, read_rows, request_ids, require_columns, save_fig, write_json, write_text,
 )
 
 TASKS = ("pairwise", "pointwise")
@@ -571,14 +571,7 @@ def exit_status(report: dict, stop_status: int | None = None, allow_unparseable:
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        _report, status, reason = _run(argv)
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if reason:
-        print(f"error: {reason}", file=sys.stderr)
-    return status
+    return cli_main(_run, argv)
 
 
 if __name__ == "__main__":
