@@ -62,6 +62,20 @@ def samples(n: int, offset: int) -> list[tuple[str, str, dict]]:
     return out
 
 
+def _body(model: str, max_tokens: int, resp, gt, info) -> dict:
+    return {"model": model, "messages": build_messages(resp, gt, info), "temperature": 0.0, "max_tokens": max_tokens}
+
+
+async def _post(session, url: str, body: dict) -> int:
+    """One chat request read to the end: 0 when it answered HTTP 200, else 1."""
+    try:
+        async with session.post(url, json=body) as r:
+            await r.read()
+            return int(r.status != 200)
+    except aiohttp.ClientError:
+        return 1
+
+
 async def probe(url: str, model: str, batch, max_tokens: int, concurrency: int) -> tuple[float, int]:
     """Bare saturating client: (wall seconds, errors)."""
     sem = asyncio.Semaphore(concurrency)
@@ -71,14 +85,8 @@ async def probe(url: str, model: str, batch, max_tokens: int, concurrency: int) 
 
         async def one(resp, gt, info):
             nonlocal errors
-            body = {"model": model, "messages": build_messages(resp, gt, info), "temperature": 0.0, "max_tokens": max_tokens}
             async with sem:
-                try:
-                    async with s.post(url, json=body) as r:
-                        await r.read()
-                        errors += r.status != 200
-                except aiohttp.ClientError:
-                    errors += 1
+                errors += await _post(s, url, _body(model, max_tokens, resp, gt, info))
 
         t0 = time.perf_counter()
         await asyncio.gather(*(one(*x) for x in batch))
@@ -101,14 +109,8 @@ async def sequential(url: str, model: str, batch, max_tokens: int) -> tuple[floa
     errors = 0
     t0 = time.perf_counter()
     for resp, gt, info in batch:
-        body = {"model": model, "messages": build_messages(resp, gt, info), "temperature": 0.0, "max_tokens": max_tokens}
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as s:
-            try:
-                async with s.post(url, json=body) as r:
-                    await r.read()
-                    errors += r.status != 200
-            except aiohttp.ClientError:
-                errors += 1
+            errors += await _post(s, url, _body(model, max_tokens, resp, gt, info))
     return time.perf_counter() - t0, errors
 
 
