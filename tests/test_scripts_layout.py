@@ -10,6 +10,8 @@ import os
 
 import pytest
 
+from tests.layout_helpers import imports
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GROUPS = ("eval", "report", "bench", "serve")
 PACKAGE_FILES = sorted(f for g in GROUPS for f in glob.glob(os.path.join(ROOT, "scripts", g, "*.py")))
@@ -32,16 +34,6 @@ def _tree(path: str) -> ast.Module:
         return ast.parse(f.read())
 
 
-def _imports(tree: ast.Module) -> list[str]:
-    out = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out += [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0:
-            out.append(node.module or "")
-    return out
-
-
 def test_the_groups_hold_these_modules():
     assert {g: sorted(os.path.basename(f) for f in PACKAGE_FILES if f.split(os.sep)[-2] == g) for g in GROUPS} == {
         "eval": ["__init__.py", "common.py", "gsm8k.py", "judge.py"],
@@ -57,12 +49,12 @@ def test_no_sys_path_edits_and_package_imports(path):
     edits = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "path"
              and isinstance(n.value, ast.Name) and n.value.id == "sys"]
     assert edits == []
-    assert [m for m in _imports(tree) if m.split(".")[0] in OLD_MODULES] == []
+    assert [m for m in imports(tree) if m.split(".")[0] in OLD_MODULES] == []
 
 
 @pytest.mark.parametrize("path", PRODUCT_FILES, ids=[_rel(p) for p in PRODUCT_FILES])
 def test_nothing_outside_tests_imports_tests(path):
-    assert [m for m in _imports(_tree(path)) if m.split(".")[0] in ("tests", "conftest")] == []
+    assert [m for m in imports(_tree(path)) if m.split(".")[0] in ("tests", "conftest")] == []
 
 
 @pytest.mark.parametrize("path", [
