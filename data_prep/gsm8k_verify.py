@@ -49,14 +49,15 @@ from data_prep.gsm8k import PRESETS, gsm8k_fields
 from data_prep.pairwise import PAIR_EXTRA, pair_builder, pair_unit, select_orders
 from data_prep.perturb import perturb, pick_style, restyle, strip_annotations, truncate
 from reward_fns.gsm8k import compute_score
+from reward_fns.llm_judge import build_messages
 from reward_fns.parse import hash_answer, normalize_number
-from reward_fns.prompts import load, neutralize
+from reward_fns.prompts import load
 
 PROG = "data_prep.gsm8k_verify"
 DEFAULT_MAX_LEN = 2048
 TEXT_FIELDS = ("question", "reference", "response")
-DEFAULT_GRADE_PROMPT = "gsm8k_grade.v2"
-DEFAULT_PAIR_PROMPT = "pairwise_ref.v1"
+DEFAULT_GRADE_PROMPT = "gsm8k_grade.v3"
+DEFAULT_PAIR_PROMPT = "pairwise_ref.v2"
 POINT_EXTRA = [
     ("question", pa.string()),
     ("answer", pa.string()),
@@ -71,13 +72,10 @@ POINT_EXTRA = [
 _PAIR_META = ("answer", "candidates", "question_id")
 PAIR_SCHEMA_EXTRA = PAIR_EXTRA[:6] + [(k, pa.string()) for k in _PAIR_META] + PAIR_EXTRA[6:]
 CORRECT, INCORRECT = 4, 0
-# the tags reward_fns.llm_judge defuses (used only if that module cannot be imported)
-_FALLBACK_TAGS = ("score", "think", "answer", "better", "candidate", "reference", "problem", "question",
-                  "query", "response", "solution", "system", "user", "assistant", "instruction", "instructions")
 
 
 def template_id(value: str) -> tuple[str, str]:
-    """``"gsm8k_grade.v2"`` -> ``("gsm8k_grade", "v2")``; the template must exist."""
+    """``"gsm8k_grade.v3"`` -> ``("gsm8k_grade", "v3")``; the template must exist."""
     name, dot, version = value.rpartition(".")
     if not dot or not name or not version:
         raise DataError(f"a prompt is NAME.VERSION (e.g. {DEFAULT_GRADE_PROMPT}), got {value!r}")
@@ -90,11 +88,6 @@ def template_id(value: str) -> tuple[str, str]:
 
 def grade_messages(question: str, reference: str, response: str, version: str, name: str = "gsm8k_grade") -> list[dict]:
     """The LLM-judge reward's own prompt for (question, reference, candidate)."""
-    try:
-        from reward_fns.llm_judge import build_messages
-    except ImportError:  # pragma: no cover - the reward module ships with the repo
-        return load(name, version).render(question=question, reference=reference,
-                                          response=neutralize(response, _FALLBACK_TAGS))
     return build_messages(response, None, {"question": question, "answer": reference},
                           prompt=name, prompt_version=version)
 

@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 from data_prep.errors import DataError
 from data_prep.outputs import write_parquet
-from reward_fns.parse import hash_answer, last_number, numbers_equal
+from reward_fns.parse import last_number, numbers_equal, reference_answer
 from reward_fns.prompts import load
 
 PROG = "data_prep.judge_sft"
@@ -66,7 +66,7 @@ def target(row: dict) -> str:
     """The assistant turn for one verification row (raises SkipRow with a reason)."""
     extra = row.get("extra_info") or {}
     label = (row.get("reward_model") or {}).get("ground_truth")
-    reference = hash_answer(extra.get("answer"))
+    reference = reference_answer(extra.get("answer"))
     if "response" in extra:  # pointwise
         if str(label) not in ("0", "4"):
             raise SkipRow("label_not_0_or_4")

@@ -35,6 +35,7 @@ from data_prep.conversations import format_turns, hh_pair, messages_to_turns
 from data_prep.errors import BadRow, SkipRow
 from data_prep.rows import JUDGE_ABILITY, Draft, Unit, row_schema
 from data_prep.text import neutralize, require_str, stable_hash
+from reward_fns.parse import reference_answer
 
 PROG = "data_prep.pairwise"
 TEMPLATE = "pairwise"
@@ -154,6 +155,8 @@ def pair_builder(template, extra: tuple[str, ...] = ()):
             values = {"query": neutralize(q), "response_a": neutralize(ra), "response_b": neutralize(rb)}
             if "reference" in template.fields():  # reference-guided templates (pairwise_ref): the reference solution
                 values["reference"] = neutralize(u.meta["answer"])
+            if "reference_answer" in template.fields():  # pairwise_ref.v2: and its final answer
+                values["reference_answer"] = reference_answer(u.meta["answer"]) or "unknown"
             out.append(Draft(
                 messages=template.render(**values),
                 ground_truth=gt, extra_info=ei,

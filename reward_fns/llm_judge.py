@@ -47,7 +47,8 @@ Returned keys, always all of them, in this order, all numeric: ``score``, ``judg
 -1 when there is no grade), ``rule_score`` (0/1), ``judge_error``, ``judge_parse_fail``,
 ``judge_skipped``, ``judge_fallback`` (1 when ``score`` is the transport / no-endpoint fallback),
 ``judge_cached`` (answered from the in-process cache / a shared in-flight request),
-``judge_attempts`` (HTTP attempts made for this sample).
+``judge_attempts`` (HTTP attempts made for this sample), ``rule_format`` (1 when the response ends
+its answer GSM8K's strict way, ``#### N``: the policy's format share, whatever the reward).
 
 The function never raises for network, judge-reply or model-output problems. It raises
 ``ValueError`` for an invalid option (unknown ``mode``/``fallback``/``parse_fail_score``/prompt)
@@ -65,7 +66,7 @@ from typing import Any
 
 from reward_fns import gsm8k
 from reward_fns.judge_client import DEFAULT_MAX_RESPONSE_BYTES, JudgeClient, JudgeConfigError, JudgeResult
-from reward_fns.parse import parse_score
+from reward_fns.parse import parse_score, reference_answer
 from reward_fns.prompts import NEUTRALIZED_TAGS, load, neutralize
 
 logger = logging.getLogger(__name__)
@@ -85,6 +86,7 @@ KEYS = (
     "judge_fallback",
     "judge_cached",
     "judge_attempts",
+    "rule_format",
 )
 MODES = ("judge", "hybrid")
 DEFAULT_REMOTE_MODEL = "gpt-4o-mini"
@@ -97,7 +99,7 @@ _SPECIAL_TOKEN = re.compile(r"<\|([^<>|\n]{1,64})\|>")
 #: Defaults of every knob besides the named parameters (all settable through reward_kwargs).
 DEFAULTS: dict[str, Any] = {
     "prompt": "gsm8k_grade",
-    "prompt_version": "v2",
+    "prompt_version": "v3",
     "rule_mode": "strict",  # reward_fns.gsm8k mode for rule_score: "strict" (#### N) or "flexible"
     "max_tokens": 512,
     "temperature": 0.0,
@@ -154,7 +156,9 @@ def build_messages(
 
     Fields are filled by name: ``question``/``query``/``problem`` from ``extra_info["question"]``
     (or ``query``/``prompt``), ``reference`` from ``extra_info["answer"]`` (else the ground truth),
-    ``response`` from the candidate, which is defused first (see ``defuse``).
+    ``reference_answer`` from ``reward_fns.parse.reference_answer`` (the reference's ``####`` answer,
+    else a numeric ground truth; ``unknown`` when neither has one), ``response`` from the candidate,
+    which is defused first (see ``defuse``).
     """
     info = extra_info if isinstance(extra_info, Mapping) else {}
     template = load(prompt, prompt_version)
@@ -165,6 +169,7 @@ def build_messages(
         "query": question,
         "problem": question,
         "reference": reference,
+        "reference_answer": reference_answer(reference, ground_truth) or "unknown",
         "response": defuse(solution_str, max_response_chars),
     }
     missing = template.fields() - available.keys()
@@ -305,7 +310,8 @@ async def compute_score(
     if no_verdict is None:  # "lowest": what a real verdict of 0 earns for this answer
         no_verdict = combine(mode, 0, rule_score)
     out = dict.fromkeys(KEYS, 0.0)
-    out.update(score=fallback_score, judge_score=-1.0, rule_score=rule_score, judge_fallback=1.0)
+    out.update(score=fallback_score, judge_score=-1.0, rule_score=rule_score, judge_fallback=1.0,
+               rule_format=float(gsm8k.extract_answer(solution_str, "strict") is not None))
 
     # 1. where to send the request (hybrid mode: a wrong final answer earns 0 whatever the judge says,
     #    so the judge is only asked about rule-correct answers)

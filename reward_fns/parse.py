@@ -36,6 +36,7 @@ __all__ = [
     "numbers_equal",
     "last_number",
     "hash_answer",
+    "reference_answer",
 ]
 
 OK = "ok"
@@ -195,3 +196,17 @@ def hash_answer(text: object) -> str | None:
         return None
     m = _HASH_ANSWER.match(text, text.rfind("####"))
     return (m.group(1) or None) if m else None
+
+
+def reference_answer(reference: object, ground_truth: object = None) -> str | None:
+    """The reference's final answer as a judge prompt shows it, or ``None``.
+
+    The ``####`` answer of a GSM8K reference solution, else a numeric ``ground_truth``; ``$`` and a
+    trailing period are dropped (``"$1,234."`` -> ``"1,234"``). Data prep's warm-start rationale
+    (``data_prep.judge_sft``) writes the same string, so what the judge is shown is what it learns to copy.
+    """
+    for token in (hash_answer(reference), ground_truth if normalize_number(ground_truth) is not None else None):
+        if token is not None and normalize_number(token) is not None:
+            t = str(token).replace("$", "").strip()
+            return t[:-1] if t.endswith(".") else t
+    return None

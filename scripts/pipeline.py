@@ -7,8 +7,8 @@
 
 Judge tasks (all on GSM8K verification data from ``data_prep.gsm8k_verify``):
 
-* ``pointwise``     reference shown, ``gsm8k_grade.v2``, labels 4 / 0 -> recipes/judge_pointwise
-* ``pairwise_ref``  reference shown, ``pairwise_ref.v1``, both orders  -> recipes/judge_pairwise
+* ``pointwise``     reference shown, ``gsm8k_grade.v3``, labels 4 / 0 -> recipes/judge_pointwise
+* ``pairwise_ref``  reference shown, ``pairwise_ref.v2``, both orders  -> recipes/judge_pairwise
 * ``pairwise``      no reference, ``pairwise.v1`` (preference-style)   -> recipes/judge_pairwise
 
 Stages (each prints its output; a stage whose ``.done`` marker exists is skipped, so a rerun resumes):
@@ -43,8 +43,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TASKS = {
     # task: (recipe, verification parquet prefix, gsm8k_verify prompt args)
-    "pointwise": ("judge_pointwise", "pointwise", ["--pair-prompt", "pairwise_ref.v1"]),
-    "pairwise_ref": ("judge_pairwise", "pairwise", ["--pair-prompt", "pairwise_ref.v1"]),
+    "pointwise": ("judge_pointwise", "pointwise", ["--pair-prompt", "pairwise_ref.v2"]),
+    "pairwise_ref": ("judge_pairwise", "pairwise", ["--pair-prompt", "pairwise_ref.v2"]),
     "pairwise": ("judge_pairwise", "pairwise", ["--pair-prompt", "pairwise.v1"]),
 }
 COMPARE_KEYS = {
@@ -182,7 +182,7 @@ class Pipeline:
                f"data.val_files={os.path.join(data, f'{self.prefix}_test.parquet')}",
                f"trainer.total_training_steps={a.grpo_steps}", f"trainer.default_local_dir={self.path('grpo')}",
                f"trainer.experiment_name={a.task}", f"trainer.n_gpus_per_node={self.n_gpus}",
-               f"trainer.save_freq={a.grpo_steps}", f"verl_judge.pair_groups={a.pair_groups}",
+               f"trainer.save_freq={min(a.grpo_steps, 10)}", f"verl_judge.pair_groups={a.pair_groups}",
                *self.sdpa("actor_rollout_ref.model"), *self.overrides]
         env = dict(self.env, VERL_FILE_LOGGER_PATH=self.path("metrics.jsonl"))
         self.with_ray_head(env, lambda: self.sh(cmd, self.path("logs", "grpo.log"), env))
@@ -231,7 +231,10 @@ class Pipeline:
         if not a.skip_eval and a.eval_before:
             self.stage("eval_before", self.path("eval_before"), lambda: self.evaluate(self.base, "eval_before"))
         start = self.base
-        if a.sft:
+        if a.sft_model:  # a warm start trained elsewhere (e.g. the same SFT for GRPO with pair groups on and off)
+            start = a.sft_model
+            say(f"warm start given: {start} (stages sft and eval_sft skipped)")
+        elif a.sft:
             self.stage("sft", self.path("sft"), self.sft)
             start = self.sft_model()
             if not a.skip_eval:
@@ -287,11 +290,12 @@ class JudgeToReward(Pipeline):
         lines = [f"# judge_to_reward ({self.out})", "", open(self.path("compare.md")).read().split("\n", 2)[-1]
                  if os.path.exists(self.path("compare.md")) else "", "",
                  f"Policy stage ({len(train)} training steps, {self.path('policy_metrics.jsonl')}):", "",
-                 "| judge as the reward | mean over steps | last step |", "|---|---:|---:|"]
+                 "| judge as the reward | first step | last step | mean over steps |", "|---|---:|---:|---:|"]
         for k in ("judge_health/parse_fail_rate", "judge_health/error_rate", "judge_health/fallback_rate",
-                  "judge_health/agree_rule", "judge_health/score_mean", "critic/score/mean"):
+                  "judge_health/agree_rule", "judge_health/score_mean", "critic/score/mean",
+                  "reward/rule_score/mean", "reward/rule_format/mean"):
             if train and k in train[-1]:
-                lines.append(f"| `{k}` | {mean(k):.3f} | {train[-1][k]:.3f} |")
+                lines.append(f"| `{k}` | {train[0][k]:.3f} | {train[-1][k]:.3f} | {mean(k):.3f} |")
         open(self.path("summary.md"), "w").write("\n".join(lines) + "\n")
         print("\n".join(lines))
 
@@ -318,6 +322,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sft-batch", type=int, default=32)
     p.add_argument("--sft-lr", type=float, default=2e-5)
     p.add_argument("--sft-override", action="append", default=[], metavar="KEY=VALUE", help="extra SFT trainer override")
+    p.add_argument("--sft-model", metavar="HF_DIR",
+                   help="start GRPO from this warm-started judge instead of training one (e.g. another run's "
+                        "sft/global_step_N/huggingface)")
     p.add_argument("--grpo-steps", type=int, default=None,
                    help="GRPO steps after the warm start (0 = none; default 30, judge_to_reward: 0)")
     p.add_argument("--pair-groups", choices=("true", "false"), default="true",
@@ -345,6 +352,8 @@ def main(argv: list[str] | None = None) -> int:
     bad = [o for o in overrides if "=" not in o or o.startswith("-")]
     if bad:
         build_parser().error(f"unrecognized arguments: {' '.join(bad)} (extra arguments are Hydra overrides KEY=VALUE)")
+    if args.sft_model and not os.path.isfile(os.path.join(args.sft_model, "config.json")):
+        build_parser().error(f"--sft-model {args.sft_model}: not a Hugging Face model folder (no config.json)")
     j2r = args.workflow == "judge_to_reward"
     if args.grpo_steps is None:
         args.grpo_steps = 0 if j2r else 30

@@ -25,6 +25,7 @@ from data_prep.lengths import TRUNCATION_MARKER, LengthGate, load_tokenizer, mid
 from data_prep.text import neutralize, normalize_text
 from data_prep.perturb import perturb, safe_eval, strip_annotations
 from reward_fns.gsm8k import compute_score
+from reward_fns.llm_judge import build_messages
 from reward_fns.prompts import load
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -412,19 +413,16 @@ def test_verify_rows_are_the_judge_rewards_prompt(run_cli):
     pw = rows(os.path.join(out, "pointwise_train.parquet"))
     assert [(r["extra_info"]["candidate"], r["reward_model"]["ground_truth"]) for r in pw][:2] == [
         ("reference", 4), ("perturbed:final_step", 0)]
-    try:
-        from reward_fns.llm_judge import build_messages
-    except ImportError:  # pragma: no cover
-        build_messages = None
     for r in pw:
         ei = r["extra_info"]
         graded = compute_score(solution_str=ei["response"], ground_truth=ei["answer"])["acc"]
         assert graded == (1.0 if ei["correct"] else 0.0) and r["reward_model"]["ground_truth"] == (4 if ei["correct"] else 0)
         assert "<<" not in ei["response"]  # annotations stripped from candidates
-        assert ei["prompt_version"] == "gsm8k_grade.v2"  # the default --grade-prompt
-        if build_messages is not None:
-            name, _, version = ei["prompt_version"].rpartition(".")
-            assert r["prompt"] == build_messages(ei["response"], None, ei, prompt=name, prompt_version=version)
+        assert ei["prompt_version"] == "gsm8k_grade.v3"  # the default --grade-prompt
+        name, _, version = ei["prompt_version"].rpartition(".")
+        assert r["prompt"] == build_messages(ei["response"], None, ei, prompt=name, prompt_version=version)
+        # v3 shows the reference's '#### N' answer as its own field
+        assert f"Reference final answer: {ei['answer'].rsplit('####', 1)[1].strip()}\n" in r["prompt"][-1]["content"]
     pairs = rows(os.path.join(out, "pairwise_train.parquet"))
     for r in pairs:
         ei = r["extra_info"]

@@ -115,15 +115,19 @@ def test_gsm8k_verify_reference_guided_pairs_and_sft(tmp_path):
         '{"question": "A box holds 12 pens. How many pens are in 5 boxes?", "answer": "5 boxes hold 5*12=<<5*12=60>>60 pens.\\n#### 60"}',
     ]) + "\n")
     assert os.path.exists(src)
-    for pair_prompt, shows in (("pairwise_ref.v1", True), ("pairwise.v1", False)):
+    # (template, shows the reference solution, shows its final answer as a field)
+    for pair_prompt, shows, shows_answer in (("pairwise_ref.v2", True, True), ("pairwise_ref.v1", True, False),
+                                             ("pairwise.v1", False, False)):
         out = tmp_path / pair_prompt
         assert gsm8k_verify.main(["--out", str(out), "--train", str(gsm), "--tokenizer", model,
                                   "--pair-prompt", pair_prompt, "--no-progress"]) == 0
         pairs = pq.read_table(out / "pairwise_train.parquet").to_pylist()
         user = pairs[0]["prompt"][-1]["content"]
         assert ("# Reference solution" in user) is shows and pairs[0]["extra_info"]["prompt_version"] == pair_prompt
+        want = pairs[0]["extra_info"]["answer"].rsplit("#### ", 1)[1]
+        assert (f"\nReference final answer: {want}\n" in user) is shows_answer, user
         point = pq.read_table(out / "pointwise_train.parquet").to_pylist()
-        assert point[0]["extra_info"]["prompt_version"] == "gsm8k_grade.v2" and len(point) == 4
+        assert point[0]["extra_info"]["prompt_version"] == "gsm8k_grade.v3" and len(point) == 4
         sft, skipped = judge_sft.build(pairs)
         assert len(sft) == 4 and not skipped
     assert gsm8k_verify.main(["--out", str(tmp_path / "x"), "--train", str(gsm), "--tokenizer", model,

@@ -16,6 +16,7 @@ from reward_fns.parse import (
     numbers_equal,
     parse_choice,
     parse_score,
+    reference_answer,
     strip_think,
 )
 
@@ -268,3 +269,23 @@ def test_hash_answer(text, expected):
 )
 def test_last_number(text, expected):
     assert last_number(text) == expected
+
+
+# (reference solution, ground truth, what a judge prompt shows as the reference final answer)
+REFERENCE_ANSWER_CASES = [
+    ("48+24 = 72 clips.\n#### 72", None, "72"),
+    ("so $1,234.\n#### $1,234.", None, "1,234"),
+    ("#### 72", "96", "72"),  # the solution's own answer wins over the ground truth
+    ("no hash line", "72", "72"),  # policy data: the ground truth is the number
+    (None, "1234", "1234"),
+    ("#### seventy", "72", "72"),  # a non-numeric #### token falls back to the ground truth
+    ("no hash line", "4", "4"),
+    ("no hash line", "A", None),  # pairwise labels are not answers
+    ("no hash line", None, None),
+    (None, True, None),
+]
+
+
+@pytest.mark.parametrize("reference,ground_truth,expected", REFERENCE_ANSWER_CASES)
+def test_reference_answer(reference, ground_truth, expected):
+    assert reference_answer(reference, ground_truth) == expected

@@ -108,6 +108,7 @@ def test_judge_pipeline_stages_commands_and_resume(fake):
     assert grpo[grpo.index("--config-path") + 1] == os.path.join(ROOT, "recipes", "judge_pairwise")
     assert f"actor_rollout_ref.model.path={out}/sft/global_step_40/huggingface" in grpo  # GRPO starts from the SFT model
     assert "verl_judge.pair_groups=true" in grpo and "trainer.total_training_steps=3" in grpo
+    assert "trainer.save_freq=3" in grpo  # min(steps, 10): a long run keeps a checkpoint every 10 steps
     assert grpo[-1] == "actor_rollout_ref.rollout.n=2"  # the user's override comes last and wins
     assert by["verl.model_merger"][by["verl.model_merger"].index("--local_dir") + 1] == f"{out}/grpo/global_step_3/actor"
     assert "--pairs" in by["scripts.eval.judge"]
@@ -133,7 +134,26 @@ def test_failed_stage_stops_and_is_not_marked_done(fake):
     assert (out / ".sft.done").exists() and not (out / ".grpo.done").exists() and not (out / ".merge.done").exists()
 
 
+@pytest.mark.skipif(not os.environ.get("VERL_JUDGE_MODEL"), reason="needs the materialised test model (scripts/test.sh)")
+def test_given_warm_start_skips_sft(fake):
+    tmp, env = fake
+    warm = tmp / "other" / "sft" / "global_step_40" / "huggingface"
+    warm.mkdir(parents=True)
+    (warm / "config.json").write_text("{}")
+    out = tmp / "off"
+    r = run(env, "judge", "--task", "pairwise_ref", "--out", str(out), "--grpo-steps", "12", "--eval-pairs", "2",
+            "--no-eval-before", "--pair-groups", "false", "--sft-model", str(warm))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert modules(tmp) == ["data_prep.gsm8k_verify", "data_prep.judge_sft", "scripts.train", "verl.model_merger",
+                            "scripts.eval.judge"]
+    grpo = next(c for c in calls(tmp) if c[1] == "scripts.train")
+    assert f"actor_rollout_ref.model.path={warm}" in grpo and "verl_judge.pair_groups=false" in grpo
+    assert "trainer.save_freq=10" in grpo and "trainer.total_training_steps=12" in grpo
+    assert not (out / ".sft.done").exists() and not (out / "sft").exists()
+
+
 @pytest.mark.parametrize("args, message", [
+    (["judge", "--out", "x", "--sft-model", "/nonexistent"], "--sft-model /nonexistent: not a Hugging Face model folder"),
     (["judge", "--out", "x", "not-an-override"], "unrecognized arguments: not-an-override"),
     (["judge_to_reward", "--task", "pairwise", "--out", "x"], "judge_to_reward trains the pointwise judge"),
     (["judge", "--task", "nope", "--out", "x"], "invalid choice: 'nope'"),
