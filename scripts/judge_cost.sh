@@ -8,6 +8,12 @@
 #   VARIANTS="tok128:+reward.custom_reward_function.reward_kwargs.max_tokens=128" bash scripts/judge_cost.sh
 #   VARIANTS="hybrid:+reward.custom_reward_function.reward_kwargs.mode=hybrid,+reward.custom_reward_function.reward_kwargs.max_tokens=128" \
 #     bash scripts/judge_cost.sh data.train_batch_size=32
+#   RULE_NAME=rule_1gpu RUNS="rule_1gpu colocated" VARIANTS="colocated:+reward.custom_reward_function.reward_kwargs.max_tokens=256" \
+#     bash scripts/judge_cost.sh                     # run folders named as in issue #16 (one GPU)
+#   pool=reward.reward_model.enable_resource_pool=true,reward.reward_model.n_gpus_per_node=1,reward.reward_model.nnodes=1
+#   RULE_NAME=rule_pool RUNS="rule_pool pool" VARIANTS="pool:$pool,reward.reward_model.rollout.free_cache_engine=false" \
+#     bash scripts/judge_cost.sh                     # two GPUs: the judge on a GPU of its own, kept awake
+# scripts/bench/shapes.sh runs these two at SmolLM2-360M / 1.7B shapes with random weights.
 #
 # Shared settings, the same Hydra overrides for every run: trainer.total_training_steps=STEPS
 # actor_rollout_ref.rollout.gpu_memory_utilization=0.3 trainer.save_freq=-1 trainer.test_freq=-1
@@ -18,10 +24,11 @@
 # are passed as set; OUTPUT_DIR is COST_DIR/<run>. DRY_RUN=1: the launcher checks each run on CPU, no table.
 # Knobs of this script (not passed on): STEPS (8); VARIANTS, space-separated name:KEY=VALUE[,KEY=VALUE...]
 # (a comma not followed by KEY= stays in the value, e.g. trainer.logger=[console,file]); RUNS, which runs
-# are made (default "rule local" + the variant names); COST_DIR (outputs/judge_cost).
+# are made (default: all, "rule local" + the variant names); RULE_NAME, JUDGE_NAME: the names of the rule run and
+# of the local-judge run (rule, local: their folders, table labels and experiment names); COST_DIR (outputs/judge_cost).
 # Output: COST_DIR/<run>/{run.log,metrics.jsonl} and COST_DIR/cost.md.
 # Exit status: 0 when every run exited 0, else 1 (the table still holds the runs that finished);
-# 2 for a bad VARIANTS entry or a retired launcher variable in the environment (nothing is run).
+# 2 for a bad VARIANTS entry, run name or RUNS entry, or a retired launcher variable in the environment (nothing is run).
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$ROOT/scripts/lib.sh"
@@ -39,11 +46,17 @@ bad_variant() {
     "tok128:+reward.custom_reward_function.reward_kwargs.max_tokens=128)" >&2
   exit 2
 }
-names=(rule local); recipes=(gsm8k_rule gsm8k_local_judge); settings=("" "")
+RULE_NAME=${RULE_NAME:-rule}; JUDGE_NAME=${JUDGE_NAME:-local}
+NAME_RE='^[A-Za-z0-9_.-]+$'
+for n in "$RULE_NAME" "$JUDGE_NAME"; do
+  [[ "$n" =~ $NAME_RE ]] || { echo "RULE_NAME/JUDGE_NAME: bad run name '$n': letters, digits, _ . - only" >&2; exit 2; }
+done
+[ "$RULE_NAME" != "$JUDGE_NAME" ] || { echo "RULE_NAME and JUDGE_NAME are both '$RULE_NAME'" >&2; exit 2; }
+names=("$RULE_NAME" "$JUDGE_NAME"); recipes=(gsm8k_rule gsm8k_local_judge); settings=("" "")
 for v in $VARIANTS; do
   [[ "$v" == *:* ]] || bad_variant "$v" "no ':'"
   name=${v%%:*}; rest=${v#*:}
-  [[ "$name" =~ ^[A-Za-z0-9_.-]+$ ]] || bad_variant "$v" "the name may hold letters, digits, _ . - only"
+  [[ "$name" =~ $NAME_RE ]] || bad_variant "$v" "the name may hold letters, digits, _ . - only"
   [[ " ${names[*]} " == *" $name "* ]] && bad_variant "$v" "the name '$name' is taken"
   items=(); IFS=, read -ra parts <<< "$rest"
   for x in "${parts[@]}"; do
@@ -57,6 +70,9 @@ done
 export PYTHON=${PYTHON:-$(bash "$ROOT/scripts/launch.sh" --print-python)}
 stop_if_retired "$PYTHON" judge_cost
 RUNS=${RUNS:-${names[*]}}
+for r in $RUNS; do
+  [[ " ${names[*]} " == *" $r "* ]] || { echo "RUNS: no run named '$r' (runs: ${names[*]})" >&2; exit 2; }
+done
 mkdir -p "$COST_DIR"
 files=(); labels=(); fail=0
 for i in "${!names[@]}"; do

@@ -428,3 +428,77 @@ def test_judge_health_numbers_come_from_the_kept_policy_metrics():
     for cell in ("balanced accuracy 0.007 → **0.972**", "pair accuracy 0.653, flip rate 0.333", "**0.780**, **0.180**",
                  "judge parse-fail 0.013, fallback 0.000, judge–rule agreement 0.683", "agreement 0.821, recall 6/6, specificity 0.818"):
         assert cell in readme, cell
+
+
+def test_judge_cost_run_names_and_the_shapes_benchmark(tmp_path, model_path):
+    """RULE_NAME / JUDGE_NAME name the two base runs and RUNS must name runs that exist (else exit 2, nothing run);
+    scripts/bench/shapes.sh (issue #16) makes or reuses the random 360M / 1.7B models and passes judge_cost.sh the
+    reply lengths, one GPU: rule_1gpu vs colocated, two GPUs: rule_pool vs pool (the judge's own pool, kept awake)."""
+    from scripts.bench import random_model as rm
+
+    recipe = COST_RECIPE.replace("printf", 'echo "$MODEL" > "$OUTPUT_DIR/model.txt"\nprintf', 1)
+    _stand_ins(tmp_path / "recipes", ["gsm8k_rule", "gsm8k_local_judge"], recipe)
+    env = _clean_env(RECIPES_DIR=str(tmp_path / "recipes"), STEPS="3", PYTHON=sys.executable, VARIANTS="")
+
+    def run(script, *args, **kw):
+        return subprocess.run(["bash", script, *args], cwd=ROOT, env={**env, **kw}, capture_output=True, text=True,
+                              timeout=120)
+
+    def args_of(d):
+        return (d / "args.txt").read_text().splitlines()
+
+    def per_run(cost, n):
+        return [f"trainer.default_local_dir={cost}/{n}/checkpoints", f"trainer.experiment_name=judge-cost-{n}"]
+
+    cost = tmp_path / "named"
+    r = run("scripts/judge_cost.sh", RULE_NAME="base", JUDGE_NAME="judge", COST_DIR=str(cost))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sorted(p.name for p in cost.iterdir()) == ["base", "cost.md", "judge"]
+    assert args_of(cost / "judge")[-2:] == per_run(cost, "judge")
+    assert "| metric | base | judge |" in (cost / "cost.md").read_text()
+    bad = {
+        (("RULE_NAME", "a/b"),): "RULE_NAME/JUDGE_NAME: bad run name 'a/b': letters, digits, _ . - only",
+        (("RULE_NAME", "x"), ("JUDGE_NAME", "x")): "RULE_NAME and JUDGE_NAME are both 'x'",
+        (("RUNS", "rule nope"),): "RUNS: no run named 'nope' (runs: rule local)",
+        (("RULE_NAME", "base"), ("VARIANTS", "base:trainer.test_freq=1")):
+            "VARIANTS: bad entry 'base:trainer.test_freq=1': the name 'base' is taken (want name:KEY=VALUE[,KEY=VALUE...] "
+            "with Hydra keys, e.g. tok128:+reward.custom_reward_function.reward_kwargs.max_tokens=128)",
+    }
+    for kw, msg in bad.items():
+        r = run("scripts/judge_cost.sh", COST_DIR=str(tmp_path / "bad"), **dict(kw))
+        assert (r.returncode, r.stderr, (tmp_path / "bad").exists()) == (2, msg + "\n", False), kw
+
+    # shapes.sh: --help, a bad GPUS, then both placements against the stand-ins
+    subprocess.run(["bash", "-n", "scripts/bench/shapes.sh"], cwd=ROOT, check=True)
+    r = run("scripts/bench/shapes.sh", "--help")
+    assert r.returncode == 0 and r.stdout.startswith("Judge cost at anchor shapes (issue #16)"), r.stdout + r.stderr
+    r = run("scripts/bench/shapes.sh", GPUS="3", COST_DIR=str(tmp_path / "bad"))
+    assert (r.returncode, (tmp_path / "bad").exists()) == (2, False)
+    assert r.stderr == "shapes: GPUS=3: 1 (the judge colocated with the policy) or 2 (the judge on its own GPU)\n"
+    models = tmp_path / "models"  # the two models already there (config + weights file): reused, not rebuilt
+    for arch in ("smollm2-360m", "smollm2-1.7b"):
+        rm.config_for(arch, rm.read_token_ids(model_path)).save_pretrained(models / f"random-{arch}")
+        (models / f"random-{arch}" / "model.safetensors").write_bytes(b"")
+    policy, judge = models / "random-smollm2-360m", models / "random-smollm2-1.7b"
+    tail = ["trainer.n_gpus_per_node=1", "data.max_response_length=512", "verl_judge.fail_fast.enable=false",
+            "data.train_batch_size=8"]
+    judge_len = [f"reward.reward_model.model_path={judge}", "+reward.custom_reward_function.reward_kwargs.max_tokens=256",
+                 "reward.reward_model.rollout.response_length=256"]
+    pool = ["reward.reward_model.enable_resource_pool=true", "reward.reward_model.n_gpus_per_node=1",
+            "reward.reward_model.nnodes=1", "reward.reward_model.rollout.free_cache_engine=false"]
+    for gpus, rule, local, extra, kw in [("1", "rule_1gpu", "colocated", [], {"MODELS_DIR": str(models)}),
+                                         ("2", "rule_pool", "pool", pool, {"POLICY_DIR": str(policy), "JUDGE_DIR": str(judge)})]:
+        cost = tmp_path / f"shapes{gpus}"
+        r = run("scripts/bench/shapes.sh", "data.train_batch_size=8", GPUS=gpus, COST_DIR=str(cost), TOKENIZER_FROM=model_path,
+                MODEL="/elsewhere", STEPS="", **kw)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert sorted(p.name for p in cost.iterdir()) == sorted([rule, local, "cost.md"])
+        shared = ["trainer.total_training_steps=5", "actor_rollout_ref.rollout.gpu_memory_utilization=0.3",
+                  "trainer.save_freq=-1", "trainer.test_freq=-1", "trainer.resume_mode=disable"]  # STEPS: 5
+        assert args_of(cost / rule) == shared + per_run(cost, rule) + tail
+        assert args_of(cost / local) == shared + per_run(cost, local) + judge_len + extra + tail
+        assert [(cost / n / "model.txt").read_text() for n in (rule, local)] == [f"{policy}\n"] * 2
+        assert f"| metric | {rule} | {local} |" in (cost / "cost.md").read_text()
+        made = [ln for ln in r.stderr.splitlines() if ln.startswith("[random_model]")]
+        assert made == ([f"[random_model] {m} already holds this model ({n:,} parameters); nothing to do"
+                         for m, n in ((policy, 361_821_120), (judge, 1_711_376_384))] if gpus == "1" else [])

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Judge cost at anchor shapes (issue #16): a policy with the SmolLM2-360M architecture rewarded by a judge with
+# the SmolLM2-1.7B architecture, both with random weights and the SmolLM2 tokenizer (nothing is downloaded), timed
+# by scripts/judge_cost.sh: recipes/gsm8k_rule and recipes/gsm8k_local_judge with identical settings on GSM8K prompts.
+#
+#   PYTHON=python3 GSM8K_DIR=/data/gsm8k bash scripts/bench/shapes.sh          # one GPU: rule_1gpu vs colocated
+#   PYTHON=python3 GSM8K_DIR=/data/gsm8k GPUS=2 bash scripts/bench/shapes.sh   # two GPUs: rule_pool vs pool
+#   STEPS=8 bash scripts/bench/shapes.sh data.train_batch_size=32              # arguments: Hydra overrides, every run
+#
+# 1. Makes the two models unless they are there (python -m scripts.bench.random_model, built on the GPU when there
+#    is one): MODELS_DIR/random-smollm2-360m (policy) and MODELS_DIR/random-smollm2-1.7b (judge), with the tokenizer
+#    files, generation config and bos/eos/pad ids of TOKENIZER_FROM. POLICY_DIR / JUDGE_DIR: use these folders as
+#    they are instead (nothing is made).
+# 2. Runs scripts/judge_cost.sh with MODEL=<policy> and, for every run, trainer.n_gpus_per_node=1
+#    data.max_response_length=512 (policy replies: random weights almost never stop before the cap) and
+#    verl_judge.fail_fast.enable=false (a random judge gives no verdict, every reply is a parse failure, which would
+#    stop the run); for the judge run also reward.reward_model.model_path=<judge>,
+#    +reward.custom_reward_function.reward_kwargs.max_tokens=256 (the judge's reply cap that reward_fns/llm_judge.py
+#    sends) and reward.reward_model.rollout.response_length=256 (the judge server's default cap, kept the same).
+#    GPUS=1: runs rule_1gpu and colocated: recipes/gsm8k_local_judge as it is, the judge shares the policy's GPU,
+#      woken for the reward stage and put to sleep after it.
+#    GPUS=2: runs rule_pool and pool: the judge on a pool of its own GPU (reward.reward_model.enable_resource_pool=true
+#      reward.reward_model.n_gpus_per_node=1 reward.reward_model.nnodes=1), kept awake
+#      (reward.reward_model.rollout.free_cache_engine=false: verl 0.9.1 puts the judge to sleep at start and wakes it
+#      only in the colocated reward stage, which a pool run never enters). verl's agent loop then scores each reply as
+#      soon as it is generated: the judge's time is inside timing_s/gen, timing_s/reward is about 0; read timing_s/step.
+# 3. judge_cost.sh prints COST_DIR/cost.md: median stage times after step 1 and their ratio to the rule run.
+#
+# Knobs: GPUS (1 | 2, default 1); STEPS (5); MODELS_DIR (outputs/shapes/models); COST_DIR (outputs/shapes/<GPUS>gpu);
+# TOKENIZER_FROM (default $GPUKIT_MODEL, else $MODEL, else the folder `python -m data_prep.model` materialises);
+# POLICY_DIR, JUDGE_DIR (see 1); PYTHON (an interpreter with verl + vLLM, e.g. python3; default: scripts/launch.sh's);
+# the launcher's variables (GSM8K_DIR, DATA_DIR, ...) are passed on. DRY_RUN=1: each run is only checked.
+# Exit status: judge_cost.sh's; 2 for a bad GPUS, 1 when a model cannot be made.
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+source "$ROOT/scripts/lib.sh"
+usage_if_help "$0" "$@"
+GPUS=${GPUS:-1}
+case $GPUS in
+  1) rule=rule_1gpu judge=colocated ;;
+  2) rule=rule_pool judge=pool ;;
+  *) echo "shapes: GPUS=$GPUS: 1 (the judge colocated with the policy) or 2 (the judge on its own GPU)" >&2; exit 2 ;;
+esac
+MODELS_DIR=${MODELS_DIR:-$ROOT/outputs/shapes/models}
+export STEPS=${STEPS:-5} COST_DIR=${COST_DIR:-$ROOT/outputs/shapes/${GPUS}gpu}
+export PYTHON=${PYTHON:-$(bash "$ROOT/scripts/launch.sh" --print-python)}
+say() { echo "[shapes $(date +%H:%M:%S)] $*"; }
+py() { PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" "$@"; }
+
+make_model() {  # ARCH FOLDER: print the folder (made unless it already holds this model)
+  local src=${TOKENIZER_FROM:-${GPUKIT_MODEL:-${MODEL:-}}}
+  if [ -z "$src" ]; then src=$(py -m data_prep.model | tail -n 1) || return 1; fi
+  py -m scripts.bench.random_model --arch "$1" --tokenizer-from "$src" --out "$2" >&2 || return 1
+  printf '%s\n' "$2"
+}
+policy=${POLICY_DIR:-}; judge_dir=${JUDGE_DIR:-}
+[ -n "$policy" ] || policy=$(make_model smollm2-360m "$MODELS_DIR/random-smollm2-360m") || exit 1
+[ -n "$judge_dir" ] || judge_dir=$(make_model smollm2-1.7b "$MODELS_DIR/random-smollm2-1.7b") || exit 1
+say "policy $policy, judge $judge_dir; runs $rule and $judge ($STEPS steps) -> $COST_DIR"
+
+settings="reward.reward_model.model_path=$judge_dir,+reward.custom_reward_function.reward_kwargs.max_tokens=256"
+settings+=",reward.reward_model.rollout.response_length=256"
+if [ "$GPUS" = 2 ]; then
+  settings+=",reward.reward_model.enable_resource_pool=true,reward.reward_model.n_gpus_per_node=1"
+  settings+=",reward.reward_model.nnodes=1,reward.reward_model.rollout.free_cache_engine=false"
+fi
+MODEL=$policy RULE_NAME=$rule RUNS="$rule $judge" VARIANTS="$judge:$settings" \
+  exec bash "$ROOT/scripts/judge_cost.sh" trainer.n_gpus_per_node=1 data.max_response_length=512 \
+  verl_judge.fail_fast.enable=false "$@"
