@@ -14,9 +14,12 @@ Candidates (``--candidates``):
   both candidates (``--keep-annotations`` keeps them), so the correct candidate is not a verbatim
   copy of the reference shown to the judge.
 * ``solutions``: input = JSONL of model solutions, one per line: ``question``, ``response``,
-  optional ``correct`` (bool/0/1; graded with ``reward_fns.gsm8k.compute_score`` when absent),
+  optional ``correct`` (bool/0/1; graded with ``reward_fns.gsm8k.compute_score`` in ``--grade`` mode
+  when absent: ``strict`` = ``#### N``, ``flexible`` = the last number, i.e. the final answer stated
+  in any way, as the judge prompts grade it),
   optional ``answer`` (reference solution ``... #### N``; else looked up by question text in
   ``--references`` GSM8K files). Identical solutions of one question are counted as duplicates.
+  ``python -m scripts.eval.gsm8k``'s ``samples.jsonl`` (a model's own answers) is such a file.
 
 Outputs (``--out DIR``): ``pointwise_<split>.parquet`` (every candidate; ground truth 4 = correct,
 0 = incorrect) and ``pairwise_<split>.parquet`` (per question up to ``--pairs-per-question``
@@ -132,6 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("candidates")
     g.add_argument("--candidates", choices=("perturb", "solutions"), default="perturb",
                    help="perturb: reference vs perturbed copy (default); solutions: model solutions JSONL")
+    g.add_argument("--grade", choices=("strict", "flexible"), default="strict",
+                   help="solutions mode: how a row without 'correct' is graded (default strict: '#### N'; flexible: "
+                        "the last number)")
     g.add_argument("--references", nargs="+", metavar="FILE",
                    help="GSM8K files to look up the reference solution by question (solutions mode)")
     g.add_argument("--pairs-per-question", type=int, default=1, help="max correct-vs-incorrect pairs per question (default 1)")
@@ -224,7 +230,7 @@ def run(argv: list[str] | None = None) -> dict:
         if "correct" in row and row["correct"] is not None:
             ok = _correct_flag(row["correct"])
         else:
-            ok = compute_score(solution_str=resp, ground_truth=a)["acc"] == 1.0
+            ok = compute_score(solution_str=resp, ground_truth=a, mode=args.grade)["acc"] == 1.0
         if not resp.strip():
             raise SkipRow("empty_response")
         qid = stable_hash(q)

@@ -23,6 +23,7 @@ by reason are printed; outputs are written atomically.
 from __future__ import annotations
 
 import argparse
+import random
 import sys
 from collections import Counter
 
@@ -114,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="verification parquet(s) from data_prep.gsm8k_verify (pointwise or pairwise)")
     p.add_argument("--out", required=True, metavar="PARQUET", help="SFT parquet to write (column 'messages')")
     p.add_argument("--max-rows", type=int, default=-1, help="keep at most N rows (-1 = all)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="several --in files: their rows are interleaved by a shuffle with this seed before --max-rows")
     args = p.parse_args(argv)
     rows = []
     for path in args.inputs:
@@ -123,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{PROG}: error: cannot read {path}: {e}", file=sys.stderr)
             return 2
     out, skipped = build(rows)
+    if len(args.inputs) > 1:  # e.g. perturbed + model-written candidates: --max-rows keeps both kinds
+        random.Random(args.seed).shuffle(out)
     if args.max_rows >= 0:
         out = out[: args.max_rows]
     if not out:

@@ -13,7 +13,9 @@ Judge tasks (all on GSM8K verification data from ``data_prep.gsm8k_verify``):
 
 Stages (each prints its output; a stage whose ``.done`` marker exists is skipped, so a rerun resumes):
 
-1. ``data``        verification parquet (train / test) and the SFT parquet (``data_prep.judge_sft``)
+0. ``samples``     (``--model-solutions base``) the start model's own answers to GSM8K train questions
+1. ``data``        verification parquet (train / test) and the SFT parquet (``data_prep.judge_sft``); with
+                   ``--model-solutions`` also verification rows of model-written answers, mixed into both
 2. ``eval_before`` ``python -m scripts.eval.judge`` on the held-out test rows with the start model
 3. ``sft``         verl's SFT trainer (``torchrun -m verl.trainer.sft_trainer``), HF folder saved
 4. ``eval_sft``    the warm-started judge on the same rows
@@ -123,9 +125,39 @@ class Pipeline:
         cmd = [self.py, "-m", "data_prep.gsm8k_verify", "--out", self.path("data"), "--tokenizer", self.base,
                "--max-prompt-length", str(a.max_prompt_length), *self.prompt_args, *self.gsm8k_args()]
         self.sh(cmd, self.path("logs", "data.log"))
-        train = self.path("data", f"{self.prefix}_train.parquet")
-        self.sh([self.py, "-m", "data_prep.judge_sft", "--in", train, "--out", self.path("data", "sft_train.parquet"),
+        if a.model_solutions:  # a model's own answers (scripts.eval.gsm8k samples.jsonl), graded by final answer
+            self.sh([self.py, "-m", "data_prep.gsm8k_verify", "--candidates", "solutions", "--train", self.solutions_file(),
+                     "--grade", "flexible", "--on-bad-row", "skip", "--no-fail-on-empty", "--out", self.path("data", "model_solutions"),
+                     "--tokenizer", self.base, "--max-prompt-length", str(a.max_prompt_length), *self.prompt_args],
+                    self.path("logs", "data.log"))
+        self.sh([self.py, "-m", "data_prep.judge_sft", "--in", *self.train_files(), "--out", self.path("data", "sft_train.parquet"),
                  "--max-rows", str(a.sft_rows)], self.path("logs", "data.log"))
+
+    def solutions_file(self) -> str:
+        return self.path("samples", "samples.jsonl") if self.args.model_solutions == "base" else self.args.model_solutions
+
+    def samples(self) -> None:
+        """The start model's own answers to GSM8K train questions (sampled as GRPO rollouts are), for the judge's data."""
+        a = self.args
+        train = self.gsm8k_args()
+        if not train:
+            raise SystemExit("[pipeline] --model-solutions base needs local GSM8K files (GSM8K_DIR)")
+        self.sh([self.py, "-m", "scripts.eval.gsm8k", "--data", train[1], "--limit", str(a.model_solution_questions),
+                 "--n-samples", "2", "--temperature", "1.0", "--max-tokens", "512", "--vllm-offline", self.base,
+                 "--gpu-memory-utilization", str(a.eval_gpu_mem), *(["--kv-cache-gb", str(a.eval_kv_cache_gb)]
+                                                                   if a.eval_kv_cache_gb else []),
+                 "--out", self.path("samples"), "--no-progress", "--no-plots"], self.path("logs", "samples.log"))
+
+    def train_files(self) -> list[str]:
+        """The judge's training parquet(s): the verification split, plus the model-solution rows when given."""
+        files = [self.path("data", f"{self.prefix}_train.parquet")]
+        extra = self.path("data", "model_solutions", f"{self.prefix}_train.parquet")
+        if self.args.model_solutions and os.path.exists(extra):
+            import pyarrow.parquet as pq
+
+            if pq.ParquetFile(extra).metadata.num_rows:  # pairs need a right and a wrong answer to one question
+                files.append(extra)
+        return files
 
     def evaluate(self, model: str, name: str) -> None:
         a = self.args
@@ -178,7 +210,7 @@ class Pipeline:
         data = self.path("data")
         cmd = [self.py, "-m", "scripts.train", "--config-path", os.path.join(ROOT, "recipes", self.recipe),
                "--config-name", "config", f"actor_rollout_ref.model.path={start}",
-               f"data.train_files={os.path.join(data, f'{self.prefix}_train.parquet')}",
+               "data.train_files=[" + ",".join(self.train_files()) + "]",
                f"data.val_files={os.path.join(data, f'{self.prefix}_test.parquet')}",
                f"trainer.total_training_steps={a.grpo_steps}", f"trainer.default_local_dir={self.path('grpo')}",
                f"trainer.experiment_name={a.task}", f"trainer.n_gpus_per_node={self.n_gpus}",
@@ -227,6 +259,8 @@ class Pipeline:
     def run_judge(self) -> str:
         a = self.args
         self.base = self.model()
+        if a.model_solutions == "base":
+            self.stage("samples", self.path("samples"), self.samples)
         self.stage("data", self.path("data"), self.data)
         if not a.skip_eval and a.eval_before:
             self.stage("eval_before", self.path("eval_before"), lambda: self.evaluate(self.base, "eval_before"))
@@ -318,10 +352,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sft", action=argparse.BooleanOptionalAction, default=True, help="warm start with SFT (default on)")
     p.add_argument("--sft-rows", type=int, default=4000, help="SFT rows (default 4000)")
     p.add_argument("--sft-epochs", type=int, default=1)
-    p.add_argument("--sft-steps", type=int, default=40, help="SFT optimizer steps (0 = the whole epoch; default 40)")
+    p.add_argument("--sft-steps", type=int, default=100, help="SFT optimizer steps (0 = the whole epoch; default 100)")
     p.add_argument("--sft-batch", type=int, default=32)
     p.add_argument("--sft-lr", type=float, default=2e-5)
     p.add_argument("--sft-override", action="append", default=[], metavar="KEY=VALUE", help="extra SFT trainer override")
+    p.add_argument("--model-solutions", metavar="JSONL|base|none", default=None,
+                   help="also train on a model's own GSM8K answers, graded by final answer, so the judge sees real "
+                        "model-written candidates, not only perturbed references: a scripts.eval.gsm8k samples.jsonl, "
+                        "or 'base' = stage 'samples' makes one with the start model (2 answers at temperature 1.0 "
+                        "to each of --model-solution-questions train questions); default: base for judge_to_reward "
+                        "(the judge then grades answers like the policy's), none for judge")
+    p.add_argument("--model-solution-questions", type=int, default=2000, help="'base': train questions asked (2000)")
     p.add_argument("--sft-model", metavar="HF_DIR",
                    help="start GRPO from this warm-started judge instead of training one (e.g. another run's "
                         "sft/global_step_N/huggingface)")
@@ -352,6 +393,12 @@ def main(argv: list[str] | None = None) -> int:
     bad = [o for o in overrides if "=" not in o or o.startswith("-")]
     if bad:
         build_parser().error(f"unrecognized arguments: {' '.join(bad)} (extra arguments are Hydra overrides KEY=VALUE)")
+    if args.model_solutions is None:
+        args.model_solutions = "base" if args.workflow == "judge_to_reward" else "none"
+    if args.model_solutions == "none":
+        args.model_solutions = None
+    if args.model_solutions not in (None, "base") and not os.path.isfile(args.model_solutions):
+        build_parser().error(f"--model-solutions {args.model_solutions}: no such file")
     if args.sft_model and not os.path.isfile(os.path.join(args.sft_model, "config.json")):
         build_parser().error(f"--sft-model {args.sft_model}: not a Hugging Face model folder (no config.json)")
     j2r = args.workflow == "judge_to_reward"

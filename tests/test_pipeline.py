@@ -32,7 +32,8 @@ FAKE = textwrap.dedent("""\
     def over(key):
         return next(a.split("=", 1)[1] for a in args if a.startswith(key + "="))
     if mod == "torch.distributed.run":
-        os.makedirs(os.path.join(over("trainer.default_local_dir"), "global_step_40", "huggingface"))
+        steps = over("trainer.total_training_steps")
+        os.makedirs(os.path.join(over("trainer.default_local_dir"), f"global_step_{{steps}}", "huggingface"))
     elif mod == "scripts.train":
         steps = int(over("trainer.total_training_steps"))
         os.makedirs(os.path.join(over("trainer.default_local_dir"), f"global_step_{{steps}}", "actor"))
@@ -103,10 +104,10 @@ def test_judge_pipeline_stages_commands_and_resume(fake):
     by = {c[1]: c for c in calls(tmp) if c[:1] == ["-m"]}
     sft = by["torch.distributed.run"]
     assert "-m" in sft[2:] and "verl.trainer.sft_trainer" in sft
-    assert "trainer.total_training_steps=40" in sft and "checkpoint.save_contents=[model,hf_model]" in sft
+    assert "trainer.total_training_steps=100" in sft and "checkpoint.save_contents=[model,hf_model]" in sft
     grpo = by["scripts.train"]
     assert grpo[grpo.index("--config-path") + 1] == os.path.join(ROOT, "recipes", "judge_pairwise")
-    assert f"actor_rollout_ref.model.path={out}/sft/global_step_40/huggingface" in grpo  # GRPO starts from the SFT model
+    assert f"actor_rollout_ref.model.path={out}/sft/global_step_100/huggingface" in grpo  # GRPO starts from the SFT model
     assert "verl_judge.pair_groups=true" in grpo and "trainer.total_training_steps=3" in grpo
     assert "trainer.save_freq=3" in grpo  # min(steps, 10): a long run keeps a checkpoint every 10 steps
     assert grpo[-1] == "actor_rollout_ref.rollout.n=2"  # the user's override comes last and wins
@@ -152,7 +153,38 @@ def test_given_warm_start_skips_sft(fake):
     assert not (out / ".sft.done").exists() and not (out / "sft").exists()
 
 
+@pytest.mark.skipif(not os.environ.get("VERL_JUDGE_MODEL"), reason="needs the materialised test model (scripts/test.sh)")
+def test_model_solutions_are_mixed_into_sft_and_grpo(fake):
+    import pyarrow.parquet as pq
+
+    tmp, env = fake
+    gsm = [json.loads(line) for line in open(tmp / "gsm8k" / "train.jsonl")]
+    samples = tmp / "samples.jsonl"  # scripts.eval.gsm8k's samples.jsonl shape: question, answer, response
+    with open(samples, "w") as f:
+        for i, row in enumerate(gsm[:3]):
+            final = hash_answer(row["answer"])
+            f.write(json.dumps({"question_idx": i, "sample": 0, "question": row["question"], "answer": row["answer"],
+                                "response": f"Some working.\nThe answer is {final}." if i == 0 else "12\n#### 12\n#### 12",
+                                "status": "ok"}) + "\n")
+    out = tmp / "mix"
+    r = run(env, "judge", "--task", "pointwise", "--out", str(out), "--grpo-steps", "2", "--eval-pairs", "2",
+            "--no-eval-before", "--model-solutions", str(samples))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    model_rows = pq.read_table(out / "data" / "model_solutions" / "pointwise_train.parquet").to_pylist()
+    # graded by final answer: 'The answer is N.' (no '####') is correct, the repeated wrong '#### 12' is not
+    assert [(r_["extra_info"]["kind"] if "kind" in r_["extra_info"] else r_["extra_info"]["candidate"],
+             r_["reward_model"]["ground_truth"]) for r_ in model_rows][:1] == [("model", 4)]
+    assert sorted(r_["reward_model"]["ground_truth"] for r_ in model_rows) == [0, 0, 4]
+    sft = pq.read_table(out / "data" / "sft_train.parquet").to_pylist()
+    n_perturbed = pq.read_table(out / "data" / "pointwise_train.parquet").num_rows
+    assert len(sft) == n_perturbed + 3  # every row of both kinds has a rationale
+    assert sum("Candidate: 12. Different." in s_["messages"][-1]["content"] for s_ in sft) == 2
+    grpo = next(c for c in calls(tmp) if c[1] == "scripts.train")
+    assert f"data.train_files=[{out}/data/pointwise_train.parquet,{out}/data/model_solutions/pointwise_train.parquet]" in grpo
+
+
 @pytest.mark.parametrize("args, message", [
+    (["judge", "--out", "x", "--model-solutions", "/nonexistent.jsonl"], "--model-solutions /nonexistent.jsonl: no such file"),
     (["judge", "--out", "x", "--sft-model", "/nonexistent"], "--sft-model /nonexistent: not a Hugging Face model folder"),
     (["judge", "--out", "x", "not-an-override"], "unrecognized arguments: not-an-override"),
     (["judge_to_reward", "--task", "pairwise", "--out", "x"], "judge_to_reward trains the pointwise judge"),

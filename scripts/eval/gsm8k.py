@@ -121,6 +121,8 @@ def score_record(item: Mapping, prec: Mapping) -> dict:
     """The ``samples.jsonl`` record of a policy record: strict / flexible rule scores."""
     rec = {"question_idx": prec["question_idx"], "sample": prec["sample"], "ground_truth": item["ground_truth"],
            "status": prec["status"]}
+    # question and reference solution too, so samples.jsonl is data_prep.gsm8k_verify --candidates solutions input
+    rec.update({k: item[k] for k in ("question", "answer") if item.get(k) is not None})
     if prec["status"] != "ok":
         rec.update(error=prec.get("error"), response=None, strict=0.0, flexible=0.0, strict_format=0.0,
                    flexible_format=0.0)
