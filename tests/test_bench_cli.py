@@ -425,8 +425,55 @@ def test_judge_health_numbers_come_from_the_kept_policy_metrics():
     real = json.load(open(os.path.join(JUDGES, "real_solutions", "sft_judge", "report.json")))["judge"]
     assert (real["tp"], real["fn"], real["tn"], real["fp"], round(real["agreement"], 3)) == (6, 0, 320, 71, 0.821)
     readme = open(os.path.join(ROOT, "README.md")).read()
-    for cell in ("balanced accuracy 0.007 → **0.972**", "pair accuracy 0.653, flip rate 0.333", "**0.780**, **0.180**",
-                 "judge parse-fail 0.013, fallback 0.000, judge–rule agreement 0.683", "agreement 0.821, recall 6/6, specificity 0.818"):
+    for cell in ("pointwise balanced accuracy 0.007 → 0.972", "pair accuracy 0.653 → 0.780, flip rate 0.333 → 0.180"):
+        assert cell in readme, cell
+
+
+MODEL_SOLUTIONS = os.path.join(ROOT, "docs", "results", "2026-11-23-judges-model-solutions")
+
+
+def _report(*parts):
+    return json.load(open(os.path.join(MODEL_SOLUTIONS, *parts, "report.json")))
+
+
+@pytest.mark.parametrize("parts, metric, value", [
+    (("main", "eval_before"), "balanced_accuracy", 0.0),
+    (("main", "eval_before"), "parse_fail_rate", 1.0),
+    (("main", "eval_sft"), "balanced_accuracy", 1.0),
+    (("main", "eval_sft"), "parse_fail_rate", 0.0),
+    (("pairwise_ref", "eval_sft"), "accuracy", 0.983),
+    (("pairwise_ref", "eval_sft"), "pair_accuracy", 0.97),
+    (("pairwise_ref", "eval_sft"), "flip_rate", 0.025),
+    (("pairwise_ref", "eval_after"), "pair_accuracy", 0.965),
+    (("pairwise_ref", "eval_after"), "flip_rate", 0.03),
+    (("pairwise_noref", "eval_sft"), "a_share", 0.995),
+    (("pairwise_noref", "pair_groups_on", "eval_after"), "pair_accuracy", 0.0),
+    (("pairwise_noref", "pair_groups_off", "eval_after"), "pair_accuracy", 0.0),
+])
+def test_model_solution_judge_numbers_come_from_the_kept_reports(parts, metric, value):
+    assert round(_report(*parts)["overall"][metric], 3) == value
+
+
+def test_main_job_numbers_come_from_the_kept_metrics_and_reports():
+    steps = [json.loads(line)["data"] for line in open(os.path.join(MODEL_SOLUTIONS, "main", "metrics.jsonl"))]
+    assert len(steps) == 6 and all("reward/rule_format/mean" in d for d in steps)
+    mean = lambda k, rows=steps: round(sum(d[k] for d in rows) / len(rows), 3)  # noqa: E731
+    assert (mean("judge_health/agree_rule"), mean("judge_health/parse_fail_rate"), mean("judge_health/fallback_rate")) == (
+        0.969, 0.003, 0.0)
+    old = [json.loads(line)["data"] for line in open(os.path.join(MODEL_SOLUTIONS, "judge_to_reward_perturbed_only",
+                                                                 "metrics.jsonl"))]
+    assert mean("judge_health/agree_rule", old) == 0.539
+    stages = dict(line.split() for line in open(os.path.join(MODEL_SOLUTIONS, "main", "stage_seconds.txt")))
+    assert round(sum(float(v) for v in stages.values())) == 1367 and set(stages) == {
+        "samples", "data", "eval_before", "sft", "eval_sft", "policy_data", "policy"}
+    new, perturbed = (_report("real_solutions", d)["judge"] for d in ("model_solutions_judge", "perturbed_only_judge"))
+    assert (new["tp"], new["fn"], new["tn"], new["fp"], round(new["agreement"], 3)) == (5, 0, 390, 5, 0.988)
+    assert (perturbed["tp"], perturbed["fn"], perturbed["tn"], perturbed["fp"], round(perturbed["agreement"], 3)) == (
+        5, 0, 302, 90, 0.773)
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    for cell in ("judge–rule agreement **0.969**, parse-fail 0.003, fallback 0.000; 1,367 s",
+                 "agreement **0.988**, recall 5/5, specificity 390/395 (perturbed-only judge: 0.773, 302/392)",
+                 "pair accuracy **0.970**, flip rate **0.025**; + 20 GRPO steps: 0.980 / 0.965 / 0.030"):
         assert cell in readme, cell
 
 

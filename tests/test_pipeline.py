@@ -39,6 +39,16 @@ FAKE = textwrap.dedent("""\
         os.makedirs(os.path.join(over("trainer.default_local_dir"), f"global_step_{{steps}}", "actor"))
         if os.environ.get("FAKE_FAIL") == "grpo":
             sys.exit(7)
+    elif mod == "scripts.eval.gsm8k":  # the start model's answers: one right ('A: N'), one wrong, per question
+        out = val("--out")
+        os.makedirs(out, exist_ok=True)
+        rows = [json.loads(line) for line in open(val("--data"))][: int(val("--limit"))]
+        with open(os.path.join(out, "samples.jsonl"), "w") as f:
+            for i, r in enumerate(rows):
+                final = r["answer"].rsplit("#### ", 1)[1].strip()
+                for k, resp in enumerate((f"Working.\\nA: {{final}}", "99991\\n#### 99991\\n#### 99991")):
+                    f.write(json.dumps({{"question_idx": i, "sample": k, "question": r["question"],
+                                        "answer": r["answer"], "response": resp, "status": "ok"}}) + "\\n")
     elif mod == "verl.model_merger":
         os.makedirs(val("--target_dir"))
     elif mod == "scripts.eval.judge":
@@ -181,6 +191,32 @@ def test_model_solutions_are_mixed_into_sft_and_grpo(fake):
     assert sum("Candidate: 12. Different." in s_["messages"][-1]["content"] for s_ in sft) == 2
     grpo = next(c for c in calls(tmp) if c[1] == "scripts.train")
     assert f"data.train_files=[{out}/data/pointwise_train.parquet,{out}/data/model_solutions/pointwise_train.parquet]" in grpo
+
+
+@pytest.mark.skipif(not os.environ.get("VERL_JUDGE_MODEL"), reason="needs the materialised test model (scripts/test.sh)")
+def test_judge_to_reward_samples_the_start_model_first(fake):
+    import pyarrow.parquet as pq
+
+    tmp, env = fake
+    out = tmp / "j2r"
+    r = run(env, "judge_to_reward", "--out", str(out), "--eval-pairs", "2", "--no-eval-before",
+            "--model-solution-questions", "3")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert modules(tmp) == ["scripts.eval.gsm8k", "data_prep.gsm8k_verify", "data_prep.gsm8k_verify", "data_prep.judge_sft",
+                            "torch.distributed.run", "scripts.eval.judge", "data_prep.gsm8k", "scripts.train"]
+    gen = calls(tmp)[0]
+    assert gen[gen.index("--limit") + 1] == "3" and gen[gen.index("--temperature") + 1] == "1.0"
+    assert gen[gen.index("--n-samples") + 1] == "2" and gen[gen.index("--data") + 1].endswith("train.jsonl")
+    model_rows = pq.read_table(out / "data" / "model_solutions" / "pointwise_train.parquet").to_pylist()
+    assert sorted(r_["reward_model"]["ground_truth"] for r_ in model_rows) == [0, 0, 0, 4, 4, 4]  # 'A: N' is right
+    policy = calls(tmp)[-1]
+    assert f"reward.reward_model.model_path={out}/sft/global_step_100/huggingface" in policy
+    assert (out / "summary.md").exists() and (out / ".samples.done").exists()
+    # --model-solutions none: no samples stage, perturbed references only
+    (tmp / "calls.jsonl").unlink()
+    r = run(env, "judge_to_reward", "--out", str(tmp / "plain"), "--eval-pairs", "2", "--no-eval-before",
+            "--model-solutions", "none", "--sft-steps", "40")
+    assert r.returncode == 0 and modules(tmp)[:3] == ["data_prep.gsm8k_verify", "data_prep.judge_sft", "torch.distributed.run"]
 
 
 @pytest.mark.parametrize("args, message", [

@@ -1,2 +1,4 @@
-"""Benchmarks: ``python -m scripts.bench.rewards`` (rule-reward throughput per core) and
-``python -m scripts.bench.judge_reward`` (the LLM-judge reward against a server of known capacity)."""
+"""Benchmarks: ``python -m scripts.bench.rewards`` (rule-reward throughput per core),
+``python -m scripts.bench.judge_reward`` (the LLM-judge reward against a server of known capacity) and
+``python -m scripts.bench.random_model`` (random-weight SmolLM2-360M / 1.7B models for the judge-cost
+benchmark at anchor shapes, ``scripts/bench/shapes.sh``)."""
