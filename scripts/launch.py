@@ -50,7 +50,7 @@ PIPELINES = {"judge_to_reward": ("judge", "policy")}  # recipes run by scripts/p
 ARR = "actor_rollout_ref"
 RKW = "reward.custom_reward_function.reward_kwargs"
 JUDGE_POOL = ("reward.reward_model.enable_resource_pool", "reward.reward_model.n_gpus_per_node",
-              "reward.reward_model.nnodes")
+              "reward.reward_model.nnodes", "reward.reward_model.rollout.free_cache_engine")
 SDPA = (f"{ARR}.model.use_remove_padding", f"{ARR}.model.override_config.attn_implementation")
 
 
@@ -81,7 +81,8 @@ ENV: tuple[Var, ...] = (
     Var("N_GPUS", ("trainer.n_gpus_per_node",), "int", "training GPUs per node"),
     Var("NNODES", ("trainer.nnodes",), "int", "nodes"),
     Var("JUDGE_GPUS", JUDGE_POOL, "int", "0: the judge shares the training GPUs; N > 0: a judge pool of N GPUs on "
-        "one node (`enable_resource_pool=True`, `n_gpus_per_node=N`, `nnodes=1`)"),
+        "one node (`enable_resource_pool=True`, `n_gpus_per_node=N`, `nnodes=1`, kept awake: "
+        "`rollout.free_cache_engine=False`, since verl 0.9.1 wakes a sleeping judge only in the colocated reward stage)"),
     Var("JUDGE_BASE_URL", (f"{RKW}.base_url",), "str", "OpenAI-compatible endpoint of the judge (`reward_fns/llm_judge.py`)"),
     Var("JUDGE_MODEL_NAME", (f"{RKW}.model",), "str", "judge model name at that endpoint"),
     Var("JUDGE_API_KEY_ENV", (f"{RKW}.api_key_env",), "str", "NAME of the variable holding the judge API key (the "
@@ -311,8 +312,9 @@ def env_overrides(env, cfg, p: Plan) -> list[str]:
             p.notes.append(f"JUDGE_GPUS ignored: recipe {p.recipe} serves no judge (reward.reward_model.enable is false)")
         else:
             pool = int(gpus) > 0
-            gen += [f"{JUDGE_POOL[0]}={pool}"] + ([f"{JUDGE_POOL[1]}={gpus}", f"{JUDGE_POOL[2]}=1"] if pool else [])
-            p.sources.update({k: f"JUDGE_GPUS={gpus}" for k in JUDGE_POOL})
+            gen += [f"{JUDGE_POOL[0]}={pool}"] + ([f"{JUDGE_POOL[1]}={gpus}", f"{JUDGE_POOL[2]}=1",
+                                                   f"{JUDGE_POOL[3]}=False"] if pool else [])
+            p.sources.update({k: f"JUDGE_GPUS={gpus}" for k in (JUDGE_POOL if pool else JUDGE_POOL[:1])})
             if pool:
                 p.notes.append(f"JUDGE_GPUS={gpus}: the judge gets its own pool; the node needs N_GPUS + {gpus} GPUs")
     nfa = (env.get("NO_FLASH_ATTN") or "auto").strip().lower()

@@ -260,7 +260,7 @@ ENV_VALUES = {
     "N_GPUS": ("2", {"trainer.n_gpus_per_node": 2}),
     "NNODES": ("3", {"trainer.nnodes": 3}),
     "JUDGE_GPUS": ("2", {"reward.reward_model.enable_resource_pool": True, "reward.reward_model.n_gpus_per_node": 2,
-                         "reward.reward_model.nnodes": 1}),
+                         "reward.reward_model.nnodes": 1, "reward.reward_model.rollout.free_cache_engine": False}),
     "JUDGE_BASE_URL": ("http://127.0.0.1:9/v1", {"reward.custom_reward_function.reward_kwargs.base_url": "http://127.0.0.1:9/v1"}),
     "JUDGE_MODEL_NAME": ("judge-x", {"reward.custom_reward_function.reward_kwargs.model": "judge-x"}),
     "JUDGE_API_KEY_ENV": ("MY_JUDGE_CRED", {"reward.custom_reward_function.reward_kwargs.api_key_env": "MY_JUDGE_CRED"}),
@@ -313,6 +313,7 @@ def test_judge_variables_on_a_recipe_without_a_judge(fx, model_path):
                        "JUDGE_GPUS ignored: recipe gsm8k_rule serves no judge (reward.reward_model.enable is false)"]
     colocated = plan("gsm8k_local_judge", sdpa_off(MODEL=model_path, JUDGE_GPUS="0", **recipe_files(fx, "gsm8k_local_judge")))
     assert "reward.reward_model.enable_resource_pool=False" in colocated.overrides
+    assert not [o for o in colocated.overrides if "free_cache_engine" in o]  # colocated: verl wakes it per step
 
 
 def test_arguments_win_over_the_environment(fx, model_path, monkeypatch):
