@@ -27,7 +27,7 @@
 # 3. judge_cost.sh prints COST_DIR/cost.md: median stage times after step 1 and their ratio to the rule run.
 #
 # Knobs: GPUS (1 | 2, default 1); STEPS (5); MODELS_DIR (outputs/shapes/models); COST_DIR (outputs/shapes/<GPUS>gpu);
-# TOKENIZER_FROM (default $GPUKIT_MODEL, else $MODEL, else the folder `python -m data_prep.model` materialises);
+# TOKENIZER_FROM (default $MODEL, else the folder `python -m data_prep.model` materialises);
 # POLICY_DIR, JUDGE_DIR (see 1); PYTHON (an interpreter with verl + vLLM, e.g. python3; default: scripts/launch.sh's);
 # the launcher's variables (GSM8K_DIR, DATA_DIR, ...) are passed on. DRY_RUN=1: each run is only checked.
 # Exit status: judge_cost.sh's; 2 for a bad GPUS, 1 when a model cannot be made.
@@ -48,7 +48,7 @@ say() { echo "[shapes $(date +%H:%M:%S)] $*"; }
 py() { PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" "$@"; }
 
 make_model() {  # ARCH FOLDER: print the folder (made unless it already holds this model)
-  local src=${TOKENIZER_FROM:-${GPUKIT_MODEL:-${MODEL:-}}}
+  local src=${TOKENIZER_FROM:-${MODEL:-}}
   if [ -z "$src" ]; then src=$(py -m data_prep.model | tail -n 1) || return 1; fi
   py -m scripts.bench.random_model --arch "$1" --tokenizer-from "$src" --out "$2" >&2 || return 1
   printf '%s\n' "$2"
