@@ -44,7 +44,7 @@ FAST_KWARGS = {"timeout": 5.0, "max_retries": 1, "backoff_base": 0.01}
 
 def expected_info(**kw):
     base = dict.fromkeys(KEYS, 0.0)
-    base.update(judge_attempts=1.0)
+    base.update(judge_attempts=1.0, rule_format=1.0)  # every sample above states its answer as '#### N'
     if kw.get("judge_error"):
         base["judge_attempts"] = 2.0
     base.update(kw)
