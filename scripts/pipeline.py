@@ -14,6 +14,7 @@ Judge tasks (all on GSM8K verification data from ``data_prep.gsm8k_verify``):
 Stages (each prints its output; a stage whose ``.done`` marker exists is skipped, so a rerun resumes):
 
 0. ``samples``     (``--model-solutions base``) the start model's own answers to GSM8K train questions
+                   (``policy_data`` first: GSM8K with the policy's prompt, from ``data_prep.gsm8k``)
 1. ``data``        verification parquet (train / test) and the SFT parquet (``data_prep.judge_sft``); with
                    ``--model-solutions`` also verification rows of model-written answers, mixed into both
 2. ``eval_before`` ``python -m scripts.eval.judge`` on the held-out test rows with the start model
@@ -136,13 +137,18 @@ class Pipeline:
     def solutions_file(self) -> str:
         return self.path("samples", "samples.jsonl") if self.args.model_solutions == "base" else self.args.model_solutions
 
+    def policy_data(self) -> None:
+        """GSM8K as the policy sees it (``data_prep.gsm8k``: local files or the HF hub)."""
+        self.sh([self.py, "-m", "data_prep.gsm8k", "--out", self.path("policy_data"), "--tokenizer", self.base,
+                 *self.gsm8k_args()], self.path("logs", "policy_data.log"))
+
     def samples(self) -> None:
-        """The start model's own answers to GSM8K train questions (sampled as GRPO rollouts are), for the judge's data."""
+        """The start model's own answers to GSM8K train questions, with the policy's prompt and sampled as GRPO
+        rollouts are, for the judge's data."""
         a = self.args
-        train = self.gsm8k_args()
-        if not train:
-            raise SystemExit("[pipeline] --model-solutions base needs local GSM8K files (GSM8K_DIR)")
-        self.sh([self.py, "-m", "scripts.eval.gsm8k", "--data", train[1], "--limit", str(a.model_solution_questions),
+        self.stage("policy_data", self.path("policy_data"), self.policy_data)
+        self.sh([self.py, "-m", "scripts.eval.gsm8k", "--data", self.path("policy_data", "train.parquet"),
+                 "--limit", str(a.model_solution_questions),
                  "--n-samples", "2", "--temperature", "1.0", "--max-tokens", "512", "--vllm-offline", self.base,
                  "--gpu-memory-utilization", str(a.eval_gpu_mem), *(["--kv-cache-gb", str(a.eval_kv_cache_gb)]
                                                                    if a.eval_kv_cache_gb else []),
@@ -299,10 +305,6 @@ def read_metrics(path: str) -> list[dict]:
 
 class JudgeToReward(Pipeline):
     """The judge pipeline, then a GSM8K policy trained with the merged judge as its reward."""
-
-    def policy_data(self) -> None:
-        self.sh([self.py, "-m", "data_prep.gsm8k", "--out", self.path("policy_data"), "--tokenizer", self.base,
-                 *self.gsm8k_args()], self.path("logs", "policy_data.log"))
 
     def policy(self, judge: str) -> None:
         a = self.args

@@ -42,7 +42,8 @@ FAKE = textwrap.dedent("""\
     elif mod == "scripts.eval.gsm8k":  # the start model's answers: one right ('A: N'), one wrong, per question
         out = val("--out")
         os.makedirs(out, exist_ok=True)
-        rows = [json.loads(line) for line in open(val("--data"))][: int(val("--limit"))]
+        import pyarrow.parquet as pq
+        rows = [r["extra_info"] for r in pq.read_table(val("--data")).to_pylist()][: int(val("--limit"))]
         with open(os.path.join(out, "samples.jsonl"), "w") as f:
             for i, r in enumerate(rows):
                 final = r["answer"].rsplit("#### ", 1)[1].strip()
@@ -202,11 +203,13 @@ def test_judge_to_reward_samples_the_start_model_first(fake):
     r = run(env, "judge_to_reward", "--out", str(out), "--eval-pairs", "2", "--no-eval-before",
             "--model-solution-questions", "3")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert modules(tmp) == ["scripts.eval.gsm8k", "data_prep.gsm8k_verify", "data_prep.gsm8k_verify", "data_prep.judge_sft",
-                            "torch.distributed.run", "scripts.eval.judge", "data_prep.gsm8k", "scripts.train"]
-    gen = calls(tmp)[0]
+    # GSM8K with the policy's prompt first (local files or the hub), the start model's answers to it, then the judge
+    assert modules(tmp) == ["data_prep.gsm8k", "scripts.eval.gsm8k", "data_prep.gsm8k_verify", "data_prep.gsm8k_verify",
+                            "data_prep.judge_sft", "torch.distributed.run", "scripts.eval.judge", "scripts.train"]
+    gen = calls(tmp)[1]
     assert gen[gen.index("--limit") + 1] == "3" and gen[gen.index("--temperature") + 1] == "1.0"
-    assert gen[gen.index("--n-samples") + 1] == "2" and gen[gen.index("--data") + 1].endswith("train.jsonl")
+    assert gen[gen.index("--n-samples") + 1] == "2" and gen[gen.index("--data") + 1] == f"{out}/policy_data/train.parquet"
+    assert "stage policy_data skipped" in r.stdout  # made once, used by the samples and the policy stage
     model_rows = pq.read_table(out / "data" / "model_solutions" / "pointwise_train.parquet").to_pylist()
     assert sorted(r_["reward_model"]["ground_truth"] for r_ in model_rows) == [0, 0, 0, 4, 4, 4]  # 'A: N' is right
     policy = calls(tmp)[-1]
