@@ -392,28 +392,41 @@ def test_judge_to_reward_h100_run_in_readme():
 
 
 JUDGES = os.path.join(ROOT, "docs", "results", "2026-11-23-judges")
+MODEL_SOLUTIONS = os.path.join(ROOT, "docs", "results", "2026-11-23-judges-model-solutions")
 
 
-def _overall(*parts):
-    return json.load(open(os.path.join(JUDGES, *parts, "report.json")))["overall"]
+def _report(folder, *parts):
+    return json.load(open(os.path.join(folder, *parts, "report.json")))
 
 
-@pytest.mark.parametrize("parts, metric, value", [
-    (("pointwise", "eval_before"), "balanced_accuracy", 0.007),
-    (("pointwise", "eval_before"), "parse_fail_rate", 0.987),
-    (("pointwise", "eval_sft"), "balanced_accuracy", 0.972),
-    (("pointwise", "eval_sft"), "parse_fail_rate", 0.0),
-    (("pairwise_ref", "eval_sft"), "pair_accuracy", 0.653),
-    (("pairwise_ref", "eval_sft"), "flip_rate", 0.333),
-    (("pairwise_ref", "eval_after"), "pair_accuracy", 0.78),
-    (("pairwise_ref", "eval_after"), "flip_rate", 0.18),
-    (("pairwise_ref", "eval_after"), "accuracy", 0.87),
-    (("judge_to_reward", "eval_before"), "balanced_accuracy", 0.005),
-    (("judge_to_reward", "eval_sft"), "balanced_accuracy", 0.99),
+@pytest.mark.parametrize("folder, parts, metric, value", [
+    (JUDGES, ("pointwise", "eval_before"), "balanced_accuracy", 0.007),
+    (JUDGES, ("pointwise", "eval_before"), "parse_fail_rate", 0.987),
+    (JUDGES, ("pointwise", "eval_sft"), "balanced_accuracy", 0.972),
+    (JUDGES, ("pointwise", "eval_sft"), "parse_fail_rate", 0.0),
+    (JUDGES, ("pairwise_ref", "eval_sft"), "pair_accuracy", 0.653),
+    (JUDGES, ("pairwise_ref", "eval_sft"), "flip_rate", 0.333),
+    (JUDGES, ("pairwise_ref", "eval_after"), "pair_accuracy", 0.78),
+    (JUDGES, ("pairwise_ref", "eval_after"), "flip_rate", 0.18),
+    (JUDGES, ("pairwise_ref", "eval_after"), "accuracy", 0.87),
+    (JUDGES, ("judge_to_reward", "eval_before"), "balanced_accuracy", 0.005),
+    (JUDGES, ("judge_to_reward", "eval_sft"), "balanced_accuracy", 0.99),
+    (MODEL_SOLUTIONS, ("main", "eval_before"), "balanced_accuracy", 0.0),
+    (MODEL_SOLUTIONS, ("main", "eval_before"), "parse_fail_rate", 1.0),
+    (MODEL_SOLUTIONS, ("main", "eval_sft"), "balanced_accuracy", 1.0),
+    (MODEL_SOLUTIONS, ("main", "eval_sft"), "parse_fail_rate", 0.0),
+    (MODEL_SOLUTIONS, ("pairwise_ref", "eval_sft"), "accuracy", 0.983),
+    (MODEL_SOLUTIONS, ("pairwise_ref", "eval_sft"), "pair_accuracy", 0.97),
+    (MODEL_SOLUTIONS, ("pairwise_ref", "eval_sft"), "flip_rate", 0.025),
+    (MODEL_SOLUTIONS, ("pairwise_ref", "eval_after"), "pair_accuracy", 0.965),
+    (MODEL_SOLUTIONS, ("pairwise_ref", "eval_after"), "flip_rate", 0.03),
+    (MODEL_SOLUTIONS, ("pairwise_noref", "eval_sft"), "a_share", 0.995),
+    (MODEL_SOLUTIONS, ("pairwise_noref", "pair_groups_on", "eval_after"), "pair_accuracy", 0.0),
+    (MODEL_SOLUTIONS, ("pairwise_noref", "pair_groups_off", "eval_after"), "pair_accuracy", 0.0),
 ])
-def test_judge_numbers_in_readme_come_from_the_kept_reports(parts, metric, value):
-    """README "Results" and the results README quote the H100 evaluation reports kept in docs/results."""
-    assert round(_overall(*parts)[metric], 3) == value
+def test_judge_numbers_in_readme_come_from_the_kept_reports(folder, parts, metric, value):
+    """README "Results" and the results READMEs quote the H100 evaluation reports kept in docs/results."""
+    assert round(_report(folder, *parts)["overall"][metric], 3) == value
 
 
 def test_judge_health_numbers_come_from_the_kept_policy_metrics():
@@ -429,31 +442,6 @@ def test_judge_health_numbers_come_from_the_kept_policy_metrics():
         assert cell in readme, cell
 
 
-MODEL_SOLUTIONS = os.path.join(ROOT, "docs", "results", "2026-11-23-judges-model-solutions")
-
-
-def _report(*parts):
-    return json.load(open(os.path.join(MODEL_SOLUTIONS, *parts, "report.json")))
-
-
-@pytest.mark.parametrize("parts, metric, value", [
-    (("main", "eval_before"), "balanced_accuracy", 0.0),
-    (("main", "eval_before"), "parse_fail_rate", 1.0),
-    (("main", "eval_sft"), "balanced_accuracy", 1.0),
-    (("main", "eval_sft"), "parse_fail_rate", 0.0),
-    (("pairwise_ref", "eval_sft"), "accuracy", 0.983),
-    (("pairwise_ref", "eval_sft"), "pair_accuracy", 0.97),
-    (("pairwise_ref", "eval_sft"), "flip_rate", 0.025),
-    (("pairwise_ref", "eval_after"), "pair_accuracy", 0.965),
-    (("pairwise_ref", "eval_after"), "flip_rate", 0.03),
-    (("pairwise_noref", "eval_sft"), "a_share", 0.995),
-    (("pairwise_noref", "pair_groups_on", "eval_after"), "pair_accuracy", 0.0),
-    (("pairwise_noref", "pair_groups_off", "eval_after"), "pair_accuracy", 0.0),
-])
-def test_model_solution_judge_numbers_come_from_the_kept_reports(parts, metric, value):
-    assert round(_report(*parts)["overall"][metric], 3) == value
-
-
 def test_main_job_numbers_come_from_the_kept_metrics_and_reports():
     steps = [json.loads(line)["data"] for line in open(os.path.join(MODEL_SOLUTIONS, "main", "metrics.jsonl"))]
     assert len(steps) == 6 and all("reward/rule_format/mean" in d for d in steps)
@@ -466,7 +454,8 @@ def test_main_job_numbers_come_from_the_kept_metrics_and_reports():
     stages = dict(line.split() for line in open(os.path.join(MODEL_SOLUTIONS, "main", "stage_seconds.txt")))
     assert round(sum(float(v) for v in stages.values())) == 1367 and set(stages) == {
         "samples", "data", "eval_before", "sft", "eval_sft", "policy_data", "policy"}
-    new, perturbed = (_report("real_solutions", d)["judge"] for d in ("model_solutions_judge", "perturbed_only_judge"))
+    new, perturbed = (_report(MODEL_SOLUTIONS, "real_solutions", d)["judge"]
+                      for d in ("model_solutions_judge", "perturbed_only_judge"))
     assert (new["tp"], new["fn"], new["tn"], new["fp"], round(new["agreement"], 3)) == (5, 0, 390, 5, 0.988)
     assert (perturbed["tp"], perturbed["fn"], perturbed["tn"], perturbed["fp"], round(perturbed["agreement"], 3)) == (
         5, 0, 302, 90, 0.773)
