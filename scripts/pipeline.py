@@ -17,7 +17,8 @@ Stages (each prints its output; a stage whose ``.done`` marker exists is skipped
                    (``policy_data`` first: GSM8K with the policy's prompt, from ``data_prep.gsm8k``)
 1. ``data``        verification parquet (train / test) and the SFT parquet (``data_prep.judge_sft``); with
                    ``--model-solutions`` also verification rows of model-written answers, mixed into both
-2. ``eval_before`` ``python -m scripts.eval.judge`` on the held-out test rows with the start model
+2. ``eval_before`` ``python -m scripts.eval.judge`` on the held-out test rows with the start model (beside
+                   ``sft``, in the background with a fixed KV cache, unless ``--no-parallel-eval``)
 3. ``sft``         verl's SFT trainer (``torchrun -m verl.trainer.sft_trainer``), HF folder saved
 4. ``eval_sft``    the warm-started judge on the same rows
 5. ``grpo``        ``python -m scripts.train`` with the recipe config, from the SFT model
@@ -41,6 +42,7 @@ import os
 import shlex
 import subprocess
 import sys
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -50,6 +52,7 @@ TASKS = {
     "pairwise_ref": ("judge_pairwise", "pairwise", ["--pair-prompt", "pairwise_ref.v2"]),
     "pairwise": ("judge_pairwise", "pairwise", ["--pair-prompt", "pairwise.v1"]),
 }
+SHARED_KV_CACHE_GB = 4.0  # an evaluator beside a training stage: ~170k tokens of KV cache for a 135M judge
 COMPARE_KEYS = {
     "pointwise": ("balanced_accuracy", "precision", "recall", "specificity", "parse_fail_rate", "exact", "n"),
     "pairwise": ("accuracy", "pair_accuracy", "flip_rate", "a_share", "parse_fail_rate", "n"),
@@ -71,6 +74,9 @@ class Pipeline:
         self.n_gpus = int(os.environ.get("N_GPUS", "1"))
         self.recipe, self.prefix, self.prompt_args = TASKS[args.task]
         self.kind = "pointwise" if args.task == "pointwise" else "pairwise"
+        self.t0 = time.time()
+        self._background: list[dict] = []  # stages running in a thread beside the next stage
+        self._local = threading.local()
 
     # ------------------------------------------------------------------ helpers
     def path(self, *parts: str) -> str:
@@ -84,9 +90,10 @@ class Pipeline:
         with open(log, "a", encoding="utf-8") as f:
             proc = subprocess.Popen(cmd, cwd=ROOT, env=env or self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     text=True, bufsize=1)
+            echo = not self.args.quiet and not getattr(self._local, "background", False)
             for line in proc.stdout:
                 f.write(line)
-                if not self.args.quiet:
+                if echo:
                     sys.stdout.write(line)
             rc = proc.wait()
         if rc != 0 and ok is not None and ok():
@@ -94,18 +101,55 @@ class Pipeline:
         elif rc != 0:
             raise SystemExit(f"[pipeline] stage failed (exit {rc}): {cmd[0]} ... ; log: {log}")
 
-    def stage(self, name: str, output: str, fn) -> str:
+    def stage(self, name: str, output: str, fn, background: bool = False) -> str:
+        """Run stage ``name`` unless its ``.done`` marker exists. ``background``: start it in a thread and return;
+        it runs beside the next stage (its output goes to its log only) and is joined before the stage after."""
         done = self.path(f".{name}.done")
         if os.path.exists(done):
             say(f"stage {name} skipped ({done} exists); output: {output}")
             return output
-        say(f"stage {name} ...")
+        if not background:
+            self.wait_background(had_company=True)
+        say(f"stage {name} ..." + (" (in the background, beside the next stage; log only)" if background else ""))
         t0 = time.time()
+
+        def finish() -> None:
+            with open(done, "w") as f:
+                f.write(f"{time.time() - t0:.1f}\n")
+            say(f"stage {name} done in {time.time() - t0:.0f}s; output: {output}")
+
+        if background:
+            job = {"name": name, "errors": [], "had_company": False}
+
+            def target() -> None:
+                self._local.background = True
+                try:
+                    fn()
+                    finish()
+                except BaseException as e:  # re-raised in the main thread by wait_background
+                    job["errors"].append(e)
+
+            job["thread"] = threading.Thread(target=target, name=name)
+            job["thread"].start()
+            self._background.append(job)
+            return output
         fn()
-        with open(done, "w") as f:
-            f.write(f"{time.time() - t0:.1f}\n")
-        say(f"stage {name} done in {time.time() - t0:.0f}s; output: {output}")
+        finish()
+        for job in self._background:
+            job["had_company"] = True
         return output
+
+    def wait_background(self, had_company: bool = False) -> None:
+        """Join the stages running in the background (``had_company``: only those a stage already ran beside);
+        the first one that failed stops the pipeline."""
+        joined = [j for j in self._background if j["had_company"] or not had_company]
+        self._background = [j for j in self._background if j not in joined]
+        for job in joined:
+            if job["thread"].is_alive():
+                say(f"waiting for the background stage {job['name']} ...")
+            job["thread"].join()
+            if job["errors"]:
+                raise job["errors"][0]
 
     # ------------------------------------------------------------------ stages
     def model(self) -> str:
@@ -165,15 +209,19 @@ class Pipeline:
                 files.append(extra)
         return files
 
-    def evaluate(self, model: str, name: str) -> None:
+    def evaluate(self, model: str, name: str, shared_gpu: bool = False) -> None:
+        """``scripts.eval.judge`` on the held-out rows. ``shared_gpu``: another stage trains on the GPU meanwhile, so
+        vLLM gets a fixed KV cache (``--eval-kv-cache-gb``, else SHARED_KV_CACHE_GB) instead of sizing it from the
+        memory that is free while it profiles."""
         a = self.args
         data = self.path("data", f"{self.prefix}_test.parquet")
         sel = ["--pairs", str(a.eval_pairs)] if self.kind == "pairwise" else ["--limit", str(2 * a.eval_pairs)]
         cmd = [self.py, "-m", "scripts.eval.judge", "--data", data, *sel, "--seed", "0",
                "--vllm-offline", model, "--max-tokens", str(a.max_response_length), "--temperature", "0",
                "--gpu-memory-utilization", str(a.eval_gpu_mem), "--out", self.path(name), "--no-progress"]
-        if a.eval_kv_cache_gb:
-            cmd += ["--kv-cache-gb", str(a.eval_kv_cache_gb)]
+        kv_cache_gb = a.eval_kv_cache_gb or (SHARED_KV_CACHE_GB if shared_gpu else None)
+        if kv_cache_gb:
+            cmd += ["--kv-cache-gb", str(kv_cache_gb)]
         # an evaluation that fails (or that measured nothing, e.g. an untrained judge) does not stop training
         self.sh(cmd, self.path("logs", f"{name}.log"), ok=lambda: True)
 
@@ -184,7 +232,7 @@ class Pipeline:
                f"data.train_files={self.path('data', 'sft_train.parquet')}", "data.val_files=null",
                f"data.max_length={a.max_prompt_length + a.max_response_length}", "data.truncation=right",
                f"data.train_batch_size={a.sft_batch}", "data.micro_batch_size_per_gpu=8", "data.num_workers=0",
-               f"model.path={self.base}", f"optim.lr={a.sft_lr}", f"trainer.total_epochs={a.sft_epochs}",
+               f"model.path={self.base}", "model.external_lib=scripts.fast_logprobs", f"optim.lr={a.sft_lr}", f"trainer.total_epochs={a.sft_epochs}",
                f"trainer.default_local_dir={ckpt}", "trainer.project_name=verl-judge",
                f"trainer.experiment_name={a.task}-sft", "trainer.logger=[console,file]", "trainer.save_freq=-1",
                "trainer.resume_mode=disable", "checkpoint.save_contents=[model,hf_model]",
@@ -269,7 +317,10 @@ class Pipeline:
             self.stage("samples", self.path("samples"), self.samples)
         self.stage("data", self.path("data"), self.data)
         if not a.skip_eval and a.eval_before:
-            self.stage("eval_before", self.path("eval_before"), lambda: self.evaluate(self.base, "eval_before"))
+            # the start model's evaluation needs nothing the SFT makes: it runs beside it when SFT will run
+            beside_sft = a.parallel_eval and a.sft and not a.sft_model and not os.path.exists(self.path(".sft.done"))
+            self.stage("eval_before", self.path("eval_before"),
+                       lambda: self.evaluate(self.base, "eval_before", shared_gpu=beside_sft), background=beside_sft)
         start = self.base
         if a.sft_model:  # a warm start trained elsewhere (e.g. the same SFT for GRPO with pair groups on and off)
             start = a.sft_model
@@ -287,6 +338,7 @@ class Pipeline:
                 self.stage("eval_after", self.path("eval_after"), lambda: self.evaluate(judge, "eval_after"))
         else:
             judge = start
+        self.wait_background()
         if not a.skip_eval:
             self.compare()
         return judge
@@ -332,6 +384,7 @@ class JudgeToReward(Pipeline):
                   "reward/rule_score/mean", "reward/rule_format/mean"):
             if train and k in train[-1]:
                 lines.append(f"| `{k}` | {train[0][k]:.3f} | {train[-1][k]:.3f} | {mean(k):.3f} |")
+        lines += ["", f"Wall time of this invocation (the stages it ran): {time.time() - self.t0:.0f} s."]
         open(self.path("summary.md"), "w").write("\n".join(lines) + "\n")
         print("\n".join(lines))
 
@@ -380,6 +433,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-pairs", type=int, default=None,
                    help="held-out pairs (pointwise: 2x rows) evaluated (default 300, judge_to_reward: 100)")
     p.add_argument("--eval-gpu-mem", type=float, default=0.15)
+    p.add_argument("--parallel-eval", action=argparse.BooleanOptionalAction, default=True,
+                   help="evaluate the start model beside the SFT stage (default on; the two share the GPU)")
     p.add_argument("--eval-kv-cache-gb", type=float, default=None, help="fixed vLLM KV cache of the evaluator (GPU shared)")
     p.add_argument("--no-flash-attn", action="store_true",
                    help="torch SDPA attention, no remove-padding (also chosen when flash_attn is not importable)")
@@ -411,10 +466,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.workflow == "judge_to_reward":
         if args.task != "pointwise":
             build_parser().error("judge_to_reward trains the pointwise judge the llm_judge reward asks (--task pointwise)")
-        judge = JudgeToReward(args, overrides).run()
+        pipe = JudgeToReward(args, overrides)
+        judge = pipe.run()
     else:
-        judge = Pipeline(args, overrides).run_judge()
-    say(f"done: judge {judge}")
+        pipe = Pipeline(args, overrides)
+        judge = pipe.run_judge()
+    say(f"done in {time.time() - pipe.t0:.0f}s: judge {judge}")
     return 0
 
 

@@ -55,6 +55,12 @@ FAKE = textwrap.dedent("""\
     elif mod == "scripts.eval.judge":
         out = val("--out")
         os.makedirs(out, exist_ok=True)
+        if os.path.basename(out) == "eval_before" and os.environ.get("FAKE_EVAL_WAIT"):  # did the SFT run meanwhile?
+            import time
+            sft, end = os.path.join(os.path.dirname(out), "sft"), time.time() + float(os.environ["FAKE_EVAL_WAIT"])
+            while time.time() < end and not os.path.isdir(sft):
+                time.sleep(0.05)
+            open(os.path.join(os.path.dirname(out), "eval_before_saw_sft"), "w").write(str(os.path.isdir(sft)))
         n = {{"eval_before": 0.0, "eval_sft": 0.9, "eval_after": 0.95}}[os.path.basename(out)]
         json.dump({{"overall": {{"balanced_accuracy": n, "precision": n, "recall": n, "specificity": n,
                                 "parse_fail_rate": 1.0 - n, "exact": n, "n": 8}}}}, open(os.path.join(out, "report.json"), "w"))
@@ -110,8 +116,10 @@ def test_judge_pipeline_stages_commands_and_resume(fake):
     r = run(env, "judge", "--task", "pairwise_ref", "--out", str(out), "--grpo-steps", "3", "--eval-pairs", "2",
             "actor_rollout_ref.rollout.n=2")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert modules(tmp) == ["data_prep.gsm8k_verify", "data_prep.judge_sft", "scripts.eval.judge", "torch.distributed.run",
-                            "scripts.eval.judge", "scripts.train", "verl.model_merger", "scripts.eval.judge"]
+    mods = modules(tmp)  # the start model's evaluation runs beside the SFT: those two in either order
+    assert mods[:2] == ["data_prep.gsm8k_verify", "data_prep.judge_sft"]
+    assert sorted(mods[2:4]) == ["scripts.eval.judge", "torch.distributed.run"]
+    assert mods[4:] == ["scripts.eval.judge", "scripts.train", "verl.model_merger", "scripts.eval.judge"]
     by = {c[1]: c for c in calls(tmp) if c[:1] == ["-m"]}
     sft = by["torch.distributed.run"]
     assert "-m" in sft[2:] and "verl.trainer.sft_trainer" in sft
@@ -220,6 +228,47 @@ def test_judge_to_reward_samples_the_start_model_first(fake):
     r = run(env, "judge_to_reward", "--out", str(tmp / "plain"), "--eval-pairs", "2", "--no-eval-before",
             "--model-solutions", "none", "--sft-steps", "40")
     assert r.returncode == 0 and modules(tmp)[:3] == ["data_prep.gsm8k_verify", "data_prep.judge_sft", "torch.distributed.run"]
+
+
+@pytest.mark.skipif(not os.environ.get("VERL_JUDGE_MODEL"), reason="needs the materialised test model (scripts/test.sh)")
+@pytest.mark.parametrize("flag, beside, kv_cache", [
+    ([], "True", ["--kv-cache-gb", "4.0"]),  # default: beside the SFT, with a fixed KV cache
+    (["--eval-kv-cache-gb", "2.5"], "True", ["--kv-cache-gb", "2.5"]),
+    (["--no-parallel-eval"], "False", []),  # before the SFT, vLLM sizes its own cache
+])
+def test_start_model_is_evaluated_beside_the_sft(fake, flag, beside, kv_cache):
+    tmp, env = fake
+    out = tmp / "run"
+    env["FAKE_EVAL_WAIT"] = "20" if beside == "True" else "1"
+    r = run(env, "judge", "--task", "pointwise", "--out", str(out), "--grpo-steps", "0", "--eval-pairs", "2", *flag)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert (out / "eval_before_saw_sft").read_text() == beside
+    before = next(c for c in calls(tmp) if c[1] == "scripts.eval.judge" and c[c.index("--out") + 1].endswith("eval_before"))
+    tail = before[before.index("--no-progress") + 1:]
+    assert tail == kv_cache
+    assert ("in the background, beside the next stage" in r.stdout) == (beside == "True")
+    mods = modules(tmp)
+    assert mods[-1] == "scripts.eval.judge" and mods.count("scripts.eval.judge") == 2  # eval_sft after both
+    assert (out / ".eval_before.done").exists() and "| eval_before |" in (out / "compare.md").read_text()
+
+
+def test_background_stage_failure_stops_the_pipeline(tmp_path):
+    from scripts.pipeline import Pipeline, build_parser
+
+    pipe = Pipeline(build_parser().parse_args(["judge", "--out", str(tmp_path)]), [])
+    ran = []
+
+    def fails():
+        ran.append("fails")
+        raise SystemExit("[pipeline] stage failed (exit 3)")
+
+    pipe.stage("ok", "o", lambda: ran.append("ok"), background=True)
+    pipe.stage("bad", "b", fails, background=True)
+    pipe.stage("next", "n", lambda: ran.append("next"))  # runs beside them
+    with pytest.raises(SystemExit, match="exit 3"):
+        pipe.stage("after", "a", lambda: ran.append("after"))  # joins them first: the failure stops it
+    assert sorted(ran) == ["fails", "next", "ok"]
+    assert [p.name for p in sorted(tmp_path.glob(".*.done"))] == [".next.done", ".ok.done"]
 
 
 @pytest.mark.parametrize("args, message", [
