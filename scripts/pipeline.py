@@ -13,14 +13,16 @@ Judge tasks (all on GSM8K verification data from ``data_prep.gsm8k_verify``):
 
 Stages (each prints its output; a stage whose ``.done`` marker exists is skipped, so a rerun resumes):
 
-0. ``samples``     (``--model-solutions base``) the start model's own answers to GSM8K train questions
-                   (``policy_data`` first: GSM8K with the policy's prompt, from ``data_prep.gsm8k``)
-1. ``data``        verification parquet (train / test) and the SFT parquet (``data_prep.judge_sft``); with
-                   ``--model-solutions`` also verification rows of model-written answers, mixed into both
+0. ``samples``     (``--model-solutions base``) the start model's own answers to GSM8K train questions, on the
+                   GPU beside ``data`` (``policy_data`` first: GSM8K with the policy's prompt, ``data_prep.gsm8k``)
+1. ``data``        verification parquet (train / test) of perturbed reference solutions (CPU)
+1b. ``sft_data``   with ``--model-solutions``, verification rows of model-written answers (mixed into SFT and
+                   GRPO), then the SFT parquet (``data_prep.judge_sft``)
 2. ``eval_before`` ``python -m scripts.eval.judge`` on the held-out test rows with the start model (beside
                    ``sft``, in the background with a fixed KV cache, unless ``--no-parallel-eval``)
 3. ``sft``         verl's SFT trainer (``torchrun -m verl.trainer.sft_trainer``), HF folder saved
-4. ``eval_sft``    the warm-started judge on the same rows
+4. ``eval_sft``    the warm-started judge on the same rows (``judge_to_reward`` without judge GRPO: beside
+                   ``policy``, in the background with a fixed KV cache, unless ``--no-parallel-eval``)
 5. ``grpo``        ``python -m scripts.train`` with the recipe config, from the SFT model
 6. ``merge``       ``verl.model_merger`` of the last GRPO checkpoint -> HF folder
 7. ``eval_after``  the trained judge on the same rows
@@ -52,6 +54,10 @@ TASKS = {
     "pairwise_ref": ("judge_pairwise", "pairwise", ["--pair-prompt", "pairwise_ref.v2"]),
     "pairwise": ("judge_pairwise", "pairwise", ["--pair-prompt", "pairwise.v1"]),
 }
+# The policy stage is a short check that the trained judge is used (6 steps by default), so its judge decodes
+# eagerly: CUDA graphs (the recipe's default, for real runs) cost ~40 s of compile and capture at start-up on an
+# H100 and saved 0.5-1 s per step with the trained judge's short replies. --policy-override wins over this.
+POLICY_STAGE = ["reward.reward_model.rollout.enforce_eager=true"]
 SHARED_KV_CACHE_GB = 4.0  # an evaluator beside a training stage: ~170k tokens of KV cache for a 135M judge
 COMPARE_KEYS = {
     "pointwise": ("balanced_accuracy", "precision", "recall", "specificity", "parse_fail_rate", "exact", "n"),
@@ -170,13 +176,16 @@ class Pipeline:
         cmd = [self.py, "-m", "data_prep.gsm8k_verify", "--out", self.path("data"), "--tokenizer", self.base,
                "--max-prompt-length", str(a.max_prompt_length), *self.prompt_args, *self.gsm8k_args()]
         self.sh(cmd, self.path("logs", "data.log"))
+
+    def sft_data(self) -> None:
+        a = self.args
         if a.model_solutions:  # a model's own answers (scripts.eval.gsm8k samples.jsonl), graded by final answer
             self.sh([self.py, "-m", "data_prep.gsm8k_verify", "--candidates", "solutions", "--train", self.solutions_file(),
                      "--grade", "flexible", "--on-bad-row", "skip", "--no-fail-on-empty", "--out", self.path("data", "model_solutions"),
                      "--tokenizer", self.base, "--max-prompt-length", str(a.max_prompt_length), *self.prompt_args],
-                    self.path("logs", "data.log"))
+                    self.path("logs", "sft_data.log"))
         self.sh([self.py, "-m", "data_prep.judge_sft", "--in", *self.train_files(), "--out", self.path("data", "sft_train.parquet"),
-                 "--max-rows", str(a.sft_rows)], self.path("logs", "data.log"))
+                 "--max-rows", str(a.sft_rows)], self.path("logs", "sft_data.log"))
 
     def solutions_file(self) -> str:
         return self.path("samples", "samples.jsonl") if self.args.model_solutions == "base" else self.args.model_solutions
@@ -190,7 +199,6 @@ class Pipeline:
         """The start model's own answers to GSM8K train questions, with the policy's prompt and sampled as GRPO
         rollouts are, for the judge's data."""
         a = self.args
-        self.stage("policy_data", self.path("policy_data"), self.policy_data)
         self.sh([self.py, "-m", "scripts.eval.gsm8k", "--data", self.path("policy_data", "train.parquet"),
                  "--limit", str(a.model_solution_questions),
                  "--n-samples", "2", "--temperature", "1.0", "--max-tokens", "512", "--vllm-offline", self.base,
@@ -310,12 +318,16 @@ class Pipeline:
         open(self.path("compare.md"), "w").write("\n".join(lines) + "\n")
         print("\n".join(lines))
 
-    def run_judge(self) -> str:
+    def run_judge(self, beside_next: bool = False) -> str:
+        """The judge's stages. ``beside_next``: the last evaluation runs in the background, beside the caller's next
+        stage (the caller joins it and writes ``compare.md``)."""
         a = self.args
-        self.base = self.model()
-        if a.model_solutions == "base":
-            self.stage("samples", self.path("samples"), self.samples)
+        self.base = getattr(self, "base", None) or self.model()
+        if a.model_solutions == "base":  # GPU work beside the CPU-bound data stage
+            self.stage("policy_data", self.path("policy_data"), self.policy_data)
+            self.stage("samples", self.path("samples"), self.samples, background=True)
         self.stage("data", self.path("data"), self.data)
+        self.stage("sft_data", self.path("data", "sft_train.parquet"), self.sft_data)
         if not a.skip_eval and a.eval_before:
             # the start model's evaluation needs nothing the SFT makes: it runs beside it when SFT will run
             beside_sft = a.parallel_eval and a.sft and not a.sft_model and not os.path.exists(self.path(".sft.done"))
@@ -329,19 +341,27 @@ class Pipeline:
             self.stage("sft", self.path("sft"), self.sft)
             start = self.sft_model()
             if not a.skip_eval:
-                self.stage("eval_sft", self.path("eval_sft"), lambda: self.evaluate(start, "eval_sft"))
+                bg = beside_next and a.parallel_eval and a.grpo_steps <= 0
+                self.stage("eval_sft", self.path("eval_sft"), lambda: self.evaluate(start, "eval_sft", shared_gpu=bg),
+                           background=bg)
         if a.grpo_steps > 0:
             self.stage("grpo", self.path("grpo"), lambda: self.grpo(start))
             self.stage("merge", self.path("hf"), self.merge)
             judge = self.path("hf")
             if not a.skip_eval:
-                self.stage("eval_after", self.path("eval_after"), lambda: self.evaluate(judge, "eval_after"))
+                bg = beside_next and a.parallel_eval
+                self.stage("eval_after", self.path("eval_after"), lambda: self.evaluate(judge, "eval_after", shared_gpu=bg),
+                           background=bg)
         else:
             judge = start
-        self.wait_background()
-        if not a.skip_eval:
-            self.compare()
+        if not beside_next:
+            self.finish_judge()
         return judge
+
+    def finish_judge(self) -> None:
+        self.wait_background()
+        if not self.args.skip_eval:
+            self.compare()
 
 
 def read_metrics(path: str) -> list[dict]:
@@ -367,7 +387,7 @@ class JudgeToReward(Pipeline):
                f"data.val_files={self.path('policy_data', 'test.parquet')}",
                f"trainer.total_training_steps={a.policy_steps}", f"trainer.default_local_dir={self.path('policy')}",
                "trainer.experiment_name=judge_to_reward-policy", f"trainer.n_gpus_per_node={self.n_gpus}",
-               "trainer.save_freq=-1", *self.sdpa("actor_rollout_ref.model"), *a.policy_override]
+               "trainer.save_freq=-1", *self.sdpa("actor_rollout_ref.model"), *POLICY_STAGE, *a.policy_override]
         env = dict(self.env, VERL_FILE_LOGGER_PATH=self.path("policy_metrics.jsonl"))
         self.with_ray_head(env, lambda: self.sh(cmd, self.path("logs", "policy.log"), env))
 
@@ -389,9 +409,11 @@ class JudgeToReward(Pipeline):
         print("\n".join(lines))
 
     def run(self) -> str:
-        judge = self.run_judge()
+        self.base = self.model()
         self.stage("policy_data", self.path("policy_data"), self.policy_data)
+        judge = self.run_judge(beside_next=True)  # the judge's last evaluation runs beside the policy stage
         self.stage("policy", self.path("policy"), lambda: self.policy(judge))
+        self.finish_judge()
         self.summary()
         return judge
 
@@ -434,7 +456,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="held-out pairs (pointwise: 2x rows) evaluated (default 300, judge_to_reward: 100)")
     p.add_argument("--eval-gpu-mem", type=float, default=0.15)
     p.add_argument("--parallel-eval", action=argparse.BooleanOptionalAction, default=True,
-                   help="evaluate the start model beside the SFT stage (default on; the two share the GPU)")
+                   help="evaluate the start model beside the SFT stage and, in judge_to_reward, the trained judge beside the "
+                        "policy stage (default on; they share the GPU, the evaluator with a fixed KV cache)")
     p.add_argument("--eval-kv-cache-gb", type=float, default=None, help="fixed vLLM KV cache of the evaluator (GPU shared)")
     p.add_argument("--no-flash-attn", action="store_true",
                    help="torch SDPA attention, no remove-padding (also chosen when flash_attn is not importable)")

@@ -468,8 +468,9 @@ def test_main_job_numbers_come_from_the_kept_metrics_and_reports():
 
 def test_judge_cost_run_names_and_the_shapes_benchmark(tmp_path, model_path):
     """RULE_NAME / JUDGE_NAME name the two base runs and RUNS must name runs that exist (else exit 2, nothing run);
-    scripts/bench/shapes.sh (issue #16) makes or reuses the random 360M / 1.7B models and passes judge_cost.sh the
-    reply lengths, one GPU: rule_1gpu vs colocated, two GPUs: rule_pool vs pool (the judge's own pool, kept awake)."""
+    scripts/bench/shapes.sh makes or reuses the random 360M / 1.7B models and passes judge_cost.sh the reply lengths,
+    one GPU: rule_1gpu vs colocated (CUDA graphs) and colocated_eager, two GPUs: rule_pool vs pool (the judge's own
+    pool, kept awake)."""
     from scripts.bench import random_model as rm
 
     recipe = COST_RECIPE.replace("printf", 'echo "$MODEL" > "$OUTPUT_DIR/model.txt"\nprintf', 1)
@@ -507,7 +508,7 @@ def test_judge_cost_run_names_and_the_shapes_benchmark(tmp_path, model_path):
     # shapes.sh: --help, a bad GPUS, then both placements against the stand-ins
     subprocess.run(["bash", "-n", "scripts/bench/shapes.sh"], cwd=ROOT, check=True)
     r = run("scripts/bench/shapes.sh", "--help")
-    assert r.returncode == 0 and r.stdout.startswith("Judge cost at anchor shapes (issue #16)"), r.stdout + r.stderr
+    assert r.returncode == 0 and r.stdout.startswith("Judge cost at anchor shapes: "), r.stdout + r.stderr
     r = run("scripts/bench/shapes.sh", GPUS="3", COST_DIR=str(tmp_path / "bad"))
     assert (r.returncode, (tmp_path / "bad").exists()) == (2, False)
     assert r.stderr == "shapes: GPUS=3: 1 (the judge colocated with the policy) or 2 (the judge on its own GPU)\n"
@@ -522,19 +523,23 @@ def test_judge_cost_run_names_and_the_shapes_benchmark(tmp_path, model_path):
                  "reward.reward_model.rollout.response_length=256"]
     pool = ["reward.reward_model.enable_resource_pool=true", "reward.reward_model.n_gpus_per_node=1",
             "reward.reward_model.nnodes=1", "reward.reward_model.rollout.free_cache_engine=false"]
+    eager = ["reward.reward_model.rollout.enforce_eager=true"]  # the before: verl's default for the judge
     for gpus, rule, local, extra, kw in [("1", "rule_1gpu", "colocated", [], {"MODELS_DIR": str(models)}),
                                          ("2", "rule_pool", "pool", pool, {"POLICY_DIR": str(policy), "JUDGE_DIR": str(judge)})]:
+        more = ["colocated_eager"] if gpus == "1" else []
         cost = tmp_path / f"shapes{gpus}"
         r = run("scripts/bench/shapes.sh", "data.train_batch_size=8", GPUS=gpus, COST_DIR=str(cost), TOKENIZER_FROM=model_path,
                 MODEL="/elsewhere", STEPS="", **kw)
         assert r.returncode == 0, r.stdout + r.stderr
-        assert sorted(p.name for p in cost.iterdir()) == sorted([rule, local, "cost.md"])
+        assert sorted(p.name for p in cost.iterdir()) == sorted([rule, local, *more, "cost.md"])
         shared = ["trainer.total_training_steps=5", "actor_rollout_ref.rollout.gpu_memory_utilization=0.3",
                   "trainer.save_freq=-1", "trainer.test_freq=-1", "trainer.resume_mode=disable"]  # STEPS: 5
         assert args_of(cost / rule) == shared + per_run(cost, rule) + tail
         assert args_of(cost / local) == shared + per_run(cost, local) + judge_len + extra + tail
         assert [(cost / n / "model.txt").read_text() for n in (rule, local)] == [f"{policy}\n"] * 2
-        assert f"| metric | {rule} | {local} |" in (cost / "cost.md").read_text()
+        if more:
+            assert args_of(cost / "colocated_eager") == shared + per_run(cost, "colocated_eager") + judge_len + eager + tail
+        assert f"| metric | {rule} | {local} |{''.join(f' {m} |' for m in more)}" in (cost / "cost.md").read_text()
         made = [ln for ln in r.stderr.splitlines() if ln.startswith("[random_model]")]
         assert made == ([f"[random_model] {m} already holds this model ({n:,} parameters); nothing to do"
                          for m, n in ((policy, 361_821_120), (judge, 1_711_376_384))] if gpus == "1" else [])

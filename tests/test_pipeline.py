@@ -55,12 +55,15 @@ FAKE = textwrap.dedent("""\
     elif mod == "scripts.eval.judge":
         out = val("--out")
         os.makedirs(out, exist_ok=True)
-        if os.path.basename(out) == "eval_before" and os.environ.get("FAKE_EVAL_WAIT"):  # did the SFT run meanwhile?
+        # FAKE_EVAL_WAIT="eval_before=sft,...": did that stage's folder appear while this evaluation ran?
+        waits = dict(w.split("=") for w in os.environ.get("FAKE_EVAL_WAIT", "").split(",") if w)
+        if os.path.basename(out) in waits:
             import time
-            sft, end = os.path.join(os.path.dirname(out), "sft"), time.time() + float(os.environ["FAKE_EVAL_WAIT"])
-            while time.time() < end and not os.path.isdir(sft):
+            other = os.path.join(os.path.dirname(out), waits[os.path.basename(out)])
+            end = time.time() + float(os.environ.get("FAKE_EVAL_WAIT_S", "20"))
+            while time.time() < end and not os.path.isdir(other):
                 time.sleep(0.05)
-            open(os.path.join(os.path.dirname(out), "eval_before_saw_sft"), "w").write(str(os.path.isdir(sft)))
+            open(out + "_saw_" + os.path.basename(other), "w").write(str(os.path.isdir(other)))
         n = {{"eval_before": 0.0, "eval_sft": 0.9, "eval_after": 0.95}}[os.path.basename(out)]
         json.dump({{"overall": {{"balanced_accuracy": n, "precision": n, "recall": n, "specificity": n,
                                 "parse_fail_rate": 1.0 - n, "exact": n, "n": 8}}}}, open(os.path.join(out, "report.json"), "w"))
@@ -117,7 +120,7 @@ def test_judge_pipeline_stages_commands_and_resume(fake):
             "actor_rollout_ref.rollout.n=2")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     mods = modules(tmp)  # the start model's evaluation runs beside the SFT: those two in either order
-    assert mods[:2] == ["data_prep.gsm8k_verify", "data_prep.judge_sft"]
+    assert mods[:2] == ["data_prep.gsm8k_verify", "data_prep.judge_sft"]  # stages data, sft_data
     assert sorted(mods[2:4]) == ["scripts.eval.judge", "torch.distributed.run"]
     assert mods[4:] == ["scripts.eval.judge", "scripts.train", "verl.model_merger", "scripts.eval.judge"]
     by = {c[1]: c for c in calls(tmp) if c[:1] == ["-m"]}
@@ -135,12 +138,12 @@ def test_judge_pipeline_stages_commands_and_resume(fake):
     compare = (out / "compare.md").read_text()
     assert "| eval_before |" in compare and "| eval_after |" in compare
     assert "exit 4, output written: continuing" in r.stdout
-    for stage in ("data", "eval_before", "sft", "eval_sft", "grpo", "merge", "eval_after"):
+    for stage in ("data", "sft_data", "eval_before", "sft", "eval_sft", "grpo", "merge", "eval_after"):
         assert (out / f".{stage}.done").exists(), stage
     # a second run resumes: every stage is skipped, nothing is run again
     (tmp / "calls.jsonl").unlink()
     r = run(env, "judge", "--task", "pairwise_ref", "--out", str(out), "--grpo-steps", "3", "--eval-pairs", "2")
-    assert r.returncode == 0 and modules(tmp) == [] and r.stdout.count("skipped") == 7
+    assert r.returncode == 0 and modules(tmp) == [] and r.stdout.count("skipped") == 8
 
 
 @pytest.mark.skipif(not os.environ.get("VERL_JUDGE_MODEL"), reason="needs the materialised test model (scripts/test.sh)")
@@ -208,26 +211,37 @@ def test_judge_to_reward_samples_the_start_model_first(fake):
 
     tmp, env = fake
     out = tmp / "j2r"
+    env.update(FAKE_EVAL_WAIT="eval_sft=policy")
     r = run(env, "judge_to_reward", "--out", str(out), "--eval-pairs", "2", "--no-eval-before",
             "--model-solution-questions", "3")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    # GSM8K with the policy's prompt first (local files or the hub), the start model's answers to it, then the judge
-    assert modules(tmp) == ["data_prep.gsm8k", "scripts.eval.gsm8k", "data_prep.gsm8k_verify", "data_prep.gsm8k_verify",
-                            "data_prep.judge_sft", "torch.distributed.run", "scripts.eval.judge", "scripts.train"]
-    gen = calls(tmp)[1]
+    # GSM8K with the policy's prompt first (local files or the hub), the start model's answers to it beside the
+    # perturbed verification data, then the model-solution rows, the SFT parquet and the judge
+    mods = modules(tmp)
+    assert mods[0] == "data_prep.gsm8k" and sorted(mods[1:3]) == ["data_prep.gsm8k_verify", "scripts.eval.gsm8k"]
+    assert mods[3:6] == ["data_prep.gsm8k_verify", "data_prep.judge_sft", "torch.distributed.run"]
+    assert sorted(mods[6:]) == ["scripts.eval.judge", "scripts.train"]  # the judge's evaluation beside the policy stage
+    assert (out / "eval_sft_saw_policy").read_text() == "True"
+    ev = next(c for c in calls(tmp) if c[1] == "scripts.eval.judge")
+    assert ev[ev.index("--out") + 1] == f"{out}/eval_sft" and ev[-2:] == ["--kv-cache-gb", "4.0"]
+    assert "| eval_sft |" in (out / "summary.md").read_text()
+    assert "stage samples ... (in the background" in r.stdout
+    gen = next(c for c in calls(tmp) if c[1] == "scripts.eval.gsm8k")
     assert gen[gen.index("--limit") + 1] == "3" and gen[gen.index("--temperature") + 1] == "1.0"
     assert gen[gen.index("--n-samples") + 1] == "2" and gen[gen.index("--data") + 1] == f"{out}/policy_data/train.parquet"
     assert "stage policy_data skipped" in r.stdout  # made once, used by the samples and the policy stage
     model_rows = pq.read_table(out / "data" / "model_solutions" / "pointwise_train.parquet").to_pylist()
     assert sorted(r_["reward_model"]["ground_truth"] for r_ in model_rows) == [0, 0, 0, 4, 4, 4]  # 'A: N' is right
-    policy = calls(tmp)[-1]
+    policy = next(c for c in calls(tmp) if c[1] == "scripts.train")
     assert f"reward.reward_model.model_path={out}/sft/global_step_100/huggingface" in policy
+    assert policy[-1] == "reward.reward_model.rollout.enforce_eager=true"  # a short stage: no compile at start-up
     assert (out / "summary.md").exists() and (out / ".samples.done").exists()
     # --model-solutions none: no samples stage, perturbed references only
     (tmp / "calls.jsonl").unlink()
     r = run(env, "judge_to_reward", "--out", str(tmp / "plain"), "--eval-pairs", "2", "--no-eval-before",
             "--model-solutions", "none", "--sft-steps", "40")
-    assert r.returncode == 0 and modules(tmp)[:3] == ["data_prep.gsm8k_verify", "data_prep.judge_sft", "torch.distributed.run"]
+    assert r.returncode == 0 and modules(tmp)[:4] == ["data_prep.gsm8k", "data_prep.gsm8k_verify", "data_prep.judge_sft",
+                                                      "torch.distributed.run"]
 
 
 @pytest.mark.skipif(not os.environ.get("VERL_JUDGE_MODEL"), reason="needs the materialised test model (scripts/test.sh)")
@@ -239,7 +253,7 @@ def test_judge_to_reward_samples_the_start_model_first(fake):
 def test_start_model_is_evaluated_beside_the_sft(fake, flag, beside, kv_cache):
     tmp, env = fake
     out = tmp / "run"
-    env["FAKE_EVAL_WAIT"] = "20" if beside == "True" else "1"
+    env.update(FAKE_EVAL_WAIT="eval_before=sft", FAKE_EVAL_WAIT_S="20" if beside == "True" else "1")
     r = run(env, "judge", "--task", "pointwise", "--out", str(out), "--grpo-steps", "0", "--eval-pairs", "2", *flag)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert (out / "eval_before_saw_sft").read_text() == beside

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Judge cost at anchor shapes (issue #16): a policy with the SmolLM2-360M architecture rewarded by a judge with
+# Judge cost at anchor shapes: a policy with the SmolLM2-360M architecture rewarded by a judge with
 # the SmolLM2-1.7B architecture, both with random weights and the SmolLM2 tokenizer (nothing is downloaded), timed
 # by scripts/judge_cost.sh: recipes/gsm8k_rule and recipes/gsm8k_local_judge with identical settings on GSM8K prompts.
 #
@@ -17,8 +17,9 @@
 #    stop the run); for the judge run also reward.reward_model.model_path=<judge>,
 #    +reward.custom_reward_function.reward_kwargs.max_tokens=256 (the judge's reply cap that reward_fns/llm_judge.py
 #    sends) and reward.reward_model.rollout.response_length=256 (the judge server's default cap, kept the same).
-#    GPUS=1: runs rule_1gpu and colocated: recipes/gsm8k_local_judge as it is, the judge shares the policy's GPU,
-#      woken for the reward stage and put to sleep after it.
+#    GPUS=1: runs rule_1gpu, colocated: recipes/gsm8k_local_judge as it is (the judge shares the policy's GPU,
+#      woken for the reward stage and put to sleep after it; CUDA graphs) and colocated_eager: the same with
+#      verl's default reward.reward_model.rollout.enforce_eager=true (the setting before, for the before/after).
 #    GPUS=2: runs rule_pool and pool: the judge on a pool of its own GPU (reward.reward_model.enable_resource_pool=true
 #      reward.reward_model.n_gpus_per_node=1 reward.reward_model.nnodes=1), kept awake
 #      (reward.reward_model.rollout.free_cache_engine=false: verl 0.9.1 puts the judge to sleep at start and wakes it
@@ -26,7 +27,7 @@
 #      soon as it is generated: the judge's time is inside timing_s/gen, timing_s/reward is about 0; read timing_s/step.
 # 3. judge_cost.sh prints COST_DIR/cost.md: median stage times after step 1 and their ratio to the rule run.
 #
-# Knobs: GPUS (1 | 2, default 1); STEPS (5); MODELS_DIR (outputs/shapes/models); COST_DIR (outputs/shapes/<GPUS>gpu);
+# Knobs: GPUS (1 | 2, default 1); STEPS (5); RUNS (which of the runs, in order; default all); MODELS_DIR (outputs/shapes/models); COST_DIR (outputs/shapes/<GPUS>gpu);
 # TOKENIZER_FROM (default $MODEL, else the folder `python -m data_prep.model` materialises);
 # POLICY_DIR, JUDGE_DIR (see 1); PYTHON (an interpreter with verl + vLLM, e.g. python3; default: scripts/launch.sh's);
 # the launcher's variables (GSM8K_DIR, DATA_DIR, ...) are passed on. DRY_RUN=1: each run is only checked.
@@ -36,8 +37,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 source "$ROOT/scripts/lib.sh"
 usage_if_help "$0" "$@"
 GPUS=${GPUS:-1}
+extra_runs=""
 case $GPUS in
-  1) rule=rule_1gpu judge=colocated ;;
+  1) rule=rule_1gpu judge=colocated extra_runs=colocated_eager ;;
   2) rule=rule_pool judge=pool ;;
   *) echo "shapes: GPUS=$GPUS: 1 (the judge colocated with the policy) or 2 (the judge on its own GPU)" >&2; exit 2 ;;
 esac
@@ -56,7 +58,6 @@ make_model() {  # ARCH FOLDER: print the folder (made unless it already holds th
 policy=${POLICY_DIR:-}; judge_dir=${JUDGE_DIR:-}
 [ -n "$policy" ] || policy=$(make_model smollm2-360m "$MODELS_DIR/random-smollm2-360m") || exit 1
 [ -n "$judge_dir" ] || judge_dir=$(make_model smollm2-1.7b "$MODELS_DIR/random-smollm2-1.7b") || exit 1
-say "policy $policy, judge $judge_dir; runs $rule and $judge ($STEPS steps) -> $COST_DIR"
 
 settings="reward.reward_model.model_path=$judge_dir,+reward.custom_reward_function.reward_kwargs.max_tokens=256"
 settings+=",reward.reward_model.rollout.response_length=256"
@@ -64,6 +65,10 @@ if [ "$GPUS" = 2 ]; then
   settings+=",reward.reward_model.enable_resource_pool=true,reward.reward_model.n_gpus_per_node=1"
   settings+=",reward.reward_model.nnodes=1,reward.reward_model.rollout.free_cache_engine=false"
 fi
-MODEL=$policy RULE_NAME=$rule RUNS="$rule $judge" VARIANTS="$judge:$settings" \
+variants="$judge:$settings"
+[ -n "$extra_runs" ] && variants+=" colocated_eager:$settings,reward.reward_model.rollout.enforce_eager=true"
+RUNS=${RUNS:-$rule $judge $extra_runs}
+say "policy $policy, judge $judge_dir; runs $RUNS ($STEPS steps) -> $COST_DIR"
+MODEL=$policy RULE_NAME=$rule RUNS="$RUNS" VARIANTS="$variants" \
   exec bash "$ROOT/scripts/judge_cost.sh" trainer.n_gpus_per_node=1 data.max_response_length=512 \
   verl_judge.fail_fast.enable=false "$@"
