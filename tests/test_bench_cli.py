@@ -393,6 +393,8 @@ def test_judge_to_reward_h100_run_in_readme():
 
 JUDGES = os.path.join(ROOT, "docs", "results", "2026-11-23-judges")
 MODEL_SOLUTIONS = os.path.join(ROOT, "docs", "results", "2026-11-23-judges-model-solutions")
+MAIN_SPEED = os.path.join(ROOT, "docs", "results", "2026-11-23-main-speed")
+SHAPES = os.path.join(ROOT, "docs", "results", "2026-11-23-judge_cost_shapes")
 
 
 def _report(folder, *parts):
@@ -423,6 +425,13 @@ def _report(folder, *parts):
     (MODEL_SOLUTIONS, ("pairwise_noref", "eval_sft"), "a_share", 0.995),
     (MODEL_SOLUTIONS, ("pairwise_noref", "pair_groups_on", "eval_after"), "pair_accuracy", 0.0),
     (MODEL_SOLUTIONS, ("pairwise_noref", "pair_groups_off", "eval_after"), "pair_accuracy", 0.0),
+    (MAIN_SPEED, ("run_a", "eval_before"), "balanced_accuracy", 0.0),
+    (MAIN_SPEED, ("run_a", "eval_before"), "parse_fail_rate", 0.995),
+    (MAIN_SPEED, ("run_a", "eval_sft"), "balanced_accuracy", 0.985),
+    (MAIN_SPEED, ("run_a", "eval_sft"), "parse_fail_rate", 0.0),
+    (MAIN_SPEED, ("run_b", "eval_before"), "balanced_accuracy", 0.005),
+    (MAIN_SPEED, ("run_b", "eval_sft"), "balanced_accuracy", 1.0),
+    (MAIN_SPEED, ("run_b", "eval_sft"), "parse_fail_rate", 0.0),
 ])
 def test_judge_numbers_in_readme_come_from_the_kept_reports(folder, parts, metric, value):
     """README "Results" and the results READMEs quote the H100 evaluation reports kept in docs/results."""
@@ -464,6 +473,53 @@ def test_main_job_numbers_come_from_the_kept_metrics_and_reports():
                  "agreement **0.988**, recall 5/5, specificity 390/395 (perturbed-only judge: 0.773, 302/392)",
                  "pair accuracy **0.970**, flip rate **0.025**; + 20 GRPO steps: 0.980 / 0.965 / 0.030"):
         assert cell in readme, cell
+
+
+def _metrics(*parts):
+    return [json.loads(line)["data"] for line in open(os.path.join(*parts))]
+
+
+def _median(rows, key):
+    vals = sorted(r[key] for r in rows[1:])  # after step 1
+    return round(vals[len(vals) // 2] if len(vals) % 2 else (vals[len(vals) // 2 - 1] + vals[len(vals) // 2]) / 2, 2)
+
+
+@pytest.mark.parametrize("run, wall, stages, step, update_actor, agree, mfu", [
+    ("run_a", 983, {"policy_data": 16.1, "samples": 154.3, "sft_data": 21.6, "sft": 154.8, "eval_sft": 100.3,
+                    "policy": 536.2}, 18.25, 3.03, 0.945, 0.0226),
+    ("run_b", 1021, {"policy_data": 20.1, "samples": 210.3, "sft_data": 25.8, "sft": 187.0, "policy": 577.5},
+     22.27, 3.39, 0.964, 0.0192),
+])
+def test_main_speed_numbers_come_from_the_kept_runs(run, wall, stages, step, update_actor, agree, mfu):
+    """docs/results/2026-11-23-main-speed and README quote these: the serial stages add up to the wall time."""
+    d = os.path.join(MAIN_SPEED, run)
+    assert open(os.path.join(d, "wall.txt")).read() == f"main.sh exit 0 wall {wall} s\n"
+    kept = {k: float(v) for k, v in (line.split() for line in open(os.path.join(d, "stage_seconds.txt")))}
+    assert {k: kept[k] for k in stages} == stages and round(sum(stages.values())) == wall
+    policy = _metrics(d, "policy_metrics.jsonl")
+    assert len(policy) == 6
+    assert (_median(policy, "timing_s/step"), _median(policy, "timing_s/update_actor")) == (step, update_actor)
+    assert round(sum(r["judge_health/agree_rule"] for r in policy) / 6, 3) == agree
+    assert max(r["judge_health/parse_fail_rate"] for r in policy) == 0.0
+    sft = _metrics(d, "sft_metrics.jsonl")
+    assert len(sft) == 100 and round(sum(r["train/mfu"] for r in sft) / 100, 4) == mfu
+    earlier = _metrics(MODEL_SOLUTIONS, "main", "metrics.jsonl")
+    assert (_median(earlier, "timing_s/step"), _median(earlier, "timing_s/update_actor")) == (29.24, 8.13)
+    assert round(sum(r["train/mfu"] for r in _metrics(MODEL_SOLUTIONS, "main", "sft_metrics.jsonl")) / 100, 4) == 0.0055
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    assert "| **983 s** and **1,021 s** (was 1,367 s; aim 900 s: not met); SFT MFU 0.0055 → 0.0226, policy step " \
+           "29.2 → 18.3 s; judge balanced accuracy 0.985 / 1.000, as the reward agreement 0.945 / 0.964" in readme
+
+
+def test_shapes_numbers_come_from_the_kept_runs():
+    rule, colocated = (_metrics(SHAPES, n, "metrics.jsonl") for n in ("rule_1gpu", "colocated"))
+    assert len(rule) == len(colocated) == 4
+    assert [_median(rule, "timing_s/step"), _median(colocated, "timing_s/step")] == [19.18, 20.32]
+    assert _median(colocated, "timing_s/reward") == 2.58 and _median(rule, "timing_s/reward") == 0.0
+    assert round(20.32 / 19.18, 2) == 1.06 and round((19.18 + 2.58) / 19.18, 2) == 1.13
+    assert "| timing_s/step | 1.06 |" in open(os.path.join(SHAPES, "cost.md")).read()
+    assert "colocated step / rule step **1.06×** (rule step + judge reward stage: 1.13×)" in \
+        open(os.path.join(ROOT, "README.md")).read()
 
 
 def test_judge_cost_run_names_and_the_shapes_benchmark(tmp_path, model_path):
