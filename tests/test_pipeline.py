@@ -127,6 +127,7 @@ def test_judge_pipeline_stages_commands_and_resume(fake):
     sft = by["torch.distributed.run"]
     assert "-m" in sft[2:] and "verl.trainer.sft_trainer" in sft
     assert "trainer.total_training_steps=100" in sft and "checkpoint.save_contents=[model,hf_model]" in sft
+    assert "model.external_lib=scripts.fast_logprobs" in sft  # chunked log-probabilities without flash-attn
     grpo = by["scripts.train"]
     assert grpo[grpo.index("--config-path") + 1] == os.path.join(ROOT, "recipes", "judge_pairwise")
     assert f"actor_rollout_ref.model.path={out}/sft/global_step_100/huggingface" in grpo  # GRPO starts from the SFT model
