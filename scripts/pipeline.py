@@ -38,6 +38,7 @@ this one), ``N_GPUS`` (default 1).
 from __future__ import annotations
 
 import argparse
+import functools
 import glob
 import json
 import os
@@ -158,7 +159,9 @@ class Pipeline:
                 raise job["errors"][0]
 
     # ------------------------------------------------------------------ stages
-    def model(self) -> str:
+    @functools.cached_property
+    def base(self) -> str:
+        """The start model (judge and policy): MODEL, else the offline SmolLM2-135M-Instruct, materialised once."""
         if os.environ.get("MODEL"):
             return os.environ["MODEL"]
         out = subprocess.run([self.py, "-m", "data_prep.model"], cwd=ROOT, env=self.env,
@@ -322,7 +325,6 @@ class Pipeline:
         """The judge's stages. ``beside_next``: the last evaluation runs in the background, beside the caller's next
         stage (the caller joins it and writes ``compare.md``)."""
         a = self.args
-        self.base = getattr(self, "base", None) or self.model()
         if a.model_solutions == "base":  # GPU work beside the CPU-bound data stage
             self.stage("policy_data", self.path("policy_data"), self.policy_data)
             self.stage("samples", self.path("samples"), self.samples, background=True)
@@ -330,9 +332,8 @@ class Pipeline:
         self.stage("sft_data", self.path("data", "sft_train.parquet"), self.sft_data)
         if not a.skip_eval and a.eval_before:
             # the start model's evaluation needs nothing the SFT makes: it runs beside it when SFT will run
-            beside_sft = a.parallel_eval and a.sft and not a.sft_model and not os.path.exists(self.path(".sft.done"))
-            self.stage("eval_before", self.path("eval_before"),
-                       lambda: self.evaluate(self.base, "eval_before", shared_gpu=beside_sft), background=beside_sft)
+            self.eval_stage("eval_before", self.base,
+                            beside=a.sft and not a.sft_model and not os.path.exists(self.path(".sft.done")))
         start = self.base
         if a.sft_model:  # a warm start trained elsewhere (e.g. the same SFT for GRPO with pair groups on and off)
             start = a.sft_model
@@ -341,22 +342,24 @@ class Pipeline:
             self.stage("sft", self.path("sft"), self.sft)
             start = self.sft_model()
             if not a.skip_eval:
-                bg = beside_next and a.parallel_eval and a.grpo_steps <= 0
-                self.stage("eval_sft", self.path("eval_sft"), lambda: self.evaluate(start, "eval_sft", shared_gpu=bg),
-                           background=bg)
+                self.eval_stage("eval_sft", start, beside=beside_next and a.grpo_steps <= 0)
         if a.grpo_steps > 0:
             self.stage("grpo", self.path("grpo"), lambda: self.grpo(start))
             self.stage("merge", self.path("hf"), self.merge)
             judge = self.path("hf")
             if not a.skip_eval:
-                bg = beside_next and a.parallel_eval
-                self.stage("eval_after", self.path("eval_after"), lambda: self.evaluate(judge, "eval_after", shared_gpu=bg),
-                           background=bg)
+                self.eval_stage("eval_after", judge, beside=beside_next)
         else:
             judge = start
         if not beside_next:
             self.finish_judge()
         return judge
+
+    def eval_stage(self, name: str, model: str, beside: bool) -> None:
+        """Evaluation stage ``name`` of ``model``; ``beside`` (and ``--parallel-eval``): in the background, beside the
+        next stage, with a fixed KV cache."""
+        bg = beside and self.args.parallel_eval
+        self.stage(name, self.path(name), lambda: self.evaluate(model, name, shared_gpu=bg), background=bg)
 
     def finish_judge(self) -> None:
         self.wait_background()
@@ -409,7 +412,6 @@ class JudgeToReward(Pipeline):
         print("\n".join(lines))
 
     def run(self) -> str:
-        self.base = self.model()
         self.stage("policy_data", self.path("policy_data"), self.policy_data)
         judge = self.run_judge(beside_next=True)  # the judge's last evaluation runs beside the policy stage
         self.stage("policy", self.path("policy"), lambda: self.policy(judge))
