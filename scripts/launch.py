@@ -773,6 +773,11 @@ def main(argv: list[str], env: dict | None = None) -> int:
         if truthy(dry):
             say("DRY_RUN=1: stopping before training", env)
             return 0
+        from scripts import bytecode
+
+        slow_start = bytecode.warning(env) if p.mode != "job" else None  # a job runs on the cluster's interpreters
+        if slow_start:
+            say(f"WARNING: {slow_start}", env)
         rc = execute(p, env)
         say(f"exit {rc}; metrics: {p.metrics_file}", env)
         return rc

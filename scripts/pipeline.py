@@ -48,6 +48,8 @@ import sys
 import threading
 import time
 
+from scripts import bytecode
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TASKS = {
     # task: (recipe, verification parquet prefix, gsm8k_verify prompt args)
@@ -484,6 +486,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.sft_model and not os.path.isfile(os.path.join(args.sft_model, "config.json")):
         build_parser().error(f"--sft-model {args.sft_model}: not a Hugging Face model folder (no config.json)")
     j2r = args.workflow == "judge_to_reward"
+    slow_start = bytecode.warning()
+    if slow_start:
+        say(f"WARNING: {slow_start}")
     if args.grpo_steps is None:
         args.grpo_steps = 0 if j2r else 30
     if args.eval_pairs is None:
