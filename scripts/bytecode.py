@@ -60,8 +60,8 @@ def warning(env=None, packages=PACKAGES) -> str | None:
     missing = uncompiled(packages)
     if not missing:
         return None
-    return (f"PYTHONDONTWRITEBYTECODE is set and {', '.join(n for n, _ in missing)} have no bytecode: every process "
-            f"compiles them from source at start (~11 s more per process on an H100 machine). "
+    return (f"PYTHONDONTWRITEBYTECODE is set and these packages have no bytecode: {', '.join(n for n, _ in missing)}; "
+            f"every process compiles them from source at start (measured: ~11 s more per process). "
             f"Compile once: {os.path.basename(sys.executable)} -m scripts.bytecode --compile")
 
 

@@ -34,8 +34,8 @@ def _py(site, env_flag: bool, *args):
     return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
 
-WARN = (f"PYTHONDONTWRITEBYTECODE is set and vjbc_plain have no bytecode: every process compiles them from source at "
-        f"start (~11 s more per process on an H100 machine). Compile once: {os.path.basename(sys.executable)} -m "
+WARN = (f"PYTHONDONTWRITEBYTECODE is set and these packages have no bytecode: vjbc_plain; every process compiles "
+        f"them from source at start (measured: ~11 s more per process). Compile once: {os.path.basename(sys.executable)} -m "
         f"scripts.bytecode --compile")
 
 
