@@ -486,13 +486,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.sft_model and not os.path.isfile(os.path.join(args.sft_model, "config.json")):
         build_parser().error(f"--sft-model {args.sft_model}: not a Hugging Face model folder (no config.json)")
     j2r = args.workflow == "judge_to_reward"
-    slow_start = bytecode.warning()
-    if slow_start:
-        say(f"WARNING: {slow_start}")
     if args.grpo_steps is None:
         args.grpo_steps = 0 if j2r else 30
     if args.eval_pairs is None:
         args.eval_pairs = 100 if j2r else 300
+    slow_start = bytecode.warning()  # before any stage: every stage starts Python processes
+    if slow_start:
+        say(f"WARNING: {slow_start}")
     if args.workflow == "judge_to_reward":
         if args.task != "pointwise":
             build_parser().error("judge_to_reward trains the pointwise judge the llm_judge reward asks (--task pointwise)")
