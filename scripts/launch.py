@@ -198,13 +198,40 @@ def hydra_str(v: str) -> str:
 
 
 def local_path(p: str, env) -> str:
-    """User path -> absolute (local runs) or relative to the repo when inside it (Ray job working_dir)."""
+    """User path -> absolute (local runs), or relative to the repo when a Ray job uploads it with the repo (its
+    working_dir). A path inside the repo that the upload leaves out (``not_uploaded``: data/, outputs/, ...) stays
+    absolute: the job then opens it where it is, which needs the cluster to see this machine's files."""
     if "://" in p:
         return p
     p = os.path.abspath(os.path.expanduser(p))
     if env.get("RAY_ADDRESS") and (p == ROOT or p.startswith(ROOT + os.sep)):
-        return os.path.relpath(p, ROOT)
+        rel = os.path.relpath(p, ROOT)
+        return p if not_uploaded(rel, env) else rel
     return p
+
+
+def not_uploaded(rel: str, env) -> bool:
+    """Whether ``ray job submit`` leaves the repo path ``rel`` out of the job's working_dir: the path or a folder
+    above it matches the runtime env's ``excludes`` or the repo's ``.gitignore`` (which Ray honours unless
+    RAY_RUNTIME_ENV_IGNORE_GITIGNORE=1), matched as Ray matches them (its own gitwildmatch). Without Ray here: False."""
+    try:
+        from ray._private.thirdparty.pathspec import PathSpec
+    except ImportError:
+        return False
+    import yaml
+
+    lines: list[str] = []
+    rt_path = env.get("RUNTIME_ENV") or RUNTIME_ENV_DEFAULT
+    if os.path.isfile(rt_path):
+        with open(rt_path, encoding="utf-8") as f:
+            lines += [str(x) for x in ((yaml.safe_load(f) or {}).get("excludes") or [])]
+    ignore = os.path.join(ROOT, ".gitignore")
+    if env.get("RAY_RUNTIME_ENV_IGNORE_GITIGNORE", "0") != "1" and os.path.isfile(ignore):
+        with open(ignore, encoding="utf-8") as f:
+            lines += f.read().splitlines()
+    spec = PathSpec.from_lines("gitwildmatch", lines)
+    parts = rel.split(os.sep)
+    return any(spec.match_file("/".join(parts[:i])) for i in range(1, len(parts) + 1))
 
 
 def truthy(v) -> bool:
@@ -490,6 +517,15 @@ def plan(env, user_args: list[str], recipe: str, materialize: bool = True) -> Pl
         else:
             p.command = [ray_bin, "job", "submit", "--runtime-env", os.path.relpath(rt_path, ROOT), "--", *train]
         p.env = {"RAY_ADDRESS": env["RAY_ADDRESS"]}
+        kept = sorted({v for o in gen for v in [o.partition("=")[2].strip("'\"")] if v.startswith(ROOT + os.sep)})
+        if kept:
+            p.notes.append("Ray job: not uploaded with the repo (runtime_env excludes / .gitignore), so the job opens "
+                           "these where they are; every node must see them (one host, or shared storage): "
+                           + ", ".join(kept))
+        ckpt = str(cfg.trainer.default_local_dir)
+        if not os.path.isabs(ckpt) and "://" not in ckpt:
+            p.notes.append(f"Ray job: checkpoints go to {ckpt} inside the job's temporary working_dir on the node "
+                           "running verl's TaskRunner: set trainer.default_local_dir=<shared storage> to keep them")
     else:
         p.command = [sys.executable, "-m", TRAIN_MODULE, "--config-path", rdir, "--config-name", "config", *p.overrides]
         p.env = {"PYTHONPATH": ROOT, "RAY_ADDRESS": "<private local head>"}
