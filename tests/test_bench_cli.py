@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -396,6 +397,8 @@ MODEL_SOLUTIONS = os.path.join(ROOT, "docs", "results", "2026-11-23-judges-model
 MAIN_SPEED = os.path.join(ROOT, "docs", "results", "2026-11-23-main-speed")
 MAIN_BYTECODE = os.path.join(ROOT, "docs", "results", "2026-11-23-main-bytecode")
 SHAPES = os.path.join(ROOT, "docs", "results", "2026-11-23-judge_cost_shapes")
+AWAKE = os.path.join(ROOT, "docs", "results", "2026-11-23-judge_cost_shapes_awake")
+RAY_CLUSTER = os.path.join(ROOT, "docs", "results", "2026-11-23-ray_cluster_1gpu")
 
 
 def _report(folder, *parts):
@@ -558,11 +561,47 @@ def test_shapes_numbers_come_from_the_kept_runs():
            "4.93 → 2.57 s; generation-neutral: rule step + reward stage 1.17×" in open(os.path.join(ROOT, "README.md")).read()
 
 
+def test_awake_judge_numbers_come_from_the_kept_runs():
+    rule, awake, asleep = (_metrics(AWAKE, n, "metrics.jsonl") for n in ("rule_1gpu", "colocated", "colocated_sleep"))
+    assert len(rule) == len(awake) == len(asleep) == 4
+    assert [_median(r, "timing_s/step") for r in (rule, awake, asleep)] == [17.34, 21.39, 21.46]
+    assert [_median(r, "timing_s/gen") for r in (rule, awake, asleep)] == [12.99, 13.28, 13.3]
+    assert [_median(r, "timing_s/reward") for r in (rule, awake, asleep)] == [0.0, 2.34, 2.58]
+    assert [[round(x["timing_s/reward"], 2) for x in r[1:]] for r in (awake, asleep)] == [[2.32, 2.34, 2.35], [2.63, 2.58, 2.55]]
+    assert [_median(r, "timing_s/ref") for r in (rule, awake, asleep)] == [0.81, 1.16, 1.21]
+    step_minus_gen = [sorted(x["timing_s/step"] - x["timing_s/gen"] for x in r[1:])[1] for r in (rule, awake, asleep)]
+    assert [round(x, 2) for x in step_minus_gen] == [4.95, 8.11, 8.35]
+    assert (round(21.39 / 17.34, 2), round(21.46 / 17.34, 2), round((17.34 + 2.34) / 17.34, 2),
+            round((17.34 + 2.58) / 17.34, 2)) == (1.23, 1.24, 1.13, 1.15)
+    assert "| timing_s/step | 1.23 | 1.24 |" in open(os.path.join(AWAKE, "cost.md")).read()
+    assert "reward stage 2.58 → **2.34 s**; colocated step / rule step **1.23×** (sleeping 1.24×" in \
+        open(os.path.join(ROOT, "README.md")).read()
+    from scripts import verl_config
+    assert verl_config.compose([], "gsm8k_local_judge").reward.reward_model.rollout.free_cache_engine is False
+
+
+def test_ray_cluster_run_is_kept():
+    rows = [json.loads(line) for line in open(os.path.join(RAY_CLUSTER, "metrics.jsonl"))]
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    assert [round(r["data"]["timing_s/step"], 2) for r in rows] == [37.26, 17.23, 18.46]
+    assert [round(r["data"]["timing_s/gen"], 2) for r in rows] == [29.94, 12.25, 11.6]
+    jobs = open(os.path.join(RAY_CLUSTER, "ray_job_list.txt")).read()
+    assert "status=<JobStatus.SUCCEEDED: 'SUCCEEDED'>" in jobs and "driver_exit_code=0" in jobs
+    assert "entrypoint='python3 -m scripts.train --config-path ../recipes/gsm8k_rule" in jobs
+    start, end = (int(re.search(rf"{k}=(\d+)", jobs).group(1)) for k in ("start_time", "end_time"))
+    assert round((end - start) / 1000) == 165
+    log = open(os.path.join(RAY_CLUSTER, "submit_log.txt")).read()
+    assert "Job 'raysubmit_GFyrz8ee2wAfvC5E' succeeded" in log and log.rstrip().endswith("[launch] exit 0; metrics: "
+                                                                                          "<output dir>/verl-judge/gsm8k_rule.jsonl")
+    for name in os.listdir(RAY_CLUSTER):  # no machine paths kept
+        assert "/tmp/" not in open(os.path.join(RAY_CLUSTER, name)).read(), name
+
+
 def test_judge_cost_run_names_and_the_shapes_benchmark(tmp_path, model_path):
     """RULE_NAME / JUDGE_NAME name the two base runs and RUNS must name runs that exist (else exit 2, nothing run);
     scripts/bench/shapes.sh makes or reuses the random 360M / 1.7B models and passes judge_cost.sh the reply lengths,
-    one GPU: rule_1gpu vs colocated (CUDA graphs) and colocated_eager, two GPUs: rule_pool vs pool (the judge's own
-    pool, kept awake)."""
+    one GPU: rule_1gpu vs colocated (the recipe: judge awake, CUDA graphs), colocated_sleep and colocated_eager, two
+    GPUs: rule_pool vs pool (the judge's own pool, kept awake)."""
     from scripts.bench import random_model as rm
 
     recipe = COST_RECIPE.replace("printf", 'echo "$MODEL" > "$OUTPUT_DIR/model.txt"\nprintf', 1)
@@ -615,10 +654,11 @@ def test_judge_cost_run_names_and_the_shapes_benchmark(tmp_path, model_path):
                  "reward.reward_model.rollout.response_length=256"]
     pool = ["reward.reward_model.enable_resource_pool=true", "reward.reward_model.n_gpus_per_node=1",
             "reward.reward_model.nnodes=1", "reward.reward_model.rollout.free_cache_engine=false"]
-    eager = ["reward.reward_model.rollout.enforce_eager=true"]  # the before: verl's default for the judge
+    sleep = ["reward.reward_model.rollout.free_cache_engine=true"]  # verl's default: asleep between reward stages
+    eager = sleep + ["reward.reward_model.rollout.enforce_eager=true"]  # the before: verl's defaults for the judge
     for gpus, rule, local, extra, kw in [("1", "rule_1gpu", "colocated", [], {"MODELS_DIR": str(models)}),
                                          ("2", "rule_pool", "pool", pool, {"POLICY_DIR": str(policy), "JUDGE_DIR": str(judge)})]:
-        more = ["colocated_eager"] if gpus == "1" else []
+        more = ["colocated_sleep", "colocated_eager"] if gpus == "1" else []
         cost = tmp_path / f"shapes{gpus}"
         r = run("scripts/bench/shapes.sh", "data.train_batch_size=8", GPUS=gpus, COST_DIR=str(cost), TOKENIZER_FROM=model_path,
                 MODEL="/elsewhere", STEPS="", **kw)
@@ -630,7 +670,8 @@ def test_judge_cost_run_names_and_the_shapes_benchmark(tmp_path, model_path):
         assert args_of(cost / local) == shared + per_run(cost, local) + judge_len + extra + tail
         assert [(cost / n / "model.txt").read_text() for n in (rule, local)] == [f"{policy}\n"] * 2
         if more:
-            assert args_of(cost / "colocated_eager") == shared + per_run(cost, "colocated_eager") + judge_len + eager + tail
+            for n, settings in zip(more, (sleep, eager)):
+                assert args_of(cost / n) == shared + per_run(cost, n) + judge_len + settings + tail, n
         assert f"| metric | {rule} | {local} |{''.join(f' {m} |' for m in more)}" in (cost / "cost.md").read_text()
         made = [ln for ln in r.stderr.splitlines() if ln.startswith("[random_model]")]
         assert made == ([f"[random_model] {m} already holds this model ({n:,} parameters); nothing to do"

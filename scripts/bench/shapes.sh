@@ -18,8 +18,10 @@
 #    +reward.custom_reward_function.reward_kwargs.max_tokens=256 (the judge's reply cap that reward_fns/llm_judge.py
 #    sends) and reward.reward_model.rollout.response_length=256 (the judge server's default cap, kept the same).
 #    GPUS=1: runs rule_1gpu, colocated: recipes/gsm8k_local_judge as it is (the judge shares the policy's GPU,
-#      woken for the reward stage and put to sleep after it; CUDA graphs) and colocated_eager: the same with
-#      verl's default reward.reward_model.rollout.enforce_eager=true (the setting before, for the before/after).
+#      kept awake between reward stages, CUDA graphs), colocated_sleep: the same with the judge put to sleep after
+#      each reward stage and woken for the next (reward.reward_model.rollout.free_cache_engine=true, verl's default)
+#      and colocated_eager: sleeping and eager as well (reward.reward_model.rollout.enforce_eager=true: verl's
+#      defaults for the judge, the setting before, for the before/after).
 #    GPUS=2: runs rule_pool and pool: the judge on a pool of its own GPU (reward.reward_model.enable_resource_pool=true
 #      reward.reward_model.n_gpus_per_node=1 reward.reward_model.nnodes=1), kept awake
 #      (reward.reward_model.rollout.free_cache_engine=false: verl 0.9.1 puts the judge to sleep at start and wakes it
@@ -39,7 +41,7 @@ usage_if_help "$0" "$@"
 GPUS=${GPUS:-1}
 extra_runs=""
 case $GPUS in
-  1) rule=rule_1gpu judge=colocated extra_runs=colocated_eager ;;
+  1) rule=rule_1gpu judge=colocated extra_runs="colocated_sleep colocated_eager" ;;
   2) rule=rule_pool judge=pool ;;
   *) echo "shapes: GPUS=$GPUS: 1 (the judge colocated with the policy) or 2 (the judge on its own GPU)" >&2; exit 2 ;;
 esac
@@ -66,7 +68,10 @@ if [ "$GPUS" = 2 ]; then
   settings+=",reward.reward_model.nnodes=1,reward.reward_model.rollout.free_cache_engine=false"
 fi
 variants="$judge:$settings"
-[ -n "$extra_runs" ] && variants+=" colocated_eager:$settings,reward.reward_model.rollout.enforce_eager=true"
+if [ "$GPUS" = 1 ]; then
+  sleep_=reward.reward_model.rollout.free_cache_engine=true
+  variants+=" colocated_sleep:$settings,$sleep_ colocated_eager:$settings,$sleep_,reward.reward_model.rollout.enforce_eager=true"
+fi
 RUNS=${RUNS:-$rule $judge $extra_runs}
 say "policy $policy, judge $judge_dir; runs $RUNS ($STEPS steps) -> $COST_DIR"
 MODEL=$policy RULE_NAME=$rule RUNS="$RUNS" VARIANTS="$variants" \
