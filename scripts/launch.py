@@ -35,6 +35,7 @@ import os
 import re
 import shlex
 import signal
+import shutil
 import socket
 import subprocess
 import sys
@@ -509,13 +510,11 @@ def plan(env, user_args: list[str], recipe: str, materialize: bool = True) -> Pl
                  "--config-name", "config", *p.overrides]
         rt_path = env.get("RUNTIME_ENV") or RUNTIME_ENV_DEFAULT
         p.runtime_env, passed = job_runtime_env(rt_path, {**env, KEY_ENV: p.key_env})
-        ray_bin = os.path.join(os.path.dirname(sys.executable), "ray")
-        ray_bin = ray_bin if os.access(ray_bin, os.X_OK) else "ray"
         if passed:
-            p.command = [ray_bin, "job", "submit", "--runtime-env-json", json.dumps(p.runtime_env), "--", *train]
+            p.command = [*ray_cli(), "job", "submit", "--runtime-env-json", json.dumps(p.runtime_env), "--", *train]
             p.notes.append("secrets passed to the job by name: " + ", ".join(passed))
         else:
-            p.command = [ray_bin, "job", "submit", "--runtime-env", os.path.relpath(rt_path, ROOT), "--", *train]
+            p.command = [*ray_cli(), "job", "submit", "--runtime-env", os.path.relpath(rt_path, ROOT), "--", *train]
         p.env = {"RAY_ADDRESS": env["RAY_ADDRESS"]}
         kept = sorted({v for o in gen for v in [o.partition("=")[2].strip("'\"")] if v.startswith(ROOT + os.sep)})
         if kept:
@@ -613,7 +612,7 @@ def job_submit_argv(p: Plan) -> tuple[list[str], str | None]:
     """(argv, stdin) that run p.command without putting the runtime env JSON on a command line."""
     if "--runtime-env-json" not in p.command:
         return p.command, None
-    args = list(p.command[3:])  # after `ray job submit`
+    args = list(p.command[p.command.index("job") + 2:])  # after `ray job submit`
     i = args.index("--runtime-env-json")
     payload, args[i + 1] = args[i + 1], "<stdin>"
     return [sys.executable, "-c", _SUBMIT_FROM_STDIN, *args], payload
@@ -638,29 +637,47 @@ def run_child(cmd: list[str], env: dict, tee: Tee, stdin: str | None = None) -> 
         raise
 
 
+#: Ray's command line through this interpreter (for installs without the `ray` script, e.g. pip --target)
+RAY_CLI = (sys.executable, "-c", "import sys; sys.argv[0] = 'ray'; from ray.scripts.scripts import main; main()")
+
+
+def ray_cli() -> list[str]:
+    """The `ray` command: the script beside this interpreter, else `ray` on PATH, else RAY_CLI."""
+    beside = os.path.join(os.path.dirname(sys.executable), "ray")
+    if os.access(beside, os.X_OK):
+        return [beside]
+    return ["ray"] if shutil.which("ray") else list(RAY_CLI)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def start_ray_head(env: dict, log_path: str, dashboard_port: int | None = None) -> tuple[subprocess.Popen, str]:
+def start_ray_head(env: dict, log_path: str, dashboard_port: int | None = None, join: str | None = None,
+                   num_gpus: int | None = None) -> tuple[subprocess.Popen, str]:
     """Start a private Ray head (``ray start --head --block``), return (process, GCS address).
 
     Updates ``env`` for the driver: ``RAY_ADDRESS``, and ``RAY_AUTH_MODE=token`` when the head enabled
     Ray's token authentication (Ray >= 2.5x does by default; the token is in ~/.ray/auth_token).
+    ``join`` (a head's GCS address): start a node that joins that head instead (``env`` is left as it is).
+    ``num_gpus``: the GPUs the node offers (default: Ray counts the visible ones).
     """
     port = free_port()
-    cmd = [sys.executable, "-c", "import sys; sys.argv[0] = 'ray'; from ray.scripts.scripts import main; main()",
-           "start", "--head", "--block", f"--port={port}", "--disable-usage-stats",
+    where = [f"--address={join}"] if join else ["--head", f"--port={port}"]
+    cmd = [*RAY_CLI, "start", *where, "--block", "--disable-usage-stats",
            # Ray's fixed default ports (dashboard agent 52365, ...) clash with any other Ray instance on
            # the machine, whose job agent then never comes up: a private head takes free ports.
            f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
            f"--runtime-env-agent-port={free_port()}", f"--metrics-export-port={free_port()}",
            f"--ray-client-server-port={free_port()}"]
-    cmd += (["--include-dashboard=true", f"--dashboard-port={dashboard_port}", "--dashboard-host=127.0.0.1"]
-            if dashboard_port else ["--include-dashboard=false"])
-    say(f"starting a private Ray head on port {port} (log: {log_path})")
+    if not join:
+        cmd += (["--include-dashboard=true", f"--dashboard-port={dashboard_port}", "--dashboard-host=127.0.0.1"]
+                if dashboard_port else ["--include-dashboard=false"])
+    cmd += [f"--num-gpus={num_gpus}"] if num_gpus is not None else []
+    say(f"starting a Ray node joining {join} (log: {log_path})" if join else
+        f"starting a private Ray head on port {port} (log: {log_path})")
     log = open(log_path, "w")
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + 180
@@ -670,6 +687,8 @@ def start_ray_head(env: dict, log_path: str, dashboard_port: int | None = None) 
         with open(log_path, errors="replace") as f:
             text = f.read()
         if "Ray runtime started" in text:
+            if join:
+                return proc, join
             m = re.search(r"ray start --address='([^']+)'", text)
             address = m.group(1) if m else f"127.0.0.1:{port}"
             env["RAY_ADDRESS"] = address
@@ -678,7 +697,7 @@ def start_ray_head(env: dict, log_path: str, dashboard_port: int | None = None) 
             return proc, address
         time.sleep(0.5)
     stop_ray_head(proc)
-    raise LaunchError(f"Ray head did not start in 180 s; see {log_path}")
+    raise LaunchError(f"Ray {'node' if join else 'head'} did not start in 180 s; see {log_path}")
 
 
 def stop_ray_head(proc: subprocess.Popen) -> None:

@@ -676,3 +676,76 @@ def test_judge_cost_run_names_and_the_shapes_benchmark(tmp_path, model_path):
         made = [ln for ln in r.stderr.splitlines() if ln.startswith("[random_model]")]
         assert made == ([f"[random_model] {m} already holds this model ({n:,} parameters); nothing to do"
                          for m, n in ((policy, 361_821_120), (judge, 1_711_376_384))] if gpus == "1" else [])
+
+
+CLUSTER_RECIPE = r"""#!/bin/bash
+# stand-in for a recipe: submits a Ray job that counts the cluster's alive nodes and writes them as its metrics
+mkdir -p "$OUTPUT_DIR/verl-judge"
+printf '%s\n' "$@" > "$OUTPUT_DIR/args.txt"
+case " $* " in *fail=1*) exit 5 ;; esac
+wd=$(mktemp -d)
+n=$("$(dirname "$JOB_PY")/ray" job submit --working-dir "$wd" -- "$JOB_PY" -c \
+  "import ray; ray.init(); print('NODES', sum(1 for n in ray.nodes() if n['Alive']))" 2>&1 | sed -n 's/^NODES //p')
+echo "{\"step\": 1, \"data\": {\"nodes\": ${n:-0}}}" > "$OUTPUT_DIR/verl-judge/stand_in.jsonl"
+"""
+
+# case -> (arguments, exit status, nodes the job saw (None: no metrics), a line the tool prints)
+CLUSTER_CASES = {
+    "two_nodes_on_one_host": (["--nodes", "2", "--gpus", "0"], 0, 2, "2 node(s) of 0 GPU(s) up at "),
+    "recipe_fails": (["--gpus", "0", "--", "fail=1"], 5, None, "the job wrote no metrics under "),
+    "no_such_recipe": (["--recipe", "nope"], 2, None, "--recipe nope: no "),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(CLUSTER_CASES))
+def test_ray_cluster_tool(case, tmp_path):
+    """scripts.bench.ray_cluster starts real Ray nodes on this host (two join as a two-node cluster), submits the
+    recipe with RAY_ADDRESS, copies the job's metrics, and stops exactly the nodes it started."""
+    pytest.importorskip("aiohttp")
+    args, want_rc, want_nodes, line = CLUSTER_CASES[case]
+    _stand_ins(tmp_path / "recipes", ["gsm8k_rule"], CLUSTER_RECIPE)
+    out = tmp_path / "out"
+    env = _clean_env(RECIPES_DIR=str(tmp_path / "recipes"), JOB_PY=sys.executable, PYTHONPATH=ROOT)
+    r = subprocess.run([sys.executable, "-m", "scripts.bench.ray_cluster", "--out", str(out), *args], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=300)
+    text = r.stdout + r.stderr
+    assert r.returncode == want_rc, text
+    assert line in text, text
+    if want_nodes is None:
+        assert not (out / "metrics.jsonl").exists()
+    else:
+        assert json.loads((out / "metrics.jsonl").read_text()) == {"step": 1, "data": {"nodes": want_nodes}}
+        assert (out / "run" / "args.txt").read_text().splitlines()[:2] == ["trainer.nnodes=2", "trainer.n_gpus_per_node=0"]
+        status = (out / "ray_status.txt").read_text()
+        assert len(re.findall(r"^ 1 node_", status.split("Pending:")[0], re.M)) == want_nodes
+        assert "status=<JobStatus.SUCCEEDED: 'SUCCEEDED'>" in (out / "ray_job_list.txt").read_text()
+    pids = [int(p) for p in re.findall(r"stopping the private Ray head \(pid (\d+)\)", text)]
+    assert len(pids) == (0 if case == "no_such_recipe" else int(args[args.index("--nodes") + 1]) if "--nodes" in args else 1)
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_ray_cli_without_the_ray_script(monkeypatch):
+    """An install without the `ray` script (pip --target) still submits: through this interpreter."""
+    from scripts import launch
+
+    monkeypatch.setattr(launch.os, "access", lambda p, mode: False)
+    monkeypatch.setattr(launch.shutil, "which", lambda name: None)
+    assert launch.ray_cli() == [sys.executable, "-c", "import sys; sys.argv[0] = 'ray'; from ray.scripts.scripts import main; main()"]
+    p = launch.Plan(recipe="x", mode="job", command=[*launch.ray_cli(), "job", "submit", "--runtime-env-json", '{"a": 1}',
+                                                     "--", "python3", "-m", "scripts.train"])
+    argv, payload = launch.job_submit_argv(p)
+    assert (argv[3:], payload) == (["--runtime-env-json", "<stdin>", "--", "python3", "-m", "scripts.train"], '{"a": 1}')
+    monkeypatch.setattr(launch.shutil, "which", lambda name: "/usr/bin/ray")
+    assert launch.ray_cli() == ["ray"]
+
+
+def test_ray_cluster_dashboard_checks():
+    from scripts import launch
+    from scripts.bench import ray_cluster
+
+    assert ray_cluster.dashboard_up(launch.free_port(), timeout=0) is False
+    pytest.importorskip("aiohttp_cors")
+    assert ray_cluster.missing_dashboard_deps() is None
