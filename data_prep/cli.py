@@ -192,7 +192,7 @@ def finish(prog: str, all_stats: list[Stats], args) -> dict:
         print(format_summary(prog, s), flush=True)
     summary = {"program": prog, "seed": args.seed, "outputs": [s.as_dict() for s in all_stats]}
     if getattr(args, "summary_json", None):
-        write_json(summary, args.summary_json)
+        write_json(args.summary_json, summary, sort_keys=True)
     return summary
 
 

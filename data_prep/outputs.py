@@ -1,12 +1,14 @@
-"""Writing outputs: all files of one run appear together or not at all.
+"""Writing outputs atomically: every file of one run appears together or not at all.
 
-Inside ``output_set()`` every ``write_parquet`` / ``write_json`` writes a hidden temporary file
-(``.<name>.tmp-<pid>-<random>``) in the destination folder; when the block ends without an error, all
-of them are renamed into place together (an existing file is kept aside until every rename has
-succeeded, and put back if one fails). On any error, and on Ctrl-C, the temporary files are removed,
-folders the run created are removed again, and earlier outputs stay as they were. Outside a block a
-write is one atomic file on its own. The CLIs wrap a whole run in one block (every split plus
-``--summary-json``).
+Every writer here (``write_parquet``, ``write_json``, ``write_jsonl``, ``write_text``, ``write_file``)
+fills a hidden temporary file (``.<name>.tmp-<pid>-<random>``) in the destination folder. Inside
+``output_set()`` all of them are renamed into place together when the block ends without an error (an
+existing file is kept aside until every rename has succeeded, and put back if one fails); on any error,
+and on Ctrl-C, the temporary files are removed, folders the run created are removed again, and earlier
+outputs stay as they were. Outside a block a write is one atomic file on its own (temporary file +
+``os.replace``: readers see the old file or the new one, never a half-written one). The data_prep CLIs
+wrap a whole run in one block (every split plus ``--summary-json``); the evaluators and reports under
+``scripts/`` write their reports one file at a time.
 
 Parquet is written with an explicit schema and fixed options (zstd, fixed row groups, no varying
 metadata), so the same inputs and seed give byte-identical files. Paths are checked before any work:
@@ -22,12 +24,13 @@ import json
 import os
 import secrets
 import shutil
-from collections.abc import Iterator
-
-import pyarrow as pa
-import pyarrow.parquet as pq
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import IO, TYPE_CHECKING, Any
 
 from data_prep.errors import DataError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 PARQUET_OPTIONS = dict(
     compression="zstd", compression_level=3, use_dictionary=True, write_statistics=True,
@@ -172,28 +175,46 @@ def output_set() -> Iterator[OutputSet]:
         _ACTIVE.reset(token)
 
 
-def _write_failed(path: str, e: BaseException) -> DataError:
-    return DataError(f"{path}: cannot write: {getattr(e, 'strerror', None) or e}")
+def write_file(path: str, write: Callable[[IO], None], *, binary: bool = False) -> None:
+    """``write(f)`` fills a staged temporary file (text: UTF-8) that takes ``path``'s place atomically.
+
+    An ``OSError`` becomes a ``DataError`` naming ``path``; any error leaves ``path`` as it was."""
+    with output_set() as outs:
+        tmp = outs.stage(path)
+        try:
+            with open(tmp, "xb") if binary else open(tmp, "x", encoding="utf-8") as f:
+                write(f)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:
+            raise DataError(f"{path}: cannot write: {e.strerror or e}") from None
 
 
 def write_parquet(rows: list[dict], path: str, schema: pa.Schema) -> None:
-    """Deterministic parquet (fixed options, no varying metadata), staged in the current output set."""
+    """Deterministic parquet (fixed options, no varying metadata)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     table = pa.Table.from_pylist(rows, schema=schema)
-    with output_set() as outs:
-        tmp = outs.stage(path)
-        try:
-            pq.write_table(table, tmp, **PARQUET_OPTIONS)
-        except OSError as e:
-            raise _write_failed(path, e) from None
+    write_file(path, lambda f: pq.write_table(table, f, **PARQUET_OPTIONS), binary=True)
 
 
-def write_json(obj: object, path: str) -> None:
-    """``obj`` as indented, key-sorted JSON plus a newline, staged in the current output set."""
-    text = json.dumps(obj, indent=2, sort_keys=True) + "\n"
-    with output_set() as outs:
-        tmp = outs.stage(path)
-        try:
-            with open(tmp, "x", encoding="utf-8") as f:
-                f.write(text)
-        except OSError as e:
-            raise _write_failed(path, e) from None
+def write_json(path: str, obj: Any, *, sort_keys: bool = False) -> None:
+    """``obj`` as indented JSON plus a newline (non-ASCII kept; values JSON cannot hold written as ``str``)."""
+    text = json.dumps(obj, indent=2, sort_keys=sort_keys, ensure_ascii=False, default=str) + "\n"
+    write_file(path, lambda f: f.write(text))
+
+
+def write_jsonl(path: str, rows: Iterable[Mapping]) -> None:
+    """One JSON object per line (non-ASCII kept; values JSON cannot hold written as ``str``)."""
+
+    def write(f: IO) -> None:
+        for r in rows:
+            f.write(json.dumps(r, ensure_ascii=False, default=str) + "\n")
+
+    write_file(path, write)
+
+
+def write_text(path: str, text: str) -> None:
+    """``text``, ending with a newline (one is added when it has none)."""
+    write_file(path, lambda f: f.write(text if text.endswith("\n") else text + "\n"))

@@ -146,7 +146,7 @@ def run(argv: list[str] | None = None) -> dict:
                             require_queries=args.fail_on_empty)
     print(format_report(report), flush=True)
     if args.summary_json:
-        write_json(report, args.summary_json)
+        write_json(args.summary_json, report, sort_keys=True)
     report["fail"] = bool(args.fail_on_overlap and report["any_overlap"])
     return report
 

@@ -1,5 +1,5 @@
 """Reading inputs: local JSONL (``.jsonl``/``.jsonl.gz``), JSON arrays (``.json``/``.json.gz``), parquet,
-or a Hugging Face hub dataset (``datasets.load_dataset``).
+or a Hugging Face hub dataset (``datasets.load_dataset``); ``read_jsonl`` for any JSONL file as a list.
 
 Rows are numbered from 1 in file order (for JSONL the number is the line number; ``\\n``, ``\\r\\n``
 and ``\\r`` end a line), so an error can name the row. A JSONL line that is not valid UTF-8, not JSON
@@ -96,7 +96,7 @@ def _utf8_problem(raw: bytes, e: UnicodeDecodeError) -> str:
 def _iter_jsonl(path: str) -> Iterator[tuple[str, int, object]]:
     for lineno, raw in _binary_lines(path):
         try:
-            line = raw.decode("utf-8")
+            line = raw.decode("utf-8").rstrip("\r\n")  # a column number counts within the line
         except UnicodeDecodeError as e:
             yield path, lineno, InvalidRow("<line>", _utf8_problem(raw, e), "invalid_utf8")
             continue
@@ -110,6 +110,24 @@ def _iter_jsonl(path: str) -> Iterator[tuple[str, int, object]]:
         if not isinstance(obj, dict):
             obj = InvalidRow("<row>", f"expected a JSON object, got {type(obj).__name__}", "bad_type")
         yield path, lineno, obj
+
+
+def read_jsonl(path: str, on_bad: Callable[[int, str], None] | None = None) -> list[dict]:
+    """The objects of a ``.jsonl`` file (gzip when the name ends in ``.gz``), blank lines skipped.
+
+    A line that is not valid UTF-8, not JSON or not an object is a ``DataError`` naming the file and the
+    line, unless ``on_bad`` is given: then ``on_bad(line_number, problem)`` runs and the line is skipped."""
+    if not os.path.exists(path):
+        raise DataError(f"input file not found: {path}")
+    rows = []
+    for _path, lineno, obj in _iter_jsonl(path):
+        if isinstance(obj, InvalidRow):
+            if on_bad is None:
+                raise DataError(f"{path}: line {lineno}: {obj.message}")
+            on_bad(lineno, obj.message)
+        else:
+            rows.append(obj)
+    return rows
 
 
 def _read_bytes(path: str) -> bytes:

@@ -1,11 +1,10 @@
 """data_prep's module layout: self-contained (no sys.path edits, never imports scripts/ or tests/), one
-per-split loop, every old ``data_prep.common`` name still importable, ``--help`` on every CLI."""
+per-split loop, ``--help`` on every CLI."""
 
 from __future__ import annotations
 
 import ast
 import glob
-import importlib
 import os
 import subprocess
 import sys
@@ -17,24 +16,6 @@ from tests.layout_helpers import imports
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA_PREP_FILES = sorted(glob.glob(os.path.join(ROOT, "data_prep", "*.py")))
 
-# every name data_prep.common offered -> the module that now holds it
-COMMON_NAMES = {
-    "DataError": "errors", "BadRow": "errors", "SkipRow": "errors",
-    "NEUTRALIZE_TAGS": "text", "neutralize": "text", "normalize_text": "text", "stable_hash": "text",
-    "require_str": "text",
-    "format_turns": "conversations", "messages_to_turns": "conversations", "parse_hh": "conversations",
-    "hh_pair": "conversations", "query_text": "conversations",
-    "InvalidRow": "readers", "Source": "readers", "local_source": "readers", "hf_source": "readers",
-    "TRUNCATION_MARKER": "lengths", "MIN_KEEP_TOKENS": "lengths", "LengthGate": "lengths", "middle_cut": "lengths",
-    "load_tokenizer": "lengths", "default_tokenizer_path": "lengths",
-    "JUDGE_ABILITY": "rows", "MESSAGES_TYPE": "rows", "Draft": "rows", "Unit": "rows", "Builder": "rows",
-    "read_units": "rows", "load_exclusion": "rows", "row_schema": "rows", "make_rows": "rows",
-    "Stats": "summary", "format_summary": "summary",
-    "write_parquet": "outputs",
-    "HFPreset": "cli", "add_common_args": "cli", "make_gate": "cli", "resolve_sources": "cli", "finish": "cli",
-    "cli": "cli",
-}
-
 
 @pytest.mark.parametrize("path", DATA_PREP_FILES, ids=[os.path.basename(p) for p in DATA_PREP_FILES])
 def test_self_contained(path):
@@ -43,17 +24,6 @@ def test_self_contained(path):
                   if isinstance(n, ast.Attribute) and n.attr == "path" and isinstance(n.value, ast.Name) and n.value.id == "sys"]
     assert path_edits == []
     assert [m for m in imports(tree) if m.split(".")[0] in ("scripts", "tests", "materialize_model", "conftest")] == []
-
-
-@pytest.mark.parametrize("name,module", sorted(COMMON_NAMES.items()))
-def test_common_names_still_importable(name, module):
-    common = importlib.import_module("data_prep.common")
-    assert getattr(common, name) is getattr(importlib.import_module(f"data_prep.{module}"), name)
-
-
-def test_common_offers_exactly_the_old_names():
-    common = importlib.import_module("data_prep.common")
-    assert sorted(common.__all__) == sorted(COMMON_NAMES)
 
 
 @pytest.mark.parametrize("module", ["gsm8k", "pointwise", "pairwise"])
