@@ -1,4 +1,4 @@
-"""scripts.report.compare_evals and the --vllm-offline options of scripts.eval.common (CPU; vLLM faked)."""
+"""scripts.report.compare_evals and the --vllm-offline options of scripts.eval.backends (CPU; vLLM faked)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import types
 
 import pytest
 
-from scripts.eval import common as eval_common
+from scripts.eval import backends
 from scripts.eval import judge as eval_judge
+from scripts.eval.cli import InputError
 from scripts.report import compare_evals
 from scripts.serve.fake_openai import FakeOpenAIServer, markers
 from tests.fixtures.eval.make_fixtures import pairwise_rows, pointwise_row, write_parquet
@@ -122,28 +123,6 @@ def test_compare_names_a_partial_report(tmp_path):
     assert r.stdout.count("Warning: ") == 2 and "partial report: 3 of 8 policy answers done;" in r.stdout
 
 
-# ----------------------------------------------------------------------------- atomic writes
-class _Unprintable:
-    def __str__(self):
-        raise RuntimeError("cannot serialize")
-
-
-ATOMIC = [  # a write that fails half-way leaves the previous file as it was, and no temporary file
-    ("write_json", lambda p: eval_common.write_json(p, {"a": 1, "b": _Unprintable()})),
-    ("write_jsonl", lambda p: eval_common.write_jsonl(p, [{"a": 1}, {"b": _Unprintable()}])),
-]
-
-
-@pytest.mark.parametrize("name,write", ATOMIC, ids=[c[0] for c in ATOMIC])
-def test_a_failed_write_keeps_the_old_file(tmp_path, name, write):
-    path = tmp_path / "report.json"
-    path.write_text('{"old": true}\n')
-    with pytest.raises(RuntimeError, match="cannot serialize"):
-        write(str(path))
-    assert path.read_text() == '{"old": true}\n'
-    assert os.listdir(tmp_path) == ["report.json"]
-
-
 # ----------------------------------------------------------------------------- --vllm-offline options
 def _args(**kw):
     base = dict(base_url=None, model=None, vllm_offline=None, hf_offline=None, batch_size=8, max_tokens=16,
@@ -158,7 +137,7 @@ def _args(**kw):
     ({"kv_cache_gb": 0.5}, {"gpu_memory_utilization": 0.9, "enforce_eager": False, "kv_cache_memory_bytes": 2**29}),
 ])
 def test_vllm_kwargs(kw, expected):
-    assert eval_common.vllm_kwargs(_args(**kw)) == expected
+    assert backends.vllm_kwargs(_args(**kw)) == expected
 
 
 @pytest.mark.parametrize("kw,msg", [
@@ -167,8 +146,8 @@ def test_vllm_kwargs(kw, expected):
     ({"vllm_offline": "m", "kv_cache_gb": 0.0}, "--kv-cache-gb must be > 0, got 0.0"),
 ])
 def test_vllm_options_checked(kw, msg):
-    with pytest.raises(eval_common.InputError) as e:
-        eval_common.check_backend(_args(**kw), "judge")
+    with pytest.raises(InputError) as e:
+        backends.check_backend(_args(**kw), "judge")
     assert str(e.value) == msg
 
 
@@ -189,7 +168,7 @@ def test_vllm_offline_passes_the_options_to_vllm(tmp_path, monkeypatch):
     fake.SamplingParams = lambda **kw: kw
     monkeypatch.setitem(sys.modules, "vllm", fake)
     convs = [[{"role": "user", "content": "a"}], [{"role": "user", "content": "b"}]]
-    res, info = eval_common.generate(_args(vllm_offline=str(tmp_path), kv_cache_gb=2, gpu_memory_utilization=0.2), convs)
+    res, info = backends.generate(_args(vllm_offline=str(tmp_path), kv_cache_gb=2, gpu_memory_utilization=0.2), convs)
     assert seen["llm"] == {"model": str(tmp_path), "seed": 0, "gpu_memory_utilization": 0.2, "enforce_eager": False,
                            "kv_cache_memory_bytes": 2 * 2**30}
     assert seen["params"] == {"n": 1, "temperature": 0.0, "max_tokens": 16, "seed": 0}

@@ -1,5 +1,6 @@
-"""scripts.report.plot_metrics: PNGs written and non-empty, absent panels skipped (never a crash),
-verl's wrapper read, the training hooks' judge-health / position / identical-group panels."""
+"""scripts.report.metrics.read_metrics (verl's file logger lines) and scripts.report.plot_metrics: PNGs
+written and non-empty, absent panels skipped (never a crash), verl's wrapper read, the training hooks'
+judge-health / position / identical-group panels."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import sys
 
 import pytest
 
+from data_prep.errors import DataError
 from scripts.report import plot_metrics
+from scripts.report.metrics import read_metrics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIX = os.path.join(ROOT, "tests", "fixtures", "eval")
@@ -29,6 +32,37 @@ def _write(path, records, wrap=True):
         for step, data in records:
             f.write(json.dumps({"step": step, "data": data} if wrap else {"step": step, **data}) + "\n")
     return str(path)
+
+
+# (metrics file lines, read_metrics rows)
+READ_METRICS = [
+    ([{"step": 1, "data": {"a": 1.5}}, {"step": 2, "data": {"a": 2, "b/c": "x"}}],
+     [{"a": 1.5, "step": 1}, {"a": 2, "b/c": "x", "step": 2}]),
+    ([{"step": 3, "a": 1}], [{"step": 3, "a": 1}]),  # a flat line
+    ([{"data": {"training/global_step": 7, "a": 1}}], [{"training/global_step": 7, "a": 1, "step": 7}]),
+    ([{"data": {"a": 1}}, {"data": {"a": 2}}], [{"a": 1, "step": 1}, {"a": 2, "step": 2}]),  # no step: position
+    ([{"step": 9, "data": {"step": 5}}], [{"step": 5}]),  # the data's own step is kept
+    ([], []),
+]
+
+
+@pytest.mark.parametrize("lines,rows", READ_METRICS)
+def test_read_metrics(tmp_path, lines, rows):
+    path = tmp_path / "m.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    assert read_metrics(str(path)) == rows
+
+
+def test_read_metrics_missing_file_and_bad_lines(tmp_path):
+    assert read_metrics(str(tmp_path / "none.jsonl")) == []
+    path = tmp_path / "m.jsonl"
+    path.write_text('{"step": 1, "data": {"a": 1}}\n[1]\n{"step": 2, "da\n')
+    with pytest.raises(DataError) as e:
+        read_metrics(str(path))
+    assert str(e.value) == f"{path}: line 2: expected a JSON object, got list"
+    bad = []
+    assert read_metrics(str(path), on_bad=lambda n, problem: bad.append(n)) == [{"a": 1, "step": 1}]
+    assert bad == [2, 3]
 
 
 def test_fixture_runs_draw_every_panel(tmp_path):
@@ -93,7 +127,7 @@ def test_flat_records_wrapper_merge_and_malformed_lines(tmp_path, capsys):
     steps = plot_metrics.load_run(str(path), warn=lambda m: print(m, file=sys.stderr))
     assert steps == [(0, {"val-core/x/acc/mean@1": 0.2}), (1, {"critic/score/mean": 0.1, "timing_s/gen": 2.0}),
                      (3, {"training/global_step": 3.0, "critic/score/mean": 0.4})]
-    assert "line 4: not JSON" in capsys.readouterr().err
+    assert capsys.readouterr().err == f"warning: {path}: line 4: invalid JSON: Expecting ',' delimiter (column 35), skipped\n"
 
 
 def test_segment_key_matching():

@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
-import json
 import os
 import platform
 import subprocess
@@ -41,6 +40,7 @@ import time
 
 import aiohttp
 
+from data_prep.outputs import write_json
 from reward_fns import llm_judge
 from reward_fns.llm_judge import build_messages, compute_score
 
@@ -186,8 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| sequential per-sample client{seq_note} | {seq_full:.2f} | {n / seq_full:.1f} | {floor:.2f} | "
           f"{seq_full / floor:.2f} | 1.0x | {seq_err} |")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(row, f, indent=2)
+        write_json(args.json, row)
     return 0
 
 

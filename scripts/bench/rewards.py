@@ -11,13 +11,13 @@ strict and flexible mode. Single process, so the figure is per core. Prints a Ma
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import random
 import sys
 import time
 
+from data_prep.readers import read_jsonl
 from reward_fns import gsm8k, pairwise, pointwise
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -47,8 +47,7 @@ def judge_outputs(rng, n, tag, values):
 def gsm8k_outputs(rng, n, path):
     rows = []
     if path and os.path.exists(path):
-        with open(path) as f:
-            rows = [json.loads(line) for line in f if line.strip()]
+        rows = read_jsonl(path)
     if not rows:
         rows = [{"answer": f"She has {a} apples and buys {b} more: {a}+{b}=<<{a}+{b}={a+b}>>{a+b}.\n#### {a+b}"}
                 for a, b in ((rng.randint(1, 999), rng.randint(1, 999)) for _ in range(500))]

@@ -52,16 +52,19 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
+from data_prep.outputs import write_json, write_jsonl, write_text
 from reward_fns import gsm8k, llm_judge
 from reward_fns.judge_client import JudgeResult, chat_completions_url
 from reward_fns.parse import parse_score
 from reward_fns.prompts import load as load_prompt
-from scripts.eval.common import (
-    InputError, MISSING, PredictionLog, StopSignals, add_endpoint_args, add_offline_args, add_output_args,
-    cli_main, as_messages, backend_info, backend_settings, check_backend, fmt, generate, get_path,
-    make_client, md_table, prepare_out_dir, pyplot, ratio, read_rows, request_ids, run_chats, save_fig, write_json,
-    write_jsonl, write_text,
+from scripts.eval.backends import (
+    add_endpoint_args, add_offline_args, backend_info, backend_settings, check_backend, generate, make_client,
+    run_chats,
 )
+from scripts.eval.cli import InputError, cli_main
+from scripts.eval.predictions import PredictionLog, StopSignals, add_output_args, prepare_out_dir, request_ids
+from scripts.eval.rows import MISSING, as_messages, get_path, read_rows
+from scripts.report.render import fmt, md_table, pyplot, ratio, save_fig
 
 POLICY_TEMPLATE = "gsm8k_policy"
 REPLY_KEEP_CHARS = 4000

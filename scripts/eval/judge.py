@@ -63,13 +63,16 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 
+from data_prep.outputs import write_json, write_text
 from reward_fns._labels import choice_label, score_label
 from reward_fns.parse import parse_choice, parse_score
-from scripts.eval.common import (
-    InputError, PredictionLog, StopSignals, add_endpoint_args, add_offline_args, add_output_args, cli_main,
-    as_messages, backend_info, backend_settings, check_backend, fmt, generate, get_path, md_table, prepare_out_dir,
-    pyplot, ratio, read_rows, request_ids, require_columns, save_fig, write_json, write_text,
+from scripts.eval.backends import (
+    add_endpoint_args, add_offline_args, backend_info, backend_settings, check_backend, generate,
 )
+from scripts.eval.cli import InputError, cli_main
+from scripts.eval.predictions import PredictionLog, StopSignals, add_output_args, prepare_out_dir, request_ids
+from scripts.eval.rows import as_messages, get_path, read_rows, require_columns
+from scripts.report.render import fmt, md_table, pyplot, ratio, save_fig
 
 TASKS = ("pairwise", "pointwise")
 SCORES = (0, 1, 2, 3, 4)

@@ -19,7 +19,9 @@ import json
 import os
 import sys
 
-from scripts.eval.common import InputError, cli_main, fmt, md_table, write_json, write_text
+from data_prep.outputs import write_json, write_text
+from scripts.eval.cli import InputError, cli_main
+from scripts.report.render import fmt, md_table
 
 SECTIONS = ("overall", "policy")
 

@@ -3,9 +3,10 @@
 Input lines are verl's file logger records (``trainer.logger=[console,file]``; one
 ``{"step": N, "data": {...}}`` per step, written to ``$VERL_FILE_LOGGER_PATH`` or
 ``$VERL_FILE_LOGGER_ROOT/<project>/<experiment>.jsonl``) or flat ``{"step": N, "<metric>": value}``
-dicts. The step is ``step``, else ``training/global_step``, else the line number. Records of the
-same step are merged (verl logs the initial validation separately); malformed lines and non-numeric
-values are skipped with a warning, so a file still being written can be plotted.
+dicts, read by ``scripts.report.metrics.read_metrics``. The step is ``step``, else
+``training/global_step``, else the record's position in the file. Records of the same step are merged
+(verl logs the initial validation separately); malformed lines are skipped with a warning (so a file
+still being written can be plotted), non-numeric values silently.
 
 Panels (file name: keys looked for; a panel whose keys are absent from every run is skipped and
 reported, never an error):
@@ -41,14 +42,17 @@ or skipped, keys used, last value per run).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
 
-from scripts.eval.common import InputError, cli_main, md_table, pyplot, save_fig, write_json, write_text
+from data_prep.errors import DataError
+from data_prep.outputs import write_json, write_text
+from scripts.eval.cli import InputError, cli_main
+from scripts.report.metrics import read_metrics
+from scripts.report.render import md_table, pyplot, save_fig
 
 STAGES = ("gen", "reward", "old_log_prob", "ref", "update_actor")
 JUDGE_HEALTH = ("judge_health/error_rate", "judge_health/parse_fail_rate", "judge_health/fallback_rate",
@@ -83,37 +87,33 @@ def _number(v: object) -> float | None:
 
 
 def load_run(path: str, warn=print) -> list[tuple[float, dict]]:
-    """``[(step, {metric: float})]`` sorted by step; records of one step merged."""
+    """``[(step, {metric: float})]`` sorted by step; records of one step merged, malformed lines skipped."""
     if not os.path.exists(path):
         raise InputError(f"metrics file not found: {path}")
+    bad: list[int] = []
+
+    def skip(lineno: int, problem: str) -> None:
+        bad.append(lineno)
+        if len(bad) <= 3:
+            warn(f"warning: {path}: line {lineno}: {problem}, skipped")
+
+    try:
+        records = read_metrics(path, on_bad=skip)
+    except DataError as e:  # unreadable (e.g. a corrupt .gz)
+        raise InputError(str(e)) from None
     steps: dict[float, dict] = {}
-    bad = 0
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                bad += 1
-                if bad <= 3:
-                    warn(f"warning: {path}: line {lineno}: not JSON, skipped")
-                continue
-            if not isinstance(rec, dict):
-                bad += 1
-                continue
-            data = rec["data"] if isinstance(rec.get("data"), Mapping) else {k: v for k, v in rec.items() if k != "step"}
-            flat = {}
-            for k, v in _flatten(data).items():
-                x = _number(v)
-                if x is not None:
-                    flat[k] = x
-            step = _number(rec.get("step"))
-            if step is None:
-                step = flat.get("training/global_step", float(lineno))
-            steps.setdefault(step, {}).update(flat)
-    if bad > 3:
-        warn(f"warning: {path}: {bad} malformed lines skipped in all")
+    for pos, rec in enumerate(records, 1):
+        step = _number(rec.pop("step"))
+        flat = {}
+        for k, v in _flatten(rec).items():
+            x = _number(v)
+            if x is not None:
+                flat[k] = x
+        if step is None:
+            step = flat.get("training/global_step", float(pos))
+        steps.setdefault(step, {}).update(flat)
+    if len(bad) > 3:
+        warn(f"warning: {path}: {len(bad)} malformed lines skipped in all")
     return sorted(steps.items())
 
 

@@ -16,8 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
+
+from data_prep.errors import DataError
+from scripts.report.metrics import read_metrics
 
 STAGES = ("timing_s/step", "timing_s/gen", "timing_s/reward", "timing_s/old_log_prob", "timing_s/ref",
           "timing_s/update_actor", "timing_s/adv")
@@ -25,20 +29,15 @@ MIN_BASE_S = 0.05  # a first-run stage shorter than this gets no ratio (it would
 
 
 def load(path: str) -> list[dict]:
-    rows = []
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise SystemExit(f"{path}:{n}: not JSON ({e})")
-            data = rec.get("data", rec) if isinstance(rec, dict) else {}
-            step = rec.get("step", data.get("training/global_step"))
-            rows.append({"step": step, **{k: v for k, v in data.items() if isinstance(v, (int, float))}})
-    return rows
+    """The numeric metrics of each step (``scripts.report.metrics.read_metrics``); a missing or malformed
+    file ends the program with a message."""
+    if not os.path.exists(path):
+        raise SystemExit(f"{path}: no such file")
+    try:
+        records = read_metrics(path)
+    except DataError as e:
+        raise SystemExit(str(e)) from None
+    return [{k: v for k, v in r.items() if k == "step" or isinstance(v, (int, float))} for r in records]
 
 
 def summarize(rows: list[dict], skip_first: int = 1) -> dict:

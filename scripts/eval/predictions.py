@@ -1,0 +1,211 @@
+"""Results that survive the run: ``--out`` checked writable before the first request
+(``prepare_out_dir``), ``PredictionLog`` (``--out/predictions.jsonl``: every reply appended and flushed
+as it arrives; a rerun with the same ``--out`` reuses the rows already answered with the same
+settings, ``--out/run.json``) and ``StopSignals`` (SIGINT / SIGTERM stop the request loops so the
+evaluator writes a partial report). Used by ``python -m scripts.eval.judge`` and
+``python -m scripts.eval.gsm8k`` (``--out DIR``, ``--no-resume``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from data_prep.errors import DataError
+from data_prep.outputs import write_json, write_jsonl
+from data_prep.readers import read_jsonl
+from scripts.eval.cli import InputError
+
+
+def add_output_args(ap, *, default_out: str, reused: str):
+    """The output group both evaluators start with (--out, --no-resume); returned for their own options."""
+    g = ap.add_argument_group("output")
+    g.add_argument("--out", metavar="DIR", default=None, help=f"report folder (default {default_out})")
+    g.add_argument("--no-resume", action="store_true",
+                   help="request everything again, replacing the predictions.jsonl of an earlier run in --out "
+                        f"(default: {reused} already there with the same settings are reused)")
+    return g
+
+
+def prepare_out_dir(path: str) -> str:
+    """Create ``path`` and prove it writable (a probe file is written and removed), or InputError.
+
+    Called before the first request, so an unwritable ``--out`` costs no work."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise InputError(f"--out {path}: exists and is not a folder")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"--out {path}: cannot create the folder ({e.strerror or e})") from None
+    probe = os.path.join(path, f".write-probe-{os.getpid()}")
+    try:
+        with open(probe, "w", encoding="utf-8") as f:
+            f.write("probe\n")
+        os.remove(probe)
+    except OSError as e:
+        raise InputError(f"--out {path}: not writable ({e.strerror or e})") from None
+    return path
+
+
+def request_ids(conversations: Sequence[Sequence[Mapping]]) -> list[str]:
+    """A stable id per row from its request content (the chat messages): the same prompt gets the same
+    id in every run, whatever the row order or ``--limit``; the k-th repeat of a prompt gets ``-k``."""
+    seen: dict[str, int] = {}
+    out = []
+    for conv in conversations:
+        blob = json.dumps([{"role": m["role"], "content": m["content"]} for m in conv], ensure_ascii=False)
+        h = hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+        seen[h] = seen.get(h, 0) + 1
+        out.append(h if seen[h] == 1 else f"{h}-{seen[h]}")
+    return out
+
+
+def _canon(obj: Any) -> Any:
+    return json.loads(json.dumps(obj, sort_keys=True, default=str))
+
+
+class PredictionLog:
+    """``DIR/predictions.jsonl``: one JSON object per finished row, appended and flushed as it arrives.
+
+    Every record has ``kind`` (what produced it) and ``row_id`` (``request_ids``). ``DIR/run.json``
+    names the tool and the settings of each kind (``backend_settings``). ``load`` returns the records
+    of an earlier run with the same ``DIR`` (last record of a row wins; a cut-off last line is
+    skipped), or InputError when that run used other settings; ``begin`` rewrites the file with the
+    records kept and opens it for appending; ``finalize`` rewrites it atomically in row order.
+    """
+
+    def __init__(self, out_dir: str, tool: str, settings: Mapping[str, Any], resume: bool = True,
+                 name: str = "predictions.jsonl"):
+        self.path = os.path.join(out_dir, name)
+        self.meta_path = os.path.join(out_dir, "run.json")
+        self.tool = tool
+        self.settings = _canon(dict(settings))
+        self.resume = resume
+        self.skipped_lines = 0
+        self._f = None
+        self._lock = threading.Lock()
+
+    def load(self) -> dict[tuple[str, str], dict]:
+        if not self.resume or not os.path.exists(self.path):
+            return {}
+        def skip(_lineno: int, _problem: str) -> None:
+            self.skipped_lines += 1  # e.g. a line cut off when the process was killed
+
+        try:
+            saved = read_jsonl(self.path, on_bad=skip)
+        except DataError as e:
+            raise InputError(str(e)) from None
+        recs: dict[tuple[str, str], dict] = {}
+        for rec in saved:
+            if not isinstance(rec.get("row_id"), str):
+                self.skipped_lines += 1  # a record without a row id: nothing to reuse
+                continue
+            recs[(str(rec.get("kind", "")), rec["row_id"])] = rec
+        if not recs:
+            return {}
+        try:
+            with open(self.meta_path, encoding="utf-8") as f:
+                meta = json.load(f)
+        except (OSError, ValueError):
+            raise InputError(f"{self.path} has {len(recs)} saved predictions but {self.meta_path} (their settings) "
+                             "is missing or unreadable; use another --out, or --no-resume to replace them") from None
+        if meta.get("tool") != self.tool:
+            raise InputError(f"{self.path} was written by {meta.get('tool')}, not {self.tool}; use another --out")
+        old = meta.get("settings") or {}
+        for kind in sorted({k for k, _ in recs}):
+            if kind not in self.settings or self.settings[kind] is None:
+                continue  # not part of this run: its records are dropped
+            if _canon(old.get(kind)) != self.settings[kind]:
+                diff = ", ".join(f"{k}: {(old.get(kind) or {}).get(k)!r} -> {v!r}"
+                                 for k, v in self.settings[kind].items() if (old.get(kind) or {}).get(k) != v)
+                raise InputError(f"{self.path} holds {kind} predictions made with other settings "
+                                 f"({diff or old.get(kind)}); use another --out, or --no-resume to replace them")
+        return {k: v for k, v in recs.items() if self.settings.get(k[0]) is not None}
+
+    def begin(self, kept: Sequence[Mapping]) -> None:
+        """Rewrite the file with ``kept`` (atomically), write ``run.json`` and open the file for appending."""
+        write_json(self.meta_path, {"tool": self.tool, "settings": self.settings})
+        write_jsonl(self.path, kept)
+        self._f = open(self.path, "a", encoding="utf-8")
+
+    def append(self, rec: Mapping) -> None:
+        line = json.dumps(rec, ensure_ascii=False, default=str) + "\n"
+        with self._lock:
+            self._f.write(line)
+            self._f.flush()
+
+    def close(self) -> None:
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+
+    def finalize(self, records: Sequence[Mapping]) -> None:
+        self.close()
+        write_jsonl(self.path, records)
+
+
+class StopSignals:
+    """``with StopSignals() as stop:`` SIGINT / SIGTERM ask the request loops to stop.
+
+    The first signal sets ``stop.signum`` and runs the ``on_stop`` callbacks (a loop stops sending
+    requests and the evaluator writes the reports of what finished); a second one raises
+    ``KeyboardInterrupt`` (stop now, e.g. inside a long offline batch). Leaving the block restores the
+    previous handlers. Outside the main thread it does nothing.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, what: str = "requests"):
+        self.what = what
+        self.signum: int | None = None
+        self._callbacks: dict[int, Callable[[], None]] = {}
+        self._next = 0
+        self._old: dict[int, Any] = {}
+
+    @property
+    def stopped(self) -> bool:
+        return self.signum is not None
+
+    @property
+    def name(self) -> str | None:
+        return None if self.signum is None else signal.Signals(self.signum).name
+
+    @property
+    def exit_status(self) -> int:
+        return 128 + int(self.signum or 0)
+
+    def on_stop(self, fn: Callable[[], None]) -> int:
+        self._next += 1
+        self._callbacks[self._next] = fn
+        if self.stopped:
+            fn()
+        return self._next
+
+    def remove(self, token: int) -> None:
+        self._callbacks.pop(token, None)
+
+    def _handle(self, signum, _frame) -> None:
+        if self.signum is not None:
+            raise KeyboardInterrupt
+        self.signum = signum
+        print(f"\n{signal.Signals(signum).name}: stopping, no new {self.what}; writing the reports of what finished "
+              "(send it again to stop at once)", file=sys.stderr, flush=True)
+        for fn in list(self._callbacks.values()):
+            fn()
+
+    def __enter__(self) -> "StopSignals":
+        if threading.current_thread() is threading.main_thread():
+            for s in self.SIGNALS:
+                self._old[s] = signal.signal(s, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for s, h in self._old.items():
+            signal.signal(s, signal.SIG_DFL if h is None else h)
+        self._old.clear()
