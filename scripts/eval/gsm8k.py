@@ -62,9 +62,10 @@ from scripts.eval.backends import (
     run_chats,
 )
 from scripts.eval.cli import InputError, cli_main
+from scripts.eval.figures import gsm8k_figures
 from scripts.eval.predictions import PredictionLog, StopSignals, add_output_args, prepare_out_dir, request_ids
 from scripts.eval.rows import MISSING, as_messages, get_path, read_rows
-from scripts.report.render import fmt, md_table, pyplot, ratio, save_fig
+from scripts.report.render import fmt, md_table, ratio
 
 POLICY_TEMPLATE = "gsm8k_policy"
 REPLY_KEEP_CHARS = 4000
@@ -270,43 +271,6 @@ def render_md(report: dict) -> str:
     return "\n".join(lines)
 
 
-def plot_report(report: dict, out_dir: str) -> list[str]:
-    plt = pyplot()
-    import numpy as np
-
-    p = report["policy"]
-    written = []
-    names = ["strict", "flexible"] + [k for k in p if "pass@" in k]
-    vals = [p["strict_acc"], p["flexible_acc"]] + [p[k] for k in p if "pass@" in k]
-    fig, ax = plt.subplots(figsize=(4.8, 3.8))
-    bars = ax.bar(names, [v or 0 for v in vals], color=["#4C72B0", "#55A868", "#8172B3", "#937860"][: len(vals)])
-    for b, v in zip(bars, vals):
-        ax.annotate(fmt(v, 3), (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom",
-                    xytext=(0, 2), textcoords="offset points", fontsize=9)
-    ax.set_ylim(0, 1.1)
-    ax.set_ylabel("accuracy")
-    ax.set_title(f"GSM8K accuracy, {p['n_questions']} questions\n{report['policy_endpoint']['model']}", fontsize=10)
-    written.append(save_fig(fig, os.path.join(out_dir, "gsm8k_accuracy.png")))
-
-    j = report.get("judge")
-    if j:
-        h = j["score_histogram"]
-        x = np.arange(5)
-        w = 0.4
-        fig, ax = plt.subplots(figsize=(5.6, 3.9))
-        ax.bar(x - w / 2, [h["rule_correct"][str(s)] for s in range(5)], w, color="#55A868", label="rule: correct")
-        ax.bar(x + w / 2, [h["rule_wrong"][str(s)] for s in range(5)], w, color="#C44E52", label="rule: wrong")
-        ax.axvline(j["threshold"] - 0.5, ls="--", color="grey", lw=1, label=f"threshold {j['threshold']}")
-        ax.set_xticks(x, [str(s) for s in range(5)])
-        ax.set_xlabel("judge score")
-        ax.set_ylabel("answers")
-        ax.legend(fontsize=8)
-        ax.set_title(f"Judge vs {j['rule']} rule: agreement {fmt(j['agreement'], 2)}, P {fmt(j['precision'], 2)}, "
-                     f"R {fmt(j['recall'], 2)}, F1 {fmt(j['f1'], 2)}\n{report['judge_endpoint']['model']}", fontsize=9)
-        written.append(save_fig(fig, os.path.join(out_dir, "judge_vs_rule.png")))
-    return written
-
-
 # ----------------------------------------------------------------------------- CLI
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m scripts.eval.gsm8k", description=__doc__,
@@ -338,11 +302,6 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     g.add_argument("--no-progress", action="store_true", help="no progress bars (stderr)")
     return ap
-
-
-def run(argv: list[str] | None = None) -> dict:
-    """Evaluate and write the reports; the report dict (see ``main`` for the exit status)."""
-    return _run(argv)[0]
 
 
 def _run(argv: list[str] | None) -> tuple[dict, int, str | None]:
@@ -481,7 +440,7 @@ def _run(argv: list[str] | None) -> tuple[dict, int, str | None]:
     md = render_md(report)
     write_text(os.path.join(out_dir, "report.md"), md)
     write_jsonl(os.path.join(out_dir, "samples.jsonl"), recs)
-    report["figures"] = [] if args.no_plots or not recs else plot_report(report, out_dir)
+    report["figures"] = [] if args.no_plots or not recs else gsm8k_figures(report, out_dir)
     print(md)
     print(f"wrote {out_dir}/report.json, report.md, samples.jsonl, predictions.jsonl"
           + "".join(f", {os.path.basename(f)}" for f in report["figures"]))

@@ -70,9 +70,10 @@ from scripts.eval.backends import (
     add_endpoint_args, add_offline_args, backend_info, backend_settings, check_backend, generate,
 )
 from scripts.eval.cli import InputError, cli_main
+from scripts.eval.figures import judge_figures
 from scripts.eval.predictions import PredictionLog, StopSignals, add_output_args, prepare_out_dir, request_ids
 from scripts.eval.rows import as_messages, get_path, read_rows, require_columns
-from scripts.report.render import fmt, md_table, pyplot, ratio, save_fig
+from scripts.report.render import fmt, md_table, ratio
 
 TASKS = ("pairwise", "pointwise")
 SCORES = (0, 1, 2, 3, 4)
@@ -364,86 +365,6 @@ def render_md(report: dict) -> str:
     return "\n".join(lines)
 
 
-def _bar_labels(ax, bars, values, ns=None):
-    for i, (b, v) in enumerate(zip(bars, values)):
-        if v is None:
-            continue
-        txt = f"{v:.2f}" + (f"\nn={ns[i]}" if ns is not None else "")
-        ax.annotate(txt, (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom", fontsize=8,
-                    xytext=(0, 2), textcoords="offset points")
-
-
-def plot_report(report: dict, out_dir: str) -> list[str]:
-    plt = pyplot()
-    import numpy as np
-
-    task = report["task"]
-    title = f"{report['judge']['model']} on {os.path.basename(report['data'])}"
-    groups = [("all", report["overall"])] + list(report["per_source"].items())
-    names = [g for g, _ in groups]
-    written = []
-    x = np.arange(len(groups))
-
-    # per-source accuracy
-    fig, ax = plt.subplots(figsize=(max(5.0, 1.3 * len(groups) + 2), 4))
-    if task == "pairwise":
-        vals = [m["accuracy"] for _, m in groups]
-        bars = ax.bar(x, [v or 0 for v in vals], color="#4C72B0", label="accuracy")
-        _bar_labels(ax, bars, vals, [m["n"] for _, m in groups])
-        ax.axhline(0.5, ls="--", color="grey", lw=1, label="chance")
-    else:
-        w = 0.38
-        for off, key, color, lab in ((-w / 2, "exact", "#4C72B0", "exact"), (w / 2, "within1", "#55A868", "within 1")):
-            vals = [m[key] for _, m in groups]
-            bars = ax.bar(x + off, [v or 0 for v in vals], w, color=color, label=lab)
-            _bar_labels(ax, bars, vals)
-        ax.axhline(0.2, ls="--", color="grey", lw=1, label="chance (exact)")
-    ax.set_xticks(x, names, rotation=20 if len(groups) > 3 else 0, ha="right" if len(groups) > 3 else "center")
-    ax.set_ylim(0, 1.18)
-    ax.set_ylabel("accuracy")
-    ax.set_title(f"Judge accuracy per source\n{title}", fontsize=10)
-    ax.legend(loc="upper right", fontsize=8)
-    written.append(save_fig(fig, os.path.join(out_dir, "per_source_accuracy.png")))
-
-    if task == "pairwise":
-        fig, ax = plt.subplots(figsize=(max(5.0, 1.6 * len(groups) + 2), 4))
-        w = 0.26
-        series = (("a_share", "A-share (judge)", "#C44E52"), ("label_a_share", "A-share (labels)", "#DD8452"),
-                  ("flip_rate", "flip rate (both orders)", "#8172B3"))
-        for k, (key, lab, color) in enumerate(series):
-            vals = [m[key] for _, m in groups]
-            bars = ax.bar(x + (k - 1) * w, [v or 0 for v in vals], w, color=color, label=lab)
-            _bar_labels(ax, bars, vals)
-        ax.axhline(0.5, ls="--", color="grey", lw=1)
-        ax.set_xticks(x, names)
-        ax.set_ylim(0, 1.25)
-        ax.set_ylabel("share")
-        ax.set_title(f"Position bias: A-share and flip rate\n{title}", fontsize=10)
-        ax.legend(loc="upper right", fontsize=8, ncol=3)
-        written.append(save_fig(fig, os.path.join(out_dir, "position_bias.png")))
-    else:
-        conf = np.array(report["overall"]["confusion"], dtype=float)
-        fig, ax = plt.subplots(figsize=(5.6, 4.6))
-        ax.grid(False)
-        im = ax.imshow(conf, cmap="Blues")
-        cols = [str(s) for s in SCORES] + ["none"]
-        ax.set_xticks(range(len(cols)), cols)
-        ax.set_yticks(range(len(SCORES)), [str(s) for s in SCORES])
-        ax.set_xlabel("judge score (none = error / no verdict)")
-        ax.set_ylabel("label")
-        top = conf.max() if conf.size else 0
-        for i in range(conf.shape[0]):
-            for j in range(conf.shape[1]):
-                ax.text(j, i, f"{int(conf[i, j])}", ha="center", va="center", fontsize=9,
-                        color="white" if top and conf[i, j] > 0.6 * top else "black")
-        fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
-        ov = report["overall"]
-        ax.set_title(f"Confusion matrix  exact={fmt(ov['exact'], 2)} within1={fmt(ov['within1'], 2)} "
-                     f"MAE={fmt(ov['mae'], 2)}\n{title}", fontsize=9)
-        written.append(save_fig(fig, os.path.join(out_dir, "confusion_matrix.png")))
-    return written
-
-
 # ----------------------------------------------------------------------------- CLI
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m scripts.eval.judge", description=__doc__,
@@ -466,11 +387,6 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     g.add_argument("--no-progress", action="store_true", help="no progress bar (stderr)")
     return p
-
-
-def run(argv: list[str] | None = None) -> dict:
-    """Evaluate and write the reports; the report dict (see ``main`` for the exit status)."""
-    return _run(argv)[0]
 
 
 def _run(argv: list[str] | None) -> tuple[dict, int, str | None]:
@@ -547,7 +463,7 @@ def _run(argv: list[str] | None) -> tuple[dict, int, str | None]:
     write_json(os.path.join(out_dir, "report.json"), report)
     md = render_md(report)
     write_text(os.path.join(out_dir, "report.md"), md)
-    report["figures"] = [] if args.no_plots or not done else plot_report(report, out_dir)
+    report["figures"] = [] if args.no_plots or not done else judge_figures(report, out_dir)
     print(md)
     print(f"wrote {out_dir}/report.json, report.md, predictions.jsonl"
           + "".join(f", {os.path.basename(f)}" for f in report["figures"]))
