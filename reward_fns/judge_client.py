@@ -1,46 +1,35 @@
-"""The async client of OpenAI-compatible ``/chat/completions`` judges, on the ``openai`` SDK.
+"""The async client of OpenAI-compatible ``/chat/completions`` judges, built on the ``openai`` SDK.
 
-The LLM-judge reward (``reward_fns.llm_judge.compute_score``, run by verl's reward loop) and the
-evaluators (``python -m scripts.eval.judge`` / ``scripts.eval.gsm8k`` via ``scripts.eval.common.
-make_client``) send every judge request through it; a script can use ``JudgeClient(base_url,
-model).run_batch(list_of_messages)``. A call returns a ``JudgeResult`` with the reply text or a typed
-``JudgeError``; it never raises for network, HTTP or payload problems.
+Every judge request of the LLM-judge reward (``reward_fns.llm_judge.compute_score``, run by verl's
+reward loop) and of the evaluators (``python -m scripts.eval.judge`` / ``scripts.eval.gsm8k``, via
+``scripts.eval.common.make_client``) goes through ``JudgeClient``; from a script:
+``JudgeClient(base_url, model).run_batch(list_of_messages)``. A call returns a ``JudgeResult``: the
+reply text or a typed ``JudgeError``; it never raises for network, HTTP or payload problems.
 
-* **The SDK does the HTTP work**: ``openai.AsyncOpenAI`` with ``max_retries`` and ``timeout``. It
-  retries timeouts, connection errors, 408/409/429 and 5xx with its own exponential backoff and
-  jitter, honouring ``Retry-After`` / ``retry-after-ms``. ``deadline`` bounds one call end to end.
-* **Two outcomes of a failure** (``outcome(error)``, table ``OUTCOMES``): ``"fallback"`` for what
-  the judged answer cannot cause -- ``APITimeoutError``, ``APIConnectionError``, ``RateLimitError``,
-  ``InternalServerError`` after the SDK's retries, and 2xx replies this module refuses (over-size,
-  not a chat completion); ``"stop"`` for a configuration the endpoint rejects --
-  ``AuthenticationError`` (401), ``PermissionDeniedError`` (403), ``NotFoundError`` (404), 405 and
-  "model not found" replies; ``JudgeClient.config_error`` turns one into a ``JudgeConfigError``
-  naming the likely fix. Any other 4xx is ``"refused"``: that request was rejected.
-* **Bounded replies**: the HTTP transport (an ``httpx.AsyncClient`` given to the SDK) reads at most
-  ``max_response_bytes`` of a body (default 1 MiB; it asks for uncompressed replies, so that is the
-  body size). A longer 2xx reply, or one that is not a chat completion, is a failed attempt that
-  the SDK retries like a dropped connection; an error reply is cut at the cap.
-* **One concurrency limit**: ``max_concurrency``, the connection pool of each event loop's client.
-  Requests beyond it wait for a free connection (only ``deadline`` bounds that wait). It is the
-  limit because it applies to every caller (reward and evaluators), is held only while a request
-  is on the wire (not during the SDK's retry sleeps) and sees requests after de-duplication.
-  verl's ``rate_limited`` manager has its own per-call semaphore (``reward.max_concurrent``,
-  default 1): with that manager, set ``reward.max_concurrent`` >= ``max_concurrency`` so that it
-  never binds, and use it for its request and token rates only.
-* **Event loops and processes**: one SDK client per (process, event loop), created on first use.
-  verl's reward workers are Ray actors with one long-lived loop; scripts and tests use
-  ``asyncio.run`` per call. Each client is closed with its loop: ``asyncio.run`` (any owner that
-  calls ``loop.shutdown_asyncgens()``) finalises an async generator parked for that purpose, which
-  awaits the client's ``close()``. ``aclose()`` closes the running loop's client at once. A forked
-  child never touches its parent's clients (they are keyed by process id).
-* **Cache**: identical requests (URL and body hashed with SHA-256) are sent once: concurrent
-  duplicates share one in-flight request, successful replies are kept in a bounded LRU
-  (``cache_size`` entries, optional ``cache_ttl`` seconds). Errors are not cached.
-* **Secrets**: the API key is read from the environment variable named by ``api_key_env`` when a
-  loop's client is created, and handed to the SDK only (not stored on ``JudgeClient``, never
-  logged, never in a repr). Error texts are scrubbed: every piece of the key (or of an extra header
-  value) at least 8 characters long, in any case, becomes ``***``, and a server's text that
-  contains such a piece is not quoted at all.
+* Retries, backoff with jitter, ``Retry-After`` and timeouts are the SDK's (``AsyncOpenAI(max_retries=,
+  timeout=)``); ``deadline`` bounds a whole call. ``outcome(error)`` (table ``OUTCOMES``) says what a
+  caller does: ``"fallback"`` (``APITimeoutError``, ``APIConnectionError``, ``RateLimitError``,
+  ``InternalServerError`` after the retries; a 2xx reply refused below), ``"stop"``
+  (``AuthenticationError``, ``PermissionDeniedError``, ``NotFoundError``, 405, "model not found":
+  ``config_error`` names the fix) or ``"refused"`` (any other 4xx: this request was rejected).
+* The SDK's ``http_client`` is an ``httpx.AsyncClient`` whose transport reads at most
+  ``max_response_bytes`` of a body (uncompressed), refuses a longer 2xx reply or one that is not a
+  chat completion (the SDK retries it like a dropped connection), cuts error bodies at the cap and
+  counts attempts.
+* One concurrency limit, ``max_concurrency``: requests on the wire per event loop (a semaphore in
+  that transport, whose pool has as many connections). It applies to every caller, is held only
+  while a request is on the wire (not during retry sleeps) and counts requests after
+  de-duplication. verl's ``rate_limited`` manager adds a per-call semaphore
+  (``reward.max_concurrent``, default 1): with that manager, set it >= ``max_concurrency``.
+* One SDK client per (process, event loop), made on first use: verl's reward workers are Ray actors
+  with one long-lived loop, scripts use ``asyncio.run``. It is closed with its loop: an async
+  generator parked at its ``yield`` is finalised by the loop's ``shutdown_asyncgens()`` (which
+  ``asyncio.run`` calls) and awaits ``close()``; ``aclose()`` closes the running loop's one now. A
+  forked child makes its own.
+* Identical requests (URL and body, SHA-256) are sent once; successful replies are kept in an LRU.
+* The API key (the variable named by ``api_key_env``, read when a loop's client is made) goes to the
+  SDK only. Error texts are scrubbed: any piece of 8+ characters of the key or of an extra header
+  value, in any case, becomes ``***``, and a server's text that holds such a piece is withheld.
 """
 
 from __future__ import annotations
@@ -56,6 +45,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import groupby
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -79,7 +69,7 @@ OUTCOMES = {
     "client_error": "refused",  # any other 4xx: this request was rejected (context length, content filter)
     "unexpected": "refused",  # anything else (a bug)
 }
-#: SDK status-error classes with a fixed kind (first match wins); other statuses: ``_status_kind``.
+#: SDK status-error classes with a fixed kind; other statuses: see ``JudgeClient.error_from``.
 _STATUS_CLASSES = (
     (openai.RateLimitError, "rate_limited"),
     (openai.InternalServerError, "server_error"),
@@ -122,10 +112,7 @@ def outcome(error: JudgeError | None) -> str:
 
 
 class JudgeConfigError(RuntimeError):
-    """The judge endpoint rejected the configuration (key, URL or model name): stop the run.
-
-    ``url`` (scrubbed), ``status`` and ``error`` (the ``JudgeError``) are attributes.
-    """
+    """The endpoint rejected the configuration (key, URL or model): stop the run. ``url`` is scrubbed."""
 
     def __init__(self, message: str, *, url: str | None = None, status: int | None = None, error: JudgeError | None = None):
         super().__init__(message)
@@ -133,11 +120,8 @@ class JudgeConfigError(RuntimeError):
 
 
 class ReplyRefused(httpx.TransportError):
-    """A 2xx reply the transport would not hand over (``kind``: ``too_large`` or ``bad_response``).
-
-    A transport error, so the SDK retries it like a dropped connection and finally raises
-    ``APIConnectionError`` with this as its cause.
-    """
+    """A 2xx reply the transport refused (``kind``: ``too_large`` or ``bad_response``). A transport error:
+    the SDK retries it like a dropped connection, then raises ``APIConnectionError`` from it."""
 
     def __init__(self, kind: str, message: str):
         super().__init__(message)
@@ -151,27 +135,18 @@ def scrub_secrets(text: str, secrets: Sequence[str]) -> tuple[str, bool]:
     shorter secret: the whole secret), matched case-insensitively. Linear in ``len(text)``.
     """
     text = str(text)
-    spans: list[tuple[int, int]] = []
-    low = text.lower()
+    low, hidden = text.lower(), [False] * len(text)
     for secret in secrets:
-        if not isinstance(secret, str) or not secret:
-            continue
-        w = min(SECRET_PIECE, len(secret))
-        sec = secret.lower()
-        pieces = {sec[i : i + w] for i in range(len(sec) - w + 1)}
-        spans += [(i, i + w) for i in range(len(low) - w + 1) if low[i : i + w] in pieces]
-    if not spans:
+        if isinstance(secret, str) and secret:
+            w, sec = min(SECRET_PIECE, len(secret)), secret.lower()
+            pieces = {sec[i : i + w] for i in range(len(sec) - w + 1)}
+            for i in range(len(low) - w + 1):
+                if low[i : i + w] in pieces:
+                    hidden[i : i + w] = [True] * w
+    if not any(hidden):
         return text, False
-    spans.sort()
-    out, pos, cur_start, cur_end = [], 0, spans[0][0], spans[0][1]
-    for a, b in spans[1:] + [(len(text) + 1, len(text) + 1)]:
-        if a <= cur_end:
-            cur_end = max(cur_end, b)
-            continue
-        out += [text[pos:cur_start], "***"]
-        pos, cur_start, cur_end = cur_end, a, b
-    out.append(text[pos:])
-    return "".join(out), True
+    runs = groupby(range(len(text)), hidden.__getitem__)  # touching or overlapping pieces: one ***
+    return "".join("***" if h else "".join(text[i] for i in idx) for h, idx in runs), True
 
 
 @dataclass(frozen=True)
@@ -297,12 +272,10 @@ class _LRU:
 
     def get(self, key: str) -> JudgeResult | None:
         with self._lock:
-            stamp, value = self._data.get(key, (0.0, None))
-            if value is not None and self.ttl is not None and time.monotonic() - stamp > self.ttl:
-                del self._data[key]
+            stamp, value = self._data.pop(key, (0.0, None))
+            if value is None or (self.ttl is not None and time.monotonic() - stamp > self.ttl):
                 return None
-            if value is not None:
-                self._data.move_to_end(key)
+            self._data[key] = (stamp, value)  # now the most recently used
             return value
 
     def put(self, key: str, value: JudgeResult) -> None:
@@ -312,82 +285,47 @@ class _LRU:
             while len(self._data) > self.size:
                 self._data.popitem(last=False)
 
-    def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
-
 
 class JudgeClient:
     """Async OpenAI-compatible chat-completions client: the SDK, a reply cap, a cache, typed errors.
 
-    Args:
-        base_url: ``https://api.openai.com/v1``, ``http://127.0.0.1:8000/v1``, a bare ``host:port``
-            (verl's ``reward_router_address``) or a full ``.../chat/completions`` URL.
-        model: the ``model`` field of every request (for a verl/vLLM reward model: the served path).
-        api_key_env: name of the environment variable holding the API key (``None`` or an unset
-            variable: no ``Authorization`` header, whatever ``OPENAI_API_KEY`` holds).
-        timeout: the SDK's timeout, per attempt: seconds to connect, to send, and between bytes of the reply.
-        max_retries: the SDK's retries after the first attempt (at most ``max_retries + 1`` attempts).
-        deadline: optional bound in seconds on one ``complete`` call (queueing, attempts, retry sleeps).
-        max_concurrency: requests in flight at once per event loop (the connection pool's size).
-        temperature, max_tokens: sampling fields of every request (defaults 0 and 512).
-        extra_body: more JSON fields merged into every request (e.g. ``{"seed": 0}``).
-        cache_size, cache_ttl: completed-reply LRU size (0 disables caching and de-duplication)
-            and optional entry lifetime in seconds.
-        headers: extra HTTP headers (never logged; their values are scrubbed like the key).
-        max_response_bytes: largest response body read (default 1 MiB).
+    ``base_url``: an API base (``https://api.openai.com/v1``), a bare ``host:port`` (verl's
+    ``reward_router_address``) or a full ``.../chat/completions`` URL. ``api_key_env``: the *name* of
+    the key's variable (``None`` or unset: no ``Authorization`` header, whatever ``OPENAI_API_KEY``
+    holds). ``timeout`` (per attempt: to connect, to send, between bytes of the reply) and
+    ``max_retries`` go to the SDK; ``deadline`` bounds one ``complete`` call (waiting for a slot,
+    attempts, retry sleeps). ``temperature``, ``max_tokens`` and ``extra_body`` make up every request
+    body. ``cache_size`` 0 disables the cache and de-duplication. ``headers``: extra HTTP headers
+    (scrubbed like the key).
     """
 
-    def __init__(
-        self,
-        base_url: str,
-        model: str,
-        *,
-        api_key_env: str | None = "OPENAI_API_KEY",
-        timeout: float = 60.0,
-        max_retries: int = 4,
-        deadline: float | None = None,
-        max_concurrency: int = 64,
-        temperature: float = 0.0,
-        max_tokens: int = 512,
-        extra_body: dict | None = None,
-        cache_size: int = 4096,
-        cache_ttl: float | None = None,
-        headers: dict | None = None,
-        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
-    ):
+    def __init__(self, base_url: str, model: str, *, api_key_env: str | None = "OPENAI_API_KEY", timeout: float = 60.0,
+                 max_retries: int = 4, deadline: float | None = None, max_concurrency: int = 64,
+                 temperature: float = 0.0, max_tokens: int = 512, extra_body: dict | None = None,
+                 cache_size: int = 4096, cache_ttl: float | None = None, headers: dict | None = None,
+                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES):
         if not model:
             raise ValueError("JudgeClient needs a model name")
         if timeout is None or float(timeout) <= 0:
             raise ValueError(f"timeout must be > 0, got {timeout!r}")
-        if int(max_retries) < 0:
-            raise ValueError(f"max_retries must be >= 0, got {max_retries!r}")
-        if int(max_concurrency) < 1:
-            raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency!r}")
-        if isinstance(max_response_bytes, bool) or int(max_response_bytes) < 1:
-            raise ValueError(f"max_response_bytes must be >= 1, got {max_response_bytes!r}")
-        self.url = chat_completions_url(base_url)
-        self.model = str(model)
-        self.api_key_env = api_key_env or None
-        self.timeout = float(timeout)
-        self.max_retries = int(max_retries)
+        for name, value, least in (("max_retries", max_retries, 0), ("max_concurrency", max_concurrency, 1),
+                                   ("max_response_bytes", max_response_bytes, 1)):
+            if isinstance(value, bool) or int(value) < least:
+                raise ValueError(f"{name} must be >= {least}, got {value!r}")
+        self.url, self.model, self.api_key_env = chat_completions_url(base_url), str(model), api_key_env or None
+        self.timeout, self.max_retries = float(timeout), int(max_retries)
         self.deadline = None if deadline is None else float(deadline)
-        self.max_concurrency = int(max_concurrency)
-        self.max_response_bytes = int(max_response_bytes)
-        self.params: dict[str, Any] = {"temperature": float(temperature), "max_tokens": int(max_tokens)}
-        self.params.update(dict(extra_body or {}))
+        self.max_concurrency, self.max_response_bytes = int(max_concurrency), int(max_response_bytes)
+        self.params: dict[str, Any] = {"temperature": float(temperature), "max_tokens": int(max_tokens), **(extra_body or {})}
         self._headers = dict(headers or {})
-        self._cache = _LRU(cache_size, cache_ttl)
-        self._dedupe = bool(cache_size)
+        self._cache, self._dedupe = _LRU(cache_size, cache_ttl), bool(cache_size)
         self._loops: dict[tuple[int, asyncio.AbstractEventLoop], _LoopState] = {}
         self._lock = threading.Lock()
         self.stats = {"calls": 0, "requests": 0, "retries": 0, "cache_hits": 0, "errors": 0}
 
     def __repr__(self) -> str:  # never shows the key or headers
-        return (
-            f"JudgeClient(url={self.url!r}, model={self.model!r}, api_key_env={self.api_key_env!r}, "
-            f"timeout={self.timeout}, max_retries={self.max_retries}, max_concurrency={self.max_concurrency})"
-        )
+        return (f"JudgeClient(url={self.url!r}, model={self.model!r}, api_key_env={self.api_key_env!r}, timeout="
+                f"{self.timeout}, max_retries={self.max_retries}, max_concurrency={self.max_concurrency})")
 
     # ------------------------------------------------------------------ per-loop SDK clients
     def _key(self) -> str | None:
@@ -426,9 +364,6 @@ class JudgeClient:
         if state is not None:
             await state.closer.aclose()
 
-    def cache_clear(self) -> None:
-        self._cache.clear()
-
     # ------------------------------------------------------------------ requests
     def request_body(self, messages: Sequence[dict], **params: Any) -> dict:
         """The exact JSON body sent for ``messages`` (also the cache key's content)."""
@@ -465,13 +400,8 @@ class JudgeClient:
         task.add_done_callback(done)
         return await asyncio.shield(task)
 
-    async def batch(
-        self,
-        batch_messages: Sequence[Sequence[dict]],
-        *,
-        on_result: Callable[[int, JudgeResult], None] | None = None,
-        **params: Any,
-    ) -> list[JudgeResult]:
+    async def batch(self, batch_messages: Sequence[Sequence[dict]], *,
+                    on_result: Callable[[int, JudgeResult], None] | None = None, **params: Any) -> list[JudgeResult]:
         """Complete every conversation (at most ``max_concurrency`` in flight); results in input order."""
 
         async def one(i: int, msgs: Sequence[dict]) -> JudgeResult:
@@ -492,12 +422,9 @@ class JudgeClient:
         token = _ATTEMPTS.set(counter)
         fields = {k: v for k, v in body.items() if k not in ("model", "messages")}
         try:
-            request = state.sdk.chat.completions.create(
-                model=body["model"], messages=body["messages"], extra_body=fields,
-                extra_headers=state.auth,
-            )
-            reply = await asyncio.wait_for(request, self.deadline)
-            error = None
+            request = state.sdk.chat.completions.create(model=body["model"], messages=body["messages"],
+                                                        extra_body=fields, extra_headers=state.auth)
+            reply, error = await asyncio.wait_for(request, self.deadline), None
         except asyncio.TimeoutError:
             error = JudgeError("timeout", f"deadline of {self.deadline}s reached")
         except Exception as e:  # noqa: BLE001 - every failure becomes a typed error
