@@ -27,11 +27,12 @@ Scores (``judge`` is the parsed 0-4 grade):
 Failures are split by whether the policy's answer can cause them, so that no failure pays a policy
 more than the worst real verdict would:
 
-* **Transport failures** the answer cannot cause -- timeout, connection error, HTTP 429/408/409/
-  425/5xx after the retries, a malformed or over-size (``max_response_bytes``) 200 reply -- and
-  **no endpoint**: ``score = fallback``, ``fallback="rule"`` (default, the GSM8K rule reward) or a
-  constant (``fallback=0.0``). Flags: ``judge_error=1`` (or ``judge_skipped=1``) and
-  ``judge_fallback=1``. A judge outage is not a wrong answer.
+* **Transport failures** the answer cannot cause -- ``judge_client.outcome(error) == "fallback"``:
+  timeout, connection error, HTTP 429/408/409/5xx after the openai SDK's retries, a malformed or
+  over-size (``max_response_bytes``) 2xx reply -- and **no endpoint**: ``score = fallback``,
+  ``fallback="rule"`` (default, the GSM8K rule reward) or a constant (``fallback=0.0``). Flags:
+  ``judge_error=1`` (or ``judge_skipped=1``) and ``judge_fallback=1``. A judge outage is not a
+  wrong answer.
 * **The judge answered without a valid verdict** (cut off by ``max_tokens``, empty, unparseable:
   ``judge_parse_fail=1``), or **refused this request** (another HTTP 4xx, such as a prompt over
   the judge's context or a content filter; or an unexpected client failure: ``judge_error=1``):
@@ -39,9 +40,9 @@ more than the worst real verdict would:
   exactly what the lowest real verdict (0) earns for the same answer in the current mode:
   ``0.0`` in judge mode, ``rule * 0.5`` in hybrid mode. A number may be given instead; it must be
   finite and not above that lowest reward (0.0 in judge mode, 0.5 in hybrid mode).
-* **Configuration errors** (HTTP 401/403/404/405, "model not found", a router address without a
-  model name) raise ``JudgeConfigError`` at the first occurrence, naming the URL (scrubbed), the
-  status and the likely fix: no fallback, no retry, the run stops.
+* **Configuration errors** (``outcome(error) == "stop"``: HTTP 401/403/404/405, "model not found";
+  or a router address without a model name) raise ``JudgeConfigError`` at the first occurrence,
+  naming the URL (scrubbed), the status and the likely fix: no fallback, no retry, the run stops.
 
 Returned keys, always all of them, in this order, all numeric: ``score``, ``judge_score`` (0-4,
 -1 when there is no grade), ``rule_score`` (0/1), ``judge_error``, ``judge_parse_fail``,

@@ -502,16 +502,17 @@ def test_chat_completions_url(base, url):
     assert chat_completions_url(base) == url
 
 
-def test_batch_keeps_order_and_concurrency_cap():
-    with FakeOpenAIServer(latency=0.05) as srv:
-        client = JudgeClient(srv.base_url, "judge", max_concurrency=4, cache_size=0)
-        convs = [[{"role": "user", "content": f"<reference>\n#### {i % 3}\n</reference>\n<candidate>\n#### 0\n</candidate>"}] for i in range(20)]
+@pytest.mark.parametrize("cap,n", [(4, 20), (20, 60)])  # 20: connections in pools of 8, 8 and 4
+def test_batch_keeps_order_and_concurrency_cap(cap, n):
+    with FakeOpenAIServer(latency=0.1) as srv:
+        client = JudgeClient(srv.base_url, "judge", max_concurrency=cap, cache_size=0)
+        convs = [[{"role": "user", "content": f"<reference>\n#### {i % 3}\n</reference>\n<candidate>\n#### 0\n</candidate>"}] for i in range(n)]
         seen = []
         results = client.run_batch(convs, on_result=lambda i, r: seen.append(i))
-        assert [parse_score(r.text).value for r in results] == [4 if i % 3 == 0 else 1 for i in range(20)]
-        assert sorted(seen) == list(range(20))
-        assert srv.max_inflight == 4
-        assert client.stats["requests"] == 20 and client.stats["errors"] == 0
+        assert [parse_score(r.text).value for r in results] == [4 if i % 3 == 0 else 1 for i in range(n)]
+        assert sorted(seen) == list(range(n))
+        assert srv.max_inflight == cap and len({r.peer for r in srv.requests}) == cap
+        assert client.stats["requests"] == n and client.stats["errors"] == 0
 
 
 def test_judge_error_type():

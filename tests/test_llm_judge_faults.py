@@ -182,4 +182,4 @@ def test_all_failing_server_many_samples_is_fast():
         n = len(srv.requests)
     assert n == 3 * 256 and sum(o["judge_attempts"] for o in outs) == 3 * 256
     assert sum(o["judge_error"] for o in outs) == 256
-    assert wall < 15.0, wall  # 768 requests through the SDK: about 7 s on 2 shared cores
+    assert wall < 10.0, wall
