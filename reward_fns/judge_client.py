@@ -17,10 +17,10 @@ reply text or a typed ``JudgeError``; it never raises for network, HTTP or paylo
   chat completion (the SDK retries it like a dropped connection), cuts error bodies at the cap and
   counts attempts.
 * One concurrency limit, ``max_concurrency``: requests on the wire per event loop (a semaphore in
-  that transport, whose pool has as many connections). It applies to every caller, is held only
+  that transport, whose pools hold as many connections). It applies to every caller, is held only
   while a request is on the wire (not during retry sleeps) and counts requests after
   de-duplication. verl's ``rate_limited`` manager adds a per-call semaphore
-  (``reward.max_concurrent``, default 1): with that manager, set it >= ``max_concurrency``.
+  (``reward.max_concurrent``, default 1, held through retry sleeps): set it well above this one.
 * One SDK client per (process, event loop), made on first use: verl's reward workers are Ray actors
   with one long-lived loop, scripts use ``asyncio.run``. It is closed with its loop: an async
   generator parked at its ``yield`` is finalised by the loop's ``shutdown_asyncgens()`` (which
