@@ -16,11 +16,11 @@ reply text or a typed ``JudgeError``; it never raises for network, HTTP or paylo
   ``max_response_bytes`` of a body (uncompressed), refuses a longer 2xx reply or one that is not a
   chat completion (the SDK retries it like a dropped connection), cuts error bodies at the cap and
   counts attempts.
-* One concurrency limit, ``max_concurrency``: requests on the wire per event loop (a semaphore in
-  that transport, whose pools hold as many connections). It applies to every caller, is held only
-  while a request is on the wire (not during retry sleeps) and counts requests after
-  de-duplication. verl's ``rate_limited`` manager adds a per-call semaphore
-  (``reward.max_concurrent``, default 1, held through retry sleeps): set it well above this one.
+* One concurrency limit, ``max_concurrency``: SDK calls in progress per event loop (a FIFO
+  semaphore around each call, its retries included; the transport holds as many connections). It
+  is the one every caller has (reward and evaluators), counts requests after de-duplication and
+  keeps them in submission order. verl's ``rate_limited`` manager has the same kind of semaphore
+  (``reward.max_concurrent``, default 1): with that manager, set it >= ``max_concurrency``.
 * One SDK client per (process, event loop), made on first use: verl's reward workers are Ray actors
   with one long-lived loop, scripts use ``asyncio.run``. It is closed with its loop: an async
   generator parked at its ``yield`` is finalised by the loop's ``shutdown_asyncgens()`` (which
@@ -44,7 +44,6 @@ import re
 import ssl
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import groupby
@@ -200,37 +199,36 @@ def _tls() -> ssl.SSLContext:
 
 
 class _Transport(httpx.AsyncBaseTransport):
-    """One loop's HTTP transport: at most ``max_concurrency`` requests on the wire (the one concurrency
-    limit), bodies read up to a cap, attempts counted. The connections are split into pools of at most
-    ``_SHARD``: httpcore's pool bookkeeping grows with the square of its size (about 18 ms of CPU per
-    request at 64 connections in one pool, 4 ms in pools of 8)."""
+    """One loop's HTTP transport: ``max_concurrency`` connections, bodies read up to a cap, attempts
+    counted. The connections are split into pools of at most ``_SHARD``: httpcore's pool bookkeeping
+    grows with the square of its size (about 18 ms of CPU per request at 64 connections in one pool,
+    4 ms in pools of 8). The calls' semaphore (``_LoopState.slots``) keeps a connection free."""
 
     def __init__(self, max_concurrency: int, cap: int):
         self._room = [_SHARD] * (max_concurrency // _SHARD) + [max_concurrency % _SHARD] * bool(max_concurrency % _SHARD)
         self._pools = [httpx.AsyncHTTPTransport(verify=_tls(), limits=httpx.Limits(max_connections=n)) for n in self._room]
-        self._slots, self._cap = asyncio.Semaphore(max_concurrency), cap
+        self._cap = cap
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         request.headers["Accept-Encoding"] = "identity"  # the cap counts body bytes, not compressed ones
-        async with self._slots:
-            if (counter := _ATTEMPTS.get()) is not None:
-                counter[0] += 1
-            i = next(i for i, room in enumerate(self._room) if room)  # the first pool with a free connection
-            self._room[i] -= 1
+        if (counter := _ATTEMPTS.get()) is not None:
+            counter[0] += 1
+        i = next(i for i, room in enumerate(self._room) if room)  # the first pool with a free connection
+        self._room[i] -= 1
+        try:
+            response = await self._pools[i].handle_async_request(request)
+            ok, body = 200 <= response.status_code < 300, bytearray()
+            over = ok and int(response.headers.get("content-length") or 0) > self._cap
             try:
-                response = await self._pools[i].handle_async_request(request)
-                ok, body = 200 <= response.status_code < 300, bytearray()
-                over = ok and int(response.headers.get("content-length") or 0) > self._cap
-                try:
-                    if not over:
-                        async for chunk in response.stream:
-                            body += chunk
-                            if over := len(body) > self._cap:
-                                break
-                finally:
-                    await response.aclose()  # a body left unread closes its connection instead of reusing it
+                if not over:
+                    async for chunk in response.stream:
+                        body += chunk
+                        if over := len(body) > self._cap:
+                            break
             finally:
-                self._room[i] += 1
+                await response.aclose()  # a body left unread closes its connection instead of reusing it
+        finally:
+            self._room[i] += 1
         if ok:
             problem = f"reply body over max_response_bytes={self._cap} (reading stopped)" if over else None
             if problem or (problem := _completion_problem(bytes(body))):
@@ -239,8 +237,7 @@ class _Transport(httpx.AsyncBaseTransport):
                               extensions=response.extensions)
 
     async def aclose(self) -> None:
-        for pool in self._pools:
-            await pool.aclose()
+        await asyncio.gather(*(pool.aclose() for pool in self._pools))
 
 
 async def _closed_with_loop(sdk: openai.AsyncOpenAI):
@@ -252,22 +249,21 @@ async def _closed_with_loop(sdk: openai.AsyncOpenAI):
 
 
 class _LoopState:
-    """What must not cross event loops: the SDK client (its connections) and the in-flight requests."""
-    __slots__ = ("sdk", "auth", "closer", "inflight")
+    """What must not cross event loops: the SDK client (its connections), the calls' semaphore (the one
+    concurrency limit) and the in-flight requests."""
+    __slots__ = ("sdk", "auth", "slots", "closer", "inflight")
 
-    def __init__(self, sdk: openai.AsyncOpenAI, auth: dict | None):
-        self.sdk, self.auth = sdk, auth  # auth: per-request headers (``_NO_KEY`` when the client has no key)
-        self.closer = _closed_with_loop(sdk)
-        self.inflight: dict[str, asyncio.Task] = {}
+    def __init__(self, sdk: openai.AsyncOpenAI, auth: dict | None, slots: int):
+        self.sdk, self.auth, self.slots = sdk, auth, asyncio.Semaphore(slots)  # auth: ``_NO_KEY`` without a key
+        self.closer, self.inflight = _closed_with_loop(sdk), {}
 
 
 class _LRU:
     """Thread-safe bounded LRU of completed replies with an optional time-to-live."""
 
     def __init__(self, size: int, ttl: float | None):
-        self.size, self.ttl = max(0, int(size)), ttl
-        self._data: OrderedDict[str, tuple[float, JudgeResult]] = OrderedDict()
-        self._lock = threading.Lock()
+        self.size, self.ttl, self._lock = max(0, int(size)), ttl, threading.Lock()
+        self._data: dict[str, tuple[float, JudgeResult]] = {}  # oldest first
 
     def get(self, key: str) -> JudgeResult | None:
         with self._lock:
@@ -282,7 +278,7 @@ class _LRU:
             self._data.pop(key, None)
             self._data[key] = (time.monotonic(), value)
             while len(self._data) > self.size:
-                self._data.popitem(last=False)
+                del self._data[next(iter(self._data))]
 
 
 class JudgeClient:
@@ -341,7 +337,7 @@ class JudgeClient:
             timeout=self.timeout,
         )
         own_auth = any(k.lower() == "authorization" for k in self._headers)
-        return _LoopState(sdk, None if key or own_auth else _NO_KEY)
+        return _LoopState(sdk, None if key or own_auth else _NO_KEY, self.max_concurrency)
 
     async def _state(self) -> _LoopState:
         loop = asyncio.get_running_loop()
@@ -420,10 +416,14 @@ class JudgeClient:
         start, counter = time.monotonic(), [0]
         token = _ATTEMPTS.set(counter)
         fields = {k: v for k, v in body.items() if k not in ("model", "messages")}
+
+        async def send() -> Any:
+            async with state.slots:  # first come, first served
+                return await state.sdk.chat.completions.create(model=body["model"], messages=body["messages"],
+                                                               extra_body=fields, extra_headers=state.auth)
+
         try:
-            request = state.sdk.chat.completions.create(model=body["model"], messages=body["messages"],
-                                                        extra_body=fields, extra_headers=state.auth)
-            reply, error = await asyncio.wait_for(request, self.deadline), None
+            reply, error = await asyncio.wait_for(send(), self.deadline), None
         except asyncio.TimeoutError:
             error = JudgeError("timeout", f"deadline of {self.deadline}s reached")
         except Exception as e:  # noqa: BLE001 - every failure becomes a typed error
