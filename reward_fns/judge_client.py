@@ -82,8 +82,8 @@ _MESSAGE_CHARS = 300
 _WITHHELD = "(reply text withheld: it contains part of a secret)"
 #: HTTP attempts of the running call, counted by the transport (the SDK retries inside one call).
 _ATTEMPTS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("judge_attempts", default=None)
-#: Sent instead of a key when there is none (a key the SDK found elsewhere must not reach verl's router).
-_NO_KEY = {"Authorization": openai.Omit()}
+#: The SDK's api_key when there is none; the transport drops its header (no key may reach verl's router).
+_NO_KEY = "verl-judge-no-key"
 _SHARD = 8  # connections per httpcore pool (see _Transport)
 
 
@@ -114,11 +114,12 @@ class JudgeConfigError(RuntimeError):
 
 class ReplyRefused(httpx.TransportError):
     """A 2xx reply the transport refused (``kind``: ``too_large`` or ``bad_response``). A transport error:
-    the SDK retries it like a dropped connection, then raises ``APIConnectionError`` from it."""
+    the SDK retries it like a dropped connection, then raises ``APIConnectionError`` from it. The reason
+    (``detail``, which may quote the server) is kept out of the message: SDKs log their exceptions."""
 
-    def __init__(self, kind: str, message: str):
-        super().__init__(message)
-        self.kind = kind
+    def __init__(self, kind: str, detail: str):
+        super().__init__(f"2xx reply refused: {kind}")
+        self.kind, self.detail = kind, detail
 
 
 def scrub_secrets(text: str, secrets: Sequence[str]) -> tuple[str, bool]:
@@ -211,6 +212,8 @@ class _Transport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         request.headers["Accept-Encoding"] = "identity"  # the cap counts body bytes, not compressed ones
+        if request.headers.get("Authorization") == f"Bearer {_NO_KEY}":
+            del request.headers["Authorization"]
         if (counter := _ATTEMPTS.get()) is not None:
             counter[0] += 1
         i = next(i for i, room in enumerate(self._room) if room)  # the first pool with a free connection
@@ -251,10 +254,10 @@ async def _closed_with_loop(sdk: openai.AsyncOpenAI):
 class _LoopState:
     """What must not cross event loops: the SDK client (its connections), the calls' semaphore (the one
     concurrency limit) and the in-flight requests."""
-    __slots__ = ("sdk", "auth", "slots", "closer", "inflight")
+    __slots__ = ("sdk", "slots", "closer", "inflight")
 
-    def __init__(self, sdk: openai.AsyncOpenAI, auth: dict | None, slots: int):
-        self.sdk, self.auth, self.slots = sdk, auth, asyncio.Semaphore(slots)  # auth: ``_NO_KEY`` without a key
+    def __init__(self, sdk: openai.AsyncOpenAI, slots: int):
+        self.sdk, self.slots = sdk, asyncio.Semaphore(slots)
         self.closer, self.inflight = _closed_with_loop(sdk), {}
 
 
@@ -328,16 +331,13 @@ class JudgeClient:
 
     def _new_state(self) -> _LoopState:
         base, _, query = self.url.partition("?")
-        key = self._key()
         http = httpx.AsyncClient(transport=_Transport(self.max_concurrency, self.max_response_bytes))
         sdk = openai.AsyncOpenAI(
-            api_key=key or "no-key",  # never sent: without a key every request omits Authorization (auth below)
-            base_url=base.removesuffix("/chat/completions"), default_query=dict(parse_qsl(query)) or None,
-            default_headers=self._headers or None, max_retries=self.max_retries, http_client=http,
-            timeout=self.timeout,
+            api_key=self._key() or _NO_KEY, base_url=base.removesuffix("/chat/completions"),
+            default_query=dict(parse_qsl(query)) or None, default_headers=self._headers or None,
+            max_retries=self.max_retries, http_client=http, timeout=self.timeout,
         )
-        own_auth = any(k.lower() == "authorization" for k in self._headers)
-        return _LoopState(sdk, None if key or own_auth else _NO_KEY, self.max_concurrency)
+        return _LoopState(sdk, self.max_concurrency)
 
     async def _state(self) -> _LoopState:
         loop = asyncio.get_running_loop()
@@ -420,7 +420,7 @@ class JudgeClient:
         async def send() -> Any:
             async with state.slots:  # first come, first served
                 return await state.sdk.chat.completions.create(model=body["model"], messages=body["messages"],
-                                                               extra_body=fields, extra_headers=state.auth)
+                                                               extra_body=fields)
 
         try:
             reply, error = await asyncio.wait_for(send(), self.deadline), None
@@ -449,7 +449,7 @@ class JudgeClient:
         if isinstance(exc, openai.APIConnectionError):
             cause = exc.__cause__
             if isinstance(cause, ReplyRefused):
-                return JudgeError(cause.kind, self._echo(str(cause)), 200)
+                return JudgeError(cause.kind, self._echo(cause.detail), 200)
             return JudgeError("connection", self._scrub(f"{type(cause or exc).__name__}: {cause or exc}"))
         if isinstance(exc, openai.APIStatusError):
             status, said = exc.status_code, self._echo(exc.response.text)

@@ -138,7 +138,14 @@ def test_server_stopped_mid_batch():
     """The server dies while requests are in flight and queued: all samples still finish."""
     responses = [f"step {i}\n#### {72 if i % 2 == 0 else 70 + i}" for i in range(32)]
     with FakeOpenAIServer(latency=0.3, capacity=8) as srv:
-        stopper = threading.Timer(0.45, srv.stop)
+        def stop_in_the_second_wave():
+            end = time.monotonic() + 10
+            while srv.served < 8 and time.monotonic() < end:
+                time.sleep(0.01)
+            time.sleep(0.1)  # the first wave's replies are delivered, the second wave is being served
+            srv.stop()
+
+        stopper = threading.Thread(target=stop_in_the_second_wave)
         stopper.start()
         outs, wall = run_batch(srv.base_url, responses, cache_size=0)
         stopper.join()
