@@ -27,11 +27,12 @@ Scores (``judge`` is the parsed 0-4 grade):
 Failures are split by whether the policy's answer can cause them, so that no failure pays a policy
 more than the worst real verdict would:
 
-* **Transport failures** the answer cannot cause -- timeout, connection error, HTTP 429/408/409/
-  425/5xx after the retries, a malformed or over-size (``max_response_bytes``) 200 reply -- and
-  **no endpoint**: ``score = fallback``, ``fallback="rule"`` (default, the GSM8K rule reward) or a
-  constant (``fallback=0.0``). Flags: ``judge_error=1`` (or ``judge_skipped=1``) and
-  ``judge_fallback=1``. A judge outage is not a wrong answer.
+* **Transport failures** the answer cannot cause -- ``judge_client.outcome(error) == "fallback"``:
+  timeout, connection error, HTTP 429/408/409/5xx after the openai SDK's retries, a malformed or
+  over-size (``max_response_bytes``) 2xx reply -- and **no endpoint**: ``score = fallback``,
+  ``fallback="rule"`` (default, the GSM8K rule reward) or a constant (``fallback=0.0``). Flags:
+  ``judge_error=1`` (or ``judge_skipped=1``) and ``judge_fallback=1``. A judge outage is not a
+  wrong answer.
 * **The judge answered without a valid verdict** (cut off by ``max_tokens``, empty, unparseable:
   ``judge_parse_fail=1``), or **refused this request** (another HTTP 4xx, such as a prompt over
   the judge's context or a content filter; or an unexpected client failure: ``judge_error=1``):
@@ -39,9 +40,9 @@ more than the worst real verdict would:
   exactly what the lowest real verdict (0) earns for the same answer in the current mode:
   ``0.0`` in judge mode, ``rule * 0.5`` in hybrid mode. A number may be given instead; it must be
   finite and not above that lowest reward (0.0 in judge mode, 0.5 in hybrid mode).
-* **Configuration errors** (HTTP 401/403/404/405, "model not found", a router address without a
-  model name) raise ``JudgeConfigError`` at the first occurrence, naming the URL (scrubbed), the
-  status and the likely fix: no fallback, no retry, the run stops.
+* **Configuration errors** (``outcome(error) == "stop"``: HTTP 401/403/404/405, "model not found";
+  or a router address without a model name) raise ``JudgeConfigError`` at the first occurrence,
+  naming the URL (scrubbed), the status and the likely fix: no fallback, no retry, the run stops.
 
 Returned keys, always all of them, in this order, all numeric: ``score``, ``judge_score`` (0-4,
 -1 when there is no grade), ``rule_score`` (0/1), ``judge_error``, ``judge_parse_fail``,
@@ -65,7 +66,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from reward_fns import gsm8k
-from reward_fns.judge_client import DEFAULT_MAX_RESPONSE_BYTES, JudgeClient, JudgeConfigError, JudgeResult
+from reward_fns.judge_client import DEFAULT_MAX_RESPONSE_BYTES, JudgeClient, JudgeConfigError, JudgeResult, outcome
 from reward_fns.parse import parse_score, reference_answer
 from reward_fns.prompts import NEUTRALIZED_TAGS, load, neutralize
 
@@ -73,7 +74,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "compute_score", "build_messages", "get_client", "combine", "KEYS", "DEFAULTS", "NEUTRALIZED_TAGS",
-    "JudgeConfigError", "TRANSPORT_ERRORS",
+    "JudgeConfigError",
 ]
 
 KEYS = (
@@ -91,9 +92,6 @@ KEYS = (
 MODES = ("judge", "hybrid")
 DEFAULT_REMOTE_MODEL = "gpt-4o-mini"
 
-#: Judge-client error kinds the policy's answer cannot cause: these get ``fallback``. Any other
-#: failure without a verdict gets ``parse_fail_score``.
-TRANSPORT_ERRORS = frozenset({"timeout", "connection", "rate_limited", "server_error", "bad_response", "too_large"})
 _SPECIAL_TOKEN = re.compile(r"<\|([^<>|\n]{1,64})\|>")
 
 #: Defaults of every knob besides the named parameters (all settable through reward_kwargs).
@@ -103,9 +101,6 @@ DEFAULTS: dict[str, Any] = {
     "rule_mode": "strict",  # reward_fns.gsm8k mode for rule_score: "strict" (#### N) or "flexible"
     "max_tokens": 512,
     "temperature": 0.0,
-    "backoff_base": 0.5,
-    "backoff_max": 16.0,
-    "retry_after_max": 60.0,
     "deadline": 240.0,  # < rate_limited's default reward.timeout (300 s), so we always answer first
     "max_concurrency": 64,
     "cache_size": 4096,
@@ -351,9 +346,6 @@ async def compute_score(
         api_key_env=key_env,
         timeout=timeout,
         max_retries=max_retries,
-        backoff_base=opt["backoff_base"],
-        backoff_max=opt["backoff_max"],
-        retry_after_max=opt["retry_after_max"],
         deadline=opt["deadline"],
         max_concurrency=opt["max_concurrency"],
         temperature=opt["temperature"],
@@ -367,11 +359,10 @@ async def compute_score(
     out["judge_attempts"] = float(result.attempts)
     out["judge_cached"] = 1.0 if result.cached else 0.0
     if not result.ok:
-        config_error = client.config_error(result.error)
-        if config_error is not None:  # wrong key, URL or model: every sample would fail; stop the run
-            raise config_error
+        if outcome(result.error) == "stop":  # wrong key, URL or model: every sample would fail; stop the run
+            raise client.config_error(result.error)
         out["judge_error"] = 1.0
-        if result.error.kind in TRANSPORT_ERRORS:  # the answer cannot cause these: the documented fallback
+        if outcome(result.error) == "fallback":  # the answer cannot cause these: the documented fallback
             _log_failure(result, client.url, "using the fallback")
             return out
         _log_failure(result, client.url, "scored as the lowest verdict")  # a refusal this request can cause

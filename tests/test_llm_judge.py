@@ -1,4 +1,4 @@
-"""LLM-judge reward: scoring table, deployments, secrets, prompt/injection hardening, cache, loops.
+"""LLM-judge reward: scoring table, deployments, secrets, prompt/injection hardening, cache, event loops.
 
 Everything runs against the fake server ``scripts.serve.fake_openai`` on 127.0.0.1 (no network, a few seconds).
 """
@@ -6,14 +6,17 @@ Everything runs against the fake server ``scripts.serve.fake_openai`` on 127.0.0
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
+import os
 import threading
 import time
+import warnings
 
 import pytest
 
 from reward_fns import llm_judge
-from reward_fns.judge_client import JudgeClient, JudgeConfigError, JudgeError, _parse_retry_after, chat_completions_url
+from reward_fns.judge_client import JudgeClient, JudgeConfigError, JudgeError, chat_completions_url
 from reward_fns.llm_judge import KEYS, build_messages, compute_score, defuse
 from reward_fns.parse import parse_score
 from reward_fns.prompts import load
@@ -22,7 +25,9 @@ from scripts.serve.fake_openai import FakeOpenAIServer, candidate_of
 QUESTION = "Natalia sold 48 clips in April and half as many in May. How many clips did she sell altogether?"
 REFERENCE = "In May she sold 48/2 = <<48/2=24>>24 clips.\nAltogether 48+24 = <<48+24=72>>72 clips.\n#### 72"
 INFO = {"question": QUESTION, "answer": REFERENCE}
-FAST = dict(timeout=2.0, max_retries=2, backoff_base=0.01, backoff_max=0.05, retry_after_max=0.1)
+FAST = dict(timeout=2.0, max_retries=2)
+#: every 429/5xx of the test server says "retry after 10 ms": the SDK honours it, so retries are quick
+QUICK = dict(retry_after_ms="10")
 
 
 @pytest.fixture(autouse=True)
@@ -35,7 +40,7 @@ def _fresh_clients():
 
 @pytest.fixture()
 def server():
-    with FakeOpenAIServer() as srv:
+    with FakeOpenAIServer(**QUICK) as srv:
         yield srv
 
 
@@ -403,38 +408,82 @@ def test_errors_are_not_cached_and_cache_can_be_disabled(server):
 
 
 # ----------------------------------------------------------------------------- event loops
-def test_shared_session_survives_loop_changes(server):
-    """asyncio.run per call, and a second thread with its own loop, all share one client safely."""
+MSG = [{"role": "user", "content": "#### 1"}]
+
+
+def test_one_client_per_event_loop_reuses_its_connection(server):
+    """asyncio.run per call and a thread with its own loop share one JudgeClient; each loop has its own
+    SDK client, whose connection is reused by every request of that loop."""
     outs = [score(server, f"#### 7{i}", cache_size=0) for i in range(3)]
     client = next(iter(llm_judge._CLIENTS.values()))
-    results = []
-
-    def in_thread():
-        loop = asyncio.new_event_loop()
-        try:
-            results.append(loop.run_until_complete(
-                compute_score("gsm8k", "#### 72", "72", INFO, base_url=server.base_url, model="judge", cache_size=0, **FAST)
-            ))
-        finally:
-            loop.close()
-
-    t = threading.Thread(target=in_thread)
+    thread_outs = []
+    t = threading.Thread(target=lambda: thread_outs.append(score(server, "#### 72", cache_size=0)))
     t.start()
     t.join(10)
-    assert [o["judge_error"] for o in outs + results] == [0.0] * 4
+
+    async def many():  # sequential requests in one loop: one connection
+        for i in range(4):
+            assert (await client.complete([{"role": "user", "content": f"#### {i}"}])).ok
+
+    asyncio.run(many())
+    assert [o["judge_error"] for o in outs + thread_outs] == [0.0] * 4
     assert len(llm_judge._CLIENTS) == 1 and next(iter(llm_judge._CLIENTS.values())) is client
-    # one live loop state at most: closed loops' sessions were dropped
-    assert len(client._loops) <= 1
+    peers = [r.peer for r in server.requests]
+    assert len(peers) == 8 and len(set(peers[:4])) == 4  # 4 loops: 4 connections
+    assert len(set(peers[4:])) == 1 and peers[4] not in peers[:4]  # one loop: one connection, reused
 
-    async def reuse():  # many calls in one loop reuse one session
-        await asyncio.gather(*(client.complete([{"role": "user", "content": f"#### {i}"}]) for i in range(5)))
-        state = client._state()
-        session = state.session
-        await client.complete([{"role": "user", "content": "again"}])
-        assert client._state().session is session
-        await client.aclose()
 
-    asyncio.run(reuse())
+def test_clients_close_with_their_loops(server):
+    """Each loop's client is closed when asyncio.run ends (or by aclose): nothing is left for the garbage
+    collector to warn about ("unclosed transport"), whichever loop or thread used the client."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        client = JudgeClient(server.base_url, "judge", cache_size=0)
+        results = [asyncio.run(client.complete(MSG)) for _ in range(3)]
+        t = threading.Thread(target=lambda: results.append(asyncio.run(client.complete(MSG))))
+        t.start()
+        t.join(10)
+
+        async def explicit():
+            res = await client.complete(MSG)
+            await client.aclose()
+            return res
+
+        results.append(asyncio.run(explicit()))
+        del client
+        gc.collect()
+    assert [r.ok for r in results] == [True] * 5
+    leaks = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning) or "nclosed" in str(w.message)]
+    assert leaks == []
+
+
+def test_forked_child_gets_its_own_client(server):
+    """A child forked while the parent's loop holds a connection opens its own; the parent's stays usable."""
+    client = JudgeClient(server.base_url, "judge", cache_size=0)
+    loop = asyncio.new_event_loop()
+    try:
+        first = loop.run_until_complete(client.complete(MSG))
+        pid = os.fork()
+        if pid == 0:  # the child: report through the exit status only
+            code = 2
+            try:
+                code = 0 if asyncio.run(client.complete(MSG)).ok else 1
+            finally:
+                os._exit(code)
+        end = time.monotonic() + 20
+        while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < end:
+            time.sleep(0.05)
+        if done[0] == 0:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        again = loop.run_until_complete(client.complete(MSG))
+        loop.run_until_complete(client.aclose())
+    finally:
+        loop.close()
+    assert done[0] == pid and os.waitstatus_to_exitcode(done[1]) == 0
+    assert first.ok and again.ok
+    peers = [r.peer for r in server.requests]
+    assert len(peers) == 3 and peers[0] == peers[2] != peers[1]  # parent: one connection, before and after
 
 
 # ----------------------------------------------------------------------------- client units
@@ -446,47 +495,24 @@ def test_shared_session_survives_loop_changes(server):
         ("http://127.0.0.1:8000/v1/chat/completions", "http://127.0.0.1:8000/v1/chat/completions"),
         ("10.0.0.5:40001", "http://10.0.0.5:40001/v1/chat/completions"),
         ("[::1]:40001", "http://[::1]:40001/v1/chat/completions"),
+        ("https://h/openai/v1?api-version=2024-06-01", "https://h/openai/v1/chat/completions?api-version=2024-06-01"),
     ],
 )
 def test_chat_completions_url(base, url):
     assert chat_completions_url(base) == url
 
 
-@pytest.mark.parametrize(
-    "headers,seconds",
-    [({"Retry-After": "3"}, 3.0), ({"Retry-After": "0.5"}, 0.5), ({"retry-after-ms": "250"}, 0.25),
-     ({"Retry-After": "soon"}, None), ({"Retry-After": "-1"}, None), ({}, None)],
-)
-def test_parse_retry_after(headers, seconds):
-    assert _parse_retry_after(headers) == seconds
-
-
-def test_parse_retry_after_http_date():
-    import email.utils
-
-    value = _parse_retry_after({"Retry-After": email.utils.formatdate(time.time() + 30, usegmt=True)})
-    assert 28 <= value <= 31
-
-
-def test_backoff_bounds():
-    c = JudgeClient("http://x/v1", "m", backoff_base=0.5, backoff_max=4.0, retry_after_max=10.0)
-    for k, hi in [(0, 0.5), (1, 1.0), (2, 2.0), (3, 4.0), (8, 4.0)]:
-        for _ in range(50):
-            assert hi * 0.5 <= c._backoff(k, None) <= hi
-    for _ in range(50):
-        assert 3.0 <= c._backoff(0, 3.0) <= 3.6 and 10.0 <= c._backoff(0, 99.0) <= 12.0
-
-
-def test_batch_keeps_order_and_concurrency_cap():
-    with FakeOpenAIServer(latency=0.05) as srv:
-        client = JudgeClient(srv.base_url, "judge", max_concurrency=4, cache_size=0)
-        convs = [[{"role": "user", "content": f"<reference>\n#### {i % 3}\n</reference>\n<candidate>\n#### 0\n</candidate>"}] for i in range(20)]
+@pytest.mark.parametrize("cap,n", [(4, 20), (20, 60)])  # 20: connections in pools of 8, 8 and 4
+def test_batch_keeps_order_and_concurrency_cap(cap, n):
+    with FakeOpenAIServer(latency=0.1) as srv:
+        client = JudgeClient(srv.base_url, "judge", max_concurrency=cap, cache_size=0)
+        convs = [[{"role": "user", "content": f"<reference>\n#### {i % 3}\n</reference>\n<candidate>\n#### 0\n</candidate>"}] for i in range(n)]
         seen = []
         results = client.run_batch(convs, on_result=lambda i, r: seen.append(i))
-        assert [parse_score(r.text).value for r in results] == [4 if i % 3 == 0 else 1 for i in range(20)]
-        assert sorted(seen) == list(range(20))
-        assert srv.max_inflight == 4
-        assert client.stats["requests"] == 20 and client.stats["errors"] == 0
+        assert [parse_score(r.text).value for r in results] == [4 if i % 3 == 0 else 1 for i in range(n)]
+        assert sorted(seen) == list(range(n))
+        assert srv.max_inflight == cap and len({r.peer for r in srv.requests}) == cap
+        assert client.stats["requests"] == n and client.stats["errors"] == 0
 
 
 def test_judge_error_type():

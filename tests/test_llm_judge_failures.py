@@ -1,5 +1,5 @@
-"""Judge failures that cannot be gamed, configuration errors that stop a run, bounded reply bodies,
-and secrets kept out of error texts.
+"""Judge failures that cannot be gamed, the SDK's exceptions mapped to a fallback or a stop, configuration
+errors that stop a run, bounded reply bodies, and secrets kept out of error texts.
 
 Everything runs against the fake server ``scripts.serve.fake_openai`` on 127.0.0.1 (no network).
 """
@@ -11,18 +11,21 @@ import json
 import logging
 import time
 
+import httpx
+import openai
 import pytest
 
 from reward_fns import llm_judge
 from reward_fns.judge_client import (
-    JudgeClient, JudgeConfigError, JudgeError, chat_completions_url, is_config_error, scrub_secrets,
+    OUTCOMES, JudgeClient, JudgeConfigError, JudgeError, ReplyRefused, chat_completions_url, outcome, scrub_secrets,
 )
 from reward_fns.llm_judge import KEYS, compute_score
 from reward_fns.parse import parse_score
 from scripts.serve.fake_openai import FakeOpenAIServer
 
 INFO = {"question": "What is 6 * 12?", "answer": "6 * 12 = 72\n#### 72"}
-FAST = dict(timeout=0.3, max_retries=1, backoff_base=0.01, backoff_max=0.02, retry_after_max=0.05, max_response_bytes=2048)
+FAST = dict(timeout=0.3, max_retries=1, max_response_bytes=2048)
+QUICK = dict(retry_after_ms="10")  # the test server's 429/5xx replies ask for a retry after 10 ms
 RIGHT, WRONG = "#### 72", "#### 96"
 
 
@@ -81,7 +84,7 @@ ORDER_TABLE = {
 
 @pytest.mark.parametrize("mode,answer", list(ORDER_TABLE), ids=[f"{m}-{'right' if a == RIGHT else 'wrong'}" for m, a in ORDER_TABLE])
 def test_no_failure_the_policy_can_cause_pays_more_than_a_zero(mode, answer):
-    with FakeOpenAIServer() as srv:
+    with FakeOpenAIServer(**QUICK) as srv:
         outs = run_all(srv.base_url, [f"{answer} {marker}" for marker in KINDS.values()], mode=mode)
     got = dict(zip(KINDS, outs))
     for kind in POLICY_CAUSED:
@@ -183,27 +186,96 @@ def test_config_error_stops_a_gathered_batch():
             asyncio.run(main())
 
 
-@pytest.mark.parametrize(
-    "error, expected",
-    [
-        (JudgeError("client_error", "x", 401), True),
-        (JudgeError("client_error", "x", 403), True),
-        (JudgeError("client_error", "x", 404), True),
-        (JudgeError("client_error", "x", 405), True),
-        (JudgeError("client_error", '{"error": {"code": "model_not_found"}}', 400), True),
-        (JudgeError("client_error", "The model `judge` does not exist.", 422), True),
-        (JudgeError("client_error", "Unknown model: judge", 400), True),
-        (JudgeError("client_error", "This model's maximum context length is 4096 tokens", 400), False),
-        (JudgeError("client_error", "content filtered", 400), False),
-        (JudgeError("client_error", "x", 413), False),
-        (JudgeError("server_error", "model not found", 500), False),
-        (JudgeError("rate_limited", "x", 429), False),
-        (JudgeError("config", "no model"), True),
-        (None, False),
-    ],
-)
-def test_is_config_error(error, expected):
-    assert is_config_error(error) is expected
+# ----------------------------------------------------------------------------- the SDK's exceptions -> outcome
+REQUEST = httpx.Request("POST", "http://judge/v1/chat/completions")
+
+
+def _status(cls, status, body=b'{"error": {"message": "x"}}'):
+    return cls("x", response=httpx.Response(status, request=REQUEST, content=body), body=None)
+
+
+def _connection(cause):
+    error = openai.APIConnectionError(request=REQUEST)
+    error.__cause__ = cause  # as the SDK raises it: `raise APIConnectionError(...) from err`
+    return error
+
+
+X = '{"error": {"message": "x"}}'
+# (what the SDK raises after its retries, the JudgeError it becomes, the outcome)
+SDK_ERRORS = [
+    (openai.APITimeoutError(request=REQUEST), JudgeError("timeout", "no reply within timeout=5.0s"), "fallback"),
+    (_connection(httpx.ConnectError("All connection attempts failed")),
+     JudgeError("connection", "ConnectError: All connection attempts failed"), "fallback"),
+    (_connection(ReplyRefused("too_large", "over")), JudgeError("too_large", "over", 200), "fallback"),
+    (_connection(ReplyRefused("bad_response", "reply has no choices")),
+     JudgeError("bad_response", "reply has no choices", 200), "fallback"),
+    (_status(openai.RateLimitError, 429), JudgeError("rate_limited", X, 429), "fallback"),
+    (_status(openai.InternalServerError, 500), JudgeError("server_error", X, 500), "fallback"),
+    (_status(openai.InternalServerError, 503, b"model not found"), JudgeError("server_error", "model not found", 503),
+     "fallback"),
+    (_status(openai.APIStatusError, 408), JudgeError("server_error", X, 408), "fallback"),
+    (_status(openai.ConflictError, 409), JudgeError("server_error", X, 409), "fallback"),
+    (_status(openai.AuthenticationError, 401), JudgeError("config", X, 401), "stop"),
+    (_status(openai.PermissionDeniedError, 403), JudgeError("config", X, 403), "stop"),
+    (_status(openai.NotFoundError, 404), JudgeError("config", X, 404), "stop"),
+    (_status(openai.APIStatusError, 405), JudgeError("config", X, 405), "stop"),
+    (_status(openai.BadRequestError, 400, b'{"error": {"code": "model_not_found"}}'),
+     JudgeError("config", '{"error": {"code": "model_not_found"}}', 400), "stop"),
+    (_status(openai.UnprocessableEntityError, 422, b"The model `judge` does not exist."),
+     JudgeError("config", "The model `judge` does not exist.", 422), "stop"),
+    (_status(openai.BadRequestError, 400, b"Unknown model: judge"), JudgeError("config", "Unknown model: judge", 400), "stop"),
+    (_status(openai.BadRequestError, 400, b"This model's maximum context length is 4096 tokens"),
+     JudgeError("client_error", "This model's maximum context length is 4096 tokens", 400), "refused"),
+    (_status(openai.BadRequestError, 400, b"content filtered"), JudgeError("client_error", "content filtered", 400), "refused"),
+    (_status(openai.APIStatusError, 413), JudgeError("client_error", X, 413), "refused"),
+    (_status(openai.UnprocessableEntityError, 422), JudgeError("client_error", X, 422), "refused"),
+    (ValueError("boom"), JudgeError("unexpected", "ValueError: boom"), "refused"),
+]
+
+
+@pytest.mark.parametrize("exc,error,expected", SDK_ERRORS, ids=[f"{type(e).__name__}-{i}" for i, (e, _, _) in enumerate(SDK_ERRORS)])
+def test_sdk_exception_mapping(exc, error, expected):
+    client = JudgeClient("http://judge/v1", "judge", timeout=5.0)
+    assert client.error_from(exc) == error
+    assert outcome(error) == OUTCOMES[error.kind] == expected
+    assert (client.config_error(error) is None) is (expected != "stop")
+
+
+def test_outcomes():
+    assert outcome(None) == "ok"
+    assert {k for k, v in OUTCOMES.items() if v == "fallback"} == {
+        "timeout", "connection", "rate_limited", "server_error", "bad_response", "too_large"}
+    assert {k for k, v in OUTCOMES.items() if v == "stop"} == {"config"}
+    assert {k for k, v in OUTCOMES.items() if v == "refused"} == {"client_error", "unexpected"}
+
+
+OK = '{"error": {"message": "%s"}}'
+# the same, end to end: test-server fault -> (kind, status, message, attempts) with max_retries=1
+FAULT_ERRORS = [
+    ("hang", ("timeout", None, "no reply within timeout=0.3s", 2)),
+    ("drop", ("connection", None, "RemoteProtocolError: Server disconnected without sending a response.", 2)),
+    ("429", ("rate_limited", 429, '{"error": {"message": "Rate limit reached", "type": "rate_limit"}}', 2)),
+    ("500", ("server_error", 500, OK % "internal error", 2)),
+    ("503", ("server_error", 503, OK % "internal error", 2)),
+    ("malformed_json", ("bad_response", 200, "malformed JSON (JSONDecodeError, 50 bytes)", 2)),
+    ("no_choices", ("bad_response", 200, "reply has no choices", 2)),
+    ("big:5000", ("too_large", 200, "reply body over max_response_bytes=2048 (reading stopped)", 2)),
+    ("401", ("config", 401, OK % "invalid api key", 1)),
+    ("403", ("config", 403, OK % "forbidden", 1)),
+    ("404", ("config", 404, OK % "not found", 1)),
+    ("400", ("client_error", 400, OK % "bad request", 1)),
+    ("413", ("client_error", 413, OK % "request too large", 1)),
+    ("422", ("client_error", 422, OK % "unprocessable request", 1)),
+]
+
+
+@pytest.mark.parametrize("fault,expected", FAULT_ERRORS, ids=[f for f, _ in FAULT_ERRORS])
+def test_fault_to_error(fault, expected):
+    with FakeOpenAIServer(**QUICK) as srv:
+        client = JudgeClient(srv.base_url, "judge", timeout=0.3, max_retries=1, max_response_bytes=2048, cache_size=0)
+        (res,) = client.run_batch([[{"role": "user", "content": f"FAULT:{fault}"}]])
+    assert (res.error.kind, res.error.status, res.error.message, res.attempts) == expected
+    assert res.text is None and client.stats["requests"] == expected[3]
 
 
 # ----------------------------------------------------------------------------- bounded reply bodies
@@ -217,15 +289,14 @@ BODY_TABLE = [
     ("big:10000x1", CAP, 1, 2),  # over-size is retried like a transport error (then the usual reply: 1)
     ("big:10000", 1 << 20, 4, 1),
     ("big_chunked:10000", 1 << 20, 4, 1),
-    ("big_error:10000", CAP, ("server_error", 503, "e" * 300 + f" (body over max_response_bytes={CAP}, not read)"), 2),
+    ("big_error:10000", CAP, ("server_error", 503, "e" * 300), 2),  # an error body is cut at the cap
 ]
 
 
 @pytest.mark.parametrize("fault,cap,expected,attempts", BODY_TABLE, ids=[f"{f}-{c}" for f, c, _, _ in BODY_TABLE])
 def test_reply_body_is_capped(fault, cap, expected, attempts):
-    with FakeOpenAIServer() as srv:
-        client = JudgeClient(srv.base_url, "judge", timeout=5.0, max_retries=1, backoff_base=0.01, backoff_max=0.02,
-                             max_response_bytes=cap, cache_size=0)
+    with FakeOpenAIServer(**QUICK) as srv:
+        client = JudgeClient(srv.base_url, "judge", timeout=5.0, max_retries=1, max_response_bytes=cap, cache_size=0)
 
         async def main():
             try:
@@ -243,6 +314,20 @@ def test_reply_body_is_capped(fault, cap, expected, attempts):
         assert (res.error.kind, res.error.status, res.error.message) == expected
         assert res.text is None
     assert wall < 2.5, wall  # an endless body is not read until the 5 s timeout
+
+
+def test_oversize_reply_closes_its_connection():
+    """Reading stops at the cap and that connection is dropped; a reply within the cap keeps its connection."""
+    with FakeOpenAIServer() as srv:
+        client = JudgeClient(srv.base_url, "judge", max_retries=1, max_response_bytes=CAP, cache_size=0)
+
+        async def main():
+            return [await client.complete([{"role": "user", "content": f"FAULT:{f}"}]) for f in ("big_chunked:10000x1", "big:3000")]
+
+        results = asyncio.run(main())
+        peers = [r.peer for r in srv.requests]
+    assert [(r.ok, r.attempts) for r in results] == [(True, 2), (True, 1)]
+    assert peers[0] != peers[1] == peers[2]  # over-size: closed, the retry opened another, then kept for the next
 
 
 # (response, expected flags): an over-size reply is a transport failure for the reward

@@ -1,12 +1,15 @@
 """Fault suite: every sample of a batch gets a score with the right flags, and nothing hangs.
 
-Short per-attempt timeouts and backoffs (passed as reward kwargs) keep the whole file to seconds;
-each test asserts a wall-time bound.
+Short per-attempt timeouts (reward kwargs) and a test server whose 429/5xx replies ask for a retry after
+10 ms (``retry-after-ms``, honoured by the openai SDK) keep the whole file to seconds; timeouts and
+dropped connections wait for the SDK's own backoff (0.5 s, then 1 s, less up to 25% jitter). Each test
+asserts a wall-time bound.
 """
 
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import socket
 import threading
 import time
@@ -18,7 +21,8 @@ from reward_fns.llm_judge import compute_score
 from scripts.serve.fake_openai import FakeOpenAIServer
 
 INFO = {"question": "What is 6 * 12?", "answer": "6 * 12 = 72\n#### 72"}
-FAST = dict(timeout=0.5, max_retries=2, backoff_base=0.01, backoff_max=0.05, retry_after_max=0.1)
+FAST = dict(timeout=0.5, max_retries=2)
+QUICK = dict(retry_after_ms="10")
 
 
 @pytest.fixture(autouse=True)
@@ -75,7 +79,7 @@ FAULT_TABLE = {
 def test_mixed_fault_batch():
     """One batch, every fault at once: exact flags per sample, bounded wall time."""
     responses = list(FAULT_TABLE) * 2  # duplicates share one request (or its retries)
-    with FakeOpenAIServer() as srv:
+    with FakeOpenAIServer(**QUICK) as srv:
         outs, wall = run_batch(srv.base_url, responses)
     n = len(FAULT_TABLE)
     assert {r: flags(o) for r, o in zip(responses[:n], outs[:n])} == FAULT_TABLE
@@ -85,19 +89,34 @@ def test_mixed_fault_batch():
     # every judge_error here is a transport failure: each one, and only those, got the fallback
     assert [o["judge_fallback"] for o in outs] == [o["judge_error"] for o in outs]
     assert sum(o["judge_fallback"] for o in outs) == 2 * 9
-    # the slowest sample: 3 timed-out attempts of 0.5 s + two short sleeps
-    assert wall < 3.0, wall
+    # the slowest samples: 3 timed-out attempts of 0.5 s + the SDK's two backoff sleeps (at most 0.5 + 1 s)
+    assert wall < 4.0, wall
     for o in outs:
         assert list(o)[0] == "score" and all(type(v) is float for v in o.values())
 
 
-def test_retry_after_is_honoured():
-    with FakeOpenAIServer(retry_after="1") as srv:
-        outs, wall = run_batch(srv.base_url, ["#### 72 FAULT:429x1"], retry_after_max=5.0, timeout=2.0)
+# (server options, fault, least and most seconds between the failed attempt and its retry): the SDK
+# waits what the server says -- retry-after-ms before Retry-After, seconds or an HTTP date, for 429 and 5xx
+RETRY_AFTER = [
+    (dict(retry_after="1"), "429x1", 1.0, 1.4),
+    (dict(retry_after="0.3"), "429x1", 0.3, 0.7),
+    (dict(retry_after="5", retry_after_ms="200"), "429x1", 0.2, 0.6),
+    (dict(retry_after_ms="400"), "500x1", 0.4, 0.8),
+    (dict(retry_after_ms="300"), "503x1", 0.3, 0.7),
+    (dict(retry_after="HTTP-DATE+2"), "429x1", 0.9, 2.4),  # whole seconds: 1 to 2 s from now
+]
+
+
+@pytest.mark.parametrize("server_kw,fault,least,most", RETRY_AFTER, ids=range(len(RETRY_AFTER)))
+def test_retry_after_is_honoured(server_kw, fault, least, most):
+    if server_kw.get("retry_after") == "HTTP-DATE+2":
+        server_kw = {**server_kw, "retry_after": email.utils.formatdate(time.time() + 2, usegmt=True)}
+    with FakeOpenAIServer(**server_kw) as srv:
+        outs, wall = run_batch(srv.base_url, [f"#### 72 FAULT:{fault}"], timeout=2.0)
         t = [r.t for r in srv.requests]
     assert flags(outs[0]) == (1.0, 4.0, 0.0, 0.0, 2.0)
-    assert 1.0 <= t[1] - t[0] <= 2.0, t
-    assert wall < 2.5
+    assert least <= t[1] - t[0] <= most, t
+    assert wall < most + 0.5
 
 
 def _free_port() -> int:
@@ -112,14 +131,21 @@ def test_connection_refused():
     outs, wall = run_batch(f"http://127.0.0.1:{_free_port()}/v1", ["#### 72", "#### 71"] * 8, cache_size=0)
     assert [flags(o) for o in outs[:2]] == [(1.0, -1.0, 1.0, 0.0, 3.0), (0.0, -1.0, 1.0, 0.0, 3.0)]
     assert {flags(o) for o in outs} == {(1.0, -1.0, 1.0, 0.0, 3.0), (0.0, -1.0, 1.0, 0.0, 3.0)}
-    assert wall < 2.0, wall
+    assert wall < 2.5, wall  # three refused attempts and the SDK's two backoff sleeps (at most 0.5 + 1 s)
 
 
 def test_server_stopped_mid_batch():
     """The server dies while requests are in flight and queued: all samples still finish."""
     responses = [f"step {i}\n#### {72 if i % 2 == 0 else 70 + i}" for i in range(32)]
     with FakeOpenAIServer(latency=0.3, capacity=8) as srv:
-        stopper = threading.Timer(0.45, srv.stop)
+        def stop_in_the_second_wave():
+            end = time.monotonic() + 10
+            while srv.served < 8 and time.monotonic() < end:
+                time.sleep(0.01)
+            time.sleep(0.1)  # the first wave's replies are delivered, the second wave is being served
+            srv.stop()
+
+        stopper = threading.Thread(target=stop_in_the_second_wave)
         stopper.start()
         outs, wall = run_batch(srv.base_url, responses, cache_size=0)
         stopper.join()
@@ -157,7 +183,7 @@ def test_deadline_counts_queueing():
 
 def test_all_failing_server_many_samples_is_fast():
     """256 samples against a server that always 500s: all fall back, no pile-up."""
-    with FakeOpenAIServer(mode="500") as srv:
+    with FakeOpenAIServer(mode="500", **QUICK) as srv:
         # a generous per-call timeout: on a loaded 2-core machine 256 concurrent calls may wait > 0.5 s to be read
         outs, wall = run_batch(srv.base_url, [f"#### {i}" for i in range(256)], cache_size=0, timeout=5.0)
         n = len(srv.requests)

@@ -50,8 +50,7 @@ def add_endpoint_args(group, prefix: str = "", *, what: str = "judge", max_token
 
 
 def make_client(base_url: str, model: str, *, api_key_env: str | None, concurrency: int, timeout: float,
-                max_retries: int, max_tokens: int, temperature: float, cache: bool = True,
-                backoff_base: float = 0.5) -> JudgeClient:
+                max_retries: int, max_tokens: int, temperature: float, cache: bool = True) -> JudgeClient:
     if concurrency < 1:
         raise InputError(f"concurrency must be >= 1, got {concurrency}")
     if max_tokens < 1:
@@ -60,7 +59,7 @@ def make_client(base_url: str, model: str, *, api_key_env: str | None, concurren
         return JudgeClient(
             base_url, model, api_key_env=api_key_env or None, timeout=timeout, max_retries=max_retries,
             max_concurrency=concurrency, temperature=temperature, max_tokens=max_tokens,
-            cache_size=4096 if cache else 0, backoff_base=backoff_base,
+            cache_size=4096 if cache else 0,
         )
     except ValueError as e:
         raise InputError(str(e)) from None

@@ -38,7 +38,10 @@ body), ``big:<n>`` (200, a valid completion whose body is about ``n`` bytes, ``C
 sent), ``big_chunked:<n>`` (the same, chunked: no length announced), ``endless`` (200 that streams
 filler until the client hangs up) and ``big_error:<n>`` (503 with an ``n``-byte body).
 ``api_key`` (401 without ``Authorization: Bearer <key>``) and ``expect_model`` (404 "model does not
-exist" for another ``model``) act like a real endpoint's configuration errors.
+exist" for another ``model``) act like a real endpoint's configuration errors. ``retry_after``
+(default ``"1"``: seconds or an HTTP date) is the ``Retry-After`` of a ``429`` fault;
+``retry_after_ms`` (e.g. ``"10"``), when given, adds ``retry-after-ms`` to every 429 and 5xx reply,
+so a client that honours it (the ``openai`` SDK does) retries after that many milliseconds.
 
 Capacity: ``capacity=C`` and ``latency=L`` make a server of known throughput ``C / L`` requests per
 second (requests beyond ``C`` wait in a FIFO queue), the reference for the benchmark.
@@ -46,7 +49,7 @@ second (requests beyond ``C`` wait in a FIFO queue), the reference for the bench
     with FakeOpenAIServer(latency=0.01) as srv:
         srv.base_url   # http://127.0.0.1:PORT/v1    (remote-API deployment)
         srv.address    # 127.0.0.1:PORT               (verl's reward_router_address)
-        srv.requests   # [Captured(body=..., headers=..., t=...)]
+        srv.requests   # [Captured(body=..., headers=..., t=..., peer=(host, port) of the client's connection)]
         srv.bodies     # [body, ...]
 
 As a command (from the repository root) it prints ``READY <host:port>`` once listening and serves
@@ -109,6 +112,7 @@ class Captured:
     headers: dict
     t: float
     raw: bytes = field(repr=False, default=b"")
+    peer: tuple | None = None  # the client's (host, port): one per connection
 
     @property
     def user(self) -> str:
@@ -199,6 +203,7 @@ class FakeOpenAIServer:
         capacity: int | None = None,
         mode: str | None = None,
         retry_after: str = "1",
+        retry_after_ms: str | None = None,
         expect_model: str | None = None,
         api_key: str | None = None,
     ):
@@ -208,6 +213,7 @@ class FakeOpenAIServer:
         self.reply = reply or default_reply
         self.mode = mode
         self.retry_after = retry_after
+        self.retry_after_ms = retry_after_ms
         self.expect_model = expect_model
         self.api_key = api_key
         self.requests: list[Captured] = []
@@ -270,6 +276,7 @@ class FakeOpenAIServer:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._handle)
         app.router.add_get("/v1/models", self._models)
+        app.on_response_prepare.append(self._retry_hint)
         self._sem = asyncio.Semaphore(self.capacity) if self.capacity else None
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.05)
         await self._runner.setup()
@@ -338,6 +345,10 @@ class FakeOpenAIServer:
             self.max_inflight = 0
 
     # ------------------------------------------------------------------ handlers
+    async def _retry_hint(self, request: web.Request, response: web.StreamResponse) -> None:
+        if self.retry_after_ms is not None and (response.status == 429 or response.status >= 500):
+            response.headers["retry-after-ms"] = self.retry_after_ms
+
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": self.expect_model or "judge", "object": "model"}]})
 
@@ -363,7 +374,8 @@ class FakeOpenAIServer:
             return web.json_response({"error": {"message": "invalid JSON"}}, status=400)
         if not isinstance(body, dict):
             return web.json_response({"error": {"message": "expected a JSON object"}}, status=400)
-        self.requests.append(Captured(body, dict(request.headers), time.monotonic(), raw))
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        self.requests.append(Captured(body, dict(request.headers), time.monotonic(), raw, tuple(peer or ()) or None))
         if self.api_key is not None and request.headers.get("Authorization") != f"Bearer {self.api_key}":
             return web.json_response({"error": {"message": "invalid api key"}}, status=401)
         if self.expect_model is not None and body.get("model") != self.expect_model:
