@@ -173,7 +173,8 @@ def plan(env, user_args: list[str], recipe: str, materialize: bool = True, outpu
             p.knobs.update({name: ray_job.local_path(got[name], env) for name in missing.values()})
     except defaults.DefaultsError as e:
         raise LaunchError(str(e)) from None
-    yaml_text = json.dumps(OmegaConf.to_container(cfg, resolve=False))
+    yaml_text = "".join(open(f, encoding="utf-8").read() for f in (os.path.join(rdir, "config.yaml"),
+                                                                   os.path.join(knobs.RECIPES, "base.yaml")))
     p.notes += [f"{n} ignored: recipe {recipe} does not read it (no ${{oc.env:{n}}} in its config)"
                 for n in set_by_user if f"oc.env:{n}" not in yaml_text]
     with knobs.environ({**env, **p.knobs}):

@@ -243,21 +243,27 @@ def unknown_recipe_keys(cfg, recipe: str, allowed: Iterable[str] = ALLOWED_ADDIT
 
 
 def resolution_errors(cfg) -> list[str]:
-    """Values that do not resolve, one message per key: an unset knob (``${oc.env:MODEL}``) or a bad one."""
+    """Values that do not resolve, one message per key that reads a knob (``${oc.env:MODEL}`` unset, a bad
+    value for a ``vj.*`` resolver); keys that only refer to such a key are not repeated."""
     from omegaconf import OmegaConf
 
-    errors = []
+    errors, readers, tree = [], [], OmegaConf.to_container(cfg, resolve=False)
     for key in leaf_keys(cfg):
         try:
             OmegaConf.select(cfg, key)
         except Exception as e:
-            cause = e.__cause__ if isinstance(e.__cause__, ValueError) else e
-            msg = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
+            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+            msg = re.sub(r"^\w+ raised while resolving interpolation: ", "", msg).strip('"')
             m = re.match(r"Environment variable '([^']+)' not found", msg)
             if m:
                 msg = f"the environment variable {m.group(1)} is not set (set it, or pass {key}=...)"
             errors.append(f"{key}: {msg}")
-    return errors
+            raw = tree
+            for part in key.split("."):
+                raw = raw[part]
+            if re.search(r"\$\{(oc\.env|vj\.)", str(raw)):
+                readers.append(errors[-1])
+    return readers or errors
 
 
 def _number(v) -> bool:
