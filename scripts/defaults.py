@@ -1,6 +1,7 @@
 """The model and data a run gets when none are given: SmolLM2-135M-Instruct (``data_prep.model``, offline,
-cached) and the recipe's ``verl_judge.default_data`` set, built by ``data_prep`` from ``GSM8K_DIR`` (else the
-HF hub) into ``DATA_DIR/<set>_p<max prompt length>/``. Used by the launcher and the pipeline (no command):
+cached) and the recipe's ``verl_judge.default_data`` set, built by ``data_prep`` from ``GSM8K_DIR`` (else
+``../shared/data/gsm8k`` beside the checkout when it is there, else the HF hub) into
+``DATA_DIR/<set>_p<max prompt length>/``. Used by the launcher and the pipeline (no command):
 
     from scripts import defaults; model = defaults.model(env); gsm8k = defaults.gsm8k_args(env)
 """
@@ -15,6 +16,7 @@ import sys
 from scripts.console import say
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED_GSM8K = os.path.normpath(os.path.join(ROOT, "..", "shared", "data", "gsm8k"))
 #: verl_judge.default_data -> (data_prep module, folder under DATA_DIR, train file, validation file)
 DATA = {
     "gsm8k": ("data_prep.gsm8k", "gsm8k", "train.parquet", "test.parquet"),
@@ -44,8 +46,11 @@ def model(env, create: bool = True) -> str:
 
 
 def gsm8k_args(env) -> list[str]:
-    """data_prep's input arguments: GSM8K_DIR's train.jsonl / test.jsonl, else the HF hub."""
+    """data_prep's input arguments: train.jsonl / test.jsonl of GSM8K_DIR, else of SHARED_GSM8K when it holds
+    them, else the HF hub."""
     d = (env.get("GSM8K_DIR") or "").strip()
+    if not d and os.path.isfile(os.path.join(SHARED_GSM8K, "train.jsonl")):
+        d = SHARED_GSM8K
     if not d:
         return ["--hf"]
     d = os.path.abspath(os.path.expanduser(d))

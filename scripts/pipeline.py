@@ -31,7 +31,7 @@ Stages (each prints its output; a stage whose ``.done`` marker exists is skipped
 launcher too (``JudgeToReward.policy(judge, recipe=...)`` takes another reward recipe).
 
 Machine settings are the launcher's knobs (``python -m scripts.launch --knobs``: MODEL, GSM8K_DIR, PYTHON,
-N_GPUS, NO_FLASH_ATTN, ...). ``DRY_RUN=1`` runs no stage: it checks each training stage's recipe with the
+N_GPUS, NO_FLASH_ATTN, ...), with the launcher's defaults (``scripts/defaults.py``). ``DRY_RUN=1`` runs no stage: it checks each training stage's recipe with the
 arguments that stage gets (the default model and data stand for the ones earlier stages would make).
 """
 
