@@ -47,7 +47,7 @@ from scripts.console import KEY_ENV, mask, say
 
 ROOT = knobs.ROOT
 LOGGER_ENV = "+ray_kwargs.ray_init.runtime_env.env_vars"
-PENDING = "<default data>"  # what TRAIN_FILES / VAL_FILES stand for until the default data is there
+PENDING = "<default>"  # what MODEL / TRAIN_FILES / VAL_FILES stand for while the values are checked
 
 
 class LaunchError(Exception):
@@ -133,6 +133,33 @@ def annotate(msg: str, p: Plan) -> str:
     return msg
 
 
+def outputs(p: Plan, env, given, project: str, experiment: str, loggers: list[str], output_dir, metrics_file,
+            log_file) -> list[str]:
+    """The run folder, log and metrics file of ``p``; the overrides for the loggers: the recipe's trainer.logger
+    (+ swanlab with a key) and verl's JSONL file logger."""
+    gen = []
+    out = output_dir or env.get("OUTPUT_DIR") or os.path.join(ROOT, "outputs", project, experiment)
+    p.output_dir = os.path.abspath(os.path.expanduser(out))
+    p.log_file = log_file or os.path.join(p.output_dir, "launch.log")
+    if env.get("SWANLAB_API_KEY") and "swanlab" not in loggers and "trainer.logger" not in given:
+        gen.append("trainer.logger=[" + ",".join(loggers + ["swanlab"]) + "]")
+        loggers.append("swanlab")
+    if "file" not in loggers:
+        p.notes.append("trainer.logger has no 'file': no metrics JSONL is written")
+    if p.mode == "job":
+        # the folder may not exist on the node that runs verl's TaskRunner; verl's file logger creates
+        # <VERL_FILE_LOGGER_ROOT>/<project>/<experiment>.jsonl itself
+        root = ray_job.local_path(p.output_dir, env)
+        p.metrics_file = os.path.join(root, project, f"{experiment}.jsonl")
+        gen.append(f"{LOGGER_ENV}.VERL_FILE_LOGGER_ROOT={ov.hydra_str(root)}")
+        p.notes.append(f"Ray job: metrics go to {p.metrics_file} on the node running verl's TaskRunner "
+                       "(point OUTPUT_DIR at shared storage to keep them)")
+    else:
+        p.metrics_file = os.path.abspath(metrics_file or os.path.join(p.output_dir, "metrics.jsonl"))
+        gen.append(f"{LOGGER_ENV}.VERL_FILE_LOGGER_PATH={ov.hydra_str(p.metrics_file)}")
+    return gen
+
+
 def plan(env, user_args: list[str], recipe: str, materialize: bool = True, output_dir: str | None = None,
          metrics_file: str | None = None, log_file: str | None = None) -> Plan:
     """Everything a run needs, from the recipe config, the knobs and the arguments (``materialize=False``:
@@ -143,7 +170,8 @@ def plan(env, user_args: list[str], recipe: str, materialize: bool = True, outpu
     try:
         rdir = verl_config.recipe_dir(recipe)
     except verl_config.ConfigError as e:
-        raise LaunchError(e.errors[0]) from None
+        hint = f" (a pipeline: bash recipes/{recipe}/run.sh)" if os.path.isfile(os.path.join(knobs.RECIPES, recipe, "run.sh")) else ""
+        raise LaunchError(e.errors[0] + hint) from None
     unknown = knobs.unknown(env)
     if unknown:
         raise LaunchError("; ".join(unknown))
@@ -187,27 +215,7 @@ def plan(env, user_args: list[str], recipe: str, materialize: bool = True, outpu
         loggers = [str(x) for x in cfg.trainer.logger]
         ckpt = str(cfg.trainer.default_local_dir)
 
-    # logging: the recipe's trainer.logger (+ swanlab with a key) and verl's JSONL file logger
-    gen = []
-    out = output_dir or env.get("OUTPUT_DIR") or os.path.join(ROOT, "outputs", project, experiment)
-    p.output_dir = os.path.abspath(os.path.expanduser(out))
-    p.log_file = log_file or os.path.join(p.output_dir, "launch.log")
-    if env.get("SWANLAB_API_KEY") and "swanlab" not in loggers and "trainer.logger" not in given:
-        gen.append("trainer.logger=[" + ",".join(loggers + ["swanlab"]) + "]")
-        loggers.append("swanlab")
-    if "file" not in loggers:
-        p.notes.append("trainer.logger has no 'file': no metrics JSONL is written")
-    if job:
-        # the folder may not exist on the node that runs verl's TaskRunner; verl's file logger creates
-        # <VERL_FILE_LOGGER_ROOT>/<project>/<experiment>.jsonl itself
-        root = ray_job.local_path(p.output_dir, env)
-        p.metrics_file = os.path.join(root, project, f"{experiment}.jsonl")
-        gen.append(f"{LOGGER_ENV}.VERL_FILE_LOGGER_ROOT={ov.hydra_str(root)}")
-        p.notes.append(f"Ray job: metrics go to {p.metrics_file} on the node running verl's TaskRunner "
-                       "(point OUTPUT_DIR at shared storage to keep them)")
-    else:
-        p.metrics_file = os.path.abspath(metrics_file or os.path.join(p.output_dir, "metrics.jsonl"))
-        gen.append(f"{LOGGER_ENV}.VERL_FILE_LOGGER_PATH={ov.hydra_str(p.metrics_file)}")
+    gen = outputs(p, env, given, project, experiment, loggers, output_dir, metrics_file, log_file)
     p.overrides = ov.merge(gen, user_args)
 
     if job:
