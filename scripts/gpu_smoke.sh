@@ -19,13 +19,13 @@
 # judge_to_reward the merged judge (hf/config.json). A failed check sets the exit code shown: 9 (metrics), 8
 # (checkpoint / merged judge). SMOKE_DIR/summary.md: | recipe | exit | wall s | steps | checks |.
 # gsm8k_api_judge is pointed at a vLLM OpenAI server of the judge model started here on the same GPU
-# (JUDGE_BASE_URL, JUDGE_MODEL_NAME=judge, JUDGE_API_KEY_ENV=SMOKE_NO_KEY).
+# (JUDGE_BASE_URL, reward_kwargs model=judge and api_key_env=SMOKE_NO_KEY).
 # DRY_RUN=1: every recipe's configuration is checked on CPU by the launcher (no server, no checks).
 # Knobs of this script (not passed on): RECIPES, STEPS (3), SMOKE_DIR (outputs/gpu_smoke), API_PORT (8011),
 # API_GPU_MEM_UTIL (0.15), API_SERVER_ARGS (more vLLM server flags). Launcher variables are passed as set:
 # MODEL (default: the materialised SmolLM2, also served to gsm8k_api_judge), PYTHON (e.g. python3 with
 # verl+vLLM; default scripts/launch.sh --print-python), GSM8K_DIR, DATA_DIR (default SMOKE_DIR/data), ...
-# Exit status: 0 when every recipe passed, 1 otherwise, 2 when a retired launcher variable is set.
+# Exit status: 0 when every recipe passed, 1 otherwise, 2 when a variable that looks like a knob but is none is set.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$ROOT/scripts/lib.sh"
@@ -36,7 +36,7 @@ SMOKE_DIR=${SMOKE_DIR:-$ROOT/outputs/gpu_smoke}
 API_PORT=${API_PORT:-8011}
 RECIPES_DIR=${RECIPES_DIR:-$ROOT/recipes}  # tests point it at stand-in recipes
 export PYTHON=${PYTHON:-$(bash "$ROOT/scripts/launch.sh" --print-python)}
-stop_if_retired "$PYTHON" gpu_smoke
+check_knobs gpu_smoke
 export MODEL=${MODEL:-$(PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m data_prep.model | tail -n 1)}
 export DATA_DIR=${DATA_DIR:-$SMOKE_DIR/data}
 val_overrides=(trainer.test_freq=$STEPS data.val_max_samples=32)
@@ -63,10 +63,13 @@ start_api_server() {
 for r in $RECIPES; do
   out=$SMOKE_DIR/$r; mkdir -p "$out"
   env_=(OUTPUT_DIR="$out"); [ "$r" = judge_to_reward ] && env_=()  # the pipeline writes under --out
+  own=()
   case $r in
     gsm8k_api_judge)
       is_dry || start_api_server || { echo "| $r | server failed | | | |" >> "$summary"; fail=1; continue; }
-      env_+=(JUDGE_BASE_URL="http://127.0.0.1:$API_PORT/v1" JUDGE_MODEL_NAME=judge JUDGE_API_KEY_ENV=SMOKE_NO_KEY) ;;
+      env_+=(JUDGE_BASE_URL="http://127.0.0.1:$API_PORT/v1")
+      own=(+reward.custom_reward_function.reward_kwargs.model=judge
+           +reward.custom_reward_function.reward_kwargs.api_key_env=SMOKE_NO_KEY) ;;
   esac
   if [ "$r" = judge_to_reward ]; then
     # the pipeline sets the judge stage's steps, save_freq, checkpoint folder and experiment name itself
@@ -74,7 +77,7 @@ for r in $RECIPES; do
     for o in "${j2r_overrides[@]}"; do args+=("--policy-override=$o"); done
   else
     later_wins trainer.total_training_steps=$STEPS "${val_overrides[@]}" trainer.save_freq=$STEPS \
-      trainer.default_local_dir="$out/checkpoints" trainer.experiment_name="smoke-$r" "$@"
+      trainer.default_local_dir="$out/checkpoints" trainer.experiment_name="smoke-$r" ${own[@]+"${own[@]}"} "$@"
     args=("${MERGED[@]}")
   fi
   t0=$(date +%s)

@@ -28,7 +28,7 @@
 # of the local-judge run (rule, local: their folders, table labels and experiment names); COST_DIR (outputs/judge_cost).
 # Output: COST_DIR/<run>/{run.log,metrics.jsonl} and COST_DIR/cost.md.
 # Exit status: 0 when every run exited 0, else 1 (the table still holds the runs that finished);
-# 2 for a bad VARIANTS entry, run name or RUNS entry, or a retired launcher variable in the environment (nothing is run).
+# 2 for a bad VARIANTS entry, run name or RUNS entry, or a variable that looks like a knob but is none (nothing is run).
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$ROOT/scripts/lib.sh"
@@ -47,6 +47,7 @@ bad_variant() {
   exit 2
 }
 RULE_NAME=${RULE_NAME:-rule}; JUDGE_NAME=${JUDGE_NAME:-local}
+export -n RULE_NAME JUDGE_NAME  # knobs of this script, not passed on
 NAME_RE='^[A-Za-z0-9_.-]+$'
 for n in "$RULE_NAME" "$JUDGE_NAME"; do
   [[ "$n" =~ $NAME_RE ]] || { echo "RULE_NAME/JUDGE_NAME: bad run name '$n': letters, digits, _ . - only" >&2; exit 2; }
@@ -68,7 +69,7 @@ for v in $VARIANTS; do
   names+=("$name"); recipes+=(gsm8k_local_judge); settings+=("$(printf '%s\n' "${items[@]}")")
 done
 export PYTHON=${PYTHON:-$(bash "$ROOT/scripts/launch.sh" --print-python)}
-stop_if_retired "$PYTHON" judge_cost
+check_knobs judge_cost
 RUNS=${RUNS:-${names[*]}}
 for r in $RUNS; do
   [[ " ${names[*]} " == *" $r "* ]] || { echo "RUNS: no run named '$r' (runs: ${names[*]})" >&2; exit 2; }

@@ -5,7 +5,7 @@
 #
 # * With a GPU (nvidia-smi works): `python -m scripts.pipeline judge_to_reward --out outputs/main` with
 #   offline defaults: SmolLM2-135M-Instruct as judge and policy (materialised offline), GSM8K from local
-#   files when GSM8K_DIR is set or ../shared/data/gsm8k exists (else the HF hub). Outputs under
+#   files when GSM8K_DIR is set or ../shared/data/gsm8k exists (else the HF hub; scripts/defaults.py). Outputs under
 #   outputs/main/ (printed per stage). Resumable: run it again. Arguments go to the pipeline
 #   (python -m scripts.pipeline --help).
 # * Without a GPU: DRY_RUN=1 of every recipe (data built, config validated against verl's schema),
@@ -16,14 +16,10 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-if [ -z "${GSM8K_DIR:-}" ] && [ -f "$ROOT/../shared/data/gsm8k/train.jsonl" ]; then
-  GSM8K_DIR=$(cd "$ROOT/../shared/data/gsm8k" && pwd)
-fi
-export GSM8K_DIR=${GSM8K_DIR:-}
 PYTHON=$(bash scripts/launch.sh --print-python | tail -n 1)
 export PYTHON
 echo "[main] interpreter: $PYTHON"
-echo "[main] GSM8K: ${GSM8K_DIR:-HF hub (openai/gsm8k)}"
+echo "[main] GSM8K: ${GSM8K_DIR:-../shared/data/gsm8k when present, else the HF hub (openai/gsm8k)}"
 
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   exec "$PYTHON" -m scripts.pipeline judge_to_reward --out outputs/main "$@"

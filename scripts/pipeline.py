@@ -23,21 +23,22 @@ Stages (each prints its output; a stage whose ``.done`` marker exists is skipped
 3. ``sft``         verl's SFT trainer (``torchrun -m verl.trainer.sft_trainer``), HF folder saved
 4. ``eval_sft``    the warm-started judge on the same rows (``judge_to_reward`` without judge GRPO: beside
                    ``policy``, in the background with a fixed KV cache, unless ``--no-parallel-eval``)
-5. ``grpo``        ``python -m scripts.train`` with the recipe config, from the SFT model
+5. ``grpo``        the recipe from the SFT model, through ``scripts.launch.run_recipe`` (checked first)
 6. ``merge``       ``verl.model_merger`` of the last GRPO checkpoint -> HF folder
 7. ``eval_after``  the trained judge on the same rows
 8. ``compare``     ``compare.md``: before / after SFT / after GRPO
-``judge_to_reward`` adds 9. ``policy``: recipes/gsm8k_local_judge with the trained judge as the reward.
+``judge_to_reward`` adds 9. ``policy``: recipes/gsm8k_local_judge, the trained judge as the reward, through the
+launcher too (``JudgeToReward.policy(judge, recipe=...)`` takes another reward recipe).
 
-Paths and machine settings come from the environment: ``MODEL`` (start model; default the offline
-SmolLM2-135M-Instruct from ``python -m data_prep.model``), ``GSM8K_DIR`` (train.jsonl / test.jsonl;
-default ``../shared/data/gsm8k`` when present, else the HF hub), ``PYTHON`` (interpreter, default
-this one), ``N_GPUS`` (default 1).
+Machine settings are the launcher's knobs (``python -m scripts.launch --knobs``: MODEL, GSM8K_DIR, PYTHON,
+N_GPUS, NO_FLASH_ATTN, ...), with the launcher's defaults (``scripts/defaults.py``). ``DRY_RUN=1`` runs no stage: it checks each training stage's recipe with the
+arguments that stage gets (the default model and data stand for the ones earlier stages would make).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import glob
 import json
@@ -48,7 +49,8 @@ import sys
 import threading
 import time
 
-from scripts import bytecode
+from scripts import bytecode, console, defaults, knobs, launch
+from scripts.report.metrics import read_metrics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TASKS = {
@@ -57,6 +59,7 @@ TASKS = {
     "pairwise_ref": ("judge_pairwise", "pairwise", ["--pair-prompt", "pairwise_ref.v2"]),
     "pairwise": ("judge_pairwise", "pairwise", ["--pair-prompt", "pairwise.v1"]),
 }
+POLICY_RECIPE = "gsm8k_local_judge"
 # The policy stage is a short check that the trained judge is used (6 steps by default), so its judge decodes
 # eagerly: CUDA graphs (the recipe's default, for real runs) cost ~40 s of compile and capture at start-up on an
 # H100 and saved 0.5-1 s per step with the trained judge's short replies. --policy-override wins over this.
@@ -68,8 +71,7 @@ COMPARE_KEYS = {
 }
 
 
-def say(msg: str) -> None:
-    print(f"[pipeline] {msg}", flush=True)
+say = functools.partial(console.say, "pipeline")
 
 
 class Pipeline:
@@ -77,9 +79,10 @@ class Pipeline:
         self.args = args
         self.overrides = overrides
         self.out = os.path.abspath(args.out)
-        os.makedirs(self.out, exist_ok=True)
         self.py = os.environ.get("PYTHON") or sys.executable
         self.env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        if args.no_flash_attn:
+            self.env["NO_FLASH_ATTN"] = "1"
         self.n_gpus = int(os.environ.get("N_GPUS", "1"))
         self.recipe, self.prefix, self.prompt_args = TASKS[args.task]
         self.kind = "pointwise" if args.task == "pointwise" else "pairwise"
@@ -114,6 +117,7 @@ class Pipeline:
         """Run stage ``name`` unless its ``.done`` marker exists. ``background``: start it in a thread and return;
         it runs beside the next stage (its output goes to its log only) and is joined before the stage after."""
         done = self.path(f".{name}.done")
+        os.makedirs(self.out, exist_ok=True)
         if os.path.exists(done):
             say(f"stage {name} skipped ({done} exists); output: {output}")
             return output
@@ -164,22 +168,15 @@ class Pipeline:
     @functools.cached_property
     def base(self) -> str:
         """The start model (judge and policy): MODEL, else the offline SmolLM2-135M-Instruct, materialised once."""
-        if os.environ.get("MODEL"):
-            return os.environ["MODEL"]
-        out = subprocess.run([self.py, "-m", "data_prep.model"], cwd=ROOT, env=self.env,
-                             capture_output=True, text=True, check=True)
-        return out.stdout.strip().splitlines()[-1]
-
-    def gsm8k_args(self) -> list[str]:
-        d = os.environ.get("GSM8K_DIR") or os.path.join(ROOT, "..", "shared", "data", "gsm8k")
-        if os.path.exists(os.path.join(d, "train.jsonl")):
-            return ["--train", os.path.join(d, "train.jsonl"), "--test", os.path.join(d, "test.jsonl")]
-        return []  # the HF hub (openai/gsm8k)
+        try:
+            return defaults.model(self.env)
+        except defaults.DefaultsError as e:
+            raise SystemExit(f"[pipeline] {e}") from None
 
     def data(self) -> None:
         a = self.args
         cmd = [self.py, "-m", "data_prep.gsm8k_verify", "--out", self.path("data"), "--tokenizer", self.base,
-               "--max-prompt-length", str(a.max_prompt_length), *self.prompt_args, *self.gsm8k_args()]
+               "--max-prompt-length", str(a.max_prompt_length), *self.prompt_args, *defaults.gsm8k_args(self.env)]
         self.sh(cmd, self.path("logs", "data.log"))
 
     def sft_data(self) -> None:
@@ -198,7 +195,7 @@ class Pipeline:
     def policy_data(self) -> None:
         """GSM8K as the policy sees it (``data_prep.gsm8k``: local files or the HF hub)."""
         self.sh([self.py, "-m", "data_prep.gsm8k", "--out", self.path("policy_data"), "--tokenizer", self.base,
-                 *self.gsm8k_args()], self.path("logs", "policy_data.log"))
+                 *defaults.gsm8k_args(self.env)], self.path("logs", "policy_data.log"))
 
     def samples(self) -> None:
         """The start model's own answers to GSM8K train questions, with the policy's prompt and sampled as GRPO
@@ -249,21 +246,18 @@ class Pipeline:
                f"trainer.default_local_dir={ckpt}", "trainer.project_name=verl-judge",
                f"trainer.experiment_name={a.task}-sft", "trainer.logger=[console,file]", "trainer.save_freq=-1",
                "trainer.resume_mode=disable", "checkpoint.save_contents=[model,hf_model]",
-               f"trainer.n_gpus_per_node={self.n_gpus}", *self.sdpa("model"), *a.sft_override]
+               f"trainer.n_gpus_per_node={self.n_gpus}", *self.sdpa(), *a.sft_override]
         if a.sft_steps > 0:
             cmd.append(f"trainer.total_training_steps={a.sft_steps}")
         env = dict(self.env, VERL_FILE_LOGGER_PATH=self.path("sft_metrics.jsonl"))
         self.sh(cmd, self.path("logs", "sft.log"), env)
 
-    def sdpa(self, model_key: str) -> list[str]:
-        """Overrides for a machine without flash-attn (``--no-flash-attn``): torch SDPA, no remove-padding."""
-        if not self.args.no_flash_attn:
-            try:
-                import flash_attn  # noqa: F401
-                return []
-            except ImportError:
-                say("flash-attn is not importable: torch SDPA attention, no remove-padding")
-        return [f"{model_key}.use_remove_padding=False", f"+{model_key}.override_config.attn_implementation=sdpa"]
+    def sdpa(self) -> list[str]:
+        """The SFT trainer's overrides without flash-attn (NO_FLASH_ATTN's rule, as the recipes apply it)."""
+        if knobs.flash_attn(self.env.get("NO_FLASH_ATTN", "auto")):
+            return []
+        say("no flash-attn (NO_FLASH_ATTN / --no-flash-attn, or not importable): torch SDPA attention, no remove-padding")
+        return ["model.use_remove_padding=False", "+model.override_config.attn_implementation=sdpa"]
 
     def sft_model(self) -> str:
         found = sorted(glob.glob(self.path("sft", "global_step_*", "huggingface")),
@@ -272,33 +266,27 @@ class Pipeline:
             raise SystemExit(f"[pipeline] no SFT model under {self.path('sft')}")
         return found[-1]
 
-    def grpo(self, start: str) -> None:
+    def grpo_settings(self) -> list[str]:  # its start model and data: grpo()
         a = self.args
-        data = self.path("data")
-        cmd = [self.py, "-m", "scripts.train", "--config-path", os.path.join(ROOT, "recipes", self.recipe),
-               "--config-name", "config", f"actor_rollout_ref.model.path={start}",
-               "data.train_files=[" + ",".join(self.train_files()) + "]",
-               f"data.val_files={os.path.join(data, f'{self.prefix}_test.parquet')}",
-               f"trainer.total_training_steps={a.grpo_steps}", f"trainer.default_local_dir={self.path('grpo')}",
-               f"trainer.experiment_name={a.task}", f"trainer.n_gpus_per_node={self.n_gpus}",
-               f"trainer.save_freq={min(a.grpo_steps, 10)}", f"verl_judge.pair_groups={a.pair_groups}",
-               *self.sdpa("actor_rollout_ref.model"), *self.overrides]
-        env = dict(self.env, VERL_FILE_LOGGER_PATH=self.path("metrics.jsonl"))
-        self.with_ray_head(env, lambda: self.sh(cmd, self.path("logs", "grpo.log"), env))
+        return [f"trainer.total_training_steps={a.grpo_steps}", f"trainer.default_local_dir={self.path('grpo')}",
+                f"trainer.experiment_name={a.task}", f"trainer.save_freq={min(a.grpo_steps, 10)}",
+                f"verl_judge.pair_groups={a.pair_groups}", *self.overrides]
 
-    def with_ray_head(self, env: dict, fn) -> None:
-        """Run ``fn`` against a private Ray head on free ports (several runs can share a machine), or
-        against the cluster in ``RAY_ADDRESS`` when that is set."""
-        if env.get("RAY_ADDRESS"):
-            return fn()
-        from scripts.launch import start_ray_head, stop_ray_head
+    def grpo(self, start: str) -> None:
+        inputs = [f"actor_rollout_ref.model.path={start}", "data.train_files=[" + ",".join(self.train_files()) + "]",
+                  f"data.val_files={self.path('data', f'{self.prefix}_test.parquet')}"]
+        self.train("grpo", self.recipe, inputs + self.grpo_settings(), "metrics.jsonl")
 
-        proc, address = start_ray_head(env, self.path("logs", "ray_head.log"))
-        say(f"private Ray head at {address}")
-        try:
-            fn()
-        finally:
-            stop_ray_head(proc)
+    def train(self, name: str, recipe: str, overrides: list[str], metrics: str) -> None:
+        """A training stage: the recipe with ``overrides`` through the launcher (checked, then run), ``logs/<name>.log``."""
+        quiet = contextlib.redirect_stdout(open(os.devnull, "w")) if self.args.quiet else contextlib.nullcontext()
+        with quiet:
+            rc = launch.run_recipe(recipe, overrides, dict(self.env, PYTHON=self.py), **self.where(name, metrics))
+        if rc != 0:
+            raise SystemExit(f"[pipeline] stage failed (exit {rc}): recipe {recipe}; log: {self.path('logs', name + '.log')}")
+
+    def where(self, name: str, metrics: str) -> dict:
+        return {"output_dir": self.out, "metrics_file": self.path(metrics), "log_file": self.path("logs", f"{name}.log")}
 
     def merge(self) -> None:
         steps = sorted(glob.glob(self.path("grpo", "global_step_*")), key=lambda p: int(p.rsplit("_", 1)[1]))
@@ -358,8 +346,7 @@ class Pipeline:
         return judge
 
     def eval_stage(self, name: str, model: str, beside: bool) -> None:
-        """Evaluation stage ``name`` of ``model``; ``beside`` (and ``--parallel-eval``): in the background, beside the
-        next stage, with a fixed KV cache."""
+        """Evaluation stage ``name`` of ``model``; ``beside`` (and ``--parallel-eval``): in the background, fixed KV cache."""
         bg = beside and self.args.parallel_eval
         self.stage(name, self.path(name), lambda: self.evaluate(model, name, shared_gpu=bg), background=bg)
 
@@ -369,32 +356,21 @@ class Pipeline:
             self.compare()
 
 
-def read_metrics(path: str) -> list[dict]:
-    """verl's JSONL file logger: one ``{"step": n, "data": {...}}`` per line."""
-    rows = []
-    if os.path.exists(path):
-        for line in open(path, encoding="utf-8"):
-            if line.strip():
-                rec = json.loads(line)
-                rows.append(rec.get("data", rec))
-    return rows
-
-
 class JudgeToReward(Pipeline):
     """The judge pipeline, then a GSM8K policy trained with the merged judge as its reward."""
 
-    def policy(self, judge: str) -> None:
-        a = self.args
-        cmd = [self.py, "-m", "scripts.train", "--config-path", os.path.join(ROOT, "recipes", "gsm8k_local_judge"),
-               "--config-name", "config", f"actor_rollout_ref.model.path={self.base}",
-               f"reward.reward_model.model_path={judge}",
-               f"data.train_files={self.path('policy_data', 'train.parquet')}",
-               f"data.val_files={self.path('policy_data', 'test.parquet')}",
-               f"trainer.total_training_steps={a.policy_steps}", f"trainer.default_local_dir={self.path('policy')}",
-               "trainer.experiment_name=judge_to_reward-policy", f"trainer.n_gpus_per_node={self.n_gpus}",
-               "trainer.save_freq=-1", *self.sdpa("actor_rollout_ref.model"), *POLICY_STAGE, *a.policy_override]
-        env = dict(self.env, VERL_FILE_LOGGER_PATH=self.path("policy_metrics.jsonl"))
-        self.with_ray_head(env, lambda: self.sh(cmd, self.path("logs", "policy.log"), env))
+    def policy_settings(self, name: str = "policy") -> list[str]:  # its models and data: policy()
+        return [f"trainer.total_training_steps={self.args.policy_steps}", f"trainer.default_local_dir={self.path(name)}",
+                f"trainer.experiment_name=judge_to_reward-{name}", "trainer.save_freq=-1", *POLICY_STAGE,
+                *self.args.policy_override]
+
+    def policy(self, judge: str, recipe: str = POLICY_RECIPE, name: str = "policy") -> None:
+        """A GSM8K policy trained with ``recipe`` (default the local judge's, ``judge`` as its reward model);
+        outputs ``<name>/`` (checkpoints), ``<name>_metrics.jsonl``, ``logs/<name>.log``."""
+        inputs = [f"actor_rollout_ref.model.path={self.base}", f"reward.reward_model.model_path={judge}",
+                  f"data.train_files={self.path('policy_data', 'train.parquet')}",
+                  f"data.val_files={self.path('policy_data', 'test.parquet')}"]
+        self.train(name, recipe, inputs + self.policy_settings(name), f"{name}_metrics.jsonl")
 
     def summary(self) -> None:
         steps = read_metrics(self.path("policy_metrics.jsonl"))
@@ -438,11 +414,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sft-lr", type=float, default=2e-5)
     p.add_argument("--sft-override", action="append", default=[], metavar="KEY=VALUE", help="extra SFT trainer override")
     p.add_argument("--model-solutions", metavar="JSONL|base|none", default=None,
-                   help="also train on a model's own GSM8K answers, graded by final answer, so the judge sees real "
-                        "model-written candidates, not only perturbed references: a scripts.eval.gsm8k samples.jsonl, "
-                        "or 'base' = stage 'samples' makes one with the start model (2 answers at temperature 1.0 "
-                        "to each of --model-solution-questions train questions); default: base for judge_to_reward "
-                        "(the judge then grades answers like the policy's), none for judge")
+                   help="also train on a model's own GSM8K answers, graded by final answer: a scripts.eval.gsm8k "
+                        "samples.jsonl, or 'base' = stage 'samples' asks the start model (2 answers at temperature 1.0 to "
+                        "each of --model-solution-questions train questions); default: base for judge_to_reward, none for judge")
     p.add_argument("--model-solution-questions", type=int, default=2000, help="'base': train questions asked (2000)")
     p.add_argument("--sft-model", metavar="HF_DIR",
                    help="start GRPO from this warm-started judge instead of training one (e.g. another run's "
@@ -463,44 +437,60 @@ def build_parser() -> argparse.ArgumentParser:
                    help="evaluate the start model beside the SFT stage and, in judge_to_reward, the trained judge beside the "
                         "policy stage (default on; they share the GPU, the evaluator with a fixed KV cache)")
     p.add_argument("--eval-kv-cache-gb", type=float, default=None, help="fixed vLLM KV cache of the evaluator (GPU shared)")
-    p.add_argument("--no-flash-attn", action="store_true",
-                   help="torch SDPA attention, no remove-padding (also chosen when flash_attn is not importable)")
+    p.add_argument("--no-flash-attn", action="store_true", help="NO_FLASH_ATTN=1: torch SDPA attention, no remove-padding")
     p.add_argument("--skip-eval", action="store_true", help="no evaluation stage at all")
-    p.add_argument("--eval-before", action=argparse.BooleanOptionalAction, default=True,
-                   help="evaluate the start model (default on)")
+    p.add_argument("--eval-before", action=argparse.BooleanOptionalAction, default=True, help="evaluate the start model")
     p.add_argument("--quiet", action="store_true", help="stage output only to the logs")
     return p
 
 
+def dry_run(pipe: "Pipeline", argv: list[str]) -> int:
+    """DRY_RUN: each training stage's recipe, with the settings and arguments that stage gets, checked as a
+    single recipe run is (the default model and data stand for the ones the stages before it make)."""
+    stages = [("judge", "grpo", pipe.recipe, pipe.grpo_settings(), "metrics.jsonl")]
+    if isinstance(pipe, JudgeToReward):
+        stages.append(("policy", "policy", POLICY_RECIPE, pipe.policy_settings(), "policy_metrics.jsonl"))
+    for stage, name, recipe, stage_overrides, metrics in stages:
+        say(f"{pipe.args.workflow} stage {stage}: recipe {recipe}")
+        try:
+            launch.check_recipe(recipe, stage_overrides, dict(pipe.env), **pipe.where(name, metrics))
+        except launch.LaunchError as e:
+            say(f"ERROR: {e}")
+            return 2
+    say(f"DRY_RUN: would run: python -m scripts.pipeline {shlex.join(argv)}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    args, overrides = build_parser().parse_known_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    args, overrides = parser.parse_known_args(argv)
     bad = [o for o in overrides if "=" not in o or o.startswith("-")]
     if bad:
-        build_parser().error(f"unrecognized arguments: {' '.join(bad)} (extra arguments are Hydra overrides KEY=VALUE)")
+        parser.error(f"unrecognized arguments: {' '.join(bad)} (extra arguments are Hydra overrides KEY=VALUE)")
+    j2r = args.workflow == "judge_to_reward"
     if args.model_solutions is None:
-        args.model_solutions = "base" if args.workflow == "judge_to_reward" else "none"
+        args.model_solutions = "base" if j2r else "none"
     if args.model_solutions == "none":
         args.model_solutions = None
     if args.model_solutions not in (None, "base") and not os.path.isfile(args.model_solutions):
-        build_parser().error(f"--model-solutions {args.model_solutions}: no such file")
+        parser.error(f"--model-solutions {args.model_solutions}: no such file")
     if args.sft_model and not os.path.isfile(os.path.join(args.sft_model, "config.json")):
-        build_parser().error(f"--sft-model {args.sft_model}: not a Hugging Face model folder (no config.json)")
-    j2r = args.workflow == "judge_to_reward"
-    if args.grpo_steps is None:
-        args.grpo_steps = 0 if j2r else 30
-    if args.eval_pairs is None:
-        args.eval_pairs = 100 if j2r else 300
+        parser.error(f"--sft-model {args.sft_model}: not a Hugging Face model folder (no config.json)")
+    if j2r and args.task != "pointwise":
+        parser.error("judge_to_reward trains the pointwise judge the llm_judge reward asks (--task pointwise)")
+    unknown = knobs.unknown(os.environ)
+    if unknown:
+        parser.error("; ".join(unknown))
+    args.grpo_steps = (0 if j2r else 30) if args.grpo_steps is None else args.grpo_steps
+    args.eval_pairs = (100 if j2r else 300) if args.eval_pairs is None else args.eval_pairs
+    pipe = JudgeToReward(args, overrides) if j2r else Pipeline(args, overrides)
+    if launch.truthy(os.environ.get("DRY_RUN") or "0"):
+        return dry_run(pipe, argv)
     slow_start = bytecode.warning()  # before any stage: every stage starts Python processes
     if slow_start:
         say(f"WARNING: {slow_start}")
-    if args.workflow == "judge_to_reward":
-        if args.task != "pointwise":
-            build_parser().error("judge_to_reward trains the pointwise judge the llm_judge reward asks (--task pointwise)")
-        pipe = JudgeToReward(args, overrides)
-        judge = pipe.run()
-    else:
-        pipe = Pipeline(args, overrides)
-        judge = pipe.run_judge()
+    judge = pipe.run() if j2r else pipe.run_judge()
     say(f"done in {time.time() - pipe.t0:.0f}s: judge {judge}")
     return 0
 

@@ -5,7 +5,8 @@
 A recipe's ``config.yaml`` starts ``defaults: [ppo_trainer, base, _self_]``: verl 0.9.1's own
 ``ppo_trainer`` config (found on Hydra's search path as ``pkg://verl.trainer.config``), then the
 project's shared ``recipes/base.yaml``, then the recipe's values; command-line overrides win. This
-module only adds the search path and runs verl's ``run_ppo`` with a task runner that installs
+module adds the search path and the ``vj.*`` resolvers (``scripts/knobs.py``), resolves the config here,
+where the knobs (``${oc.env:...}``) are set, and runs verl's ``run_ppo`` with a task runner that installs
 ``scripts.train_hooks`` (judge-aware step metrics, fail-fast on a silent judge, pair-grouped GRPO)
 in the process that trains. The hooks patch verl's legacy trainer, which every recipe uses
 (``trainer.use_v1: false`` in base.yaml: verl 0.9.1's V1 trainer passes a colocated judge no
@@ -14,25 +15,16 @@ ground truth, and logs no reward keys per step).
 
 from __future__ import annotations
 
-import os
 import sys
 
 import ray
+from verl.trainer.main_ppo_v0 import TaskRunner as _VerlTaskRunner
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RECIPES = os.path.join(ROOT, "recipes")
-SEARCH_PATH = f"hydra.searchpath=[pkg://verl.trainer.config,file://{RECIPES}]"
-
-try:
-    from verl.trainer.main_ppo_v0 import TaskRunner as _VerlTaskRunner
-
-    _RunnerBase = _VerlTaskRunner.__ray_actor_class__
-except ImportError:  # pragma: no cover - verl without its legacy trainer
-    _RunnerBase = object
+from scripts import knobs
 
 
 @ray.remote(num_cpus=1)
-class JudgeTaskRunner(_RunnerBase):
+class JudgeTaskRunner(_VerlTaskRunner.__ray_actor_class__):
     """verl's legacy TaskRunner with ``scripts.train_hooks`` installed before training."""
 
     def run(self, config):
@@ -80,12 +72,16 @@ def exit_on_silent_judge(exc: BaseException) -> None:
 
 def main() -> None:
     import hydra
+    from omegaconf import OmegaConf
 
     from verl.trainer.main_ppo import run_ppo
     from verl.utils.device import auto_set_device
 
+    knobs.register()
+
     @hydra.main(config_path=None, config_name=None, version_base=None)
     def _main(config):
+        OmegaConf.resolve(config)  # the knobs as this process sees them; Ray workers get plain values
         auto_set_device(config)
         check(config)
         from verl.trainer.ppo.utils import need_critic, need_reference_policy
@@ -105,7 +101,7 @@ def main() -> None:
                 raise
 
     if not any(a.startswith("hydra.searchpath") for a in sys.argv[1:]):
-        sys.argv.append(SEARCH_PATH)
+        sys.argv.append(knobs.SEARCH_PATH)
     _main()
 
 

@@ -2,8 +2,8 @@
 """Check a recipe config (or bare Hydra overrides) against verl 0.9.1's own ``ppo_trainer`` schema, on CPU.
 
 Composes, with the Hydra compose API and the *installed* verl, either a recipe's
-``recipes/<recipe>/config.yaml`` (``defaults: [ppo_trainer, base, _self_]``, the search path
-``scripts/train.py`` uses) or verl's bare ``ppo_trainer.yaml``, applies the overrides, then fails
+``recipes/<recipe>/config.yaml`` (``defaults: [ppo_trainer, base, _self_]``, found on
+``scripts.knobs.SEARCH_PATH`` as ``scripts/train.py`` finds them, with the ``vj.*`` resolvers) or verl's bare ``ppo_trainer.yaml``, applies the overrides, then fails
 with a clear message on:
 
 * a key verl does not define: in an override (Hydra struct error) or in the recipe's YAML files
@@ -15,8 +15,9 @@ with a clear message on:
   ``sandbox_fusion.*``): verl 0.9.1 reads reward settings under ``reward.*`` only;
 * a value out of range (``VALUE_RULES``): GPU / node counts, batch sizes and ``rollout.n`` must be
   integers >= 1, ``gpu_memory_utilization`` in (0, 1], temperatures >= 0, the learning rate > 0;
-* files that do not exist: model path, data files, judge model path, reward function file (or a
-  ``pkg://`` module that cannot be found) and the function name inside it;
+* a value that does not resolve: a knob the config reads unset (``${oc.env:MODEL}``) or of a bad value;
+* files that do not exist (``scripts/config_paths.py``): model path, data files, judge model path,
+  reward function file (or a ``pkg://`` module that cannot be found) and the function name inside it;
 
 then runs verl's own ``validate_config``, instantiates the config dataclasses that build on CPU
 (algorithm, rollout, model, reward model, sandbox), checks the reward manager is registered and
@@ -34,7 +35,6 @@ Python API: ``check(overrides, recipe=None) -> DictConfig`` (raises ``ConfigErro
 from __future__ import annotations
 
 import argparse
-import ast
 import contextlib
 import fnmatch
 import functools
@@ -48,10 +48,10 @@ import sys
 import warnings
 from typing import Iterable, Sequence
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RECIPES = os.path.join(ROOT, "recipes")
-#: Where a recipe's ``defaults`` are found: verl's config package, then recipes/ (scripts/train.py adds the same).
-SEARCH_PATH = f"hydra.searchpath=[pkg://verl.trainer.config,file://{RECIPES}]"
+from scripts import knobs
+from scripts.config_paths import check_paths
+
+ROOT, RECIPES = knobs.ROOT, knobs.RECIPES
 #: The project's own section of a recipe config (read by scripts/train_hooks.py and scripts/launch.py).
 PROJECT_SECTION = "verl_judge"
 
@@ -102,8 +102,6 @@ VALUE_RULES: tuple[tuple[str, str, bool, tuple[str, ...]], ...] = (
     ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", COUNT, True, ()),
     ("actor_rollout_ref.rollout.n", COUNT, False, ()),
 )
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-_REMOTE = ("hdfs://", "s3://", "gs://", "http://", "https://")
 
 
 class ConfigError(Exception):
@@ -183,7 +181,8 @@ def compose(overrides: Sequence[str], recipe: str | None = None):
     if recipe is None:
         config_dir, name, extra = verl_config_dir(), "ppo_trainer", []
     else:
-        config_dir, name, extra = recipe_dir(recipe), "config", [SEARCH_PATH]
+        config_dir, name, extra = recipe_dir(recipe), "config", [knobs.SEARCH_PATH]
+    knobs.register()
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=config_dir, version_base=None):
@@ -243,6 +242,30 @@ def unknown_recipe_keys(cfg, recipe: str, allowed: Iterable[str] = ALLOWED_ADDIT
     return errors
 
 
+def resolution_errors(cfg) -> list[str]:
+    """Values that do not resolve, one message per key that reads a knob (``${oc.env:MODEL}`` unset, a bad
+    value for a ``vj.*`` resolver); keys that only refer to such a key are not repeated."""
+    from omegaconf import OmegaConf
+
+    errors, readers, tree = [], [], OmegaConf.to_container(cfg, resolve=False)
+    for key in leaf_keys(cfg):
+        try:
+            OmegaConf.select(cfg, key)
+        except Exception as e:
+            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+            msg = re.sub(r"^\w+ raised while resolving interpolation: ", "", msg).strip('"')
+            m = re.match(r"Environment variable '([^']+)' not found", msg)
+            if m:
+                msg = f"the environment variable {m.group(1)} is not set (set it, or pass {key}=...)"
+            errors.append(f"{key}: {msg}")
+            raw = tree
+            for part in key.split("."):
+                raw = raw[part]
+            if re.search(r"\$\{(oc\.env|vj\.)", str(raw)):
+                readers.append(errors[-1])
+    return readers or errors
+
+
 def _number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
@@ -273,126 +296,6 @@ def value_errors(cfg) -> list[str]:
         if not ok:
             errors.append(f"{key}={v!r}: must be {REQUIREMENT[kind]}")
     return errors
-
-
-# ---------------------------------------------------------------------------------------------- paths
-def _as_list(v) -> list:
-    if v is None:
-        return []
-    if isinstance(v, (list, tuple)):
-        return list(v)
-    try:
-        from omegaconf import ListConfig
-
-        if isinstance(v, ListConfig):
-            return list(v)
-    except ImportError:
-        pass
-    return [v]
-
-
-def _defines(py_file: str, name: str) -> bool:
-    """Whether ``name`` is defined at module level in ``py_file`` (no import, no side effects)."""
-    try:
-        tree = ast.parse(open(py_file, encoding="utf-8").read(), filename=py_file)
-    except (OSError, SyntaxError, ValueError):
-        return False
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
-            return True
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-            return True
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
-            return True
-        if isinstance(node, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name) == name for a in node.names):
-            return True
-    return False
-
-
-def resolve_module_file(module_path: str) -> str | None:
-    """File behind a verl module path (``pkg://a.b``, ``pkg://a/b``, ``file://x.py`` or ``x.py``).
-
-    ``pkg://`` modules are looked up as verl's workers import them, with the repository root first on
-    their path: a file under the repository, else whatever this interpreter finds (nothing is imported
-    from the repository)."""
-    if module_path.startswith("pkg://"):
-        mod = module_path[len("pkg://") :].replace("/", ".")
-        rel = os.path.join(*mod.split("."))
-        for f in (rel + ".py", os.path.join(rel, "__init__.py")):
-            if os.path.isfile(os.path.join(ROOT, f)):
-                return os.path.join(ROOT, f)
-        try:
-            spec = importlib.util.find_spec(mod)
-        except (ImportError, ValueError):
-            return None
-        return spec.origin if spec and spec.origin and os.path.exists(spec.origin) else None
-    if module_path.startswith("file://"):
-        module_path = module_path[len("file://") :]
-    p = os.path.expanduser(module_path)
-    return p if os.path.isfile(p) else None
-
-
-def check_paths(cfg) -> tuple[list[str], list[str]]:
-    """(errors, notes) for every file the config points at."""
-    from omegaconf import OmegaConf
-
-    errors, notes = [], []
-
-    def sel(key):
-        return OmegaConf.select(cfg, key, default=None)
-
-    def data_file(key):
-        files = _as_list(sel(key))
-        if not files:
-            errors.append(f"{key} is empty")
-        for f in files:
-            f = str(f)
-            if f.startswith(_REMOTE):
-                notes.append(f"{key}: remote path not checked: {f}")
-            elif not os.path.exists(os.path.expanduser(f)):
-                errors.append(f"{key}: file not found: {f}")
-
-    def model_dir(key):
-        p = sel(key)
-        if p is None:
-            return
-        p = str(p)
-        if p.startswith(_REMOTE):
-            notes.append(f"{key}: remote path not checked: {p}")
-        elif os.path.isdir(os.path.expanduser(p)):
-            if not os.path.exists(os.path.join(os.path.expanduser(p), "config.json")):
-                errors.append(f"{key}: {p} has no config.json (not a Hugging Face model folder)")
-        elif _HUB_ID.match(p) and not p.startswith((".", "~")):
-            notes.append(f"{key}: '{p}' is not a local folder; assuming a Hugging Face hub id")
-        else:
-            errors.append(f"{key}: model folder not found: {p}")
-
-    data_file("data.train_files")
-    data_file("data.val_files")
-    model_dir("actor_rollout_ref.model.path")
-    model_dir("actor_rollout_ref.model.tokenizer_path")
-    if sel("reward.reward_model.enable"):
-        if sel("reward.reward_model.model_path") is None:
-            errors.append("reward.reward_model.enable=True but reward.reward_model.model_path is not set")
-        model_dir("reward.reward_model.model_path")
-
-    fn_path, fn_name = sel("reward.custom_reward_function.path"), sel("reward.custom_reward_function.name")
-    if fn_path:
-        f = resolve_module_file(str(fn_path))
-        if f is None:
-            errors.append(f"reward.custom_reward_function.path: reward function file/module not found: {fn_path}")
-        elif not fn_name:
-            errors.append("reward.custom_reward_function.name is empty")
-        elif not _defines(f, str(fn_name)):
-            errors.append(f"reward.custom_reward_function.name: '{fn_name}' is not defined in {f}")
-    if sel("reward.reward_manager.source") == "importlib":
-        mp = sel("reward.reward_manager.module.path")
-        if not mp or resolve_module_file(str(mp)) is None:
-            errors.append(f"reward.reward_manager.module.path: reward manager module not found: {mp}")
-    cls_path = sel("data.custom_cls.path")
-    if cls_path and resolve_module_file(str(cls_path)) is None:
-        errors.append(f"data.custom_cls.path: file not found: {cls_path}")
-    return errors, notes
 
 
 # ---------------------------------------------------------------------------------------------- verl checks
@@ -488,6 +391,9 @@ def check(
         raise ConfigError(errors)
     cfg = compose(overrides, recipe)
     errors = unknown_recipe_keys(cfg, recipe, allowed) if recipe is not None else []
+    unresolved = resolution_errors(cfg)
+    if unresolved:  # the checks below would only trip over the same values
+        raise ConfigError(errors + unresolved)
     values = value_errors(cfg)
     errors += values
     if paths != "off":

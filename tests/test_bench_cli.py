@@ -112,17 +112,15 @@ def test_summarize_run_ratio_to_the_first_run(tmp_path):
     assert _summ(rule, rule).returncode == 2
 
 
-def _retired():
-    """The environment variables the launcher refuses (scripts/launch.py RETIRED)."""
-    if ROOT not in sys.path:
-        sys.path.insert(0, ROOT)
-    from scripts.launch import RETIRED
+def _refused():
+    """The variables of this environment the launcher refuses (they look like knobs but are none)."""
+    from scripts import knobs
 
-    return sorted(RETIRED)
+    return sorted(m.split("=", 1)[0] for m in knobs.unknown(os.environ))
 
 
 # a stand-in recipe fails (exit 42) when a variable the launcher refuses is in its environment
-REFUSE_RETIRED = 'for v in @RETIRED@; do [ -z "${!v+x}" ] || { echo "retired variable $v is set" >&2; exit 42; }; done'
+REFUSE = '"$PYTHON" -m scripts.knobs --check stand-in || exit 42'
 
 FAKE_RECIPE = r"""#!/bin/bash
 # stand-in for recipes/<name>/run.sh: writes what a verl run (judge_to_reward: the pipeline) would, from its arguments
@@ -163,15 +161,15 @@ exit 0
 
 
 def _stand_ins(root, names, text):
-    text = text.replace("@REFUSE@", REFUSE_RETIRED.replace("@RETIRED@", " ".join(_retired())))
+    text = text.replace("@REFUSE@", REFUSE)
     for n in names:
         (root / n).mkdir(parents=True)
         (root / n / "run.sh").write_text(text)
 
 
 def _clean_env(**kw):
-    """This environment without the retired launcher variables (a stand-in then sees only what a script sets)."""
-    gone = set(_retired()) | {"DRY_RUN"}
+    """This environment without the variables the launcher refuses (a stand-in then sees only what a script sets)."""
+    gone = set(_refused()) | {"DRY_RUN"}
     return {**{k: v for k, v in os.environ.items() if k not in gone}, **kw}
 
 
@@ -185,7 +183,7 @@ def _summary_rows(path):
 
 def test_gpu_smoke_checks_and_summary(tmp_path):
     """scripts/gpu_smoke.sh against stand-in recipes: Hydra overrides passed, exit codes, metric-key checks,
-    checkpoint and merged-judge checks; no retired launcher variable reaches a recipe."""
+    checkpoint and merged-judge checks; no variable the launcher refuses reaches a recipe."""
     names = ["gsm8k_rule", "judge_pointwise", "judge_pairwise", "gsm8k_local_judge", "judge_to_reward"]
     _stand_ins(tmp_path / "recipes", names, FAKE_RECIPE)
     smoke = tmp_path / "smoke"
@@ -194,7 +192,7 @@ def test_gpu_smoke_checks_and_summary(tmp_path):
     r = subprocess.run(["bash", "scripts/gpu_smoke.sh", "data.train_batch_size=8"], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 1, r.stdout + r.stderr
-    assert "retired variable" not in r.stdout + r.stderr
+    assert "no script reads it" not in r.stdout + r.stderr
     mf = smoke / "gsm8k_local_judge" / "metrics.jsonl"
     assert _summary_rows(smoke / "summary.md") == {
         "gsm8k_rule": ("0", "3", "metrics ok"),
@@ -229,12 +227,13 @@ def test_gpu_smoke_checks_and_summary(tmp_path):
         "trainer.test_freq=-1"]
     assert "val-" not in (smoke2 / "gsm8k_rule" / "metrics.jsonl").read_text()
 
-    # a retired variable in the environment: stopped before any recipe runs, with the override to use
-    env.update(SMOKE_DIR=str(tmp_path / "smoke3"), TEST_FREQ="2")
+    # a variable that looks like a knob but is none: stopped before any recipe runs, naming it
+    env.update(SMOKE_DIR=str(tmp_path / "smoke3"), JUDGE_TP="2")
     r = subprocess.run(["bash", "scripts/gpu_smoke.sh"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and not (tmp_path / "smoke3").exists(), r.stdout + r.stderr
-    assert r.stderr.strip() == ("gpu_smoke: TEST_FREQ=2 is no longer read from the environment: "
-                                "pass the argument trainer.test_freq=2 (or unset TEST_FREQ)")
+    assert r.stderr.strip() == ("gpu_smoke: JUDGE_TP=2 is set, but no script reads it: it is not one of the knobs "
+                                "(python -m scripts.launch --knobs); give the setting as a Hydra override argument "
+                                "(KEY=VALUE), or unset JUDGE_TP")
 
 
 COST_RECIPE = r"""#!/bin/bash
@@ -254,7 +253,7 @@ done > "$OUTPUT_DIR/metrics.jsonl"
 def test_judge_cost_identical_settings_variants_and_table(tmp_path):
     """scripts/judge_cost.sh against stand-in recipes: the rule and local runs get the same overrides, a
     variant's overrides come after them, then the arguments (a later key wins); a bad VARIANTS entry or a
-    retired variable stops it with exit 2 before any run; cost.md holds the finished runs and their ratios."""
+    refused variable stops it with exit 2 before any run; cost.md holds the finished runs and their ratios."""
     subprocess.run(["bash", "-n", "scripts/judge_cost.sh"], cwd=ROOT, check=True)
     r = subprocess.run(["bash", "scripts/judge_cost.sh", "--help"], cwd=ROOT, capture_output=True, text=True,
                        env={"PATH": os.environ["PATH"]})  # the header, before any setup
@@ -276,7 +275,7 @@ def test_judge_cost_identical_settings_variants_and_table(tmp_path):
 
     r = run("data.train_batch_size=8", "trainer.save_freq=5")
     assert r.returncode == 1, r.stdout + r.stderr  # the broken variant exited 4
-    assert "retired variable" not in r.stdout + r.stderr
+    assert "no script reads it" not in r.stdout + r.stderr
     shared = ["trainer.total_training_steps=3", "actor_rollout_ref.rollout.gpu_memory_utilization=0.3",
               "trainer.test_freq=-1", "trainer.resume_mode=disable"]  # trainer.save_freq=-1 replaced by the argument
 
@@ -307,7 +306,7 @@ def test_judge_cost_identical_settings_variants_and_table(tmp_path):
         f"trainer.default_local_dir={cost2}/local/checkpoints", "trainer.experiment_name=judge-cost-local",
         "actor_rollout_ref.rollout.gpu_memory_utilization=0.5"]
 
-    # bad VARIANTS entries and a retired variable: exit 2, nothing run
+    # bad VARIANTS entries and a refused variable: exit 2, nothing run
     bad = {
         "tok128:JUDGE_MAX_TOKENS=128": "JUDGE_MAX_TOKENS is an environment variable, give the Hydra override",
         "tok128": "no ':'",
@@ -322,8 +321,9 @@ def test_judge_cost_identical_settings_variants_and_table(tmp_path):
                             "e.g. tok128:+reward.custom_reward_function.reward_kwargs.max_tokens=128)\n")
     r = run(COST_DIR=str(tmp_path / "bad"), JUDGE_MAX_TOKENS="128")
     assert r.returncode == 2 and not (tmp_path / "bad").exists(), r.stdout + r.stderr
-    assert r.stderr.strip() == ("judge_cost: JUDGE_MAX_TOKENS=128 is no longer read from the environment: pass the "
-                                f"argument {rkw}.max_tokens=128 (or unset JUDGE_MAX_TOKENS)")
+    assert r.stderr.strip() == ("judge_cost: JUDGE_MAX_TOKENS=128 is set, but no script reads it: it is not one of the "
+                                "knobs (python -m scripts.launch --knobs); give the setting as a Hydra override argument "
+                                "(KEY=VALUE), or unset JUDGE_MAX_TOKENS")
 
 
 JUDGE_COST = os.path.join(ROOT, "docs", "results", "judge_cost_2026-11-22")
@@ -729,23 +729,22 @@ def test_ray_cluster_tool(case, tmp_path):
 
 def test_ray_cli_without_the_ray_script(monkeypatch):
     """An install without the `ray` script (pip --target) still submits: through this interpreter."""
-    from scripts import launch
+    from scripts import ray_head, ray_job
 
-    monkeypatch.setattr(launch.os, "access", lambda p, mode: False)
-    monkeypatch.setattr(launch.shutil, "which", lambda name: None)
-    assert launch.ray_cli() == [sys.executable, "-c", "import sys; sys.argv[0] = 'ray'; from ray.scripts.scripts import main; main()"]
-    p = launch.Plan(recipe="x", mode="job", command=[*launch.ray_cli(), "job", "submit", "--runtime-env-json", '{"a": 1}',
-                                                     "--", "python3", "-m", "scripts.train"])
-    argv, payload = launch.job_submit_argv(p)
+    monkeypatch.setattr(ray_head.os, "access", lambda p, mode: False)
+    monkeypatch.setattr(ray_head.shutil, "which", lambda name: None)
+    assert ray_head.ray_cli() == [sys.executable, "-c", "import sys; sys.argv[0] = 'ray'; from ray.scripts.scripts import main; main()"]
+    cmd = [*ray_head.ray_cli(), "job", "submit", "--runtime-env-json", '{"a": 1}', "--", "python3", "-m", "scripts.train"]
+    argv, payload = ray_job.submit_argv(cmd)
     assert (argv[3:], payload) == (["--runtime-env-json", "<stdin>", "--", "python3", "-m", "scripts.train"], '{"a": 1}')
-    monkeypatch.setattr(launch.shutil, "which", lambda name: "/usr/bin/ray")
-    assert launch.ray_cli() == ["ray"]
+    monkeypatch.setattr(ray_head.shutil, "which", lambda name: "/usr/bin/ray")
+    assert ray_head.ray_cli() == ["ray"]
 
 
 def test_ray_cluster_dashboard_checks():
-    from scripts import launch
+    from scripts import ray_head
     from scripts.bench import ray_cluster
 
-    assert ray_cluster.dashboard_up(launch.free_port(), timeout=0) is False
+    assert ray_cluster.dashboard_up(ray_head.free_port(), timeout=0) is False
     pytest.importorskip("aiohttp_cors")
     assert ray_cluster.missing_dashboard_deps() is None

@@ -40,16 +40,9 @@ RECIPE = "judge_pointwise"
 def compose_recipe(recipe: str, overrides: list[str]):
     """The recipe's config as ``python -m scripts.train --config-path recipes/<recipe> --config-name config``
     composes it: verl's ppo_trainer, recipes/base.yaml, the recipe, then the overrides."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
+    from scripts import verl_config
 
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(config_dir=os.path.join(RECIPES, recipe), version_base=None):
-            search_path = f"hydra.searchpath=[pkg://verl.trainer.config,file://{RECIPES}]"
-            return compose(config_name="config", overrides=[search_path, *overrides])
-    finally:
-        GlobalHydra.instance().clear()
+    return verl_config.compose(overrides, recipe)
 
 
 def build_loaders(config):

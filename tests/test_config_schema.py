@@ -302,11 +302,26 @@ def test_recipe_yaml_keys_are_checked(name, recipe_copy, model_path, data_files)
     assert any(expected in e for e in ei.value.errors), ei.value.errors
 
 
-def test_search_path_is_the_trainers():
-    """The checker composes recipes exactly as python -m scripts.train does."""
-    import scripts.train
+def test_the_checker_composes_as_the_trainer_does(model_path, data_files):
+    """python -m scripts.train --cfg job --resolve prints the config verl_config.compose checks (same search path,
+    same resolvers, the knobs read from the environment)."""
+    import yaml
+    from omegaconf import OmegaConf
 
-    assert verl_config.SEARCH_PATH == scripts.train.SEARCH_PATH
+    from scripts import knobs
+
+    overrides = [f"data.train_files={data_files[0]}", f"data.val_files={data_files[1]}", "trainer.total_training_steps=2"]
+    env = {**os.environ, "PYTHONPATH": ROOT, "MODEL": model_path, "N_GPUS": "2", "NO_FLASH_ATTN": "1"}
+    r = subprocess.run([sys.executable, "-m", "scripts.train", "--config-path", os.path.join(ROOT, "recipes", "gsm8k_rule"),
+                        "--config-name", "config", "--cfg", "job", "--resolve", *overrides],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    with knobs.environ(env):
+        checked = OmegaConf.to_container(verl_config.compose(overrides, "gsm8k_rule"), resolve=True)
+    trained = yaml.safe_load(r.stdout)
+    assert trained == checked
+    assert (trained["trainer"]["n_gpus_per_node"], trained["actor_rollout_ref"]["model"]["path"],
+            trained["actor_rollout_ref"]["model"]["override_config"]["attn_implementation"]) == (2, model_path, "sdpa")
 
 
 def test_paths_warn_and_off(good):

@@ -1,14 +1,17 @@
 """scripts/pipeline.py on CPU: stage order, the exact commands handed to verl, resume, failures.
 
 The GPU steps (verl's SFT trainer, ``scripts.train``, ``verl.model_merger``, the vLLM evaluator) are
-replaced by a fake interpreter that records its arguments and writes what the real step writes;
-data preparation runs for real on a small GSM8K fixture.
+replaced by a fake interpreter that records its arguments and writes what the real step writes (an SFT
+model folder holds the test model's config and tokenizer, no weights); data preparation runs for real on
+a small GSM8K fixture. The training stages go through the launcher, which checks each stage's composed
+config for real; only its private Ray head is a stand-in.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -22,7 +25,7 @@ GSM8K = os.path.join(ROOT, "tests", "fixtures", "data_prep", "gsm8k.jsonl")
 
 FAKE = textwrap.dedent("""\
     #!{python}
-    import json, os, sys
+    import json, os, shutil, sys
     args = sys.argv[1:]
     with open(os.environ["FAKE_LOG"], "a") as f:
         f.write(json.dumps(args) + "\\n")
@@ -31,9 +34,10 @@ FAKE = textwrap.dedent("""\
         return args[args.index(flag) + 1]
     def over(key):
         return next(a.split("=", 1)[1] for a in args if a.startswith(key + "="))
-    if mod == "torch.distributed.run":
+    if mod == "torch.distributed.run":  # an HF folder the launcher's check can load: config and tokenizer
         steps = over("trainer.total_training_steps")
-        os.makedirs(os.path.join(over("trainer.default_local_dir"), f"global_step_{{steps}}", "huggingface"))
+        hf = os.path.join(over("trainer.default_local_dir"), f"global_step_{{steps}}", "huggingface")
+        shutil.copytree(os.environ["MODEL"], hf, ignore=shutil.ignore_patterns("*.safetensors", "*.bin", "*.gguf"))
     elif mod == "scripts.train":
         steps = int(over("trainer.total_training_steps"))
         os.makedirs(os.path.join(over("trainer.default_local_dir"), f"global_step_{{steps}}", "actor"))
@@ -93,14 +97,25 @@ def fake(tmp_path):
         with open(gsm / f"{split}.jsonl", "w") as f:
             for r in rows:
                 f.write(json.dumps(r) + "\n")
-    env = dict(os.environ, PYTHON=str(py), FAKE_LOG=str(tmp_path / "calls.jsonl"), GSM8K_DIR=str(gsm),
-               MODEL=os.environ.get("VERL_JUDGE_MODEL", ""), RAY_ADDRESS="127.0.0.1:1")
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "DRY_RUN")}
+    env.update(PYTHON=str(py), FAKE_LOG=str(tmp_path / "calls.jsonl"), GSM8K_DIR=str(gsm),
+               MODEL=os.environ.get("VERL_JUDGE_MODEL", ""), NO_FLASH_ATTN="1")
     return tmp_path, env
 
 
+# python -m scripts.pipeline, with the launcher's private Ray head a stand-in (the fake trainer needs none)
+DRIVER = """
+import sys
+from scripts import pipeline, ray_head
+ray_head.start = lambda env, log, **kw: (None, "stand-in")
+ray_head.stop = lambda proc: None
+sys.exit(pipeline.main(sys.argv[1:]))
+"""
+
+
 def run(env, *args):
-    return subprocess.run([sys.executable, "-m", "scripts.pipeline", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-c", DRIVER, *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=900)
 
 
 def calls(tmp):
@@ -162,8 +177,7 @@ def test_failed_stage_stops_and_is_not_marked_done(fake):
 def test_given_warm_start_skips_sft(fake):
     tmp, env = fake
     warm = tmp / "other" / "sft" / "global_step_40" / "huggingface"
-    warm.mkdir(parents=True)
-    (warm / "config.json").write_text("{}")
+    shutil.copytree(env["MODEL"], warm, ignore=shutil.ignore_patterns("*.safetensors", "*.bin", "*.gguf"))
     out = tmp / "off"
     r = run(env, "judge", "--task", "pairwise_ref", "--out", str(out), "--grpo-steps", "12", "--eval-pairs", "2",
             "--no-eval-before", "--pair-groups", "false", "--sft-model", str(warm))
@@ -301,3 +315,37 @@ def test_bad_arguments(args, message):
 def test_help():
     r = subprocess.run([sys.executable, "-m", "scripts.pipeline", "--help"], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0 and "--sft-steps" in r.stdout and "judge_to_reward" in r.stdout
+
+
+@pytest.mark.skipif(not os.environ.get("VERL_JUDGE_MODEL"), reason="needs the materialised test model (scripts/test.sh)")
+def test_training_stage_is_checked_before_it_starts(fake):
+    """A GRPO stage whose composed config does not pass verl's schema stops before the trainer runs."""
+    tmp, env = fake
+    out = tmp / "bad"
+    r = run(env, "judge", "--task", "pointwise", "--out", str(out), "--grpo-steps", "2", "--no-eval-before", "--skip-eval",
+            "trainer.save_freqq=3")
+    assert r.returncode != 0 and "unknown key 'trainer.save_freqq'" in r.stdout, r.stdout[-3000:]
+    assert "stage failed (exit 2): recipe judge_pointwise" in r.stdout + r.stderr
+    assert "scripts.train" not in modules(tmp) and not (out / ".grpo.done").exists()
+
+
+def test_policy_stage_takes_another_recipe(tmp_path, monkeypatch):
+    """JudgeToReward.policy(judge, recipe=..., name=...): the recipe, its inputs and outputs, through run_recipe."""
+    from scripts import launch, pipeline
+
+    calls = []
+    monkeypatch.setattr(launch, "run_recipe", lambda recipe, overrides, env, **where: calls.append(
+        (recipe, overrides, env["PYTHON"], where)) or 0)
+    monkeypatch.setenv("MODEL", "/models/base")
+    pipe = pipeline.JudgeToReward(pipeline.build_parser().parse_args(["judge_to_reward", "--out", str(tmp_path)]), [])
+    pipe.policy("/models/judge", recipe="gsm8k_api_judge", name="policy_api")
+    recipe, overrides, python, where = calls[0]
+    assert recipe == "gsm8k_api_judge" and python == pipe.py
+    assert overrides[:2] == ["actor_rollout_ref.model.path=/models/base", "reward.reward_model.model_path=/models/judge"]
+    assert f"trainer.default_local_dir={tmp_path}/policy_api" in overrides
+    assert "trainer.experiment_name=judge_to_reward-policy_api" in overrides
+    assert where == {"output_dir": str(tmp_path), "metrics_file": f"{tmp_path}/policy_api_metrics.jsonl",
+                     "log_file": f"{tmp_path}/logs/policy_api.log"}
+    pipe.policy("/models/judge")  # the default: the local judge's recipe, the stage's usual outputs
+    assert calls[1][0] == pipeline.POLICY_RECIPE == "gsm8k_local_judge"
+    assert calls[1][3]["metrics_file"] == f"{tmp_path}/policy_metrics.jsonl"

@@ -1,17 +1,16 @@
 """Recipes, the shared launcher and runtime_env, on CPU.
 
-* DRY_RUN=1 of every recipe through its run.sh -> scripts/launch.sh -> scripts/launch.py: the default
-  data is built by data_prep, the composed recipe config passes verl's schema, secrets never print.
-* The plan of every recipe, exactly: the overrides the environment stands for, the command
+* DRY_RUN=1 of every recipe through its run.sh -> scripts/launch.sh -> scripts/launch.py (judge_to_reward:
+  scripts/pipeline.py): the default data is built by data_prep, the composed recipe config passes verl's
+  schema, secrets never print.
+* The plan of every recipe, exactly: the knobs the run gets (MODEL, TRAIN_FILES, ...), the command
   (python -m scripts.train --config-path recipes/<r>), the data_prep command of the default data.
-* Each environment variable of the launcher's one table sets the keys the table names; arguments win;
-  variables of earlier versions stop the launcher with the override to use; values out of range
-  stop it before anything starts, naming the setting and the variable.
+* Each knob the recipe configs read (``${oc.env:NAME}``) sets the keys it is read into; arguments win;
+  a variable that looks like a knob but is none stops the launcher, naming it; values out of range or
+  that do not resolve stop it before anything starts, naming the setting and the knob.
 * Each default is written once (base.yaml or a recipe's config.yaml, llm_judge's own in llm_judge.py);
-  the env-var table in recipes/README.md is the launcher's --knobs output.
-* Secrets: runtime_env.yaml holds no values; the launcher passes them to a Ray job by name and never
-  prints or writes one. The local path: a private Ray head is started, the trainer runs against it
-  with the repo on PYTHONPATH, its exit code is returned, and that head is stopped.
+  the knobs table in recipes/README.md is the launcher's --knobs output.
+Running and Ray jobs (secrets by name, the private head): tests/test_launch_run.py.
 """
 
 from __future__ import annotations
@@ -23,11 +22,10 @@ import os
 import re
 import subprocess
 import sys
-import time
 
 import pytest
 
-from scripts import launch, verl_config
+from scripts import console, knobs, launch, verl_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECIPES = ["judge_pointwise", "judge_pairwise", "gsm8k_rule", "gsm8k_api_judge", "gsm8k_local_judge"]
@@ -59,16 +57,14 @@ GSM8K_ROWS = [
     {"question": "Ann reads 10 pages a day for 3 days, then 5 pages a day for 2 days. How many pages?",
      "answer": "First she reads 10*3=<<10*3=30>>30 pages.\nThen 5*2=<<5*2=10>>10 pages.\nIn total 30+10=<<30+10=40>>40 pages.\n#### 40"},
 ]
-OLD_PIPELINE_VARS = ("PIPELINE_DIR", "JUDGE_STEPS", "POLICY_STEPS", "JUDGE_SAVE_FREQ", "JUDGE_TRAIN_FILES",
-                     "JUDGE_VAL_FILES", "POLICY_TRAIN_FILES", "POLICY_VAL_FILES")
 
 
 # ----------------------------------------------------------------------------------------------- helpers
 def base_env(**extra) -> dict:
-    """The current environment without any launcher variable, retired variable or secret, plus
-    PYTHON = this interpreter."""
-    drop = set(launch.ENV_BY_NAME) | set(launch.RETIRED) | set(OLD_PIPELINE_VARS) | {"VERL_FILE_LOGGER_PATH", "RAY_ADDRESS"}
-    env = {k: v for k, v in os.environ.items() if k not in drop and not launch.SECRET_NAME.search(k)}
+    """The current environment without any knob, knob-like variable or secret, plus PYTHON = this interpreter."""
+    drop = set(knobs.BY_NAME) | {"VERL_FILE_LOGGER_PATH", "RAY_ADDRESS"}
+    env = {k: v for k, v in os.environ.items()
+           if k not in drop and not k.startswith(knobs.PREFIXES) and not console.SECRET_NAME.search(k)}
     env["PYTHON"] = sys.executable
     env.update({k: str(v) for k, v in extra.items()})
     return env
@@ -186,29 +182,30 @@ def test_dry_run_passes(dry_runs, recipe, model_path):
         assert s not in text, f"secret printed by {recipe}"
     assert not os.path.exists(d / "ckpt") and not os.path.exists(d / "run"), "a dry run must not create run folders"
     model = default_out() if recipe == "gsm8k_rule" else model_path
-    assert f"actor_rollout_ref.model.path={model} " in text
+    assert f"MODEL={model} " in text
     if recipe in BUILDS_DATA:  # built by data_prep from GSM8K_DIR: the files exist and are the ones checked
         for stage in stages:
             _, _, folder, train, val, _ = DATA[stage]
             for f in (train, val):
                 assert os.path.getsize(d / "data" / folder / f) > 0
-            assert f"data.train_files={d / 'data' / folder / train} data.val_files={d / 'data' / folder / val} " in text
+            assert f"TRAIN_FILES={d / 'data' / folder / train} VAL_FILES={d / 'data' / folder / val} " in text
     if recipe == "judge_to_reward":
         judge, policy = [ln for ln in r.stdout.splitlines() if "-m scripts.train" in ln]
         assert "actor_rollout_ref.rollout.n=2" in judge and "actor_rollout_ref.rollout.n=3" in policy
-        assert f"DRY_RUN: would run: python -m scripts.pipeline judge_to_reward --out {ROOT}/outputs/judge_to_reward " \
-               f"{' '.join(J2R_ARGS)}" in text
+        assert f"[pipeline] DRY_RUN: would run: python -m scripts.pipeline judge_to_reward --out " \
+               f"{ROOT}/outputs/judge_to_reward {' '.join(J2R_ARGS)}" in text
+        assert not os.path.exists(os.path.join(ROOT, "outputs", "judge_to_reward", "grpo"))
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
 def test_plan_per_recipe(recipe, fx, model_path, tmp_path):
-    """The exact plan: the recipe config carries every setting; the launcher adds only paths."""
+    """The exact plan: the recipe config carries every setting and reads the knobs; the launcher adds only
+    the metrics file."""
     files = recipe_files(fx, recipe)
     p = plan(recipe, sdpa_off(MODEL=model_path, OUTPUT_DIR=tmp_path, **files))
     metrics = tmp_path / "metrics.jsonl"
-    assert p.overrides == [f"actor_rollout_ref.model.path={model_path}", f"data.train_files={files['TRAIN_FILES']}",
-                           f"data.val_files={files['VAL_FILES']}",
-                           f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH={metrics}"]
+    assert p.overrides == [f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH={metrics}"]
+    assert p.knobs == {"MODEL": model_path, **files, "NO_FLASH_ATTN": "0"}
     assert p.command == [sys.executable, "-m", "scripts.train", "--config-path", os.path.join(ROOT, "recipes", recipe),
                          "--config-name", "config", *p.overrides]
     assert (p.mode, p.metrics_file, p.output_dir, p.data, p.notes) == ("local", str(metrics), str(tmp_path), None, [])
@@ -217,8 +214,12 @@ def test_plan_per_recipe(recipe, fx, model_path, tmp_path):
 
 @pytest.mark.parametrize("recipe", RECIPES)
 @pytest.mark.parametrize("local_gsm8k", [True, False], ids=["gsm8k_dir", "hub"])
-def test_default_data_plan(recipe, local_gsm8k, model_path, tmp_path):
-    """No data files given: the recipe's default data set, built by data_prep into DATA_DIR."""
+def test_default_data_plan(recipe, local_gsm8k, model_path, tmp_path, monkeypatch):
+    """No data files given: the recipe's default data set, built by data_prep into DATA_DIR (GSM8K from
+    GSM8K_DIR, else ../shared/data/gsm8k when it is there, else the hub)."""
+    from scripts import defaults
+
+    monkeypatch.setattr(defaults, "SHARED_GSM8K", str(tmp_path / "no_shared"))
     kind, module, folder, train, val, max_len = DATA[recipe]
     extra = {"GSM8K_DIR": "/data/gsm8k"} if local_gsm8k else {}
     p = plan(recipe, sdpa_off(MODEL=model_path, DATA_DIR=tmp_path, **extra))
@@ -226,16 +227,17 @@ def test_default_data_plan(recipe, local_gsm8k, model_path, tmp_path):
     source = ["--train", "/data/gsm8k/train.jsonl", "--test", "/data/gsm8k/test.jsonl"] if local_gsm8k else ["--hf"]
     assert p.data == [sys.executable, "-m", module, "--out", str(d), "--no-progress", *source,
                       "--max-prompt-length", str(max_len), "--tokenizer", model_path]
-    assert p.overrides[1:3] == [f"data.train_files={d / train}", f"data.val_files={d / val}"]
+    assert (p.knobs["TRAIN_FILES"], p.knobs["VAL_FILES"]) == (str(d / train), str(d / val))
     # an argument naming the files: nothing to build, the argument is used as given
     p = plan(recipe, sdpa_off(MODEL=model_path, DATA_DIR=tmp_path), "data.train_files=/x/a.parquet", "data.val_files=/x/b.parquet")
     assert p.data is None and p.overrides[-2:] == ["data.train_files=/x/a.parquet", "data.val_files=/x/b.parquet"]
+    assert "TRAIN_FILES" not in p.knobs and "VAL_FILES" not in p.knobs
     # files that exist: used, not rebuilt
     d.mkdir()
     (d / train).write_text("x")
     (d / val).write_text("x")
     p = plan(recipe, sdpa_off(MODEL=model_path, DATA_DIR=tmp_path))
-    assert p.data is None and p.overrides[1:3] == [f"data.train_files={d / train}", f"data.val_files={d / val}"]
+    assert p.data is None and (p.knobs["TRAIN_FILES"], p.knobs["VAL_FILES"]) == (str(d / train), str(d / val))
 
 
 def test_recipe_without_default_data_needs_files(tmp_path, model_path, fx):
@@ -248,9 +250,9 @@ def test_recipe_without_default_data_needs_files(tmp_path, model_path, fx):
     assert plan(str(rdir), sdpa_off(MODEL=model_path, **recipe_files(fx, "gsm8k_rule"))).data is None
 
 
-# ----------------------------------------------------------------------------------------------- environment
-# variable -> (value, {key: expected value in the composed config}); the launcher-only variables are tested below
-ENV_VALUES = {
+# ----------------------------------------------------------------------------------------------- knobs
+# knob read by the recipe configs -> (value, {key: expected value in the composed config})
+KNOB_VALUES = {
     "MODEL": ("/tmp/vj-test-model", {"actor_rollout_ref.model.path": "/tmp/vj-test-model"}),
     "JUDGE_MODEL": ("/tmp/vj-judge", {"reward.reward_model.model_path": "/tmp/vj-judge"}),
     "TRAIN_FILES": ("/tmp/vj-a.parquet,/tmp/vj-b.parquet", {"data.train_files": ["/tmp/vj-a.parquet", "/tmp/vj-b.parquet"]}),
@@ -262,151 +264,151 @@ ENV_VALUES = {
     "JUDGE_GPUS": ("2", {"reward.reward_model.enable_resource_pool": True, "reward.reward_model.n_gpus_per_node": 2,
                          "reward.reward_model.nnodes": 1, "reward.reward_model.rollout.free_cache_engine": False}),
     "JUDGE_BASE_URL": ("http://127.0.0.1:9/v1", {"reward.custom_reward_function.reward_kwargs.base_url": "http://127.0.0.1:9/v1"}),
-    "JUDGE_MODEL_NAME": ("judge-x", {"reward.custom_reward_function.reward_kwargs.model": "judge-x"}),
-    "JUDGE_API_KEY_ENV": ("MY_JUDGE_CRED", {"reward.custom_reward_function.reward_kwargs.api_key_env": "MY_JUDGE_CRED"}),
-    "TRAIN_BATCH_SIZE": ("8", {"data.train_batch_size": 8}),
-    "LR": ("3e-6", {"actor_rollout_ref.actor.optim.lr": 3e-6}),
-    "ROLLOUT_N": ("3", {"actor_rollout_ref.rollout.n": 3}),
     "NO_FLASH_ATTN": ("1", {"actor_rollout_ref.model.use_remove_padding": False,
                             "actor_rollout_ref.model.override_config.attn_implementation": "sdpa"}),
-    "SWANLAB_API_KEY": (SWAN_SECRET, {"trainer.logger": ["console", "file", "swanlab"]}),
 }
 
 
-def test_env_table_is_tested_and_keys_exist(model_path):
-    """Every variable that sets Hydra keys has a test value here, and sets exactly the keys it says."""
-    with_keys = {v.name for v in launch.ENV if v.keys}
-    assert with_keys == set(ENV_VALUES)
-    for name, (_, expected) in ENV_VALUES.items():
-        assert tuple(expected) == launch.ENV_BY_NAME[name].keys, name
+def test_config_knobs_are_the_ones_the_recipes_read():
+    """Every knob of the table marked "config" is read by a recipe YAML file (``${oc.env:NAME``), each one a
+    YAML file reads is in the table, and each has a test value here."""
+    texts = [open(f).read() for f in [os.path.join(ROOT, "recipes", "base.yaml")] +
+             [os.path.join(ROOT, "recipes", r, "config.yaml") for r in RECIPES]]
+    read = {n for t in texts for n in re.findall(r"oc\.env:([A-Z0-9_]+)", t)}
+    config = {k.name for k in knobs.KNOBS if k.where == "config"}
+    assert read == config == set(KNOB_VALUES)
 
 
-@pytest.mark.parametrize("recipe", ["gsm8k_local_judge", "gsm8k_api_judge"])
-def test_every_variable_sets_its_keys(recipe, fx, model_path):
-    """All variables at once (each key changes from the recipe's value to the one given)."""
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_every_knob_sets_its_keys(recipe, fx, model_path):
+    """All knobs at once: each key the recipe reads a knob into changes from its default to the knob's value;
+    a knob the recipe does not read is noted, not used."""
     base = sdpa_off(MODEL=model_path, **recipe_files(fx, recipe))
-    before = verl_config.compose(plan(recipe, base).overrides, recipe)
-    env = {**base, **{k: v for k, (v, _) in ENV_VALUES.items()}}
-    if recipe == "gsm8k_api_judge":  # serves no judge: JUDGE_MODEL / JUDGE_GPUS are ignored, with a note
-        env.pop("JUDGE_MODEL"), env.pop("JUDGE_GPUS")
+    with knobs.environ({**base, **plan(recipe, base).knobs}):
+        before = verl_config.compose([], recipe)
+        before = {k: select(before, k) for _, keys in KNOB_VALUES.values() for k in keys}
+    env = {**base, **{k: v for k, (v, _) in KNOB_VALUES.items()}}
     p = plan(recipe, env)
-    after = verl_config.compose(p.overrides, recipe)
+    text = open(os.path.join(ROOT, "recipes", "base.yaml")).read() + open(os.path.join(ROOT, "recipes", recipe, "config.yaml")).read()
+    with knobs.environ({**env, **p.knobs}):
+        after = verl_config.compose(p.overrides, recipe)
+        after = {k: select(after, k) for _, keys in KNOB_VALUES.values() for k in keys}
     problems = []
-    already = {("JUDGE_GPUS", "reward.reward_model.rollout.free_cache_engine")}  # gsm8k_local_judge: judge kept awake
-    for name, (value, expected) in ENV_VALUES.items():
-        if name not in env:
+    already = {("JUDGE_GPUS", "reward.reward_model.rollout.free_cache_engine"), ("JUDGE_GPUS", "reward.reward_model.nnodes")}
+    for name, (value, expected) in KNOB_VALUES.items():
+        if f"oc.env:{name}" not in text:
+            assert f"{name} ignored: recipe {recipe} does not read it (no ${{oc.env:{name}}} in its config)" in p.notes
             continue
         for key, want in expected.items():
-            got, was = select(after, key), select(before, key)
+            got = after[key]
             if not same(got, want):
                 problems.append(f"{name}={value}: {key} = {got!r}, expected {want!r}")
-            elif same(got, was) and (name, key) not in already:
-                problems.append(f"{name}={value}: {key} did not change (still {was!r})")
+            elif same(got, before[key]) and (name, key) not in already:
+                problems.append(f"{name}={value}: {key} did not change (still {got!r})")
     assert not problems, "\n".join(problems)
-    # a key the recipe declares is set as is, one it does not is added with '+'
-    assert ("reward.custom_reward_function.reward_kwargs.base_url=http://127.0.0.1:9/v1" in p.overrides) is (recipe == "gsm8k_api_judge")
 
 
-def test_judge_variables_on_a_recipe_without_a_judge(fx, model_path):
+def test_judge_knobs_on_a_recipe_without_a_judge(fx, model_path):
     p = plan("gsm8k_rule", sdpa_off(MODEL=model_path, JUDGE_MODEL="/tmp/j", JUDGE_GPUS="1", **recipe_files(fx, "gsm8k_rule")))
-    assert not [o for o in p.overrides if "reward_model" in o]
-    assert p.notes == ["JUDGE_MODEL ignored: recipe gsm8k_rule serves no judge (reward.reward_model.enable is false)",
-                       "JUDGE_GPUS ignored: recipe gsm8k_rule serves no judge (reward.reward_model.enable is false)"]
-    colocated = plan("gsm8k_local_judge", sdpa_off(MODEL=model_path, JUDGE_GPUS="0", **recipe_files(fx, "gsm8k_local_judge")))
-    assert "reward.reward_model.enable_resource_pool=False" in colocated.overrides
-    assert not [o for o in colocated.overrides if "free_cache_engine" in o]  # colocated: the recipe's own value
-    assert verl_config.compose(colocated.overrides, "gsm8k_local_judge").reward.reward_model.rollout.free_cache_engine is False
+    assert p.notes == ["JUDGE_MODEL ignored: recipe gsm8k_rule does not read it (no ${oc.env:JUDGE_MODEL} in its config)",
+                       "JUDGE_GPUS ignored: recipe gsm8k_rule does not read it (no ${oc.env:JUDGE_GPUS} in its config)"]
+    env = sdpa_off(MODEL=model_path, JUDGE_GPUS="0", **recipe_files(fx, "gsm8k_local_judge"))
+    with knobs.environ(env):
+        colocated = verl_config.compose(plan("gsm8k_local_judge", env).overrides, "gsm8k_local_judge")
+        assert (colocated.reward.reward_model.enable_resource_pool, colocated.reward.reward_model.rollout.free_cache_engine,
+                colocated.reward.reward_model.model_path) == (False, False, model_path)
 
 
-def test_arguments_win_over_the_environment(fx, model_path, monkeypatch):
+def test_swanlab_key_adds_the_logger(fx, model_path):
+    env = sdpa_off(MODEL=model_path, SWANLAB_API_KEY=SWAN_SECRET, **recipe_files(fx, "gsm8k_rule"))
+    assert "trainer.logger=[console,file,swanlab]" in plan("gsm8k_rule", env).overrides
+    assert "trainer.logger=[console]" in plan("gsm8k_rule", env, "trainer.logger=[console]").overrides
+    assert not [o for o in plan("gsm8k_rule", env, "trainer.logger=[console]").overrides if "swanlab" in o]
+
+
+def test_arguments_win_over_the_knobs(fx, model_path, monkeypatch):
     monkeypatch.chdir(ROOT)
-    env = sdpa_off(MODEL=model_path, N_GPUS=2, LR="5e-6", SWANLAB_API_KEY=SWAN_SECRET, NO_FLASH_ATTN=1,
-                   REWARD_FN="reward_fns/gsm8k.py", **recipe_files(fx, "gsm8k_rule"))
-    args = ["trainer.n_gpus_per_node=3", "+actor_rollout_ref.model.override_config.attn_implementation=eager",
-            "trainer.logger=[console]"]
+    env = sdpa_off(MODEL=model_path, N_GPUS=2, NO_FLASH_ATTN=1, REWARD_FN="reward_fns/gsm8k.py", **recipe_files(fx, "gsm8k_rule"))
+    args = ["trainer.n_gpus_per_node=3", "actor_rollout_ref.model.override_config.attn_implementation=eager",
+            "trainer.logger=[console]", "trainer.n_gpus_per_node=4"]  # a later argument for a key wins
     p = plan("gsm8k_rule", env, *args)
-    assert [o for o in p.overrides if o.split("=")[0].lstrip("+") in ("trainer.n_gpus_per_node", "trainer.logger",
-                                                                        "actor_rollout_ref.model.override_config.attn_implementation")] == args
-    cfg = verl_config.compose(p.overrides, "gsm8k_rule")
-    assert (cfg.trainer.n_gpus_per_node, cfg.actor_rollout_ref.model.override_config.attn_implementation,
-            list(cfg.trainer.logger), cfg.actor_rollout_ref.actor.optim.lr, cfg.actor_rollout_ref.model.use_remove_padding) == \
-        (3, "eager", ["console"], 5e-6, False)
-    assert cfg.reward.custom_reward_function.path == os.path.join(ROOT, "reward_fns", "gsm8k.py")  # cwd-relative -> absolute
+    assert p.overrides[1:] == args[1:]
+    assert p.knobs["REWARD_FN"] == os.path.join(ROOT, "reward_fns", "gsm8k.py")  # cwd-relative -> absolute
+    with knobs.environ({**env, **p.knobs}):
+        cfg = verl_config.compose(p.overrides, "gsm8k_rule")
+        assert (cfg.trainer.n_gpus_per_node, cfg.actor_rollout_ref.model.override_config.attn_implementation,
+                list(cfg.trainer.logger), cfg.actor_rollout_ref.model.use_remove_padding) == (4, "eager", ["console"], False)
+        assert cfg.reward.custom_reward_function.path == os.path.join(ROOT, "reward_fns", "gsm8k.py")
     assert p.notes == ["trainer.logger has no 'file': no metrics JSONL is written"]
 
 
-# variable -> the message that stops the launcher
-RETIRED_CASES = {
-    "TOTAL_STEPS": ("3", "TOTAL_STEPS=3 is no longer read from the environment: pass the argument "
-                         "trainer.total_training_steps=3 (or unset TOTAL_STEPS)"),
-    "GPU_MEM_UTIL": ("0.3", "pass the argument actor_rollout_ref.rollout.gpu_memory_utilization=0.3"),
-    "JUDGE_MODE": ("hybrid", "pass the argument +reward.custom_reward_function.reward_kwargs.mode=hybrid"),
-    "MAX_RPM": ("600", "pass the argument +reward.max_rpm=600"),
-    "METRICS_FILE": ("/tmp/m.jsonl", "METRICS_FILE=/tmp/m.jsonl is no longer read from the environment: set OUTPUT_DIR "
-                                     "instead (metrics: OUTPUT_DIR/metrics.jsonl) (or unset METRICS_FILE)"),
-}
+# a variable that looks like a knob (JUDGE_*, TRAIN_*, ROLLOUT_*, ...) but is none: a misspelt or a removed one
+NOT_KNOBS = {"JUDGE_MODE": "hybrid", "TRAIN_BATCH_SIZE": "8", "ROLLOUT_N": "3", "JUDGE_MODEL_NAME": "judge",
+             "REWARD_MANAGER": "naive", "JUDGE_MODLE": "/tmp/j"}
 
 
-@pytest.mark.parametrize("name", list(RETIRED_CASES))
-def test_retired_variables_stop_with_the_override_to_use(name, capsys, fx, model_path):
-    value, msg = RETIRED_CASES[name]
+@pytest.mark.parametrize("name", list(NOT_KNOBS))
+def test_a_variable_that_is_no_knob_stops_the_launcher(name, capsys, fx, model_path):
+    value = NOT_KNOBS[name]
     rc = launch.main(["gsm8k_rule"], sdpa_off(MODEL=model_path, DRY_RUN="1", **{name: value}, **recipe_files(fx, "gsm8k_rule")))
     out = capsys.readouterr().out
-    assert rc == 2 and msg in out, out
+    assert rc == 2 and f"[launch] ERROR: {name}={value} is set, but no script reads it: it is not one of the knobs " \
+                       f"(python -m scripts.launch --knobs); give the setting as a Hydra override argument (KEY=VALUE), " \
+                       f"or unset {name}" in out, out
 
 
-# (recipe, environment, arguments, the message); each of these passed as "config OK" or crashed verl before
+# (recipe, knobs, arguments, the message); each of these passed as "config OK" or crashed verl before
 OUT_OF_RANGE = {
     "n_gpus_negative": ("gsm8k_rule", {"N_GPUS": "-1"}, [], "trainer.n_gpus_per_node=-1: must be an integer >= 1 (set by N_GPUS=-1)"),
     "n_gpus_zero": ("gsm8k_rule", {"N_GPUS": "0"}, [], "trainer.n_gpus_per_node=0: must be an integer >= 1 (set by N_GPUS=0)"),
+    "n_gpus_word": ("gsm8k_rule", {"N_GPUS": "two"}, [], "trainer.n_gpus_per_node='two': must be an integer >= 1 (set by N_GPUS=two)"),
     "nnodes_zero": ("judge_pairwise", {"NNODES": "0"}, [], "trainer.nnodes=0: must be an integer >= 1 (set by NNODES=0)"),
     "judge_pool_negative_override": ("gsm8k_local_judge", {"JUDGE_GPUS": "1"}, ["reward.reward_model.n_gpus_per_node=-2"],
                                      "reward.reward_model.n_gpus_per_node=-2: must be an integer >= 1"),
+    "judge_gpus_negative": ("gsm8k_local_judge", {"JUDGE_GPUS": "-1"}, [],
+                            "reward.reward_model.enable_resource_pool: JUDGE_GPUS='-1': expected an integer >= 0 "
+                            "(set by JUDGE_GPUS=-1)"),
+    "no_flash_attn_word": ("gsm8k_rule", {"NO_FLASH_ATTN": "maybe"}, [],
+                           "actor_rollout_ref.model.use_remove_padding: NO_FLASH_ATTN='maybe': expected 1, 0 or auto "
+                           "(set by NO_FLASH_ATTN=maybe)"),
     "temperature_negative": ("gsm8k_rule", {}, ["actor_rollout_ref.rollout.temperature=-1"],
                              "actor_rollout_ref.rollout.temperature=-1: must be a number >= 0"),
     "gpu_mem_over_one": ("gsm8k_api_judge", {}, ["actor_rollout_ref.rollout.gpu_memory_utilization=1.5"],
                          "actor_rollout_ref.rollout.gpu_memory_utilization=1.5: must be a number in (0, 1]"),
     "judge_gpu_mem_zero": ("gsm8k_local_judge", {}, ["reward.reward_model.rollout.gpu_memory_utilization=0"],
                            "reward.reward_model.rollout.gpu_memory_utilization=0: must be a number in (0, 1]"),
-    "lr_zero": ("judge_pointwise", {"LR": "0"}, [], "actor_rollout_ref.actor.optim.lr=0: must be a number > 0 (set by LR=0)"),
-    "lr_negative_override": ("judge_pointwise", {}, ["actor_rollout_ref.actor.optim.lr=-1e-6"],
-                             "actor_rollout_ref.actor.optim.lr=-1e-06: must be a number > 0"),
-    "batch_zero": ("gsm8k_rule", {"TRAIN_BATCH_SIZE": "0"}, [],
-                   "data.train_batch_size=0: must be an integer >= 1 (set by TRAIN_BATCH_SIZE=0)"),
+    "lr_negative": ("judge_pointwise", {}, ["actor_rollout_ref.actor.optim.lr=-1e-6"],
+                    "actor_rollout_ref.actor.optim.lr=-1e-06: must be a number > 0"),
+    "batch_zero": ("gsm8k_rule", {}, ["data.train_batch_size=0"], "data.train_batch_size=0: must be an integer >= 1"),
     "mini_batch_zero": ("gsm8k_rule", {}, ["actor_rollout_ref.actor.ppo_mini_batch_size=0"],
                         "actor_rollout_ref.actor.ppo_mini_batch_size=0: must be an integer >= 1"),
-    "rollout_n_zero": ("judge_pairwise", {"ROLLOUT_N": "0"}, [],
-                       "actor_rollout_ref.rollout.n=0: must be an integer >= 1 (set by ROLLOUT_N=0)"),
+    "rollout_n_zero": ("judge_pairwise", {}, ["actor_rollout_ref.rollout.n=0"], "actor_rollout_ref.rollout.n=0: must be an integer >= 1"),
 }
 
 
 @pytest.mark.parametrize("name", list(OUT_OF_RANGE))
 def test_values_out_of_range_stop_before_anything_starts(name, capsys, model_path, tmp_path):
-    """Checked on the composed config (variables and arguments alike), before data is built."""
+    """Checked on the composed config (knobs and arguments alike), before data is built."""
     recipe, env, args, msg = OUT_OF_RANGE[name]
     rc = launch.main([recipe, *args], sdpa_off(MODEL=model_path, DRY_RUN="1", DATA_DIR=tmp_path / "data",
                                                OUTPUT_DIR=tmp_path / "run", GSM8K_DIR=tmp_path / "none", **env))
     out = capsys.readouterr().out
     assert rc == 2, out
     assert f"[launch] CONFIG ERROR: {msg}\n" in out
-    assert "setting(s) out of range; nothing was started" in out
+    assert "setting(s) out of range or unresolvable; nothing was started" in out
     assert not os.path.exists(tmp_path / "data") and not os.path.exists(tmp_path / "run")
 
 
-@pytest.mark.parametrize("name,value,msg", [
-    ("N_GPUS", "two", "N_GPUS='two': expected an integer"),
-    ("LR", "fast", "LR='fast': expected a number"),
-    ("JUDGE_GPUS", "-1", "JUDGE_GPUS='-1': expected an integer >= 0"),
-    ("NO_FLASH_ATTN", "maybe", "NO_FLASH_ATTN='maybe': expected 1, 0 or auto"),
-])
-def test_variables_of_the_wrong_type(name, value, msg, capsys, model_path, fx):
-    rc = launch.main(["gsm8k_local_judge"], base_env(MODEL=model_path, DRY_RUN="print", **{name: value},
-                                                     **recipe_files(fx, "gsm8k_local_judge")))
-    captured = capsys.readouterr()
-    assert rc == 2 and f"[launch] ERROR: {msg}" in captured.out + captured.err
+def test_an_unset_knob_the_config_needs_is_named(capsys, fx):
+    """python -m scripts.verl_config without MODEL: the key and the variable it reads are named."""
+    with knobs.environ(base_env(**recipe_files(fx, "gsm8k_rule"))):
+        with pytest.raises(verl_config.ConfigError) as e:
+            verl_config.check([], recipe="gsm8k_rule")
+    assert e.value.errors == ["actor_rollout_ref.model.path: the environment variable MODEL is not set (set it, or pass "
+                              "actor_rollout_ref.model.path=...)"]
 
 
-# (recipe, environment, arguments) -> the CONFIG ERROR the dry run stops with (None: config OK)
+# (recipe, knobs, arguments) -> the CONFIG ERROR the dry run stops with (None: config OK)
 DRY_RUN_CHECKS = {
     "plus_outside_allowlist": ("gsm8k_rule", {}, ["+trainer.my_knob=1"], "adds key 'trainer.my_knob'"),
     "legacy_reward_key": ("gsm8k_rule", {}, ["custom_reward_function.path=x.py"], "legacy reward key 'custom_reward_function.path'"),
@@ -483,332 +485,8 @@ def test_the_launcher_holds_no_training_defaults():
     assert [f for f, text in configs.items() if re.search(r"^\s+lr: ", text, re.M)] == \
         ["recipes/judge_pointwise/config.yaml", "recipes/judge_pairwise/config.yaml", "recipes/base.yaml"]
     lrs = {m for text in configs.values() for m in re.findall(r"^\s+lr: (\S+)$", text, re.M)}
-    hits = [f for f in ("scripts/launch.py", "scripts/launch.sh", "scripts/verl_config.py", "scripts/main.sh", "runtime_env.yaml",
-                        *[f"recipes/{r}/run.sh" for r in ALL_RECIPES])
+    launcher = ["scripts/launch.py", "scripts/launch.sh", "scripts/knobs.py", "scripts/defaults.py", "scripts/ray_job.py",
+                "scripts/verl_config.py", "scripts/main.sh", "runtime_env.yaml"]
+    hits = [f for f in (*launcher, *[f"recipes/{r}/run.sh" for r in ALL_RECIPES])
             if any(lr in open(os.path.join(ROOT, f)).read() for lr in lrs)]
     assert len(lrs) == 2 and hits == []
-
-
-def test_knobs_table_in_recipes_readme_is_the_launchers():
-    r = subprocess.run([sys.executable, "-m", "scripts.launch", "--knobs"], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    readme = open(os.path.join(ROOT, "recipes", "README.md"), encoding="utf-8").read()
-    m = re.search(r"<!-- knobs:[^\n]*-->\n(.*?)\n<!-- /knobs -->", readme, re.S)
-    assert m, "no generated table in recipes/README.md"
-    assert m.group(1) == r.stdout.rstrip("\n") == launch.knobs_markdown()
-    assert len(m.group(1).splitlines()) == 2 + len(launch.ENV)
-    h = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "launch.py"), "--help"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": ROOT})
-    assert h.returncode == 0 and launch.knobs_markdown() in h.stdout and "DRY_RUN=1" in h.stdout
-
-
-def test_recipe_readmes_have_no_knob_tables():
-    for recipe in ALL_RECIPES:
-        text = open(os.path.join(ROOT, "recipes", recipe, "README.md"), encoding="utf-8").read()
-        rows = re.findall(r"^\| `[A-Z][A-Z0-9_]*` \|", text, re.M)
-        assert rows == [], f"recipes/{recipe}/README.md: {rows}"
-        if recipe in RECIPES:
-            assert f"bash recipes/{recipe}/run.sh actor_rollout_ref.actor.optim.lr=2e-6" in text
-
-
-def test_run_sh_files_hand_over():
-    for recipe in RECIPES:
-        lines = [ln.strip() for ln in open(os.path.join(ROOT, "recipes", recipe, "run.sh")) if ln.strip() and not ln.startswith("#")]
-        assert lines == [f'exec bash "$(dirname "$0")/../../scripts/launch.sh" {recipe} "$@"'], recipe
-    assert not os.path.exists(os.path.join(ROOT, "recipes", "common.sh"))
-
-
-def _fake_python(tmp_path):
-    py = tmp_path / "fakepy"
-    py.write_text('#!/bin/bash\necho "fake python: $*"\n')
-    py.chmod(0o755)
-    return str(py)
-
-
-def test_judge_to_reward_runs_the_pipeline(tmp_path):
-    r = run_recipe("judge_to_reward", base_env(PYTHON=_fake_python(tmp_path)), "--grpo-steps", "3", "data.train_batch_size=8")
-    assert r.returncode == 0, r.stderr
-    assert r.stdout == f"fake python: -m scripts.pipeline judge_to_reward --out {ROOT}/outputs/judge_to_reward " \
-                       "--grpo-steps 3 data.train_batch_size=8\n"
-    h = run_recipe("judge_to_reward", base_env(), "--help", timeout=120)
-    assert h.returncode == 0 and h.stdout.startswith("usage: python -m scripts.pipeline") and "--policy-override" in h.stdout
-    bad = run_recipe("judge_to_reward", base_env(DRY_RUN="1"), "--bogus", timeout=120)
-    assert bad.returncode == 2 and "[launch] ERROR: unrecognized arguments: --bogus" in bad.stdout
-    for name in OLD_PIPELINE_VARS:  # the shell pipeline's variables: options of scripts.pipeline now
-        old = run_recipe("judge_to_reward", base_env(PYTHON=_fake_python(tmp_path), **{name: "5"}))
-        assert old.returncode == 2 and old.stdout == "" and \
-            f"judge_to_reward: {name} is no longer read; use the options in --help (--out, --grpo-steps, --policy-steps, ...)" \
-            in old.stderr
-
-
-def test_main_sh_gpu_path_is_the_pipeline(tmp_path):
-    """With a GPU, scripts/main.sh is one call: python -m scripts.pipeline judge_to_reward --out outputs/main."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    (bindir / "nvidia-smi").write_text("#!/bin/bash\necho 'GPU 0: fake'\n")
-    (bindir / "nvidia-smi").chmod(0o755)
-    env = base_env(PYTHON=_fake_python(tmp_path), GSM8K_DIR="/data/gsm8k", PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}")
-    r = subprocess.run(["bash", os.path.join(ROOT, "scripts", "main.sh"), "--grpo-steps", "2"], cwd=tmp_path, env=env,
-                       capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines()[-1] == "fake python: -m scripts.pipeline judge_to_reward --out outputs/main --grpo-steps 2"
-    assert "[main] GSM8K: /data/gsm8k" in r.stdout
-
-
-# ----------------------------------------------------------------------------------------------- secrets
-SECRET_VALUE = re.compile(r"(sk-[A-Za-z0-9-]{10,}|hf_[A-Za-z0-9]{10,}|[A-Za-z0-9+/]{32,})")
-
-
-def test_runtime_env_has_no_secret_values():
-    import yaml
-
-    text = open(os.path.join(ROOT, "runtime_env.yaml"), encoding="utf-8").read()
-    rt = yaml.safe_load(text)
-    assert rt["working_dir"] == "."
-    for pat in (".git", ".venv*", "/data/", "/checkpoints/", "/outputs/", "*.parquet", "__pycache__"):
-        assert pat in rt["excludes"], pat
-    for k, v in rt["env_vars"].items():
-        assert not launch.SECRET_NAME.search(k), f"secret-like variable {k} in runtime_env.yaml"
-        assert not SECRET_VALUE.search(str(v)), f"{k} looks like a secret value"
-    for k in ("TOKENIZERS_PARALLELISM", "NCCL_DEBUG", "VLLM_LOGGING_LEVEL"):
-        assert k in rt["env_vars"]
-    for v in os.environ.values():  # no value of this machine's environment that looks secret
-        if v and len(v) >= 12 and SECRET_VALUE.fullmatch(v):
-            assert v not in text
-    assert not any(SECRET_VALUE.fullmatch(tok) for tok in re.findall(r"\S+", text) if not tok.startswith("#"))
-
-
-def test_job_submission_passes_secrets_by_name_never_prints_or_writes_them(fx, model_path, tmp_path):
-    rt_path = os.path.join(ROOT, "runtime_env.yaml")
-    before = open(rt_path, "rb").read()
-    env = base_env(MODEL=model_path, RAY_ADDRESS="http://127.0.0.1:1", OPENAI_API_KEY=SECRET, HF_TOKEN=HF_SECRET,
-                   MY_EXTRA=SWAN_SECRET, PASS_ENV="MY_EXTRA", OTHER_CRED=OTHER_SECRET, OUTPUT_DIR=tmp_path / "out",
-                   **recipe_files(fx, "gsm8k_api_judge"))
-    # the key variable named by an argument (not *KEY/*TOKEN), and a key passed inline: masked too
-    args = ["+reward.custom_reward_function.reward_kwargs.api_key_env=OTHER_CRED",
-            "+reward.custom_reward_function.reward_kwargs.api_key=" + INLINE_SECRET]
-    printed = run_recipe("gsm8k_api_judge", {**env, "DRY_RUN": "print"}, *args)
-    dry = run_recipe("gsm8k_api_judge", {**env, "DRY_RUN": "1"}, *args)
-    assert printed.returncode == 0, printed.stdout + printed.stderr
-    assert dry.returncode == 0, dry.stdout + dry.stderr
-    for r in (printed, dry):
-        text = r.stdout + r.stderr
-        for s in (SECRET, HF_SECRET, SWAN_SECRET, INLINE_SECRET, OTHER_SECRET):
-            assert s not in text
-    cmd = json.loads(printed.stdout)["command"]
-    assert cmd.startswith(f"{os.path.dirname(sys.executable)}/ray job submit --runtime-env-json ") or \
-        cmd.startswith("ray job submit --runtime-env-json ")
-    assert " -- python3 -m scripts.train --config-path ../recipes/gsm8k_api_judge --config-name config " in cmd
-    for name in ("OPENAI_API_KEY", "HF_TOKEN", "MY_EXTRA", "OTHER_CRED"):
-        assert f'"{name}": "***"' in cmd
-    assert "secrets passed to the job by name: HF_TOKEN, OPENAI_API_KEY, OTHER_CRED, MY_EXTRA" in dry.stdout
-    assert "[launch] config OK: recipe gsm8k_api_judge" in dry.stdout
-    assert open(rt_path, "rb").read() == before
-    for dirpath, _, files in os.walk(tmp_path):
-        for f in files:
-            data = open(os.path.join(dirpath, f), "rb").read()
-            assert SECRET.encode() not in data and HF_SECRET.encode() not in data
-    # the plan handed to Ray (in memory) does carry the values, by name
-    p = plan("gsm8k_api_judge", env, *args)
-    assert (p.runtime_env["env_vars"]["OPENAI_API_KEY"], p.runtime_env["env_vars"]["MY_EXTRA"],
-            p.runtime_env["env_vars"]["OTHER_CRED"]) == (SECRET, SWAN_SECRET, OTHER_SECRET)
-    assert p.metrics_file == f"{tmp_path / 'out'}/verl-judge/gsm8k_api_judge.jsonl"
-    assert f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_ROOT={tmp_path / 'out'}" in p.overrides
-    # without any secret set, runtime_env.yaml is passed as is; paths inside the repo become repo-relative
-    clean = plan("gsm8k_rule", base_env(MODEL=model_path, RAY_ADDRESS="http://127.0.0.1:1", REWARD_FN=f"{ROOT}/reward_fns/gsm8k.py",
-                                        **recipe_files(fx, "gsm8k_rule")))
-    assert clean.command[2:12] == ["submit", "--runtime-env", "runtime_env.yaml", "--", "python3", "-m", "scripts.train",
-                                   "--config-path", "../recipes/gsm8k_rule", "--config-name"]
-    assert "reward.custom_reward_function.path=reward_fns/gsm8k.py" in clean.overrides
-    assert clean.notes[0] == "NO_FLASH_ATTN=auto with RAY_ADDRESS: assuming the cluster has flash-attn (set NO_FLASH_ATTN=1 if not)"
-
-
-# repo path -> does `ray job submit` leave it out of the job's working_dir (runtime_env.yaml excludes + .gitignore)
-UPLOAD = {
-    "reward_fns/gsm8k.py": False,
-    "recipes/gsm8k_rule/config.yaml": False,
-    "tests/fixtures/gsm8k/train.parquet": False,  # .gitignore's !tests/fixtures/**/*.parquet
-    "data/gsm8k_p512/train.parquet": True,  # /data/
-    "outputs/verl-judge/gsm8k_rule": True,  # /outputs/
-    "checkpoints/x/global_step_1": True,  # /checkpoints/
-    "mine/train.parquet": True,  # *.parquet
-    "mine/__pycache__/m.cpython-311.pyc": True,
-    ".git/config": True,
-}
-
-
-@pytest.mark.parametrize("rel", list(UPLOAD))
-def test_job_paths_left_out_of_the_upload_stay_absolute(rel):
-    """A repo path the job's upload leaves out keeps its absolute path (seen on an H100 Ray cluster: the default data
-    under data/ was passed repo-relative and the job found no data/gsm8k_p512/train.parquet in its working_dir)."""
-    job = {"RAY_ADDRESS": "http://127.0.0.1:1"}
-    assert launch.not_uploaded(rel, job) is UPLOAD[rel]
-    assert launch.local_path(os.path.join(ROOT, rel), job) == (os.path.join(ROOT, rel) if UPLOAD[rel] else rel)
-    assert launch.local_path(os.path.join(ROOT, rel), {}) == os.path.join(ROOT, rel)  # local runs: always absolute
-
-
-def test_job_notes_for_paths_and_checkpoints_the_job_cannot_upload(fx, model_path):
-    env = base_env(MODEL=model_path, RAY_ADDRESS="http://127.0.0.1:1", NO_FLASH_ATTN="1", TRAIN_FILES=f"{ROOT}/data/t.parquet",
-                   VAL_FILES=f"{ROOT}/tests/fixtures/v.parquet")
-    p = plan("gsm8k_rule", env)
-    out = f"{ROOT}/outputs/verl-judge/gsm8k_rule"
-    assert [o for o in p.overrides if o.startswith("data.")] == [f"data.train_files={ROOT}/data/t.parquet",
-                                                                   "data.val_files=tests/fixtures/v.parquet"]
-    assert [n for n in p.notes if "not uploaded" in n] == [
-        "Ray job: not uploaded with the repo (runtime_env excludes / .gitignore), so the job opens these where they are; "
-        f"every node must see them (one host, or shared storage): {ROOT}/data/t.parquet, {out}"]
-    assert [n for n in p.notes if "checkpoints go to" in n] == [
-        "Ray job: checkpoints go to checkpoints/verl-judge/gsm8k_rule inside the job's temporary working_dir on the node "
-        "running verl's TaskRunner: set trainer.default_local_dir=<shared storage> to keep them"]
-    p = plan("gsm8k_rule", env, "trainer.default_local_dir=/shared/ckpt")
-    assert not [n for n in p.notes if "checkpoints go to" in n]
-
-
-def test_mask():
-    env = {"OPENAI_API_KEY": SECRET, "MY_TOKEN": "abcdefghij", "SHORT_KEY": "abc", "JUDGE_API_KEY_ENV": "OPENAI_API_KEY",
-           launch.KEY_ENV: "OTHER_CRED", "OTHER_CRED": OTHER_SECRET}
-    out = launch.mask(f"key {SECRET} tok abcdefghij api_key=zzzzzzzz token: 'qqqqqqq' api_key_env=OPENAI_API_KEY "
-                      f"{OTHER_SECRET} abc", env)
-    assert SECRET not in out and "abcdefghij" not in out and "zzzzzzzz" not in out and "qqqqqqq" not in out
-    assert OTHER_SECRET not in out and "api_key_env=OPENAI_API_KEY" in out and out.endswith(" abc")
-
-
-# ----------------------------------------------------------------------------------------------- running
-FAKE_TRAINER = r'''
-import os, sys, json
-import ray
-print("fake trainer args:", len(sys.argv) - 1, "overrides")
-print("the key is", os.environ.get("OPENAI_API_KEY"))  # a leaky trainer: the launcher must mask it
-ray.init()
-@ray.remote
-def probe():
-    import reward_fns.gsm8k  # the repo root is on PYTHONPATH in Ray workers
-    return os.environ.get("OPENAI_API_KEY") is not None
-print("worker sees the repo and the key:", ray.get(probe.remote()))
-metrics = [a.split("=", 1)[1] for a in sys.argv if "VERL_FILE_LOGGER_PATH=" in a][0]
-open(metrics, "a").write(json.dumps({"step": 1, "data": {"critic/score/mean": 0.5}}) + "\n")
-ray.shutdown()
-sys.exit(3)
-'''
-# plan() of a recipe, its trainer command swapped for a stand-in (argv[1]: the stand-in's command, as JSON), then execute()
-DRIVER = r'''
-import json, os, sys
-from scripts import launch
-env = dict(os.environ)
-p = launch.plan(env, [], "gsm8k_rule")
-swap = json.loads(sys.argv[1])
-i = p.command.index("scripts.train") - 1
-p.command = p.command[:i] + swap + p.command[i + 2:]
-sys.exit(launch.execute(p, env))
-'''
-
-
-def _drive(env, swap, timeout=600):
-    return subprocess.run([sys.executable, "-c", DRIVER, json.dumps(swap)], cwd=ROOT, env={**env, "PYTHONPATH": ROOT},
-                          capture_output=True, text=True, timeout=timeout)
-
-
-@pytest.mark.slow
-def test_local_run_starts_and_stops_its_own_ray_head(fx, model_path, tmp_path):
-    fake = tmp_path / "fake_trainer.py"
-    fake.write_text(FAKE_TRAINER)
-    out = tmp_path / "out"
-    out.mkdir()
-    (out / "metrics.jsonl").write_text('{"step": 1, "data": {}}\n')  # a previous run's file: kept, renamed
-    env = base_env(MODEL=model_path, OUTPUT_DIR=out, OPENAI_API_KEY=SECRET, **recipe_files(fx, "gsm8k_rule"))
-    r = _drive(env, [str(fake)])
-    text = r.stdout + r.stderr
-    assert r.returncode == 3, text[-4000:]  # the trainer's exit code
-    assert SECRET not in text and "the key is ***" in text
-    assert "worker sees the repo and the key: True" in text
-    m = re.search(r"stopping the private Ray head \(pid (\d+)\)", text)
-    assert m, text[-3000:]
-    pid = int(m.group(1))
-    for _ in range(60):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.5)
-    else:
-        pytest.fail(f"Ray head {pid} still running")
-    log = (out / "launch.log").read_text()
-    assert "the key is ***" in log and SECRET not in log
-    assert f"{fake} --config-path {ROOT}/recipes/gsm8k_rule --config-name config " in log  # the planned arguments
-    assert json.loads((out / "metrics.jsonl").read_text().splitlines()[0])["step"] == 1
-    assert len(list(out.glob("metrics.*.jsonl"))) == 1
-
-
-JOB_MAIN = r'''
-import os, sys
-import ray
-print("the key is", os.environ.get("OPENAI_API_KEY"))
-ray.init()
-@ray.remote
-def probe():
-    import reward_fns.gsm8k  # the uploaded working_dir is on PYTHONPATH
-    return (os.environ.get("OPENAI_API_KEY") is not None, os.path.exists("runtime_env.yaml"),
-            os.path.exists(".git") or os.path.exists("data") or os.path.exists(".venv"))
-key, repo, excluded_present = ray.get(probe.remote())
-print(f"job worker: key={key} repo={repo} excluded_present={excluded_present}")
-'''
-
-
-@pytest.mark.slow
-def test_ray_job_submission_end_to_end(fx, model_path, tmp_path):
-    """RAY_ADDRESS set: ray job submit with runtime_env.yaml; the key reaches the job by name only."""
-    pytest.importorskip("aiohttp")
-    mod = f"_job_main_{os.getpid()}"
-    entry = os.path.join(ROOT, "tests", mod + ".py")  # must be inside the uploaded working_dir
-    with open(entry, "w") as f:
-        f.write(JOB_MAIN)
-    env = base_env()
-    head = None
-    try:
-        head, _ = launch.start_ray_head(env, str(tmp_path / "head.log"), dashboard_port=launch.free_port())
-        log = (tmp_path / "head.log").read_text()
-        m = re.search(r"dashboard at[\s\S]*?(127\.0\.0\.1:\d+)", log)
-        assert m, log[-2000:]
-        import urllib.error
-        import urllib.request
-
-        for _ in range(120):  # the dashboard's HTTP server comes up a little after the head
-            try:
-                urllib.request.urlopen(f"http://{m.group(1)}/api/version", timeout=2)
-                break
-            except urllib.error.HTTPError:
-                break  # 401 with token auth: it is up
-            except OSError:
-                time.sleep(0.5)
-        job_env = {**env, "MODEL": model_path, "RAY_ADDRESS": f"http://{m.group(1)}", "JOB_PYTHON": sys.executable,
-                   "OPENAI_API_KEY": SECRET, "OUTPUT_DIR": str(tmp_path / "out"), **recipe_files(fx, "gsm8k_rule")}
-        r = _drive(job_env, ["-m", f"tests.{mod}"])
-        text = r.stdout + r.stderr
-        assert r.returncode == 0, text[-4000:]
-        assert "job worker: key=True repo=True excluded_present=False" in text, text[-4000:]
-        assert SECRET not in text and "the key is ***" in text
-        assert SECRET not in (tmp_path / "out" / "launch.log").read_text()
-    finally:
-        os.remove(entry)
-        if head is not None:
-            launch.stop_ray_head(head)
-
-
-def test_job_submission_retried_while_the_job_agent_is_not_ready(tmp_path, monkeypatch):
-    """A fresh cluster answers "No available agent to submit job" for a while: submit again, then stop."""
-    counter = tmp_path / "tries"
-    fake_submit = (
-        "import pathlib, sys; p = pathlib.Path(sys.argv[1]); n = int(p.read_text() or 0) + 1 if p.exists() else 1; "
-        "p.write_text(str(n)); "
-        "print('RuntimeError: Request failed with status code 500: No available agent to submit job') if n < 3 "
-        "else print('job submitted'); sys.exit(1 if n < 3 else 0)"
-    )
-    p = launch.Plan(recipe="x", mode="job", command=[sys.executable, "-c", fake_submit, str(counter)],
-                    output_dir=str(tmp_path / "out"), metrics_file=str(tmp_path / "out" / "m.jsonl"))
-    monkeypatch.setattr(launch.time, "sleep", lambda s: None)
-    assert launch.execute(p, dict(os.environ), tries=5) == 0
-    assert counter.read_text() == "3"
-    counter.write_text("0")
-    assert launch.execute(p, dict(os.environ), tries=2) == 1  # gives up after 2 tries, returns the failure
-    assert counter.read_text() == "2"
-    assert launch.SUBMIT_TRIES == 6

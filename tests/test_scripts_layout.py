@@ -1,6 +1,6 @@
-"""The evaluator / report / benchmark / server packages under scripts/: run as ``python -m
-scripts.<group>.<name>``, no ``sys.path`` edits, one fake OpenAI server, nothing outside tests/ imports
-tests/."""
+"""The layout of scripts/: no import cycle among its modules (the launch layer sits below the pipeline and the
+benchmarks), the packages run as ``python -m scripts.<group>.<name>`` with no ``sys.path`` edits, one fake
+OpenAI server, nothing outside tests/ imports tests/."""
 
 from __future__ import annotations
 
@@ -19,6 +19,11 @@ OWN_FILES = PACKAGE_FILES + [os.path.join(ROOT, "scripts", "materialize_model.py
     glob.glob(os.path.join(ROOT, "tests", "fixtures", "eval", "*.py")))
 PRODUCT_FILES = sorted(f for d in ("scripts", "reward_fns", "data_prep")
                        for f in glob.glob(os.path.join(ROOT, d, "**", "*.py"), recursive=True))
+#: layers, lowest first: a module may import its own layer's and lower layers' modules only
+LAYERS = (("reward_fns",), ("data_prep",),
+          ("scripts.console", "scripts.knobs", "scripts.overrides", "scripts.config_paths", "scripts.verl_config",
+           "scripts.defaults", "scripts.ray_head", "scripts.ray_job", "scripts.launch"),
+          ("scripts.pipeline", "scripts.bench"))
 
 
 def _rel(path: str) -> str:
@@ -38,6 +43,65 @@ def test_the_groups_hold_these_modules():
         "bench": ["__init__.py", "judge_reward.py", "random_model.py", "ray_cluster.py", "rewards.py"],
         "serve": ["__init__.py", "cpu_judge.py", "fake_openai.py"],
     }
+
+
+def module_graph(files) -> dict[str, set[str]]:
+    """Module name -> the project modules it imports (anywhere in the file, also inside functions)."""
+    names = {os.path.relpath(f, ROOT)[:-3].replace(os.sep, ".").removesuffix(".__init__"): f for f in files}
+    graph = {}
+    for name, path in names.items():
+        deps = set()
+        tree = _tree(path)
+        for mod in imports(tree):
+            deps |= {m for m in names if mod == m or mod.startswith(m + ".")}
+        for node in ast.walk(tree):  # `from scripts import launch` imports scripts.launch
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                deps |= {f"{node.module}.{a.name}" for a in node.names} & names.keys()
+        graph[name] = deps - {name, name.rsplit(".", 1)[0]}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every import cycle, as a path that returns to its start (depth-first search)."""
+    found, state = [], {}
+
+    def visit(node, path):
+        state[node] = "open"
+        for dep in sorted(graph.get(node, ())):
+            if state.get(dep) == "open":
+                found.append(path[path.index(dep):] + [dep])
+            elif dep not in state:
+                visit(dep, path + [dep])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    return found
+
+
+def test_no_import_cycle_in_scripts():
+    graph = module_graph(glob.glob(os.path.join(ROOT, "scripts", "**", "*.py"), recursive=True))
+    assert "scripts.launch" in graph["scripts.pipeline"]  # the graph sees `from scripts import launch`
+    assert cycles(graph) == []
+
+
+def test_cycles_are_found():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def _layer(module: str):
+    return next((i for i, layer in enumerate(LAYERS) for m in layer if module == m or module.startswith(m + ".")), None)
+
+
+def test_layers_import_downwards_only():
+    """reward_fns <- data_prep <- the launch layer <- pipeline / bench: nothing imports a layer above its own."""
+    files = [f for d in ("scripts", "reward_fns", "data_prep") for f in glob.glob(os.path.join(ROOT, d, "**", "*.py"),
+                                                                                  recursive=True)]
+    upward = [f"{m} imports {d}" for m, deps in module_graph(files).items() for d in deps
+              if _layer(m) is not None and _layer(d) is not None and _layer(d) > _layer(m)]
+    assert upward == []
 
 
 @pytest.mark.parametrize("path", OWN_FILES, ids=[_rel(p) for p in OWN_FILES])

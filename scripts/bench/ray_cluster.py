@@ -22,6 +22,7 @@ does not start.
 from __future__ import annotations
 
 import argparse
+import functools
 import glob
 import os
 import re
@@ -32,13 +33,12 @@ import time
 import urllib.error
 import urllib.request
 
-from scripts import launch
+from scripts import console, ray_head
 
-ROOT = launch.ROOT
+ROOT = ray_head.ROOT
 
 
-def say(msg: str) -> None:
-    print(f"[ray_cluster {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+say = functools.partial(console.say, "ray_cluster", stamp=True)
 
 
 def visible_gpus() -> int:
@@ -71,7 +71,7 @@ def missing_dashboard_deps() -> str | None:
 
 
 def ray(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([*launch.ray_cli(), *args], capture_output=True, text=True, timeout=120, env=env)
+    return subprocess.run([*ray_head.ray_cli(), *args], capture_output=True, text=True, timeout=120, env=env)
 
 
 def alive_nodes(address: str, env: dict) -> tuple[int, str]:
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(out, exist_ok=True)
     nodes: list[subprocess.Popen] = []
     try:
-        port = launch.free_port()
+        port = ray_head.free_port()
         address, auth = "", {}
         for i in range(a.nodes):
             env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
@@ -108,9 +108,9 @@ def main(argv: list[str] | None = None) -> int:
             if a.nodes > 1 and gpus:
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i * gpus + g) for g in range(gpus))
             try:
-                proc, address = launch.start_ray_head(env, os.path.join(out, f"ray_node{i}.log"), dashboard_port=port,
+                proc, address = ray_head.start(env, os.path.join(out, f"ray_node{i}.log"), dashboard_port=port,
                                                       join=address or None, num_gpus=gpus)
-            except launch.LaunchError as e:
+            except ray_head.RayStartError as e:
                 say(str(e))
                 return 1
             nodes.append(proc)
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         return rc
     finally:
         for proc in reversed(nodes):
-            launch.stop_ray_head(proc)
+            ray_head.stop(proc)
 
 
 if __name__ == "__main__":

@@ -49,15 +49,15 @@ MODELS_DIR=${MODELS_DIR:-$ROOT/outputs/shapes/models}
 export STEPS=${STEPS:-5} COST_DIR=${COST_DIR:-$ROOT/outputs/shapes/${GPUS}gpu}
 export PYTHON=${PYTHON:-$(bash "$ROOT/scripts/launch.sh" --print-python)}
 say() { echo "[shapes $(date +%H:%M:%S)] $*"; }
-py() { PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" "$@"; }
 
 make_model() {  # ARCH FOLDER: print the folder (made unless it already holds this model)
   local src=${TOKENIZER_FROM:-${MODEL:-}}
-  if [ -z "$src" ]; then src=$(py -m data_prep.model | tail -n 1) || return 1; fi
-  py -m scripts.bench.random_model --arch "$1" --tokenizer-from "$src" --out "$2" >&2 || return 1
+  if [ -z "$src" ]; then src=$(py_root -m data_prep.model | tail -n 1) || return 1; fi
+  py_root -m scripts.bench.random_model --arch "$1" --tokenizer-from "$src" --out "$2" >&2 || return 1
   printf '%s\n' "$2"
 }
 policy=${POLICY_DIR:-}; judge_dir=${JUDGE_DIR:-}
+export -n POLICY_DIR JUDGE_DIR  # knobs of this script, not passed on
 [ -n "$policy" ] || policy=$(make_model smollm2-360m "$MODELS_DIR/random-smollm2-360m") || exit 1
 [ -n "$judge_dir" ] || judge_dir=$(make_model smollm2-1.7b "$MODELS_DIR/random-smollm2-1.7b") || exit 1
 

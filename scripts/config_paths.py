@@ -1,0 +1,137 @@
+"""The files a composed recipe config points at: model folders, data files, the reward function and its name.
+
+``check_paths(cfg) -> (errors, notes)``; a remote path (``s3://`` ...) or a hub id is noted, not checked.
+Part of ``scripts/verl_config.py`` (``--paths error|warn|off`` there); no command of its own:
+
+    from scripts.config_paths import check_paths; errors, notes = check_paths(cfg)
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+import re
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_REMOTE = ("hdfs://", "s3://", "gs://", "http://", "https://")
+
+
+def _as_list(v) -> list:
+    if v is None:
+        return []
+    if isinstance(v, (list, tuple)):
+        return list(v)
+    try:
+        from omegaconf import ListConfig
+
+        if isinstance(v, ListConfig):
+            return list(v)
+    except ImportError:
+        pass
+    return [v]
+
+
+def _defines(py_file: str, name: str) -> bool:
+    """Whether ``name`` is defined at module level in ``py_file`` (no import, no side effects)."""
+    try:
+        tree = ast.parse(open(py_file, encoding="utf-8").read(), filename=py_file)
+    except (OSError, SyntaxError, ValueError):
+        return False
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            return True
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return True
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
+            return True
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name) == name for a in node.names):
+            return True
+    return False
+
+
+def resolve_module_file(module_path: str) -> str | None:
+    """File behind a verl module path (``pkg://a.b``, ``pkg://a/b``, ``file://x.py`` or ``x.py``).
+
+    ``pkg://`` modules are looked up as verl's workers import them, with the repository root first on
+    their path: a file under the repository, else whatever this interpreter finds (nothing is imported
+    from the repository)."""
+    if module_path.startswith("pkg://"):
+        mod = module_path[len("pkg://") :].replace("/", ".")
+        rel = os.path.join(*mod.split("."))
+        for f in (rel + ".py", os.path.join(rel, "__init__.py")):
+            if os.path.isfile(os.path.join(ROOT, f)):
+                return os.path.join(ROOT, f)
+        try:
+            spec = importlib.util.find_spec(mod)
+        except (ImportError, ValueError):
+            return None
+        return spec.origin if spec and spec.origin and os.path.exists(spec.origin) else None
+    if module_path.startswith("file://"):
+        module_path = module_path[len("file://") :]
+    p = os.path.expanduser(module_path)
+    return p if os.path.isfile(p) else None
+
+
+def check_paths(cfg) -> tuple[list[str], list[str]]:
+    """(errors, notes) for every file the config points at."""
+    from omegaconf import OmegaConf
+
+    errors, notes = [], []
+
+    def sel(key):
+        return OmegaConf.select(cfg, key, default=None)
+
+    def data_file(key):
+        files = _as_list(sel(key))
+        if not files:
+            errors.append(f"{key} is empty")
+        for f in files:
+            f = str(f)
+            if f.startswith(_REMOTE):
+                notes.append(f"{key}: remote path not checked: {f}")
+            elif not os.path.exists(os.path.expanduser(f)):
+                errors.append(f"{key}: file not found: {f}")
+
+    def model_dir(key):
+        p = sel(key)
+        if p is None:
+            return
+        p = str(p)
+        if p.startswith(_REMOTE):
+            notes.append(f"{key}: remote path not checked: {p}")
+        elif os.path.isdir(os.path.expanduser(p)):
+            if not os.path.exists(os.path.join(os.path.expanduser(p), "config.json")):
+                errors.append(f"{key}: {p} has no config.json (not a Hugging Face model folder)")
+        elif _HUB_ID.match(p) and not p.startswith((".", "~")):
+            notes.append(f"{key}: '{p}' is not a local folder; assuming a Hugging Face hub id")
+        else:
+            errors.append(f"{key}: model folder not found: {p}")
+
+    data_file("data.train_files")
+    data_file("data.val_files")
+    model_dir("actor_rollout_ref.model.path")
+    model_dir("actor_rollout_ref.model.tokenizer_path")
+    if sel("reward.reward_model.enable"):
+        if sel("reward.reward_model.model_path") is None:
+            errors.append("reward.reward_model.enable=True but reward.reward_model.model_path is not set")
+        model_dir("reward.reward_model.model_path")
+
+    fn_path, fn_name = sel("reward.custom_reward_function.path"), sel("reward.custom_reward_function.name")
+    if fn_path:
+        f = resolve_module_file(str(fn_path))
+        if f is None:
+            errors.append(f"reward.custom_reward_function.path: reward function file/module not found: {fn_path}")
+        elif not fn_name:
+            errors.append("reward.custom_reward_function.name is empty")
+        elif not _defines(f, str(fn_name)):
+            errors.append(f"reward.custom_reward_function.name: '{fn_name}' is not defined in {f}")
+    if sel("reward.reward_manager.source") == "importlib":
+        mp = sel("reward.reward_manager.module.path")
+        if not mp or resolve_module_file(str(mp)) is None:
+            errors.append(f"reward.reward_manager.module.path: reward manager module not found: {mp}")
+    cls_path = sel("data.custom_cls.path")
+    if cls_path and resolve_module_file(str(cls_path)) is None:
+        errors.append(f"data.custom_cls.path: file not found: {cls_path}")
+    return errors, notes

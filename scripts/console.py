@@ -1,0 +1,43 @@
+"""What the scripts print: ``say(tag, msg)`` writes ``[tag] msg`` with the values of secret variables masked.
+
+A secret is the value of a variable whose name ends in KEY, TOKEN, SECRET, PASSWORD or CREDENTIALS, or
+is named by ``PASS_ENV`` or by the recipe's judge key variable; ``api_key=VALUE`` written inline is
+masked too. Used by the launcher, the pipeline and the benchmarks (no command of its own):
+
+    from scripts.console import say; say("launch", "config OK")
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+
+SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$", re.I)
+#: secrets a Ray job always gets when they are set (scripts/ray_job.py passes them by name)
+DEFAULT_PASS_ENV = ("SWANLAB_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY", "OPENAI_API_KEY")
+#: the judge key variable the composed config names (reward_kwargs.api_key_env), kept in the launcher's env dict
+KEY_ENV = "_LAUNCH_KEY_ENV"
+_INLINE_SECRET = re.compile(r"((?:api_?key|token|secret|password|passwd)[\"']?\s*[=:]\s*[\"']?)([^\s,\"'}\]]+)", re.I)
+
+
+def secret_names(env) -> list[str]:
+    """Variable NAMES whose values a Ray job gets by name and every print masks."""
+    names = list(DEFAULT_PASS_ENV) + ([env[KEY_ENV]] if env.get(KEY_ENV) else [])
+    names += [n.strip() for n in (env.get("PASS_ENV") or "").split(",") if n.strip()]
+    return list(dict.fromkeys(names))
+
+
+def mask(text: str, env=None) -> str:
+    env = os.environ if env is None else env
+    names = set(secret_names(env)) | {n for n in env if SECRET_NAME.search(n)}
+    for v in sorted({env[n] for n in names if env.get(n) and len(env[n]) >= 6}, key=len, reverse=True):
+        text = text.replace(v, "***")
+    # `...api_key=VALUE` / `"token": "VALUE"` written inline (but not api_key_env=NAME)
+    return _INLINE_SECRET.sub(lambda m: m.group(1) + "***", text)
+
+
+def say(tag: str, msg: str = "", env=None, stamp: bool = False) -> None:
+    """Print ``[tag] msg`` (``[tag HH:MM:SS]`` with ``stamp``), secrets of ``env`` (default os.environ) masked."""
+    head = f"[{tag} {time.strftime('%H:%M:%S')}]" if stamp else f"[{tag}]"
+    print(mask(f"{head} {msg}" if msg else "", env), flush=True)

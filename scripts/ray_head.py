@@ -1,0 +1,100 @@
+"""A private Ray node on free ports: ``start()`` runs ``ray start --head --block`` (or a node joining a head),
+``stop()`` ends only that process. The launcher trains against one; ``scripts.bench.ray_cluster`` starts
+a head and nodes that join it. No command of its own:
+
+    from scripts import ray_head; proc, address = ray_head.start(env, "ray_head.log"); ...; ray_head.stop(proc)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from scripts.console import say
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: Ray's command line through this interpreter (for installs without the `ray` script, e.g. pip --target)
+RAY_CLI = (sys.executable, "-c", "import sys; sys.argv[0] = 'ray'; from ray.scripts.scripts import main; main()")
+START_TIMEOUT_S = 180
+
+
+class RayStartError(RuntimeError):
+    pass
+
+
+def ray_cli() -> list[str]:
+    """The `ray` command: the script beside this interpreter, else `ray` on PATH, else RAY_CLI."""
+    beside = os.path.join(os.path.dirname(sys.executable), "ray")
+    if os.access(beside, os.X_OK):
+        return [beside]
+    return ["ray"] if shutil.which("ray") else list(RAY_CLI)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(env: dict, log_path: str, dashboard_port: int | None = None, join: str | None = None,
+          num_gpus: int | None = None) -> tuple[subprocess.Popen, str]:
+    """Start a private Ray head (``ray start --head --block``), return (process, GCS address).
+
+    Updates ``env`` for the driver: ``RAY_ADDRESS``, and ``RAY_AUTH_MODE=token`` when the head enabled
+    Ray's token authentication (Ray >= 2.5x does by default; the token is in ~/.ray/auth_token).
+    ``join`` (a head's GCS address): start a node that joins that head instead (``env`` is left as it is).
+    ``num_gpus``: the GPUs the node offers (default: Ray counts the visible ones).
+    """
+    port = free_port()
+    where = [f"--address={join}"] if join else ["--head", f"--port={port}"]
+    cmd = [*RAY_CLI, "start", *where, "--block", "--disable-usage-stats",
+           # Ray's fixed default ports (dashboard agent 52365, ...) clash with any other Ray instance on
+           # the machine, whose job agent then never comes up: a private head takes free ports.
+           f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
+           f"--runtime-env-agent-port={free_port()}", f"--metrics-export-port={free_port()}",
+           f"--ray-client-server-port={free_port()}"]
+    if not join:
+        cmd += (["--include-dashboard=true", f"--dashboard-port={dashboard_port}", "--dashboard-host=127.0.0.1"]
+                if dashboard_port else ["--include-dashboard=false"])
+    cmd += [f"--num-gpus={num_gpus}"] if num_gpus is not None else []
+    say("ray_head", f"starting a Ray node joining {join} (log: {log_path})" if join else
+        f"starting a private Ray head on port {port} (log: {log_path})")
+    log = open(log_path, "w")
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + START_TIMEOUT_S
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RayStartError(f"ray start exited with {proc.returncode}; see {log_path}")
+        with open(log_path, errors="replace") as f:
+            text = f.read()
+        if "Ray runtime started" in text:
+            if join:
+                return proc, join
+            m = re.search(r"ray start --address='([^']+)'", text)
+            address = m.group(1) if m else f"127.0.0.1:{port}"
+            env["RAY_ADDRESS"] = address
+            if "Token authentication is enabled" in text and not env.get("RAY_AUTH_MODE"):
+                env["RAY_AUTH_MODE"] = "token"
+            return proc, address
+        time.sleep(0.5)
+    stop(proc)
+    raise RayStartError(f"Ray {'node' if join else 'head'} did not start in {START_TIMEOUT_S} s; see {log_path}")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Stop only the node we started (its --block process tears down its own children on SIGTERM)."""
+    if proc.poll() is not None:
+        return
+    say("ray_head", f"stopping the private Ray head (pid {proc.pid})")
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -1,0 +1,74 @@
+"""The small pieces under the launcher, on CPU: the knob check, the GSM8K source rule, Hydra override strings
+(``scripts/overrides.py``, which the shell scripts call for later-wins merging) and the vj.* resolvers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from scripts import knobs, overrides
+from tests.test_recipes import gsm8k_dir  # noqa: F401  (the module fixture)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_secret_and_passed_names_are_no_unknown_knobs():
+    assert knobs.unknown({"JUDGE_API_KEY": "x", "JUDGE_TOKEN": "y", "PASS_ENV": "JUDGE_CRED_FILE", "JUDGE_CRED_FILE": "z",
+                          "JUDGE_GPUS": "1", "MODEL_X": "1", "JUDGE_OTHER": ""}) == []
+    assert [m.split("=")[0] for m in knobs.unknown({"JUDGE_TP": "2", "VAL_MAX_SAMPLES": "8"})] == ["JUDGE_TP", "VAL_MAX_SAMPLES"]
+
+
+def test_gsm8k_source(gsm8k_dir, tmp_path, monkeypatch):
+    """One rule for the launcher and the pipeline: GSM8K_DIR, else ../shared/data/gsm8k when there, else the hub."""
+    from scripts import defaults
+
+    for shared, env, want in ((gsm8k_dir, {}, gsm8k_dir), (gsm8k_dir, {"GSM8K_DIR": "/d"}, "/d"), (tmp_path, {}, None)):
+        monkeypatch.setattr(defaults, "SHARED_GSM8K", str(shared))
+        assert defaults.gsm8k_args(env) == (["--hf"] if want is None else
+                                            ["--train", f"{want}/train.jsonl", "--test", f"{want}/test.jsonl"])
+
+
+def test_overrides_later_wins_and_values():
+    ovs = ["a.b=1", "+c.d=x", "a.b=2", "~e", "++c.d=y"]
+    assert overrides.merge(ovs) == ["a.b=2", "~e", "++c.d=y"]
+    assert overrides.merge(["a=1"], ["b=2", "a=3"]) == ["b=2", "a=3"]
+    assert (overrides.value("c.d", ovs), overrides.value("z", ovs)) == ("y", None)
+    assert [overrides.hydra_str(v) for v in ("/a/b.parquet", "1e-6", "true", "a b")] == ["/a/b.parquet", "'1e-6'", "'true'",
+                                                                                       "'a b'"]
+
+
+def test_overrides_command_line():
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "scripts.overrides", *args], cwd=ROOT, capture_output=True, text=True,
+                              timeout=60)
+
+    assert run("merge", "a=1", "b=2", "a=3").stdout == "b=2\na=3\n"
+    assert run("merge").stdout == ""
+    assert run("value", "b", "a=1", "b=[x,y]").stdout == "[x,y]\n"
+    assert run("nope").returncode == 2
+
+
+@pytest.mark.parametrize("mode,flash", [("0", True), ("false", True), ("1", False), ("yes", False)])
+def test_flash_attn_knob(mode, flash):
+    assert knobs.flash_attn(mode) is flash
+    assert knobs.RESOLVERS["vj.attn_implementation"](mode) == ("flash_attention_2" if flash else "sdpa")
+
+
+def test_resolvers_reject_bad_values():
+    with pytest.raises(ValueError, match="NO_FLASH_ATTN='maybe': expected 1, 0 or auto"):
+        knobs.flash_attn("maybe")
+    with pytest.raises(ValueError, match="JUDGE_GPUS='-1': expected an integer >= 0"):
+        knobs.RESOLVERS["vj.judge_pool"]("-1")
+    assert [knobs.RESOLVERS["vj.judge_pool"](g) for g in ("0", "2")] == [False, True]
+    assert [knobs.RESOLVERS["vj.files"](v) for v in ("a.parquet", "a.parquet, b.parquet", None)] == \
+        ["a.parquet", ["a.parquet", "b.parquet"], None]
+
+
+def test_environ_is_restored():
+    before = dict(os.environ)
+    with knobs.environ({"ONLY": "1"}):
+        assert dict(os.environ) == {"ONLY": "1"}
+    assert dict(os.environ) == before
