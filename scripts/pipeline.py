@@ -12,27 +12,19 @@ Judge tasks (all on GSM8K verification data from ``data_prep.gsm8k_verify``):
 * ``pairwise``      no reference, ``pairwise.v1`` (preference-style)   -> recipes/judge_pairwise
 
 Stages (each prints its output; a stage whose ``.done`` marker exists is skipped, so a rerun resumes):
+``samples`` (``--model-solutions base``: the start model's answers to GSM8K train questions, on the GPU beside
+``data``, after ``policy_data``: ``data_prep.gsm8k``) -> ``data`` (verification parquet of perturbed reference
+solutions, CPU) -> ``sft_data`` (model-written rows too, then ``data_prep.judge_sft``) -> ``eval_before``
+(``scripts.eval.judge``, the start model, beside ``sft`` with a fixed KV cache unless ``--no-parallel-eval``) ->
+``sft`` (``torchrun -m verl.trainer.sft_trainer``) -> ``eval_sft`` (in ``judge_to_reward`` beside ``policy``) ->
+``grpo`` (the recipe through ``scripts.launch.run_recipe``, checked first) -> ``merge`` (``verl.model_merger``)
+-> ``eval_after`` -> ``compare`` (``compare.md``: before / after SFT / after GRPO). ``judge_to_reward`` adds
+``policy``: recipes/gsm8k_local_judge with the trained judge as the reward (``JudgeToReward.policy(judge, recipe=...)``
+takes another reward recipe; ``scripts.policy_learns`` compares it with the rule).
 
-0. ``samples``     (``--model-solutions base``) the start model's own answers to GSM8K train questions, on the
-                   GPU beside ``data`` (``policy_data`` first: GSM8K with the policy's prompt, ``data_prep.gsm8k``)
-1. ``data``        verification parquet (train / test) of perturbed reference solutions (CPU)
-1b. ``sft_data``   with ``--model-solutions``, verification rows of model-written answers (mixed into SFT and
-                   GRPO), then the SFT parquet (``data_prep.judge_sft``)
-2. ``eval_before`` ``python -m scripts.eval.judge`` on the held-out test rows with the start model (beside
-                   ``sft``, in the background with a fixed KV cache, unless ``--no-parallel-eval``)
-3. ``sft``         verl's SFT trainer (``torchrun -m verl.trainer.sft_trainer``), HF folder saved
-4. ``eval_sft``    the warm-started judge on the same rows (``judge_to_reward`` without judge GRPO: beside
-                   ``policy``, in the background with a fixed KV cache, unless ``--no-parallel-eval``)
-5. ``grpo``        the recipe from the SFT model, through ``scripts.launch.run_recipe`` (checked first)
-6. ``merge``       ``verl.model_merger`` of the last GRPO checkpoint -> HF folder
-7. ``eval_after``  the trained judge on the same rows
-8. ``compare``     ``compare.md``: before / after SFT / after GRPO
-``judge_to_reward`` adds 9. ``policy``: recipes/gsm8k_local_judge, the trained judge as the reward, through the
-launcher too (``JudgeToReward.policy(judge, recipe=...)`` takes another reward recipe).
-
-Machine settings are the launcher's knobs (``python -m scripts.launch --knobs``: MODEL, GSM8K_DIR, PYTHON,
-N_GPUS, NO_FLASH_ATTN, ...), with the launcher's defaults (``scripts/defaults.py``). ``DRY_RUN=1`` runs no stage: it checks each training stage's recipe with the
-arguments that stage gets (the default model and data stand for the ones earlier stages would make).
+Machine settings are the launcher's knobs (``python -m scripts.launch --knobs``: MODEL, GSM8K_DIR, PYTHON, N_GPUS,
+NO_FLASH_ATTN, ...), with its defaults (``scripts/defaults.py``). ``DRY_RUN=1`` runs no stage: it checks each training
+stage's recipe with the arguments that stage gets (the default model and data stand for what earlier stages make).
 """
 
 from __future__ import annotations
@@ -90,7 +82,6 @@ class Pipeline:
         self._background: list[dict] = []  # stages running in a thread beside the next stage
         self._local = threading.local()
 
-    # ------------------------------------------------------------------ helpers
     def path(self, *parts: str) -> str:
         return os.path.join(self.out, *parts)
 
@@ -164,7 +155,6 @@ class Pipeline:
             if job["errors"]:
                 raise job["errors"][0]
 
-    # ------------------------------------------------------------------ stages
     @functools.cached_property
     def base(self) -> str:
         """The start model (judge and policy): MODEL, else the offline SmolLM2-135M-Instruct, materialised once."""
@@ -203,10 +193,14 @@ class Pipeline:
         a = self.args
         self.sh([self.py, "-m", "scripts.eval.gsm8k", "--data", self.path("policy_data", "train.parquet"),
                  "--limit", str(a.model_solution_questions),
-                 "--n-samples", "2", "--temperature", "1.0", "--max-tokens", "512", "--vllm-offline", self.base,
+                 "--n-samples", "2", "--temperature", "1.0", "--max-tokens", "512", "--vllm-offline", self.solver(),
                  "--gpu-memory-utilization", str(a.eval_gpu_mem), *(["--kv-cache-gb", str(a.eval_kv_cache_gb)]
                                                                    if a.eval_kv_cache_gb else []),
                  "--out", self.path("samples"), "--no-progress", "--no-plots"], self.path("logs", "samples.log"))
+
+    def solver(self) -> str:
+        """The model whose answers ``samples`` collects: the start model."""
+        return self.base
 
     def train_files(self) -> list[str]:
         """The judge's training parquet(s): the verification split, plus the model-solution rows when given."""
@@ -235,22 +229,23 @@ class Pipeline:
         # an evaluation that fails (or that measured nothing, e.g. an untrained judge) does not stop training
         self.sh(cmd, self.path("logs", f"{name}.log"), ok=lambda: True)
 
-    def sft(self) -> None:
+    def sft(self, name: str = "sft", train_file: str = "", steps: int | None = None, max_length: int = 0) -> None:
+        """verl's SFT trainer: the judge's warm start, or (``name``, ``train_file``, ...) another one, e.g. the policy's."""
         a = self.args
-        ckpt = self.path("sft")
+        steps = a.sft_steps if steps is None else steps
         cmd = [self.py, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={self.n_gpus}", "-m", "verl.trainer.sft_trainer",
-               f"data.train_files={self.path('data', 'sft_train.parquet')}", "data.val_files=null",
-               f"data.max_length={a.max_prompt_length + a.max_response_length}", "data.truncation=right",
+               f"data.train_files={train_file or self.path('data', 'sft_train.parquet')}", "data.val_files=null",
+               f"data.max_length={max_length or a.max_prompt_length + a.max_response_length}", "data.truncation=right",
                f"data.train_batch_size={a.sft_batch}", "data.micro_batch_size_per_gpu=8", "data.num_workers=0",
                f"model.path={self.base}", "model.external_lib=scripts.fast_logprobs", f"optim.lr={a.sft_lr}", f"trainer.total_epochs={a.sft_epochs}",
-               f"trainer.default_local_dir={ckpt}", "trainer.project_name=verl-judge",
-               f"trainer.experiment_name={a.task}-sft", "trainer.logger=[console,file]", "trainer.save_freq=-1",
+               f"trainer.default_local_dir={self.path(name)}", "trainer.project_name=verl-judge",
+               f"trainer.experiment_name={a.task}-{name}", "trainer.logger=[console,file]", "trainer.save_freq=-1",
                "trainer.resume_mode=disable", "checkpoint.save_contents=[model,hf_model]",
                f"trainer.n_gpus_per_node={self.n_gpus}", *self.sdpa(), *a.sft_override]
-        if a.sft_steps > 0:
-            cmd.append(f"trainer.total_training_steps={a.sft_steps}")
-        env = dict(self.env, VERL_FILE_LOGGER_PATH=self.path("sft_metrics.jsonl"))
-        self.sh(cmd, self.path("logs", "sft.log"), env)
+        if steps > 0:
+            cmd.append(f"trainer.total_training_steps={steps}")
+        env = dict(self.env, VERL_FILE_LOGGER_PATH=self.path(f"{name}_metrics.jsonl"))
+        self.sh(cmd, self.path("logs", f"{name}.log"), env)
 
     def sdpa(self) -> list[str]:
         """The SFT trainer's overrides without flash-attn (NO_FLASH_ATTN's rule, as the recipes apply it)."""
@@ -259,11 +254,11 @@ class Pipeline:
         say("no flash-attn (NO_FLASH_ATTN / --no-flash-attn, or not importable): torch SDPA attention, no remove-padding")
         return ["model.use_remove_padding=False", "+model.override_config.attn_implementation=sdpa"]
 
-    def sft_model(self) -> str:
-        found = sorted(glob.glob(self.path("sft", "global_step_*", "huggingface")),
+    def sft_model(self, name: str = "sft") -> str:
+        found = sorted(glob.glob(self.path(name, "global_step_*", "huggingface")),
                        key=lambda p: int(p.split("global_step_")[1].split(os.sep)[0]))
         if not found:
-            raise SystemExit(f"[pipeline] no SFT model under {self.path('sft')}")
+            raise SystemExit(f"[pipeline] no SFT model under {self.path(name)}")
         return found[-1]
 
     def grpo_settings(self) -> list[str]:  # its start model and data: grpo()
@@ -405,6 +400,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="judge: data -> SFT -> GRPO -> merge -> evaluate; judge_to_reward: the same (pointwise), then "
                         "a GSM8K policy rewarded by the trained judge")
     p.add_argument("--task", choices=sorted(TASKS), default="pointwise")
+    add_judge_args(p)
+    p.add_argument("--policy-steps", type=int, default=6, help="judge_to_reward: policy GRPO steps (default 6)")
+    p.add_argument("--policy-override", action="append", default=[], metavar="KEY=VALUE",
+                   help="judge_to_reward: Hydra override of the policy stage (the positional overrides go to the judge)")
+    return p
+
+
+def add_judge_args(p: argparse.ArgumentParser) -> None:
+    """The judge stages' options (also ``scripts.policy_learns``'s)."""
     p.add_argument("--out", required=True, help="run folder (stages resume from it)")
     p.add_argument("--sft", action=argparse.BooleanOptionalAction, default=True, help="warm start with SFT (default on)")
     p.add_argument("--sft-rows", type=int, default=4000, help="SFT rows (default 4000)")
@@ -425,9 +429,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="GRPO steps after the warm start (0 = none; default 30, judge_to_reward: 0)")
     p.add_argument("--pair-groups", choices=("true", "false"), default="true",
                    help="pairwise: both orders of a pair in one GRPO group (default true)")
-    p.add_argument("--policy-steps", type=int, default=6, help="judge_to_reward: policy GRPO steps (default 6)")
-    p.add_argument("--policy-override", action="append", default=[], metavar="KEY=VALUE",
-                   help="judge_to_reward: Hydra override of the policy stage (the positional overrides go to the judge)")
     p.add_argument("--max-prompt-length", type=int, default=1280)
     p.add_argument("--max-response-length", type=int, default=128)
     p.add_argument("--eval-pairs", type=int, default=None,
@@ -441,7 +442,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-eval", action="store_true", help="no evaluation stage at all")
     p.add_argument("--eval-before", action=argparse.BooleanOptionalAction, default=True, help="evaluate the start model")
     p.add_argument("--quiet", action="store_true", help="stage output only to the logs")
-    return p
 
 
 def dry_run(pipe: "Pipeline", argv: list[str]) -> int:

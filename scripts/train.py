@@ -45,16 +45,16 @@ SILENT_JUDGE_EXIT = 3
 
 
 def silent_judge(exc: BaseException | None):
-    """The ``JudgeSilentError`` that ``exc`` is or wraps (the ``cause`` of the Ray task error that
+    """The ``StopRun`` (silent judge, reward hacking) that ``exc`` is or wraps (the ``cause`` of the Ray task error that
     ``ray.get`` raises for the task runner, or a chained cause), else None."""
-    from scripts.train_hooks import JudgeSilentError
+    from scripts.train_hooks import StopRun
 
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
         if isinstance(exc, ray.exceptions.RayTaskError) and getattr(exc, "cause", None) is not None:
             exc = exc.cause
-        elif isinstance(exc, JudgeSilentError):
+        elif isinstance(exc, StopRun):
             return exc
         else:
             exc = exc.__cause__ or exc.__context__

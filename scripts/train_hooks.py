@@ -1,5 +1,5 @@
 """What ``python -m scripts.train`` adds to verl's PPO trainer: judge-aware step metrics, a fail-fast
-on a silent judge, and GRPO groups that hold both orders of a pairwise judge row.
+on a silent judge, a reward-hacking watch, and GRPO groups that hold both orders of a pairwise judge row.
 
 Pure functions and small classes over verl's ``DataProto`` (tested on CPU without Ray); ``install``
 wires them into verl's legacy trainer module (``verl.trainer.ppo.ray_trainer``) inside the process
@@ -14,7 +14,11 @@ file logger, SwanLab), with the same keys from step 1:
   (transport failures), ``parse_fail_rate`` (answered without a valid verdict), ``skipped_rate``,
   ``fallback_rate``, ``answered_rate``, ``score_mean`` (mean verdict 0-4 over answered samples) and
   ``agree_rule`` (share of answered samples where "verdict >= 3" equals "rule reward = 1"; 0.0 when
-  the judge answered none);
+  the judge answered none), and its two disagreements, which sum with it to 1:
+  ``accept_rule_reject`` (verdict >= 3 on an answer the rule rejects: what a policy that games the
+  judge grows) and ``reject_rule_accept``;
+* ``judge_health/hacking_alarm`` (1.0 while ``HackingWatch`` sees the judge's reward rise over its
+  window while the rule's accuracy falls; 0.0 otherwise);
 * position, when the reward returns ``pred_a``/``label_a`` (pairwise judges):
   ``position/verdict_a_share`` (over well-formed verdicts) and ``position/label_a_share``;
 * ``grpo/identical_reward_groups``: share of GRPO groups (as grouped for the advantage) whose
@@ -32,8 +36,16 @@ import numpy as np
 JUDGE_KEYS = ("judge_error", "judge_parse_fail")
 
 
-class JudgeSilentError(RuntimeError):
+class StopRun(RuntimeError):
+    """A hook stops the run; ``scripts.train`` prints the message last and exits with status 3."""
+
+
+class JudgeSilentError(StopRun):
     """The judge gave no usable verdict for too many consecutive steps (see ``FailFast``)."""
+
+
+class RewardHackingError(StopRun):
+    """The judge's reward rose while the rule's accuracy fell (``HackingWatch`` with ``fail: true``)."""
 
 
 # ----------------------------------------------------------------------------------------- metrics
@@ -70,10 +82,14 @@ def reward_metrics(extras: dict[str, Sequence]) -> dict[str, float]:
         verdict = cols.get("judge_score")
         out["judge_health/score_mean"] = _mean(verdict, answered) if verdict is not None else 0.0
         if verdict is not None and "rule_score" in cols:
-            agree = ((verdict >= 3) == (cols["rule_score"] >= 1)).astype(np.float64)
-            out["judge_health/agree_rule"] = _mean(agree, answered)
+            accept, right = verdict >= 3, cols["rule_score"] >= 1
+            out["judge_health/agree_rule"] = _mean((accept == right).astype(np.float64), answered)
+            out["judge_health/accept_rule_reject"] = _mean((accept & ~right).astype(np.float64), answered)
+            out["judge_health/reject_rule_accept"] = _mean((~accept & right).astype(np.float64), answered)
         else:
             out["judge_health/agree_rule"] = 0.0
+            out["judge_health/accept_rule_reject"] = 0.0
+            out["judge_health/reject_rule_accept"] = 0.0
     if "pred_a" in cols and "label_a" in cols:
         ok = cols["format_ok"] > 0 if "format_ok" in cols else np.ones(len(cols["pred_a"]), bool)
         out["position/verdict_a_share"] = _mean(cols["pred_a"], ok)
@@ -131,6 +147,56 @@ class FailFast:
                 "To train on anyway: verl_judge.fail_fast.enable=false.")
 
 
+# ----------------------------------------------------------------------------------------- hacking watch
+def _rise(values: Sequence[float]) -> float:
+    """Change over the window by the least-squares line: slope x (len - 1)."""
+    y = np.asarray(values, dtype=np.float64)
+    x = np.arange(len(y), dtype=np.float64)
+    return float(np.polyfit(x, y, 1)[0] * (len(y) - 1))
+
+
+class HackingWatch:
+    """Reward-hacking alarm for a judge-rewarded run. Each step it reads the reward the policy gets
+    (``critic/score/mean``) and the rule's accuracy on the same samples (``reward/rule_score/mean``,
+    which the LLM-judge reward returns). Over the last ``window`` steps, when the reward's fitted rise
+    is at least ``min_rise`` while the rule's fitted fall is at least ``min_fall``, the step's
+    ``judge_health/hacking_alarm`` is 1.0 and a warning (with the judge-accepts-rule-rejects share)
+    is printed when the alarm turns on; with ``fail`` the run stops with ``RewardHackingError``."""
+
+    def __init__(self, window: int, min_rise: float, min_fall: float, fail: bool, enable: bool = True, log=print):
+        if int(window) < 3:
+            raise ValueError(f"verl_judge.hacking_watch.window must be >= 3 steps, got {window!r}")
+        if not (float(min_rise) > 0 and float(min_fall) > 0):
+            raise ValueError(f"verl_judge.hacking_watch.min_rise and min_fall must be > 0, got {min_rise!r}, {min_fall!r}")
+        self.window, self.min_rise, self.min_fall = int(window), float(min_rise), float(min_fall)
+        self.fail, self.enable, self.log = bool(fail), bool(enable), log
+        self.reward: list[float] = []
+        self.rule: list[float] = []
+        self.on = False
+
+    def update(self, metrics: dict[str, float]) -> None:
+        if not self.enable or "reward/rule_score/mean" not in metrics or "critic/score/mean" not in metrics:
+            return
+        self.reward = (self.reward + [float(metrics["critic/score/mean"])])[-self.window:]
+        self.rule = (self.rule + [float(metrics["reward/rule_score/mean"])])[-self.window:]
+        was, self.on = self.on, False
+        if len(self.reward) == self.window:
+            rise, fall = _rise(self.reward), -_rise(self.rule)
+            self.on = rise >= self.min_rise and fall >= self.min_fall
+        metrics["judge_health/hacking_alarm"] = float(self.on)
+        if not self.on or was:
+            return
+        msg = (f"reward hacking suspected: over the last {self.window} steps the judge's reward rose by {rise:.3f} "
+               f"while the rule's accuracy fell by {fall:.3f} (thresholds verl_judge.hacking_watch.min_rise="
+               f"{self.min_rise}, min_fall={self.min_fall}); the judge accepts "
+               f"{metrics.get('judge_health/accept_rule_reject', float('nan')):.3f} of answers the rule rejects. "
+               "Read some high-reward samples that the rule rejects")
+        if self.fail:
+            raise RewardHackingError(f"stopping: {msg}. Checkpoints written so far are kept. To train on anyway: "
+                                     "verl_judge.hacking_watch.fail=false.")
+        self.log(f"[verl_judge] WARNING: {msg} (verl_judge.hacking_watch.fail=true stops the run).", flush=True)
+
+
 # ----------------------------------------------------------------------------------------- pair groups
 def pair_ids(extra_infos: Iterable, uids: Sequence) -> np.ndarray:
     """GRPO group ids that put both orders of a pairwise row together (``extra_info.pair_id``);
@@ -183,6 +249,12 @@ def install(config) -> None:
     opts = OmegaConf.to_container(config.get("verl_judge") or {}, resolve=True) or {}
     ff = opts.get("fail_fast") or {}
     fail_fast = FailFast(ff.get("threshold", 0.5), ff.get("steps", 3), ff.get("enable", True))
+    hw = opts.get("hacking_watch") or {}
+    unknown = sorted(set(hw) - {"enable", "window", "min_rise", "min_fall", "fail"})
+    if unknown:
+        raise ValueError(f"verl_judge.hacking_watch: unknown setting(s) {unknown}; known: enable, window, min_rise, "
+                         "min_fall, fail")
+    hacking = HackingWatch(**hw) if hw else None  # its settings: recipes/base.yaml
     pair_groups = bool(opts.get("pair_groups", False))
     if pair_groups and int(config.data.train_batch_size) % 2:
         raise ValueError(f"verl_judge.pair_groups needs an even data.train_batch_size, got {config.data.train_batch_size}")
@@ -219,6 +291,8 @@ def install(config) -> None:
             scores = batch.batch["token_level_scores"].sum(-1).float().cpu().numpy()
             metrics["grpo/identical_reward_groups"] = identical_group_share(scores, nt["uid"])
         fail_fast.update(metrics)
+        if hacking is not None:
+            hacking.update(metrics)
         return metrics
 
     sampler = main_ppo_v0.create_rl_sampler

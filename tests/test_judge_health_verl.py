@@ -34,7 +34,7 @@ ray = pytest.importorskip("ray")
 
 from scripts import train  # noqa: E402
 from scripts.serve.fake_openai import FakeOpenAIServer  # noqa: E402
-from scripts.train_hooks import JudgeSilentError, install  # noqa: E402
+from scripts.train_hooks import JudgeSilentError, RewardHackingError, install  # noqa: E402
 from tests.test_llm_judge_verl import compose, make_batch  # noqa: E402
 
 N = 4  # GRPO group size (actor_rollout_ref.rollout.n): samples 0-3 answer prompt p0, 4-7 prompt p1
@@ -48,6 +48,7 @@ SPEC = {
     "w1": ("#### 71", 0.25, 1.0, 0.0, 0.0, 0.0, 0.0),
     "c2": ("#### 72 JUDGE_SAYS:2", 0.5, 2.0, 1.0, 0.0, 0.0, 0.0),  # verdict < 3 on a right answer: disagrees
     "w3": ("#### 71 JUDGE_SAYS:3", 0.75, 3.0, 0.0, 0.0, 0.0, 0.0),  # verdict >= 3 on a wrong answer: disagrees
+    "w4": ("#### 71 JUDGE_SAYS:4", 1.0, 4.0, 0.0, 0.0, 0.0, 0.0),  # a gamed judge: full reward for a wrong answer
     "c500x1": ("#### 72 FAULT:500x1", 1.0, 4.0, 1.0, 0.0, 0.0, 0.0),  # one 500, answered on the retry
     # transport failures after the retries: the rule reward as fallback
     "c500": ("#### 72 FAULT:500", 1.0, -1.0, 1.0, 1.0, 0.0, 1.0),
@@ -75,6 +76,8 @@ CASES = {
             "judge_health/answered_rate": 5 / 8,
             "judge_health/score_mean": (4 + 2 + 1 + 3 + 4) / 5,
             "judge_health/agree_rule": 3 / 5,  # c4, w1, c4 agree; c2, w3 do not
+            "judge_health/accept_rule_reject": 1 / 5,  # w3
+            "judge_health/reject_rule_accept": 1 / 5,  # c2
             "critic/score/mean": (1 + 0.5 + 1 + 0.25 + 1 + 0 + 0.75 + 1) / 8,
             "grpo/identical_reward_groups": 0.0,
         },
@@ -89,6 +92,8 @@ CASES = {
             "judge_health/answered_rate": 6 / 8,
             "judge_health/score_mean": (4 + 2 + 1 + 1 + 1 + 1) / 6,
             "judge_health/agree_rule": 5 / 6,  # only c2 disagrees
+            "judge_health/accept_rule_reject": 0.0,
+            "judge_health/reject_rule_accept": 1 / 6,
             "critic/score/mean": (1 + 0 + 0 + 0.5 + 0.25 * 4) / 8,
             "grpo/identical_reward_groups": 1 / 2,  # group p1: four 0.25
         },
@@ -103,6 +108,8 @@ CASES = {
             "judge_health/answered_rate": 3 / 8,
             "judge_health/score_mean": (4 + 3 + 4) / 3,
             "judge_health/agree_rule": 2 / 3,  # c4, c500x1 agree; w3 does not
+            "judge_health/accept_rule_reject": 1 / 3,
+            "judge_health/reject_rule_accept": 0.0,
             "critic/score/mean": (1 + 0 + 1 + 1 + 0 + 0 + 0.75 + 1) / 8,
             "grpo/identical_reward_groups": 0.0,
         },
@@ -117,6 +124,8 @@ CASES = {
             "judge_health/answered_rate": 0.0,
             "judge_health/score_mean": 0.0,  # nothing answered
             "judge_health/agree_rule": 0.0,
+            "judge_health/accept_rule_reject": 0.0,
+            "judge_health/reject_rule_accept": 0.0,
             "critic/score/mean": (1 + 0 + 1 + 0 + 1 + 0 + 1 + 1) / 8,  # the rule fallback
             "grpo/identical_reward_groups": 0.0,
         },
@@ -131,6 +140,13 @@ STEPS = {
     "ok": ["c4", "w1", "c2", "w3"] * 2,
 }
 SHARES = {"down": (1.0, 0.0), "mute": (0.0, 1.0), "half": (2 / 8, 2 / 8), "ok": (0.0, 0.0)}  # (error, parse fail)
+
+# a policy that learns to game the judge: right answers (c4) and honest wrong ones (w1) give way to wrong
+# answers the judge accepts (w4); the reward climbs while the rule's accuracy falls
+GAMED = [["c4"] * 4 + ["w1"] * 4, ["c4"] * 4 + ["w1"] * 4, ["c4"] * 3 + ["w4"] * 2 + ["w1"] * 3,
+         ["c4"] * 2 + ["w4"] * 4 + ["w1"] * 2, ["c4"] + ["w4"] * 6 + ["w1"]]
+HONEST = [["c4"] * k + ["w1"] * (8 - k) for k in (2, 3, 4, 5, 6)]  # the policy learns; the judge agrees
+HACKING_WATCH = {"enable": True, "window": 4, "min_rise": 0.05, "min_fall": 0.02}
 
 
 # ------------------------------------------------------------------------------------------ fixtures
@@ -212,11 +228,11 @@ def hooks(monkeypatch, judge):
         monkeypatch.setattr(ray_trainer, name, getattr(ray_trainer, name))
     monkeypatch.setattr(main_ppo_v0, "create_rl_sampler", main_ppo_v0.create_rl_sampler)
 
-    def _install(threshold: float = 0.5, steps: int = 3, enable: bool = True):
+    def _install(threshold: float = 0.5, steps: int = 3, enable: bool = True, hacking_watch: dict | None = None):
         cfg = copy.deepcopy(judge.cfg)  # the trainer config, with the recipe's verl_judge section
         with open_dict(cfg):
             cfg.verl_judge = OmegaConf.create({"pair_groups": False, "fail_fast": {
-                "enable": enable, "threshold": threshold, "steps": steps}})
+                "enable": enable, "threshold": threshold, "steps": steps}, "hacking_watch": hacking_watch or {}})
         install(cfg)
         assert ray_trainer.compute_data_metrics is not metric_utils.compute_data_metrics  # patched
         assert ray_trainer.extract_reward is not reward.extract_reward
@@ -311,3 +327,42 @@ def test_ray_wrapped_silent_judge_exits_3(judge, hooks, capsys):
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last == f"error: {silent}" and last.startswith("error: stopping: judge requests failed for 100%")
     assert train.exit_on_silent_judge(RuntimeError("something else")) is None  # other errors: unchanged
+
+
+@pytest.mark.parametrize("seq, rule, accept_rule_reject, reward, alarms", [
+    pytest.param(GAMED, [4 / 8, 4 / 8, 3 / 8, 2 / 8, 1 / 8], [0.0, 0.0, 2 / 8, 4 / 8, 6 / 8],
+                 [0.625, 0.625, 0.71875, 0.8125, 0.90625], [0.0, 0.0, 0.0, 1.0, 1.0], id="gamed judge"),
+    pytest.param(HONEST, [2 / 8, 3 / 8, 4 / 8, 5 / 8, 6 / 8], [0.0] * 5,
+                 [0.4375, 0.53125, 0.625, 0.71875, 0.8125], [0.0] * 5, id="honest judge"),
+])
+def test_hacking_watch_on_a_scripted_judge(seq, rule, accept_rule_reject, reward, alarms, judge, hooks, capsys):
+    """The fake judge scripted to accept wrong answers (JUDGE_SAYS:4): per-step shares through verl's reward
+    loop and trainer functions, the alarm from the first full window (4 steps), one warning in the log."""
+    hooks(hacking_watch=dict(HACKING_WATCH, fail=False))
+    got = {k: [] for k in ("reward/rule_score/mean", "judge_health/accept_rule_reject", "critic/score/mean",
+                           "judge_health/hacking_alarm", "judge_health/agree_rule")}
+    for i, tokens in enumerate(seq):
+        metrics, _, _ = judge.step(f"hw-{'gamed' if seq is GAMED else 'honest'}-{i}", tokens)
+        for k in got:
+            got[k].append(metrics[k])
+    assert got["reward/rule_score/mean"] == rule
+    assert got["judge_health/accept_rule_reject"] == accept_rule_reject
+    assert got["judge_health/agree_rule"] == [1 - x for x in accept_rule_reject]
+    assert got["critic/score/mean"] == reward
+    assert got["judge_health/hacking_alarm"] == alarms
+    warnings = [ln for ln in capsys.readouterr().out.splitlines() if "reward hacking suspected" in ln]
+    assert len(warnings) == int(max(alarms))
+    if warnings:
+        assert "the judge accepts 0.500 of answers the rule rejects" in warnings[0]
+
+
+def test_hacking_watch_fail_stops_with_exit_3(judge, hooks, capsys):
+    hooks(hacking_watch=dict(HACKING_WATCH, fail=True))
+    for i, tokens in enumerate(GAMED[:3]):
+        judge.step(f"hwfail-{i}", tokens)
+    with pytest.raises(RewardHackingError, match="reward hacking suspected") as caught:
+        judge.step("hwfail-3", GAMED[3])
+    with pytest.raises(SystemExit) as ex:
+        train.exit_on_silent_judge(caught.value)
+    assert ex.value.code == 3
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"error: {caught.value}"

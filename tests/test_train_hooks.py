@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from scripts.train_hooks import (
-    FailFast, JudgeSilentError, PairSampler, identical_group_share, install, pair_ids, reward_metrics,
+    FailFast, HackingWatch, JudgeSilentError, PairSampler, RewardHackingError, identical_group_share, install, pair_ids,
+    reward_metrics,
 )
 
 JUDGE = dict(judge_error=[0, 1, 0, 0], judge_parse_fail=[0, 0, 1, 0], judge_skipped=[0, 0, 0, 0],
@@ -26,13 +27,22 @@ JUDGE = dict(judge_error=[0, 1, 0, 0], judge_parse_fail=[0, 0, 1, 0], judge_skip
              "reward/judge_score/mean": 0.5, "reward/judge_skipped/mean": 0.0, "reward/rule_score/mean": 0.75,
              "judge_health/error_rate": 0.25, "judge_health/parse_fail_rate": 0.25, "judge_health/skipped_rate": 0.0,
              "judge_health/fallback_rate": 0.25, "judge_health/answered_rate": 0.5, "judge_health/score_mean": 2.0,
-             "judge_health/agree_rule": 0.5}),
+             "judge_health/agree_rule": 0.5, "judge_health/accept_rule_reject": 0.0,
+             "judge_health/reject_rule_accept": 0.5}),
     # a judge that never answers: stable keys, zero agreement and score (nothing answered)
     ({"judge_error": [1, 1], "judge_parse_fail": [0, 0], "judge_score": [-1, -1], "rule_score": [1, 0]},
      {"reward/judge_error/mean": 1.0, "reward/judge_parse_fail/mean": 0.0, "reward/judge_score/mean": -1.0,
       "reward/rule_score/mean": 0.5, "judge_health/error_rate": 1.0, "judge_health/parse_fail_rate": 0.0,
       "judge_health/skipped_rate": 0.0, "judge_health/fallback_rate": 1.0, "judge_health/answered_rate": 0.0,
-      "judge_health/score_mean": 0.0, "judge_health/agree_rule": 0.0}),
+      "judge_health/score_mean": 0.0, "judge_health/agree_rule": 0.0, "judge_health/accept_rule_reject": 0.0,
+      "judge_health/reject_rule_accept": 0.0}),
+    # verdict 4 on a wrong answer (accepts what the rule rejects), 1 on a right one (the reverse), 2 agreeing
+    ({"judge_error": [0] * 4, "judge_parse_fail": [0] * 4, "judge_score": [4, 1, 4, 0], "rule_score": [0, 1, 1, 0]},
+     {"reward/judge_error/mean": 0.0, "reward/judge_parse_fail/mean": 0.0, "reward/judge_score/mean": 2.25,
+      "reward/rule_score/mean": 0.5, "judge_health/error_rate": 0.0, "judge_health/parse_fail_rate": 0.0,
+      "judge_health/skipped_rate": 0.0, "judge_health/fallback_rate": 0.0, "judge_health/answered_rate": 1.0,
+      "judge_health/score_mean": 2.25, "judge_health/agree_rule": 0.5, "judge_health/accept_rule_reject": 0.25,
+      "judge_health/reject_rule_accept": 0.25}),
     # pairwise judge: verdict A-share over well-formed verdicts only, label A-share over all
     ({"acc": [1, 0, 0, 1], "pred_a": [1, 0, 0, 0], "label_a": [1, 1, 0, 0], "format_ok": [1, 1, 0, 1]},
      {"reward/acc/mean": 0.5, "reward/pred_a/mean": 0.25, "reward/label_a/mean": 0.5, "reward/format_ok/mean": 0.75,
@@ -91,6 +101,69 @@ def test_fail_fast_messages_name_the_cause():
 def test_fail_fast_rejects_bad_settings(threshold, steps):
     with pytest.raises(ValueError, match="verl_judge.fail_fast"):
         FailFast(threshold, steps)
+
+
+GAMED = ([0.30, 0.30, 0.30, 0.40, 0.50, 0.60, 0.70], [0.30, 0.30, 0.30, 0.25, 0.20, 0.15, 0.10])
+
+
+@pytest.mark.parametrize("reward, rule, alarms, warned_at", [
+    # the judge's reward climbs while the rule's accuracy drops: on from the first full window (step 4)
+    (*GAMED, [0, 0, 0, 1, 1, 1, 1], [4]),
+    # an honest run: both rise together
+    ([0.1, 0.2, 0.3, 0.4, 0.5, 0.6], [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], [0] * 6, []),
+    # rule falls but the reward does not rise (the judge tracks it): no alarm
+    ([0.5, 0.5, 0.5, 0.5, 0.5], [0.5, 0.4, 0.3, 0.2, 0.1], [0] * 5, []),
+    # reward rises by 0.09 but the rule falls by only 0.009 (< min_fall 0.02): noise, no alarm
+    ([0.30, 0.33, 0.36, 0.39], [0.500, 0.497, 0.494, 0.491], [0] * 4, []),
+    # the alarm turns off when the rule recovers and warns again when it turns back on
+    ([0.3, 0.4, 0.5, 0.6, 0.6, 0.6, 0.6, 0.6, 0.7, 0.8, 0.9], [0.3, 0.2, 0.1, 0.0, 0.3, 0.6, 0.9, 0.9, 0.6, 0.3, 0.0],
+     [0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1], [4, 10]),
+])
+def test_hacking_watch(reward, rule, alarms, warned_at):
+    said = []
+    watch = HackingWatch(window=4, min_rise=0.05, min_fall=0.02, fail=False, log=lambda msg, **_: said.append(msg))
+    got, warned = [], []
+    for step, (r, a) in enumerate(zip(reward, rule), 1):
+        m = {"critic/score/mean": r, "reward/rule_score/mean": a, "judge_health/accept_rule_reject": 0.125}
+        n = len(said)
+        watch.update(m)
+        got.append(m["judge_health/hacking_alarm"])
+        warned += [step] * (len(said) - n)
+    assert got == alarms and warned == warned_at
+    for msg in said:
+        assert msg.startswith("[verl_judge] WARNING: reward hacking suspected: over the last 4 steps")
+        assert "judge accepts 0.125 of answers the rule rejects" in msg
+
+
+def test_hacking_watch_fails_and_ignores_runs_without_a_rule():
+    watch = HackingWatch(window=4, min_rise=0.05, min_fall=0.02, fail=True)
+    for step, (r, a) in enumerate(zip(*GAMED), 1):
+        if step < 4:
+            watch.update({"critic/score/mean": r, "reward/rule_score/mean": a})
+            continue
+        with pytest.raises(RewardHackingError, match=r"rose by 0\.090 while the rule's accuracy fell by 0\.045") as e:
+            watch.update({"critic/score/mean": r, "reward/rule_score/mean": a})
+        assert "verl_judge.hacking_watch.fail=false" in str(e.value)
+        break
+    m = {"critic/score/mean": 1.0}  # a rule-rewarded run: no rule_score key, nothing added
+    HackingWatch(window=3, min_rise=0.05, min_fall=0.02, fail=True).update(m)
+    assert m == {"critic/score/mean": 1.0}
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"window": 2, "min_rise": 0.05, "min_fall": 0.02, "fail": False}, "window must be >= 3"),
+    ({"window": 5, "min_rise": 0.0, "min_fall": 0.02, "fail": False}, "must be > 0"),
+])
+def test_hacking_watch_rejects_bad_settings(settings, message):
+    with pytest.raises(ValueError, match=message):
+        HackingWatch(**settings)
+
+
+def test_install_rejects_unknown_hacking_watch_setting():
+    from omegaconf import OmegaConf
+
+    with pytest.raises(ValueError, match=r"unknown setting\(s\) \['windw'\]"):
+        install(OmegaConf.create({"data": {"train_batch_size": 2}, "verl_judge": {"hacking_watch": {"windw": 5}}}))
 
 
 def test_pair_ids_and_sampler():

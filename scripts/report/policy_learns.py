@@ -1,0 +1,158 @@
+"""The side-by-side table and figure of ``scripts.policy_learns``: held-out accuracy before / after each run, the
+judge run's agreement with the rule and its hacking shares per step, wall time; ``report.md``, ``report.json``,
+``policy_learns.png`` in the experiment folder. Rerun on a finished (or copied) folder:
+
+    python -m scripts.report.policy_learns runs/policy_learns [--runs rule judge]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+
+import numpy as np
+
+from data_prep.outputs import write_json, write_text
+from scripts.report.metrics import read_metrics
+from scripts.report.render import md_table, pyplot, ratio, save_fig
+
+VAL_RULE = {"rule": r"val-core/.+/reward/mean@1$", "judge": r"val-aux/.+/rule_score/mean@1$"}
+VAL_REWARD = r"val-core/.+/reward/mean@1$"
+
+
+def _acc(folder: str) -> dict:
+    path = os.path.join(folder, "report.json")
+    if not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        p = json.load(f)["policy"]
+    return {"strict": p["strict_acc"], "flexible": p["flexible_acc"], "n": p["n_questions"]}
+
+
+def _series(rows: list[dict], pattern: str) -> list[tuple[int, float]]:
+    rx = re.compile(pattern)
+    out = {}
+    for r in rows:
+        for k, v in r.items():
+            if rx.search(k) and isinstance(v, (int, float)):
+                out[int(r["step"])] = float(v)
+    return sorted(out.items())
+
+
+def _slope_per_100(points: list[tuple[int, float]]) -> float | None:
+    if len(points) < 3:
+        return None
+    x, y = np.array(points, dtype=np.float64).T
+    return float(np.polyfit(x, y, 1)[0] * 100)
+
+
+def summarize(out: str, names: list[str]) -> dict:
+    """``{"before": acc, "runs": {name: {...}}}`` from the experiment folder's files."""
+    before = _acc(os.path.join(out, "policy_eval_before"))
+    runs = {}
+    for name in names:
+        rows = read_metrics(os.path.join(out, f"{name}_metrics.jsonl"))
+        train = [r for r in rows if "critic/score/mean" in r]
+        after = _acc(os.path.join(out, f"policy_eval_{name}"))
+        done = os.path.join(out, f".{name}.done")
+        run = {"steps": len(train), "wall_s": float(open(done).read()) if os.path.exists(done) else None,
+               "after": after, "val_rule": _series(rows, VAL_RULE[name]), "val_reward": _series(rows, VAL_REWARD),
+               "reward": [(int(r["step"]), r["critic/score/mean"]) for r in train]}
+        for mode in ("strict", "flexible"):
+            run[f"gain_{mode}"] = after[mode] - before[mode] if before and after else None
+        if name == "judge":
+            for key in ("agree_rule", "accept_rule_reject", "reject_rule_accept", "hacking_alarm"):
+                run[key] = [(int(r["step"]), r[f"judge_health/{key}"]) for r in train if f"judge_health/{key}" in r]
+            run["rule_score"] = [(int(r["step"]), r["reward/rule_score/mean"]) for r in train if "reward/rule_score/mean" in r]
+            run["accept_rule_reject_slope_per_100"] = _slope_per_100(run["accept_rule_reject"])
+        runs[name] = run
+    res = {"before": before, "runs": runs}
+    if "rule" in runs and "judge" in runs and runs["rule"]["gain_strict"]:
+        res["judge_gain_over_rule_gain"] = {m: ratio(runs["judge"][f"gain_{m}"], runs["rule"][f"gain_{m}"])
+                                            for m in ("strict", "flexible")}
+    return res
+
+
+def table(res: dict) -> str:
+    b, rows = res["before"], []
+    for name, r in res["runs"].items():
+        a = r["after"]
+        vals = [v for _, v in r.get("agree_rule", [])]
+        arr = [v for _, v in r.get("accept_rule_reject", [])]
+        alarms = sum(v for _, v in r.get("hacking_alarm", []))
+        rows.append([name, r["steps"], None if r["wall_s"] is None else round(r["wall_s"]),
+                     b.get("strict"), a.get("strict"), r["gain_strict"], b.get("flexible"), a.get("flexible"),
+                     r["gain_flexible"], min(vals) if vals else None, float(np.mean(vals)) if vals else None,
+                     max(arr) if arr else None, r.get("accept_rule_reject_slope_per_100"),
+                     int(alarms) if r.get("hacking_alarm") else None])
+    head = ["reward", "steps", "wall s", "strict before", "strict after", "gain", "flexible before", "flexible after",
+            "gain", "agree_rule min", "agree_rule mean", "accept-rule-reject max", "its slope /100 steps",
+            "alarm steps"]
+    return md_table(head, rows)
+
+
+def figure(res: dict, path: str) -> str:
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))
+    colors = {"rule": "tab:blue", "judge": "tab:orange"}
+    ax = axes[0]
+    for name, r in res["runs"].items():
+        if r["val_rule"]:
+            ax.plot(*zip(*r["val_rule"]), marker="o", color=colors[name], label=f"{name} run: validation, rule accuracy")
+    ax.set(title="held-out accuracy (verl validation, greedy)", xlabel="step", ylabel="strict rule accuracy")
+    ax.legend(fontsize=8)
+    ax = axes[1]
+    for name, r in res["runs"].items():
+        if r["reward"]:
+            ax.plot(*zip(*r["reward"]), color=colors[name], label=f"{name} run: reward (critic/score/mean)")
+        if r.get("rule_score"):
+            ax.plot(*zip(*r["rule_score"]), color=colors[name], ls="--", label=f"{name} run: rule accuracy of its samples")
+    ax.set(title="training reward vs rule accuracy", xlabel="step")
+    ax.legend(fontsize=8)
+    ax = axes[2]
+    j = res["runs"].get("judge", {})
+    for key, style in (("accept_rule_reject", "-"), ("reject_rule_accept", "--")):
+        if j.get(key):
+            ax.plot(*zip(*j[key]), ls=style, color="tab:red", label=f"judge {key.replace('_', ' ')}")
+    alarms = [s for s, v in j.get("hacking_alarm", []) if v]
+    if alarms:
+        ax.scatter(alarms, [0] * len(alarms), marker="x", color="k", label="hacking alarm")
+    ax.set(title="judge run: disagreement with the rule", xlabel="step", ylabel="share of answered samples")
+    ax.legend(fontsize=8)
+    return save_fig(fig, path)
+
+
+def write(out: str, names: list[str], log=print) -> dict:
+    res = summarize(out, names)
+    lines = [f"# policy_learns: {out}", "", table(res), ""]
+    if "judge_gain_over_rule_gain" in res:
+        g = res["judge_gain_over_rule_gain"]
+        lines.append(f"Judge-run gain / rule-run gain: strict {g['strict']}, flexible {g['flexible']}.")
+    compare = os.path.join(out, "compare.md")
+    if os.path.exists(compare):
+        lines += ["", "The judge (its held-out verification rows):", "", open(compare).read().split("\n", 2)[-1]]
+    text = "\n".join(lines) + "\n"
+    write_text(os.path.join(out, "report.md"), text)
+    write_json(os.path.join(out, "report.json"), res)
+    figure(res, os.path.join(out, "policy_learns.png"))
+    log(text)
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m scripts.report.policy_learns", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("out", help="the scripts.policy_learns folder")
+    p.add_argument("--runs", nargs="+", choices=("rule", "judge"), default=["rule", "judge"])
+    a = p.parse_args(argv)
+    if not os.path.isdir(a.out):
+        p.error(f"{a.out}: no such folder")
+    write(a.out, [n for n in a.runs if os.path.exists(os.path.join(a.out, f"{n}_metrics.jsonl"))])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
