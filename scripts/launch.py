@@ -36,6 +36,7 @@ import os
 import re
 import shlex
 import signal
+import threading
 import subprocess
 import sys
 import time
@@ -335,8 +336,9 @@ def execute(p: Plan, env, tries: int = ray_job.SUBMIT_TRIES) -> int:
     def on_term(signum, _frame):
         raise SystemExit(128 + signum)
 
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGHUP, on_term)
+    if threading.current_thread() is threading.main_thread():  # a pipeline may run recipes from its threads
+        signal.signal(signal.SIGTERM, on_term)
+        signal.signal(signal.SIGHUP, on_term)
     try:
         if p.mode == "job":
             def attempt(argv, stdin):

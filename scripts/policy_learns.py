@@ -31,10 +31,13 @@ import sys
 from scripts import knobs, launch, pipeline
 from scripts.report import policy_learns as report
 
-# GRPO settings of both runs, one place (the recipes' own defaults otherwise): short answers, groups of 8
-RUN = ["data.train_batch_size=32", "actor_rollout_ref.rollout.n=8", "actor_rollout_ref.actor.ppo_mini_batch_size=32",
-       "data.max_prompt_length=256", "data.max_response_length=256", "actor_rollout_ref.actor.optim.lr=3e-6",
-       "data.seed=0", "trainer.val_before_train=true", "trainer.max_actor_ckpt_to_keep=1",
+# GRPO settings of both runs, one place (the recipes' own defaults otherwise): 16 questions x 8 answers a step, short
+# answers (GSM8K itself: data.max_prompt_length=512 data.max_response_length=512), large micro-batches for a small model
+RUN = ["data.train_batch_size=16", "actor_rollout_ref.rollout.n=8", "actor_rollout_ref.actor.ppo_mini_batch_size=16",
+       "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=64",
+       "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=64", "data.max_prompt_length=192",
+       "data.max_response_length=192", "actor_rollout_ref.actor.optim.lr=3e-6", "data.seed=0",
+       "trainer.val_before_train=true", "trainer.max_actor_ckpt_to_keep=1",
        "actor_rollout_ref.rollout.gpu_memory_utilization=0.15", "actor_rollout_ref.rollout.free_cache_engine=false"]
 JUDGE_RUN = ["reward.reward_model.rollout.gpu_memory_utilization=0.1", "reward.reward_model.rollout.free_cache_engine=false"]
 
@@ -133,8 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the policy's task: data_prep.word_problems (default) or none = GSM8K (GSM8K_DIR / the hub)")
     p.add_argument("--testbed-arg", action="append", default=[], metavar="ARG",
                    help="an argument for data_prep.word_problems, e.g. --testbed-arg=--steps=3 (repeatable)")
-    p.add_argument("--policy-sft-rows", type=int, default=1000,
-                   help="worked solutions in the policy's warm start, one epoch (default 1000; 0 = no warm start)")
+    p.add_argument("--policy-sft-rows", type=int, default=500,
+                   help="worked solutions in the policy's warm start, one epoch (default 500; 0 = no warm start)")
     p.add_argument("--rule", action=argparse.BooleanOptionalAction, default=True,
                    help="also train with the rule reward, beside the judge's stages (default on)")
     p.add_argument("--steps", type=int, default=100, help="GRPO steps of each run (default 100)")
