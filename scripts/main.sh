@@ -3,11 +3,12 @@
 #
 #   bash scripts/main.sh [arguments...]
 #
-# * With a GPU (nvidia-smi works): `python -m scripts.pipeline judge_to_reward --out outputs/main` with
-#   offline defaults: SmolLM2-135M-Instruct as judge and policy (materialised offline), GSM8K from local
-#   files when GSM8K_DIR is set or ../shared/data/gsm8k exists (else the HF hub; scripts/defaults.py). Outputs under
-#   outputs/main/ (printed per stage). Resumable: run it again. Arguments go to the pipeline
-#   (python -m scripts.pipeline --help).
+# * With a GPU (nvidia-smi works): `python -m scripts.policy_learns --out outputs/main`: SmolLM2-135M-Instruct
+#   (materialised offline) as judge and policy on the word-problem testbed (data_prep.word_problems): the
+#   policy's warm start, the judge trained and evaluated before / after, then the policy trained 100 GRPO steps
+#   with the rule and with the trained judge side by side, held-out accuracy before / after each
+#   (outputs/main/report.md). Resumable: run it again. Arguments go to it (python -m scripts.policy_learns --help;
+#   --testbed none and MODEL=... train on GSM8K itself).
 # * Without a GPU: DRY_RUN=1 of every recipe (data built, config validated against verl's schema),
 #   then a clear note that training needs a GPU. Exit 0 when every dry run passes. Arguments are
 #   Hydra overrides given to every recipe.
@@ -22,7 +23,7 @@ echo "[main] interpreter: $PYTHON"
 echo "[main] GSM8K: ${GSM8K_DIR:-../shared/data/gsm8k when present, else the HF hub (openai/gsm8k)}"
 
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-  exec "$PYTHON" -m scripts.pipeline judge_to_reward --out outputs/main "$@"
+  exec "$PYTHON" -m scripts.policy_learns --out outputs/main "$@"
 fi
 
 echo "[main] no GPU (nvidia-smi fails): dry-running every recipe (config checked against verl's schema)"
@@ -37,8 +38,16 @@ for r in "${recipes[@]}"; do
     failed+=("$r")
   fi
 done
+echo "[main] ---- DRY_RUN=1 python -m scripts.policy_learns --out outputs/main (its rule and judge runs)"
+if DRY_RUN=1 "$PYTHON" -m scripts.policy_learns --out outputs/main "$@"; then
+  echo "[main] policy_learns: dry run OK"
+else
+  echo "[main] policy_learns: dry run FAILED"
+  failed+=(policy_learns)
+fi
+recipes+=(policy_learns)
 echo "[main] ================================================================"
 echo "[main] dry runs: $(( ${#recipes[@]} - ${#failed[@]} ))/${#recipes[@]} passed${failed:+; failed: ${failed[*]}}"
 echo "[main] TRAINING NEEDS A GPU: nothing was trained on this machine. On a machine with an NVIDIA GPU"
-echo "[main] the same command runs the judge_to_reward pipeline (see README, Recipes)."
+echo "[main] the same command runs the policy_learns experiment (see README)."
 [ ${#failed[@]} -eq 0 ]

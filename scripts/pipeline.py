@@ -107,29 +107,18 @@ class Pipeline:
     def stage(self, name: str, output: str, fn, background: bool = False) -> str:
         """Run stage ``name`` unless its ``.done`` marker exists. ``background``: start it in a thread and return;
         it runs beside the next stage (its output goes to its log only) and is joined before the stage after."""
-        done = self.path(f".{name}.done")
         os.makedirs(self.out, exist_ok=True)
-        if os.path.exists(done):
-            say(f"stage {name} skipped ({done} exists); output: {output}")
-            return output
+        if os.path.exists(self.path(f".{name}.done")):
+            return self.marked(name, output, fn)
         if not background:
             self.wait_background(had_company=True)
-        say(f"stage {name} ..." + (" (in the background, beside the next stage; log only)" if background else ""))
-        t0 = time.time()
-
-        def finish() -> None:
-            with open(done, "w") as f:
-                f.write(f"{time.time() - t0:.1f}\n")
-            say(f"stage {name} done in {time.time() - t0:.0f}s; output: {output}")
-
         if background:
             job = {"name": name, "errors": [], "had_company": False}
 
             def target() -> None:
                 self._local.background = True
                 try:
-                    fn()
-                    finish()
+                    self.marked(name, output, fn, note=" (in the background, beside the next stage; log only)")
                 except BaseException as e:  # re-raised in the main thread by wait_background
                     job["errors"].append(e)
 
@@ -137,10 +126,25 @@ class Pipeline:
             job["thread"].start()
             self._background.append(job)
             return output
-        fn()
-        finish()
+        self.marked(name, output, fn)
         for job in self._background:
             job["had_company"] = True
+        return output
+
+    def marked(self, name: str, output: str, fn, note: str = "") -> str:
+        """Stage ``name`` without the joins of ``stage``: skipped when ``.<name>.done`` exists, else ``fn()`` and the
+        marker (its seconds). For a chain of stages run in one thread of its own (``scripts.policy_learns``)."""
+        done = self.path(f".{name}.done")
+        os.makedirs(self.out, exist_ok=True)
+        if os.path.exists(done):
+            say(f"stage {name} skipped ({done} exists); output: {output}")
+            return output
+        say(f"stage {name} ...{note}")
+        t0 = time.time()
+        fn()
+        with open(done, "w") as f:
+            f.write(f"{time.time() - t0:.1f}\n")
+        say(f"stage {name} done in {time.time() - t0:.0f}s; output: {output}")
         return output
 
     def wait_background(self, had_company: bool = False) -> None:

@@ -10,16 +10,17 @@ served by verl's reward loop on the same GPU). Stages (resumable, as in ``script
 
 1. ``testbed``: ``data_prep.word_problems`` (``--testbed-arg`` passes settings; ``--testbed none``: GSM8K from
    ``GSM8K_DIR`` / the hub), then ``policy_data`` (``data_prep.gsm8k``);
-2. ``policy_sft``: the policy's warm start on ``--policy-sft-rows`` worked solutions (``data_prep.policy_sft``,
-   verl's SFT trainer; ``--policy-sft-rows 0``: none), so that it writes a checkable answer at all;
-3. ``policy_eval_before``: ``scripts.eval.gsm8k`` of the start policy on ``--eval-questions`` held-out questions, greedy;
-4. ``rule``: the rule run, in the background from here on, beside the judge's stages;
-5. the judge's stages of ``scripts.pipeline judge_to_reward`` (its samples are the start policy's answers);
-6. ``judge``: the judge run; 7. ``merge_*``, ``policy_eval_{rule,judge}``; 8. ``report.md``, ``report.json``,
-   ``policy_learns.png`` (``scripts.report.policy_learns``).
+2. in a chain of their own, beside the judge's stages: ``policy_sft`` (the policy's warm start on
+   ``--policy-sft-rows`` worked solutions, ``data_prep.policy_sft`` + verl's SFT trainer; 0 = none), then ``rule``
+   (the rule run), ``merge_rule``, ``policy_eval_rule``;
+3. the judge's stages of ``scripts.pipeline judge_to_reward``: verification data, SFT warm start, evaluation
+   before / after (``--model-solutions base`` adds the start policy's own answers, after its warm start);
+4. ``policy_eval_before`` (``scripts.eval.gsm8k`` of the start policy, ``--eval-questions`` held-out questions,
+   greedy), beside ``judge`` (the judge run), then ``merge_judge``, ``policy_eval_judge``;
+5. ``report.md``, ``report.json``, ``policy_learns.png`` (``scripts.report.policy_learns``).
 
 The runs share the GPU, so each vLLM engine gets a fixed KV cache and stays awake. Positional arguments are Hydra
-overrides for both runs. verl validates every ``--test-freq`` steps on ``--val-questions`` test questions.
+overrides for both runs. verl validates every ``--test-freq`` steps on ``--val-questions`` test questions (greedy).
 """
 
 from __future__ import annotations
@@ -27,19 +28,23 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 
 from scripts import knobs, launch, pipeline
 from scripts.report import policy_learns as report
 
-# GRPO settings of both runs, one place (the recipes' own defaults otherwise): 16 questions x 8 answers a step, short
-# answers (GSM8K itself: data.max_prompt_length=512 data.max_response_length=512), large micro-batches for a small model
-RUN = ["data.train_batch_size=16", "actor_rollout_ref.rollout.n=8", "actor_rollout_ref.actor.ppo_mini_batch_size=16",
+# GRPO settings of both runs, one place (the recipes' own defaults otherwise): 16 questions x 8 answers a step, two
+# optimizer steps of 8 questions each, short answers (GSM8K itself: data.max_prompt_length=512
+# data.max_response_length=512), large micro-batches for a small model, the policy's vLLM with CUDA graphs (100 steps
+# of ~100-token answers: capture pays for itself), the judge's eager (its verdicts are ~30 tokens)
+RUN = ["data.train_batch_size=16", "actor_rollout_ref.rollout.n=8", "actor_rollout_ref.actor.ppo_mini_batch_size=8",
        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=64",
        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=64", "data.max_prompt_length=192",
-       "data.max_response_length=192", "actor_rollout_ref.actor.optim.lr=3e-6", "data.seed=0",
-       "trainer.val_before_train=true", "trainer.max_actor_ckpt_to_keep=1",
+       "data.max_response_length=192", "actor_rollout_ref.actor.optim.lr=5e-6", "data.seed=0",
+       "trainer.val_before_train=true", "trainer.max_actor_ckpt_to_keep=1", "actor_rollout_ref.rollout.enforce_eager=false",
        "actor_rollout_ref.rollout.gpu_memory_utilization=0.15", "actor_rollout_ref.rollout.free_cache_engine=false"]
-JUDGE_RUN = ["reward.reward_model.rollout.gpu_memory_utilization=0.1", "reward.reward_model.rollout.free_cache_engine=false"]
+JUDGE_RUN = ["reward.reward_model.rollout.gpu_memory_utilization=0.1", "reward.reward_model.rollout.free_cache_engine=false",
+             "reward.reward_model.rollout.enforce_eager=true"]
 
 
 class PolicyLearns(pipeline.JudgeToReward):
@@ -97,35 +102,72 @@ class PolicyLearns(pipeline.JudgeToReward):
         self.sh([self.py, "-m", "verl.model_merger", "merge", "--backend", "fsdp", "--local_dir", step,
                  "--target_dir", self.path(f"{name}_hf")], self.path("logs", f"merge_{name}.log"))
 
-    def after(self, name: str, beside: bool) -> None:
-        self.stage(f"merge_{name}", self.path(f"{name}_hf"), lambda: self.merge_run(name))
-        self.stage(f"policy_eval_{name}", self.path(f"policy_eval_{name}"),
-                   lambda: self.eval_policy(f"policy_eval_{name}", self.path(f"{name}_hf")), background=beside)
+    def chain(self, name: str, stages: list[tuple]) -> dict:
+        """Start ``stages`` (``(name, output, fn)``) one after the other in a thread of their own, beside everything
+        the main thread does (log only); ``join`` waits for it, ``wait_for`` for one of its stages."""
+        job = {"name": name, "errors": [], "done": {s[0]: threading.Event() for s in stages}}
+
+        def target() -> None:
+            self._local.background = True
+            try:
+                for stage_name, output, fn in stages:
+                    self.marked(stage_name, output, fn, note=f" (beside the main stages, in chain {name}; log only)")
+                    job["done"][stage_name].set()
+            except BaseException as e:  # re-raised in the main thread by join / wait_for
+                job["errors"].append(e)
+            finally:
+                for event in job["done"].values():
+                    event.set()
+
+        job["thread"] = threading.Thread(target=target, name=name)
+        job["thread"].start()
+        return job
+
+    @staticmethod
+    def wait_for(job: dict, stage: str) -> None:
+        if not job["done"][stage].is_set():
+            pipeline.say(f"waiting for stage {stage} (chain {job['name']}) ...")
+        job["done"][stage].wait()
+        if job["errors"]:
+            raise job["errors"][0]
+
+    @staticmethod
+    def join(job: dict) -> None:
+        if job["thread"].is_alive():
+            pipeline.say(f"waiting for chain {job['name']} ...")
+        job["thread"].join()
+        if job["errors"]:
+            raise job["errors"][0]
+
+    def tail(self, name: str) -> list[tuple]:
+        """A run's stages after its start policy exists: the run, its merge, its held-out evaluation."""
+        return [(name, self.path(name), lambda: self.policy_run(name, self.judge if name == "judge" else None)),
+                (f"merge_{name}", self.path(f"{name}_hf"), lambda: self.merge_run(name)),
+                (f"policy_eval_{name}", self.path(f"policy_eval_{name}"),
+                 lambda: self.eval_policy(f"policy_eval_{name}", self.path(f"{name}_hf")))]
 
     def run(self) -> str:
         a = self.args
         if a.testbed != "none":
             self.stage("testbed", self.path("testbed"), self.testbed)
         self.stage("policy_data", self.path("policy_data"), self.policy_data)
-        if a.policy_sft_rows > 0:
-            self.stage("policy_sft", self.path("policy_sft"), self.policy_sft)
+        # chain "policy": the policy's warm start, then (with --rule) the rule run, its merge and evaluation, all beside
+        # the judge's stages; the judge's samples (--model-solutions base) are the start policy's, so they wait for it
+        first = [("policy_sft", self.path("policy_sft"), self.policy_sft)] if a.policy_sft_rows > 0 else []
+        policy = self.chain("policy", first + (self.tail("rule") if a.rule else []))
+        if first and a.model_solutions:
+            self.wait_for(policy, "policy_sft")
+        self.judge = self.run_judge(beside_next=True)
+        if first:
+            self.wait_for(policy, "policy_sft")
         self.stage("policy_eval_before", self.path("policy_eval_before"),
                    lambda: self.eval_policy("policy_eval_before", self.start), background=True)
-        long_jobs = []
-        if a.rule:  # beside everything up to the judge run: taken out of the stage-by-stage joins
-            n = len(self._background)
-            self.stage("rule", self.path("rule"), lambda: self.policy_run("rule"), background=True)
-            long_jobs, self._background = self._background[n:], self._background[:n]
-        judge = self.run_judge(beside_next=True)
-        self.stage("judge", self.path("judge"), lambda: self.policy_run("judge", judge))
-        self.after("judge", beside=a.rule)
+        for name, output, fn in self.tail("judge"):
+            self.stage(name, output, fn)
         self.finish_judge()
-        self._background += long_jobs
-        self.wait_background()
-        if a.rule:
-            self.after("rule", beside=False)
+        self.join(policy)
         report.write(self.out, [n for n in ("rule", "judge") if n == "judge" or a.rule], log=print)
-        return judge
+        return self.judge
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -146,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-questions", type=int, default=500, help="held-out questions, greedy (default 500)")
     p.add_argument("--kv-cache-gb", type=float, default=4.0, help="fixed KV cache of each run's vLLM engines (4)")
     # every vLLM engine of the evaluations and samples gets a fixed KV cache: the GPU is shared from the start
-    p.set_defaults(task="pointwise", model_solutions="base", grpo_steps=0, eval_pairs=100, sft_model=None,
+    p.set_defaults(task="pointwise", model_solutions="none", grpo_steps=0, eval_pairs=100, sft_model=None,
                    eval_kv_cache_gb=pipeline.SHARED_KV_CACHE_GB)
     return p
 
@@ -161,6 +203,10 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("steps", "test_freq", "val_questions", "eval_questions"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.model_solutions == "none":
+        args.model_solutions = None
+    elif args.model_solutions != "base" and not os.path.isfile(args.model_solutions):
+        parser.error(f"--model-solutions {args.model_solutions}: no such file")
     if args.policy_sft_rows < 0 or not args.kv_cache_gb > 0:
         parser.error("--policy-sft-rows must be >= 0 and --kv-cache-gb > 0")
     unknown = knobs.unknown(os.environ)

@@ -35,17 +35,25 @@ FAKE = textwrap.dedent("""\
     def over(key):
         return next(a.split("=", 1)[1] for a in args if a.startswith(key + "="))
     if mod == "torch.distributed.run":  # an HF folder the launcher's check can load: config and tokenizer
-        steps = over("trainer.total_training_steps")
+        steps = next((a.split("=", 1)[1] for a in args if a.startswith("trainer.total_training_steps=")), "16")
         hf = os.path.join(over("trainer.default_local_dir"), f"global_step_{{steps}}", "huggingface")
         shutil.copytree(os.environ["MODEL"], hf, ignore=shutil.ignore_patterns("*.safetensors", "*.bin", "*.gguf"))
     elif mod == "scripts.train":
         steps = int(over("trainer.total_training_steps"))
         os.makedirs(os.path.join(over("trainer.default_local_dir"), f"global_step_{{steps}}", "actor"))
+        with open(over("+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH"), "a") as f:
+            for step in range(1, steps + 1):  # the judge's reward keys only in a judge-rewarded run
+                judged = {{"judge_health/agree_rule": 1.0, "judge_health/accept_rule_reject": 0.0,
+                          "reward/rule_score/mean": 0.1 * step}} if "reward.reward_model.model_path" in " ".join(args) else {{}}
+                f.write(json.dumps({{"step": step, "data": {{"critic/score/mean": 0.1 * step, **judged}}}}) + "\\n")
         if os.environ.get("FAKE_FAIL") == "grpo":
             sys.exit(7)
     elif mod == "scripts.eval.gsm8k":  # the start model's answers: one right ('A: N'), one wrong, per question
         out = val("--out")
         os.makedirs(out, exist_ok=True)
+        acc = 0.5 if "_hf" in val("--vllm-offline") else 0.25  # a trained policy (merged) vs the start policy
+        json.dump({{"policy": {{"strict_acc": acc, "flexible_acc": acc + 0.1, "n_questions": int(val("--limit"))}}}},
+                  open(os.path.join(out, "report.json"), "w"))
         import pyarrow.parquet as pq
         rows = [r["extra_info"] for r in pq.read_table(val("--data")).to_pylist()][: int(val("--limit"))]
         with open(os.path.join(out, "samples.jsonl"), "w") as f:

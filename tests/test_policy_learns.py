@@ -1,0 +1,112 @@
+"""scripts/policy_learns.py on CPU: the side-by-side experiment's stages, their order and concurrency, the exact
+settings both runs get, the report, resume and a failing run.
+
+The GPU steps are the fake interpreter of ``tests/test_pipeline.py`` (it records its arguments and writes what the
+real step writes); the testbed, the policy's data and warm-start rows and the judge's data are built for real, and
+each run's config is checked by the launcher for real (its private Ray head is a stand-in).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.test_pipeline import ROOT, calls, fake, modules  # noqa: F401  (fake: the fixture)
+
+DRIVER = """
+import sys
+from scripts import policy_learns, ray_head
+ray_head.start = lambda env, log, **kw: (None, "stand-in")
+ray_head.stop = lambda proc: None
+sys.exit(policy_learns.main(sys.argv[1:]))
+"""
+SMALL = ["--steps", "3", "--test-freq", "1", "--val-questions", "4", "--eval-questions", "4", "--eval-pairs", "2",
+         "--policy-sft-rows", "8", "--testbed-arg=--train-size=60", "--testbed-arg=--test-size=20"]
+needs_model = pytest.mark.skipif(not os.environ.get("VERL_JUDGE_MODEL"),
+                                 reason="needs the materialised test model (scripts/test.sh)")
+
+
+def run(env, *args):
+    return subprocess.run([sys.executable, "-c", DRIVER, *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=900)
+
+
+def train_call(tmp, name):
+    return next(c for c in calls(tmp) if c[1] == "scripts.train" and f"trainer.experiment_name=policy_learns-{name}" in c)
+
+
+@needs_model
+def test_side_by_side_stages_settings_report_and_resume(fake):
+    tmp, env = fake
+    env.pop("GSM8K_DIR")  # the testbed stands for GSM8K
+    out = tmp / "pl"
+    r = run(env, "--out", str(out), *SMALL, "actor_rollout_ref.actor.optim.lr=1e-5")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    done = sorted(p.name for p in out.glob(".*.done"))
+    assert done == sorted(f".{s}.done" for s in (
+        "testbed", "policy_data", "policy_sft", "data", "sft_data", "eval_before", "sft", "eval_sft",
+        "policy_eval_before", "rule", "merge_rule", "policy_eval_rule", "judge", "merge_judge", "policy_eval_judge"))
+    mods = modules(tmp)
+    # the policy's warm start (torchrun) and the judge's (torchrun) both run before either GRPO run
+    assert mods.count("torch.distributed.run") == 2 and mods.count("scripts.train") == 2
+    assert max(i for i, m in enumerate(mods) if m == "torch.distributed.run") < mods.index("scripts.train")
+    rule, judge = train_call(tmp, "rule"), train_call(tmp, "judge")
+    assert rule[rule.index("--config-path") + 1].endswith("recipes/gsm8k_rule")
+    assert judge[judge.index("--config-path") + 1].endswith("recipes/gsm8k_local_judge")
+    start = f"actor_rollout_ref.model.path={out}/policy_sft/global_step_16/huggingface"
+    assert start in rule and start in judge  # the same start policy, data and settings
+    same = lambda c: [a for a in c[c.index("--config-name") + 2:] if not a.startswith(("trainer.default_local_dir=", "trainer.experiment_name=",  # noqa: E731
+                                                         "+ray_kwargs.", "reward.", "+reward."))]
+    assert same(rule) == same(judge)
+    assert f"reward.reward_model.model_path={out}/sft/global_step_100/huggingface" in judge
+    assert "reward.reward_model.rollout.enforce_eager=true" in judge and "actor_rollout_ref.rollout.enforce_eager=false" in rule
+    assert f"data.train_files={out}/policy_data/train.parquet" in rule and "trainer.total_training_steps=3" in rule
+    assert rule[-1] == judge[-1] == "actor_rollout_ref.actor.optim.lr=1e-5"  # the user's override last: it wins
+    evals = [c for c in calls(tmp) if c[1] == "scripts.eval.gsm8k"]
+    models = sorted(os.path.relpath(c[c.index("--vllm-offline") + 1], out) for c in evals)
+    assert models == ["judge_hf", "policy_sft/global_step_16/huggingface", "rule_hf"]
+    assert all(c[c.index("--limit") + 1] == "4" and c[c.index("--temperature") + 1] == "0" for c in evals)
+    # the testbed is what the policy and the judge's data were built from
+    assert json.load(open(out / "testbed" / "settings.json"))["train"] == 60
+    res = json.load(open(out / "report.json"))
+    assert res["before"] == {"strict": 0.25, "flexible": 0.35, "n": 4}
+    for name in ("rule", "judge"):
+        assert res["runs"][name]["steps"] == 3 and res["runs"][name]["gain_strict"] == 0.25
+    assert res["runs"]["judge"]["agree_rule"] == [[1, 1.0], [2, 1.0], [3, 1.0]]
+    assert res["judge_gain_over_rule_gain"] == {"strict": 1.0, "flexible": 1.0}
+    assert "| rule | 3 |" in (out / "report.md").read_text() and (out / "policy_learns.png").stat().st_size > 0
+    (tmp / "calls.jsonl").unlink()  # a rerun resumes: nothing runs again
+    r = run(env, "--out", str(out), *SMALL)
+    assert r.returncode == 0 and modules(tmp) == [], r.stdout[-2000:]
+
+
+@needs_model
+def test_judge_run_alone_and_a_failing_run(fake):
+    tmp, env = fake
+    env.pop("GSM8K_DIR")
+    out = tmp / "alone"
+    r = run(env, "--out", str(out), *SMALL, "--no-rule", "--policy-sft-rows", "0", "--no-eval-before")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert not (out / ".rule.done").exists() and not (out / ".policy_sft.done").exists()
+    judge = train_call(tmp, "judge")
+    assert f"actor_rollout_ref.model.path={env['MODEL']}" in judge  # no warm start: the base model
+    assert list(json.load(open(out / "report.json"))["runs"]) == ["judge"]
+    env["FAKE_FAIL"] = "grpo"  # every GRPO run exits 7: the experiment stops, naming the stage
+    r = run(env, "--out", str(tmp / "fails"), *SMALL)
+    assert r.returncode != 0 and "stage failed (exit" in r.stdout + r.stderr
+    assert not (tmp / "fails" / ".judge.done").exists() and not (tmp / "fails" / "report.json").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--steps", "0"], "--steps must be >= 1"),
+    (["--policy-sft-rows", "-1"], "--policy-sft-rows must be >= 0"),
+    (["--model-solutions", "/no/such.jsonl"], "--model-solutions /no/such.jsonl: no such file"),
+    (["notanoverride"], "extra arguments are Hydra overrides"),
+])
+def test_bad_arguments(args, message, tmp_path):
+    r = run(dict(os.environ), "--out", str(tmp_path / "x"), *args)
+    assert r.returncode == 2 and message in r.stderr, r.stderr
