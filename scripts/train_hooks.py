@@ -157,21 +157,33 @@ def _rise(values: Sequence[float]) -> float:
 
 class HackingWatch:
     """Reward-hacking alarm for a judge-rewarded run. Each step it reads the reward the policy gets
-    (``critic/score/mean``) and the rule's accuracy on the same samples (``reward/rule_score/mean``,
-    which the LLM-judge reward returns). Over the last ``window`` steps, when the reward's fitted rise
-    is at least ``min_rise`` while the rule's fitted fall is at least ``min_fall``, the step's
-    ``judge_health/hacking_alarm`` is 1.0 and a warning (with the judge-accepts-rule-rejects share)
-    is printed when the alarm turns on; with ``fail`` the run stops with ``RewardHackingError``."""
+    (``critic/score/mean``), the rule's accuracy on the same samples (``reward/rule_score/mean``, which the
+    LLM-judge reward returns) and the share of answers the judge accepts and the rule rejects
+    (``judge_health/accept_rule_reject``). Over the last ``window`` steps the alarm is on when
 
-    def __init__(self, window: int, min_rise: float, min_fall: float, fail: bool, enable: bool = True, log=print):
+    * the reward's fitted rise is at least ``min_rise`` while the rule's fitted fall is at least ``min_fall``
+      (the policy is being taught to please the judge, not to be right), or
+    * the mean judge-accepts-rule-rejects share is at least ``max_accept_rule_reject`` (the judge pays for
+      wrong answers; this one stays on once the rule's accuracy has bottomed out and stopped falling).
+
+    ``judge_health/hacking_alarm`` is 1.0 on such a step; a warning naming the cause is printed when the
+    alarm turns on; with ``fail`` the run stops with ``RewardHackingError``."""
+
+    def __init__(self, window: int, min_rise: float, min_fall: float, fail: bool, enable: bool = True,
+                 max_accept_rule_reject: float | None = None, log=print):
         if int(window) < 3:
             raise ValueError(f"verl_judge.hacking_watch.window must be >= 3 steps, got {window!r}")
         if not (float(min_rise) > 0 and float(min_fall) > 0):
             raise ValueError(f"verl_judge.hacking_watch.min_rise and min_fall must be > 0, got {min_rise!r}, {min_fall!r}")
+        if max_accept_rule_reject is not None and not 0 < float(max_accept_rule_reject) <= 1:
+            raise ValueError("verl_judge.hacking_watch.max_accept_rule_reject must be in (0, 1] or null, got "
+                             f"{max_accept_rule_reject!r}")
         self.window, self.min_rise, self.min_fall = int(window), float(min_rise), float(min_fall)
+        self.max_arr = None if max_accept_rule_reject is None else float(max_accept_rule_reject)
         self.fail, self.enable, self.log = bool(fail), bool(enable), log
         self.reward: list[float] = []
         self.rule: list[float] = []
+        self.arr: list[float] = []
         self.on = False
 
     def update(self, metrics: dict[str, float]) -> None:
@@ -179,18 +191,24 @@ class HackingWatch:
             return
         self.reward = (self.reward + [float(metrics["critic/score/mean"])])[-self.window:]
         self.rule = (self.rule + [float(metrics["reward/rule_score/mean"])])[-self.window:]
-        was, self.on = self.on, False
+        if "judge_health/accept_rule_reject" in metrics:
+            self.arr = (self.arr + [float(metrics["judge_health/accept_rule_reject"])])[-self.window:]
+        was, self.on, causes = self.on, False, []
         if len(self.reward) == self.window:
             rise, fall = _rise(self.reward), -_rise(self.rule)
-            self.on = rise >= self.min_rise and fall >= self.min_fall
+            if rise >= self.min_rise and fall >= self.min_fall:
+                causes.append(f"the judge's reward rose by {rise:.3f} while the rule's accuracy fell by {fall:.3f} "
+                              f"(thresholds verl_judge.hacking_watch.min_rise={self.min_rise}, min_fall={self.min_fall})")
+            if self.max_arr is not None and len(self.arr) == self.window and np.mean(self.arr) >= self.max_arr:
+                causes.append(f"the judge accepted {np.mean(self.arr):.3f} of the answers the rule rejects on average "
+                              f"(threshold verl_judge.hacking_watch.max_accept_rule_reject={self.max_arr})")
+            self.on = bool(causes)
         metrics["judge_health/hacking_alarm"] = float(self.on)
         if not self.on or was:
             return
-        msg = (f"reward hacking suspected: over the last {self.window} steps the judge's reward rose by {rise:.3f} "
-               f"while the rule's accuracy fell by {fall:.3f} (thresholds verl_judge.hacking_watch.min_rise="
-               f"{self.min_rise}, min_fall={self.min_fall}); the judge accepts "
-               f"{metrics.get('judge_health/accept_rule_reject', float('nan')):.3f} of answers the rule rejects. "
-               "Read some high-reward samples that the rule rejects")
+        msg = (f"reward hacking suspected: over the last {self.window} steps " + "; and ".join(causes) +
+               f"; this step the judge accepts {metrics.get('judge_health/accept_rule_reject', float('nan')):.3f} of "
+               "answers the rule rejects. Read some high-reward samples that the rule rejects")
         if self.fail:
             raise RewardHackingError(f"stopping: {msg}. Checkpoints written so far are kept. To train on anyway: "
                                      "verl_judge.hacking_watch.fail=false.")
@@ -250,10 +268,10 @@ def install(config) -> None:
     ff = opts.get("fail_fast") or {}
     fail_fast = FailFast(ff.get("threshold", 0.5), ff.get("steps", 3), ff.get("enable", True))
     hw = opts.get("hacking_watch") or {}
-    unknown = sorted(set(hw) - {"enable", "window", "min_rise", "min_fall", "fail"})
+    unknown = sorted(set(hw) - {"enable", "window", "min_rise", "min_fall", "max_accept_rule_reject", "fail"})
     if unknown:
         raise ValueError(f"verl_judge.hacking_watch: unknown setting(s) {unknown}; known: enable, window, min_rise, "
-                         "min_fall, fail")
+                         "min_fall, max_accept_rule_reject, fail")
     hacking = HackingWatch(**hw) if hw else None  # its settings: recipes/base.yaml
     pair_groups = bool(opts.get("pair_groups", False))
     if pair_groups and int(config.data.train_batch_size) % 2:

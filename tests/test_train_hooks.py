@@ -3,7 +3,9 @@ verl's legacy trainer module (the functions verl's ``fit()`` calls are the patch
 
 from __future__ import annotations
 
+import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -232,3 +234,33 @@ def test_install_rejects_odd_batch_with_pair_groups():
 
     with pytest.raises(ValueError, match="even data.train_batch_size"):
         install(OmegaConf.create({"data": {"train_batch_size": 3}, "verl_judge": {"pair_groups": True}}))
+
+
+# A judge-rewarded run that was gamed (scripts.policy_learns on one H100, 2026-11-25; docs/results/2026-11-25-policy_learns):
+# per step the reward, the rule's accuracy of the same samples, the judge-accepts-rule-rejects share, and the alarm
+# that run logged (the trend rule alone, the settings of recipes/base.yaml then).
+GAMED_RUN = [json.loads(line) for line in open(os.path.join(os.path.dirname(__file__), "fixtures", "hacking",
+                                                              "gamed_judge_run.jsonl"))]
+BASE = {"window": 10, "min_rise": 0.05, "min_fall": 0.02, "fail": False}
+
+
+@pytest.mark.parametrize("level, on_steps", [
+    # the trend rule alone replays what the run logged: on while the rule still fell, off once it sat at 0.000
+    (None, list(range(11, 18)) + [24, 26, 27, 28, 29]),
+    # with the level rule (recipes/base.yaml: 0.2) the alarm turns on at step 11 and stays on to the end (step 87)
+    (0.2, list(range(11, 88))),
+    # a stricter level turns it on at the first full window (step 10): the judge already took 0.12 of wrong answers
+    (0.1, list(range(10, 88))),
+])
+def test_hacking_watch_on_the_gamed_run(level, on_steps):
+    said = []
+    watch = HackingWatch(**BASE, max_accept_rule_reject=level, log=lambda msg, **_: said.append(msg))
+    got = []
+    for row in GAMED_RUN:
+        m = {k: v for k, v in row.items() if k != "logged_alarm"}
+        watch.update(m)
+        got.append(m["judge_health/hacking_alarm"])
+    assert [row["step"] for row, on in zip(GAMED_RUN, got) if on] == on_steps
+    if level is None:
+        assert got == [row["logged_alarm"] for row in GAMED_RUN]
+    assert len(said) == (3 if level is None else 1)  # one warning each time the alarm turns on

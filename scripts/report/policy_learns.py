@@ -19,8 +19,10 @@ from data_prep.outputs import write_json, write_text
 from scripts.report.metrics import read_metrics
 from scripts.report.render import md_table, pyplot, ratio, save_fig
 
-VAL_RULE = {"rule": r"val-core/.+/reward/mean@1$", "judge": r"val-aux/.+/rule_score/mean@1$"}
-VAL_REWARD = r"val-core/.+/reward/mean@1$"
+# verl's validation (greedy): the rule's accuracy (reward_fns.gsm8k's ``acc``, which verl makes its core metric; the
+# judge run's reward returns the rule's verdict as ``rule_score``) and the reward each run trains on
+VAL_RULE = {"rule": r"val-core/.+/acc/mean@1$", "judge": r"val-aux/.+/rule_score/mean@1$"}
+VAL_REWARD = r"val-(core|aux)/.+/reward/mean@1$"
 
 
 def _acc(folder: str) -> dict:
@@ -70,7 +72,7 @@ def summarize(out: str, names: list[str]) -> dict:
             run["accept_rule_reject_slope_per_100"] = _slope_per_100(run["accept_rule_reject"])
         runs[name] = run
     res = {"before": before, "runs": runs}
-    if "rule" in runs and "judge" in runs and runs["rule"]["gain_strict"]:
+    if "rule" in runs and "judge" in runs and runs["rule"]["gain_strict"] and runs["judge"]["gain_strict"] is not None:
         res["judge_gain_over_rule_gain"] = {m: ratio(runs["judge"][f"gain_{m}"], runs["rule"][f"gain_{m}"])
                                             for m in ("strict", "flexible")}
     return res
@@ -83,13 +85,15 @@ def table(res: dict) -> str:
         vals = [v for _, v in r.get("agree_rule", [])]
         arr = [v for _, v in r.get("accept_rule_reject", [])]
         alarms = sum(v for _, v in r.get("hacking_alarm", []))
+        val = r["val_rule"]
         rows.append([name, r["steps"], None if r["wall_s"] is None else round(r["wall_s"]),
                      b.get("strict"), a.get("strict"), r["gain_strict"], b.get("flexible"), a.get("flexible"),
-                     r["gain_flexible"], min(vals) if vals else None, float(np.mean(vals)) if vals else None,
+                     r["gain_flexible"], val[0][1] if val else None, f"{val[-1][1]:.3f} (step {val[-1][0]})" if val else None,
+                     min(vals) if vals else None, float(np.mean(vals)) if vals else None,
                      max(arr) if arr else None, r.get("accept_rule_reject_slope_per_100"),
                      int(alarms) if r.get("hacking_alarm") else None])
     head = ["reward", "steps", "wall s", "strict before", "strict after", "gain", "flexible before", "flexible after",
-            "gain", "agree_rule min", "agree_rule mean", "accept-rule-reject max", "its slope /100 steps",
+            "gain", "validation first", "validation last", "agree_rule min", "agree_rule mean", "accept-rule-reject max", "its slope /100 steps",
             "alarm steps"]
     return md_table(head, rows)
 
