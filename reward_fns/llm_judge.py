@@ -49,7 +49,15 @@ Returned keys, always all of them, in this order, all numeric: ``score``, ``judg
 ``judge_skipped``, ``judge_fallback`` (1 when ``score`` is the transport / no-endpoint fallback),
 ``judge_cached`` (answered from the in-process cache / a shared in-flight request),
 ``judge_attempts`` (HTTP attempts made for this sample), ``rule_format`` (1 when the response ends
-its answer GSM8K's strict way, ``#### N``: the policy's format share, whatever the reward).
+its answer GSM8K's strict way, ``#### N``: the policy's format share, whatever the reward),
+``judge_ungrounded`` (1 when the guard below overrode an accepting verdict).
+
+**Grounded verdicts** (``grounded=True``, default): an accepting verdict (3-4) whose reply quotes the
+candidate's final answer (``Candidate: N``, as the ``gsm8k_grade`` prompts ask) earns what a 0 earns when
+no number in the candidate's text equals ``N``: the judge claimed an answer that is not there. A policy
+trained against a 135M judge learned exactly that: long, noise-like replies that the judge graded as if
+they stated the reference's answer (docs/results/2026-11-25-policy_learns). ``judge_score`` keeps the
+judge's own verdict, so the judge-health metrics still show how often it accepted.
 
 The function never raises for network, judge-reply or model-output problems. It raises
 ``ValueError`` for an invalid option (unknown ``mode``/``fallback``/``parse_fail_score``/prompt)
@@ -67,7 +75,7 @@ from typing import Any
 
 from reward_fns import gsm8k
 from reward_fns.judge_client import DEFAULT_MAX_RESPONSE_BYTES, JudgeClient, JudgeConfigError, JudgeResult, outcome
-from reward_fns.parse import parse_score, reference_answer
+from reward_fns.parse import mentions_number, parse_score, quoted_candidate, reference_answer
 from reward_fns.prompts import NEUTRALIZED_TAGS, load, neutralize
 
 logger = logging.getLogger(__name__)
@@ -88,6 +96,7 @@ KEYS = (
     "judge_cached",
     "judge_attempts",
     "rule_format",
+    "judge_ungrounded",
 )
 MODES = ("judge", "hybrid")
 DEFAULT_REMOTE_MODEL = "gpt-4o-mini"
@@ -108,6 +117,8 @@ DEFAULTS: dict[str, Any] = {
     "max_response_chars": 12000,
     "extra_body": None,
     "max_response_bytes": DEFAULT_MAX_RESPONSE_BYTES,  # judge reply bodies are read up to this size
+    # an accepting verdict (3-4) must quote, as "Candidate: N", a number that occurs in the candidate's text
+    "grounded": True,
 }
 
 
@@ -377,4 +388,8 @@ async def compute_score(
         return out
     out["judge_score"] = float(parsed.value)
     out["score"] = combine(mode, parsed.value, rule_score)
+    if opt["grounded"] and parsed.value >= 3:
+        quoted = quoted_candidate(result.text)
+        if quoted is not None and not mentions_number(solution_str, quoted):  # it quoted an answer that is not there
+            out.update(score=no_verdict, judge_ungrounded=1.0)
     return out

@@ -187,6 +187,24 @@ def last_number(text: object) -> str | None:
     return found.group(0) if found is not None else None
 
 
+_QUOTED_CANDIDATE = re.compile(r"Candidate(?:'s final answer)?\s*:\s*([^\s<]+)", re.IGNORECASE)
+
+
+def quoted_candidate(judge_text: object) -> Decimal | None:
+    """The candidate's final answer as a judge's reply quotes it in its think block (the ``gsm8k_grade``
+    prompts ask for ``<think>Reference: 18. Candidate: 18. Same.</think>``): the number after the first
+    ``Candidate:``; ``None`` when the reply quotes none or quotes something that is not a number."""
+    if not isinstance(judge_text, str):
+        return None
+    m = _QUOTED_CANDIDATE.search(judge_text)
+    return normalize_number(m.group(1)) if m else None
+
+
+def mentions_number(text: object, value: Decimal) -> bool:
+    """Whether some number-looking token of ``text`` equals ``value`` (``$18.00`` and ``18`` do)."""
+    return isinstance(text, str) and any(normalize_number(t.group(0)) == value for t in _NUMBER.finditer(text))
+
+
 def hash_answer(text: object) -> str | None:
     """The token right after the last ``####`` on its line (GSM8K "strict"), or ``None``.
 

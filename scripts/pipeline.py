@@ -107,11 +107,8 @@ class Pipeline:
     def stage(self, name: str, output: str, fn, background: bool = False) -> str:
         """Run stage ``name`` unless its ``.done`` marker exists. ``background``: start it in a thread and return;
         it runs beside the next stage (its output goes to its log only) and is joined before the stage after."""
-        os.makedirs(self.out, exist_ok=True)
         if os.path.exists(self.path(f".{name}.done")):
-            return self.marked(name, output, fn)
-        if not background:
-            self.wait_background(had_company=True)
+            return self.marked(name, output, fn)  # says it is skipped
         if background:
             job = {"name": name, "errors": [], "had_company": False}
 
@@ -126,14 +123,14 @@ class Pipeline:
             job["thread"].start()
             self._background.append(job)
             return output
+        self.wait_background(had_company=True)
         self.marked(name, output, fn)
         for job in self._background:
             job["had_company"] = True
         return output
 
     def marked(self, name: str, output: str, fn, note: str = "") -> str:
-        """Stage ``name`` without the joins of ``stage``: skipped when ``.<name>.done`` exists, else ``fn()`` and the
-        marker (its seconds). For a chain of stages run in one thread of its own (``scripts.policy_learns``)."""
+        """Stage ``name`` without ``stage``'s joins (a chain in a thread of its own): skipped if marked done, else ``fn()``."""
         done = self.path(f".{name}.done")
         os.makedirs(self.out, exist_ok=True)
         if os.path.exists(done):

@@ -86,6 +86,7 @@ class PolicyLearns(pipeline.JudgeToReward):
                     f"trainer.total_training_steps={a.steps}", f"trainer.test_freq={a.test_freq}",
                     f"trainer.save_freq={a.steps}", f"data.val_max_samples={a.val_questions}",
                     f"trainer.default_local_dir={self.path(name)}", f"trainer.experiment_name=policy_learns-{name}",
+                    f"trainer.rollout_data_dir={self.path(name + '_rollouts')}",  # every sample, per step: what was paid for
                     f"data.train_files={self.path('policy_data', 'train.parquet')}",
                     f"data.val_files={self.path('policy_data', 'test.parquet')}"]
         if name == "judge":

@@ -49,12 +49,12 @@ def score(srv, response, *, gt="72", info=INFO, **kw):
 
 
 def expect(score_, judge=-1.0, rule=0.0, error=0.0, parse_fail=0.0, skipped=0.0, fallback=0.0, cached=0.0, attempts=1.0,
-           fmt=1.0):
+           fmt=1.0, ungrounded=0.0):
     """The full reward dict; ``fmt`` is ``rule_format`` (1.0: the response has a ``#### N`` line)."""
     return dict(
         score=score_, judge_score=judge, rule_score=rule, judge_error=error, judge_parse_fail=parse_fail,
         judge_skipped=skipped, judge_fallback=fallback, judge_cached=cached, judge_attempts=attempts,
-        rule_format=fmt,
+        rule_format=fmt, judge_ungrounded=ungrounded,
     )
 
 
@@ -109,7 +109,39 @@ def test_score_table(server, mode, fallback, response, expected):
 
 def test_keys():
     assert KEYS == ("score", "judge_score", "rule_score", "judge_error", "judge_parse_fail", "judge_skipped",
-                    "judge_fallback", "judge_cached", "judge_attempts", "rule_format")
+                    "judge_fallback", "judge_cached", "judge_attempts", "rule_format", "judge_ungrounded")
+
+
+# (candidate, the judge's reply, mode, grounded, expected): an accepting verdict must quote a number the candidate has
+GROUNDED_TABLE = [
+    # the quoted answer is in the candidate: the verdict stands
+    ("So 72 clips.\n#### 72", "<think>Reference: 72. Candidate: 72. Same.</think><score>4</score>", "judge", True,
+     expect(1.0, judge=4.0, rule=1.0)),
+    ("She sold $72.00 in all.", "<think>Reference: 72. Candidate: $72. Same.</think><score>4</score>", "judge", True,
+     expect(1.0, judge=4.0, rule=0.0, fmt=0.0)),
+    # noise that never states 72, graded as if it did: the lowest verdict's reward, the judge's verdict kept
+    ("clips clips 48 de la 24 24 the the May", "<think>Reference: 72. Candidate: 72. Same.</think><score>4</score>", "judge",
+     True, expect(0.0, judge=4.0, fmt=0.0, ungrounded=1.0)),
+    ("zz 13 qq", "<think>Reference: 72. candidate's final answer: 72.</think><score>3</score>", "judge", True,
+     expect(0.0, judge=3.0, fmt=0.0, ungrounded=1.0)),
+    # hybrid: the lowest verdict of a rule-correct answer earns 0.5
+    ("#### 72", "<think>Reference: 72. Candidate: 27. Same.</think><score>4</score>", "hybrid", True,
+     expect(0.5, judge=4.0, rule=1.0, ungrounded=1.0)),
+    # rejecting verdicts, unquoted or non-numeric quotes are not checked; grounded=False turns the guard off
+    ("zz 13 qq", "<think>Reference: 72. Candidate: 72. Different.</think><score>0</score>", "judge", True,
+     expect(0.0, judge=0.0, fmt=0.0)),
+    ("zz 13 qq", "<think>The candidate matches.</think><score>4</score>", "judge", True, expect(1.0, judge=4.0, fmt=0.0)),
+    ("zz 13 qq", "<think>Reference: 72. Candidate: none. Same.</think><score>4</score>", "judge", True,
+     expect(1.0, judge=4.0, fmt=0.0)),
+    ("zz 13 qq", "<think>Reference: 72. Candidate: 72. Same.</think><score>4</score>", "judge", False,
+     expect(1.0, judge=4.0, fmt=0.0)),
+]
+
+
+@pytest.mark.parametrize("candidate, reply, mode, grounded, expected", GROUNDED_TABLE)
+def test_grounded_verdicts(candidate, reply, mode, grounded, expected):
+    with FakeOpenAIServer(reply=lambda body: reply) as srv:
+        assert score(srv, candidate, mode=mode, grounded=grounded) == expected
 
 
 # (mode, parse_fail_score, response, expected score): a number replaces "lowest" for replies

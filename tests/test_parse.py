@@ -9,6 +9,8 @@ from reward_fns import pairwise, pointwise
 
 from reward_fns.parse import (
     Parsed,
+    mentions_number,
+    quoted_candidate,
     extract_tag,
     hash_answer,
     last_number,
@@ -289,3 +291,27 @@ REFERENCE_ANSWER_CASES = [
 @pytest.mark.parametrize("reference,ground_truth,expected", REFERENCE_ANSWER_CASES)
 def test_reference_answer(reference, ground_truth, expected):
     assert reference_answer(reference, ground_truth) == expected
+
+
+@pytest.mark.parametrize("reply, quoted", [
+    ("<think>Reference: 18. Candidate: 18. Same.</think><score>4</score>", Decimal("18")),
+    ("<think>Reference: 18. Candidate: $1,234.50. Different.</think>", Decimal("1234.50")),
+    ("<think>candidate's final answer: -7</think><score>0</score>", Decimal("-7")),
+    ("<think>Candidate: 18</think><score>4</score>", Decimal("18")),  # stops at the tag
+    ("<think>Reference: 18. Candidate: none. Different.</think>", None),
+    ("<think>They match.</think><score>4</score>", None),
+    (None, None),
+])
+def test_quoted_candidate(reply, quoted):
+    assert quoted_candidate(reply) == quoted
+
+
+@pytest.mark.parametrize("text, value, found", [
+    ("So she has $18.00 left.", Decimal("18"), True),
+    ("1,234 apples", Decimal("1234"), True),
+    ("118 and 181", Decimal("18"), False),
+    ("", Decimal("18"), False),
+    (None, Decimal("18"), False),
+])
+def test_mentions_number(text, value, found):
+    assert mentions_number(text, value) is found

@@ -46,6 +46,12 @@ FAKE = textwrap.dedent("""\
                 judged = {{"judge_health/agree_rule": 1.0, "judge_health/accept_rule_reject": 0.0,
                           "reward/rule_score/mean": 0.1 * step}} if "reward.reward_model.model_path" in " ".join(args) else {{}}
                 f.write(json.dumps({{"step": step, "data": {{"critic/score/mean": 0.1 * step, **judged}}}}) + "\\n")
+        dump = next((a.split("=", 1)[1] for a in args if a.startswith("trainer.rollout_data_dir=")), None)
+        if dump:  # verl's rollout dump: the last step, one sample the judge accepts and the rule rejects
+            os.makedirs(dump, exist_ok=True)
+            with open(os.path.join(dump, f"{{steps}}.jsonl"), "w") as f:
+                for out, judge, rule in (("#### 7", 4.0, 1.0), ("noise 1 2 3", 4.0, 0.0), ("#### 9", 0.0, 0.0)):
+                    f.write(json.dumps({{"output": out, "gts": "7", "judge_score": judge, "rule_score": rule}}) + "\\n")
         if os.environ.get("FAKE_FAIL") == "grpo":
             sys.exit(7)
     elif mod == "scripts.eval.gsm8k":  # the start model's answers: one right ('A: N'), one wrong, per question

@@ -59,8 +59,9 @@ def test_side_by_side_stages_settings_report_and_resume(fake):
     assert judge[judge.index("--config-path") + 1].endswith("recipes/gsm8k_local_judge")
     start = f"actor_rollout_ref.model.path={out}/policy_sft/global_step_16/huggingface"
     assert start in rule and start in judge  # the same start policy, data and settings
-    same = lambda c: [a for a in c[c.index("--config-name") + 2:] if not a.startswith(("trainer.default_local_dir=", "trainer.experiment_name=",  # noqa: E731
-                                                         "+ray_kwargs.", "reward.", "+reward."))]
+    per_run = ("trainer.default_local_dir=", "trainer.experiment_name=", "trainer.rollout_data_dir=", "+ray_kwargs.",
+               "reward.", "+reward.")
+    same = lambda c: [a for a in c[c.index("--config-name") + 2:] if not a.startswith(per_run)]  # noqa: E731
     assert same(rule) == same(judge)
     assert f"reward.reward_model.model_path={out}/sft/global_step_100/huggingface" in judge
     assert "reward.reward_model.rollout.enforce_eager=true" in judge and "actor_rollout_ref.rollout.enforce_eager=false" in rule
@@ -78,7 +79,11 @@ def test_side_by_side_stages_settings_report_and_resume(fake):
         assert res["runs"][name]["steps"] == 3 and res["runs"][name]["gain_strict"] == 0.25
     assert res["runs"]["judge"]["agree_rule"] == [[1, 1.0], [2, 1.0], [3, 1.0]]
     assert res["judge_gain_over_rule_gain"] == {"strict": 1.0, "flexible": 1.0}
-    assert "| rule | 3 |" in (out / "report.md").read_text() and (out / "policy_learns.png").stat().st_size > 0
+    assert f"trainer.rollout_data_dir={out}/judge_rollouts" in judge and f"trainer.rollout_data_dir={out}/rule_rollouts" in rule
+    report = (out / "report.md").read_text()
+    assert "| rule | 3 |" in report and (out / "policy_learns.png").stat().st_size > 0
+    assert ("Judge run, step 3: samples the judge accepted and the rule rejected (first 1):\n\n"
+            '- ground truth 7, verdict 4: `"noise 1 2 3"`') in report
     (tmp / "calls.jsonl").unlink()  # a rerun resumes: nothing runs again
     r = run(env, "--out", str(out), *SMALL)
     assert r.returncode == 0 and modules(tmp) == [], r.stdout[-2000:]

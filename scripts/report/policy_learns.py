@@ -16,6 +16,7 @@ import sys
 import numpy as np
 
 from data_prep.outputs import write_json, write_text
+from data_prep.readers import read_jsonl
 from scripts.report.metrics import read_metrics
 from scripts.report.render import md_table, pyplot, ratio, save_fig
 
@@ -78,6 +79,19 @@ def summarize(out: str, names: list[str]) -> dict:
     return res
 
 
+def examples(out: str, name: str, k: int = 3, chars: int = 400) -> tuple[int | None, list[dict]]:
+    """Up to ``k`` samples of the run's last dumped step (``<name>_rollouts/<step>.jsonl``, verl's
+    ``trainer.rollout_data_dir``) that the judge accepted (verdict >= 3) and the rule rejected."""
+    folder = os.path.join(out, f"{name}_rollouts")
+    steps = sorted(int(f[:-6]) for f in os.listdir(folder) if f[:-6].isdigit()) if os.path.isdir(folder) else []
+    if not steps:
+        return None, []
+    rows = read_jsonl(os.path.join(folder, f"{steps[-1]}.jsonl"))
+    picked = [r for r in rows if float(r.get("judge_score", -1)) >= 3 and float(r.get("rule_score", 1)) == 0][:k]
+    return steps[-1], [{"output": str(r.get("output", ""))[:chars], "judge_score": r["judge_score"],
+                        "ground_truth": r.get("gts")} for r in picked]
+
+
 def table(res: dict) -> str:
     b, rows = res["before"], []
     for name, r in res["runs"].items():
@@ -135,6 +149,10 @@ def write(out: str, names: list[str], log=print) -> dict:
     if "judge_gain_over_rule_gain" in res:
         g = res["judge_gain_over_rule_gain"]
         lines.append(f"Judge-run gain / rule-run gain: strict {g['strict']}, flexible {g['flexible']}.")
+    step, picked = examples(out, "judge")
+    if picked:
+        lines += ["", f"Judge run, step {step}: samples the judge accepted and the rule rejected (first {len(picked)}):", ""]
+        lines += [f"- ground truth {p['ground_truth']}, verdict {p['judge_score']:g}: `{json.dumps(p['output'])}`" for p in picked]
     compare = os.path.join(out, "compare.md")
     if os.path.exists(compare):
         lines += ["", "The judge (its held-out verification rows):", "", open(compare).read().split("\n", 2)[-1]]

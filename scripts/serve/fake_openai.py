@@ -22,38 +22,21 @@ What it answers, unless a fault applies (below):
   ``<score>1</score>``. ``JUDGE_SAYS:<n>`` in the request -> ``<think>marker</think><score>n</score>``
   (``n`` any text, so ``JUDGE_SAYS:x`` is an unparseable verdict).
 
-Faults: ``FAULT:<kind>`` in the request text -> that fault on every request carrying it;
-``FAULT:<kind>x<k>`` -> only on the first ``k`` requests with the same body (then the normal reply:
-tests retries). Faults can also be queued (``push``) for the next requests, or set for all
-(``mode``); a pushed ``(status, body_bytes)`` tuple is answered with exactly that status and body.
-Kinds (``FAULTS``): ``latency:<s>`` (extra delay), ``429`` (with ``Retry-After``), ``500``, ``503``,
-``malformed_json`` (200 with a broken JSON body), ``truncated`` (200, reply cut mid-verdict,
-``finish_reason="length"``), ``truncated_body`` (headers promise more bytes than are sent, then the
-connection closes), ``drop`` (connection closed with no reply), ``hang`` (never answers),
-``no_choices`` (200 ``{"choices": []}``), ``echo_headers`` (400 whose body reflects the request
-headers, as a leaky proxy might), ``echo`` (the judge quotes the candidate verbatim inside
-and outside its think block, then scores 1: a judge that repeats look-alike tags), ``empty`` (200,
-an empty reply), ``400``/``401``/``403``/``404``/``413``/``422`` (that status with a JSON error
-body), ``big:<n>`` (200, a valid completion whose body is about ``n`` bytes, ``Content-Length``
-sent), ``big_chunked:<n>`` (the same, chunked: no length announced), ``endless`` (200 that streams
-filler until the client hangs up) and ``big_error:<n>`` (503 with an ``n``-byte body).
-``api_key`` (401 without ``Authorization: Bearer <key>``) and ``expect_model`` (404 "model does not
-exist" for another ``model``) act like a real endpoint's configuration errors. ``retry_after``
-(default ``"1"``: seconds or an HTTP date) is the ``Retry-After`` of a ``429`` fault;
-``retry_after_ms`` (e.g. ``"10"``), when given, adds ``retry-after-ms`` to every 429 and 5xx reply,
-so a client that honours it (the ``openai`` SDK does) retries after that many milliseconds.
+Faults: ``FAULT:<kind>`` in the request text -> that fault on every request carrying it; ``FAULT:<kind>x<k>`` ->
+only on the first ``k`` requests with the same body (then the normal reply: tests retries); ``push`` queues
+faults (a ``(status, body_bytes)`` tuple is answered as is), ``mode`` sets one for all. Kinds (``FAULTS``):
+delays (``latency:<s>``, ``hang``), HTTP errors (``429`` with ``Retry-After``, ``500``, ``503``, ``400``-``422``
+with a JSON body, ``echo_headers``: a 400 that reflects the request headers, as a leaky proxy might), broken
+replies (``malformed_json``, ``truncated``: cut mid-verdict, ``truncated_body``, ``drop``, ``no_choices``,
+``empty``, ``echo``: the judge quotes the candidate's look-alike tags) and size (``big:<n>``, ``big_chunked:<n>``,
+``endless``, ``big_error:<n>``). ``api_key`` (401 without ``Authorization: Bearer <key>``) and ``expect_model``
+(404 for another ``model``) act like a real endpoint's configuration errors; ``retry_after`` (default ``"1"``)
+and ``retry_after_ms`` set the 429 / 5xx retry headers.
 
-Capacity: ``capacity=C`` and ``latency=L`` make a server of known throughput ``C / L`` requests per
-second (requests beyond ``C`` wait in a FIFO queue), the reference for the benchmark.
-
-    with FakeOpenAIServer(latency=0.01) as srv:
-        srv.base_url   # http://127.0.0.1:PORT/v1    (remote-API deployment)
-        srv.address    # 127.0.0.1:PORT               (verl's reward_router_address)
-        srv.requests   # [Captured(body=..., headers=..., t=..., peer=(host, port) of the client's connection)]
-        srv.bodies     # [body, ...]
-
-As a command (from the repository root) it prints ``READY <host:port>`` once listening and serves
-until killed, for benchmarks and figures in a separate process:
+``capacity=C`` and ``latency=L`` make a server of known throughput ``C / L`` requests per second (FIFO queue
+beyond ``C``), the benchmark's reference. In a test: ``with FakeOpenAIServer(latency=0.01) as srv:`` gives
+``srv.base_url`` (``http://127.0.0.1:PORT/v1``), ``srv.address`` (verl's ``reward_router_address``),
+``srv.requests`` (``Captured``) and ``srv.bodies``. As a command it prints ``READY <host:port>`` and serves until killed:
 
     python -m scripts.serve.fake_openai --port 0 --capacity 16 --latency 0.05
     python -m scripts.serve.fake_openai --replies tests/fixtures/eval/replies.json --port 18555
@@ -77,14 +60,10 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-__all__ = ["FakeOpenAIServer", "Captured", "Reply", "FAULTS", "default_reply", "table_reply", "candidate_of",
-           "completion", "all_text", "markers"]
+__all__ = ["FakeOpenAIServer", "Captured", "Reply", "FAULTS", "default_reply", "table_reply", "candidate_of", "completion", "all_text", "markers"]  # noqa: E501
 
-FAULTS = (
-    "latency", "429", "500", "503", "malformed_json", "truncated", "truncated_body",
-    "drop", "hang", "no_choices", "echo", "echo_headers", "empty",
-    "400", "401", "403", "404", "413", "422", "big", "big_chunked", "endless", "big_error",
-)
+FAULTS = ("latency", "429", "500", "503", "malformed_json", "truncated", "truncated_body", "drop", "hang", "no_choices",
+          "echo", "echo_headers", "empty", "400", "401", "403", "404", "413", "422", "big", "big_chunked", "endless", "big_error")
 _STATUS_FAULTS = {"400": "bad request", "401": "invalid api key", "403": "forbidden", "404": "not found",
                   "413": "request too large", "422": "unprocessable request"}
 _MARK_FAULT = re.compile(r"FAULT:((?:\d{3}|[a-z_]+?)(?::[0-9.]+)?)(?:x(\d+))?\b")
