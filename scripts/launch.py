@@ -31,6 +31,7 @@ stages), ``check_recipe(...)`` (plan + check, no run).
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
 import re
@@ -42,7 +43,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from scripts import defaults, knobs, ray_head, ray_job, verl_config
+from scripts import defaults, judge_server, knobs, ray_head, ray_job, verl_config
 from scripts import overrides as ov
 from scripts.console import KEY_ENV, mask, say
 
@@ -72,6 +73,7 @@ class Plan:
     log_file: str = ""
     key_env: str = ""
     runtime_env: dict | None = None  # job mode; includes secret values -> never print / write
+    judge_server: dict | None = None  # verl_judge.judge_server when enabled (judge_placement=server)
 
 
 def truthy(v) -> bool:
@@ -202,8 +204,8 @@ def plan(env, user_args: list[str], recipe: str, materialize: bool = True, outpu
             p.knobs.update({name: ray_job.local_path(got[name], env) for name in missing.values()})
     except defaults.DefaultsError as e:
         raise LaunchError(str(e)) from None
-    yaml_text = "".join(open(f, encoding="utf-8").read() for f in (os.path.join(rdir, "config.yaml"),
-                                                                   os.path.join(knobs.RECIPES, "base.yaml")))
+    yaml_files = [os.path.join(knobs.RECIPES, "base.yaml")] + glob.glob(os.path.join(rdir, "**", "*.yaml"), recursive=True)
+    yaml_text = "".join(open(f, encoding="utf-8").read() for f in yaml_files)  # config.yaml and its config groups
     p.notes += [f"{n} ignored: recipe {recipe} does not read it (no ${{oc.env:{n}}} in its config)"
                 for n in set_by_user if f"oc.env:{n}" not in yaml_text]
     with knobs.environ({**env, **p.knobs}):
@@ -212,6 +214,17 @@ def plan(env, user_args: list[str], recipe: str, materialize: bool = True, outpu
         if not job and "actor_rollout_ref.model.use_remove_padding" not in given \
                 and (env.get("NO_FLASH_ATTN") or "auto").strip().lower() == "auto" and not knobs.flash_attn("auto"):
             p.notes.append("NO_FLASH_ATTN=auto: flash_attn not importable here -> sdpa attention, no remove-padding")
+        server = OmegaConf.select(cfg, "verl_judge.judge_server", default=None)
+        if server is not None and server.get("enable"):
+            if job:
+                raise LaunchError("judge_placement=server starts the judge server beside a local run; on a Ray cluster "
+                                  "serve the judge yourself (docs/ray_cluster.md) and use gsm8k_api_judge with "
+                                  "JUDGE_BASE_URL, or judge_placement=pool")
+            p.judge_server = OmegaConf.to_container(server, resolve=True)
+            try:
+                judge_server.command(p.judge_server, 0)  # a bad setting stops the run here, dry runs too
+            except ValueError as e:
+                raise LaunchError(str(e)) from None
         project, experiment = str(cfg.trainer.project_name), str(cfg.trainer.experiment_name)
         loggers = [str(x) for x in cfg.trainer.logger]
         ckpt = str(cfg.trainer.default_local_dir)
@@ -293,9 +306,11 @@ class Tee:
             self.log.close()
 
 
-def run_child(cmd: list[str], env: dict, tee: Tee, stdin: str | None = None) -> int:
+def run_child(cmd: list[str], env: dict, tee: Tee, stdin: str | None = None, on_start=None) -> int:
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             errors="replace", bufsize=1, stdin=subprocess.PIPE if stdin is not None else None)
+    if on_start is not None:
+        on_start(proc)
     try:
         if stdin is not None:
             proc.stdin.write(stdin)
@@ -349,15 +364,29 @@ def execute(p: Plan, env, tries: int = ray_job.SUBMIT_TRIES) -> int:
         if "://" not in p.metrics_file:
             os.makedirs(os.path.dirname(p.metrics_file), exist_ok=True)
             rotate(p.metrics_file, env)
+        server = head = None
         try:
+            if p.judge_server:  # judge_placement=server: up and answering before training starts
+                port = int(p.judge_server.get("port") or 0) or ray_head.free_port()
+                command = [*p.command, f"verl_judge.judge_server.port={port}"]
+                server = judge_server.start(p.judge_server, cenv, os.path.join(os.path.dirname(log_file),
+                                                                               "judge_server.log"), port, p.command[0])
             head, address = ray_head.start(cenv, os.path.join(os.path.dirname(log_file), "ray_head.log"))
-        except ray_head.RayStartError as e:
-            raise LaunchError(str(e)) from None
-        try:
             say("launch", f"Ray head at {address}; training", env)
-            return run_child(p.command, cenv, tee)
+            if server is None:
+                return run_child(p.command, cenv, tee)
+            with judge_server.Watchdog(server) as dog:
+                rc = run_child(command, cenv, tee, on_start=dog.attach)
+            if dog.cause:
+                say("launch", f"ERROR: {dog.cause.splitlines()[0]} (exit {judge_server.SERVER_DIED_EXIT})", env)
+                return judge_server.SERVER_DIED_EXIT
+            return rc
+        except (ray_head.RayStartError, judge_server.JudgeServerError) as e:
+            raise LaunchError(str(e)) from None
         finally:
-            ray_head.stop(head)
+            if head is not None:
+                ray_head.stop(head)
+            judge_server.stop(server)
     finally:
         tee.close()
 

@@ -89,7 +89,10 @@ class PolicyLearns(pipeline.JudgeToReward):
                     f"trainer.rollout_data_dir={self.path(name + '_rollouts')}",  # every sample, per step: what was paid for
                     f"data.train_files={self.path('policy_data', 'train.parquet')}",
                     f"data.val_files={self.path('policy_data', 'test.parquet')}"]
-        if name == "judge":
+        if name == "judge" and a.judge_placement == "server":  # the launcher serves the judge beside the policy
+            settings += ["judge_placement=server", "verl_judge.judge_server.gpu_memory_utilization=0.1",
+                         f"verl_judge.judge_server.kv_cache_memory_bytes={int(a.kv_cache_gb * 2**30)}"]
+        elif name == "judge":
             settings += [*JUDGE_RUN, f"+reward.reward_model.rollout.engine_kwargs.vllm.{kv}"]
         return settings + self.overrides
 
@@ -187,6 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--test-freq", type=int, default=10, help="verl validation every N steps (default 10)")
     p.add_argument("--val-questions", type=int, default=300, help="test questions in verl's validation (default 300)")
     p.add_argument("--eval-questions", type=int, default=500, help="held-out questions, greedy (default 500)")
+    p.add_argument("--judge-placement", choices=("colocated", "server"), default="colocated",
+                   help="the judge run's judge: colocated (verl's reward stage, default) or server (an OpenAI-compatible "
+                        "server beside the policy, rewards streamed as each rollout finishes; recipes/gsm8k_local_judge)")
     p.add_argument("--kv-cache-gb", type=float, default=4.0, help="fixed KV cache of each run's vLLM engines (4)")
     # every vLLM engine of the evaluations and samples gets a fixed KV cache: the GPU is shared from the start
     p.set_defaults(task="pointwise", model_solutions="none", grpo_steps=0, eval_pairs=100, sft_model=None,

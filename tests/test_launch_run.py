@@ -331,8 +331,8 @@ def test_judge_to_reward_runs_the_pipeline(tmp_path):
     assert not_knob.returncode == 2 and not_knob.stdout == "" and "POLICY_STEPS=5 is set, but no script reads it" in not_knob.stderr
 
 
-def test_main_sh_gpu_path_is_the_pipeline(tmp_path):
-    """With a GPU, scripts/main.sh is one call: python -m scripts.pipeline judge_to_reward --out outputs/main."""
+def test_main_sh_gpu_path_is_the_experiment(tmp_path):
+    """With a GPU, scripts/main.sh is one call: python -m scripts.policy_learns --out outputs/main."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
     (bindir / "nvidia-smi").write_text("#!/bin/bash\necho 'GPU 0: fake'\n")
@@ -341,5 +341,5 @@ def test_main_sh_gpu_path_is_the_pipeline(tmp_path):
     r = subprocess.run(["bash", os.path.join(ROOT, "scripts", "main.sh"), "--grpo-steps", "2"], cwd=tmp_path, env=env,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines()[-1] == "fake python: -m scripts.pipeline judge_to_reward --out outputs/main --grpo-steps 2"
+    assert r.stdout.splitlines()[-1] == "fake python: -m scripts.policy_learns --out outputs/main --grpo-steps 2"
     assert "[main] GSM8K: /data/gsm8k" in r.stdout

@@ -115,3 +115,20 @@ def test_judge_run_alone_and_a_failing_run(fake):
 def test_bad_arguments(args, message, tmp_path):
     r = run(dict(os.environ), "--out", str(tmp_path / "x"), *args)
     assert r.returncode == 2 and message in r.stderr, r.stderr
+
+
+@needs_model
+@pytest.mark.parametrize("placement, expect, absent", [
+    ("colocated", ["reward.reward_model.rollout.enforce_eager=true", "reward.reward_model.rollout.free_cache_engine=false"],
+     "judge_placement=server"),
+    ("server", ["judge_placement=server", "verl_judge.judge_server.gpu_memory_utilization=0.1",
+                "verl_judge.judge_server.kv_cache_memory_bytes=4294967296"], "reward.reward_model.rollout."),
+])
+def test_judge_placement_of_the_judge_run(placement, expect, absent, fake):
+    tmp, env = fake
+    env["DRY_RUN"] = "1"
+    r = run(env, "--out", str(tmp / "dry"), "--no-rule", "--judge-placement", placement)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    command = next(line for line in r.stdout.splitlines() if "-m scripts.train" in line)
+    assert all(f" {e}" in command for e in expect) and absent not in command
+    assert "config OK: recipe gsm8k_local_judge" in r.stdout

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import json
+import glob
 import math
 import os
 import re
@@ -273,7 +274,7 @@ def test_config_knobs_are_the_ones_the_recipes_read():
     """Every knob of the table marked "config" is read by a recipe YAML file (``${oc.env:NAME``), each one a
     YAML file reads is in the table, and each has a test value here."""
     texts = [open(f).read() for f in [os.path.join(ROOT, "recipes", "base.yaml")] +
-             [os.path.join(ROOT, "recipes", r, "config.yaml") for r in RECIPES]]
+             [f for r in RECIPES for f in glob.glob(os.path.join(ROOT, "recipes", r, "**", "*.yaml"), recursive=True)]]
     read = {n for t in texts for n in re.findall(r"oc\.env:([A-Z0-9_]+)", t)}
     config = {k.name for k in knobs.KNOBS if k.where == "config"}
     assert read == config == set(KNOB_VALUES)
@@ -289,7 +290,8 @@ def test_every_knob_sets_its_keys(recipe, fx, model_path):
         before = {k: select(before, k) for _, keys in KNOB_VALUES.values() for k in keys}
     env = {**base, **{k: v for k, (v, _) in KNOB_VALUES.items()}}
     p = plan(recipe, env)
-    text = open(os.path.join(ROOT, "recipes", "base.yaml")).read() + open(os.path.join(ROOT, "recipes", recipe, "config.yaml")).read()
+    text = "".join(open(f).read() for f in [os.path.join(ROOT, "recipes", "base.yaml")] +  # config.yaml and its groups
+                   glob.glob(os.path.join(ROOT, "recipes", recipe, "**", "*.yaml"), recursive=True))
     with knobs.environ({**env, **p.knobs}):
         after = verl_config.compose(p.overrides, recipe)
         after = {k: select(after, k) for _, keys in KNOB_VALUES.values() for k in keys}
@@ -465,13 +467,20 @@ def test_each_default_is_written_once():
     repeated = []
     for recipe in RECIPES:
         leaves = _leaves(yaml.safe_load(open(os.path.join(ROOT, "recipes", recipe, "config.yaml"))))
-        assert leaves.pop("defaults") == ["ppo_trainer", "base", "_self_"], recipe
-        for key, value in leaves.items():
-            if key in base and base[key] == value:
-                repeated.append(f"{recipe}: {key}={value!r} is base.yaml's value")
-            kw = key.removeprefix("reward.custom_reward_function.reward_kwargs.")
-            if kw != key and kw in judge and judge[kw] == value:
-                repeated.append(f"{recipe}: {key}={value!r} is reward_fns/llm_judge.py's default")
+        groups = sorted(glob.glob(os.path.join(ROOT, "recipes", recipe, "*", "*.yaml")))  # config groups after _self_
+        assert leaves.pop("defaults") == ["ppo_trainer", "base", "_self_"] + (
+            [{"judge_placement": "colocated"}] if groups else []), recipe
+        sources = [(recipe, leaves)] + [(os.path.relpath(f, os.path.join(ROOT, "recipes")), _leaves(yaml.safe_load(open(f))))
+                                        for f in groups]
+        for where, found in sources:
+            for key, value in found.items():
+                if key == "defaults":
+                    continue
+                if key in base and base[key] == value:
+                    repeated.append(f"{where}: {key}={value!r} is base.yaml's value")
+                kw = key.removeprefix("reward.custom_reward_function.reward_kwargs.")
+                if kw != key and kw in judge and judge[kw] == value:
+                    repeated.append(f"{where}: {key}={value!r} is reward_fns/llm_judge.py's default")
     for key, value in base.items():
         kw = key.removeprefix("reward.custom_reward_function.reward_kwargs.")
         assert kw == key or kw not in judge, f"base.yaml sets llm_judge's {kw}"

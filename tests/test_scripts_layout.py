@@ -22,8 +22,8 @@ PRODUCT_FILES = sorted(f for d in ("scripts", "reward_fns", "data_prep")
 #: layers, lowest first: a module may import its own layer's and lower layers' modules only
 LAYERS = (("reward_fns",), ("data_prep",),
           ("scripts.console", "scripts.knobs", "scripts.overrides", "scripts.config_paths", "scripts.verl_config",
-           "scripts.defaults", "scripts.ray_head", "scripts.ray_job", "scripts.launch"),
-          ("scripts.pipeline", "scripts.bench"))
+           "scripts.defaults", "scripts.ray_head", "scripts.ray_job", "scripts.judge_server", "scripts.launch"),
+          ("scripts.pipeline", "scripts.bench", "scripts.policy_learns"))
 
 
 def _rel(path: str) -> str:
@@ -39,7 +39,8 @@ def test_the_groups_hold_these_modules():
     assert {g: sorted(os.path.basename(f) for f in PACKAGE_FILES if f.split(os.sep)[-2] == g) for g in GROUPS} == {
         "eval": ["__init__.py", "backends.py", "cli.py", "figures.py", "gsm8k.py", "judge.py", "predictions.py",
                  "rows.py"],
-        "report": ["__init__.py", "compare_evals.py", "metrics.py", "plot_metrics.py", "render.py", "summarize_run.py"],
+        "report": ["__init__.py", "compare_evals.py", "metrics.py", "plot_metrics.py", "policy_learns.py", "render.py",
+                   "summarize_run.py"],
         "bench": ["__init__.py", "judge_reward.py", "random_model.py", "ray_cluster.py", "rewards.py"],
         "serve": ["__init__.py", "cpu_judge.py", "fake_openai.py"],
     }

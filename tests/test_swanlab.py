@@ -49,7 +49,8 @@ STEPS = [
             "reward/judge_skipped/mean": 0.0, "reward/rule_score/mean": 0.5,
             "judge_health/error_rate": 0.25, "judge_health/parse_fail_rate": 0.25,
             "judge_health/skipped_rate": 0.0, "judge_health/fallback_rate": 0.25,
-            "judge_health/answered_rate": 0.5, "judge_health/score_mean": 2.5, "judge_health/agree_rule": 1.0},
+            "judge_health/answered_rate": 0.5, "judge_health/score_mean": 2.5, "judge_health/agree_rule": 1.0,
+            "judge_health/accept_rule_reject": 0.0, "judge_health/reject_rule_accept": 0.0},
     },
     {   # every sample answered; the verdict disagrees with the rule on one of four
         "extras": {"score": [1.0, 1.0, 0.0, 0.0],
@@ -62,7 +63,8 @@ STEPS = [
             "reward/judge_skipped/mean": 0.0, "reward/rule_score/mean": 0.25,
             "judge_health/error_rate": 0.0, "judge_health/parse_fail_rate": 0.0,
             "judge_health/skipped_rate": 0.0, "judge_health/fallback_rate": 0.0,
-            "judge_health/answered_rate": 1.0, "judge_health/score_mean": 2.25, "judge_health/agree_rule": 0.75},
+            "judge_health/answered_rate": 1.0, "judge_health/score_mean": 2.25, "judge_health/agree_rule": 0.75,
+            "judge_health/accept_rule_reject": 0.25, "judge_health/reject_rule_accept": 0.0},
     },
     {   # a silent judge: errors, a parse failure, a skip; nothing answered
         "extras": {"score": [0.0, 0.0, 0.0, 0.0],
@@ -75,12 +77,13 @@ STEPS = [
             "reward/judge_skipped/mean": 0.25, "reward/rule_score/mean": 1.0,
             "judge_health/error_rate": 0.5, "judge_health/parse_fail_rate": 0.25,
             "judge_health/skipped_rate": 0.25, "judge_health/fallback_rate": 0.75,
-            "judge_health/answered_rate": 0.0, "judge_health/score_mean": 0.0, "judge_health/agree_rule": 0.0},
+            "judge_health/answered_rate": 0.0, "judge_health/score_mean": 0.0, "judge_health/agree_rule": 0.0,
+            "judge_health/accept_rule_reject": 0.0, "judge_health/reject_rule_accept": 0.0},
     },
 ]
 JUDGE_HEALTH_KEYS = {"judge_health/error_rate", "judge_health/parse_fail_rate", "judge_health/skipped_rate",
                      "judge_health/fallback_rate", "judge_health/answered_rate", "judge_health/score_mean",
-                     "judge_health/agree_rule"}
+                     "judge_health/agree_rule", "judge_health/accept_rule_reject", "judge_health/reject_rule_accept"}
 
 # mode -> whether the run also feeds the local dashboard store that `swanlab watch` serves
 MODES = {"local": True, "offline": False}

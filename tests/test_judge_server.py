@@ -1,0 +1,209 @@
+"""judge_placement=server on CPU: the placement switch composes valid configs, and the launcher's judge server
+(``scripts/judge_server.py``) lives exactly as long as training: started and answering before it, stopped after
+success, failure and SIGTERM, and a server that dies mid-run stops training at once (exit 4).
+
+The server is a real process: the project's CPU judge server (``engine=cpu_judge``) with the test model. Training is
+a stand-in interpreter that asks the judge through ``reward_fns.llm_judge`` as verl's reward loop would (its base
+URL from the composed config's port) and otherwise runs the real Python; the launcher's private Ray head is a
+stand-in too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from scripts import judge_server, verl_config
+from tests.test_pipeline import ROOT, fake  # noqa: F401  (fake: the fixture)
+
+MODEL = os.environ.get("VERL_JUDGE_MODEL", "")
+needs_model = pytest.mark.skipif(not MODEL, reason="needs the materialised test model (scripts/test.sh)")
+
+# the trainer: reads the port the launcher chose, asks the judge once a second (FAKE_STEPS times), then exits
+TRAINER = textwrap.dedent("""\
+    #!{python}
+    import asyncio, json, os, sys, time
+    args = sys.argv[1:]
+    if args[:2] != ["-m", "scripts.train"]:
+        os.execv({python!r}, [{python!r}] + args)
+    from reward_fns import llm_judge
+    port = next(a.split("=", 1)[1] for a in args if a.startswith("verl_judge.judge_server.port="))
+    state = os.environ["FAKE_STATE"]
+    open(state + ".port", "w").write(port)
+    for step in range(int(os.environ.get("FAKE_STEPS", "3"))):
+        out = asyncio.run(llm_judge.compute_score("openai/gsm8k", "So 72 clips.\\n#### 72", "72",
+                                                  {{"question": "How many clips?", "answer": "#### 72"}},
+                                                  base_url=f"http://127.0.0.1:{{port}}/v1", model="judge",
+                                                  api_key_env=None, timeout=30, max_retries=0, max_tokens=24))
+        with open(state + ".steps", "a") as f:
+            f.write(json.dumps(out) + "\\n")
+        time.sleep(1)
+    open(state + ".done", "w").write("ok")
+    """)
+
+DRIVER = """
+import sys
+from scripts import launch, ray_head
+ray_head.start = lambda env, log, **kw: (None, "stand-in")
+ray_head.stop = lambda proc: None
+sys.exit(launch.main(sys.argv[1:]))
+"""
+SERVER = ["judge_placement=server", "verl_judge.judge_server.engine=cpu_judge", "verl_judge.judge_server.start_timeout=240"]
+
+
+@pytest.mark.parametrize("placement, enable, pool, manager, base_url, served", [
+    ("colocated", True, False, "naive", None, False),
+    ("pool", True, True, "naive", None, False),
+    ("server", False, False, "rate_limited", "http://127.0.0.1:0/v1", True),
+])
+def test_placement_switch_composes(placement, enable, pool, manager, base_url, served, monkeypatch):
+    monkeypatch.setenv("MODEL", "/m")
+    monkeypatch.setenv("TRAIN_FILES", "t.parquet")
+    monkeypatch.setenv("VAL_FILES", "v.parquet")
+    cfg = verl_config.compose([f"judge_placement={placement}"], recipe="gsm8k_local_judge")
+    rm = cfg.reward.reward_model
+    assert (rm.enable, rm.enable_resource_pool, cfg.reward.reward_manager.name) == (enable, pool, manager)
+    kwargs = cfg.reward.custom_reward_function.get("reward_kwargs") or {}
+    assert kwargs.get("base_url") == base_url and cfg.verl_judge.judge_server.enable is served
+    assert cfg.verl_judge.judge_server.model == "/m" == rm.model_path  # the judge model knob serves both
+    assert verl_config.unknown_recipe_keys(cfg, "gsm8k_local_judge") == []
+    assert verl_config.value_errors(cfg) == [] and verl_config.verl_checks(cfg) == []
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"engine": "tgi", "model": "/m"}, "engine must be one of ('vllm', 'cpu_judge')"),
+    ({"engine": "vllm", "model": None}, "verl_judge.judge_server.model is empty"),
+    ({"engine": "vllm", "model": "/m", "gpu_memory_utilization": 1.5}, "gpu_memory_utilization must be in (0, 1]"),
+])
+def test_bad_server_settings(settings, message):
+    with pytest.raises(ValueError) as e:
+        judge_server.command(settings, 8000)
+    assert message in str(e.value)
+
+
+def test_vllm_command():
+    cmd = judge_server.command({"engine": "vllm", "model": "/j", "gpu_memory_utilization": 0.25, "kv_cache_memory_bytes":
+                                2**30, "max_num_seqs": 64, "enable_prefix_caching": True, "enforce_eager": False,
+                                "extra_args": ["--seed", 0]}, 8011, python="py")
+    assert cmd == ["py", "-m", "vllm.entrypoints.openai.api_server", "--model", "/j", "--served-model-name", "judge",
+                   "--host", "127.0.0.1", "--port", "8011", "--gpu-memory-utilization", "0.25", "--max-num-seqs", "64",
+                   "--disable-uvicorn-access-log", "--kv-cache-memory-bytes", "1073741824", "--enable-prefix-caching",
+                   "--seed", "0"]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:  # a zombie has exited
+        return f.read().split(")")[-1].split()[0] != "Z"
+
+
+def _server_pids(port: str) -> list[int]:
+    pids = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                cmd = open(f"/proc/{d}/cmdline", "rb").read().split(b"\0")
+            except OSError:
+                continue
+            if b"scripts.serve.cpu_judge" in cmd and port.encode() in cmd:
+                pids.append(int(d))
+    return [p for p in pids if _alive(p)]
+
+
+@pytest.fixture()
+def launcher(fake):
+    tmp_path, env = fake  # tests/test_pipeline.py's: a GSM8K fixture folder as GSM8K_DIR, the test model as MODEL
+    py = tmp_path / "python"
+    py.write_text(TRAINER.format(python=sys.executable))
+    py.chmod(0o755)
+    env.update(PYTHON=str(py), FAKE_STATE=str(tmp_path / "state"), OUTPUT_DIR=str(tmp_path / "out"))
+
+    def start(*args, steps=3):
+        env["FAKE_STEPS"] = str(steps)
+        return subprocess.Popen([sys.executable, "-c", DRIVER, "gsm8k_local_judge", *SERVER, *args], cwd=ROOT, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return tmp_path, start
+
+
+def _wait(path, proc, timeout=240):
+    end = time.time() + timeout
+    while not os.path.exists(path):
+        assert proc.poll() is None, proc.stdout.read()[-3000:]
+        assert time.time() < end, f"{path} never appeared"
+        time.sleep(0.2)
+
+
+@needs_model
+def test_server_lives_exactly_as_long_as_training(launcher):
+    tmp, start = launcher
+    proc = start(steps=3)
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out[-3000:]
+    steps = [json.loads(line) for line in open(tmp / "state.steps")]
+    assert len(steps) == 3 and all(s["judge_error"] == 0.0 and s["judge_fallback"] == 0.0 for s in steps), steps
+    port = (tmp / "state.port").read_text()
+    assert f"judge server ready at http://127.0.0.1:{port}/v1" in out and "judge server stopped" in out
+    assert _server_pids(port) == [] and not judge_server.ready(f"http://127.0.0.1:{port}/v1")
+    assert (tmp / "out" / "judge_server.log").exists()
+
+
+@needs_model
+def test_dead_server_stops_training_with_its_cause(launcher):
+    tmp, start = launcher
+    proc = start(steps=60)
+    _wait(tmp / "state.steps", proc)
+    port = (tmp / "state.port").read_text()
+    (pid,) = _server_pids(port)
+    t0 = time.time()
+    os.kill(pid, signal.SIGKILL)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == judge_server.SERVER_DIED_EXIT, out[-3000:]
+    assert time.time() - t0 < 30 and not (tmp / "state.done").exists()  # stopped, not trained on for 60 steps
+    assert f"the judge server (http://127.0.0.1:{port}/v1) exited with -9 during training" in out
+    assert "exit 4" in out
+
+
+@needs_model
+def test_sigterm_stops_training_and_server(launcher):
+    tmp, start = launcher
+    proc = start(steps=60)
+    _wait(tmp / "state.steps", proc)
+    port = (tmp / "state.port").read_text()
+    assert len(_server_pids(port)) == 1
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, out[-3000:]
+    assert "judge server stopped" in out and _server_pids(port) == [] and not (tmp / "state.done").exists()
+
+
+@needs_model
+def test_server_that_cannot_start_is_a_clear_error(launcher):
+    tmp, start = launcher
+    broken = tmp / "broken_judge"  # passes the config's path check (config.json), has no weights to load
+    broken.mkdir()
+    (broken / "config.json").write_text(open(os.path.join(MODEL, "config.json")).read())
+    proc = start(f"reward.reward_model.model_path={broken}")
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 2, out[-3000:]
+    assert "the judge server exited with" in out and "before it answered" in out
+    assert not (tmp / "state.port").exists()  # training never started
+
+
+def test_ray_job_refuses_server_placement(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "DRY_RUN"}
+    env.update(RAY_ADDRESS="http://127.0.0.1:8265", DRY_RUN="1", MODEL=MODEL or "/m",
+               TRAIN_FILES="t.parquet", VAL_FILES="v.parquet")
+    r = subprocess.run([sys.executable, "-m", "scripts.launch", "gsm8k_local_judge", "judge_placement=server"], cwd=ROOT,
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "judge_placement=server starts the judge server beside a local run" in r.stdout + r.stderr
