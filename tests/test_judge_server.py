@@ -159,32 +159,29 @@ def test_server_lives_exactly_as_long_as_training(launcher):
 
 
 @needs_model
-def test_dead_server_stops_training_with_its_cause(launcher):
+@pytest.mark.parametrize("stop", ["server dies", "launcher gets SIGTERM"])
+def test_run_stopped_mid_training(stop, launcher):
+    """The server killed: training stops at once with exit 4 and the cause. The launcher sent SIGTERM: training
+    and server both end. Either way the 60-step stand-in never finishes and no server process is left."""
     tmp, start = launcher
     proc = start(steps=60)
     _wait(tmp / "state.steps", proc)
     port = (tmp / "state.port").read_text()
     (pid,) = _server_pids(port)
     t0 = time.time()
-    os.kill(pid, signal.SIGKILL)
+    if stop == "server dies":
+        os.kill(pid, signal.SIGKILL)
+    else:
+        proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=120)
-    assert proc.returncode == judge_server.SERVER_DIED_EXIT, out[-3000:]
-    assert time.time() - t0 < 30 and not (tmp / "state.done").exists()  # stopped, not trained on for 60 steps
-    assert f"the judge server (http://127.0.0.1:{port}/v1) exited with -9 during training" in out
-    assert "exit 4" in out
-
-
-@needs_model
-def test_sigterm_stops_training_and_server(launcher):
-    tmp, start = launcher
-    proc = start(steps=60)
-    _wait(tmp / "state.steps", proc)
-    port = (tmp / "state.port").read_text()
-    assert len(_server_pids(port)) == 1
-    proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 128 + signal.SIGTERM, out[-3000:]
-    assert "judge server stopped" in out and _server_pids(port) == [] and not (tmp / "state.done").exists()
+    assert time.time() - t0 < 30 and not (tmp / "state.done").exists() and _server_pids(port) == []
+    if stop == "server dies":
+        assert proc.returncode == judge_server.SERVER_DIED_EXIT, out[-3000:]
+        assert f"the judge server (http://127.0.0.1:{port}/v1) exited with -9 during training" in out
+        assert "exit 4" in out
+    else:
+        assert proc.returncode == 128 + signal.SIGTERM, out[-3000:]
+        assert "judge server stopped" in out
 
 
 @needs_model
