@@ -105,7 +105,7 @@ def start(settings: dict, env: dict, log_path: str, port: int = 0, python: str =
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
     server = Server(proc, f"http://127.0.0.1:{port}/v1", log_path)
-    t0, shown = time.time(), 0.0
+    t0 = shown = time.time()
     while not ready(server.url):
         if proc.poll() is not None:
             raise JudgeServerError(f"the judge server exited with {proc.returncode} before it answered; its log "
@@ -191,7 +191,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"READY {server.url}", flush=True)
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(SystemExit(0)))
+
+    def on_term(*_):
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, on_term)
     try:
         while server.proc.poll() is None:
             time.sleep(1)

@@ -38,11 +38,11 @@ import os
 import shlex
 import subprocess
 import sys
-import threading
 import time
 
-from scripts import bytecode, console, defaults, knobs, launch
+from scripts import bytecode, defaults, knobs, launch
 from scripts.report.metrics import read_metrics
+from scripts.stages import Stages, say
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TASKS = {
@@ -63,14 +63,10 @@ COMPARE_KEYS = {
 }
 
 
-say = functools.partial(console.say, "pipeline")
-
-
-class Pipeline:
+class Pipeline(Stages):
     def __init__(self, args, overrides: list[str]):
         self.args = args
         self.overrides = overrides
-        self.out = os.path.abspath(args.out)
         self.py = os.environ.get("PYTHON") or sys.executable
         self.env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
         if args.no_flash_attn:
@@ -79,11 +75,7 @@ class Pipeline:
         self.recipe, self.prefix, self.prompt_args = TASKS[args.task]
         self.kind = "pointwise" if args.task == "pointwise" else "pairwise"
         self.t0 = time.time()
-        self._background: list[dict] = []  # stages running in a thread beside the next stage
-        self._local = threading.local()
-
-    def path(self, *parts: str) -> str:
-        return os.path.join(self.out, *parts)
+        super().__init__(args.out)
 
     def sh(self, cmd: list[str], log: str, env: dict | None = None, ok=None) -> None:
         """Run ``cmd``, its output to the terminal and to ``log``; a non-zero exit stops the pipeline
@@ -103,58 +95,6 @@ class Pipeline:
             say(f"exit {rc}, output written: continuing (see {log})")
         elif rc != 0:
             raise SystemExit(f"[pipeline] stage failed (exit {rc}): {cmd[0]} ... ; log: {log}")
-
-    def stage(self, name: str, output: str, fn, background: bool = False) -> str:
-        """Run stage ``name`` unless its ``.done`` marker exists. ``background``: start it in a thread and return;
-        it runs beside the next stage (its output goes to its log only) and is joined before the stage after."""
-        if os.path.exists(self.path(f".{name}.done")):
-            return self.marked(name, output, fn)  # says it is skipped
-        if background:
-            job = {"name": name, "errors": [], "had_company": False}
-
-            def target() -> None:
-                self._local.background = True
-                try:
-                    self.marked(name, output, fn, note=" (in the background, beside the next stage; log only)")
-                except BaseException as e:  # re-raised in the main thread by wait_background
-                    job["errors"].append(e)
-
-            job["thread"] = threading.Thread(target=target, name=name)
-            job["thread"].start()
-            self._background.append(job)
-            return output
-        self.wait_background(had_company=True)
-        self.marked(name, output, fn)
-        for job in self._background:
-            job["had_company"] = True
-        return output
-
-    def marked(self, name: str, output: str, fn, note: str = "") -> str:
-        """Stage ``name`` without ``stage``'s joins (a chain in a thread of its own): skipped if marked done, else ``fn()``."""
-        done = self.path(f".{name}.done")
-        os.makedirs(self.out, exist_ok=True)
-        if os.path.exists(done):
-            say(f"stage {name} skipped ({done} exists); output: {output}")
-            return output
-        say(f"stage {name} ...{note}")
-        t0 = time.time()
-        fn()
-        with open(done, "w") as f:
-            f.write(f"{time.time() - t0:.1f}\n")
-        say(f"stage {name} done in {time.time() - t0:.0f}s; output: {output}")
-        return output
-
-    def wait_background(self, had_company: bool = False) -> None:
-        """Join the stages running in the background (``had_company``: only those a stage already ran beside);
-        the first one that failed stops the pipeline."""
-        joined = [j for j in self._background if j["had_company"] or not had_company]
-        self._background = [j for j in self._background if j not in joined]
-        for job in joined:
-            if job["thread"].is_alive():
-                say(f"waiting for the background stage {job['name']} ...")
-            job["thread"].join()
-            if job["errors"]:
-                raise job["errors"][0]
 
     @functools.cached_property
     def base(self) -> str:

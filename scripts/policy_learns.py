@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import threading
 
 from scripts import knobs, launch, pipeline
 from scripts.report import policy_learns as report
@@ -105,43 +104,6 @@ class PolicyLearns(pipeline.JudgeToReward):
         step = self.path(name, f"global_step_{self.args.steps}", "actor")
         self.sh([self.py, "-m", "verl.model_merger", "merge", "--backend", "fsdp", "--local_dir", step,
                  "--target_dir", self.path(f"{name}_hf")], self.path("logs", f"merge_{name}.log"))
-
-    def chain(self, name: str, stages: list[tuple]) -> dict:
-        """Start ``stages`` (``(name, output, fn)``) one after the other in a thread of their own, beside everything
-        the main thread does (log only); ``join`` waits for it, ``wait_for`` for one of its stages."""
-        job = {"name": name, "errors": [], "done": {s[0]: threading.Event() for s in stages}}
-
-        def target() -> None:
-            self._local.background = True
-            try:
-                for stage_name, output, fn in stages:
-                    self.marked(stage_name, output, fn, note=f" (beside the main stages, in chain {name}; log only)")
-                    job["done"][stage_name].set()
-            except BaseException as e:  # re-raised in the main thread by join / wait_for
-                job["errors"].append(e)
-            finally:
-                for event in job["done"].values():
-                    event.set()
-
-        job["thread"] = threading.Thread(target=target, name=name)
-        job["thread"].start()
-        return job
-
-    @staticmethod
-    def wait_for(job: dict, stage: str) -> None:
-        if not job["done"][stage].is_set():
-            pipeline.say(f"waiting for stage {stage} (chain {job['name']}) ...")
-        job["done"][stage].wait()
-        if job["errors"]:
-            raise job["errors"][0]
-
-    @staticmethod
-    def join(job: dict) -> None:
-        if job["thread"].is_alive():
-            pipeline.say(f"waiting for chain {job['name']} ...")
-        job["thread"].join()
-        if job["errors"]:
-            raise job["errors"][0]
 
     def tail(self, name: str) -> list[tuple]:
         """A run's stages after its start policy exists: the run, its merge, its held-out evaluation."""

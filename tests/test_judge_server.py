@@ -204,3 +204,17 @@ def test_ray_job_refuses_server_placement(tmp_path):
     r = subprocess.run([sys.executable, "-m", "scripts.launch", "gsm8k_local_judge", "judge_placement=server"], cwd=ROOT,
                        env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and "judge_placement=server starts the judge server beside a local run" in r.stdout + r.stderr
+
+
+@needs_model
+def test_command_line_serves_until_sigterm(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "scripts.judge_server", "--model", MODEL, "--engine", "cpu_judge",
+                             "--log", str(tmp_path / "server.log")], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    lines = [proc.stdout.readline() for _ in range(3)]  # starting ..., ready at ..., READY <url>
+    line = lines[-1]
+    assert line.startswith("READY http://127.0.0.1:") and "ready at" in lines[1], lines
+    url = line.split()[1]
+    port = url.rsplit(":", 1)[1].split("/")[0]
+    assert judge_server.ready(url) and len(_server_pids(port)) == 1
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0 and _server_pids(port) == [] and not judge_server.ready(url)

@@ -1,0 +1,106 @@
+"""Resumable stages, for the workflows of ``scripts.pipeline`` and ``scripts.policy_learns`` (no command of its own).
+
+A stage is a named step with an output: it runs unless ``<out>/.<name>.done`` exists, and writes that marker (its
+seconds) when it succeeds, so a rerun resumes. ``stage(..., background=True)`` runs one beside the next stage and
+joins it before the stage after; ``chain`` runs a list of stages one after the other in a thread of its own, beside
+everything else, until ``join``. Errors in a thread are re-raised in the main thread.
+
+    class MyFlow(Stages): ...; flow.stage("data", flow.path("data"), build_data)
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+import time
+
+from scripts import console
+
+say = functools.partial(console.say, "pipeline")
+
+
+class Stages:
+    def __init__(self, out: str):
+        self.out = os.path.abspath(out)
+        self._background: list[dict] = []  # stages running in a thread beside the next stage
+        self._local = threading.local()  # .background: this thread runs a background stage (its output: log only)
+
+    def path(self, *parts: str) -> str:
+        return os.path.join(self.out, *parts)
+
+    def stage(self, name: str, output: str, fn, background: bool = False) -> str:
+        """Run stage ``name`` unless its ``.done`` marker exists. ``background``: start it in a thread and return;
+        it runs beside the next stage (its output goes to its log only) and is joined before the stage after."""
+        if os.path.exists(self.path(f".{name}.done")):
+            return self.marked(name, output, fn)  # says it is skipped
+        if background:
+            job = self.chain(name, [(name, output, fn)], note=" (in the background, beside the next stage; log only)")
+            self._background.append({**job, "had_company": False})
+            return output
+        self.wait_background(had_company=True)
+        self.marked(name, output, fn)
+        for job in self._background:
+            job["had_company"] = True
+        return output
+
+    def marked(self, name: str, output: str, fn, note: str = "") -> str:
+        """Stage ``name`` without ``stage``'s joins (a chain in a thread of its own): skipped if marked done, else ``fn()``."""
+        done = self.path(f".{name}.done")
+        os.makedirs(self.out, exist_ok=True)
+        if os.path.exists(done):
+            say(f"stage {name} skipped ({done} exists); output: {output}")
+            return output
+        say(f"stage {name} ...{note}")
+        t0 = time.time()
+        fn()
+        with open(done, "w") as f:
+            f.write(f"{time.time() - t0:.1f}\n")
+        say(f"stage {name} done in {time.time() - t0:.0f}s; output: {output}")
+        return output
+
+    def chain(self, name: str, stages: list[tuple], note: str = "") -> dict:
+        """Start ``stages`` (``(name, output, fn)``) one after the other in a thread of their own (log only); ``join``
+        waits for it and re-raises its first error; ``done[stage]`` is set when that stage is done (or the chain failed)."""
+        job = {"name": name, "errors": [], "done": {s[0]: threading.Event() for s in stages}}
+
+        def target() -> None:
+            self._local.background = True
+            try:
+                for stage_name, output, fn in stages:
+                    self.marked(stage_name, output, fn, note=note or f" (beside the main stages, in chain {name}; log only)")
+                    job["done"][stage_name].set()
+            except BaseException as e:  # re-raised in the main thread by join
+                job["errors"].append(e)
+            finally:
+                for event in job["done"].values():
+                    event.set()
+
+        job["thread"] = threading.Thread(target=target, name=name)
+        job["thread"].start()
+        return job
+
+    @staticmethod
+    def join(job: dict) -> None:
+        if job["thread"].is_alive():
+            say(f"waiting for {job['name']} ...")
+        job["thread"].join()
+        if job["errors"]:
+            raise job["errors"][0]
+
+    def wait_background(self, had_company: bool = False) -> None:
+        """Join the stages running in the background (``had_company``: only those a stage already ran beside);
+        the first one that failed stops the pipeline."""
+        joined = [j for j in self._background if j["had_company"] or not had_company]
+        self._background = [j for j in self._background if j not in joined]
+        for job in joined:
+            self.join(job)
+
+    @staticmethod
+    def wait_for(job: dict, stage: str) -> None:
+        """Wait until ``stage`` of chain ``job`` is done; the chain's first error stops here."""
+        if not job["done"][stage].is_set():
+            say(f"waiting for stage {stage} ({job['name']}) ...")
+        job["done"][stage].wait()
+        if job["errors"]:
+            raise job["errors"][0]
