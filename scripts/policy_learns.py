@@ -191,8 +191,10 @@ def main(argv: list[str] | None = None) -> int:
 def dry_run(pipe: PolicyLearns) -> int:
     """Each run's recipe checked with the settings it gets (the default model and data stand for the stages' own)."""
     env = dict(pipe.env)
-    if not os.path.isdir(env.get("GSM8K_DIR", "")):  # the testbed is not built yet: GSM8K stands for it
+    if not os.path.isdir(env.get("GSM8K_DIR", "")):  # the testbed is not built yet: the GSM8K default stands for it
         env.pop("GSM8K_DIR", None)
+        if os.environ.get("GSM8K_DIR"):  # the user's GSM8K folder, as the launcher's default data would use it
+            env["GSM8K_DIR"] = os.environ["GSM8K_DIR"]
     for name in ("rule", "judge") if pipe.args.rule else ("judge",):
         recipe = "gsm8k_local_judge" if name == "judge" else "gsm8k_rule"
         settings = [s for s in pipe.run_settings(name) if not s.startswith(("data.train_files=", "data.val_files="))]
