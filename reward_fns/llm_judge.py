@@ -54,10 +54,16 @@ its answer GSM8K's strict way, ``#### N``: the policy's format share, whatever t
 
 **Grounded verdicts** (``grounded=True``, default): an accepting verdict (3-4) whose reply quotes the
 candidate's final answer (``Candidate: N``, as the ``gsm8k_grade`` prompts ask) earns what a 0 earns when
-no number in the candidate's text equals ``N``: the judge claimed an answer that is not there. A policy
-trained against a 135M judge learned exactly that: long, noise-like replies that the judge graded as if
-they stated the reference's answer (docs/results/2026-11-25-policy_learns). ``judge_score`` keeps the
-judge's own verdict, so the judge-health metrics still show how often it accepted.
+the candidate does not state ``N`` as its answer (``reward_fns.parse.states_number``): ``N`` must be the
+number right after an answer cue (``####``, ``answer is``, ``answer:``, a line starting ``A:``,
+``\\boxed{``) or a number on the candidate's last non-empty line -- the prompt's own definition of the
+candidate's final answer. A number only in the working does not count. Otherwise the judge claimed an
+answer the candidate does not give. A policy trained against a 135M judge learned exactly that: long,
+noise-like replies that the judge graded as if they stated the reference's answer
+(docs/results/2026-11-25-policy_learns); such noise easily contains the reference's number somewhere,
+so "some number in the text equals N" is not enough. ``judge_score`` keeps the judge's own verdict, so
+the judge-health metrics still show how often it accepted. A reply that quotes no candidate number
+keeps its verdict.
 
 The function never raises for network, judge-reply or model-output problems. It raises
 ``ValueError`` for an invalid option (unknown ``mode``/``fallback``/``parse_fail_score``/prompt)
@@ -75,7 +81,7 @@ from typing import Any
 
 from reward_fns import gsm8k
 from reward_fns.judge_client import DEFAULT_MAX_RESPONSE_BYTES, JudgeClient, JudgeConfigError, JudgeResult, outcome
-from reward_fns.parse import mentions_number, parse_score, quoted_candidate, reference_answer
+from reward_fns.parse import parse_score, quoted_candidate, reference_answer, states_number
 from reward_fns.prompts import NEUTRALIZED_TAGS, load, neutralize
 
 logger = logging.getLogger(__name__)
@@ -117,7 +123,8 @@ DEFAULTS: dict[str, Any] = {
     "max_response_chars": 12000,
     "extra_body": None,
     "max_response_bytes": DEFAULT_MAX_RESPONSE_BYTES,  # judge reply bodies are read up to this size
-    # an accepting verdict (3-4) must quote, as "Candidate: N", a number that occurs in the candidate's text
+    # an accepting verdict (3-4) that quotes "Candidate: N" must quote a number the candidate states as its
+    # answer (parse.states_number: right after an answer cue, or on the last non-empty line), else it earns a 0's reward
     "grounded": True,
 }
 
@@ -390,6 +397,6 @@ async def compute_score(
     out["score"] = combine(mode, parsed.value, rule_score)
     if opt["grounded"] and parsed.value >= 3:
         quoted = quoted_candidate(result.text)
-        if quoted is not None and not mentions_number(solution_str, quoted):  # it quoted an answer that is not there
+        if quoted is not None and not states_number(solution_str, quoted):  # it quoted an answer the candidate does not give
             out.update(score=no_verdict, judge_ungrounded=1.0)
     return out

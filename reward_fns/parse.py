@@ -35,6 +35,8 @@ __all__ = [
     "normalize_number",
     "numbers_equal",
     "last_number",
+    "quoted_candidate",
+    "states_number",
     "hash_answer",
     "reference_answer",
 ]
@@ -200,9 +202,41 @@ def quoted_candidate(judge_text: object) -> Decimal | None:
     return normalize_number(m.group(1)) if m else None
 
 
-def mentions_number(text: object, value: Decimal) -> bool:
-    """Whether some number-looking token of ``text`` equals ``value`` (``$18.00`` and ``18`` do)."""
-    return isinstance(text, str) and any(normalize_number(t.group(0)) == value for t in _NUMBER.finditer(text))
+# An answer cue and the number right after it: "#### 18", "The answer is $18.", "Final answer: 18",
+# "**Final answer:** 18", a line "A: 18", "\\boxed{18}". Every repetition is bounded, so a match attempt
+# costs O(1) past the cue and the scan is linear in the text.
+_ANSWER_CUE = re.compile(
+    r"(?:####|answer(?:[ \t*]{0,8}:|[ \t*]{1,8}is)|^[ \t]{0,16}A:|\\boxed\{)[ \t*$:]{0,16}(" + _NUMBER.pattern + ")",
+    re.IGNORECASE | re.MULTILINE | re.ASCII,
+)
+
+
+def states_number(text: object, value: object) -> bool:
+    """Whether ``text`` states ``value`` as its answer (``normalize_number`` equality: ``$18.00`` is 18).
+
+    The answer positions are the ones the ``gsm8k_grade`` prompts define as "the number the candidate
+    gives as its answer": (1) the number right after an answer cue anywhere in the text,
+    case-insensitive -- ``####``, ``answer is``, ``answer:`` (``Final answer:``, ``**Final answer:**``),
+    a line starting with ``A:``, ``\\boxed{`` -- with spaces, ``$``, ``*`` or ``:`` allowed in between;
+    (2) any number on the last non-empty line ("Therefore, the answer is 18.", a bare "18"). A number
+    only in earlier working lines ("3 + 15 = 18\\nSo she has 20 left.") is not stated.
+
+    Total: a non-string ``text`` or a ``value`` that is not a finite number gives False; never raises.
+    Linear-time (one bounded regex scan plus the last line).
+    """
+    if not isinstance(text, str):
+        return False
+    if isinstance(value, Decimal):
+        target = value if value.is_finite() else None
+    else:
+        target = normalize_number(value)
+    if target is None:
+        return False
+    if any(normalize_number(m.group(1)) == target for m in _ANSWER_CUE.finditer(text)):
+        return True
+    body = text.rstrip()
+    last_line = body[max(body.rfind("\n"), body.rfind("\r")) + 1 :]
+    return any(normalize_number(t.group(0)) == target for t in _NUMBER.finditer(last_line))
 
 
 def hash_answer(text: object) -> str | None:

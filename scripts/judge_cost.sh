@@ -40,7 +40,7 @@ RECIPES_DIR=${RECIPES_DIR:-$ROOT/recipes}  # tests point it at stand-in recipes
 shared=(trainer.total_training_steps=$STEPS actor_rollout_ref.rollout.gpu_memory_utilization=0.3
         trainer.save_freq=-1 trainer.test_freq=-1 trainer.resume_mode=disable)
 say() { echo "[judge_cost $(date +%H:%M:%S)] $*"; }
-KEY_RE='^(~|\+\+?)?[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)+='
+KEY_RE='^(~|\+\+?)?[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*='
 bad_variant() {
   echo "VARIANTS: bad entry '$1': $2 (want name:KEY=VALUE[,KEY=VALUE...] with Hydra keys, e.g." \
     "tok128:+reward.custom_reward_function.reward_kwargs.max_tokens=128)" >&2
@@ -61,9 +61,9 @@ for v in $VARIANTS; do
   [[ " ${names[*]} " == *" $name "* ]] && bad_variant "$v" "the name '$name' is taken"
   items=(); IFS=, read -ra parts <<< "$rest"
   for x in "${parts[@]}"; do
-    if [[ "$x" =~ $KEY_RE ]]; then items+=("$x")
+    if [[ "$x" =~ ^[A-Z_][A-Z0-9_]*= ]]; then bad_variant "$v" "${x%%=*} is an environment variable, give the Hydra override"
+    elif [[ "$x" =~ $KEY_RE ]]; then items+=("$x")   # a dotted key, or a config group (judge_placement=server)
     elif [ "${#items[@]}" -gt 0 ]; then items[-1]+=",$x"   # a comma inside a value
-    elif [[ "$x" =~ ^[A-Z_][A-Z0-9_]*= ]]; then bad_variant "$v" "${x%%=*} is an environment variable, give the Hydra override"
     else bad_variant "$v" "'$x' is not a Hydra override KEY=VALUE"; fi
   done
   names+=("$name"); recipes+=(gsm8k_local_judge); settings+=("$(printf '%s\n' "${items[@]}")")

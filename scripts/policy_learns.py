@@ -5,16 +5,17 @@
     python -m scripts.policy_learns --out runs/pl --testbed none              # GSM8K itself (a real model: MODEL=...)
 
 The same start policy, data, seed and GRPO settings are trained twice: with the ``#### N`` rule
-(recipes/gsm8k_rule) and with the judge that the judge pipeline trains (recipes/gsm8k_local_judge,
-served by verl's reward loop on the same GPU). Stages (resumable, as in ``scripts.pipeline``):
+(recipes/gsm8k_rule) and with the judge that the judge pipeline trains (recipes/gsm8k_local_judge, served on the
+same GPU: ``--judge-placement server``, default, or ``colocated``). Stages (resumable, as in ``scripts.pipeline``):
 
 1. ``testbed``: ``data_prep.word_problems`` (``--testbed-arg`` passes settings; ``--testbed none``: GSM8K from
    ``GSM8K_DIR`` / the hub), then ``policy_data`` (``data_prep.gsm8k``);
 2. in a chain of their own, beside the judge's stages: ``policy_sft`` (the policy's warm start on
    ``--policy-sft-rows`` worked solutions, ``data_prep.policy_sft`` + verl's SFT trainer; 0 = none), then ``rule``
    (the rule run), ``merge_rule``, ``policy_eval_rule``;
-3. the judge's stages of ``scripts.pipeline judge_to_reward``: verification data, SFT warm start, evaluation
-   before / after (``--model-solutions base`` adds the start policy's own answers, after its warm start);
+3. the judge's stages of ``scripts.pipeline judge_to_reward``: verification data plus the start policy's own answers
+   (``samples``, after the policy's warm start, graded by the rule; ``--model-solutions none``: verification data
+   only), SFT warm start, evaluation before / after;
 4. ``policy_eval_before`` (``scripts.eval.gsm8k`` of the start policy, ``--eval-questions`` held-out questions,
    greedy), beside ``judge`` (the judge run), then ``merge_judge``, ``policy_eval_judge``;
 5. ``report.md``, ``report.json``, ``policy_learns.png`` (``scripts.report.policy_learns``).
@@ -152,12 +153,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--test-freq", type=int, default=10, help="verl validation every N steps (default 10)")
     p.add_argument("--val-questions", type=int, default=300, help="test questions in verl's validation (default 300)")
     p.add_argument("--eval-questions", type=int, default=500, help="held-out questions, greedy (default 500)")
-    p.add_argument("--judge-placement", choices=("colocated", "server"), default="colocated",
-                   help="the judge run's judge: colocated (verl's reward stage, default) or server (an OpenAI-compatible "
-                        "server beside the policy, rewards streamed as each rollout finishes; recipes/gsm8k_local_judge)")
+    p.add_argument("--judge-placement", choices=("colocated", "server"), default="server",
+                   help="the judge run's judge: server (default: an OpenAI-compatible server beside the policy, rewards "
+                        "streamed as each rollout finishes) or colocated (verl's reward stage); recipes/gsm8k_local_judge")
     p.add_argument("--kv-cache-gb", type=float, default=4.0, help="fixed KV cache of each run's vLLM engines (4)")
     # every vLLM engine of the evaluations and samples gets a fixed KV cache: the GPU is shared from the start
-    p.set_defaults(task="pointwise", model_solutions="none", grpo_steps=0, eval_pairs=100, sft_model=None,
+    p.set_defaults(task="pointwise", model_solutions="base", grpo_steps=0, eval_pairs=100, sft_model=None,
                    eval_kv_cache_gb=pipeline.SHARED_KV_CACHE_GB)
     return p
 

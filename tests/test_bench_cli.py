@@ -600,7 +600,8 @@ def test_ray_cluster_run_is_kept():
 def test_judge_cost_run_names_and_the_shapes_benchmark(tmp_path, model_path):
     """RULE_NAME / JUDGE_NAME name the two base runs and RUNS must name runs that exist (else exit 2, nothing run);
     scripts/bench/shapes.sh makes or reuses the random 360M / 1.7B models and passes judge_cost.sh the reply lengths,
-    one GPU: rule_1gpu vs colocated (the recipe: judge awake, CUDA graphs), colocated_sleep and colocated_eager, two
+    one GPU: rule_1gpu vs colocated (the recipe: judge awake, CUDA graphs), colocated_sleep, colocated_eager and server
+    (the judge_placement group override, a key without a dot), two
     GPUs: rule_pool vs pool (the judge's own pool, kept awake)."""
     from scripts.bench import random_model as rm
 
@@ -658,7 +659,7 @@ def test_judge_cost_run_names_and_the_shapes_benchmark(tmp_path, model_path):
     eager = sleep + ["reward.reward_model.rollout.enforce_eager=true"]  # the before: verl's defaults for the judge
     for gpus, rule, local, extra, kw in [("1", "rule_1gpu", "colocated", [], {"MODELS_DIR": str(models)}),
                                          ("2", "rule_pool", "pool", pool, {"POLICY_DIR": str(policy), "JUDGE_DIR": str(judge)})]:
-        more = ["colocated_sleep", "colocated_eager"] if gpus == "1" else []
+        more = ["colocated_sleep", "colocated_eager", "server"] if gpus == "1" else []
         cost = tmp_path / f"shapes{gpus}"
         r = run("scripts/bench/shapes.sh", "data.train_batch_size=8", GPUS=gpus, COST_DIR=str(cost), TOKENIZER_FROM=model_path,
                 MODEL="/elsewhere", STEPS="", **kw)
@@ -670,7 +671,7 @@ def test_judge_cost_run_names_and_the_shapes_benchmark(tmp_path, model_path):
         assert args_of(cost / local) == shared + per_run(cost, local) + judge_len + extra + tail
         assert [(cost / n / "model.txt").read_text() for n in (rule, local)] == [f"{policy}\n"] * 2
         if more:
-            for n, settings in zip(more, (sleep, eager)):
+            for n, settings in zip(more, (sleep, eager, ["judge_placement=server"])):
                 assert args_of(cost / n) == shared + per_run(cost, n) + judge_len + settings + tail, n
         assert f"| metric | {rule} | {local} |{''.join(f' {m} |' for m in more)}" in (cost / "cost.md").read_text()
         made = [ln for ln in r.stderr.splitlines() if ln.startswith("[random_model]")]

@@ -112,13 +112,23 @@ def test_keys():
                     "judge_fallback", "judge_cached", "judge_attempts", "rule_format", "judge_ungrounded")
 
 
-# (candidate, the judge's reply, mode, grounded, expected): an accepting verdict must quote a number the candidate has
+ACCEPT_72 = "<think>Reference: 72. Candidate: 72. Same.</think><score>4</score>"
+NOISE_72 = " ".join(["clips 48 de la 24", "72", "the the May 13"] * 30)  # 72 only mid-text
+
+# (candidate, the judge's reply, mode, grounded, expected): an accepting verdict must quote a number the
+# candidate states as its answer (after an answer cue, or on its last non-empty line)
 GROUNDED_TABLE = [
-    # the quoted answer is in the candidate: the verdict stands
-    ("So 72 clips.\n#### 72", "<think>Reference: 72. Candidate: 72. Same.</think><score>4</score>", "judge", True,
-     expect(1.0, judge=4.0, rule=1.0)),
+    # the quoted answer is stated: the verdict stands
+    ("So 72 clips.\n#### 72", ACCEPT_72, "judge", True, expect(1.0, judge=4.0, rule=1.0)),
     ("She sold $72.00 in all.", "<think>Reference: 72. Candidate: $72. Same.</think><score>4</score>", "judge", True,
      expect(1.0, judge=4.0, rule=0.0, fmt=0.0)),
+    ("48 + 24 = 72\nShe sold 72 clips.", ACCEPT_72, "judge", True, expect(1.0, judge=4.0, fmt=0.0)),  # last line
+    ("48 + 24 = 72\nThe answer is 72.\nHope this helps!", ACCEPT_72, "judge", True, expect(1.0, judge=4.0, fmt=0.0)),
+    ("48 + 24 = 72\n\\boxed{72}\n\n", ACCEPT_72, "judge", True, expect(1.0, judge=4.0, fmt=0.0)),
+    # 72 only in the working (a number the old "anywhere in the text" rule accepted): not stated, ungrounded
+    ("48 + 24 = 72\nSo she sold 96 clips.", ACCEPT_72, "judge", True, expect(0.0, judge=4.0, fmt=0.0, ungrounded=1.0)),
+    (NOISE_72 + "\nthe the clips", ACCEPT_72, "judge", True, expect(0.0, judge=4.0, fmt=0.0, ungrounded=1.0)),
+    (NOISE_72 + "\nthe the clips", ACCEPT_72, "judge", False, expect(1.0, judge=4.0, fmt=0.0)),
     # noise that never states 72, graded as if it did: the lowest verdict's reward, the judge's verdict kept
     ("clips clips 48 de la 24 24 the the May", "<think>Reference: 72. Candidate: 72. Same.</think><score>4</score>", "judge",
      True, expect(0.0, judge=4.0, fmt=0.0, ungrounded=1.0)),

@@ -9,7 +9,6 @@ from reward_fns import pairwise, pointwise
 
 from reward_fns.parse import (
     Parsed,
-    mentions_number,
     quoted_candidate,
     extract_tag,
     hash_answer,
@@ -19,6 +18,7 @@ from reward_fns.parse import (
     parse_choice,
     parse_score,
     reference_answer,
+    states_number,
     strip_think,
 )
 
@@ -306,12 +306,82 @@ def test_quoted_candidate(reply, quoted):
     assert quoted_candidate(reply) == quoted
 
 
-@pytest.mark.parametrize("text, value, found", [
+_NOISE = " ".join(["clips 48 de la 24 24 the May", "18", "zz 13 qq 7.5 the the"] * 40)
+
+# (candidate text, value, stated): the number after an answer cue anywhere, or on the last non-empty line
+STATES_NUMBER_CASES = [
+    # each cue style, anywhere in the text
+    ("3 + 15 = 18\n#### 18\nHope this helps!", Decimal("18"), True),
+    ("#### 1,234\nDone.", Decimal("1234"), True),
+    ("The answer is $18.\nThanks.", Decimal("18"), True),
+    ("The answer is 18.\nHope this helps!", Decimal("18"), True),
+    ("The answer is: 18\nok", Decimal("18"), True),
+    ("Answer: 18\nok", Decimal("18"), True),
+    ("**Final answer:** 18\nok", Decimal("18"), True),
+    ("FINAL ANSWER: -7\nok", Decimal("-7"), True),
+    ("Q: how many?\nA: 18\nok", Decimal("18"), True),
+    ("So \\boxed{18} apples.\nok", Decimal("18"), True),
+    ("The answer is 18.00\nok", 18, True),  # any value type goes through normalize_number
+    ("The answer is 2.5\nok", "2.50", True),
+    ("The answer is 118.\nok", Decimal("18"), False),  # the cue's number is 118, not 18
+    ("the answer is in the box\nok 20", Decimal("18"), False),  # a cue with no number after it
+    ("3 A: 18\nok", Decimal("18"), False),  # "A:" counts only at the start of a line
+    # the last non-empty line
+    ("3 + 15 = 18\nTherefore, she has 18 apples.", Decimal("18"), True),
+    ("3 + 15 = 18\n18", Decimal("18"), True),
+    ("work 20\nShe has $1,234.00 left.\n\n  \n", Decimal("1234"), True),  # trailing blank lines skipped
     ("So she has $18.00 left.", Decimal("18"), True),
-    ("1,234 apples", Decimal("1234"), True),
+    ("She has 20\r\n18\r\n", Decimal("18"), True),
+    # numbers only in the working
+    ("3 + 15 = 18\nSo she has 20 left.", Decimal("18"), False),
+    ("18\n\nnothing here\n\n", Decimal("18"), False),
+    (_NOISE + "\nthe the end", Decimal("18"), False),  # long noise: 18 only mid-text
+    (_NOISE, Decimal("18"), True),  # ... but as the last line its numbers count
     ("118 and 181", Decimal("18"), False),
+    # no text, non-string input, not a number
     ("", Decimal("18"), False),
+    ("\n \n", Decimal("18"), False),
     (None, Decimal("18"), False),
-])
-def test_mentions_number(text, value, found):
-    assert mentions_number(text, value) is found
+    (5, Decimal("5"), False),
+    ("#### 18", None, False),
+    ("#### 18", "eighteen", False),
+    ("#### 18", Decimal("NaN"), False),
+    ("#### 18", Decimal("sNaN"), False),
+    ("#### 18", True, False),
+]
+
+
+@pytest.mark.parametrize("text, value, stated", STATES_NUMBER_CASES)
+def test_states_number(text, value, stated):
+    assert states_number(text, value) is stated
+
+
+def _best_states_time(text: str) -> float:
+    best, spent = float("inf"), 0.0
+    for _ in range(5):
+        t0 = time.perf_counter()
+        assert states_number(text, Decimal("18")) is False
+        dt = time.perf_counter() - t0
+        best, spent = min(best, dt), spent + dt
+        if spent > 2.0:
+            break
+    return best
+
+
+# shapes that would make a backtracking cue regex slow: cues followed by long gaps, unclosed boxes, digits
+STATES_SHAPES = [
+    lambda n: "answer" + " " * n + "x\nend",
+    lambda n: "answer " * n + "\nend",
+    lambda n: ("#### " + "*" * 20) * n + "\nend",
+    lambda n: "\\boxed{" * n + "\nend",
+    lambda n: "1," * n + "\nend",
+    lambda n: "A:\n" * n + "end",
+]
+
+
+def test_states_number_time_is_linear():
+    """~1 MB inputs: 8x the input costs about 8x the time (quadratic would be 64x)."""
+    n = 16_000
+    small = sum(_best_states_time(build(n)) for build in STATES_SHAPES)
+    large = sum(_best_states_time(build(8 * n)) for build in STATES_SHAPES)
+    assert large / small < 20, (small, large)

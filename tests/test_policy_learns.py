@@ -25,7 +25,9 @@ ray_head.stop = lambda proc: None
 sys.exit(policy_learns.main(sys.argv[1:]))
 """
 SMALL = ["--steps", "3", "--test-freq", "1", "--val-questions", "4", "--eval-questions", "4", "--eval-pairs", "2",
-         "--policy-sft-rows", "8", "--testbed-arg=--train-size=60", "--testbed-arg=--test-size=20"]
+         "--policy-sft-rows", "8", "--testbed-arg=--train-size=60", "--testbed-arg=--test-size=20",
+         # the stand-in trainer serves no judge and samples no answers (test_judge_server runs a real server)
+         "--judge-placement", "colocated", "--model-solutions", "none"]
 needs_model = pytest.mark.skipif(not os.environ.get("VERL_JUDGE_MODEL"),
                                  reason="needs the materialised test model (scripts/test.sh)")
 
@@ -104,6 +106,15 @@ def test_judge_run_alone_and_a_failing_run(fake):
     r = run(env, "--out", str(tmp / "fails"), *SMALL)
     assert r.returncode != 0 and "stage failed (exit" in r.stdout + r.stderr
     assert not (tmp / "fails" / ".judge.done").exists() and not (tmp / "fails" / "report.json").exists()
+
+
+def test_defaults_of_the_experiment():
+    """The judge run's judge is served beside the policy, and the judge also learns from the start policy's answers."""
+    from scripts import policy_learns
+
+    args, overrides = policy_learns.build_parser().parse_known_args(["--out", "x"])
+    assert (args.judge_placement, args.model_solutions, args.steps, args.policy_sft_rows, overrides) == (
+        "server", "base", 100, 500, [])
 
 
 @pytest.mark.parametrize("args, message", [

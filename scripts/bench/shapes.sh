@@ -21,7 +21,9 @@
 #      kept awake between reward stages, CUDA graphs), colocated_sleep: the same with the judge put to sleep after
 #      each reward stage and woken for the next (reward.reward_model.rollout.free_cache_engine=true, verl's default)
 #      and colocated_eager: sleeping and eager as well (reward.reward_model.rollout.enforce_eager=true: verl's
-#      defaults for the judge, the setting before, for the before/after).
+#      defaults for the judge, the setting before, for the before/after), and server: judge_placement=server (the
+#      launcher serves the judge with vLLM's OpenAI server on the same GPU, verl_judge.judge_server's settings; no
+#      reward model in verl's sense, so the reward is computed in the agent loop as each reply finishes, as in a pool run).
 #    GPUS=2: runs rule_pool and pool: the judge on a pool of its own GPU (reward.reward_model.enable_resource_pool=true
 #      reward.reward_model.n_gpus_per_node=1 reward.reward_model.nnodes=1), kept awake
 #      (reward.reward_model.rollout.free_cache_engine=false: verl 0.9.1 puts the judge to sleep at start and wakes it
@@ -41,7 +43,7 @@ usage_if_help "$0" "$@"
 GPUS=${GPUS:-1}
 extra_runs=""
 case $GPUS in
-  1) rule=rule_1gpu judge=colocated extra_runs="colocated_sleep colocated_eager" ;;
+  1) rule=rule_1gpu judge=colocated extra_runs="colocated_sleep colocated_eager server" ;;
   2) rule=rule_pool judge=pool ;;
   *) echo "shapes: GPUS=$GPUS: 1 (the judge colocated with the policy) or 2 (the judge on its own GPU)" >&2; exit 2 ;;
 esac
@@ -71,6 +73,7 @@ variants="$judge:$settings"
 if [ "$GPUS" = 1 ]; then
   sleep_=reward.reward_model.rollout.free_cache_engine=true
   variants+=" colocated_sleep:$settings,$sleep_ colocated_eager:$settings,$sleep_,reward.reward_model.rollout.enforce_eager=true"
+  variants+=" server:$settings,judge_placement=server"
 fi
 RUNS=${RUNS:-$rule $judge $extra_runs}
 say "policy $policy, judge $judge_dir; runs $RUNS ($STEPS steps) -> $COST_DIR"
