@@ -60,7 +60,7 @@ number right after an answer cue (``####``, ``answer is``, ``answer:``, a line s
 candidate's final answer. A number only in the working does not count. Otherwise the judge claimed an
 answer the candidate does not give. A policy trained against a 135M judge learned exactly that: long,
 noise-like replies that the judge graded as if they stated the reference's answer
-(docs/results/2026-11-25-policy_learns); such noise easily contains the reference's number somewhere,
+(docs/results/2026-11-25-policy_learns_gamed); such noise easily contains the reference's number somewhere,
 so "some number in the text equals N" is not enough. ``judge_score`` keeps the judge's own verdict, so
 the judge-health metrics still show how often it accepted. A reply that quotes no candidate number
 keeps its verdict.

@@ -50,8 +50,10 @@ FAKE = textwrap.dedent("""\
         if dump:  # verl's rollout dump: the last step, one sample the judge accepts and the rule rejects
             os.makedirs(dump, exist_ok=True)
             with open(os.path.join(dump, f"{{steps}}.jsonl"), "w") as f:
-                for out, judge, rule in (("#### 7", 4.0, 1.0), ("noise 1 2 3", 4.0, 0.0), ("#### 9", 0.0, 0.0)):
-                    f.write(json.dumps({{"output": out, "gts": "7", "judge_score": judge, "rule_score": rule}}) + "\\n")
+                for out, judge, rule in (("#### 7", 4.0, 1.0), ("noise 1 2 3", 4.0, 0.0), ("#### 9", 0.0, 0.0),
+                                         ("The answer is 7.", 4.0, 0.0)):
+                    f.write(json.dumps({{"output": out, "gts": "7", "score": judge / 4, "judge_score": judge,
+                                        "rule_score": rule}}) + "\\n")
         if os.environ.get("FAKE_FAIL") == "grpo":
             sys.exit(7)
     elif mod == "scripts.eval.gsm8k":  # the start model's answers: one right ('A: N'), one wrong, per question

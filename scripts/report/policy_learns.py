@@ -1,5 +1,6 @@
 """The side-by-side table and figure of ``scripts.policy_learns``: held-out accuracy before / after each run, the
-judge run's agreement with the rule and its hacking shares per step, wall time; ``report.md``, ``report.json``,
+judge run's agreement with the rule and its hacking shares per step, what the judge paid for that the rule did not
+(right answers in another format vs wrong answers, from verl's rollout dumps), wall time; ``report.md``, ``report.json``,
 ``policy_learns.png`` in the experiment folder. Rerun on a finished (or copied) folder:
 
     python -m scripts.report.policy_learns runs/policy_learns [--runs rule judge]
@@ -17,6 +18,7 @@ import numpy as np
 
 from data_prep.outputs import write_json, write_text
 from data_prep.readers import read_jsonl
+from reward_fns import gsm8k
 from scripts.report.metrics import read_metrics
 from scripts.report.render import md_table, pyplot, ratio, save_fig
 
@@ -82,14 +84,42 @@ def summarize(out: str, names: list[str]) -> dict:
 def examples(out: str, name: str, k: int = 3, chars: int = 400) -> tuple[int | None, list[dict]]:
     """Up to ``k`` samples of the run's last dumped step (``<name>_rollouts/<step>.jsonl``, verl's
     ``trainer.rollout_data_dir``) that the judge accepted (verdict >= 3) and the rule rejected."""
-    folder = os.path.join(out, f"{name}_rollouts")
-    steps = sorted(int(f[:-6]) for f in os.listdir(folder) if f[:-6].isdigit()) if os.path.isdir(folder) else []
+    folder, steps = _dumped_steps(out, name)
     if not steps:
         return None, []
     rows = read_jsonl(os.path.join(folder, f"{steps[-1]}.jsonl"))
     picked = [r for r in rows if float(r.get("judge_score", -1)) >= 3 and float(r.get("rule_score", 1)) == 0][:k]
     return steps[-1], [{"output": str(r.get("output", ""))[:chars], "judge_score": r["judge_score"],
                         "ground_truth": r.get("gts")} for r in picked]
+
+
+def _dumped_steps(out: str, name: str) -> tuple[str, list[int]]:
+    folder = os.path.join(out, f"{name}_rollouts")
+    steps = sorted(int(f[:-6]) for f in os.listdir(folder) if f[:-6].isdigit()) if os.path.isdir(folder) else []
+    return folder, steps
+
+
+def audit(out: str, name: str) -> dict | None:
+    """What the judge paid for that the rule did not, over every dumped step of run ``name``: samples rewarded
+    (``score`` > 0) whose strict rule score is 0, split by the flexible rule (the last number; ``reward_fns.gsm8k``)
+    into right answers in another format and wrong answers; and the largest per-step share of paid wrong answers."""
+    folder, steps = _dumped_steps(out, name)
+    if not steps:
+        return None
+    n = paid = wrong = 0
+    worst = 0.0
+    for step in steps:
+        rows = read_jsonl(os.path.join(folder, f"{step}.jsonl"))
+        bad = 0
+        for r in rows:
+            if float(r.get("score", 0)) > 0 and float(r.get("rule_score", 1)) == 0:
+                paid += 1
+                flexible = gsm8k.compute_score(solution_str=r.get("output", ""), ground_truth=r.get("gts"), mode="flexible")
+                bad += flexible["acc"] == 0
+        n, wrong = n + len(rows), wrong + bad
+        worst = max(worst, bad / len(rows)) if rows else worst
+    return {"steps": len(steps), "samples": n, "paid_rule_rejects": paid, "paid_flexible_right": paid - wrong,
+            "paid_wrong": wrong, "paid_wrong_share": wrong / n if n else None, "paid_wrong_max_step_share": worst}
 
 
 def table(res: dict) -> str:
@@ -148,7 +178,15 @@ def write(out: str, names: list[str], log=print) -> dict:
     lines = [f"# policy_learns: {out}", "", table(res), ""]
     if "judge_gain_over_rule_gain" in res:
         g = res["judge_gain_over_rule_gain"]
-        lines.append(f"Judge-run gain / rule-run gain: strict {g['strict']}, flexible {g['flexible']}.")
+        lines.append("Judge-run gain / rule-run gain: " + ", ".join(
+            f"{m} {'n/a' if g[m] is None else format(g[m], '.3f')}" for m in ("strict", "flexible")) + ".")
+    paid = audit(out, "judge") if "judge" in names else None
+    if paid:
+        res["judge_paid_audit"] = paid
+        lines += ["", f"What the judge paid for and the strict rule did not ({paid['samples']:,} samples, {paid['steps']} "
+                  f"dumped steps): {paid['paid_rule_rejects']:,}; right answers in another format (the flexible rule: "
+                  f"the last number) {paid['paid_flexible_right']:,}; wrong answers {paid['paid_wrong']:,} (a share of "
+                  f"{paid['paid_wrong_share']:.4f}; at most {paid['paid_wrong_max_step_share']:.4f} in one step)."]
     step, picked = examples(out, "judge")
     if picked:
         lines += ["", f"Judge run, step {step}: samples the judge accepted and the rule rejected (first {len(picked)}):", ""]
