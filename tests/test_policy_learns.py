@@ -87,7 +87,8 @@ def test_side_by_side_stages_settings_report_and_resume(fake):
     assert ("Judge run, step 3: samples the judge accepted and the rule rejected (first 2):\n\n"
             '- ground truth 7, verdict 4: `"noise 1 2 3"`\n- ground truth 7, verdict 4: `"The answer is 7."`') in report
     assert res["judge_paid_audit"] == {"steps": 1, "samples": 4, "paid_rule_rejects": 2, "paid_flexible_right": 1,
-                                       "paid_wrong": 1, "paid_wrong_share": 0.25, "paid_wrong_max_step_share": 0.25}
+                                       "paid_wrong": 1, "paid_wrong_share": 0.25, "paid_wrong_max_step_share": 0.25,
+                                       "paid_agree_flexible_min": 0.75}
     assert "Judge-run gain / rule-run gain: strict 1.000, flexible 1.000." in report
     (tmp / "calls.jsonl").unlink()  # a rerun resumes: nothing runs again
     r = run(env, "--out", str(out), *SMALL)

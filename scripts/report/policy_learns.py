@@ -102,24 +102,30 @@ def _dumped_steps(out: str, name: str) -> tuple[str, list[int]]:
 def audit(out: str, name: str) -> dict | None:
     """What the judge paid for that the rule did not, over every dumped step of run ``name``: samples rewarded
     (``score`` > 0) whose strict rule score is 0, split by the flexible rule (the last number; ``reward_fns.gsm8k``)
-    into right answers in another format and wrong answers; and the largest per-step share of paid wrong answers."""
+    into right answers in another format and wrong answers; the largest per-step share of paid wrong answers; and,
+    per step, the share of samples where being paid agrees with the flexible rule (the judge prompt's own reading of
+    "the final answer"), its minimum over steps."""
     folder, steps = _dumped_steps(out, name)
     if not steps:
         return None
     n = paid = wrong = 0
-    worst = 0.0
+    worst, agree = 0.0, []
     for step in steps:
         rows = read_jsonl(os.path.join(folder, f"{step}.jsonl"))
-        bad = 0
+        bad = same = 0
         for r in rows:
-            if float(r.get("score", 0)) > 0 and float(r.get("rule_score", 1)) == 0:
+            right = gsm8k.compute_score(solution_str=r.get("output", ""), ground_truth=r.get("gts"), mode="flexible")["acc"]
+            pays = float(r.get("score", 0)) > 0
+            same += pays == (right == 1)
+            if pays and float(r.get("rule_score", 1)) == 0:
                 paid += 1
-                flexible = gsm8k.compute_score(solution_str=r.get("output", ""), ground_truth=r.get("gts"), mode="flexible")
-                bad += flexible["acc"] == 0
+                bad += right == 0
         n, wrong = n + len(rows), wrong + bad
-        worst = max(worst, bad / len(rows)) if rows else worst
+        if rows:
+            worst, agree = max(worst, bad / len(rows)), agree + [same / len(rows)]
     return {"steps": len(steps), "samples": n, "paid_rule_rejects": paid, "paid_flexible_right": paid - wrong,
-            "paid_wrong": wrong, "paid_wrong_share": wrong / n if n else None, "paid_wrong_max_step_share": worst}
+            "paid_wrong": wrong, "paid_wrong_share": wrong / n if n else None, "paid_wrong_max_step_share": worst,
+            "paid_agree_flexible_min": min(agree) if agree else None}
 
 
 def table(res: dict) -> str:
@@ -186,7 +192,8 @@ def write(out: str, names: list[str], log=print) -> dict:
         lines += ["", f"What the judge paid for and the strict rule did not ({paid['samples']:,} samples, {paid['steps']} "
                   f"dumped steps): {paid['paid_rule_rejects']:,}; right answers in another format (the flexible rule: "
                   f"the last number) {paid['paid_flexible_right']:,}; wrong answers {paid['paid_wrong']:,} (a share of "
-                  f"{paid['paid_wrong_share']:.4f}; at most {paid['paid_wrong_max_step_share']:.4f} in one step)."]
+                  f"{paid['paid_wrong_share']:.4f}; at most {paid['paid_wrong_max_step_share']:.4f} in one step). Paid or "
+                  f"not agrees with the flexible rule on at least {paid['paid_agree_flexible_min']:.3f} of every step's samples."]
     step, picked = examples(out, "judge")
     if picked:
         lines += ["", f"Judge run, step {step}: samples the judge accepted and the rule rejected (first {len(picked)}):", ""]
