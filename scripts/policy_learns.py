@@ -14,7 +14,7 @@ same GPU: ``--judge-placement server``, default, or ``colocated``). Stages (resu
    ``--policy-sft-rows`` worked solutions, ``data_prep.policy_sft`` + verl's SFT trainer; 0 = none), then ``rule``
    (the rule run), ``merge_rule``, ``policy_eval_rule``;
 3. the judge's stages of ``scripts.pipeline judge_to_reward``: verification data plus the start policy's own answers
-   (``samples``, after the policy's warm start, graded by the rule; ``--model-solutions none``: verification data
+   (``samples``, after the policy's warm start, graded by the last number; ``--model-solutions none``: verification data
    only), SFT warm start, evaluation before / after;
 4. ``policy_eval_before`` (``scripts.eval.gsm8k`` of the start policy, ``--eval-questions`` held-out questions,
    greedy), beside ``judge`` (the judge run), then ``merge_judge``, ``policy_eval_judge``;
