@@ -46,8 +46,12 @@ class JudgeServerError(RuntimeError):
 @dataclass
 class Server:
     proc: subprocess.Popen
-    url: str  # http://127.0.0.1:PORT/v1
+    port: int
     log_path: str
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
 
     def tail(self, n: int = 20) -> str:
         try:
@@ -94,7 +98,8 @@ def ready(url: str, timeout: float = 2.0) -> bool:
 
 def start(settings: dict, env: dict, log_path: str, port: int = 0, python: str = sys.executable,
           timeout: float | None = None) -> Server:
-    """Start the server (its own process group, output to ``log_path``) and wait until it answers."""
+    """Start the server (its own process group, output to ``log_path``) and wait until it answers. The port:
+    ``port``, else ``settings["port"]``, else a free one (``Server.port`` says which)."""
     port = port or int(settings.get("port") or 0) or free_port()
     cmd = command(settings, port, python)
     timeout = float(timeout if timeout is not None else settings.get("start_timeout", 600))
@@ -104,7 +109,7 @@ def start(settings: dict, env: dict, log_path: str, port: int = 0, python: str =
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
-    server = Server(proc, f"http://127.0.0.1:{port}/v1", log_path)
+    server = Server(proc, port, log_path)
     t0 = shown = time.time()
     while not ready(server.url):
         if proc.poll() is not None:

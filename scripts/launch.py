@@ -367,10 +367,9 @@ def execute(p: Plan, env, tries: int = ray_job.SUBMIT_TRIES) -> int:
         server = head = None
         try:
             if p.judge_server:  # judge_placement=server: up and answering before training starts
-                port = int(p.judge_server.get("port") or 0) or ray_head.free_port()
-                command = [*p.command, f"verl_judge.judge_server.port={port}"]
-                server = judge_server.start(p.judge_server, cenv, os.path.join(os.path.dirname(log_file),
-                                                                               "judge_server.log"), port, p.command[0])
+                server = judge_server.start(p.judge_server, cenv, os.path.join(os.path.dirname(log_file), "judge_server.log"),
+                                            python=p.command[0])
+                command = [*p.command, f"verl_judge.judge_server.port={server.port}"]
             head, address = ray_head.start(cenv, os.path.join(os.path.dirname(log_file), "ray_head.log"))
             say("launch", f"Ray head at {address}; training", env)
             if server is None:

@@ -45,6 +45,7 @@ RUN = ["data.train_batch_size=16", "actor_rollout_ref.rollout.n=8", "actor_rollo
        "actor_rollout_ref.rollout.gpu_memory_utilization=0.15", "actor_rollout_ref.rollout.free_cache_engine=false"]
 JUDGE_RUN = ["reward.reward_model.rollout.gpu_memory_utilization=0.1", "reward.reward_model.rollout.free_cache_engine=false",
              "reward.reward_model.rollout.enforce_eager=true"]
+JUDGE_SERVER_RUN = ["judge_placement=server", "verl_judge.judge_server.gpu_memory_utilization=0.1"]  # + its KV cache
 
 
 class PolicyLearns(pipeline.JudgeToReward):
@@ -90,8 +91,7 @@ class PolicyLearns(pipeline.JudgeToReward):
                     f"data.train_files={self.path('policy_data', 'train.parquet')}",
                     f"data.val_files={self.path('policy_data', 'test.parquet')}"]
         if name == "judge" and a.judge_placement == "server":  # the launcher serves the judge beside the policy
-            settings += ["judge_placement=server", "verl_judge.judge_server.gpu_memory_utilization=0.1",
-                         f"verl_judge.judge_server.kv_cache_memory_bytes={int(a.kv_cache_gb * 2**30)}"]
+            settings += [*JUDGE_SERVER_RUN, f"verl_judge.judge_server.kv_cache_memory_bytes={int(a.kv_cache_gb * 2**30)}"]
         elif name == "judge":
             settings += [*JUDGE_RUN, f"+reward.reward_model.rollout.engine_kwargs.vllm.{kv}"]
         return settings + self.overrides
