@@ -117,7 +117,10 @@ def check_paths(cfg) -> tuple[list[str], list[str]]:
         if sel("reward.reward_model.model_path") is None:
             errors.append("reward.reward_model.enable=True but reward.reward_model.model_path is not set")
         model_dir("reward.reward_model.model_path")
-    if sel("verl_judge.judge_server.enable"):  # judge_placement=server: the model the launcher serves
+    if sel("verl_judge.judge_server.enable") and sel("verl_judge.judge_server.wait_for"):
+        notes.append(f"verl_judge.judge_server.model: not checked now; the server starts once "
+                     f"{sel('verl_judge.judge_server.wait_for')} exists (a stage is making the judge)")
+    elif sel("verl_judge.judge_server.enable"):  # judge_placement=server: the model the launcher serves
         model_dir("verl_judge.judge_server.model")
 
     fn_path, fn_name = sel("reward.custom_reward_function.path"), sel("reward.custom_reward_function.name")

@@ -11,9 +11,11 @@ and their defaults are in ``recipes/base.yaml`` (``verl_judge.judge_server``).
 * ``engine: vllm``: ``python -m vllm.entrypoints.openai.api_server`` with a fixed memory share (or a fixed KV
   cache), prefix caching, CUDA graphs unless ``enforce_eager``; ``engine: cpu_judge``: the project's CPU server
   (``scripts/serve/cpu_judge.py``, for tests and CPU machines).
-* ``start`` waits until ``GET /v1/models`` answers (the server's log tail in the error when it exits or times
-  out); ``Watchdog`` stops training at once when the server dies mid-run, naming its exit code and log tail (no
-  silent fallback to the rule for many steps); ``stop`` ends the server's whole process group.
+* ``Served`` (the launcher's) starts the server in a thread beside the training's own start-up, once its model
+  exists (``wait_for``), waits until ``GET /v1/models`` lists it, and stops training at once when the server cannot
+  start or dies mid-run, naming its exit code and log tail (no silent fallback to the rule for many steps); the
+  trainer's first step waits for the server (``scripts/train_hooks.py``). ``start`` (the command line's) starts and waits;
+  ``stop`` ends the server's whole process group, its leader gone or not.
 
     python -m scripts.judge_server --model PATH [--engine cpu_judge] [--port 0]   # serve until Ctrl-C / SIGTERM
 """
@@ -21,6 +23,7 @@ and their defaults are in ``recipes/base.yaml`` (``verl_judge.judge_server``).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -48,6 +51,7 @@ class Server:
     proc: subprocess.Popen
     port: int
     log_path: str
+    name: str = "judge"
 
     @property
     def url(self) -> str:
@@ -88,96 +92,169 @@ def command(settings: dict, port: int, python: str = sys.executable) -> list[str
     return cmd + [str(a) for a in s.get("extra_args") or []]
 
 
-def ready(url: str, timeout: float = 2.0) -> bool:
+def ready(url: str, name: str | None = None, timeout: float = 2.0) -> bool:
+    """``GET {url}/models`` answers 200 (and, with ``name``, lists a model of that name: a server of someone
+    else's on the port is not ours)."""
     try:
         with urllib.request.urlopen(f"{url}/models", timeout=timeout) as r:
-            return r.status == 200
-    except (urllib.error.URLError, OSError, ValueError):
+            if r.status != 200:
+                return False
+            if name is None:
+                return True
+            ids = [m.get("id") for m in json.loads(r.read() or b"{}").get("data") or [] if isinstance(m, dict)]
+            return name in ids
+    except (urllib.error.URLError, OSError, ValueError, AttributeError):
         return False
 
 
-def start(settings: dict, env: dict, log_path: str, port: int = 0, python: str = sys.executable,
-          timeout: float | None = None) -> Server:
-    """Start the server (its own process group, output to ``log_path``) and wait until it answers. The port:
-    ``port``, else ``settings["port"]``, else a free one (``Server.port`` says which)."""
-    port = port or int(settings.get("port") or 0) or free_port()
+def spawn(settings: dict, env: dict, log_path: str, port: int, python: str = sys.executable) -> Server:
+    """Start the server process (its own process group, output to ``log_path``); it answers later (``wait_ready``)."""
     cmd = command(settings, port, python)
-    timeout = float(timeout if timeout is not None else settings.get("start_timeout", 600))
     os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
     say("judge_server", f"starting the judge ({settings.get('engine', 'vllm')}, {settings.get('model')}) on port {port} "
         f"(log: {log_path})")
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
-    server = Server(proc, port, log_path)
+    return Server(proc, port, log_path, str(settings.get("served_model_name") or "judge"))
+
+
+def wait_ready(server: Server, timeout: float, cancel: threading.Event | None = None) -> bool:
+    """Wait until ``server`` answers as itself; False if ``cancel`` was set first. JudgeServerError (the log's tail)
+    when it exits or does not answer within ``timeout`` seconds (it is stopped then)."""
     t0 = shown = time.time()
-    while not ready(server.url):
-        if proc.poll() is not None:
-            raise JudgeServerError(f"the judge server exited with {proc.returncode} before it answered; its log "
-                                   f"({log_path}) ends:\n{server.tail()}")
+    while not ready(server.url, server.name):
+        if cancel is not None and cancel.is_set():
+            return False
+        if server.proc.poll() is not None:
+            raise JudgeServerError(f"the judge server exited with {server.proc.returncode} before it answered; its log "
+                                   f"({server.log_path}) ends:\n{server.tail()}")
         if time.time() - t0 > timeout:
             stop(server)
             raise JudgeServerError(f"the judge server did not answer within {timeout:.0f}s "
-                                   f"(verl_judge.judge_server.start_timeout); its log ({log_path}) ends:\n{server.tail()}")
+                                   f"(verl_judge.judge_server.start_timeout); its log ({server.log_path}) ends:\n{server.tail()}")
         if time.time() - shown >= 30:
             say("judge_server", f"waiting for the judge server ({time.time() - t0:.0f}s) ...")
             shown = time.time()
         time.sleep(0.5)
     say("judge_server", f"judge server ready at {server.url} in {time.time() - t0:.0f}s")
+    return True
+
+
+def start(settings: dict, env: dict, log_path: str, port: int = 0, python: str = sys.executable,
+          timeout: float | None = None) -> Server:
+    """Start the server and wait until it answers. The port: ``port``, else ``settings["port"]``, else a free one
+    (``Server.port`` says which)."""
+    port = port or int(settings.get("port") or 0) or free_port()
+    server = spawn(settings, env, log_path, port, python)
+    try:
+        wait_ready(server, float(timeout if timeout is not None else settings.get("start_timeout", 600)))
+    except BaseException:
+        stop(server)
+        raise
     return server
 
 
 def stop(server: Server | None, grace: float = 20.0) -> None:
-    """SIGTERM to the server's process group, SIGKILL after ``grace`` seconds; no process is left behind."""
-    if server is None or server.proc.poll() is not None:
+    """SIGTERM to the server's process group, SIGKILL after ``grace`` seconds, and SIGKILL to whatever is left in
+    the group once its leader is gone (vLLM's engine core); also when a second signal interrupts the wait."""
+    if server is None:
         return
+    was_running = server.proc.poll() is None
     try:
-        os.killpg(server.proc.pid, signal.SIGTERM)
-        server.proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        os.killpg(server.proc.pid, signal.SIGKILL)
-        server.proc.wait()
-    except ProcessLookupError:
+        if was_running:
+            os.killpg(server.proc.pid, signal.SIGTERM)
+            server.proc.wait(timeout=grace)
+    except (subprocess.TimeoutExpired, ProcessLookupError):
         pass
-    say("judge_server", "judge server stopped")
+    finally:
+        try:
+            os.killpg(server.proc.pid, signal.SIGKILL)  # the leader's children, or the leader that ignored SIGTERM
+        except (ProcessLookupError, PermissionError):
+            pass
+        server.proc.wait()
+    if was_running:
+        say("judge_server", "judge server stopped")
 
 
-class Watchdog:
-    """Polls the server while training runs; when it dies, ``cause`` says why and ``victim`` (the training
-    process, set once it starts) is terminated, so the run stops now instead of falling back for many steps."""
+class Served:
+    """The judge server of one training run, started in a thread beside the training: it waits for
+    ``settings["wait_for"]`` (a file the stage that makes the judge writes when done: the policy's start-up overlaps
+    the judge's training), starts the server on ``port`` (chosen now: the trainer is told it before the server
+    exists, and its first step waits for it: ``train_hooks.wait_for_judge``), then watches it. When it cannot start or
+    dies, ``cause`` says why and the training process (``attach``) is stopped at once: no silent fallback for many
+    steps. Leaving the ``with`` block stops the server, whatever state it is in."""
 
-    def __init__(self, server: Server, interval: float = 1.0):
-        self.server, self.interval = server, interval
+    def __init__(self, settings: dict, env: dict, log_path: str, python: str = sys.executable, interval: float = 1.0):
+        self.settings, self.env, self.log_path, self.python, self.interval = settings, env, log_path, python, interval
+        self.port = int(settings.get("port") or 0) or free_port()
+        self.server: Server | None = None
         self.victim: subprocess.Popen | None = None
         self.cause: str | None = None
         self._done = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name="judge-server-watchdog", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="judge-server", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
 
     def attach(self, proc: subprocess.Popen) -> None:
-        """The training process to stop (stopped at once if the server already died)."""
+        """The training process to stop (stopped at once if the server already failed)."""
         self.victim = proc
         if self.cause is not None and proc.poll() is None:
             proc.terminate()
 
-    def __enter__(self) -> "Watchdog":
+    def __enter__(self) -> "Served":
         self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self._done.set()
-        self._thread.join()
+        try:
+            self._thread.join()
+        finally:
+            stop(self.server)
 
-    def _watch(self) -> None:
+    def _fail(self, cause: str) -> None:
+        self.cause = cause
+        say("judge_server", f"ERROR: {cause}\n[judge_server] stopping the run")
+        if self.victim is not None and self.victim.poll() is None:
+            self.victim.terminate()
+
+    def _wait_for(self, path: str, timeout: float) -> bool:
+        t0 = shown = time.time()
+        if not os.path.exists(path):
+            say("judge_server", f"the judge server starts once {path} exists (the judge is still being made)")
+        while not os.path.exists(path):
+            if time.time() - t0 > timeout:
+                raise JudgeServerError(f"{path} did not appear within {timeout:.0f}s (verl_judge.judge_server."
+                                       "wait_for_timeout): the stage that makes the judge did not finish")
+            if time.time() - shown >= 120:
+                say("judge_server", f"still waiting for {path} ({time.time() - t0:.0f}s) ...")
+                shown = time.time()
+            if self._done.wait(1.0):
+                return False
+        return True
+
+    def _run(self) -> None:
+        s = self.settings
+        try:
+            if s.get("wait_for") and not self._wait_for(str(s["wait_for"]), float(s.get("wait_for_timeout") or 7200)):
+                return
+            if self._done.is_set():
+                return
+            self.server = spawn(s, self.env, self.log_path, self.port, self.python)
+            if not wait_ready(self.server, float(s.get("start_timeout", 600)), cancel=self._done):
+                return
+        except (JudgeServerError, ValueError, OSError) as e:
+            self._fail(str(e))
+            return
         while not self._done.wait(self.interval):
             rc = self.server.proc.poll()
-            if rc is None:
-                continue
-            self.cause = (f"the judge server ({self.server.url}) exited with {rc} during training; its log "
-                          f"({self.server.log_path}) ends:\n{self.server.tail()}")
-            say("judge_server", f"ERROR: {self.cause}\n[judge_server] stopping the run")
-            if self.victim is not None and self.victim.poll() is None:
-                self.victim.terminate()
-            return
+            if rc is not None:
+                self._fail(f"the judge server ({self.url}) exited with {rc} during training; its log "
+                           f"({self.log_path}) ends:\n{self.server.tail()}")
+                return
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -190,17 +267,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--log", default="judge_server.log")
     a = p.parse_args(argv)
     settings = {"engine": a.engine, "model": a.model, "gpu_memory_utilization": a.gpu_memory_utilization}
+
+    def on_term(*_):
+        raise SystemExit(0)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # also while the server starts: start() stops it on the way out
+        signal.signal(sig, on_term)
     try:
         server = start(settings, dict(os.environ), a.log, port=a.port)
     except (JudgeServerError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except (KeyboardInterrupt, SystemExit):
+        return 0
     print(f"READY {server.url}", flush=True)
-
-    def on_term(*_):
-        raise SystemExit(0)
-
-    signal.signal(signal.SIGTERM, on_term)
     try:
         while server.proc.poll() is None:
             time.sleep(1)

@@ -43,7 +43,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from scripts import defaults, judge_server, knobs, ray_head, ray_job, verl_config
+from scripts import children, defaults, judge_server, knobs, ray_head, ray_job, stall, verl_config
 from scripts import overrides as ov
 from scripts.console import KEY_ENV, mask, say
 
@@ -74,6 +74,7 @@ class Plan:
     key_env: str = ""
     runtime_env: dict | None = None  # job mode; includes secret values -> never print / write
     judge_server: dict | None = None  # verl_judge.judge_server when enabled (judge_placement=server)
+    watchdog: dict | None = None  # verl_judge.watchdog when enabled (scripts/stall.py)
 
 
 def truthy(v) -> bool:
@@ -225,6 +226,12 @@ def plan(env, user_args: list[str], recipe: str, materialize: bool = True, outpu
                 judge_server.command(p.judge_server, 0)  # a bad setting stops the run here, dry runs too
             except ValueError as e:
                 raise LaunchError(str(e)) from None
+        watchdog = OmegaConf.select(cfg, "verl_judge.watchdog", default=None)
+        watchdog = OmegaConf.to_container(watchdog, resolve=True) if watchdog is not None else {}
+        errors = stall.settings_errors(watchdog)
+        if errors:
+            raise LaunchError("; ".join(errors))
+        p.watchdog = watchdog if watchdog.get("enable", True) else None
         project, experiment = str(cfg.trainer.project_name), str(cfg.trainer.experiment_name)
         loggers = [str(x) for x in cfg.trainer.logger]
         ckpt = str(cfg.trainer.default_local_dir)
@@ -290,11 +297,17 @@ class Tee:
         self.env = env
         self.log = open(log_path, "a", encoding="utf-8") if log_path else None
         self.tail = ""  # the last lines seen (masked), to recognise transient errors
+        self.on_line = None  # called with each line (the stall watchdog counts steps)
+
+    def last_lines(self, n: int = 20) -> str:
+        return "\n".join(self.tail.splitlines()[-n:])
 
     def pump(self, stream) -> None:
         for line in iter(stream.readline, ""):
             line = mask(line, self.env)
             self.tail = (self.tail + line)[-16384:]
+            if self.on_line is not None:
+                self.on_line(line)
             sys.stdout.write(line)
             sys.stdout.flush()
             if self.log:
@@ -306,25 +319,28 @@ class Tee:
             self.log.close()
 
 
-def run_child(cmd: list[str], env: dict, tee: Tee, stdin: str | None = None, on_start=None) -> int:
+def run_child(cmd: list[str], env: dict, tee: Tee, stdin: str | None = None, on_start=()) -> int:
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            errors="replace", bufsize=1, stdin=subprocess.PIPE if stdin is not None else None)
-    if on_start is not None:
-        on_start(proc)
+                            errors="replace", bufsize=1, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL)
+    children.started(proc)
     try:
+        for hook in on_start:
+            hook(proc)
         if stdin is not None:
             proc.stdin.write(stdin)
             proc.stdin.close()
         tee.pump(proc.stdout)
         return proc.wait()
-    except BaseException:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        raise
+    finally:
+        stall.stop_process(proc)
+        children.ended(proc)
+
+
+def side_log(log_file: str, service: str) -> str:
+    """The log of a service a run starts, beside the run's own log and named after it (``logs/judge.log`` ->
+    ``logs/judge.ray_head.log``): two runs of one pipeline never write one file."""
+    stem = os.path.splitext(log_file)[0]
+    return f"{stem}.{service}.log"
 
 
 def rotate(path: str, env) -> None:
@@ -364,28 +380,37 @@ def execute(p: Plan, env, tries: int = ray_job.SUBMIT_TRIES) -> int:
         if "://" not in p.metrics_file:
             os.makedirs(os.path.dirname(p.metrics_file), exist_ok=True)
             rotate(p.metrics_file, env)
-        server = head = None
+        head = None
+        rc = 1
         try:
-            if p.judge_server:  # judge_placement=server: up and answering before training starts
-                server = judge_server.start(p.judge_server, cenv, os.path.join(os.path.dirname(log_file), "judge_server.log"),
-                                            python=p.command[0])
-                command = [*p.command, f"verl_judge.judge_server.port={server.port}"]
-            head, address = ray_head.start(cenv, os.path.join(os.path.dirname(log_file), "ray_head.log"))
-            say("launch", f"Ray head at {address}; training", env)
-            if server is None:
-                return run_child(p.command, cenv, tee)
-            with judge_server.Watchdog(server) as dog:
-                rc = run_child(command, cenv, tee, on_start=dog.attach)
-            if dog.cause:
-                say("launch", f"ERROR: {dog.cause.splitlines()[0]} (exit {judge_server.SERVER_DIED_EXIT})", env)
-                return judge_server.SERVER_DIED_EXIT
-            return rc
-        except (ray_head.RayStartError, judge_server.JudgeServerError) as e:
+            command = p.command
+            with contextlib.ExitStack() as watches:
+                hooks = []
+                served = None
+                if p.judge_server:  # judge_placement=server: started beside training's own start-up
+                    served = watches.enter_context(judge_server.Served(
+                        p.judge_server, cenv, side_log(log_file, "judge_server"), python=p.command[0]))
+                    command = [*command, f"verl_judge.judge_server.port={served.port}"]
+                    hooks.append(served.attach)
+                head, address = ray_head.start(cenv, side_log(log_file, "ray_head"))
+                watches.callback(lambda: ray_head.stop(head, keep=rc != 0))
+                say("launch", f"Ray head at {address}; training", env)
+                watch = None
+                if p.watchdog is not None:
+                    steps = stall.Stall(p.watchdog, os.path.splitext(os.path.basename(log_file))[0])
+                    tee.on_line = steps.line
+                    watch = watches.enter_context(stall.Watch(steps, p.metrics_file, tee.last_lines))
+                    hooks.append(watch.attach)
+                rc = run_child(command, cenv, tee, on_start=hooks)
+                if served is not None and served.cause:
+                    say("launch", f"ERROR: {served.cause.splitlines()[0]} (exit {judge_server.SERVER_DIED_EXIT})", env)
+                    rc = judge_server.SERVER_DIED_EXIT
+                elif watch is not None and watch.cause:
+                    say("launch", f"ERROR: {watch.cause.splitlines()[0]} (checkpoints kept in the run folder)", env)
+                    rc = stall.STALL_EXIT
+                return rc
+        except ray_head.RayStartError as e:
             raise LaunchError(str(e)) from None
-        finally:
-            if head is not None:
-                ray_head.stop(head)
-            judge_server.stop(server)
     finally:
         tee.close()
 

@@ -40,7 +40,7 @@ import subprocess
 import sys
 import time
 
-from scripts import bytecode, defaults, knobs, launch
+from scripts import bytecode, children, defaults, knobs, launch, stall
 from scripts.report.metrics import read_metrics
 from scripts.stages import Stages, say
 
@@ -84,13 +84,18 @@ class Pipeline(Stages):
         os.makedirs(os.path.dirname(log), exist_ok=True)
         with open(log, "a", encoding="utf-8") as f:
             proc = subprocess.Popen(cmd, cwd=ROOT, env=env or self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True, bufsize=1)
-            echo = not self.args.quiet and not getattr(self._local, "background", False)
-            for line in proc.stdout:
-                f.write(line)
-                if echo:
-                    sys.stdout.write(line)
-            rc = proc.wait()
+                                    stdin=subprocess.DEVNULL, text=True, bufsize=1)
+            children.started(proc)
+            try:
+                echo = not self.args.quiet and not getattr(self._local, "background", False)
+                for line in proc.stdout:
+                    f.write(line)
+                    if echo:
+                        sys.stdout.write(line)
+                rc = proc.wait()
+            finally:
+                stall.stop_process(proc)
+                children.ended(proc)
         if rc != 0 and ok is not None and ok():
             say(f"exit {rc}, output written: continuing (see {log})")
         elif rc != 0:
@@ -431,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
     slow_start = bytecode.warning()  # before any stage: every stage starts Python processes
     if slow_start:
         say(f"WARNING: {slow_start}")
-    judge = pipe.run() if j2r else pipe.run_judge()
+    judge = pipe.guarded(pipe.run if j2r else pipe.run_judge)
     say(f"done in {time.time() - pipe.t0:.0f}s: judge {judge}")
     return 0
 

@@ -1,7 +1,7 @@
 """Does a policy learn from the trained judge as it learns from the rule? The side-by-side experiment.
 
     python -m scripts.policy_learns --out runs/policy_learns                  # rule run and judge run, 100 steps
-    python -m scripts.policy_learns --out runs/pl --no-rule --steps 30        # the judge run alone (scripts/main.sh)
+    python -m scripts.policy_learns --out runs/pl --no-rule --steps 30        # the judge run alone
     python -m scripts.policy_learns --out runs/pl --testbed none              # GSM8K itself (a real model: MODEL=...)
 
 The same start policy, data, seed and GRPO settings are trained twice: with the ``#### N`` rule
@@ -10,18 +10,21 @@ same GPU: ``--judge-placement server``, default, or ``colocated``). Stages (resu
 
 1. ``testbed``: ``data_prep.word_problems`` (``--testbed-arg`` passes settings; ``--testbed none``: GSM8K from
    ``GSM8K_DIR`` / the hub), then ``policy_data`` (``data_prep.gsm8k``);
-2. in a chain of their own, beside the judge's stages: ``policy_sft`` (the policy's warm start on
-   ``--policy-sft-rows`` worked solutions, ``data_prep.policy_sft`` + verl's SFT trainer; 0 = none), then ``rule``
-   (the rule run), ``merge_rule``, ``policy_eval_rule``;
+2. ``policy_sft``: the policy's warm start on ``--policy-sft-rows`` worked solutions (``data_prep.policy_sft`` +
+   verl's SFT trainer; 0 = none); then, side by side, each in a chain of its own:
+   ``rule`` (the rule run) and, with the judge served, ``judge`` (the judge run: its Ray, workers, vLLM and the
+   policy's own start-up go on while the judge is still being trained; its judge server starts once stage
+   ``judge_model`` is done, and the reward waits for it);
 3. the judge's stages of ``scripts.pipeline judge_to_reward``: verification data plus the start policy's own answers
-   (``samples``, after the policy's warm start, graded by the last number; ``--model-solutions none``: verification data
-   only), SFT warm start, evaluation before / after;
-4. ``policy_eval_before`` (``scripts.eval.gsm8k`` of the start policy, ``--eval-questions`` held-out questions,
-   greedy), beside ``judge`` (the judge run), then ``merge_judge``, ``policy_eval_judge``;
-5. ``report.md``, ``report.json``, ``policy_learns.png`` (``scripts.report.policy_learns``).
+   (``samples``, graded by the last number; ``--model-solutions none``: verification data only), SFT warm start,
+   evaluation before / after, then ``judge_model`` (a link to the trained judge);
+4. ``report.md``, ``report.json``, ``policy_learns.png`` (``scripts.report.policy_learns``), its table printed last.
 
-The runs share the GPU, so each vLLM engine gets a fixed KV cache and stays awake. Positional arguments are Hydra
-overrides for both runs. verl validates every ``--test-freq`` steps on ``--val-questions`` test questions (greedy).
+Held-out accuracy is verl's own validation, greedy, on the first ``--eval-questions`` test questions, at step 0 (the
+rule run; the judge run too with ``--no-rule``), every ``--test-freq`` steps and at the last step; every answer is
+kept (``<run>_val/<step>.jsonl``) and the report grades it with the strict and the flexible rule. The runs share the
+GPU, so each vLLM engine gets a fixed KV cache and stays awake. Positional arguments are Hydra overrides for both
+runs. Any stage that fails stops the experiment at once, naming the stage (exit 1).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ RUN = ["data.train_batch_size=16", "actor_rollout_ref.rollout.n=8", "actor_rollo
        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=64",
        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=64", "data.max_prompt_length=192",
        "data.max_response_length=192", "actor_rollout_ref.actor.optim.lr=5e-6", "data.seed=0",
-       "trainer.val_before_train=true", "trainer.max_actor_ckpt_to_keep=1", "actor_rollout_ref.rollout.enforce_eager=false",
+       "trainer.max_actor_ckpt_to_keep=1", "actor_rollout_ref.rollout.enforce_eager=false",
        "actor_rollout_ref.rollout.gpu_memory_utilization=0.15", "actor_rollout_ref.rollout.free_cache_engine=false"]
 JUDGE_RUN = ["reward.reward_model.rollout.gpu_memory_utilization=0.1", "reward.reward_model.rollout.free_cache_engine=false",
              "reward.reward_model.rollout.enforce_eager=true"]
@@ -72,69 +75,61 @@ class PolicyLearns(pipeline.JudgeToReward):
                  "--max-rows", str(a.policy_sft_rows)], self.path("logs", "policy_sft.log"))
         self.sft("policy_sft", data, steps=0, max_length=512)
 
-    def eval_policy(self, name: str, model: str) -> None:
-        a = self.args
-        self.sh([self.py, "-m", "scripts.eval.gsm8k", "--data", self.path("policy_data", "test.parquet"),
-                 "--limit", str(a.eval_questions), "--temperature", "0", "--max-tokens", "256", "--vllm-offline", model,
-                 "--gpu-memory-utilization", str(a.eval_gpu_mem), "--out", self.path(name), "--no-progress",
-                 "--kv-cache-gb", str(a.eval_kv_cache_gb)],
-                self.path("logs", f"{name}.log"))
-
     def run_settings(self, name: str) -> list[str]:
         a = self.args
         kv = f"kv_cache_memory_bytes={int(a.kv_cache_gb * 2**30)}"
+        before = name == "rule" or not a.rule  # the start policy's validation: once, in the rule run when there is one
         settings = [*RUN, f"+actor_rollout_ref.rollout.engine_kwargs.vllm.{kv}",
                     f"trainer.total_training_steps={a.steps}", f"trainer.test_freq={a.test_freq}",
-                    f"trainer.save_freq={a.steps}", f"data.val_max_samples={a.val_questions}",
+                    f"trainer.val_before_train={str(before).lower()}", f"trainer.save_freq={a.steps}",
+                    f"data.val_max_samples={a.eval_questions}", f"trainer.validation_data_dir={self.path(name + '_val')}",
                     f"trainer.default_local_dir={self.path(name)}", f"trainer.experiment_name=policy_learns-{name}",
                     f"trainer.rollout_data_dir={self.path(name + '_rollouts')}",  # every sample, per step: what was paid for
                     f"data.train_files={self.path('policy_data', 'train.parquet')}",
                     f"data.val_files={self.path('policy_data', 'test.parquet')}"]
         if name == "judge" and a.judge_placement == "server":  # the launcher serves the judge beside the policy
-            settings += [*JUDGE_SERVER_RUN, f"verl_judge.judge_server.kv_cache_memory_bytes={int(a.kv_cache_gb * 2**30)}"]
+            settings += [*JUDGE_SERVER_RUN, f"verl_judge.judge_server.kv_cache_memory_bytes={int(a.kv_cache_gb * 2**30)}",
+                         f"verl_judge.judge_server.wait_for={self.path('.judge_model.done')}"]
         elif name == "judge":
             settings += [*JUDGE_RUN, f"+reward.reward_model.rollout.engine_kwargs.vllm.{kv}"]
         return settings + self.overrides
 
-    def policy_run(self, name: str, judge: str | None = None) -> None:
-        recipe = "gsm8k_local_judge" if judge else "gsm8k_rule"
-        models = [f"actor_rollout_ref.model.path={self.start}"] + ([f"reward.reward_model.model_path={judge}"] if judge else [])
+    def policy_run(self, name: str) -> None:
+        recipe = "gsm8k_local_judge" if name == "judge" else "gsm8k_rule"
+        models = [f"actor_rollout_ref.model.path={self.start}"]
+        if name == "judge":
+            models.append(f"reward.reward_model.model_path={self.path('judge_model')}")
         self.train(name, recipe, models + self.run_settings(name), f"{name}_metrics.jsonl")
 
-    def merge_run(self, name: str) -> None:
-        step = self.path(name, f"global_step_{self.args.steps}", "actor")
-        self.sh([self.py, "-m", "verl.model_merger", "merge", "--backend", "fsdp", "--local_dir", step,
-                 "--target_dir", self.path(f"{name}_hf")], self.path("logs", f"merge_{name}.log"))
-
-    def tail(self, name: str) -> list[tuple]:
-        """A run's stages after its start policy exists: the run, its merge, its held-out evaluation."""
-        return [(name, self.path(name), lambda: self.policy_run(name, self.judge if name == "judge" else None)),
-                (f"merge_{name}", self.path(f"{name}_hf"), lambda: self.merge_run(name)),
-                (f"policy_eval_{name}", self.path(f"policy_eval_{name}"),
-                 lambda: self.eval_policy(f"policy_eval_{name}", self.path(f"{name}_hf")))]
+    def link_judge(self, judge: str) -> None:
+        """``judge_model``: a link to the judge the judge's stages made (the judge run's reward model)."""
+        link, tmp = self.path("judge_model"), self.path(".judge_model.tmp")
+        if os.path.lexists(tmp):
+            os.remove(tmp)
+        os.symlink(os.path.abspath(judge), tmp)
+        os.replace(tmp, link)
 
     def run(self) -> str:
         a = self.args
         if a.testbed != "none":
             self.stage("testbed", self.path("testbed"), self.testbed)
         self.stage("policy_data", self.path("policy_data"), self.policy_data)
-        # chain "policy": the policy's warm start, then (with --rule) the rule run, its merge and evaluation, all beside
-        # the judge's stages; the judge's samples (--model-solutions base) are the start policy's, so they wait for it
-        first = [("policy_sft", self.path("policy_sft"), self.policy_sft)] if a.policy_sft_rows > 0 else []
-        policy = self.chain("policy", first + (self.tail("rule") if a.rule else []))
-        if first and a.model_solutions:
-            self.wait_for(policy, "policy_sft")
-        self.judge = self.run_judge(beside_next=True)
-        if first:
-            self.wait_for(policy, "policy_sft")
-        self.stage("policy_eval_before", self.path("policy_eval_before"),
-                   lambda: self.eval_policy("policy_eval_before", self.start), background=True)
-        for name, output, fn in self.tail("judge"):
-            self.stage(name, output, fn)
+        if a.policy_sft_rows > 0:  # the start policy: the runs and the judge's samples need it
+            self.stage("policy_sft", self.path("policy_sft"), self.policy_sft)
+        chains = [self.chain("rule", [("rule", self.path("rule"), lambda: self.policy_run("rule"))])] if a.rule else []
+        early = a.judge_placement == "server"  # the judge run starts now; its server waits for stage judge_model
+        if early:
+            chains.append(self.chain("judge", [("judge", self.path("judge"), lambda: self.policy_run("judge"))]))
+        judge = self.run_judge(beside_next=True)
+        self.marked("judge_model", self.path("judge_model"), lambda: self.link_judge(judge))
+        if not early:
+            self.stage("judge", self.path("judge"), lambda: self.policy_run("judge"))
         self.finish_judge()
-        self.join(policy)
-        report.write(self.out, [n for n in ("rule", "judge") if n == "judge" or a.rule], log=print)
-        return self.judge
+        for job in chains:
+            self.join(job)
+        out = report.write(self.out, [n for n in ("rule", "judge") if n == "judge" or a.rule], log=print)
+        print(report.console(out, self.out), flush=True)
+        return judge
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -150,9 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rule", action=argparse.BooleanOptionalAction, default=True,
                    help="also train with the rule reward, beside the judge's stages (default on)")
     p.add_argument("--steps", type=int, default=100, help="GRPO steps of each run (default 100)")
-    p.add_argument("--test-freq", type=int, default=10, help="verl validation every N steps (default 10)")
-    p.add_argument("--val-questions", type=int, default=300, help="test questions in verl's validation (default 300)")
-    p.add_argument("--eval-questions", type=int, default=500, help="held-out questions, greedy (default 500)")
+    p.add_argument("--test-freq", type=int, default=20, help="verl validation every N steps and at the last (default 20)")
+    p.add_argument("--eval-questions", type=int, default=500,
+                   help="held-out test questions of verl's validation, greedy (default 500)")
     p.add_argument("--judge-placement", choices=("colocated", "server"), default="server",
                    help="the judge run's judge: server (default: an OpenAI-compatible server beside the policy, rewards "
                         "streamed as each rollout finishes) or colocated (verl's reward stage); recipes/gsm8k_local_judge")
@@ -170,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     bad = [o for o in overrides if "=" not in o or o.startswith("-")]
     if bad:
         parser.error(f"unrecognized arguments: {' '.join(bad)} (extra arguments are Hydra overrides KEY=VALUE)")
-    for name in ("steps", "test_freq", "val_questions", "eval_questions"):
+    for name in ("steps", "test_freq", "eval_questions"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.model_solutions == "none":
@@ -185,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     pipe = PolicyLearns(args, overrides)
     if launch.truthy(os.environ.get("DRY_RUN") or "0"):
         return dry_run(pipe)
-    pipe.run()
+    pipe.guarded(pipe.run)
     return 0
 
 

@@ -1,8 +1,13 @@
-"""A private Ray node on free ports: ``start()`` runs ``ray start --head --block`` (or a node joining a head),
-``stop()`` ends only that process. The launcher trains against one; ``scripts.bench.ray_cluster`` starts
-a head and nodes that join it. No command of its own:
+"""A private Ray node: ``start()`` runs ``ray start --head --block`` (or a node joining a head), ``stop()`` ends only
+that process. The launcher trains against one; ``scripts.bench.ray_cluster`` starts a head and nodes that join it.
+No command of its own:
 
     from scripts import ray_head; proc, address = ray_head.start(env, "ray_head.log"); ...; ray_head.stop(proc)
+
+Each node is its own: free ports for every service Ray would otherwise open on a fixed default port, and a Ray temp
+directory of its own (``proc.temp_dir``: sessions, logs, sockets, ``ray_current_cluster``), so two runs on one
+machine (two trainings of one pipeline on one GPU, two pipelines on two GPUs) never share a file or a port, and
+stopping one never touches the other. ``stop()`` removes that directory after a clean stop, unless ``keep``.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 from scripts.console import say
@@ -44,7 +50,8 @@ def free_port() -> int:
 
 def start(env: dict, log_path: str, dashboard_port: int | None = None, join: str | None = None,
           num_gpus: int | None = None) -> tuple[subprocess.Popen, str]:
-    """Start a private Ray head (``ray start --head --block``), return (process, GCS address).
+    """Start a private Ray head (``ray start --head --block``) with a temp directory of its own (``proc.temp_dir``),
+    return (process, GCS address).
 
     Updates ``env`` for the driver: ``RAY_ADDRESS``, and ``RAY_AUTH_MODE=token`` when the head enabled
     Ray's token authentication (Ray >= 2.5x does by default; the token is in ~/.ray/auth_token).
@@ -53,7 +60,9 @@ def start(env: dict, log_path: str, dashboard_port: int | None = None, join: str
     """
     port = free_port()
     where = [f"--address={join}"] if join else ["--head", f"--port={port}"]
-    cmd = [*RAY_CLI, "start", *where, "--block", "--disable-usage-stats",
+    # short: Ray puts unix sockets under it (at most 107 characters a path)
+    temp_dir = tempfile.mkdtemp(prefix="vj-ray-", dir="/tmp" if os.path.isdir("/tmp") else None)
+    cmd = [*RAY_CLI, "start", *where, "--block", "--disable-usage-stats", f"--temp-dir={temp_dir}",
            # Ray's fixed default ports (dashboard agent 52365, ...) clash with any other Ray instance on
            # the machine, whose job agent then never comes up: a private head takes free ports.
            f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
@@ -64,9 +73,10 @@ def start(env: dict, log_path: str, dashboard_port: int | None = None, join: str
                 if dashboard_port else ["--include-dashboard=false"])
     cmd += [f"--num-gpus={num_gpus}"] if num_gpus is not None else []
     say("ray_head", f"starting a Ray node joining {join} (log: {log_path})" if join else
-        f"starting a private Ray head on port {port} (log: {log_path})")
-    log = open(log_path, "w")
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        f"starting a private Ray head on port {port} (log: {log_path}; temp dir {temp_dir})")
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    proc.temp_dir = temp_dir
     deadline = time.time() + START_TIMEOUT_S
     while time.time() < deadline:
         if proc.poll() is not None:
@@ -87,14 +97,19 @@ def start(env: dict, log_path: str, dashboard_port: int | None = None, join: str
     raise RayStartError(f"Ray {'node' if join else 'head'} did not start in {START_TIMEOUT_S} s; see {log_path}")
 
 
-def stop(proc: subprocess.Popen) -> None:
-    """Stop only the node we started (its --block process tears down its own children on SIGTERM)."""
-    if proc.poll() is not None:
-        return
-    say("ray_head", f"stopping the private Ray head (pid {proc.pid})")
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+def stop(proc: subprocess.Popen, keep: bool = False) -> None:
+    """Stop only the node we started (its --block process tears down its own children on SIGTERM), then remove its
+    temp directory (``keep``: leave it, its session logs say what went wrong)."""
+    if proc.poll() is None:
+        say("ray_head", f"stopping the private Ray head (pid {proc.pid})")
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    temp_dir = getattr(proc, "temp_dir", None)
+    if temp_dir and keep:
+        say("ray_head", f"Ray's session logs kept in {temp_dir}")
+    elif temp_dir:
+        shutil.rmtree(temp_dir, ignore_errors=True)

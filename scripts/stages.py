@@ -5,6 +5,11 @@ seconds) when it succeeds, so a rerun resumes. ``stage(..., background=True)`` r
 joins it before the stage after; ``chain`` runs a list of stages one after the other in a thread of its own, beside
 everything else, until ``join``. Errors in a thread are re-raised in the main thread.
 
+A stage that fails stops the workflow at once, naming it: ``guarded(fn)`` runs the workflow, and when a stage fails
+(in any thread) or the process gets SIGTERM / SIGHUP / Ctrl-C, it stops every child process still running
+(``scripts/children.py``; each training's launcher then stops its own judge server and Ray head), waits for the
+threads, and exits non-zero with ``stage <name> failed: ...``, the first failure.
+
     class MyFlow(Stages): ...; flow.stage("data", flow.path("data"), build_data)
 """
 
@@ -12,10 +17,11 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import threading
 import time
 
-from scripts import console
+from scripts import children, console
 
 say = functools.partial(console.say, "pipeline")
 
@@ -25,6 +31,8 @@ class Stages:
         self.out = os.path.abspath(out)
         self._background: list[dict] = []  # stages running in a thread beside the next stage
         self._local = threading.local()  # .background: this thread runs a background stage (its output: log only)
+        self._jobs: list[dict] = []  # every chain started
+        self._failures: list[SystemExit] = []  # stage failures, first first
 
     def path(self, *parts: str) -> str:
         return os.path.join(self.out, *parts)
@@ -53,7 +61,15 @@ class Stages:
             return output
         say(f"stage {name} ...{note}")
         t0 = time.time()
-        fn()
+        try:
+            fn()
+        except BaseException as e:
+            failure = SystemExit(f"[pipeline] stage {name} failed after {time.time() - t0:.0f}s: {describe(e)}")
+            self._failures.append(failure)
+            say(f"stage {name} FAILED: {describe(e)}")
+            if threading.current_thread() is not threading.main_thread():  # the workflow stops now, not later
+                children.stop_all(f"stage {name} failed")
+            raise failure from e
         with open(done, "w") as f:
             f.write(f"{time.time() - t0:.1f}\n")
         say(f"stage {name} done in {time.time() - t0:.0f}s; output: {output}")
@@ -77,8 +93,30 @@ class Stages:
                     event.set()
 
         job["thread"] = threading.Thread(target=target, name=name)
+        self._jobs.append(job)
         job["thread"].start()
         return job
+
+    def guarded(self, fn):
+        """``fn()`` (the workflow); on a failure or a signal, stop every child process, wait for the threads, and
+        raise the first stage failure (``SystemExit`` naming the stage)."""
+        def on_signal(signum, _frame):
+            raise SystemExit(f"[pipeline] stopped by signal {signal.Signals(signum).name}")
+
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                signal.signal(sig, on_signal)
+        try:
+            return fn()
+        except BaseException as e:
+            children.stop_all(f"the pipeline is stopping ({describe(e)})")
+            for job in self._jobs:
+                while job["thread"].is_alive():  # each launcher stops its judge server and Ray head, then returns
+                    job["thread"].join(timeout=5)
+                    children.stop_all("the pipeline is stopping")
+            if self._failures and not isinstance(e, KeyboardInterrupt):
+                raise self._failures[0] from None
+            raise
 
     @staticmethod
     def join(job: dict) -> None:
@@ -104,3 +142,10 @@ class Stages:
         job["done"][stage].wait()
         if job["errors"]:
             raise job["errors"][0]
+
+
+def describe(e: BaseException) -> str:
+    """One line for an exception (a SystemExit's message, else its type and text)."""
+    if isinstance(e, SystemExit):
+        return str(e.code) if e.code is not None else "exit"
+    return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__

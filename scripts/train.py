@@ -11,10 +11,17 @@ where the knobs (``${oc.env:...}``) are set, and runs verl's ``run_ppo`` with a 
 in the process that trains. The hooks patch verl's legacy trainer, which every recipe uses
 (``trainer.use_v1: false`` in base.yaml: verl 0.9.1's V1 trainer passes a colocated judge no
 ground truth, and logs no reward keys per step).
+
+The driver's Ray job id is drawn at random (``unique_job_id``): verl 0.9.1 names the socket that carries the
+actor's weights to vLLM every step ``/tmp/rl-colocate-zmq-<Ray job id>-replica-<r>-rank-<k>.sock``, and every fresh
+Ray cluster numbers its first job ``01000000``. Two runs on one machine, each on its private Ray head (two trainings
+of one pipeline, two pipelines on two GPUs), then bind the same path: one run's vLLM connects to the other's socket
+and waits forever for weights that never come (or loads the other run's weights).
 """
 
 from __future__ import annotations
 
+import secrets
 import sys
 
 import ray
@@ -42,6 +49,17 @@ def check(config) -> None:
 
 
 SILENT_JUDGE_EXIT = 3
+
+
+def unique_job_id() -> str:
+    """Give this driver a random Ray job id instead of the cluster's next one (``01000000`` for the first job of
+    every fresh cluster), so verl's per-job files in /tmp are this run's alone; returns its hex. Call before
+    ``ray.init``. Drawn from [2**16, 2**31): far above any count a cluster reaches with its own numbering."""
+    from ray._private import state
+
+    job = ray.JobID.from_int(2**16 + secrets.randbelow(2**31 - 2**16))
+    state.next_job_id = lambda: job  # ray.init -> connect() asks this for the driver's job id
+    return job.hex()
 
 
 def silent_judge(exc: BaseException | None):
@@ -88,6 +106,7 @@ def main() -> None:
         from verl.utils.config import validate_config
 
         validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+        print(f"[train] Ray job id {unique_job_id()} (verl's weight-sync sockets in /tmp are this run's alone)", flush=True)
         if config.trainer.get("use_v1", False):
             from verl.trainer.main_ppo import TaskRunnerV1
 

@@ -28,6 +28,7 @@ file logger, SwanLab), with the same keys from step 1:
 from __future__ import annotations
 
 import random
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
@@ -257,6 +258,32 @@ class PairSampler:
 
 
 # ----------------------------------------------------------------------------------------- install
+def wait_for_judge(opts: dict, clock=time.monotonic, sleep=time.sleep, say=print) -> float | None:
+    """``judge_placement=server``: the launcher starts the judge server beside the trainer's own start-up (once its
+    model exists: ``judge_server.wait_for``), so before the first step (and the step-0 validation) wait until it
+    answers, as itself, and no reward call waits on it; the seconds waited (None: no server). ``StopRun`` after
+    ``wait_for_timeout + start_timeout`` seconds (the launcher stops the run sooner when the server fails)."""
+    js = opts.get("judge_server") or {}
+    if not js.get("enable") or not js.get("port"):
+        return None
+    from scripts.judge_server import ready
+
+    url, name = f"http://127.0.0.1:{int(js['port'])}/v1", str(js.get("served_model_name") or "judge")
+    limit = float(js.get("wait_for_timeout") or 0) + float(js.get("start_timeout") or 600)
+    t0 = shown = clock()
+    while not ready(url, name):
+        waited = clock() - t0
+        if waited > limit:
+            raise StopRun(f"the judge server at {url} did not answer within {limit:.0f}s (verl_judge.judge_server."
+                          "wait_for_timeout + start_timeout); see the run's judge_server log")
+        if clock() - shown >= 60:
+            say(f"[train] waiting for the judge server at {url} ({waited:.0f}s) ...", flush=True)
+            shown = clock()
+        sleep(2.0)
+    say(f"[train] the judge server at {url} answers ({clock() - t0:.0f}s waited); training", flush=True)
+    return clock() - t0
+
+
 def install(config) -> None:
     """Patch verl's legacy trainer module in this process according to ``config.verl_judge``."""
     from omegaconf import OmegaConf
@@ -320,6 +347,13 @@ def install(config) -> None:
             return PairSampler(dataset, seed=data_config.get("seed") or 0)
         return sampler(data_config, dataset)
 
+    fit = ray_trainer.RayPPOTrainer.fit
+
+    def fit_after_judge(self, *args, **kwargs):
+        wait_for_judge(opts)
+        return fit(self, *args, **kwargs)
+
+    ray_trainer.RayPPOTrainer.fit = fit_after_judge
     ray_trainer.extract_reward = extract_reward
     ray_trainer.compute_advantage = grouped_advantage
     ray_trainer.compute_data_metrics = compute_data_metrics

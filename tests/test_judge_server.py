@@ -38,6 +38,8 @@ TRAINER = textwrap.dedent("""\
     port = next(a.split("=", 1)[1] for a in args if a.startswith("verl_judge.judge_server.port="))
     state = os.environ["FAKE_STATE"]
     open(state + ".port", "w").write(port)
+    from scripts.train_hooks import wait_for_judge  # what the real trainer does before its first step
+    wait_for_judge({{"judge_server": {{"enable": True, "port": port, "start_timeout": 240}}}})
     for step in range(int(os.environ.get("FAKE_STEPS", "3"))):
         out = asyncio.run(llm_judge.compute_score("openai/gsm8k", "So 72 clips.\\n#### 72", "72",
                                                   {{"question": "How many clips?", "answer": "#### 72"}},
@@ -53,7 +55,7 @@ DRIVER = """
 import sys
 from scripts import launch, ray_head
 ray_head.start = lambda env, log, **kw: (None, "stand-in")
-ray_head.stop = lambda proc: None
+ray_head.stop = lambda proc, **kw: None
 sys.exit(launch.main(sys.argv[1:]))
 """
 SERVER = ["judge_placement=server", "verl_judge.judge_server.engine=cpu_judge", "verl_judge.judge_server.start_timeout=240"]
@@ -155,7 +157,7 @@ def test_server_lives_exactly_as_long_as_training(launcher):
     port = (tmp / "state.port").read_text()
     assert f"judge server ready at http://127.0.0.1:{port}/v1" in out and "judge server stopped" in out
     assert _server_pids(port) == [] and not judge_server.ready(f"http://127.0.0.1:{port}/v1")
-    assert (tmp / "out" / "judge_server.log").exists()
+    assert (tmp / "out" / "launch.judge_server.log").exists()  # beside the run's own log, named after it
 
 
 @needs_model
@@ -185,16 +187,18 @@ def test_run_stopped_mid_training(stop, launcher):
 
 
 @needs_model
-def test_server_that_cannot_start_is_a_clear_error(launcher):
+def test_server_that_cannot_start_stops_training(launcher):
+    """The server starts beside training; one that exits before it answers stops training at once (exit 4), and
+    the reward, which was waiting for it, never scored a step."""
     tmp, start = launcher
     broken = tmp / "broken_judge"  # passes the config's path check (config.json), has no weights to load
     broken.mkdir()
     (broken / "config.json").write_text(open(os.path.join(MODEL, "config.json")).read())
     proc = start(f"reward.reward_model.model_path={broken}")
     out, _ = proc.communicate(timeout=300)
-    assert proc.returncode == 2, out[-3000:]
+    assert proc.returncode == judge_server.SERVER_DIED_EXIT, out[-3000:]
     assert "the judge server exited with" in out and "before it answered" in out
-    assert not (tmp / "state.port").exists()  # training never started
+    assert (tmp / "state.port").exists() and not (tmp / "state.steps").exists()  # started, never scored
 
 
 def test_ray_job_refuses_server_placement(tmp_path):

@@ -37,7 +37,13 @@ FAKE = textwrap.dedent("""\
     if mod == "torch.distributed.run":  # an HF folder the launcher's check can load: config and tokenizer
         steps = next((a.split("=", 1)[1] for a in args if a.startswith("trainer.total_training_steps=")), "16")
         hf = os.path.join(over("trainer.default_local_dir"), f"global_step_{{steps}}", "huggingface")
-        shutil.copytree(os.environ["MODEL"], hf, ignore=shutil.ignore_patterns("*.safetensors", "*.bin", "*.gguf"))
+        if os.environ.get("FAKE_SFT_AFTER_TRAIN") and over("trainer.default_local_dir").endswith("/sft"):
+            import time  # the judge's SFT ends only once a GRPO run has started (a real SFT takes minutes)
+            end = time.time() + 120
+            while time.time() < end and "scripts.train" not in open(os.environ["FAKE_LOG"]).read():
+                time.sleep(0.2)
+        weights = os.environ.get("FAKE_SFT_WEIGHTS")  # a judge that a real (CPU) server can load
+        shutil.copytree(os.environ["MODEL"], hf, ignore=None if weights else shutil.ignore_patterns("*.safetensors", "*.bin", "*.gguf"))
     elif mod == "scripts.train":
         steps = int(over("trainer.total_training_steps"))
         os.makedirs(os.path.join(over("trainer.default_local_dir"), f"global_step_{{steps}}", "actor"))
@@ -54,6 +60,20 @@ FAKE = textwrap.dedent("""\
                                          ("The answer is 7.", 4.0, 0.0)):
                     f.write(json.dumps({{"output": out, "gts": "7", "score": judge / 4, "judge_score": judge,
                                         "rule_score": rule}}) + "\\n")
+        val = next((a.split("=", 1)[1] for a in args if a.startswith("trainer.validation_data_dir=")), None)
+        if val:  # verl's validation dump (greedy answers to 4 questions): step 0 if asked, and the last step
+            os.makedirs(val, exist_ok=True)
+            answers = {{0: ("#### 7", "so 7", "#### 9", "no idea"), steps: ("#### 7", "#### 7", "so 7", "#### 9")}}
+            if "trainer.val_before_train=false" in args:
+                answers.pop(0)
+            for step, outs in answers.items():
+                with open(os.path.join(val, f"{{step}}.jsonl"), "w") as f:
+                    f.writelines(json.dumps({{"output": o, "gts": "7", "score": 0.0, "step": step}}) + "\\n" for o in outs)
+        port = next((a.split("=", 1)[1] for a in args if a.startswith("verl_judge.judge_server.port=")), None)
+        if port:  # a judge served beside the run: the first step waits for it (scripts.train_hooks)
+            from scripts.train_hooks import wait_for_judge
+            wait_for_judge({{"judge_server": {{"enable": True, "port": port, "start_timeout": 300}}}})
+            print("the judge answered", flush=True)
         if os.environ.get("FAKE_FAIL") == "grpo":
             sys.exit(7)
     elif mod == "scripts.eval.gsm8k":  # the start model's answers: one right ('A: N'), one wrong, per question
@@ -124,7 +144,7 @@ DRIVER = """
 import sys
 from scripts import pipeline, ray_head
 ray_head.start = lambda env, log, **kw: (None, "stand-in")
-ray_head.stop = lambda proc: None
+ray_head.stop = lambda proc, **kw: None
 sys.exit(pipeline.main(sys.argv[1:]))
 """
 

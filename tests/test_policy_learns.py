@@ -21,10 +21,10 @@ DRIVER = """
 import sys
 from scripts import policy_learns, ray_head
 ray_head.start = lambda env, log, **kw: (None, "stand-in")
-ray_head.stop = lambda proc: None
+ray_head.stop = lambda proc, **kw: None
 sys.exit(policy_learns.main(sys.argv[1:]))
 """
-SMALL = ["--steps", "3", "--test-freq", "1", "--val-questions", "4", "--eval-questions", "4", "--eval-pairs", "2",
+SMALL = ["--steps", "3", "--test-freq", "1", "--eval-questions", "4", "--eval-pairs", "2",
          "--policy-sft-rows", "8", "--testbed-arg=--train-size=60", "--testbed-arg=--test-size=20",
          # the stand-in trainer serves no judge and samples no answers (test_judge_server runs a real server)
          "--judge-placement", "colocated", "--model-solutions", "none"]
@@ -50,33 +50,34 @@ def test_side_by_side_stages_settings_report_and_resume(fake):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     done = sorted(p.name for p in out.glob(".*.done"))
     assert done == sorted(f".{s}.done" for s in (
-        "testbed", "policy_data", "policy_sft", "data", "sft_data", "eval_before", "sft", "eval_sft",
-        "policy_eval_before", "rule", "merge_rule", "policy_eval_rule", "judge", "merge_judge", "policy_eval_judge"))
+        "testbed", "policy_data", "policy_sft", "data", "sft_data", "eval_before", "sft", "eval_sft", "judge_model",
+        "rule", "judge"))
     mods = modules(tmp)
-    # the policy's warm start (torchrun) and the judge's (torchrun) both run before either GRPO run
+    # the policy's warm start (torchrun) runs before either GRPO run; the judge's (torchrun) beside the rule run
     assert mods.count("torch.distributed.run") == 2 and mods.count("scripts.train") == 2
-    assert max(i for i, m in enumerate(mods) if m == "torch.distributed.run") < mods.index("scripts.train")
+    assert mods.index("torch.distributed.run") < mods.index("scripts.train")
     rule, judge = train_call(tmp, "rule"), train_call(tmp, "judge")
     assert rule[rule.index("--config-path") + 1].endswith("recipes/gsm8k_rule")
     assert judge[judge.index("--config-path") + 1].endswith("recipes/gsm8k_local_judge")
     start = f"actor_rollout_ref.model.path={out}/policy_sft/global_step_16/huggingface"
     assert start in rule and start in judge  # the same start policy, data and settings
     per_run = ("trainer.default_local_dir=", "trainer.experiment_name=", "trainer.rollout_data_dir=", "+ray_kwargs.",
-               "reward.", "+reward.")
+               "reward.", "+reward.", "trainer.validation_data_dir=", "trainer.val_before_train=")
     same = lambda c: [a for a in c[c.index("--config-name") + 2:] if not a.startswith(per_run)]  # noqa: E731
     assert same(rule) == same(judge)
-    assert f"reward.reward_model.model_path={out}/sft/global_step_100/huggingface" in judge
+    assert f"reward.reward_model.model_path={out}/judge_model" in judge
+    assert os.readlink(out / "judge_model") == f"{out}/sft/global_step_100/huggingface"
+    assert "trainer.val_before_train=true" in rule and "trainer.val_before_train=false" in judge  # "before": once
+    assert f"trainer.validation_data_dir={out}/rule_val" in rule and "data.val_max_samples=4" in rule
     assert "reward.reward_model.rollout.enforce_eager=true" in judge and "actor_rollout_ref.rollout.enforce_eager=false" in rule
     assert f"data.train_files={out}/policy_data/train.parquet" in rule and "trainer.total_training_steps=3" in rule
     assert rule[-1] == judge[-1] == "actor_rollout_ref.actor.optim.lr=1e-5"  # the user's override last: it wins
-    evals = [c for c in calls(tmp) if c[1] == "scripts.eval.gsm8k"]
-    models = sorted(os.path.relpath(c[c.index("--vllm-offline") + 1], out) for c in evals)
-    assert models == ["judge_hf", "policy_sft/global_step_16/huggingface", "rule_hf"]
-    assert all(c[c.index("--limit") + 1] == "4" and c[c.index("--temperature") + 1] == "0" for c in evals)
+    assert not any(c[1] in ("scripts.eval.gsm8k", "verl.model_merger") for c in calls(tmp))  # verl's validation is the evaluation
     # the testbed is what the policy and the judge's data were built from
     assert json.load(open(out / "testbed" / "settings.json"))["train"] == 60
     res = json.load(open(out / "report.json"))
-    assert res["before"] == {"strict": 0.25, "flexible": 0.35, "n": 4}
+    assert res["before"] == {"strict": 0.25, "flexible": 0.5, "n": 4, "step": 0}
+    assert res["runs"]["judge"]["after"] == {"strict": 0.5, "flexible": 0.75, "n": 4, "step": 3}
     for name in ("rule", "judge"):
         assert res["runs"][name]["steps"] == 3 and res["runs"][name]["gain_strict"] == 0.25
     assert res["runs"]["judge"]["agree_rule"] == [[1, 1.0], [2, 1.0], [3, 1.0]]
@@ -108,8 +109,33 @@ def test_judge_run_alone_and_a_failing_run(fake):
     assert list(json.load(open(out / "report.json"))["runs"]) == ["judge"]
     env["FAKE_FAIL"] = "grpo"  # every GRPO run exits 7: the experiment stops, naming the stage
     r = run(env, "--out", str(tmp / "fails"), *SMALL)
-    assert r.returncode != 0 and "stage failed (exit" in r.stdout + r.stderr
+    assert r.returncode == 1 and "[pipeline] stage rule failed after" in r.stderr.splitlines()[-1], r.stderr[-2000:]
+    assert "stage failed (exit 7): recipe gsm8k_rule" in r.stderr.splitlines()[-1]
     assert not (tmp / "fails" / ".judge.done").exists() and not (tmp / "fails" / "report.json").exists()
+
+
+@needs_model
+def test_judge_run_starts_beside_the_judges_training(fake):
+    """--judge-placement server: the judge run starts after the policy's warm start, beside the judge's stages; its
+    judge server (here the CPU one) starts only once stage judge_model is done, and the run's reward waits for it."""
+    tmp, env = fake
+    env.pop("GSM8K_DIR")
+    env.update(FAKE_SFT_WEIGHTS="1", FAKE_SFT_AFTER_TRAIN="1")
+    out = tmp / "early"
+    small = SMALL[:SMALL.index("--judge-placement")] + SMALL[SMALL.index("--judge-placement") + 2:]
+    r = run(env, "--out", str(out), *small, "--no-rule", "verl_judge.judge_server.engine=cpu_judge",
+            "verl_judge.judge_server.start_timeout=300")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    text = r.stdout
+    waited = f"the judge server starts once {out}/.judge_model.done exists (the judge is still being made)"
+    assert waited in text, text[-3000:]
+    assert text.index(waited) < text.index("stage judge_model done") < text.index("judge server ready at")
+    assert "the judge answered" in (out / "logs" / "judge.log").read_text()
+    assert "judge server stopped" in text and (out / "logs" / "judge.judge_server.log").exists()
+    judge = train_call(tmp, "judge")
+    assert f"verl_judge.judge_server.wait_for={out}/.judge_model.done" in judge
+    assert "trainer.val_before_train=true" in judge  # no rule run: the judge run measures the start policy itself
+    assert json.load(open(out / "report.json"))["before"]["step"] == 0
 
 
 def test_defaults_of_the_experiment():

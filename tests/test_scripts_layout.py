@@ -21,7 +21,7 @@ PRODUCT_FILES = sorted(f for d in ("scripts", "reward_fns", "data_prep")
                        for f in glob.glob(os.path.join(ROOT, d, "**", "*.py"), recursive=True))
 #: layers, lowest first: a module may import its own layer's and lower layers' modules only
 LAYERS = (("reward_fns",), ("data_prep",),
-          ("scripts.console", "scripts.stages", "scripts.knobs", "scripts.overrides", "scripts.config_paths",
+          ("scripts.console", "scripts.children", "scripts.stall", "scripts.stages", "scripts.knobs", "scripts.overrides", "scripts.config_paths",
            "scripts.verl_config",
            "scripts.defaults", "scripts.ray_head", "scripts.ray_job", "scripts.judge_server", "scripts.launch"),
           ("scripts.pipeline", "scripts.bench", "scripts.policy_learns"))

@@ -264,3 +264,36 @@ def test_hacking_watch_on_the_gamed_run(level, on_steps):
     if level is None:
         assert got == [row["logged_alarm"] for row in GAMED_RUN]
     assert len(said) == (3 if level is None else 1)  # one warning each time the alarm turns on
+
+
+# ----------------------------------------------------------------------------------------- the judge server gate
+@pytest.mark.parametrize("answers_after, limit, waited, stops", [
+    (None, 600, None, False),  # no judge server: nothing to wait for
+    (0, 600, 0.0, False),      # answering already
+    (3, 600, 6.0, False),      # answers at the 4th look, 2 s apart
+    (400, 10, None, True),     # never within wait_for_timeout + start_timeout: the run stops, naming the server
+])
+def test_wait_for_judge(answers_after, limit, waited, stops, monkeypatch):
+    from scripts import judge_server
+    from scripts.train_hooks import StopRun, wait_for_judge
+
+    clock = {"t": 0.0, "looks": 0}
+
+    def ready(url, name):
+        assert (url, name) == ("http://127.0.0.1:4321/v1", "judge")
+        clock["looks"] += 1
+        return clock["looks"] > answers_after
+
+    monkeypatch.setattr(judge_server, "ready", ready)
+    opts = {} if answers_after is None else {"judge_server": {"enable": True, "port": 4321, "wait_for_timeout": 0,
+                                                             "start_timeout": limit}}
+    said = []
+    kw = dict(clock=lambda: clock["t"], sleep=lambda s: clock.__setitem__("t", clock["t"] + s),
+              say=lambda msg, flush: said.append(msg))
+    if stops:
+        with pytest.raises(StopRun, match=r"the judge server at http://127.0.0.1:4321/v1 did not answer within 10s"):
+            wait_for_judge(opts, **kw)
+        return
+    assert wait_for_judge(opts, **kw) == waited
+    assert said == ([] if waited is None else [f"[train] the judge server at http://127.0.0.1:4321/v1 answers "
+                                               f"({waited:.0f}s waited); training"])

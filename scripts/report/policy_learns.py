@@ -1,6 +1,8 @@
-"""The side-by-side table and figure of ``scripts.policy_learns``: held-out accuracy before / after each run, the
-judge run's agreement with the rule and its hacking shares per step, what the judge paid for that the rule did not
-(right answers in another format vs wrong answers, from verl's rollout dumps), wall time; ``report.md``, ``report.json``,
+"""The side-by-side table and figure of ``scripts.policy_learns``: held-out accuracy before / after each run (verl's
+greedy validation answers, ``<run>_val/<step>.jsonl``, graded here by the strict and the flexible rule: step 0 of the
+rule run, or of the judge run without one, is "before"; each run's last validation is "after"), the judge run's
+agreement with the rule and its hacking shares per step, what the judge paid for that the rule did not (right answers
+in another format vs wrong answers, from verl's rollout dumps), wall time; ``report.md``, ``report.json``,
 ``policy_learns.png`` in the experiment folder. Rerun on a finished (or copied) folder:
 
     python -m scripts.report.policy_learns runs/policy_learns [--runs rule judge]
@@ -20,7 +22,7 @@ from data_prep.outputs import write_json, write_text
 from data_prep.readers import read_jsonl
 from reward_fns import gsm8k
 from scripts.report.metrics import read_metrics
-from scripts.report.render import md_table, pyplot, ratio, save_fig
+from scripts.report.render import fmt, md_table, pyplot, ratio, save_fig
 
 # verl's validation (greedy): the rule's accuracy (reward_fns.gsm8k's ``acc``, which verl makes its core metric; the
 # judge run's reward returns the rule's verdict as ``rule_score``) and the reward each run trains on
@@ -28,13 +30,21 @@ VAL_RULE = {"rule": r"val-core/.+/acc/mean@1$", "judge": r"val-aux/.+/rule_score
 VAL_REWARD = r"val-(core|aux)/.+/reward/mean@1$"
 
 
-def _acc(folder: str) -> dict:
-    path = os.path.join(folder, "report.json")
-    if not os.path.exists(path):
+def validation(out: str, name: str, step: int | None = None) -> dict:
+    """Held-out accuracy of run ``name`` at validation ``step`` (None: its last): ``{"strict", "flexible", "n",
+    "step"}`` graded from verl's dump of its greedy answers, or {} when there is none."""
+    folder = os.path.join(out, f"{name}_val")
+    steps = sorted(int(f[:-6]) for f in os.listdir(folder) if f[:-6].isdigit()) if os.path.isdir(folder) else []
+    if step is None and steps:
+        step = steps[-1]
+    if step not in steps:
         return {}
-    with open(path, encoding="utf-8") as f:
-        p = json.load(f)["policy"]
-    return {"strict": p["strict_acc"], "flexible": p["flexible_acc"], "n": p["n_questions"]}
+    rows = read_jsonl(os.path.join(folder, f"{step}.jsonl"))
+    if not rows:
+        return {}
+    acc = {m: float(np.mean([gsm8k.compute_score(solution_str=r.get("output", ""), ground_truth=r.get("gts"),
+                                                  mode=m)["acc"] for r in rows])) for m in ("strict", "flexible")}
+    return {**acc, "n": len(rows), "step": step}
 
 
 def _series(rows: list[dict], pattern: str) -> list[tuple[int, float]]:
@@ -56,12 +66,13 @@ def _slope_per_100(points: list[tuple[int, float]]) -> float | None:
 
 def summarize(out: str, names: list[str]) -> dict:
     """``{"before": acc, "runs": {name: {...}}}`` from the experiment folder's files."""
-    before = _acc(os.path.join(out, "policy_eval_before"))
+    before = next((v for v in (validation(out, n, 0) for n in ("rule", *names)) if v), {})
     runs = {}
     for name in names:
         rows = read_metrics(os.path.join(out, f"{name}_metrics.jsonl"))
         train = [r for r in rows if "critic/score/mean" in r]
-        after = _acc(os.path.join(out, f"policy_eval_{name}"))
+        after = validation(out, name)
+        after = after if after.get("step") else {}  # step 0 is the start policy, not an "after"
         done = os.path.join(out, f".{name}.done")
         run = {"steps": len(train), "wall_s": float(open(done).read()) if os.path.exists(done) else None,
                "after": after, "val_rule": _series(rows, VAL_RULE[name]), "val_reward": _series(rows, VAL_REWARD),
@@ -177,6 +188,21 @@ def figure(res: dict, path: str) -> str:
     ax.set(title="judge run: disagreement with the rule", xlabel="step", ylabel="share of answered samples")
     ax.legend(fontsize=8)
     return save_fig(fig, path)
+
+
+def console(res: dict, out: str) -> str:
+    """The experiment's last words on the console: held-out accuracy before / after each run, the gain ratio, and
+    where the report is."""
+    rows = [[name, r["steps"], res["before"].get("strict"), r["after"].get("strict"), r["gain_strict"],
+             r["after"].get("flexible"), r["gain_flexible"]] for name, r in res["runs"].items()]
+    n = res["before"].get("n") or next((r["after"].get("n") for r in res["runs"].values() if r["after"]), None)
+    lines = ["", "=" * 100, f"policy_learns: held-out accuracy ({n} test questions, greedy)", "",
+             md_table(["reward", "steps", "strict before", "strict after", "gain", "flexible after", "gain"], rows)]
+    g = res.get("judge_gain_over_rule_gain")
+    if g:
+        lines += ["", "judge gain / rule gain: " + ", ".join(f"{m} {fmt(g[m])}" for m in ("strict", "flexible"))]
+    lines += ["", f"report: {os.path.join(out, 'report.md')} (report.json, policy_learns.png)", "=" * 100]
+    return "\n".join(lines)
 
 
 def write(out: str, names: list[str], log=print) -> dict:

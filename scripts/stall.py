@@ -1,0 +1,176 @@
+"""The stall watchdog: a training run that completes no step for too long is stopped, with a message saying which
+run, its last step, how long it waited and the last lines of its log. The launcher (``scripts/launch.py``) runs one
+beside every local training run; no command of its own.
+
+A step counts when verl reports it: a new ``step`` in the run's metrics JSONL (verl's ``file`` logger) or a
+``step:N`` line in its console output (verl's ``console`` logger), whichever comes first. The limits are
+``verl_judge.watchdog`` in ``recipes/base.yaml``:
+
+* ``startup_s`` until the first step (Ray, workers, vLLM, a judge being trained or served, the first validation);
+* after it, ``factor`` x the median step so far, never below ``min_step_s`` (a validation or checkpoint step is
+  slower than the rest) nor above ``step_s`` (before there is a median, ``step_s``).
+
+A stalled run's trainer is stopped (SIGTERM, SIGKILL after ``KILL_GRACE_S``); the launcher then stops its judge
+server and Ray head, keeps its checkpoints and Ray's session logs, and exits with ``STALL_EXIT``.
+
+    watch = Stall(settings, "judge"); ... watch.saw(step) ...; watch.overdue() -> seconds waited, or None
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import subprocess
+import threading
+import time
+
+from scripts.console import say
+
+STALL_EXIT = 5  # scripts.train's silent judge is 3, a dead judge server 4
+KILL_GRACE_S = 30.0
+DEFAULTS = {"enable": True, "startup_s": 1800.0, "step_s": 600.0, "min_step_s": 300.0, "factor": 20.0}
+STEP_LINE = re.compile(r"(?<![\w.])step:(\d+)\b")
+
+
+def settings_errors(settings: dict) -> list[str]:
+    """Messages naming each ``verl_judge.watchdog`` value that is not a positive number (or a boolean ``enable``)."""
+    errors = []
+    for key, value in {**DEFAULTS, **settings}.items():
+        if key not in DEFAULTS:
+            errors.append(f"verl_judge.watchdog.{key}: unknown setting (known: {', '.join(DEFAULTS)})")
+        elif key == "enable":
+            if not isinstance(value, bool):
+                errors.append(f"verl_judge.watchdog.enable must be true or false, got {value!r}")
+        elif isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            errors.append(f"verl_judge.watchdog.{key} must be a number > 0, got {value!r}")
+    return errors
+
+
+class Stall:
+    """The steps a run has completed and when; ``overdue()`` says when it has waited past its limit."""
+
+    def __init__(self, settings: dict, run: str, clock=time.monotonic):
+        s = {**DEFAULTS, **(settings or {})}
+        self.run, self.clock = run, clock
+        self.startup_s, self.step_s = float(s["startup_s"]), float(s["step_s"])
+        self.min_step_s, self.factor = float(s["min_step_s"]), float(s["factor"])
+        self.t0 = clock()
+        self.last_step: int | None = None
+        self.last_t: float | None = None
+        self.gaps: list[float] = []
+        self._lock = threading.Lock()
+
+    def saw(self, step: int) -> None:
+        """Step ``step`` was reported (again, or out of order: nothing new)."""
+        with self._lock:
+            if self.last_step is not None and step <= self.last_step:
+                return
+            now = self.clock()
+            if self.last_t is not None:
+                self.gaps.append(now - self.last_t)
+            self.last_step, self.last_t = step, now
+
+    def line(self, text: str) -> None:
+        """A line of the run's console output (``step:N - ...`` from verl's console logger)."""
+        m = STEP_LINE.search(text)
+        if m:
+            self.saw(int(m.group(1)))
+
+    def limit(self) -> float:
+        """Seconds the run may now go without a new step."""
+        if self.last_t is None:
+            return self.startup_s
+        if not self.gaps:
+            return self.step_s
+        return min(self.step_s, max(self.min_step_s, self.factor * statistics.median(self.gaps)))
+
+    def waited(self) -> float:
+        return self.clock() - (self.t0 if self.last_t is None else self.last_t)
+
+    def overdue(self) -> float | None:
+        waited = self.waited()
+        return waited if waited > self.limit() else None
+
+    def message(self, tail: str) -> str:
+        step = "none yet (still starting)" if self.last_step is None else str(self.last_step)
+        what = "startup_s" if self.last_t is None else "factor x median step, within [min_step_s, step_s]"
+        return (f"run {self.run} completed no step for {self.waited():.0f}s (limit {self.limit():.0f}s: "
+                f"verl_judge.watchdog.{what}); last step: {step}; stopping it (exit {STALL_EXIT}). Its log ends:\n"
+                f"{tail.rstrip()}")
+
+
+class MetricsTail:
+    """New lines of a growing metrics JSONL, their ``step`` values."""
+
+    def __init__(self, path: str):
+        self.path, self.offset = path, 0
+
+    def steps(self) -> list[int]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except OSError:
+            return []
+        end = data.rfind(b"\n") + 1  # a line still being written waits for the next read
+        self.offset += end
+        out = []
+        for raw in data[:end].splitlines():
+            try:
+                step = json.loads(raw).get("step")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(step, int):
+                out.append(step)
+        return out
+
+
+class Watch:
+    """A thread beside a training process: feeds ``stall`` from the metrics file, and when the run is overdue, says
+    why (``cause``) and stops the process. ``tail()`` gives the run's last log lines."""
+
+    def __init__(self, stall: Stall, metrics_file: str | None, tail, interval: float = 5.0):
+        self.stall, self.tail, self.interval = stall, tail, interval
+        self.metrics = MetricsTail(metrics_file) if metrics_file and "://" not in metrics_file else None
+        self.proc: subprocess.Popen | None = None
+        self.cause: str | None = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name=f"stall-watch-{stall.run}", daemon=True)
+
+    def attach(self, proc: subprocess.Popen) -> None:
+        self.proc = proc
+
+    def __enter__(self) -> "Watch":
+        if self.metrics is not None and os.path.exists(self.metrics.path):
+            self.metrics.offset = os.path.getsize(self.metrics.path)  # an earlier run's lines are not progress
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _watch(self) -> None:
+        while not self._done.wait(self.interval):
+            for step in self.metrics.steps() if self.metrics else ():
+                self.stall.saw(step)
+            if self.stall.overdue() is None:
+                continue
+            self.cause = self.stall.message(self.tail())
+            say("watchdog", f"ERROR: {self.cause}")
+            stop_process(self.proc)
+            return
+
+
+def stop_process(proc: subprocess.Popen | None, grace: float = KILL_GRACE_S) -> None:
+    """SIGTERM, then SIGKILL after ``grace`` seconds."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
