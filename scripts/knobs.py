@@ -59,7 +59,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("DATA_DIR", "launcher", "path", "where `data_prep` writes the default data (default `data/`)"),
     Knob("GSM8K_DIR", "launcher", "path", "folder with GSM8K `train.jsonl` / `test.jsonl` for the default data "
          "(unset: `../shared/data/gsm8k` beside the checkout when it is there, else the HF hub `openai/gsm8k`)"),
-    Knob("OUTPUT_DIR", "launcher", "path", "run folder: `launch.log`, `ray_head.log`, `metrics.jsonl` (verl's `file` "
+    Knob("OUTPUT_DIR", "launcher", "path", "run folder: `launch.log`, `launch.ray_head.log` (`launch.judge_server.log`), `metrics.jsonl` (verl's `file` "
          "logger; an older file is renamed) (default `outputs/<trainer.project_name>/<trainer.experiment_name>`)"),
     Knob("PYTHON", "launcher", "text", "interpreter used as is, e.g. `python3` with verl + vLLM (unset: "
          "`scripts/setup_env.sh`, gpu profile when `nvidia-smi` works)"),
