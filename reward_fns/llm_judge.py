@@ -50,20 +50,24 @@ Returned keys, always all of them, in this order, all numeric: ``score``, ``judg
 ``judge_cached`` (answered from the in-process cache / a shared in-flight request),
 ``judge_attempts`` (HTTP attempts made for this sample), ``rule_format`` (1 when the response ends
 its answer GSM8K's strict way, ``#### N``: the policy's format share, whatever the reward),
-``judge_ungrounded`` (1 when the guard below overrode an accepting verdict).
+``judge_ungrounded``, ``judge_contradiction`` (1 when the guard below overrode an accepting verdict),
+``judge_unverified`` (1 when it could not check one).
 
-**Grounded verdicts** (``grounded=True``, default): an accepting verdict (3-4) whose reply quotes the
-candidate's final answer (``Candidate: N``, as the ``gsm8k_grade`` prompts ask) earns what a 0 earns when
-the candidate does not state ``N`` as its answer (``reward_fns.parse.states_number``): ``N`` must be the
-number right after an answer cue (``####``, ``answer is``, ``answer:``, a line starting ``A:``,
-``\\boxed{``) or a number on the candidate's last non-empty line -- the prompt's own definition of the
-candidate's final answer. A number only in the working does not count. Otherwise the judge claimed an
-answer the candidate does not give. A policy trained against a 135M judge learned exactly that: long,
-noise-like replies that the judge graded as if they stated the reference's answer
-(docs/results/2026-11-25-policy_learns_gamed); such noise easily contains the reference's number somewhere,
-so "some number in the text equals N" is not enough. ``judge_score`` keeps the judge's own verdict, so
-the judge-health metrics still show how often it accepted. A reply that quotes no candidate number
-keeps its verdict.
+**Grounded verdicts** (``grounded=True``, default; ``guard``): an accepting verdict (3-4) is checked against the
+candidate text the judge was shown (clipped to ``max_response_chars``, defused) and the reference answer it was
+shown. The ``gsm8k_grade`` prompts ask the judge to quote ``Candidate: N`` in its think block.
+
+* the quoted ``N`` differs from the reference's answer: a contradiction (``Reference: 18. Candidate: 17. Same.``
+  then 4). It earns what a 0 earns; ``judge_contradiction=1``;
+* the candidate does not state exactly one final answer, ``N`` (``reward_fns.parse.final_answer``: every number
+  after an answer cue and the last number must agree; hedges such as ``The answer is 5 or 7 or 18``, two ``####``
+  lines, two ``\\boxed{}``, a trailing ``Candidate: 18`` line or noise line ``0 1 2 ... 999`` are not one): it
+  earns what a 0 earns; ``judge_ungrounded=1``. A policy trained against a 135M judge learned to game it with
+  noise-like replies that hold the reference's number (docs/results/2026-11-25-policy_learns_gamed);
+* the reply quotes no candidate answer (free-form reasoning): the verdict stands, ``judge_unverified=1``, shown in
+  judge health (``judge_health/unverified_rate``), where the hacking watch can act on it.
+
+``judge_score`` keeps the judge's own verdict, so the judge-health metrics still show how often it accepted.
 
 The function never raises for network, judge-reply or model-output problems. It raises
 ``ValueError`` for an invalid option (unknown ``mode``/``fallback``/``parse_fail_score``/prompt)
@@ -81,7 +85,7 @@ from typing import Any
 
 from reward_fns import gsm8k
 from reward_fns.judge_client import DEFAULT_MAX_RESPONSE_BYTES, JudgeClient, JudgeConfigError, JudgeResult, outcome
-from reward_fns.parse import parse_score, quoted_candidate, reference_answer, states_number
+from reward_fns.parse import FINAL_OK, final_answer, normalize_number, parse_score, quoted_candidate, reference_answer
 from reward_fns.prompts import NEUTRALIZED_TAGS, load, neutralize
 
 logger = logging.getLogger(__name__)
@@ -103,6 +107,8 @@ KEYS = (
     "judge_attempts",
     "rule_format",
     "judge_ungrounded",
+    "judge_contradiction",
+    "judge_unverified",
 )
 MODES = ("judge", "hybrid")
 DEFAULT_REMOTE_MODEL = "gpt-4o-mini"
@@ -123,8 +129,8 @@ DEFAULTS: dict[str, Any] = {
     "max_response_chars": 12000,
     "extra_body": None,
     "max_response_bytes": DEFAULT_MAX_RESPONSE_BYTES,  # judge reply bodies are read up to this size
-    # an accepting verdict (3-4) that quotes "Candidate: N" must quote a number the candidate states as its
-    # answer (parse.states_number: right after an answer cue, or on the last non-empty line), else it earns a 0's reward
+    # an accepting verdict (3-4) is checked against the text the judge was shown: its quoted "Candidate: N" must be the
+    # candidate's one final answer (parse.final_answer) and the reference's; else it earns a 0's reward (see guard())
     "grounded": True,
 }
 
@@ -208,6 +214,26 @@ def get_client(base_url: str, model: str, **options: Any) -> JudgeClient:
             client = JudgeClient(base_url, model, **options)
             _CLIENTS[key] = client
         return client
+
+
+# ---------------------------------------------------------------------------- the grounded-verdict guard
+UNGROUNDED, CONTRADICTION, UNVERIFIED = "judge_ungrounded", "judge_contradiction", "judge_unverified"
+
+
+def guard(reply: str, shown: str, reference: str | None) -> str | None:
+    """What is wrong with an accepting verdict, checked against the candidate text the judge was shown (``shown``)
+    and the reference answer it was shown: ``judge_unverified`` when the reply quotes no candidate answer (the
+    verdict stands, counted); ``judge_contradiction`` when the quoted candidate answer is not the reference's (an
+    accept of an answer it calls different); ``judge_ungrounded`` when the candidate does not state exactly that one
+    final answer (``parse.final_answer``: hedges, several answers, noise lines); None when it holds."""
+    quoted = quoted_candidate(reply)
+    if quoted is None:
+        return UNVERIFIED
+    ref = normalize_number(reference)
+    if ref is not None and quoted != ref:
+        return CONTRADICTION
+    value, status = final_answer(shown)
+    return None if status == FINAL_OK and value == quoted else UNGROUNDED
 
 
 # ---------------------------------------------------------------------------- scoring
@@ -396,7 +422,11 @@ async def compute_score(
     out["judge_score"] = float(parsed.value)
     out["score"] = combine(mode, parsed.value, rule_score)
     if opt["grounded"] and parsed.value >= 3:
-        quoted = quoted_candidate(result.text)
-        if quoted is not None and not states_number(solution_str, quoted):  # it quoted an answer the candidate does not give
-            out.update(score=no_verdict, judge_ungrounded=1.0)
+        reference = reference_answer(_text((extra_info or {}).get("answer") if isinstance(extra_info, Mapping) else None),
+                                     ground_truth)
+        problem = guard(result.text, defuse(solution_str, opt["max_response_chars"]), reference)
+        if problem is not None:
+            out[problem] = 1.0
+        if problem in (UNGROUNDED, CONTRADICTION):
+            out["score"] = no_verdict
     return out

@@ -23,6 +23,7 @@ one bounded search), safe on megabyte inputs; ``tests/test_parse.py`` checks the
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
@@ -36,7 +37,8 @@ __all__ = [
     "numbers_equal",
     "last_number",
     "quoted_candidate",
-    "states_number",
+    "ascii_digits",
+    "final_answer",
     "hash_answer",
     "reference_answer",
 ]
@@ -151,8 +153,9 @@ def parse_choice(text: object, tag: str = "better", choices: tuple[str, ...] = (
 def normalize_number(s: object) -> Decimal | None:
     """Turn ``"$1,234.00."``, ``"-18"``, ``"18.00"`` into a Decimal; ``None`` if not a number.
 
-    Removes ``$``, thousands commas, surrounding whitespace and one trailing period. Only plain
-    decimal notation is accepted (no exponents, fractions, NaN or infinity).
+    Removes ``$``, thousands commas (between groups of three digits only: ``1,8`` and ``1,0,0,0`` are no
+    numbers), surrounding whitespace and one trailing period. Only plain decimal notation is accepted (no
+    exponents, fractions, NaN or infinity).
     """
     if isinstance(s, bool):
         return None
@@ -162,9 +165,13 @@ def normalize_number(s: object) -> Decimal | None:
         return Decimal(repr(s)) if s == s and abs(s) != float("inf") else None
     if not isinstance(s, str):
         return None
-    t = s.strip().replace(",", "").replace("$", "")
+    t = s.strip().replace("$", "")
     if t.endswith("."):
         t = t[:-1]
+    if "," in t:  # a thousands separator only between groups of three: "1,234" is 1234, "1,8" is no number
+        if not re.fullmatch(r"-?\d{1,3}(?:,\d{3})+(?:\.\d*)?", t, re.ASCII):
+            return None
+        t = t.replace(",", "")
     if not re.fullmatch(r"-?(?:\d+(?:\.\d*)?|\.\d+)", t, re.ASCII):
         return None
     try:
@@ -195,48 +202,60 @@ _QUOTED_CANDIDATE = re.compile(r"Candidate(?:'s final answer)?\s*:\s*([^\s<]+)",
 def quoted_candidate(judge_text: object) -> Decimal | None:
     """The candidate's final answer as a judge's reply quotes it in its think block (the ``gsm8k_grade``
     prompts ask for ``<think>Reference: 18. Candidate: 18. Same.</think>``): the number after the first
-    ``Candidate:``; ``None`` when the reply quotes none or quotes something that is not a number."""
+    ``Candidate:`` (digits of any script); ``None`` when the reply quotes none or something that is not a number."""
     if not isinstance(judge_text, str):
         return None
-    m = _QUOTED_CANDIDATE.search(judge_text)
+    m = _QUOTED_CANDIDATE.search(ascii_digits(judge_text))
     return normalize_number(m.group(1)) if m else None
 
 
 # An answer cue and the number right after it: "#### 18", "The answer is $18.", "Final answer: 18",
-# "**Final answer:** 18", a line "A: 18", "\\boxed{18}". Every repetition is bounded, so a match attempt
-# costs O(1) past the cue and the scan is linear in the text.
+# "**Final answer:** 18", a line "A: 18", "\\boxed{18}", and a judge's own "Candidate: 18" written into an answer.
+# Every repetition is bounded, so a match attempt costs O(1) past the cue and the scan is linear in the text.
 _ANSWER_CUE = re.compile(
-    r"(?:####|answer(?:[ \t*]{0,8}:|[ \t*]{1,8}is)|^[ \t]{0,16}A:|\\boxed\{)[ \t*$:]{0,16}(" + _NUMBER.pattern + ")",
+    r"(?:####|answer(?:[ \t*]{0,8}:|[ \t*]{1,8}is)|^[ \t]{0,16}A:|\\boxed\{|candidate(?:'s final answer)?[ \t]{0,8}:)"
+    r"[ \t*$:]{0,16}(" + _NUMBER.pattern + ")",
     re.IGNORECASE | re.MULTILINE | re.ASCII,
 )
+_OTHER_DIGIT = re.compile(r"(?![0-9])\d")  # a decimal digit of another script: "١٨", fullwidth "１８"
+FINAL_OK, FINAL_NONE, FINAL_CONFLICT = "ok", "none", "conflict"
 
 
-def states_number(text: object, value: object) -> bool:
-    """Whether ``text`` states ``value`` as its answer (``normalize_number`` equality: ``$18.00`` is 18).
+def ascii_digits(text: str) -> str:
+    """``text`` with every Unicode decimal digit written as its ASCII digit (``١٨`` and ``１８`` -> ``18``)."""
+    return _OTHER_DIGIT.sub(lambda m: str(unicodedata.decimal(m.group(0))), text)
 
-    The answer positions are the ones the ``gsm8k_grade`` prompts define as "the number the candidate
-    gives as its answer": (1) the number right after an answer cue anywhere in the text,
-    case-insensitive -- ``####``, ``answer is``, ``answer:`` (``Final answer:``, ``**Final answer:**``),
-    a line starting with ``A:``, ``\\boxed{`` -- with spaces, ``$``, ``*`` or ``:`` allowed in between;
-    (2) any number on the last non-empty line ("Therefore, the answer is 18.", a bare "18"). A number
-    only in earlier working lines ("3 + 15 = 18\\nSo she has 20 left.") is not stated.
 
-    Total: a non-string ``text`` or a ``value`` that is not a finite number gives False; never raises.
-    Linear-time (one bounded regex scan plus the last line).
+def final_answer(text: object) -> tuple[Decimal | None, str]:
+    """The one final answer ``text`` states, as the strict and the flexible rules read it: ``(value, "ok")``;
+    ``(None, "none")`` when it states no number; ``(None, "conflict")`` when it states different final answers.
+
+    Read (digits of any script count): every number right after an answer cue (``####``, ``answer is``,
+    ``answer:``, a line starting ``A:``, ``\\boxed{``, ``Candidate:``) and the last number of the text (the
+    flexible rule's reading; the strict rule's is the last ``####``). All of them must be one value: ``The answer is
+    5. The answer is 18.``, ``#### 18 ... #### 7``, two different ``\\boxed{}``, ``A: 18`` then ``#### 20``, a
+    ``#### 7`` followed by a line ``Candidate: 18`` or by any other last number are conflicts. Without any cue, the
+    last non-empty line must hold one value, or end on the result of a computation (``3 + 15 = 18``): a line
+    ``0 1 2 ... 999`` is a conflict. Number words (``eighteen``) are not numbers. Total and linear-time.
     """
     if not isinstance(text, str):
-        return False
-    if isinstance(value, Decimal):
-        target = value if value.is_finite() else None
-    else:
-        target = normalize_number(value)
-    if target is None:
-        return False
-    if any(normalize_number(m.group(1)) == target for m in _ANSWER_CUE.finditer(text)):
-        return True
-    body = text.rstrip()
-    last_line = body[max(body.rfind("\n"), body.rfind("\r")) + 1 :]
-    return any(normalize_number(t.group(0)) == target for t in _NUMBER.finditer(last_line))
+        return None, FINAL_NONE
+    t = ascii_digits(text)
+    cued = [v for v in (normalize_number(m.group(1)) for m in _ANSWER_CUE.finditer(t)) if v is not None]
+    flexible = normalize_number(last_number(t))
+    values = set(cued) | ({flexible} if flexible is not None else set())
+    if not values:
+        return None, FINAL_NONE
+    if len(values) > 1:
+        return None, FINAL_CONFLICT
+    if not cued:
+        body = t.rstrip()
+        line = body[max(body.rfind("\n"), body.rfind("\r")) + 1 :]
+        found = list(_NUMBER.finditer(line))
+        on_line = {normalize_number(m.group(0)) for m in found} - {None}
+        if len(on_line) > 1 and not re.search(r"=[ \t$]*$", line[: found[-1].start()]):
+            return None, FINAL_CONFLICT
+    return values.pop(), FINAL_OK
 
 
 def hash_answer(text: object) -> str | None:

@@ -155,7 +155,7 @@ def test_fuzz_megabyte_inputs():
         (None, None, False, False),
         (None, "B", False, False),
         (2, None, False, True),
-        (None, None, True, True),
+        (None, None, False, False),  # "#### 1,1,...,1,5": no number (a comma separates groups of three only)
         (None, None, False, False),
     ]
     for s, (score, choice, has_hash, has_last) in zip(BIG, expected, strict=True):

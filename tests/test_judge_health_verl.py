@@ -49,17 +49,17 @@ SPEC = {
     "c2": ("#### 72 JUDGE_SAYS:2", 0.5, 2.0, 1.0, 0.0, 0.0, 0.0),  # verdict < 3 on a right answer: disagrees
     "w3": ("#### 71 JUDGE_SAYS:3", 0.75, 3.0, 0.0, 0.0, 0.0, 0.0),  # verdict >= 3 on a wrong answer: disagrees
     "w4": ("#### 71 JUDGE_SAYS:4", 1.0, 4.0, 0.0, 0.0, 0.0, 0.0),  # a gamed judge: full reward for a wrong answer
-    "c500x1": ("#### 72 FAULT:500x1", 1.0, 4.0, 1.0, 0.0, 0.0, 0.0),  # one 500, answered on the retry
+    "c500x1": ("FAULT:500x1\n#### 72", 1.0, 4.0, 1.0, 0.0, 0.0, 0.0),  # one 500, answered on the retry
     # transport failures after the retries: the rule reward as fallback
-    "c500": ("#### 72 FAULT:500", 1.0, -1.0, 1.0, 1.0, 0.0, 1.0),
-    "w500": ("#### 71 FAULT:500", 0.0, -1.0, 0.0, 1.0, 0.0, 1.0),
-    "w503": ("#### 71 FAULT:503", 0.0, -1.0, 0.0, 1.0, 0.0, 1.0),
-    "cjson": ("#### 72 FAULT:malformed_json", 1.0, -1.0, 1.0, 1.0, 0.0, 1.0),
+    "c500": ("FAULT:500\n#### 72", 1.0, -1.0, 1.0, 1.0, 0.0, 1.0),
+    "w500": ("FAULT:500\n#### 71", 0.0, -1.0, 0.0, 1.0, 0.0, 1.0),
+    "w503": ("FAULT:503\n#### 71", 0.0, -1.0, 0.0, 1.0, 0.0, 1.0),
+    "cjson": ("FAULT:malformed_json\n#### 72", 1.0, -1.0, 1.0, 1.0, 0.0, 1.0),
     # answered without a verdict: what a verdict of 0 earns (0.0)
     "c?": ("#### 72 JUDGE_SAYS:?", 0.0, -1.0, 1.0, 0.0, 1.0, 0.0),
     "w?": ("#### 71 JUDGE_SAYS:?", 0.0, -1.0, 0.0, 0.0, 1.0, 0.0),
-    "wempty": ("#### 71 FAULT:empty", 0.0, -1.0, 0.0, 0.0, 1.0, 0.0),
-    "ctrunc": ("#### 72 FAULT:truncated", 0.0, -1.0, 1.0, 0.0, 1.0, 0.0),
+    "wempty": ("FAULT:empty\n#### 71", 0.0, -1.0, 0.0, 0.0, 1.0, 0.0),
+    "ctrunc": ("FAULT:truncated\n#### 72", 0.0, -1.0, 1.0, 0.0, 1.0, 0.0),
 }
 COLUMNS = ("score", "judge_score", "rule_score", "judge_error", "judge_parse_fail", "judge_fallback")
 

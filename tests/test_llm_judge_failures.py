@@ -332,10 +332,10 @@ def test_oversize_reply_closes_its_connection():
 
 # (response, expected flags): an over-size reply is a transport failure for the reward
 OVERSIZE_REWARD = [
-    ("#### 72 FAULT:big:5000", dict(score=1.0, judge_score=-1.0, judge_error=1.0, judge_fallback=1.0, judge_attempts=2.0)),
-    ("#### 96 FAULT:big:5000", dict(score=0.0, judge_score=-1.0, judge_error=1.0, judge_fallback=1.0, judge_attempts=2.0)),
-    ("#### 72 FAULT:big:5000x1", dict(score=1.0, judge_score=4.0, judge_error=0.0, judge_fallback=0.0, judge_attempts=2.0)),
-    ("#### 72 FAULT:big:1500", dict(score=1.0, judge_score=4.0, judge_error=0.0, judge_fallback=0.0, judge_attempts=1.0)),
+    ("FAULT:big:5000\n#### 72", dict(score=1.0, judge_score=-1.0, judge_error=1.0, judge_fallback=1.0, judge_attempts=2.0)),
+    ("FAULT:big:5000\n#### 96", dict(score=0.0, judge_score=-1.0, judge_error=1.0, judge_fallback=1.0, judge_attempts=2.0)),
+    ("FAULT:big:5000x1\n#### 72", dict(score=1.0, judge_score=4.0, judge_error=0.0, judge_fallback=0.0, judge_attempts=2.0)),
+    ("FAULT:big:1500\n#### 72", dict(score=1.0, judge_score=4.0, judge_error=0.0, judge_fallback=0.0, judge_attempts=1.0)),
 ]
 
 

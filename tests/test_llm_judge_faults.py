@@ -53,26 +53,26 @@ def flags(out):
 FAULT_TABLE = {
     "#### 72": (1.0, 4.0, 0.0, 0.0, 1.0),
     "#### 71": (0.25, 1.0, 0.0, 0.0, 1.0),
-    "#### 72 FAULT:latency:0.2": (1.0, 4.0, 0.0, 0.0, 1.0),  # slow but inside the 0.5 s timeout
-    "#### 72 FAULT:latency:0.8": (1.0, -1.0, 1.0, 0.0, 3.0),  # every attempt times out
-    "#### 71 FAULT:hang": (0.0, -1.0, 1.0, 0.0, 3.0),
-    "#### 72 FAULT:429": (1.0, -1.0, 1.0, 0.0, 3.0),
-    "#### 72 FAULT:429x2": (1.0, 4.0, 0.0, 0.0, 3.0),
-    "#### 72 FAULT:500": (1.0, -1.0, 1.0, 0.0, 3.0),
-    "#### 71 FAULT:500x1": (0.25, 1.0, 0.0, 0.0, 2.0),
-    "#### 72 FAULT:503x2": (1.0, 4.0, 0.0, 0.0, 3.0),
-    "#### 72 FAULT:malformed_json": (1.0, -1.0, 1.0, 0.0, 3.0),
-    "#### 71 FAULT:malformed_jsonx1": (0.25, 1.0, 0.0, 0.0, 2.0),
-    "#### 72 FAULT:no_choices": (1.0, -1.0, 1.0, 0.0, 3.0),
-    "#### 72 FAULT:truncated": (0.0, -1.0, 0.0, 1.0, 1.0),  # a reply, cut mid-verdict: parse failure
-    "#### 71 FAULT:truncated": (0.0, -1.0, 0.0, 1.0, 1.0),
-    "#### 72 FAULT:truncated_body": (1.0, -1.0, 1.0, 0.0, 3.0),  # body shorter than Content-Length
-    "#### 72 FAULT:truncated_bodyx1": (1.0, 4.0, 0.0, 0.0, 2.0),
-    "#### 72 FAULT:drop": (1.0, -1.0, 1.0, 0.0, 3.0),  # connection closed without a reply
-    "#### 71 FAULT:dropx2": (0.25, 1.0, 0.0, 0.0, 3.0),
+    "FAULT:latency:0.2\n#### 72": (1.0, 4.0, 0.0, 0.0, 1.0),  # slow but inside the 0.5 s timeout
+    "FAULT:latency:0.8\n#### 72": (1.0, -1.0, 1.0, 0.0, 3.0),  # every attempt times out
+    "FAULT:hang\n#### 71": (0.0, -1.0, 1.0, 0.0, 3.0),
+    "FAULT:429\n#### 72": (1.0, -1.0, 1.0, 0.0, 3.0),
+    "FAULT:429x2\n#### 72": (1.0, 4.0, 0.0, 0.0, 3.0),
+    "FAULT:500\n#### 72": (1.0, -1.0, 1.0, 0.0, 3.0),
+    "FAULT:500x1\n#### 71": (0.25, 1.0, 0.0, 0.0, 2.0),
+    "FAULT:503x2\n#### 72": (1.0, 4.0, 0.0, 0.0, 3.0),
+    "FAULT:malformed_json\n#### 72": (1.0, -1.0, 1.0, 0.0, 3.0),
+    "FAULT:malformed_jsonx1\n#### 71": (0.25, 1.0, 0.0, 0.0, 2.0),
+    "FAULT:no_choices\n#### 72": (1.0, -1.0, 1.0, 0.0, 3.0),
+    "FAULT:truncated\n#### 72": (0.0, -1.0, 0.0, 1.0, 1.0),  # a reply, cut mid-verdict: parse failure
+    "FAULT:truncated\n#### 71": (0.0, -1.0, 0.0, 1.0, 1.0),
+    "FAULT:truncated_body\n#### 72": (1.0, -1.0, 1.0, 0.0, 3.0),  # body shorter than Content-Length
+    "FAULT:truncated_bodyx1\n#### 72": (1.0, 4.0, 0.0, 0.0, 2.0),
+    "FAULT:drop\n#### 72": (1.0, -1.0, 1.0, 0.0, 3.0),  # connection closed without a reply
+    "FAULT:dropx2\n#### 71": (0.25, 1.0, 0.0, 0.0, 3.0),
     "#### 72 JUDGE_SAYS:junk": (0.0, -1.0, 0.0, 1.0, 1.0),
-    "#### 72 FAULT:empty": (0.0, -1.0, 0.0, 1.0, 1.0),
-    "#### 72 FAULT:big:2000000": (1.0, -1.0, 1.0, 0.0, 3.0),  # over the default 1 MiB body cap: transport
+    "FAULT:empty\n#### 72": (0.0, -1.0, 0.0, 1.0, 1.0),
+    "FAULT:big:2000000\n#### 72": (1.0, -1.0, 1.0, 0.0, 3.0),  # over the default 1 MiB body cap: transport
 }
 
 
@@ -112,7 +112,7 @@ def test_retry_after_is_honoured(server_kw, fault, least, most):
     if server_kw.get("retry_after") == "HTTP-DATE+2":
         server_kw = {**server_kw, "retry_after": email.utils.formatdate(time.time() + 2, usegmt=True)}
     with FakeOpenAIServer(**server_kw) as srv:
-        outs, wall = run_batch(srv.base_url, [f"#### 72 FAULT:{fault}"], timeout=2.0)
+        outs, wall = run_batch(srv.base_url, [f"FAULT:{fault}\n#### 72"], timeout=2.0)
         t = [r.t for r in srv.requests]
     assert flags(outs[0]) == (1.0, 4.0, 0.0, 0.0, 2.0)
     assert least <= t[1] - t[0] <= most, t
@@ -167,7 +167,7 @@ def test_server_stopped_mid_batch():
 def test_deadline_bounds_a_call_end_to_end():
     """deadline caps one sample (queueing + attempts + sleeps) whatever timeout/max_retries say."""
     with FakeOpenAIServer() as srv:
-        outs, wall = run_batch(srv.base_url, ["#### 72 FAULT:hang"], timeout=30.0, max_retries=10, deadline=0.6)
+        outs, wall = run_batch(srv.base_url, ["FAULT:hang\n#### 72"], timeout=30.0, max_retries=10, deadline=0.6)
     assert flags(outs[0]) == (1.0, -1.0, 1.0, 0.0, 1.0)
     assert 0.55 <= wall < 1.2, wall
 

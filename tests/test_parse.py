@@ -4,6 +4,8 @@ import time
 from decimal import Decimal
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from reward_fns import pairwise, pointwise
 
@@ -18,7 +20,10 @@ from reward_fns.parse import (
     parse_choice,
     parse_score,
     reference_answer,
-    states_number,
+    FINAL_CONFLICT,
+    FINAL_NONE,
+    FINAL_OK,
+    final_answer,
     strip_think,
 )
 
@@ -308,59 +313,75 @@ def test_quoted_candidate(reply, quoted):
 
 _NOISE = " ".join(["clips 48 de la 24 24 the May", "18", "zz 13 qq 7.5 the the"] * 40)
 
-# (candidate text, value, stated): the number after an answer cue anywhere, or on the last non-empty line
-STATES_NUMBER_CASES = [
-    # each cue style, anywhere in the text
-    ("3 + 15 = 18\n#### 18\nHope this helps!", Decimal("18"), True),
-    ("#### 1,234\nDone.", Decimal("1234"), True),
-    ("The answer is $18.\nThanks.", Decimal("18"), True),
-    ("The answer is 18.\nHope this helps!", Decimal("18"), True),
-    ("The answer is: 18\nok", Decimal("18"), True),
-    ("Answer: 18\nok", Decimal("18"), True),
-    ("**Final answer:** 18\nok", Decimal("18"), True),
-    ("FINAL ANSWER: -7\nok", Decimal("-7"), True),
-    ("Q: how many?\nA: 18\nok", Decimal("18"), True),
-    ("So \\boxed{18} apples.\nok", Decimal("18"), True),
-    ("The answer is 18.00\nok", 18, True),  # any value type goes through normalize_number
-    ("The answer is 2.5\nok", "2.50", True),
-    ("The answer is 118.\nok", Decimal("18"), False),  # the cue's number is 118, not 18
-    ("the answer is in the box\nok 20", Decimal("18"), False),  # a cue with no number after it
-    ("3 A: 18\nok", Decimal("18"), False),  # "A:" counts only at the start of a line
-    # the last non-empty line
-    ("3 + 15 = 18\nTherefore, she has 18 apples.", Decimal("18"), True),
-    ("3 + 15 = 18\n18", Decimal("18"), True),
-    ("work 20\nShe has $1,234.00 left.\n\n  \n", Decimal("1234"), True),  # trailing blank lines skipped
-    ("So she has $18.00 left.", Decimal("18"), True),
-    ("She has 20\r\n18\r\n", Decimal("18"), True),
-    # numbers only in the working
-    ("3 + 15 = 18\nSo she has 20 left.", Decimal("18"), False),
-    ("18\n\nnothing here\n\n", Decimal("18"), False),
-    (_NOISE + "\nthe the end", Decimal("18"), False),  # long noise: 18 only mid-text
-    (_NOISE, Decimal("18"), True),  # ... but as the last line its numbers count
-    ("118 and 181", Decimal("18"), False),
-    # no text, non-string input, not a number
-    ("", Decimal("18"), False),
-    ("\n \n", Decimal("18"), False),
-    (None, Decimal("18"), False),
-    (5, Decimal("5"), False),
-    ("#### 18", None, False),
-    ("#### 18", "eighteen", False),
-    ("#### 18", Decimal("NaN"), False),
-    ("#### 18", Decimal("sNaN"), False),
-    ("#### 18", True, False),
+# (candidate text, final answer): the one value every number after an answer cue and the last number agree on;
+# FINAL_NONE: no number; FINAL_CONFLICT: different final answers stated
+FINAL_ANSWER_CASES = [
+    # one answer, in each cue style
+    ("3 + 15 = 18\n#### 18\nHope this helps!", Decimal("18")),
+    ("#### 1,234\nDone.", Decimal("1234")),
+    ("The answer is $18.\nThanks.", Decimal("18")),
+    ("The answer is: 18", Decimal("18")),
+    ("**Final answer:** 18", Decimal("18")),
+    ("FINAL ANSWER: -7", Decimal("-7")),
+    ("Q: how many?\nA: 18", Decimal("18")),
+    ("So \\boxed{18} apples.", Decimal("18")),
+    ("The answer is 18.00", Decimal("18")),
+    # no cue: the last number, on a last line that holds one value or ends on a computation's result
+    ("3 + 15 = 18\nTherefore, she has 18 apples.", Decimal("18")),
+    ("She has 20\r\n18\r\n", Decimal("18")),
+    ("work 20\nShe has $1,234.00 left.\n\n  \n", Decimal("1234")),
+    ("So 3 + 15 = 18", Decimal("18")),
+    ("Ivan finds 4 more: 4 + 4 = 8 stickers.", Decimal("8")),
+    # digits of other scripts
+    ("The answer is ١٨.", Decimal("18")),
+    ("#### １８", Decimal("18")),
+    # hedges and noise: several final answers
+    ("The answer is 5. The answer is 18.\n#### 7", FINAL_CONFLICT),
+    ("#### 18\n#### 7", FINAL_CONFLICT),
+    ("The answer is 5 or 7 or 18", FINAL_CONFLICT),
+    ("\\boxed{18} \\boxed{7}", FINAL_CONFLICT),
+    ("A: 18\nthen 40 - 20 = 20\n#### 20", FINAL_CONFLICT),
+    ("#### 7\nCandidate: 18", FINAL_CONFLICT),
+    ("#### 18\nI used 3 steps.", FINAL_CONFLICT),  # the flexible rule reads 3
+    ("x\n" + " ".join(str(i) for i in range(1000)), FINAL_CONFLICT),
+    (_NOISE, FINAL_CONFLICT),
+    ("She has 20 apples after giving 2.", FINAL_CONFLICT),
+    ("#### 1,8", FINAL_NONE),  # "1,8" is no number (a comma separates groups of three)
+    # nothing to read
+    ("The answer is eighteen.", FINAL_NONE),
+    ("", FINAL_NONE),
+    ("\n \n", FINAL_NONE),
+    (None, FINAL_NONE),
+    (5, FINAL_NONE),
 ]
 
 
-@pytest.mark.parametrize("text, value, stated", STATES_NUMBER_CASES)
-def test_states_number(text, value, stated):
-    assert states_number(text, value) is stated
+@pytest.mark.parametrize("text, expected", FINAL_ANSWER_CASES)
+def test_final_answer(text, expected):
+    value, status = final_answer(text)
+    assert (value, status) == ((expected, FINAL_OK) if isinstance(expected, Decimal) else (None, expected))
 
 
-def _best_states_time(text: str) -> float:
+@given(st.lists(st.integers(-10**6, 10**6), min_size=2, max_size=6, unique=True),
+       st.sampled_from(["The answer is {}.", "#### {}", "\\boxed{{{}}}", "A: {}", "Candidate: {}"]),
+       st.sampled_from(["\n", " ", " or "]))
+def test_final_answer_never_grounds_two_answers(values, cue, sep):
+    """Any two different stated answers, in any cue style and order, are a conflict."""
+    text = sep.join(cue.format(v) for v in values)
+    assert final_answer(text) == (None, FINAL_CONFLICT)
+
+
+@given(st.integers(-10**9, 10**9), st.text(alphabet="abcdefgh xyz.,!?\n", max_size=200))
+def test_final_answer_reads_a_final_hash_line(n, working):
+    """Working without digits, then ``#### n``: the final answer is n."""
+    assert final_answer(f"{working}\n#### {n}") == (Decimal(n), FINAL_OK)
+
+
+def _best_final_time(text: str) -> float:
     best, spent = float("inf"), 0.0
     for _ in range(5):
         t0 = time.perf_counter()
-        assert states_number(text, Decimal("18")) is False
+        final_answer(text)
         dt = time.perf_counter() - t0
         best, spent = min(best, dt), spent + dt
         if spent > 2.0:
@@ -379,9 +400,9 @@ STATES_SHAPES = [
 ]
 
 
-def test_states_number_time_is_linear():
+def test_final_answer_time_is_linear():
     """~1 MB inputs: 8x the input costs about 8x the time (quadratic would be 64x)."""
     n = 16_000
-    small = sum(_best_states_time(build(n)) for build in STATES_SHAPES)
-    large = sum(_best_states_time(build(8 * n)) for build in STATES_SHAPES)
+    small = sum(_best_final_time(build(n)) for build in STATES_SHAPES)
+    large = sum(_best_final_time(build(8 * n)) for build in STATES_SHAPES)
     assert large / small < 20, (small, large)

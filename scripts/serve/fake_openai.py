@@ -140,8 +140,8 @@ def default_reply(body: dict) -> str:
     ref = _num(ref_m.group(1)) if ref_m else None
     got = _num(cand)
     if ref is not None and got is not None and float(got) == float(ref):
-        return f"<think>Final answer {got} matches the reference.</think><score>4</score>"
-    return f"<think>Final answer {got} does not match {ref}.</think><score>1</score>"
+        return f"<think>Reference: {ref}. Candidate: {got}. Same.</think><score>4</score>"
+    return f"<think>Reference: {ref}. Candidate: {got}. Different.</think><score>1</score>"
 
 
 def table_reply(table: Mapping[str, Mapping[str, str]], default: str = "") -> Callable[[dict], str]:
