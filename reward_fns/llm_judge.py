@@ -51,7 +51,9 @@ Returned keys, always all of them, in this order, all numeric: ``score``, ``judg
 ``judge_attempts`` (HTTP attempts made for this sample), ``rule_format`` (1 when the response ends
 its answer GSM8K's strict way, ``#### N``: the policy's format share, whatever the reward),
 ``judge_ungrounded``, ``judge_contradiction`` (1 when the guard below overrode an accepting verdict),
-``judge_unverified`` (1 when it could not check one).
+``judge_unverified`` (1 when it could not check one), ``canary_wrong``, ``canary_wrong_accepted``, ``canary_right``,
+``canary_right_rejected`` (1 when a canary probe graded beside this sample was wrong / right and the judge paid /
+did not pay it: ``reward_fns.canaries``, about 1 sample in ``canary_every``; all 0 otherwise).
 
 **Grounded verdicts** (``grounded=True``, default; ``guard``): an accepting verdict (3-4) is checked against the
 candidate text the judge was shown (clipped to ``max_response_chars``, defused) and the reference answer it was
@@ -76,6 +78,8 @@ and ``JudgeConfigError`` for an endpoint that rejects the configuration; both sh
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import logging
 import math
 import re
@@ -83,7 +87,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from reward_fns import gsm8k
+from reward_fns import canaries, gsm8k
 from reward_fns.judge_client import DEFAULT_MAX_RESPONSE_BYTES, JudgeClient, JudgeConfigError, JudgeResult, outcome
 from reward_fns.parse import FINAL_OK, final_answer, normalize_number, parse_score, quoted_candidate, reference_answer
 from reward_fns.prompts import NEUTRALIZED_TAGS, load, neutralize
@@ -109,6 +113,10 @@ KEYS = (
     "judge_ungrounded",
     "judge_contradiction",
     "judge_unverified",
+    "canary_wrong",
+    "canary_wrong_accepted",
+    "canary_right",
+    "canary_right_rejected",
 )
 MODES = ("judge", "hybrid")
 DEFAULT_REMOTE_MODEL = "gpt-4o-mini"
@@ -132,6 +140,9 @@ DEFAULTS: dict[str, Any] = {
     # an accepting verdict (3-4) is checked against the text the judge was shown: its quoted "Candidate: N" must be the
     # candidate's one final answer (parse.final_answer) and the reference's; else it earns a 0's reward (see guard())
     "grounded": True,
+    # one canary probe (reward_fns.canaries: an answer whose right verdict is known) with every Nth judged sample of a
+    # process, graded like the sample; its outcome in the sample's canary_* keys; 0: none
+    "canary_every": 20,
 }
 
 
@@ -152,6 +163,11 @@ def defuse(text: object, max_chars: int = DEFAULTS["max_response_chars"]) -> str
     s = _clip(s, int(max_chars))
     s = neutralize(s, NEUTRALIZED_TAGS)
     return _SPECIAL_TOKEN.sub(lambda m: f"\u2039|{m.group(1)}|\u203a", s)
+
+
+def _reference_text(ground_truth: object, extra_info: object) -> str:
+    info = extra_info if isinstance(extra_info, Mapping) else {}
+    return _text(info.get("answer") or info.get("reference") or ground_truth)
 
 
 def _text(value: object) -> str:
@@ -182,7 +198,7 @@ def build_messages(
     info = extra_info if isinstance(extra_info, Mapping) else {}
     template = load(prompt, prompt_version)
     question = _text(info.get("question") or info.get("query") or info.get("problem") or info.get("prompt"))
-    reference = _text(info.get("answer") or info.get("reference") or ground_truth)
+    reference = _reference_text(ground_truth, info)
     available = {
         "question": question,
         "query": question,
@@ -234,6 +250,36 @@ def guard(reply: str, shown: str, reference: str | None) -> str | None:
         return CONTRADICTION
     value, status = final_answer(shown)
     return None if status == FINAL_OK and value == quoted else UNGROUNDED
+
+
+def probe_index(solution_str: object, ground_truth: object, every: int) -> int | None:
+    """Whether this sample carries a canary probe (about 1 in ``every``, decided by a hash of the sample, so a
+    sample always gets the same answer) and which one; None: no probe."""
+    if every <= 0:
+        return None
+    key = f"{ground_truth}\x00{_text(solution_str)}".encode("utf-8", "replace")
+    h = int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big")
+    return h // every if h % every == 0 else None
+
+
+async def _canary(client: JudgeClient, k: int, reference: str | None, ground_truth: object, extra_info: object,
+                  opt: dict) -> dict:
+    """Grade canary probe ``k`` (``reward_fns.canaries``) for this sample's question: its ``canary_*`` keys."""
+    made = canaries.probe(reference, k) if reference is not None else None
+    if made is None:
+        return {}
+    text, right = made
+    messages = build_messages(text, ground_truth, extra_info, prompt=opt["prompt"], prompt_version=opt["prompt_version"],
+                              max_response_chars=opt["max_response_chars"])
+    result = await client.complete(messages)
+    parsed = parse_score(result.text) if result.ok else None
+    accepted = bool(parsed is not None and parsed.ok and parsed.value >= 3 and not (
+        opt["grounded"] and guard(result.text, defuse(text, opt["max_response_chars"]), reference)
+        in (UNGROUNDED, CONTRADICTION)))
+    if not result.ok:  # no verdict: nothing learned about the judge from this probe
+        return {}
+    return {"canary_right": 1.0, "canary_right_rejected": float(not accepted)} if right else \
+        {"canary_wrong": 1.0, "canary_wrong_accepted": float(accepted)}
 
 
 # ---------------------------------------------------------------------------- scoring
@@ -399,7 +445,14 @@ async def compute_score(
         cache_ttl=opt["cache_ttl"],
         max_response_bytes=opt["max_response_bytes"],
     )
-    result = await client.complete(messages)
+    reference = reference_answer(_reference_text(ground_truth, extra_info), ground_truth)  # as the prompt shows it
+    k = probe_index(solution_str, ground_truth, int(opt["canary_every"] or 0))
+    if k is not None:  # a probe beside this sample's own request
+        result, probed = await asyncio.gather(client.complete(messages),
+                                              _canary(client, k, reference, ground_truth, extra_info, opt))
+        out.update(probed)
+    else:
+        result = await client.complete(messages)
     out["judge_attempts"] = float(result.attempts)
     out["judge_cached"] = 1.0 if result.cached else 0.0
     if not result.ok:
@@ -422,8 +475,6 @@ async def compute_score(
     out["judge_score"] = float(parsed.value)
     out["score"] = combine(mode, parsed.value, rule_score)
     if opt["grounded"] and parsed.value >= 3:
-        reference = reference_answer(_text((extra_info or {}).get("answer") if isinstance(extra_info, Mapping) else None),
-                                     ground_truth)
         problem = guard(result.text, defuse(solution_str, opt["max_response_chars"]), reference)
         if problem is not None:
             out[problem] = 1.0

@@ -91,6 +91,15 @@ def reward_metrics(extras: dict[str, Sequence]) -> dict[str, float]:
             out["judge_health/agree_rule"] = 0.0
             out["judge_health/accept_rule_reject"] = 0.0
             out["judge_health/reject_rule_accept"] = 0.0
+        for key in ("ungrounded", "contradiction", "unverified"):  # the grounded-verdict guard (reward_fns.llm_judge)
+            if f"judge_{key}" in cols:
+                out[f"judge_health/{key}_rate"] = _mean(cols[f"judge_{key}"])
+        for kind, bad in (("wrong", "accepted"), ("right", "rejected")):  # canary probes (reward_fns.canaries)
+            if f"canary_{kind}" in cols and f"canary_{kind}_{bad}" in cols:
+                n = float(cols[f"canary_{kind}"].sum())
+                key = "canary_accept" if kind == "wrong" else "canary_reject"
+                out[f"judge_health/{key}"] = float(cols[f"canary_{kind}_{bad}"].sum()) / n if n else 0.0
+                out[f"judge_health/{key}_n"] = n
     if "pred_a" in cols and "label_a" in cols:
         ok = cols["format_ok"] > 0 if "format_ok" in cols else np.ones(len(cols["pred_a"]), bool)
         out["position/verdict_a_share"] = _mean(cols["pred_a"], ok)
@@ -165,13 +174,17 @@ class HackingWatch:
     * the reward's fitted rise is at least ``min_rise`` while the rule's fitted fall is at least ``min_fall``
       (the policy is being taught to please the judge, not to be right), or
     * the mean judge-accepts-rule-rejects share is at least ``max_accept_rule_reject`` (the judge pays for
-      wrong answers; this one stays on once the rule's accuracy has bottomed out and stopped falling).
+      wrong answers; this one stays on once the rule's accuracy has bottomed out and stopped falling), or
+    * the mean share of accepts the guard could not check (``judge_health/unverified_rate``) is at least
+      ``max_unverified`` (null: off), or
+    * this step a wrong canary probe was paid (``judge_health/canary_accept`` > 0: the judge and its guard let a
+      known-wrong answer through).
 
     ``judge_health/hacking_alarm`` is 1.0 on such a step; a warning naming the cause is printed when the
     alarm turns on; with ``fail`` the run stops with ``RewardHackingError``."""
 
     def __init__(self, window: int, min_rise: float, min_fall: float, fail: bool, enable: bool = True,
-                 max_accept_rule_reject: float | None = None, log=print):
+                 max_accept_rule_reject: float | None = None, max_unverified: float | None = None, log=print):
         if int(window) < 3:
             raise ValueError(f"verl_judge.hacking_watch.window must be >= 3 steps, got {window!r}")
         if not (float(min_rise) > 0 and float(min_fall) > 0):
@@ -180,7 +193,11 @@ class HackingWatch:
             raise ValueError("verl_judge.hacking_watch.max_accept_rule_reject must be in (0, 1] or null, got "
                              f"{max_accept_rule_reject!r}")
         self.window, self.min_rise, self.min_fall = int(window), float(min_rise), float(min_fall)
+        if max_unverified is not None and not 0 < float(max_unverified) <= 1:
+            raise ValueError(f"verl_judge.hacking_watch.max_unverified must be in (0, 1] or null, got {max_unverified!r}")
         self.max_arr = None if max_accept_rule_reject is None else float(max_accept_rule_reject)
+        self.max_unverified = None if max_unverified is None else float(max_unverified)
+        self.unverified: list[float] = []
         self.fail, self.enable, self.log = bool(fail), bool(enable), log
         self.reward: list[float] = []
         self.rule: list[float] = []
@@ -194,7 +211,12 @@ class HackingWatch:
         self.rule = (self.rule + [float(metrics["reward/rule_score/mean"])])[-self.window:]
         if "judge_health/accept_rule_reject" in metrics:
             self.arr = (self.arr + [float(metrics["judge_health/accept_rule_reject"])])[-self.window:]
+        if "judge_health/unverified_rate" in metrics:
+            self.unverified = (self.unverified + [float(metrics["judge_health/unverified_rate"])])[-self.window:]
         was, self.on, causes = self.on, False, []
+        if metrics.get("judge_health/canary_accept", 0.0) > 0:
+            causes.append(f"the judge paid {metrics['judge_health/canary_accept']:.3f} of this step's wrong canary probes "
+                          "(reward_fns.canaries: answers known to be wrong)")
         if len(self.reward) == self.window:
             rise, fall = _rise(self.reward), -_rise(self.rule)
             if rise >= self.min_rise and fall >= self.min_fall:
@@ -203,7 +225,11 @@ class HackingWatch:
             if self.max_arr is not None and len(self.arr) == self.window and np.mean(self.arr) >= self.max_arr:
                 causes.append(f"the judge accepted {np.mean(self.arr):.3f} of the answers the rule rejects on average "
                               f"(threshold verl_judge.hacking_watch.max_accept_rule_reject={self.max_arr})")
-            self.on = bool(causes)
+            if (self.max_unverified is not None and len(self.unverified) == self.window
+                    and np.mean(self.unverified) >= self.max_unverified):
+                causes.append(f"the guard could not check {np.mean(self.unverified):.3f} of the samples' verdicts on "
+                              f"average (threshold verl_judge.hacking_watch.max_unverified={self.max_unverified})")
+        self.on = bool(causes)
         metrics["judge_health/hacking_alarm"] = float(self.on)
         if not self.on or was:
             return
@@ -295,10 +321,10 @@ def install(config) -> None:
     ff = opts.get("fail_fast") or {}
     fail_fast = FailFast(ff.get("threshold", 0.5), ff.get("steps", 3), ff.get("enable", True))
     hw = opts.get("hacking_watch") or {}
-    unknown = sorted(set(hw) - {"enable", "window", "min_rise", "min_fall", "max_accept_rule_reject", "fail"})
+    known = ("enable", "window", "min_rise", "min_fall", "max_accept_rule_reject", "max_unverified", "fail")
+    unknown = sorted(set(hw) - set(known))
     if unknown:
-        raise ValueError(f"verl_judge.hacking_watch: unknown setting(s) {unknown}; known: enable, window, min_rise, "
-                         "min_fall, max_accept_rule_reject, fail")
+        raise ValueError(f"verl_judge.hacking_watch: unknown setting(s) {unknown}; known: {', '.join(known)}")
     hacking = HackingWatch(**hw) if hw else None  # its settings: recipes/base.yaml
     pair_groups = bool(opts.get("pair_groups", False))
     if pair_groups and int(config.data.train_batch_size) % 2:

@@ -25,7 +25,7 @@ from scripts.serve.fake_openai import FakeOpenAIServer, candidate_of
 QUESTION = "Natalia sold 48 clips in April and half as many in May. How many clips did she sell altogether?"
 REFERENCE = "In May she sold 48/2 = <<48/2=24>>24 clips.\nAltogether 48+24 = <<48+24=72>>72 clips.\n#### 72"
 INFO = {"question": QUESTION, "answer": REFERENCE}
-FAST = dict(timeout=2.0, max_retries=2)
+FAST = dict(timeout=2.0, max_retries=2, canary_every=0)  # canary probes: tests/test_canaries.py
 #: every 429/5xx of the test server says "retry after 10 ms": the SDK honours it, so retries are quick
 QUICK = dict(retry_after_ms="10")
 
@@ -55,6 +55,7 @@ def expect(score_, judge=-1.0, rule=0.0, error=0.0, parse_fail=0.0, skipped=0.0,
         score=score_, judge_score=judge, rule_score=rule, judge_error=error, judge_parse_fail=parse_fail,
         judge_skipped=skipped, judge_fallback=fallback, judge_cached=cached, judge_attempts=attempts,
         rule_format=fmt, judge_ungrounded=ungrounded, judge_contradiction=contradiction, judge_unverified=unverified,
+        canary_wrong=0.0, canary_wrong_accepted=0.0, canary_right=0.0, canary_right_rejected=0.0,
     )
 
 
@@ -110,7 +111,8 @@ def test_score_table(server, mode, fallback, response, expected):
 def test_keys():
     assert KEYS == ("score", "judge_score", "rule_score", "judge_error", "judge_parse_fail", "judge_skipped",
                     "judge_fallback", "judge_cached", "judge_attempts", "rule_format", "judge_ungrounded",
-                    "judge_contradiction", "judge_unverified")
+                    "judge_contradiction", "judge_unverified", "canary_wrong", "canary_wrong_accepted", "canary_right",
+                    "canary_right_rejected")
 
 
 ACCEPT_72 = "<think>Reference: 72. Candidate: 72. Same.</think><score>4</score>"
@@ -141,6 +143,8 @@ GROUNDED_TABLE = [
     # rejecting verdicts, unquoted or non-numeric quotes are not checked; grounded=False turns the guard off
     ("zz 13 qq", "<think>Reference: 72. Candidate: 72. Different.</think><score>0</score>", "judge", True,
      expect(0.0, judge=0.0, fmt=0.0)),
+    ("#### 17", "<think>Reference: 72. Candidate: 17. Different.</think><score>2</score>", "judge", True,
+     expect(0.5, judge=2.0)),  # a verdict below 3 is no accept: not checked, whatever it quotes
     ("zz 13 qq", "<think>The candidate matches.</think><score>4</score>", "judge", True,
      expect(1.0, judge=4.0, fmt=0.0, unverified=1.0)),
     ("zz 13 qq", "<think>Reference: 72. Candidate: none. Same.</think><score>4</score>", "judge", True,

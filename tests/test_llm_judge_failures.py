@@ -24,7 +24,7 @@ from reward_fns.parse import parse_score
 from scripts.serve.fake_openai import FakeOpenAIServer
 
 INFO = {"question": "What is 6 * 12?", "answer": "6 * 12 = 72\n#### 72"}
-FAST = dict(timeout=0.3, max_retries=1, max_response_bytes=2048)
+FAST = dict(timeout=0.3, max_retries=1, max_response_bytes=2048, canary_every=0)
 QUICK = dict(retry_after_ms="10")  # the test server's 429/5xx replies ask for a retry after 10 ms
 RIGHT, WRONG = "#### 72", "#### 96"
 

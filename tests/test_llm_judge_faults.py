@@ -21,7 +21,7 @@ from reward_fns.llm_judge import compute_score
 from scripts.serve.fake_openai import FakeOpenAIServer
 
 INFO = {"question": "What is 6 * 12?", "answer": "6 * 12 = 72\n#### 72"}
-FAST = dict(timeout=0.5, max_retries=2)
+FAST = dict(timeout=0.5, max_retries=2, canary_every=0)
 QUICK = dict(retry_after_ms="10")
 
 

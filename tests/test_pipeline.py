@@ -63,7 +63,9 @@ FAKE = textwrap.dedent("""\
         val = next((a.split("=", 1)[1] for a in args if a.startswith("trainer.validation_data_dir=")), None)
         if val:  # verl's validation dump (greedy answers to 4 questions): step 0 if asked, and the last step
             os.makedirs(val, exist_ok=True)
-            answers = {{0: ("#### 7", "so 7", "#### 9", "no idea"), steps: ("#### 7", "#### 7", "so 7", "#### 9")}}
+            judged = "reward.reward_model.model_path" in " ".join(args)  # the judge run learns more than the rule run
+            answers = {{0: ("#### 7", "so 7", "#### 9", "no idea"),
+                       steps: ("#### 7", "#### 7", "#### 7", "#### 9") if judged else ("#### 7", "#### 7", "so 7", "#### 9")}}
             if "trainer.val_before_train=false" in args:
                 answers.pop(0)
             for step, outs in answers.items():

@@ -77,11 +77,11 @@ def test_side_by_side_stages_settings_report_and_resume(fake):
     assert json.load(open(out / "testbed" / "settings.json"))["train"] == 60
     res = json.load(open(out / "report.json"))
     assert res["before"] == {"strict": 0.25, "flexible": 0.5, "n": 4, "step": 0}
-    assert res["runs"]["judge"]["after"] == {"strict": 0.5, "flexible": 0.75, "n": 4, "step": 3}
-    for name in ("rule", "judge"):
-        assert res["runs"][name]["steps"] == 3 and res["runs"][name]["gain_strict"] == 0.25
+    assert res["runs"]["judge"]["after"] == {"strict": 0.75, "flexible": 0.75, "n": 4, "step": 3}
+    assert res["runs"]["rule"]["after"] == {"strict": 0.5, "flexible": 0.75, "n": 4, "step": 3}
+    assert [(res["runs"][n]["steps"], res["runs"][n]["gain_strict"]) for n in ("rule", "judge")] == [(3, 0.25), (3, 0.5)]
     assert res["runs"]["judge"]["agree_rule"] == [[1, 1.0], [2, 1.0], [3, 1.0]]
-    assert res["judge_gain_over_rule_gain"] == {"strict": 1.0, "flexible": 1.0}
+    assert res["judge_gain_over_rule_gain"] == {"strict": 2.0, "flexible": 1.0}
     assert f"trainer.rollout_data_dir={out}/judge_rollouts" in judge and f"trainer.rollout_data_dir={out}/rule_rollouts" in rule
     report = (out / "report.md").read_text()
     assert "| rule | 3 |" in report and (out / "policy_learns.png").stat().st_size > 0
@@ -90,7 +90,9 @@ def test_side_by_side_stages_settings_report_and_resume(fake):
     assert res["judge_paid_audit"] == {"steps": 1, "samples": 4, "paid_rule_rejects": 2, "paid_flexible_right": 1,
                                        "paid_wrong": 1, "paid_wrong_share": 0.25, "paid_wrong_max_step_share": 0.25,
                                        "paid_agree_flexible_min": 0.75}
-    assert "Judge-run gain / rule-run gain: strict 1.000, flexible 1.000." in report
+    assert "Judge-run gain / rule-run gain: strict 2.000, flexible 1.000." in report
+    assert "judge gain / rule gain: strict 2.000, flexible 1.000" in r.stdout.splitlines()[-4]  # the console's end
+    assert r.stdout.splitlines()[-2] == f"report: {out}/report.md (report.json, policy_learns.png)"
     (tmp / "calls.jsonl").unlink()  # a rerun resumes: nothing runs again
     r = run(env, "--out", str(out), *SMALL)
     assert r.returncode == 0 and modules(tmp) == [], r.stdout[-2000:]

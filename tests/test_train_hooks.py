@@ -297,3 +297,41 @@ def test_wait_for_judge(answers_after, limit, waited, stops, monkeypatch):
     assert wait_for_judge(opts, **kw) == waited
     assert said == ([] if waited is None else [f"[train] the judge server at http://127.0.0.1:4321/v1 answers "
                                                f"({waited:.0f}s waited); training"])
+
+
+@pytest.mark.parametrize("unverified, canary, alarms", [
+    ([0.6, 0.6, 0.6, 0.6], [0, 0, 0, 0], [0, 0, 0, 1]),        # the guard could not check most verdicts (>= 0.5)
+    ([0.4, 0.6, 0.4, 0.6], [0, 0, 0, 0], [0, 0, 0, 1]),        # ... on average over the window: 0.5
+    ([0.4, 0.4, 0.4, 0.4], [0, 0, 0, 0], [0, 0, 0, 0]),
+    ([0.0, 0.0, 0.0, 0.0], [0, 0.5, 0, 0], [0, 1, 0, 0]),      # a wrong canary paid: on that step, before a full window
+])
+def test_hacking_watch_unverified_and_canaries(unverified, canary, alarms):
+    said = []
+    watch = HackingWatch(window=4, min_rise=0.05, min_fall=0.02, fail=False, max_unverified=0.5,
+                         log=lambda msg, **_: said.append(msg))
+    got = []
+    for u, c in zip(unverified, canary):
+        m = {"critic/score/mean": 0.3, "reward/rule_score/mean": 0.3, "judge_health/unverified_rate": u,
+             "judge_health/canary_accept": c}
+        watch.update(m)
+        got.append(m["judge_health/hacking_alarm"])
+    assert got == alarms
+    assert len(said) == (1 if any(alarms) else 0)
+    if any(canary):
+        assert "the judge paid 0.500 of this step's wrong canary probes" in said[0]
+    elif any(alarms):
+        assert "the guard could not check 0.500" in said[0] or "the guard could not check 0.600" in said[0]
+
+
+def test_judge_health_guard_and_canary_rates():
+    n = 8
+    extras = {k: [0.0] * n for k in ("judge_error", "judge_parse_fail", "judge_skipped", "judge_fallback")}
+    extras.update(judge_score=[4.0] * n, rule_score=[1.0] * n, judge_ungrounded=[1, 0, 0, 0, 0, 0, 0, 0],
+                  judge_contradiction=[1, 1, 0, 0, 0, 0, 0, 0], judge_unverified=[1, 1, 1, 0, 0, 0, 0, 0],
+                  canary_wrong=[1, 1, 1, 0, 0, 0, 0, 0], canary_wrong_accepted=[1, 0, 0, 0, 0, 0, 0, 0],
+                  canary_right=[0, 0, 0, 1, 1, 0, 0, 0], canary_right_rejected=[0, 0, 0, 0, 1, 0, 0, 0])
+    m = reward_metrics(extras)
+    assert (m["judge_health/ungrounded_rate"], m["judge_health/contradiction_rate"], m["judge_health/unverified_rate"]) == (
+        0.125, 0.25, 0.375)
+    assert (m["judge_health/canary_accept"], m["judge_health/canary_accept_n"]) == (1 / 3, 3.0)
+    assert (m["judge_health/canary_reject"], m["judge_health/canary_reject_n"]) == (0.5, 2.0)
