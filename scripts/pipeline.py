@@ -218,11 +218,12 @@ class Pipeline(Stages):
                   f"data.val_files={self.path('data', f'{self.prefix}_test.parquet')}"]
         self.train("grpo", self.recipe, inputs + self.grpo_settings(), "metrics.jsonl")
 
-    def train(self, name: str, recipe: str, overrides: list[str], metrics: str) -> None:
-        """A training stage: the recipe with ``overrides`` through the launcher (checked, then run), ``logs/<name>.log``."""
+    def train(self, name: str, recipe: str, overrides: list[str], metrics: str, env: dict | None = None) -> None:
+        """A training stage: the recipe with ``overrides`` through the launcher (checked, then run), ``logs/<name>.log``;
+        ``env``: the stage's environment instead of the pipeline's (another GPU)."""
         quiet = contextlib.redirect_stdout(open(os.devnull, "w")) if self.args.quiet else contextlib.nullcontext()
         with quiet:
-            rc = launch.run_recipe(recipe, overrides, dict(self.env, PYTHON=self.py), **self.where(name, metrics))
+            rc = launch.run_recipe(recipe, overrides, dict(env or self.env, PYTHON=self.py), **self.where(name, metrics))
         if rc != 0:
             raise SystemExit(f"[pipeline] stage failed (exit {rc}): recipe {recipe}; log: {self.path('logs', name + '.log')}")
 

@@ -35,6 +35,8 @@ import sys
 
 from scripts import knobs, launch, pipeline
 from scripts.report import policy_learns as report
+from scripts.report import scorecard
+from scripts.report.scorecard import run_name
 
 # GRPO settings of both runs, one place (the recipes' own defaults otherwise): 16 questions x 8 answers a step, two
 # optimizer steps of 8 questions each, short answers (GSM8K itself: data.max_prompt_length=512
@@ -43,12 +45,18 @@ from scripts.report import policy_learns as report
 RUN = ["data.train_batch_size=16", "actor_rollout_ref.rollout.n=8", "actor_rollout_ref.actor.ppo_mini_batch_size=8",
        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=64",
        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=64", "data.max_prompt_length=192",
-       "data.max_response_length=192", "actor_rollout_ref.actor.optim.lr=5e-6", "data.seed=0",
+       "data.max_response_length=192", "actor_rollout_ref.actor.optim.lr=5e-6",
        "trainer.max_actor_ckpt_to_keep=1", "actor_rollout_ref.rollout.enforce_eager=false",
        "actor_rollout_ref.rollout.gpu_memory_utilization=0.15", "actor_rollout_ref.rollout.free_cache_engine=false"]
 JUDGE_RUN = ["reward.reward_model.rollout.gpu_memory_utilization=0.1", "reward.reward_model.rollout.free_cache_engine=false",
              "reward.reward_model.rollout.enforce_eager=true"]
 JUDGE_SERVER_RUN = ["judge_placement=server", "verl_judge.judge_server.gpu_memory_utilization=0.1"]  # + its KV cache
+# the reward of each arm: rule and judge by their recipes; the controls (reward_fns/controls.py) by the rule's recipe
+# with their reward function
+ARMS = {"rule": [], "judge": [], "random": ["reward.custom_reward_function.path=pkg://reward_fns.controls",
+                                            "reward.custom_reward_function.name=random_reward"],
+        "format": ["reward.custom_reward_function.path=pkg://reward_fns.controls",
+                   "reward.custom_reward_function.name=format_only"]}
 
 
 class PolicyLearns(pipeline.JudgeToReward):
@@ -75,31 +83,47 @@ class PolicyLearns(pipeline.JudgeToReward):
                  "--max-rows", str(a.policy_sft_rows)], self.path("logs", "policy_sft.log"))
         self.sft("policy_sft", data, steps=0, max_length=512)
 
-    def run_settings(self, name: str) -> list[str]:
+    def runs(self) -> list[tuple[str, str, int]]:
+        """``(name, arm, seed)`` of every GRPO run, seed by seed."""
+        return [(run_name(arm, seed), arm, seed) for seed in self.args.seeds for arm in self.args.arms]
+
+    def run_settings(self, name: str, arm: str | None = None, seed: int = 0) -> list[str]:
         a = self.args
+        arm = arm or name
         kv = f"kv_cache_memory_bytes={int(a.kv_cache_gb * 2**30)}"
-        before = name == "rule" or not a.rule  # the start policy's validation: once, in the rule run when there is one
-        settings = [*RUN, f"+actor_rollout_ref.rollout.engine_kwargs.vllm.{kv}",
+        before = name == self.runs()[0][0]  # the start policy's validation ("before"): once, in the first run
+        settings = [*RUN, f"data.seed={seed}", f"+actor_rollout_ref.rollout.engine_kwargs.vllm.{kv}",
                     f"trainer.total_training_steps={a.steps}", f"trainer.test_freq={a.test_freq}",
                     f"trainer.val_before_train={str(before).lower()}", f"trainer.save_freq={a.steps}",
                     f"data.val_max_samples={a.eval_questions}", f"trainer.validation_data_dir={self.path(name + '_val')}",
                     f"trainer.default_local_dir={self.path(name)}", f"trainer.experiment_name=policy_learns-{name}",
                     f"trainer.rollout_data_dir={self.path(name + '_rollouts')}",  # every sample, per step: what was paid for
                     f"data.train_files={self.path('policy_data', 'train.parquet')}",
-                    f"data.val_files={self.path('policy_data', 'test.parquet')}"]
-        if name == "judge" and a.judge_placement == "server":  # the launcher serves the judge beside the policy
+                    f"data.val_files={self.path('policy_data', 'test.parquet')}", *ARMS[arm]]
+        if arm == "judge" and a.judge_placement == "server":  # the launcher serves the judge beside the policy
             settings += [*JUDGE_SERVER_RUN, f"verl_judge.judge_server.kv_cache_memory_bytes={int(a.kv_cache_gb * 2**30)}",
                          f"verl_judge.judge_server.wait_for={self.path('.judge_model.done')}"]
-        elif name == "judge":
+        elif arm == "judge":
             settings += [*JUDGE_RUN, f"+reward.reward_model.rollout.engine_kwargs.vllm.{kv}"]
         return settings + self.overrides
 
-    def policy_run(self, name: str) -> None:
-        recipe = "gsm8k_local_judge" if name == "judge" else "gsm8k_rule"
+    def policy_run(self, name: str, arm: str | None = None, seed: int = 0, gpu: str | None = None) -> None:
+        arm = arm or name
+        recipe = "gsm8k_local_judge" if arm == "judge" else "gsm8k_rule"
         models = [f"actor_rollout_ref.model.path={self.start}"]
-        if name == "judge":
+        if arm == "judge":
             models.append(f"reward.reward_model.model_path={self.path('judge_model')}")
-        self.train(name, recipe, models + self.run_settings(name), f"{name}_metrics.jsonl")
+        env = dict(self.env, CUDA_VISIBLE_DEVICES=gpu) if gpu is not None else None
+        self.train(name, recipe, models + self.run_settings(name, arm, seed), f"{name}_metrics.jsonl", env=env)
+
+    def run_chains(self, runs: list[tuple[str, str, int]]) -> list[dict]:
+        """``runs`` in ``--parallel`` chains started now, round robin; chain i on GPU ``--gpus[i % n]`` when given."""
+        a = self.args
+        lanes = [runs[i::a.parallel] for i in range(min(a.parallel, len(runs)))]
+        gpus = a.gpus.split(",") if a.gpus else []
+        return [self.chain(f"runs{i}", [(name, self.path(name), lambda n=name, r=arm, s=seed, g=(gpus[i % len(gpus)] if gpus else None):
+                                         self.policy_run(n, r, s, g)) for name, arm, seed in lane])
+                for i, lane in enumerate(lanes)]
 
     def link_judge(self, judge: str) -> None:
         """``judge_model``: a link to the judge the judge's stages made (the judge run's reward model)."""
@@ -116,18 +140,21 @@ class PolicyLearns(pipeline.JudgeToReward):
         self.stage("policy_data", self.path("policy_data"), self.policy_data)
         if a.policy_sft_rows > 0:  # the start policy: the runs and the judge's samples need it
             self.stage("policy_sft", self.path("policy_sft"), self.policy_sft)
-        chains = [self.chain("rule", [("rule", self.path("rule"), lambda: self.policy_run("rule"))])] if a.rule else []
-        early = a.judge_placement == "server"  # the judge run starts now; its server waits for stage judge_model
-        if early:
-            chains.append(self.chain("judge", [("judge", self.path("judge"), lambda: self.policy_run("judge"))]))
+        early = a.judge_placement == "server"  # judge runs start now; their server waits for stage judge_model
+        now = [r for r in self.runs() if early or r[1] != "judge"]
+        chains = self.run_chains(now)
         judge = self.run_judge(beside_next=True)
         self.marked("judge_model", self.path("judge_model"), lambda: self.link_judge(judge))
-        if not early:
-            self.stage("judge", self.path("judge"), lambda: self.policy_run("judge"))
+        for name, arm, seed in self.runs():
+            if (name, arm, seed) not in now:  # colocated: the judge is loaded with the run, so it must exist first
+                self.stage(name, self.path(name), lambda n=name, s=seed: self.policy_run(n, "judge", s))
         self.finish_judge()
         for job in chains:
             self.join(job)
-        out = report.write(self.out, [n for n in ("rule", "judge") if n == "judge" or a.rule], log=print)
+        names = [name for name, _, _ in self.runs()]
+        out = report.write(self.out, names, log=print)
+        if len(a.seeds) > 1 or len(a.arms) > 2:
+            out = scorecard.write(self.out, a.arms, a.seeds, log=print)
         print(report.console(out, self.out), flush=True)
         return judge
 
@@ -143,7 +170,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--policy-sft-rows", type=int, default=500,
                    help="worked solutions in the policy's warm start, one epoch (default 500; 0 = no warm start)")
     p.add_argument("--rule", action=argparse.BooleanOptionalAction, default=True,
-                   help="also train with the rule reward, beside the judge's stages (default on)")
+                   help="also train with the rule reward, beside the judge's stages (default on; --no-rule: the judge arm only)")
+    p.add_argument("--arms", type=lambda v: [x.strip() for x in v.split(",") if x.strip()], default=None,
+                   help="rewards to train with, comma-separated, of: " + ", ".join(ARMS) + " (default rule,judge; random "
+                        "and format are controls: reward_fns/controls.py)")
+    p.add_argument("--seeds", type=lambda v: [int(x) for x in v.split(",") if x.strip()], default=[0],
+                   help="data.seed of each run, comma-separated (default 0); several: the scorecard (scorecard.md)")
+    p.add_argument("--parallel", type=int, default=2, help="GRPO runs at a time (default 2)")
+    p.add_argument("--gpus", default=None, metavar="0,1",
+                   help="spread the runs' chains over these GPUs (CUDA_VISIBLE_DEVICES of each chain; default: all runs "
+                        "on the visible GPU)")
     p.add_argument("--steps", type=int, default=100, help="GRPO steps of each run (default 100)")
     p.add_argument("--test-freq", type=int, default=20, help="verl validation every N steps and at the last (default 20)")
     p.add_argument("--eval-questions", type=int, default=500,
@@ -174,6 +210,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--model-solutions {args.model_solutions}: no such file")
     if args.policy_sft_rows < 0 or not args.kv_cache_gb > 0:
         parser.error("--policy-sft-rows must be >= 0 and --kv-cache-gb > 0")
+    args.arms = args.arms or (["rule", "judge"] if args.rule else ["judge"])
+    bad_arms = [x for x in args.arms if x not in ARMS]
+    if bad_arms or len(set(args.arms)) != len(args.arms):
+        parser.error(f"--arms: unknown or repeated arm(s) {bad_arms or args.arms}; known: {', '.join(ARMS)}")
+    if not args.rule and "rule" in args.arms:
+        args.arms.remove("rule")
+    if not args.arms or not args.seeds or len(set(args.seeds)) != len(args.seeds) or min(args.seeds) < 0:
+        parser.error("--arms and --seeds need at least one value each; seeds distinct and >= 0")
+    if args.parallel < 1:
+        parser.error(f"--parallel must be >= 1, got {args.parallel}")
     unknown = knobs.unknown(os.environ)
     if unknown:
         parser.error("; ".join(unknown))
@@ -191,9 +237,14 @@ def dry_run(pipe: PolicyLearns) -> int:
         env.pop("GSM8K_DIR", None)
         if os.environ.get("GSM8K_DIR"):  # the user's GSM8K folder, as the launcher's default data would use it
             env["GSM8K_DIR"] = os.environ["GSM8K_DIR"]
-    for name in ("rule", "judge") if pipe.args.rule else ("judge",):
-        recipe = "gsm8k_local_judge" if name == "judge" else "gsm8k_rule"
-        settings = [s for s in pipe.run_settings(name) if not s.startswith(("data.train_files=", "data.val_files="))]
+    checked = set()
+    for name, arm, seed in pipe.runs():
+        if arm in checked:  # the seeds of an arm differ in data.seed alone
+            continue
+        checked.add(arm)
+        recipe = "gsm8k_local_judge" if arm == "judge" else "gsm8k_rule"
+        settings = [s for s in pipe.run_settings(name, arm, seed)
+                    if not s.startswith(("data.train_files=", "data.val_files="))]
         pipeline.say(f"policy_learns run {name}: recipe {recipe}")
         try:
             launch.check_recipe(recipe, settings, dict(env), **pipe.where(name, f"{name}_metrics.jsonl"))

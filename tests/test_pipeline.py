@@ -64,13 +64,16 @@ FAKE = textwrap.dedent("""\
         if val:  # verl's validation dump (greedy answers to 4 questions): step 0 if asked, and the last step
             os.makedirs(val, exist_ok=True)
             judged = "reward.reward_model.model_path" in " ".join(args)  # the judge run learns more than the rule run
+            last = {{"random_reward": ("#### 7", "so 7", "#### 9", "no idea"), "format_only": ("#### 7", "#### 9", "#### 9", "#### 9")}}
+            fn = next((a.split("=", 1)[1] for a in args if a.startswith("reward.custom_reward_function.name=")), "")
             answers = {{0: ("#### 7", "so 7", "#### 9", "no idea"),
-                       steps: ("#### 7", "#### 7", "#### 7", "#### 9") if judged else ("#### 7", "#### 7", "so 7", "#### 9")}}
+                       steps: last.get(fn) or (("#### 7", "#### 7", "#### 7", "#### 9") if judged else ("#### 7", "#### 7", "so 7", "#### 9"))}}
             if "trainer.val_before_train=false" in args:
                 answers.pop(0)
             for step, outs in answers.items():
                 with open(os.path.join(val, f"{{step}}.jsonl"), "w") as f:
-                    f.writelines(json.dumps({{"output": o, "gts": "7", "score": 0.0, "step": step}}) + "\\n" for o in outs)
+                    f.writelines(json.dumps({{"input": f"q{{i}}", "output": o, "gts": "7", "score": 0.0, "step": step}}) + "\\n"
+                                 for i, o in enumerate(outs))
         port = next((a.split("=", 1)[1] for a in args if a.startswith("verl_judge.judge_server.port=")), None)
         if port:  # a judge served beside the run: the first step waits for it (scripts.train_hooks)
             from scripts.train_hooks import wait_for_judge

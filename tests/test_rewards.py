@@ -146,3 +146,35 @@ def test_gsm8k_bad_ground_truth(gt):
 def test_gsm8k_bad_mode():
     with pytest.raises(ValueError):
         gsm8k.compute_score("g", "#### 7", "7", mode="lenient")
+
+
+@pytest.mark.parametrize("module", ["reward_fns.controls", "reward_fns.canaries"])
+def test_doc_examples(module):
+    """The modules' >>> examples run as written."""
+    import doctest
+    import importlib
+
+    failed, tried = doctest.testmod(importlib.import_module(module))
+    assert (failed, tried > 0) == (0, True)
+
+
+@pytest.mark.parametrize("solution, gt, score, rule", [
+    ("3 + 4 = 7\n#### 9", "7", 1.0, 0.0),   # format-only pays a well-formed wrong answer
+    ("#### 7", "7", 1.0, 1.0),
+    ("The answer is 7.", "7", 0.0, 0.0),  # ... and not a right one without the format
+    ("#### seven", "7", 0.0, 0.0),
+])
+def test_format_only(solution, gt, score, rule):
+    from reward_fns import controls
+
+    assert controls.format_only("openai/gsm8k", solution, gt) == {"score": score, "rule_score": rule}
+
+
+def test_random_reward_pays_half_whatever_the_answer_says():
+    from reward_fns import controls
+
+    paid = [controls.random_reward("openai/gsm8k", f"#### {i}", "7")["score"] for i in range(2000)]
+    assert set(paid) == {0.0, 1.0} and 900 < sum(paid) < 1100
+    assert controls.random_reward("x", "#### 7", "7", seed=1) == controls.random_reward("x", "#### 7", "7", seed=1)
+    right = [controls.random_reward("x", "#### 7", "7", seed=s)["score"] for s in range(2000)]  # the right answer too
+    assert 900 < sum(right) < 1100

@@ -40,7 +40,7 @@ def test_the_groups_hold_these_modules():
     assert {g: sorted(os.path.basename(f) for f in PACKAGE_FILES if f.split(os.sep)[-2] == g) for g in GROUPS} == {
         "eval": ["__init__.py", "backends.py", "cli.py", "figures.py", "gsm8k.py", "judge.py", "predictions.py",
                  "rows.py"],
-        "report": ["__init__.py", "compare_evals.py", "metrics.py", "plot_metrics.py", "policy_learns.py", "render.py",
+        "report": ["__init__.py", "compare_evals.py", "metrics.py", "plot_metrics.py", "policy_learns.py", "render.py", "scorecard.py",
                    "summarize_run.py"],
         "bench": ["__init__.py", "judge_reward.py", "random_model.py", "ray_cluster.py", "rewards.py"],
         "serve": ["__init__.py", "cpu_judge.py", "fake_openai.py"],

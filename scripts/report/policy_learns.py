@@ -26,7 +26,7 @@ from scripts.report.render import fmt, md_table, pyplot, ratio, save_fig
 
 # verl's validation (greedy): the rule's accuracy (reward_fns.gsm8k's ``acc``, which verl makes its core metric; the
 # judge run's reward returns the rule's verdict as ``rule_score``) and the reward each run trains on
-VAL_RULE = {"rule": r"val-core/.+/acc/mean@1$", "judge": r"val-aux/.+/rule_score/mean@1$"}
+VAL_RULE = r"val-(core/.+/acc|aux/.+/rule_score)/mean@1$"
 VAL_REWARD = r"val-(core|aux)/.+/reward/mean@1$"
 
 
@@ -75,11 +75,11 @@ def summarize(out: str, names: list[str]) -> dict:
         after = after if after.get("step") else {}  # step 0 is the start policy, not an "after"
         done = os.path.join(out, f".{name}.done")
         run = {"steps": len(train), "wall_s": float(open(done).read()) if os.path.exists(done) else None,
-               "after": after, "val_rule": _series(rows, VAL_RULE[name]), "val_reward": _series(rows, VAL_REWARD),
+               "after": after, "val_rule": _series(rows, VAL_RULE), "val_reward": _series(rows, VAL_REWARD),
                "reward": [(int(r["step"]), r["critic/score/mean"]) for r in train]}
         for mode in ("strict", "flexible"):
             run[f"gain_{mode}"] = after[mode] - before[mode] if before and after else None
-        if name == "judge":
+        if any("judge_health/agree_rule" in r for r in train):  # a judge-rewarded run
             for key in ("agree_rule", "accept_rule_reject", "reject_rule_accept", "hacking_alarm"):
                 run[key] = [(int(r["step"]), r[f"judge_health/{key}"]) for r in train if f"judge_health/{key}" in r]
             run["rule_score"] = [(int(r["step"]), r["reward/rule_score/mean"]) for r in train if "reward/rule_score/mean" in r]
@@ -162,19 +162,19 @@ def table(res: dict) -> str:
 def figure(res: dict, path: str) -> str:
     plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))
-    colors = {"rule": "tab:blue", "judge": "tab:orange"}
+    colors = {"rule": "tab:blue", "judge": "tab:orange", "random": "tab:gray", "format": "tab:green"}
     ax = axes[0]
     for name, r in res["runs"].items():
         if r["val_rule"]:
-            ax.plot(*zip(*r["val_rule"]), marker="o", color=colors[name], label=f"{name} run: validation, rule accuracy")
+            ax.plot(*zip(*r["val_rule"]), marker="o", color=colors.get(name.split("_s")[0]), label=f"{name} run: validation, rule accuracy")
     ax.set(title="held-out accuracy (verl validation, greedy)", xlabel="step", ylabel="strict rule accuracy")
     ax.legend(fontsize=8)
     ax = axes[1]
     for name, r in res["runs"].items():
         if r["reward"]:
-            ax.plot(*zip(*r["reward"]), color=colors[name], label=f"{name} run: reward (critic/score/mean)")
+            ax.plot(*zip(*r["reward"]), color=colors.get(name.split("_s")[0]), label=f"{name} run: reward (critic/score/mean)")
         if r.get("rule_score"):
-            ax.plot(*zip(*r["rule_score"]), color=colors[name], ls="--", label=f"{name} run: rule accuracy of its samples")
+            ax.plot(*zip(*r["rule_score"]), color=colors.get(name.split("_s")[0]), ls="--", label=f"{name} run: rule accuracy of its samples")
     ax.set(title="training reward vs rule accuracy", xlabel="step")
     ax.legend(fontsize=8)
     ax = axes[2]
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m scripts.report.policy_learns", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("out", help="the scripts.policy_learns folder")
-    p.add_argument("--runs", nargs="+", choices=("rule", "judge"), default=["rule", "judge"])
+    p.add_argument("--runs", nargs="+", default=["rule", "judge"], help="run names (default rule judge)")
     a = p.parse_args(argv)
     if not os.path.isdir(a.out):
         p.error(f"{a.out}: no such folder")
