@@ -98,6 +98,16 @@ class OutputSet:
         self._staged[dest] = tmp
         return tmp
 
+    def drop(self, path: str) -> None:
+        """Remove ``path`` (if it is there) when the set commits: a file an earlier run of the same output set wrote
+        that this run does not (a split asked with size 0), so the set is replaced whole."""
+        dest = os.path.abspath(path)
+        old = self._staged.pop(dest, None)
+        if old is not None:
+            _remove(old)
+        if os.path.lexists(dest):
+            self._staged[dest] = ""
+
     def commit(self) -> None:
         """Rename every staged file into place; on a failure put back what was there and raise DataError."""
         done: list[tuple[str, str | None]] = []  # (destination, kept-aside old file)
@@ -107,12 +117,16 @@ class OutputSet:
                     raise DataError(f"{dest}: is a folder, not a file")
                 aside = None
                 if os.path.lexists(dest):
-                    aside = f"{tmp}.old"
+                    aside = f"{tmp or os.path.join(os.path.dirname(dest), '.' + os.path.basename(dest))}.old"
                     try:
                         os.link(dest, aside)
                     except OSError:
                         shutil.copy2(dest, aside)
                 try:
+                    if not tmp:  # dropped
+                        os.remove(dest)
+                        done.append((dest, aside))
+                        continue
                     os.replace(tmp, dest)
                 except OSError as e:
                     if aside is not None:
@@ -136,7 +150,8 @@ class OutputSet:
     def abort(self) -> None:
         """Remove every staged file and the folders this set created (when empty)."""
         for tmp in self._staged.values():
-            _remove(tmp)
+            if tmp:
+                _remove(tmp)
         self._staged.clear()
         for folder in reversed(self._created):
             with contextlib.suppress(OSError):

@@ -30,6 +30,7 @@ from data_prep.errors import DataError
 from data_prep.outputs import check_output_folder, output_set
 
 PROG = "data_prep.word_problems"
+MAX_NUMBER = 1_000_000  # operands beyond this are no grade-school problem (and divisors would take long to list)
 OPS = ("add", "sub", "mul", "div")
 NAMES = ("Tom", "Anna", "Ben", "Maria", "Sam", "Lily", "Jack", "Emma", "Noah", "Mia", "Leo", "Zoe", "Omar",
          "Priya", "Chen", "Sara", "Ivan", "Nina", "Paul", "Rosa")
@@ -106,8 +107,8 @@ def generate(n_train: int, n_test: int, *, steps: int, max_number: int, ops: tup
     """``{"train": [...], "test": [...]}`` of distinct problems; DataError when the settings cannot yield that many."""
     if not 1 <= steps <= 4:
         raise DataError(f"--steps must be 1-4, got {steps}")
-    if max_number < 2:
-        raise DataError(f"--max-number must be at least 2, got {max_number}")
+    if not 2 <= max_number <= MAX_NUMBER:
+        raise DataError(f"--max-number must be 2-{MAX_NUMBER:,}, got {max_number}")
     bad = [op for op in ops if op not in OPS]
     if bad or not ops:
         raise DataError(f"--ops must be a comma-separated subset of {','.join(OPS)}, got {','.join(ops) or 'nothing'}")
@@ -158,9 +159,12 @@ def main(argv: list[str] | None = None) -> int:
                     "seed": args.seed, "train": len(data["train"]), "test": len(data["test"])}
         with output_set() as outs:
             for split, rows in data.items():
-                if rows:
-                    with open(outs.stage(os.path.join(args.out, f"{split}.jsonl")), "w", encoding="utf-8") as f:
-                        f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+                path = os.path.join(args.out, f"{split}.jsonl")
+                if not rows:  # an earlier run's split of this name is not this set's
+                    outs.drop(path)
+                    continue
+                with open(outs.stage(path), "w", encoding="utf-8") as f:
+                    f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
             with open(outs.stage(os.path.join(args.out, "settings.json")), "w", encoding="utf-8") as f:
                 f.write(json.dumps(settings, indent=1) + "\n")
     except DataError as e:

@@ -73,6 +73,17 @@ def command(settings: dict, port: int, python: str = sys.executable) -> list[str
         raise ValueError(f"verl_judge.judge_server.engine must be one of {ENGINES}, got {engine!r}")
     if not model:
         raise ValueError("verl_judge.judge_server.model is empty: set reward.reward_model.model_path (or JUDGE_MODEL)")
+    for key in ("start_timeout", "wait_for_timeout"):
+        value = s.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+            raise ValueError(f"verl_judge.judge_server.{key} must be a number of seconds > 0, got {value!r}")
+    port_value = s.get("port") or 0
+    if isinstance(port_value, bool) or not isinstance(port_value, int) or not 0 <= port_value <= 65535:
+        raise ValueError(f"verl_judge.judge_server.port must be 0 (a free port) or a port number, got {port_value!r}")
+    for key in ("max_num_seqs", "kv_cache_memory_bytes", "max_model_len"):
+        value = s.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"verl_judge.judge_server.{key} must be a whole number >= 1 or null, got {value!r}")
     name = str(s.get("served_model_name") or "judge")
     common = ["--model", str(model), "--served-model-name", name, "--host", "127.0.0.1", "--port", str(port)]
     if engine == "cpu_judge":
@@ -185,8 +196,10 @@ class Served:
     dies, ``cause`` says why and the training process (``attach``) is stopped at once: no silent fallback for many
     steps. Leaving the ``with`` block stops the server, whatever state it is in."""
 
-    def __init__(self, settings: dict, env: dict, log_path: str, python: str = sys.executable, interval: float = 1.0):
+    def __init__(self, settings: dict, env: dict, log_path: str, python: str = sys.executable, interval: float = 1.0,
+                 grace: float = 20.0):
         self.settings, self.env, self.log_path, self.python, self.interval = settings, env, log_path, python, interval
+        self.grace = grace
         self.port = int(settings.get("port") or 0) or free_port()
         self.server: Server | None = None
         self.victim: subprocess.Popen | None = None
@@ -213,7 +226,7 @@ class Served:
         try:
             self._thread.join()
         finally:
-            stop(self.server)
+            stop(self.server, self.grace)
 
     def _fail(self, cause: str) -> None:
         self.cause = cause

@@ -63,8 +63,8 @@ KNOBS: tuple[Knob, ...] = (
          "logger; an older file is renamed) (default `outputs/<trainer.project_name>/<trainer.experiment_name>`)"),
     Knob("PYTHON", "launcher", "text", "interpreter used as is, e.g. `python3` with verl + vLLM (unset: "
          "`scripts/setup_env.sh`, gpu profile when `nvidia-smi` works)"),
-    Knob("DRY_RUN", "launcher", "text", "`1`: build data, check the composed config, print the command, stop; "
-         "`print`: print the plan as JSON only"),
+    Knob("DRY_RUN", "launcher", "text", "`1` (`true`, `yes`, `on`): build data, check the composed config, print the "
+         "command, stop; `print`: print the plan as JSON only; `0` or unset: run; anything else is an error"),
     Knob("RAY_ADDRESS", "launcher", "text", "submit with `ray job submit --runtime-env runtime_env.yaml` to this "
          "cluster (unset: a private local Ray head, stopped afterwards)"),
     Knob("RUNTIME_ENV", "launcher", "path", "runtime env file for a Ray job (default `runtime_env.yaml`)"),
@@ -142,14 +142,23 @@ def environ(env):
 
 
 # ----------------------------------------------------------------------------------------------- checks
+#: what DRY_RUN may be: off, on, or print (the launcher's JSON plan)
+DRY_RUN_VALUES = ("", "0", "false", "no", "off", "1", "true", "yes", "on", "print")
+
+
 def unknown(env) -> list[str]:
     """One message per variable set in ``env`` that starts like a knob (PREFIXES) but is none (a misspelt or
-    removed one); secrets' names (``JUDGE_API_KEY`` holding a key, names in PASS_ENV) are left alone."""
+    removed one), and for a DRY_RUN value that is not one of ``DRY_RUN_VALUES``; secrets' names (``JUDGE_API_KEY``
+    holding a key, names in PASS_ENV) are left alone."""
     passed = {n.strip() for n in (env.get("PASS_ENV") or "").split(",")}
-    return [f"{name}={env[name]} is set, but no script reads it: it is not one of the knobs (python -m scripts.launch "
+    msgs = [f"{name}={env[name]} is set, but no script reads it: it is not one of the knobs (python -m scripts.launch "
             f"--knobs); give the setting as a Hydra override argument (KEY=VALUE), or unset {name}"
             for name in sorted(env) if name.startswith(PREFIXES) and env[name] != "" and name not in BY_NAME
             and name not in passed and not SECRET_NAME.search(name)]
+    dry = (env.get("DRY_RUN") or "").strip().lower()
+    if dry not in DRY_RUN_VALUES:  # an unknown value must not start a real run
+        msgs.append(f"DRY_RUN={env['DRY_RUN']} is not one of {', '.join(v or '(empty)' for v in DRY_RUN_VALUES)}")
+    return msgs
 
 
 def markdown() -> str:

@@ -273,3 +273,24 @@ def test_zz_tally(tmp_path_factory, model_path, capsys):
         print(f"\ndata_prep bad inputs tried: {len(RESULTS)}, handled cleanly: {len(RESULTS) - len(bad)}")
     assert len(RESULTS) == len(CASES) == 36
     assert not bad, "\n".join(f"{k}: {v}" for k, v in bad.items())
+
+
+def test_word_problems_rerun_replaces_the_whole_set(tmp_path):
+    """D1: a rerun into the same folder with --test-size 0 leaves no old test.jsonl beside settings that say 0."""
+    from data_prep import word_problems
+
+    out = str(tmp_path / "wp")
+    assert word_problems.main(["--out", out, "--train-size", "30", "--test-size", "5"]) == 0
+    assert word_problems.main(["--out", out, "--train-size", "30", "--test-size", "0"]) == 0
+    assert sorted(os.listdir(out)) == ["settings.json", "train.jsonl"]
+    assert json.load(open(os.path.join(out, "settings.json")))["test"] == 0
+
+
+@pytest.mark.parametrize("value", ["1000001", str(10**21)])
+def test_word_problems_bounds_max_number(value, tmp_path, capsys):
+    """D5: a huge --max-number is refused at once (it used to hang listing divisors)."""
+    from data_prep import word_problems
+
+    assert word_problems.main(["--out", str(tmp_path / "wp"), "--max-number", value]) == 2
+    assert f"--max-number must be 2-1,000,000, got {value}" in capsys.readouterr().err
+    assert not (tmp_path / "wp").exists()

@@ -84,6 +84,11 @@ def test_placement_switch_composes(placement, enable, pool, manager, base_url, s
     ({"engine": "tgi", "model": "/m"}, "engine must be one of ('vllm', 'cpu_judge')"),
     ({"engine": "vllm", "model": None}, "verl_judge.judge_server.model is empty"),
     ({"engine": "vllm", "model": "/m", "gpu_memory_utilization": 1.5}, "gpu_memory_utilization must be in (0, 1]"),
+    ({"engine": "vllm", "model": "/m", "start_timeout": "soon"}, "start_timeout must be a number of seconds > 0, got 'soon'"),
+    ({"engine": "vllm", "model": "/m", "wait_for_timeout": 0}, "wait_for_timeout must be a number of seconds > 0, got 0"),
+    ({"engine": "vllm", "model": "/m", "port": 70000}, "port must be 0 (a free port) or a port number, got 70000"),
+    ({"engine": "vllm", "model": "/m", "max_num_seqs": "many"}, "max_num_seqs must be a whole number >= 1 or null"),
+    ({"engine": "vllm", "model": "/m", "kv_cache_memory_bytes": 0}, "kv_cache_memory_bytes must be a whole number >= 1"),
 ])
 def test_bad_server_settings(settings, message):
     with pytest.raises(ValueError) as e:
@@ -222,3 +227,124 @@ def test_command_line_serves_until_sigterm(tmp_path):
     assert judge_server.ready(url) and len(_server_pids(port)) == 1
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 0 and _server_pids(port) == [] and not judge_server.ready(url)
+
+
+# ----------------------------------------------------------------------------------------- no orphan, ever
+# A stand-in judge server: serves GET /v1/models as model "judge" after DELAY seconds, in one of these ways
+STANDIN = textwrap.dedent("""\
+    import http.server, json, os, signal, subprocess, sys, time
+    mode, port, delay = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+    if mode == "ignores_sigterm":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if mode == "spawns_a_child":  # vLLM's engine core: a child in the server's process group
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        open(os.environ["STANDIN_CHILD"], "w").write(str(child.pid))
+    if mode == "never_ready":
+        time.sleep(600)
+    time.sleep(delay)
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = json.dumps({"object": "list", "data": [{"id": os.environ.get("STANDIN_NAME", "judge")}]}).encode()
+            self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+            self.wfile.write(body)
+        def log_message(self, *a):
+            pass
+    http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+    """)
+
+
+def _standin(tmp_path, monkeypatch, mode, delay=0.0):
+    script = tmp_path / "standin.py"
+    script.write_text(STANDIN)
+    monkeypatch.setattr(judge_server, "command", lambda settings, port, python=sys.executable: [
+        sys.executable, str(script), mode, str(port), str(delay)])
+    return {"engine": "cpu_judge", "model": "/m", "served_model_name": "judge", "start_timeout": 5}
+
+
+def _gone(pid: int, seconds: float = 10.0) -> bool:
+    end = time.time() + seconds
+    while time.time() < end:
+        if not _alive(pid):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.parametrize("mode", ["ignores_sigterm", "spawns_a_child"])
+def test_every_server_process_is_stopped(mode, tmp_path, monkeypatch):
+    """C2, C3: a server that ignores SIGTERM is killed after the grace; a child in its process group goes with it."""
+    monkeypatch.setenv("STANDIN_CHILD", str(tmp_path / "child"))
+    settings = _standin(tmp_path, monkeypatch, mode)
+    with judge_server.Served(settings, dict(os.environ), str(tmp_path / "s.log"), grace=1.0) as served:
+        for _ in range(100):
+            if served.server is not None and judge_server.ready(served.url, "judge"):
+                break
+            time.sleep(0.1)
+        assert judge_server.ready(served.url, "judge")
+        leader = served.server.proc.pid
+    assert served.cause is None and _gone(leader)
+    if mode == "spawns_a_child":
+        assert _gone(int((tmp_path / "child").read_text()))
+
+
+def test_a_server_that_never_answers_stops_the_run(tmp_path, monkeypatch):
+    settings = _standin(tmp_path, monkeypatch, "never_ready")
+    victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    with judge_server.Served({**settings, "start_timeout": 2}, dict(os.environ), str(tmp_path / "s.log"), grace=1.0) as served:
+        served.attach(victim)
+        assert victim.wait(timeout=30) != 0  # the training process is stopped
+        leader = served.server.proc.pid
+    assert "did not answer within 2s" in served.cause and _gone(leader)
+
+
+def test_a_port_someone_else_answers_is_not_ready(tmp_path, monkeypatch):
+    """C4: another OpenAI-compatible server already answers on the port: ours cannot bind and exits, and the other's
+    answer (another model) never counts as ours being ready."""
+    settings = _standin(tmp_path, monkeypatch, "plain")
+    port = judge_server.free_port()
+    other = subprocess.Popen([sys.executable, str(tmp_path / "standin.py"), "plain", str(port), "0"],
+                             env={**os.environ, "STANDIN_NAME": "someone-else"})
+    try:
+        for _ in range(100):
+            if judge_server.ready(f"http://127.0.0.1:{port}/v1"):
+                break
+            time.sleep(0.1)
+        assert judge_server.ready(f"http://127.0.0.1:{port}/v1") and not judge_server.ready(
+            f"http://127.0.0.1:{port}/v1", "judge")
+        with judge_server.Served({**settings, "port": port}, dict(os.environ), str(tmp_path / "s.log"), grace=1.0) as served:
+            for _ in range(100):
+                if served.cause:
+                    break
+                time.sleep(0.1)
+        assert "exited with" in served.cause and "before it answered" in served.cause
+    finally:
+        other.kill()
+        other.wait()
+
+
+@needs_model
+def test_sigterm_while_the_server_starts_leaves_nothing(launcher):
+    """C1: the launcher gets SIGTERM while its judge server is still loading the model (the trainer has started and
+    waits for it): the launcher ends, and no process of the server is left."""
+    tmp, start = launcher
+    proc = start(steps=60)
+    _wait(tmp / "state.port", proc)
+    port = (tmp / "state.port").read_text()
+    still_starting = not judge_server.ready(f"http://127.0.0.1:{port}/v1")
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert still_starting and proc.returncode == 128 + signal.SIGTERM, out[-3000:]
+    assert _server_pids(port) == [] and not (tmp / "state.steps").exists()
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("verl_judge.judge_server.start_timeout=soon", "start_timeout must be a number of seconds > 0, got 'soon'"),
+    ("verl_judge.judge_server.port=70000", "port must be 0 (a free port) or a port number, got 70000"),
+])
+def test_bad_server_setting_stops_the_plan(setting, message, tmp_path):
+    """C5: checked when the run is planned (dry runs too): a clear error, exit 2, no traceback."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env.update(DRY_RUN="1", MODEL=MODEL or "/m", TRAIN_FILES="t.parquet", VAL_FILES="v.parquet", OUTPUT_DIR=str(tmp_path))
+    r = subprocess.run([sys.executable, "-m", "scripts.launch", "gsm8k_local_judge", "judge_placement=server", setting],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and message in r.stdout + r.stderr and "Traceback" not in r.stdout + r.stderr

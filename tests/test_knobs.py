@@ -72,3 +72,21 @@ def test_environ_is_restored():
     with knobs.environ({"ONLY": "1"}):
         assert dict(os.environ) == {"ONLY": "1"}
     assert dict(os.environ) == before
+
+
+@pytest.mark.parametrize("value, bad", [("1", False), ("true", False), ("print", False), ("0", False), ("", False),
+                                        (" On ", False), ("bogus", True), ("2", True), ("dry", True)])
+def test_dry_run_values(value, bad):
+    """D4: an unknown DRY_RUN value is an error, never a real run."""
+    msgs = knobs.unknown({"DRY_RUN": value})
+    assert msgs == ([f"DRY_RUN={value} is not one of (empty), 0, false, no, off, 1, true, yes, on, print"] if bad else [])
+
+
+@pytest.mark.parametrize("module", [["scripts.launch", "gsm8k_rule"], ["scripts.policy_learns", "--out", "x"],
+                                    ["scripts.pipeline", "judge", "--out", "x"]])
+def test_unknown_dry_run_starts_nothing(module, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("DRY_RUN", "RAY_ADDRESS")}
+    r = subprocess.run([sys.executable, "-m", *module], cwd=tmp_path, env={**env, "DRY_RUN": "bogus",
+                       "PYTHONPATH": knobs.ROOT}, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "DRY_RUN=bogus is not one of" in r.stdout + r.stderr
+    assert "Traceback" not in r.stdout + r.stderr and not os.listdir(tmp_path)
