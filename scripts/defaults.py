@@ -1,6 +1,7 @@
 """The model and data a run gets when none are given: SmolLM2-135M-Instruct (``data_prep.model``, offline,
 cached) and the recipe's ``verl_judge.default_data`` set, built by ``data_prep`` from ``GSM8K_DIR`` (else
-``../shared/data/gsm8k`` beside the checkout when it is there, else the HF hub) into
+``../shared/data/gsm8k`` beside the checkout when it is there, else the HF hub when it can be reached, else the
+word-problem testbed in GSM8K's shape, ``data_prep.word_problems``, built once into ``DATA_DIR/word_problems``) into
 ``DATA_DIR/<set>_p<max prompt length>/``. Used by the launcher and the pipeline (no command):
 
     from scripts import defaults; model = defaults.model(env); gsm8k = defaults.gsm8k_args(env)
@@ -8,10 +9,13 @@ cached) and the recipe's ``verl_judge.default_data`` set, built by ``data_prep``
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
+import socket
 import subprocess
 import sys
+import urllib.parse
 
 from scripts.console import say
 
@@ -47,14 +51,49 @@ def model(env, create: bool = True) -> str:
 
 def gsm8k_args(env) -> list[str]:
     """data_prep's input arguments: train.jsonl / test.jsonl of GSM8K_DIR, else of SHARED_GSM8K when it holds
-    them, else the HF hub."""
+    them, else the HF hub when it can be reached, else the word-problem testbed (``testbed``)."""
     d = (env.get("GSM8K_DIR") or "").strip()
     if not d and os.path.isfile(os.path.join(SHARED_GSM8K, "train.jsonl")):
         d = SHARED_GSM8K
-    if not d:
+    if not d and hub_reachable(env):
         return ["--hf"]
+    if not d:
+        d = testbed(env)
     d = os.path.abspath(os.path.expanduser(d))
     return ["--train", os.path.join(d, "train.jsonl"), "--test", os.path.join(d, "test.jsonl")]
+
+
+def hub_reachable(env, timeout: float = 3.0) -> bool:
+    """Whether the Hugging Face hub can be asked: not when HF_HUB_OFFLINE / HF_DATASETS_OFFLINE say so, nor when its
+    host (HF_ENDPOINT, default huggingface.co) does not answer a connection within ``timeout`` seconds."""
+    if any((env.get(v) or "").strip().lower() in ("1", "true", "yes", "on") for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")):
+        return False
+    return _connects(urllib.parse.urlsplit(env.get("HF_ENDPOINT") or "https://huggingface.co").hostname or "", timeout)
+
+
+@functools.lru_cache(maxsize=8)
+def _connects(host: str, timeout: float) -> bool:
+    try:
+        with socket.create_connection((host, 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def testbed(env) -> str:
+    """``DATA_DIR/word_problems``: the word-problem testbed (``data_prep.word_problems``, default settings), built
+    once, standing in for GSM8K where GSM8K is neither given nor reachable."""
+    d = os.path.join(os.path.abspath(os.path.expanduser(env.get("DATA_DIR") or os.path.join(ROOT, "data"))), "word_problems")
+    if not os.path.isfile(os.path.join(d, "test.jsonl")):
+        from data_prep import word_problems
+
+        say("launch", f"GSM8K is neither given (GSM8K_DIR) nor reachable (the HF hub): the word-problem testbed "
+            f"stands in for it ({d})", env)
+        if word_problems.main(["--out", d]) != 0:
+            raise DefaultsError(f"could not build the word-problem testbed in {d}")
+    else:
+        say("launch", f"GSM8K is neither given nor reachable: the word-problem testbed in {d} stands in for it", env)
+    return d
 
 
 def data(kind, recipe: str, max_prompt_length: int, tokenizer: str, env,

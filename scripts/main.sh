@@ -20,7 +20,7 @@ cd "$ROOT"
 PYTHON=$(bash scripts/launch.sh --print-python | tail -n 1)
 export PYTHON
 echo "[main] interpreter: $PYTHON"
-echo "[main] GSM8K: ${GSM8K_DIR:-../shared/data/gsm8k when present, else the HF hub (openai/gsm8k)}"
+echo "[main] GSM8K: ${GSM8K_DIR:-../shared/data/gsm8k when present, else the HF hub (openai/gsm8k) when reachable, else the word-problem testbed}"
 
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   exec "$PYTHON" -m scripts.policy_learns --out outputs/main "$@"

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -22,13 +23,26 @@ def test_secret_and_passed_names_are_no_unknown_knobs():
 
 
 def test_gsm8k_source(gsm8k_dir, tmp_path, monkeypatch):
-    """One rule for the launcher and the pipeline: GSM8K_DIR, else ../shared/data/gsm8k when there, else the hub."""
+    """One rule for the launcher and the pipeline: GSM8K_DIR, else ../shared/data/gsm8k when there, else the hub when
+    it can be reached, else the word-problem testbed (D10: a fresh clone with no network still runs)."""
     from scripts import defaults
 
-    for shared, env, want in ((gsm8k_dir, {}, gsm8k_dir), (gsm8k_dir, {"GSM8K_DIR": "/d"}, "/d"), (tmp_path, {}, None)):
+    testbed = str(tmp_path / "data" / "word_problems")
+    for shared, env, hub, want in ((gsm8k_dir, {}, True, gsm8k_dir), (gsm8k_dir, {"GSM8K_DIR": "/d"}, False, "/d"),
+                                   (tmp_path, {}, True, None), (tmp_path, {"DATA_DIR": str(tmp_path / "data")}, False, testbed)):
         monkeypatch.setattr(defaults, "SHARED_GSM8K", str(shared))
+        monkeypatch.setattr(defaults, "hub_reachable", lambda env, hub=hub: hub)
         assert defaults.gsm8k_args(env) == (["--hf"] if want is None else
                                             ["--train", f"{want}/train.jsonl", "--test", f"{want}/test.jsonl"])
+    assert json.load(open(os.path.join(testbed, "settings.json")))["train"] == 5000  # built once, default settings
+
+
+@pytest.mark.parametrize("env, reachable", [({"HF_HUB_OFFLINE": "1"}, False), ({"HF_DATASETS_OFFLINE": "true"}, False),
+                                            ({"HF_ENDPOINT": "https://127.0.0.1:1"}, False)])
+def test_hub_reachable(env, reachable):
+    from scripts import defaults
+
+    assert defaults.hub_reachable(env, timeout=1.0) is reachable
 
 
 def test_overrides_later_wins_and_values():

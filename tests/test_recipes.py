@@ -221,6 +221,7 @@ def test_default_data_plan(recipe, local_gsm8k, model_path, tmp_path, monkeypatc
     from scripts import defaults
 
     monkeypatch.setattr(defaults, "SHARED_GSM8K", str(tmp_path / "no_shared"))
+    monkeypatch.setattr(defaults, "hub_reachable", lambda env: True)
     kind, module, folder, train, val, max_len = DATA[recipe]
     extra = {"GSM8K_DIR": "/data/gsm8k"} if local_gsm8k else {}
     p = plan(recipe, sdpa_off(MODEL=model_path, DATA_DIR=tmp_path, **extra))
