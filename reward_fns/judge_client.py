@@ -53,6 +53,8 @@ from urllib.parse import parse_qsl
 import httpx
 import openai
 
+from reward_fns.redact import mask_url
+
 __all__ = ["JudgeClient", "JudgeConfigError", "JudgeError", "JudgeResult", "ReplyRefused", "chat_completions_url",
            "outcome", "scrub_secrets", "OUTCOMES", "DEFAULT_MAX_RESPONSE_BYTES"]
 
@@ -178,7 +180,7 @@ def _completion_problem(raw: bytes) -> str | None:
     """Why a 2xx body is not a chat completion the caller can read (None: it is one)."""
     try:
         data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:  # RecursionError: nested past Python's limit
         return f"malformed JSON ({type(e).__name__}, {len(raw)} bytes)"
     if not isinstance(data, dict):
         return "reply is not a JSON object"
@@ -322,7 +324,7 @@ class JudgeClient:
         self.stats = {"calls": 0, "requests": 0, "retries": 0, "cache_hits": 0, "errors": 0}
 
     def __repr__(self) -> str:  # never shows the key or headers
-        return (f"JudgeClient(url={self.url!r}, model={self.model!r}, api_key_env={self.api_key_env!r}, timeout="
+        return (f"JudgeClient(url={mask_url(self.url)!r}, model={self.model!r}, api_key_env={self.api_key_env!r}, timeout="
                 f"{self.timeout}, max_retries={self.max_retries}, max_concurrency={self.max_concurrency})")
 
     # ------------------------------------------------------------------ per-loop SDK clients
@@ -466,7 +468,7 @@ class JudgeClient:
 
     def _scrub(self, text: str) -> str:
         """Our own message text, with every piece of a secret replaced (then cut to 300 chars)."""
-        return scrub_secrets(str(text)[: 4 * _MESSAGE_CHARS], self._secrets())[0][:_MESSAGE_CHARS]
+        return mask_url(scrub_secrets(str(text)[: 4 * _MESSAGE_CHARS], self._secrets())[0])[:_MESSAGE_CHARS]
 
     def _echo(self, text: str) -> str:
         """Text a server sent: quoted (cut to 300 chars) only when it holds no piece of a secret."""

@@ -84,11 +84,13 @@ import logging
 import math
 import re
 import threading
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
 from reward_fns import canaries, gsm8k
 from reward_fns.judge_client import DEFAULT_MAX_RESPONSE_BYTES, JudgeClient, JudgeConfigError, JudgeResult, outcome
+from reward_fns.redact import mask_url
 from reward_fns.parse import FINAL_OK, final_answer, normalize_number, parse_score, quoted_candidate, reference_answer
 from reward_fns.prompts import NEUTRALIZED_TAGS, load, neutralize
 
@@ -122,6 +124,8 @@ MODES = ("judge", "hybrid")
 DEFAULT_REMOTE_MODEL = "gpt-4o-mini"
 
 _SPECIAL_TOKEN = re.compile(r"<\|([^<>|\n]{1,64})\|>")
+_INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u2028\u2029\u2060-\u2064\ufeff]")
+_BRACKET_MARKER = re.compile(r"\[/?(?:INST|SYS|AVAILABLE_TOOLS|TOOL_CALLS|TOOL_RESULTS)\]|<</?SYS>>", re.IGNORECASE)
 
 #: Defaults of every knob besides the named parameters (all settable through reward_kwargs).
 DEFAULTS: dict[str, Any] = {
@@ -157,11 +161,16 @@ def _clip(text: str, limit: int) -> str:
 
 
 def defuse(text: object, max_chars: int = DEFAULTS["max_response_chars"]) -> str:
-    """Untrusted candidate text -> prompt-safe text (look-alike tags and chat special tokens defused)."""
+    """Untrusted candidate text -> prompt-safe text: look-alikes normalised first (NFKC: fullwidth ``＜/candidate＞``
+    and ``｜``; invisible characters such as zero-width spaces and soft hyphens removed), then look-alike tags
+    (``< /candidate>``, ``<start_of_turn>``, ``</s>``), chat special tokens (``<|im_end|>``, DeepSeek's
+    ``<｜end▁of▁sentence｜>``) and bracket markers (``[INST]``, ``<<SYS>>``) defused."""
     s = text if isinstance(text, str) else ("" if text is None else str(text))
     s = s.encode("utf-8", "replace").decode("utf-8")  # lone surrogates cannot be sent as UTF-8 JSON
     s = _clip(s, int(max_chars))
+    s = _INVISIBLE.sub("", unicodedata.normalize("NFKC", s))
     s = neutralize(s, NEUTRALIZED_TAGS)
+    s = _BRACKET_MARKER.sub(lambda m: f"\u27e6{m.group(0)[1:-1]}\u27e7", s)
     return _SPECIAL_TOKEN.sub(lambda m: f"\u2039|{m.group(1)}|\u203a", s)
 
 
@@ -353,7 +362,8 @@ def _log_failure(result: JudgeResult, where: str, outcome: str) -> None:
     global _fail_count
     _fail_count += 1
     if _fail_count <= 5 or _fail_count % 100 == 0:
-        logger.warning("llm_judge: judge call to %s failed (#%d, %s): %s", where, _fail_count, outcome, result.error)
+        logger.warning("llm_judge: judge call to %s failed (#%d, %s): %s", mask_url(where), _fail_count, outcome,
+                       mask_url(str(result.error)))
 
 
 def _warn_once(key: str, msg: str, *args: Any) -> None:

@@ -9,9 +9,13 @@ masked too. Used by the launcher, the pipeline and the benchmarks (no command of
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
+import urllib.parse
+
+from reward_fns.redact import mask_url
 
 SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$", re.I)
 #: secrets a Ray job always gets when they are set (scripts/ray_job.py passes them by name)
@@ -29,12 +33,19 @@ def secret_names(env) -> list[str]:
 
 
 def mask(text: str, env=None) -> str:
+    """``text`` with every secret value of ``env`` masked: as written, JSON-escaped, ``repr``-escaped and
+    URL-encoded; values of 6 characters or more wherever they stand, shorter ones as whole tokens. Then inline
+    ``api_key=VALUE`` and URL credentials (``https://user:pass@host``, ``?key=...``) are masked too."""
     env = os.environ if env is None else env
     names = set(secret_names(env)) | {n for n in env if SECRET_NAME.search(n)}
-    for v in sorted({env[n] for n in names if env.get(n) and len(env[n]) >= 6}, key=len, reverse=True):
-        text = text.replace(v, "***")
+    forms = set()
+    for v in {env[n] for n in names if env.get(n)}:
+        forms |= {(f, len(v) >= 6) for f in (v, json.dumps(v)[1:-1], repr(v)[1:-1], urllib.parse.quote(v, safe=""),
+                                            urllib.parse.quote_plus(v)) if f}
+    for f, anywhere in sorted(forms, key=lambda x: len(x[0]), reverse=True):
+        text = text.replace(f, "***") if anywhere else re.sub(rf"(?<![A-Za-z0-9]){re.escape(f)}(?![A-Za-z0-9])", "***", text)
     # `...api_key=VALUE` / `"token": "VALUE"` written inline (but not api_key_env=NAME)
-    return _INLINE_SECRET.sub(lambda m: m.group(1) + "***", text)
+    return mask_url(_INLINE_SECRET.sub(lambda m: m.group(1) + "***", text))
 
 
 def say(tag: str, msg: str = "", env=None, stamp: bool = False) -> None:

@@ -148,7 +148,7 @@ def test_mask():
     out = console.mask(f"key {SECRET} tok abcdefghij api_key=zzzzzzzz token: 'qqqqqqq' api_key_env=OPENAI_API_KEY "
                       f"{OTHER_SECRET} abc", env)
     assert SECRET not in out and "abcdefghij" not in out and "zzzzzzzz" not in out and "qqqqqqq" not in out
-    assert OTHER_SECRET not in out and "api_key_env=OPENAI_API_KEY" in out and out.endswith(" abc")
+    assert OTHER_SECRET not in out and "api_key_env=OPENAI_API_KEY" in out and out.endswith(" ***")  # E2: short ones too
 
 
 # ----------------------------------------------------------------------------------------------- running
@@ -362,3 +362,25 @@ def test_main_sh_offline_in_a_fresh_copy(model_path, tmp_path):
     out = r.stdout + r.stderr
     assert r.returncode == 0 and "[main] dry runs: 7/7 passed" in out, out[-4000:]
     assert "the word-problem testbed stands in for it" in out and not (tmp_path / "clone" / "shared").exists()
+
+
+@pytest.mark.parametrize("text, env, masked", [
+    # E1: credentials inside a URL
+    ("JUDGE_BASE_URL=https://user:pass@judge.example/v1", {}, "JUDGE_BASE_URL=https://***@judge.example/v1"),
+    ("base_url: http://h:8/v1?key=abc123&model=m", {}, "base_url: http://h:8/v1?key=***&model=m"),
+    ("GET https://h/v1?sig=x1&x_auth_token=y2", {}, "GET https://h/v1?sig=***&x_auth_token=***"),
+    # E2: escaped and short secrets
+    ('{"k": "se\\"cret-value"}', {"MY_API_KEY": 'se"cret-value'}, '{"k": "***"}'),
+    ("q=se%22cret-value", {"MY_API_KEY": 'se"cret-value'}, "q=***"),
+    ("token abc and abcdef", {"SHORT_TOKEN": "abc"}, "token *** and abcdef"),
+])
+def test_mask_urls_and_escaped_secrets(text, env, masked):
+    assert console.mask(text, env) == masked
+
+
+def test_judge_client_repr_and_errors_mask_url_credentials():
+    from reward_fns.judge_client import JudgeClient
+
+    c = JudgeClient("https://user:pw@judge.example/v1?key=k123", "m", api_key_env=None)
+    assert "pw" not in repr(c) and "k123" not in repr(c) and "https://***@judge.example" in repr(c)
+    assert c._scrub(f"failed at {c.url}") == "failed at https://***@judge.example/v1/chat/completions?key=***"

@@ -425,3 +425,15 @@ def test_config_error_message_holds_no_piece_of_the_key(monkeypatch):
         f"the API key was rejected or is missing: check the environment variable '{KEY_VAR}' (api_key_env, set), and "
         f"that it is exported to the reward workers. Server said: {WITHHELD}"
     )
+
+
+def test_deeply_nested_reply_is_a_transport_failure():
+    """B1: a 2xx body nested past Python's JSON recursion limit is a malformed reply: retried, then the fallback."""
+    from scripts.serve.fake_openai import Reply
+
+    deep = b"[" * 50_000 + b"]" * 50_000
+    with FakeOpenAIServer(reply=lambda body: Reply(raw=deep)) as srv:
+        client = JudgeClient(srv.base_url, "judge", timeout=5.0, max_retries=1, max_response_bytes=1 << 20, cache_size=0)
+        result = asyncio.run(client.complete([{"role": "user", "content": "hi"}]))
+    assert (result.error.kind, result.error.status, result.attempts) == ("bad_response", 200, 2)
+    assert result.error.message == "malformed JSON (RecursionError, 100000 bytes)" and outcome(result.error) == "fallback"
