@@ -477,3 +477,34 @@ def test_hf_offline_real_model(model_path, pairs_file, tmp_path):
     assert report["judge"]["endpoint"] == "transformers offline"
     preds = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
     assert all(isinstance(p["reply"], str) for p in preds)
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_a_rejected_key_stops_the_evaluation(pairs_file, tmp_path, capsys, status):
+    """D7: 401 / 403 stop the evaluator at once with exit 2 and the cause, instead of scoring every row as failed."""
+    with FakeOpenAIServer(lambda b: Reply(status=status, raw=b'{"error": {"message": "invalid api key"}}')) as srv:
+        rc = eval_judge.main(["--data", pairs_file, "--base-url", srv.base_url, "--model", "m", "--out", str(tmp_path),
+                              *FAST])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"HTTP {status}" in err, err[-2000:]
+    assert not (tmp_path / "report.json").exists()
+
+
+def test_resume_needs_the_same_endpoint(pairs_file, tmp_path, capsys):
+    """D3: predictions saved from one server are not merged with another's, though both serve model "m"."""
+    with FakeOpenAIServer(lambda b: _verdict("A")) as a:
+        assert eval_judge.main(["--data", pairs_file, "--base-url", a.base_url, "--model", "m", "--out", str(tmp_path),
+                                *FAST]) in (0, 4)
+    with FakeOpenAIServer(lambda b: _verdict("A")) as b:
+        rc = eval_judge.main(["--data", pairs_file, "--base-url", b.base_url, "--model", "m", "--out", str(tmp_path), *FAST])
+    assert rc == 2 and "made with other settings" in capsys.readouterr().err and b.bodies == []
+
+
+def test_every_request_has_a_deadline():
+    """D2: a server that sends a byte now and then (each resets the read timeout) cannot hold an evaluation: each
+    request's whole time is bounded, retries and backoff included."""
+    from scripts.eval.backends import make_client, request_deadline
+
+    c = make_client("http://127.0.0.1:9/v1", "m", api_key_env=None, concurrency=2, timeout=3.0, max_retries=1,
+                    max_tokens=8, temperature=0.0)
+    assert c.deadline == request_deadline(3.0, 1) == 14.0

@@ -15,7 +15,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from reward_fns.judge_client import JudgeClient, JudgeError, JudgeResult, chat_completions_url
+from reward_fns.judge_client import JudgeClient, JudgeConfigError, JudgeError, JudgeResult, chat_completions_url
+from reward_fns.redact import mask_url
 from scripts.eval.cli import InputError
 
 if TYPE_CHECKING:
@@ -59,10 +60,16 @@ def make_client(base_url: str, model: str, *, api_key_env: str | None, concurren
         return JudgeClient(
             base_url, model, api_key_env=api_key_env or None, timeout=timeout, max_retries=max_retries,
             max_concurrency=concurrency, temperature=temperature, max_tokens=max_tokens,
-            cache_size=4096 if cache else 0,
+            cache_size=4096 if cache else 0, deadline=request_deadline(timeout, max_retries),
         )
     except ValueError as e:
         raise InputError(str(e)) from None
+
+
+def request_deadline(timeout: float, max_retries: int) -> float:
+    """One request's whole time, retries and the SDK's backoff (at most 8 s each) included: a server that sends a
+    byte now and then (each one resets the read timeout) cannot hold an evaluation forever."""
+    return float(timeout) * (max_retries + 1) + 8.0 * max_retries
 
 
 OnResult = Callable[[int, int, JudgeResult], None]
@@ -92,6 +99,9 @@ def run_chats(client: JudgeClient, conversations: Sequence[Sequence[dict]], desc
 
         async def one(i: int, msgs: Sequence[dict]) -> None:
             res = await client.complete(msgs)
+            stop_now = client.config_error(res.error) if not res.ok else None
+            if stop_now is not None:  # a wrong key, URL or model: every request would fail the same way
+                raise stop_now
             results[i] = res
             if not res.ok:
                 failures[0] += 1
@@ -120,6 +130,8 @@ def run_chats(client: JudgeClient, conversations: Sequence[Sequence[dict]], desc
             await asyncio.gather(*rest, return_exceptions=True)
             await client.aclose()
         for o in outcome:  # a failing on_result (e.g. a full disk) is an error, not a cancelled row
+            if isinstance(o, JudgeConfigError):
+                raise InputError(str(o)) from None
             if isinstance(o, BaseException) and not isinstance(o, asyncio.CancelledError):
                 raise o
 
@@ -304,8 +316,12 @@ def backend_info(args) -> dict:
 def backend_settings(args) -> dict:
     """What decides a backend's replies besides the prompt: a saved reply is reused only under the same."""
     kind = "vllm" if args.vllm_offline else "hf" if args.hf_offline else "endpoint"
-    return {"backend": kind, "model": backend_info(args)["model"], "temperature": float(args.temperature),
-            "max_tokens": int(args.max_tokens)}
+    info = backend_info(args)
+    settings = {"backend": kind, "model": info["model"], "temperature": float(args.temperature),
+                "max_tokens": int(args.max_tokens)}
+    if kind == "endpoint":  # two servers that both serve "judge" are not one (credentials masked: this is written)
+        settings["endpoint"] = mask_url(info["endpoint"])
+    return settings
 
 
 def generate(args, conversations: Sequence[Sequence[dict]], *, n: int = 1, desc: str = "requests",

@@ -54,6 +54,7 @@ from collections.abc import Mapping, Sequence
 
 from data_prep.outputs import write_json, write_jsonl, write_text
 from reward_fns import gsm8k, llm_judge
+from reward_fns.redact import mask_url
 from reward_fns.judge_client import JudgeResult, chat_completions_url
 from reward_fns.parse import parse_score
 from reward_fns.prompts import load as load_prompt
@@ -334,7 +335,8 @@ def _run(argv: list[str] | None) -> tuple[dict, int, str | None]:
     units = [(q, k) for q in range(len(items)) for k in range(n)]
     uid = {(q, k): f"{qids[q]}/s{k}" for q, k in units}
     judge_settings = {"model": args.judge_model, "temperature": float(args.judge_temperature),
-                      "max_tokens": int(args.judge_max_tokens)} if judge_on else None
+                      "max_tokens": int(args.judge_max_tokens),
+                      "endpoint": mask_url(chat_completions_url(args.judge_base_url))} if judge_on else None
     log = PredictionLog(out_dir, "eval_gsm8k", {"policy": backend_settings(args), "judge": judge_settings},
                         resume=not args.no_resume)
     saved = log.load()
@@ -426,7 +428,7 @@ def _run(argv: list[str] | None) -> tuple[dict, int, str | None]:
                                  **({"judge_total": judge_total, "judge_done": judge_done, "judge_reused": judge_reused}
                                     if judge_on else {})}}
     if judge_on:
-        report["judge_endpoint"] = {"endpoint": jclient.url if jclient else chat_completions_url(args.judge_base_url),
+        report["judge_endpoint"] = {"endpoint": mask_url(jclient.url if jclient else chat_completions_url(args.judge_base_url)),
                                     "model": args.judge_model,
                                     "prompt": f"{args.judge_prompt}.{args.judge_prompt_version}",
                                     **({"client_stats": dict(jclient.stats)} if jclient else {})}
