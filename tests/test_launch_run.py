@@ -384,3 +384,20 @@ def test_judge_client_repr_and_errors_mask_url_credentials():
     c = JudgeClient("https://user:pw@judge.example/v1?key=k123", "m", api_key_env=None)
     assert "pw" not in repr(c) and "k123" not in repr(c) and "https://***@judge.example" in repr(c)
     assert c._scrub(f"failed at {c.url}") == "failed at https://***@judge.example/v1/chat/completions?key=***"
+
+
+@pytest.mark.parametrize("content, message", [
+    ("- a\n- b\n", "must be a mapping of runtime-env fields (working_dir, env_vars, excludes, ...), got a list"),
+    ("just text\n", "must be a mapping of runtime-env fields (working_dir, env_vars, excludes, ...), got a str"),
+    ("env_vars: [1, 2]\n", "env_vars must be a mapping and excludes a list"),
+    ("a: [b\n", "not YAML"),
+])
+def test_bad_runtime_env_is_a_clear_error(content, message, fx, model_path, tmp_path):
+    """D9: a RUNTIME_ENV that is not a mapping stops the submission with a message naming the file, no traceback."""
+    rt = tmp_path / "rt.yaml"
+    rt.write_text(content)
+    env = base_env(MODEL=model_path, RAY_ADDRESS="http://127.0.0.1:8265", RUNTIME_ENV=str(rt), DRY_RUN="1",
+                   **recipe_files(fx, "gsm8k_rule"))
+    r = run_recipe("gsm8k_rule", env)
+    out = r.stdout + r.stderr
+    assert r.returncode == 2 and f"RUNTIME_ENV {rt}: {message}" in out and "Traceback" not in out, out[-2000:]
