@@ -53,7 +53,9 @@ its answer GSM8K's strict way, ``#### N``: the policy's format share, whatever t
 ``judge_ungrounded``, ``judge_contradiction`` (1 when the guard below overrode an accepting verdict),
 ``judge_unverified`` (1 when it could not check one), ``canary_wrong``, ``canary_wrong_accepted``, ``canary_right``,
 ``canary_right_rejected`` (1 when a canary probe graded beside this sample was wrong / right and the judge paid /
-did not pay it: ``reward_fns.canaries``, about 1 sample in ``canary_every``; all 0 otherwise).
+did not pay it: ``reward_fns.canaries``, about 1 sample in ``canary_every``; all 0 otherwise), ``judge_abstained``
+(1 when ``judge_failure="abstain"`` and the call failed in transport: the sample carries no reward, and
+``scripts/train_hooks.py`` leaves it out of its GRPO group and masks it out of the policy loss).
 
 **Grounded verdicts** (``grounded=True``, default; ``guard``): an accepting verdict (3-4) is checked against the
 candidate text the judge was shown (clipped to ``max_response_chars``, defused) and the reference answer it was
@@ -91,7 +93,8 @@ from typing import Any
 from reward_fns import canaries, gsm8k
 from reward_fns.judge_client import DEFAULT_MAX_RESPONSE_BYTES, JudgeClient, JudgeConfigError, JudgeResult, outcome
 from reward_fns.redact import mask_url
-from reward_fns.parse import FINAL_OK, final_answer, normalize_number, parse_score, quoted_candidate, reference_answer
+from reward_fns.guard import CONTRADICTION, UNGROUNDED, guard
+from reward_fns.parse import parse_score, reference_answer
 from reward_fns.prompts import NEUTRALIZED_TAGS, load, neutralize
 
 logger = logging.getLogger(__name__)
@@ -119,6 +122,7 @@ KEYS = (
     "canary_wrong_accepted",
     "canary_right",
     "canary_right_rejected",
+    "judge_abstained",
 )
 MODES = ("judge", "hybrid")
 DEFAULT_REMOTE_MODEL = "gpt-4o-mini"
@@ -147,6 +151,9 @@ DEFAULTS: dict[str, Any] = {
     # one canary probe (reward_fns.canaries: an answer whose right verdict is known) with every Nth judged sample of a
     # process, graded like the sample; its outcome in the sample's canary_* keys; 0: none
     "canary_every": 20,
+    # a transport failure (after the retries): "fallback" (the fallback score) or "abstain" (judge_abstained=1: the
+    # trainer's hooks leave the sample out of its GRPO group and of the policy loss, TRL's "reward None")
+    "judge_failure": "fallback",
 }
 
 
@@ -239,26 +246,6 @@ def get_client(base_url: str, model: str, **options: Any) -> JudgeClient:
             client = JudgeClient(base_url, model, **options)
             _CLIENTS[key] = client
         return client
-
-
-# ---------------------------------------------------------------------------- the grounded-verdict guard
-UNGROUNDED, CONTRADICTION, UNVERIFIED = "judge_ungrounded", "judge_contradiction", "judge_unverified"
-
-
-def guard(reply: str, shown: str, reference: str | None) -> str | None:
-    """What is wrong with an accepting verdict, checked against the candidate text the judge was shown (``shown``)
-    and the reference answer it was shown: ``judge_unverified`` when the reply quotes no candidate answer (the
-    verdict stands, counted); ``judge_contradiction`` when the quoted candidate answer is not the reference's (an
-    accept of an answer it calls different); ``judge_ungrounded`` when the candidate does not state exactly that one
-    final answer (``parse.final_answer``: hedges, several answers, noise lines); None when it holds."""
-    quoted = quoted_candidate(reply)
-    if quoted is None:
-        return UNVERIFIED
-    ref = normalize_number(reference)
-    if ref is not None and quoted != ref:
-        return CONTRADICTION
-    value, status = final_answer(shown)
-    return None if status == FINAL_OK and value == quoted else UNGROUNDED
 
 
 def probe_index(solution_str: object, ground_truth: object, every: int) -> int | None:
@@ -397,6 +384,8 @@ async def compute_score(
     opt = {**DEFAULTS, **kwargs}
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if opt["judge_failure"] not in ("fallback", "abstain"):
+        raise ValueError(f"judge_failure must be 'fallback' or 'abstain', got {opt['judge_failure']!r}")
     if opt["rule_mode"] not in gsm8k.MODES:
         raise ValueError(f"rule_mode must be one of {gsm8k.MODES}, got {opt['rule_mode']!r}")
     rule_score = _rule(solution_str, ground_truth, opt["rule_mode"])
@@ -469,6 +458,10 @@ async def compute_score(
         if outcome(result.error) == "stop":  # wrong key, URL or model: every sample would fail; stop the run
             raise client.config_error(result.error)
         out["judge_error"] = 1.0
+        if outcome(result.error) == "fallback" and opt["judge_failure"] == "abstain":  # no reward: left out
+            _log_failure(result, client.url, "abstaining")
+            out.update(score=0.0, judge_fallback=0.0, judge_abstained=1.0)
+            return out
         if outcome(result.error) == "fallback":  # the answer cannot cause these: the documented fallback
             _log_failure(result, client.url, "using the fallback")
             return out

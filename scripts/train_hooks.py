@@ -91,7 +91,7 @@ def reward_metrics(extras: dict[str, Sequence]) -> dict[str, float]:
             out["judge_health/agree_rule"] = 0.0
             out["judge_health/accept_rule_reject"] = 0.0
             out["judge_health/reject_rule_accept"] = 0.0
-        for key in ("ungrounded", "contradiction", "unverified"):  # the grounded-verdict guard (reward_fns.llm_judge)
+        for key in ("ungrounded", "contradiction", "unverified", "abstained"):  # the guard; judge_failure=abstain
             if f"judge_{key}" in cols:
                 out[f"judge_health/{key}_rate"] = _mean(cols[f"judge_{key}"])
         for kind, bad in (("wrong", "accepted"), ("right", "rejected")):  # canary probes (reward_fns.canaries)
@@ -116,6 +116,31 @@ def identical_group_share(scores: Sequence[float], groups: Sequence) -> float:
     if not sized:
         return 0.0
     return sum(1 for v in sized if max(v) - min(v) < 1e-9) / len(sized)
+
+
+# ----------------------------------------------------------------------------------------- abstained samples
+def abstained_mask(non_tensor_batch) -> np.ndarray | None:
+    """Samples whose judge abstained (``judge_abstained`` 1: ``llm_judge``'s ``judge_failure="abstain"``), or None
+    when there are none."""
+    values = _floats(non_tensor_batch.get("judge_abstained", []))
+    if values is None or not values.size or not (values > 0).any():
+        return None
+    return values > 0
+
+
+def leave_out(uids, abstained: np.ndarray) -> np.ndarray:
+    """``uids`` with each abstained sample in a group of its own, so it is left out of its group's mean and std."""
+    return np.array([f"abstained:{i}" if a else u for i, (u, a) in enumerate(zip(uids, abstained))], dtype=object)
+
+
+def mask_out(data, abstained: np.ndarray) -> None:
+    """Zero the abstained samples' advantages, returns and response mask: they add nothing to the policy loss."""
+    import torch
+
+    rows = torch.as_tensor(abstained, dtype=torch.bool)
+    for key in ("advantages", "returns", "response_mask"):
+        if key in data.batch.keys():
+            data.batch[key][rows] = 0
 
 
 # ----------------------------------------------------------------------------------------- fail fast
@@ -317,7 +342,8 @@ def install(config) -> None:
     from verl.trainer import main_ppo_v0
     from verl.trainer.ppo import ray_trainer
 
-    opts = OmegaConf.to_container(config.get("verl_judge") or {}, resolve=True) or {}
+    section = config.get("verl_judge")
+    opts = (OmegaConf.to_container(section, resolve=True) if OmegaConf.is_config(section) else section) or {}
     ff = opts.get("fail_fast") or {}
     fail_fast = FailFast(ff.get("threshold", 0.5), ff.get("steps", 3), ff.get("enable", True))
     hw = opts.get("hacking_watch") or {}
@@ -342,15 +368,21 @@ def install(config) -> None:
 
     def grouped_advantage(data, *args, **kwargs):
         nt = data.non_tensor_batch
-        if not pair_groups or "extra_info" not in nt or "uid" not in nt:
+        abstained = abstained_mask(nt)
+        if (not pair_groups or "extra_info" not in nt or "uid" not in nt) and abstained is None:
             return compute_advantage(data, *args, **kwargs)
         uid = nt["uid"]
-        nt["uid"] = pair_ids(nt["extra_info"], uid)
+        grouped = pair_ids(nt["extra_info"], uid) if pair_groups and "extra_info" in nt else uid
+        nt["uid"] = leave_out(grouped, abstained) if abstained is not None else grouped
         try:
-            return compute_advantage(data, *args, **kwargs)
+            out = compute_advantage(data, *args, **kwargs)
         finally:
-            data.non_tensor_batch["prompt_uid"] = uid
-            data.non_tensor_batch["uid"] = nt["uid"]
+            nt["uid"] = grouped
+            if pair_groups and "extra_info" in nt:
+                nt["prompt_uid"] = uid
+        if abstained is not None:
+            mask_out(data, abstained)
+        return out
 
     data_metrics = ray_trainer.compute_data_metrics
 

@@ -49,13 +49,13 @@ def score(srv, response, *, gt="72", info=INFO, **kw):
 
 
 def expect(score_, judge=-1.0, rule=0.0, error=0.0, parse_fail=0.0, skipped=0.0, fallback=0.0, cached=0.0, attempts=1.0,
-           fmt=1.0, ungrounded=0.0, contradiction=0.0, unverified=0.0):
+           fmt=1.0, ungrounded=0.0, contradiction=0.0, unverified=0.0, abstained=0.0):
     """The full reward dict; ``fmt`` is ``rule_format`` (1.0: the response has a ``#### N`` line)."""
     return dict(
         score=score_, judge_score=judge, rule_score=rule, judge_error=error, judge_parse_fail=parse_fail,
         judge_skipped=skipped, judge_fallback=fallback, judge_cached=cached, judge_attempts=attempts,
         rule_format=fmt, judge_ungrounded=ungrounded, judge_contradiction=contradiction, judge_unverified=unverified,
-        canary_wrong=0.0, canary_wrong_accepted=0.0, canary_right=0.0, canary_right_rejected=0.0,
+        canary_wrong=0.0, canary_wrong_accepted=0.0, canary_right=0.0, canary_right_rejected=0.0, judge_abstained=abstained,
     )
 
 
@@ -100,6 +100,23 @@ TABLE = [
 ]
 
 
+@pytest.mark.parametrize("failure, response, expected", [
+    # judge_failure="abstain": a transport failure carries no reward (the hooks mask the sample out)
+    ("abstain", "FAULT:500\n#### 72", expect(0.0, rule=1.0, error=1.0, attempts=3.0, abstained=1.0)),
+    ("abstain", "FAULT:malformed_json\n#### 96", expect(0.0, rule=0.0, error=1.0, attempts=3.0, abstained=1.0)),
+    # ... but a reply without a verdict, which the answer can cause, is still scored as the lowest verdict
+    ("abstain", "#### 72 JUDGE_SAYS:x", expect(0.0, rule=1.0, parse_fail=1.0)),
+    ("fallback", "FAULT:500\n#### 72", expect(1.0, rule=1.0, error=1.0, fallback=1.0, attempts=3.0)),
+])
+def test_judge_failure_abstain(server, failure, response, expected):
+    assert score(server, response, judge_failure=failure) == expected
+
+
+def test_judge_failure_must_be_known(server):
+    with pytest.raises(ValueError, match="judge_failure must be 'fallback' or 'abstain', got 'skip'"):
+        score(server, "#### 72", judge_failure="skip")
+
+
 @pytest.mark.parametrize("mode,fallback,response,expected", TABLE, ids=[f"{m}-{r}" for m, _, r, _ in TABLE])
 def test_score_table(server, mode, fallback, response, expected):
     out = score(server, response, mode=mode, fallback=fallback)
@@ -112,7 +129,7 @@ def test_keys():
     assert KEYS == ("score", "judge_score", "rule_score", "judge_error", "judge_parse_fail", "judge_skipped",
                     "judge_fallback", "judge_cached", "judge_attempts", "rule_format", "judge_ungrounded",
                     "judge_contradiction", "judge_unverified", "canary_wrong", "canary_wrong_accepted", "canary_right",
-                    "canary_right_rejected")
+                    "canary_right_rejected", "judge_abstained")
 
 
 ACCEPT_72 = "<think>Reference: 72. Candidate: 72. Same.</think><score>4</score>"

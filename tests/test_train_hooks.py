@@ -335,3 +335,42 @@ def test_judge_health_guard_and_canary_rates():
         0.125, 0.25, 0.375)
     assert (m["judge_health/canary_accept"], m["judge_health/canary_accept_n"]) == (1 / 3, 3.0)
     assert (m["judge_health/canary_reject"], m["judge_health/canary_reject_n"]) == (0.5, 2.0)
+
+
+# ----------------------------------------------------------------------------------------- abstained samples
+def _grpo_batch(scores, uids, abstained):
+    from verl import DataProto
+
+    n, length = len(scores), 3
+    rewards = torch.zeros(n, length)
+    rewards[:, -1] = torch.tensor(scores)
+    return DataProto.from_dict(
+        tensors={"token_level_rewards": rewards, "response_mask": torch.ones(n, length)},
+        non_tensors={"uid": np.array(uids, dtype=object), "judge_abstained": np.array(abstained, dtype=np.float64)})
+
+
+@pytest.mark.parametrize("scores, abstained, advantages", [
+    # group "a" of 4: one abstains; the other three (1, 0, 0) give its mean 1/3 and std; the abstainer gets 0
+    ([1.0, 0.0, 0.0, 0.0], [0, 0, 0, 1], [1.1547, -0.5774, -0.5774, 0.0]),
+    # without abstention the same scores give a group of four
+    ([1.0, 0.0, 0.0, 0.0], [0, 0, 0, 0], [1.5, -0.5, -0.5, -0.5]),
+    # every sample but one abstains: the one left is a group of one (verl: mean 0, std 1), the rest 0
+    ([1.0, 1.0, 0.0, 0.0], [0, 1, 1, 1], [1.0, 0.0, 0.0, 0.0]),
+])
+def test_abstained_samples_leave_their_group_and_the_loss(scores, abstained, advantages, monkeypatch):
+    """verl's own GRPO advantage through the installed hook: an abstained sample is out of its group's mean and std,
+    and its advantage and response mask are 0 (it adds nothing to the policy loss)."""
+    from omegaconf import OmegaConf
+
+    from verl.trainer.ppo import ray_trainer
+
+    for name in ("extract_reward", "compute_advantage", "compute_data_metrics"):
+        monkeypatch.setattr(ray_trainer, name, getattr(ray_trainer, name))
+    monkeypatch.setattr(ray_trainer.RayPPOTrainer, "fit", ray_trainer.RayPPOTrainer.fit)
+    install(OmegaConf.create({"data": {"train_batch_size": 1}, "verl_judge": {}}))
+    data = _grpo_batch(scores, ["a"] * 4, abstained)
+    out = ray_trainer.compute_advantage(data, adv_estimator="grpo", norm_adv_by_std_in_grpo=True)
+    adv = out.batch["advantages"][:, -1].tolist()
+    assert adv == pytest.approx(advantages, abs=1e-4)
+    assert out.batch["response_mask"].sum(-1).tolist() == [0.0 if a else 3.0 for a in abstained]
+    assert list(out.non_tensor_batch["uid"]) == ["a"] * 4  # the groups as they were, for the step metrics
