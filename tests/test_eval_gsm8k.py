@@ -235,7 +235,7 @@ def test_stop_signal_then_resume(tmp_path, sig, status):
     assert (out / "report.md").read_text().startswith("# GSM8K evaluation (PARTIAL: 3 of 8 answers, 0 of 3 judge grades)")
     assert len((out / "samples.jsonl").read_text().splitlines()) == 3
 
-    with FakeOpenAIServer(reply) as srv:
+    with FakeOpenAIServer(reply, port=srv.port) as srv:  # the same endpoint: resume needs it
         r = subprocess.run(cmd + ["--base-url", srv.base_url, "--judge-base-url", srv.base_url], cwd=ROOT, capture_output=True,
                            text=True, timeout=120)
     assert r.returncode == 0, r.stderr

@@ -355,7 +355,7 @@ def test_stop_signal_writes_partial_reports_and_a_rerun_resumes(pairs_file, tmp_
     assert [p["row"] for p in first] == [0, 1, 2] and {p["status"] for p in first} == {"ok"}
     assert sorted(os.listdir(out)) == ["predictions.jsonl", "report.json", "report.md", "run.json"]
 
-    with FakeOpenAIServer(lambda b: _verdict(_gold(b))) as srv:
+    with FakeOpenAIServer(lambda b: _verdict(_gold(b)), port=srv.port) as srv:  # the same endpoint: resume needs it
         r = subprocess.run(_cmd(pairs_file, srv.base_url, out)[:-1], cwd=ROOT, capture_output=True, text=True,
                            timeout=120)
     assert r.returncode == 0, r.stderr
@@ -376,7 +376,7 @@ def test_rerun_requests_failed_rows_again(pairs_file, tmp_path, capsys):
     with FakeOpenAIServer(lambda b: Reply(status=400) if _marker(b) in fail else _verdict(_gold(b))) as srv:
         assert eval_judge.main(["--data", pairs_file, "--base-url", srv.base_url, "--model", "m", "--out", str(out), *FAST]) == 0
     assert json.loads((out / "report.json").read_text())["overall"]["n_error"] == 2
-    with FakeOpenAIServer(lambda b: _verdict(_gold(b))) as srv:
+    with FakeOpenAIServer(lambda b: _verdict(_gold(b)), port=srv.port) as srv:  # the same endpoint: resume needs it
         assert eval_judge.main(["--data", pairs_file, "--base-url", srv.base_url, "--model", "m", "--out", str(out), *FAST]) == 0
     assert sorted(_marker(b) for b in srv.bodies) == sorted(fail)
     report = json.loads((out / "report.json").read_text())
