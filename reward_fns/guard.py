@@ -1,4 +1,4 @@
-"""The grounded-verdict guard of ``reward_fns.llm_judge``: what is wrong with a judge's accepting verdict, checked
+r"""The grounded-verdict guard of ``reward_fns.llm_judge``: what is wrong with a judge's accepting verdict, checked
 against the candidate text the judge was shown and the reference answer it was shown (see README_llm_judge.md,
 "Grounded verdicts"). No command of its own:
 

@@ -28,10 +28,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: Ray's command line through this interpreter (for installs without the `ray` script, e.g. pip --target)
 RAY_CLI = (sys.executable, "-c", "import sys; sys.argv[0] = 'ray'; from ray.scripts.scripts import main; main()")
 START_TIMEOUT_S = 180
+START_TRIES = 3
 
 
 class RayStartError(RuntimeError):
     pass
+
+
+class RayStartExit(RayStartError):
+    """The node exited while starting (tried again)."""
 
 
 def ray_cli() -> list[str]:
@@ -51,13 +56,26 @@ def free_port() -> int:
 def start(env: dict, log_path: str, dashboard_port: int | None = None, join: str | None = None,
           num_gpus: int | None = None) -> tuple[subprocess.Popen, str]:
     """Start a private Ray head (``ray start --head --block``) with a temp directory of its own (``proc.temp_dir``),
-    return (process, GCS address).
+    return (process, GCS address). A node that exits while starting is started again with other free ports (a port
+    chosen free can be taken by another run before Ray binds it), ``START_TRIES`` times in all.
 
     Updates ``env`` for the driver: ``RAY_ADDRESS``, and ``RAY_AUTH_MODE=token`` when the head enabled
     Ray's token authentication (Ray >= 2.5x does by default; the token is in ~/.ray/auth_token).
     ``join`` (a head's GCS address): start a node that joins that head instead (``env`` is left as it is).
     ``num_gpus``: the GPUs the node offers (default: Ray counts the visible ones).
     """
+    for attempt in range(1, START_TRIES + 1):
+        try:
+            return _start_once(env, log_path, dashboard_port, join, num_gpus)
+        except RayStartExit as e:
+            if attempt == START_TRIES:
+                raise RayStartError(f"{e} (after {START_TRIES} tries)") from None
+            say("ray_head", f"{e}; trying again with other ports ({attempt + 1} of {START_TRIES})")
+    raise AssertionError("unreachable")
+
+
+def _start_once(env: dict, log_path: str, dashboard_port: int | None, join: str | None,
+                num_gpus: int | None) -> tuple[subprocess.Popen, str]:
     port = free_port()
     where = [f"--address={join}"] if join else ["--head", f"--port={port}"]
     # short: Ray puts unix sockets under it (at most 107 characters a path)
@@ -80,7 +98,10 @@ def start(env: dict, log_path: str, dashboard_port: int | None = None, join: str
     deadline = time.time() + START_TIMEOUT_S
     while time.time() < deadline:
         if proc.poll() is not None:
-            raise RayStartError(f"ray start exited with {proc.returncode}; see {log_path}")
+            shutil.rmtree(temp_dir, ignore_errors=True)
+            with open(log_path, errors="replace") as f:
+                tail = "".join(f.readlines()[-5:]).strip()
+            raise RayStartExit(f"ray start exited with {proc.returncode}; its log ({log_path}) ends: {tail}")
         with open(log_path, errors="replace") as f:
             text = f.read()
         if "Ray runtime started" in text:

@@ -214,3 +214,28 @@ def test_two_runs_side_by_side_do_not_disturb_each_other(fx, tmp_path):
     logs = tmp_path / "run" / "logs"
     assert sorted(p.name for p in logs.iterdir()) == ["a.log", "a.ray_head.log", "b.log", "b.ray_head.log"]
     assert "step:2" in (logs / "b.log").read_text() and "step:2" not in (logs / "a.ray_head.log").read_text()
+
+
+def test_a_node_that_exits_while_starting_is_started_again(tmp_path, monkeypatch):
+    """A port chosen free can be taken before Ray binds it: the node exits, and is started again with other ports."""
+    from scripts import ray_head
+
+    fake = tmp_path / "ray.py"
+    fake.write_text(
+        "import os, sys, time\n"
+        f"marker = {str(tmp_path / 'tried')!r}\n"
+        "if not os.path.exists(marker):\n"
+        "    open(marker, 'w').close(); print('Failed to bind port: address already in use'); sys.exit(1)\n"
+        "print('Ray runtime started.'); print(\"  ray start --address='127.0.0.1:6399'\"); sys.stdout.flush()\n"
+        "time.sleep(60)\n")
+    monkeypatch.setattr(ray_head, "RAY_CLI", (sys.executable, str(fake)))
+    env = {}
+    proc, address = ray_head.start(env, str(tmp_path / "head.log"))
+    try:
+        assert (address, env["RAY_ADDRESS"]) == ("127.0.0.1:6399", "127.0.0.1:6399")
+    finally:
+        ray_head.stop(proc)
+    assert proc.poll() is not None and not os.path.exists(proc.temp_dir)
+    monkeypatch.setattr(ray_head, "RAY_CLI", (sys.executable, "-c", "import sys; print('no'); sys.exit(1)"))
+    with pytest.raises(ray_head.RayStartError, match=r"ray start exited with 1; its log .* ends: no \(after 3 tries\)"):
+        ray_head.start({}, str(tmp_path / "head2.log"))
