@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -191,6 +192,7 @@ def test_stalled_run_is_stopped(fx, tmp_path, case, steps, overrides, last):
     assert head and _gone(int(head.group(1))), out[-2000:]
     kept = re.search(r"Ray's session logs kept in (\S+)", out)
     assert kept and os.path.isdir(kept.group(1))
+    shutil.rmtree(kept.group(1))
     assert os.path.exists(tmp_path / "run" / "logs" / "stuck.ray_head.log")
 
 
