@@ -42,9 +42,17 @@ def stop_all(why: str, grace: float = 30.0) -> int:
     for p in procs:
         p.terminate()
     for p in procs:
-        try:
-            p.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+        stop(p, grace)
     return len(procs)
+
+
+def stop(proc: subprocess.Popen | None, grace: float = 30.0) -> None:
+    """SIGTERM, then SIGKILL after ``grace`` seconds (nothing when it has ended)."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -335,7 +335,7 @@ def run_child(cmd: list[str], env: dict, tee: Tee, stdin: str | None = None, on_
         tee.pump(proc.stdout)
         return proc.wait()
     finally:
-        stall.stop_process(proc)
+        children.stop(proc)
         children.ended(proc)
 
 
@@ -383,7 +383,6 @@ def execute(p: Plan, env, tries: int = ray_job.SUBMIT_TRIES) -> int:
         if "://" not in p.metrics_file:
             os.makedirs(os.path.dirname(p.metrics_file), exist_ok=True)
             rotate(p.metrics_file, env)
-        head = None
         rc = 1
         try:
             command = p.command

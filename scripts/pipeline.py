@@ -40,7 +40,7 @@ import subprocess
 import sys
 import time
 
-from scripts import bytecode, children, defaults, knobs, launch, stall
+from scripts import bytecode, children, defaults, knobs, launch
 from scripts.report.metrics import read_metrics
 from scripts.stages import Stages, say
 
@@ -94,7 +94,7 @@ class Pipeline(Stages):
                         sys.stdout.write(line)
                 rc = proc.wait()
             finally:
-                stall.stop_process(proc)
+                children.stop(proc)
                 children.ended(proc)
         if rc != 0 and ok is not None and ok():
             say(f"exit {rc}, output written: continuing (see {log})")

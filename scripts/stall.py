@@ -26,6 +26,7 @@ import subprocess
 import threading
 import time
 
+from scripts import children
 from scripts.console import say
 
 STALL_EXIT = 5  # scripts.train's silent judge is 3, a dead judge server 4
@@ -160,17 +161,5 @@ class Watch:
                 continue
             self.cause = self.stall.message(self.tail())
             say("watchdog", f"ERROR: {self.cause}")
-            stop_process(self.proc)
+            children.stop(self.proc, KILL_GRACE_S)
             return
-
-
-def stop_process(proc: subprocess.Popen | None, grace: float = KILL_GRACE_S) -> None:
-    """SIGTERM, then SIGKILL after ``grace`` seconds."""
-    if proc is None or proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()

@@ -210,6 +210,9 @@ def test_local_run_starts_and_stops_its_own_ray_head(fx, model_path, tmp_path):
         time.sleep(0.5)
     else:
         pytest.fail(f"Ray head {pid} still running")
+    kept = re.search(r"Ray's session logs kept in (\S+)", text)  # the run failed (exit 3): its Ray logs are kept
+    assert kept and os.path.isdir(kept.group(1))
+    shutil.rmtree(kept.group(1))
     log = (out / "launch.log").read_text()
     assert "the key is ***" in log and SECRET not in log
     assert f"{fake} --config-path {ROOT}/recipes/gsm8k_rule --config-name config " in log  # the planned arguments
