@@ -90,3 +90,12 @@ def test_scorecard_experiment(fake):
     assert [res["arms"][a]["gain_mean"] for a in ("rule", "judge", "random", "format")] == [0.25, 0.5, 0.0, 0.0]
     assert res["ratios"]["judge"]["mean"] == 2.0 and res["ratios"]["format"]["mean"] == 0.0
     assert "# Scorecard: 4 arms x 2 seeds" in (out / "scorecard.md").read_text()
+
+
+def test_interval_is_the_central_95_percent():
+    """40 seeds, the judge learns on every other one: resampled seeds make the ratio a Binomial(40, 1/2) / 40, whose
+    2.5% and 97.5% points are 14/40 and 26/40 (the 5% and 95% points would be 15/40 and 25/40)."""
+    before = np.zeros(4)
+    after = {"rule": np.ones((40, 4)), "judge": np.array([[float(s % 2 == 0)] * 4 for s in range(40)])}
+    r = scorecard.interval(before, after, "judge", n=4000)
+    assert (r["mean"], r["lo"], r["hi"]) == (0.5, 0.35, 0.65)
