@@ -1,19 +1,20 @@
 """Seeded grade-school word problems in GSM8K's own shape: a testbed a small policy can learn.
 
-Writes ``train.jsonl`` and ``test.jsonl`` with GSM8K's fields, ``question`` and ``answer`` (a worked
-solution with ``<<a+b=c>>`` calculator notes, ending ``#### N``), plus ``settings.json``. Point
-``GSM8K_DIR`` (or ``data_prep.gsm8k --train/--test``) at the folder and every recipe, reward, judge
-prompt, verification-data builder and evaluator works unchanged. Train and test questions are disjoint
-(a question's split is decided by its text's hash, so no text is in both); the same settings and seed
-give byte-identical files.
+Writes ``train.jsonl``, ``test.jsonl`` and ``heldout.jsonl`` with GSM8K's fields, ``question`` and ``answer`` (a
+worked solution with ``<<a+b=c>>`` calculator notes, ending ``#### N``), plus ``story``, and ``settings.json``.
+Point ``GSM8K_DIR`` (or ``data_prep.gsm8k --train/--test``) at the folder and every recipe, reward, judge prompt,
+verification-data builder and evaluator works unchanged. Each problem is one story of ``data_prep.stories`` told
+with wordings drawn per sentence. Train and test share their stories and are disjoint (a question's split is decided
+by its text's hash, so no text is in both); ``heldout.jsonl`` holds only the held-out stories, whose every wording
+the train split never has. The same settings and seed give byte-identical files.
 
     python -m data_prep.word_problems --out data/word_problems                      # the default testbed
-    python -m data_prep.word_problems --out data/wp1 --steps 1 --max-number 10 --ops add,sub
+    python -m data_prep.word_problems --out data/wp1 --steps 1 --max-number 10 --ops add,sub --heldout-size 0
 
-Difficulty: ``--steps`` (operations chained in one story, 1-4), ``--max-number`` (operands drawn from
-1..N), ``--ops`` (``add``, ``sub``, ``mul``, ``div``; results stay whole and non-negative). The default is two steps, numbers up to 20, all four
-operations. SmolLM2-135M-Instruct solves none of these untrained (it rarely ends with ``#### N``):
-``scripts.policy_learns`` warm-starts it on worked solutions first. With a real model, use GSM8K
+Difficulty: ``--steps`` (operations chained in one story, 1-4), ``--max-number`` (operands drawn from 1..N),
+``--ops`` (``add``, ``sub``, ``mul``, ``div``; results stay whole and non-negative). The default is two steps,
+numbers up to 20, all four operations. SmolLM2-135M-Instruct solves none of these untrained (it rarely ends with
+``#### N``): ``scripts.policy_learns`` warm-starts it on worked solutions first. With a real model, use GSM8K
 itself (``GSM8K_DIR``).
 """
 
@@ -26,53 +27,47 @@ import os
 import random
 import sys
 
+from data_prep import stories
 from data_prep.errors import DataError
 from data_prep.outputs import check_output_folder, output_set
+from data_prep.stories import STORIES
 
 PROG = "data_prep.word_problems"
 MAX_NUMBER = 1_000_000  # operands beyond this are no grade-school problem (and divisors would take long to list)
 OPS = ("add", "sub", "mul", "div")
 NAMES = ("Tom", "Anna", "Ben", "Maria", "Sam", "Lily", "Jack", "Emma", "Noah", "Mia", "Leo", "Zoe", "Omar",
          "Priya", "Chen", "Sara", "Ivan", "Nina", "Paul", "Rosa")
-PRONOUN = {"Tom": "He", "Ben": "He", "Sam": "He", "Jack": "He", "Noah": "He", "Leo": "He", "Omar": "He",
-           "Chen": "He", "Ivan": "He", "Paul": "He"}  # every other name: "She"
-ITEMS = ("apples", "pencils", "stickers", "marbles", "cookies", "books", "stamps", "shells", "cards", "eggs",
-         "balloons", "coins", "crayons", "flowers", "toy cars")
-
-# One sentence per operation; {n} is the operand. The running total is always the subject's count.
-STEP_TEXT = {
-    "add": ("{p} buys {n} more.", "{p} finds {n} more.", "A friend gives {o} {n} more.", "{p} gets {n} more."),
-    "sub": ("{p} gives {n} to a friend.", "{p} loses {n}.", "{p} uses {n}.", "{p} sells {n}."),
-    "mul": ("Then {q} gets enough to have {n} times as many.", "{p} ends up with {n} times as many as before."),
-    "div": ("{p} shares them equally among {n} friends and keeps one share.",
-            "{p} splits them into {n} equal groups and keeps one group."),
-}
+HE = {"Tom", "Ben", "Sam", "Jack", "Noah", "Leo", "Omar", "Chen", "Ivan", "Paul"}  # every other name: she
+SPLITS = ("train", "test", "heldout")
+# the worked solution's lines, the same for every story (the question's wording varies, the working does not)
 WORKING = {
-    "add": "{name} gets {n} more: {a} + {n} = <<{a}+{n}={r}>>{r} {item}.",
-    "sub": "{name} has {n} fewer: {a} - {n} = <<{a}-{n}={r}>>{r} {item}.",
-    "mul": "{name} has {n} times as many: {a} * {n} = <<{a}*{n}={r}>>{r} {item}.",
-    "div": "{name} keeps one of {n} equal shares: {a} / {n} = <<{a}/{n}={r}>>{r} {item}.",
+    "add": "{n} more: {a} + {n} = <<{a}+{n}={r}>>{r} {item}.",
+    "sub": "{n} fewer: {a} - {n} = <<{a}-{n}={r}>>{r} {item}.",
+    "mul": "{n} times as many: {a} * {n} = <<{a}*{n}={r}>>{r} {item}.",
+    "div": "One of {n} equal shares: {a} / {n} = <<{a}/{n}={r}>>{r} {item}.",
 }
 
 
-def problem(rng: random.Random, steps: int, max_number: int, ops: tuple[str, ...]) -> dict:
-    """One problem: ``question`` and a worked ``answer`` ending ``#### N``. Whole, non-negative results."""
-    name, item = rng.choice(NAMES), rng.choice(ITEMS)
-    pron = PRONOUN.get(name, "She")
-    obj = "him" if pron == "He" else "her"
+def problem(rng: random.Random, steps: int, max_number: int, ops: tuple[str, ...], story: str = "collection") -> dict:
+    """One problem of ``story`` (``data_prep.stories``): ``question``, a worked ``answer`` ending ``#### N`` and
+    ``story``. Whole, non-negative results."""
+    s = STORIES[story]
+    name, item = rng.choice(NAMES), rng.choice(s.items)
+    he = name in HE
+    f = {"name": name, "name_pos": f"{name}'s", "p": "He" if he else "She", "q": "he" if he else "she",
+         "o": "him" if he else "her", "pos": "his" if he else "her", "item": item}
     start = rng.randint(1, max_number)
-    opening = f"{name} has {start} {item}." if rng.random() < 0.5 else f"There are {start} {item} in {name}'s room."
-    total, sentences, working = start, [opening], [f"{name} starts with {start} {item}."]
-    for _ in range(steps):
+    total, sentences, working = start, [rng.choice(s.opening).format(**f, n=start)], [f"Start: {start} {item}."]
+    for k in range(1, steps + 1):
         op = _feasible_op(rng, ops, total, max_number)
         n = _operand(rng, op, total, max_number)
         result = {"add": total + n, "sub": total - n, "mul": total * n, "div": total // n if op == "div" else 0}[op]
-        sentences.append(rng.choice(STEP_TEXT[op]).format(p=pron, q=pron.lower(), o=obj, n=n))
-        working.append(WORKING[op].format(name=name, n=n, a=total, r=result, item=item))
+        f.update(day=stories.DAYS[k], prev=stories.DAYS[k - 1])
+        sentences.append(rng.choice(s.wordings(op)).format(**f, n=n, times=stories.times(n), part=stories.part(n)))
+        working.append(WORKING[op].format(n=n, a=total, r=result, item=item))
         total = result
-    where = "now" if rng.random() < 0.5 else "in the end"
-    sentences.append(f"How many {item} does {name} have {where}?")
-    return {"question": " ".join(sentences), "answer": "\n".join(working) + f"\n#### {total}"}
+    sentences.append(rng.choice(s.question).format(**f))
+    return {"question": " ".join(sentences), "answer": "\n".join(working) + f"\n#### {total}", "story": story}
 
 
 def _feasible_op(rng: random.Random, ops: tuple[str, ...], total: int, max_number: int) -> str:
@@ -103,8 +98,9 @@ def split_of(question: str, test_share: float) -> str:
 
 
 def generate(n_train: int, n_test: int, *, steps: int, max_number: int, ops: tuple[str, ...], seed: int,
-             max_tries: int = 50) -> dict[str, list[dict]]:
-    """``{"train": [...], "test": [...]}`` of distinct problems; DataError when the settings cannot yield that many."""
+             n_heldout: int = 0, heldout: tuple[str, ...] = stories.HELDOUT, max_tries: int = 50) -> dict[str, list[dict]]:
+    """``{"train": [...], "test": [...], "heldout": [...]}`` of distinct problems: train and test from the stories not
+    in ``heldout``, heldout from those alone; DataError when the settings cannot yield that many."""
     if not 1 <= steps <= 4:
         raise DataError(f"--steps must be 1-4, got {steps}")
     if not 2 <= max_number <= MAX_NUMBER:
@@ -112,26 +108,40 @@ def generate(n_train: int, n_test: int, *, steps: int, max_number: int, ops: tup
     bad = [op for op in ops if op not in OPS]
     if bad or not ops:
         raise DataError(f"--ops must be a comma-separated subset of {','.join(OPS)}, got {','.join(ops) or 'nothing'}")
-    if n_train < 0 or n_test < 0 or n_train + n_test == 0:
-        raise DataError(f"--train-size / --test-size must be >= 0 and not both 0, got {n_train} / {n_test}")
+    if min(n_train, n_test, n_heldout) < 0 or n_train + n_test + n_heldout == 0:
+        raise DataError("--train-size / --test-size / --heldout-size must be >= 0 and not all 0, got "
+                        f"{n_train} / {n_test} / {n_heldout}")
+    unknown = [x for x in heldout if x not in STORIES]
+    seen_stories = [x for x in STORIES if x not in heldout]
+    if unknown or not seen_stories:
+        raise DataError(f"--heldout-stories must name some, not all, of {','.join(STORIES)}; got {','.join(heldout)}")
+    if n_heldout and not heldout:
+        raise DataError(f"--heldout-size {n_heldout} needs --heldout-stories")
     rng = random.Random(seed)
-    want = {"train": n_train, "test": n_test}
-    share = n_test / (n_train + n_test)
-    out: dict[str, list[dict]] = {"train": [], "test": []}
+    out: dict[str, list[dict]] = {s: [] for s in SPLITS}
     seen: set[str] = set()
-    budget = max_tries * (n_train + n_test)
-    while any(len(out[s]) < want[s] for s in out) and budget > 0:
-        budget -= 1
-        p = problem(rng, steps, max_number, ops)
-        if p["question"] in seen:
-            continue
-        seen.add(p["question"])
-        s = split_of(p["question"], share)
-        if len(out[s]) < want[s]:
-            out[s].append(p)
-    if any(len(out[s]) < want[s] for s in out):
-        raise DataError(f"only {len(out['train'])} train / {len(out['test'])} test distinct problems with these settings "
-                        f"(asked {n_train} / {n_test}): raise --max-number or --steps, or ask for fewer")
+
+    def draw(want: dict[str, int], pool: list[str], split) -> None:
+        budget = max_tries * sum(want.values())
+        while any(len(out[s]) < want[s] for s in want) and budget > 0:
+            budget -= 1
+            p = problem(rng, steps, max_number, ops, rng.choice(pool))
+            if p["question"] in seen:
+                continue
+            seen.add(p["question"])
+            s = split(p["question"])
+            if len(out[s]) < want[s]:
+                out[s].append(p)
+
+    share = n_test / (n_train + n_test) if n_train + n_test else 0.0
+    draw({"train": n_train, "test": n_test}, seen_stories, lambda q: split_of(q, share))
+    draw({"heldout": n_heldout}, list(heldout), lambda q: "heldout")
+    want = {"train": n_train, "test": n_test, "heldout": n_heldout}
+    if any(len(out[s]) < want[s] for s in SPLITS):
+        got = " / ".join(f"{len(out[s])} {s}" for s in SPLITS)
+        asked = " / ".join(str(want[s]) for s in SPLITS)
+        raise DataError(f"only {got} distinct problems with these settings (asked {asked}): raise --max-number or "
+                        "--steps, or ask for fewer")
     return out
 
 
@@ -144,6 +154,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ops", default=",".join(OPS), help=f"comma-separated subset of {','.join(OPS)} (default all)")
     p.add_argument("--train-size", type=int, default=5000, help="train problems (default 5000)")
     p.add_argument("--test-size", type=int, default=1000, help="test problems (default 1000)")
+    p.add_argument("--heldout-size", type=int, default=1000,
+                   help="problems of the held-out stories, heldout.jsonl (default 1000; 0 = none)")
+    p.add_argument("--heldout-stories", default=",".join(stories.HELDOUT),
+                   help=f"stories kept out of train and test, comma-separated, of {','.join(stories.STORIES)} "
+                        f"(default {','.join(stories.HELDOUT)}; empty = none)")
     p.add_argument("--seed", type=int, default=0)
     return p
 
@@ -153,10 +168,12 @@ def main(argv: list[str] | None = None) -> int:
     ops = tuple(o.strip() for o in args.ops.split(",") if o.strip())
     try:
         check_output_folder(args.out)
+        heldout = tuple(x.strip() for x in args.heldout_stories.split(",") if x.strip())
         data = generate(args.train_size, args.test_size, steps=args.steps, max_number=args.max_number, ops=ops,
-                        seed=args.seed)
+                        seed=args.seed, n_heldout=args.heldout_size if heldout else 0, heldout=heldout)
         settings = {"generator": PROG, "steps": args.steps, "max_number": args.max_number, "ops": list(ops),
-                    "seed": args.seed, "train": len(data["train"]), "test": len(data["test"])}
+                    "seed": args.seed, "stories": [x for x in STORIES if x not in heldout],
+                    "heldout_stories": list(heldout), **{s: len(data[s]) for s in SPLITS}}
         with output_set() as outs:
             for split, rows in data.items():
                 path = os.path.join(args.out, f"{split}.jsonl")
@@ -170,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(f"{PROG}: {settings['train']} train / {settings['test']} test problems -> {args.out} "
+    print(f"{PROG}: {settings['train']} train / {settings['test']} test / {settings['heldout']} held-out problems "
+          f"-> {args.out} "
           f"(steps {args.steps}, numbers 1..{args.max_number}, ops {','.join(ops)}, seed {args.seed})")
     return 0
 

@@ -20,8 +20,9 @@ same GPU: ``--judge-placement server``, default, or ``colocated``). Stages (resu
    evaluation before / after, then ``judge_model`` (a link to the trained judge);
 4. ``report.md``, ``report.json``, ``policy_learns.png`` (``scripts.report.policy_learns``), its table printed last.
 
-Held-out accuracy is verl's own validation, greedy, on the first ``--eval-questions`` test questions, at step 0 (the
-rule run; the judge run too with ``--no-rule``), every ``--test-freq`` steps and at the last step; every answer is
+Held-out accuracy is verl's own validation, greedy, on the first ``--eval-questions`` test questions and as many
+questions of the testbed's held-out stories (``eval_data``: wordings the training never has), at step 0 (the first
+run; the judge run too with ``--no-rule``), every ``--test-freq`` steps and at the last step; every answer is
 kept (``<run>_val/<step>.jsonl``) and the report grades it with the strict and the flexible rule. The runs share the
 GPU, so each vLLM engine gets a fixed KV cache and stays awake. Positional arguments are Hydra overrides for both
 runs. Any stage that fails stops the experiment at once, naming the stage (exit 1).
@@ -76,6 +77,24 @@ class PolicyLearns(pipeline.JudgeToReward):
         self.sh([self.py, "-m", "data_prep.word_problems", "--out", self.path("testbed"), *self.args.testbed_arg],
                 self.path("logs", "testbed.log"))
 
+    def eval_data(self) -> None:
+        """The validation's questions: the first ``--eval-questions`` of the testbed's test split and of its held-out
+        stories, one file each (``eval_data/test``, ``eval_data/heldout``)."""
+        n = str(self.args.eval_questions)
+        for split, source in (("test", "word_problems"), ("heldout", "word_problems_heldout")):
+            self.sh([self.py, "-m", "data_prep.gsm8k", "--out", self.path("eval_data", split), "--tokenizer", self.base,
+                     "--test", self.path("testbed", f"{split}.jsonl"), "--limit", n, "--data-source", source,
+                     "--no-progress"], self.path("logs", f"eval_data_{split}.log"))
+
+    def val_settings(self) -> list[str]:
+        """verl's validation files: the testbed's test split and held-out stories (each cut to ``--eval-questions``),
+        or GSM8K's test split's first ``--eval-questions``."""
+        if self.args.testbed == "none":
+            return [f"data.val_max_samples={self.args.eval_questions}",
+                    f"data.val_files={self.path('policy_data', 'test.parquet')}"]
+        files = ",".join(self.path("eval_data", s, "test.parquet") for s in ("test", "heldout"))
+        return ["data.val_max_samples=-1", f"data.val_files=[{files}]"]
+
     def policy_sft(self) -> None:
         a = self.args
         data = self.path("policy_sft_data", "train.parquet")
@@ -95,11 +114,10 @@ class PolicyLearns(pipeline.JudgeToReward):
         settings = [*RUN, f"data.seed={seed}", f"+actor_rollout_ref.rollout.engine_kwargs.vllm.{kv}",
                     f"trainer.total_training_steps={a.steps}", f"trainer.test_freq={a.test_freq}",
                     f"trainer.val_before_train={str(before).lower()}", f"trainer.save_freq={a.steps}",
-                    f"data.val_max_samples={a.eval_questions}", f"trainer.validation_data_dir={self.path(name + '_val')}",
+                    *self.val_settings(), f"trainer.validation_data_dir={self.path(name + '_val')}",
                     f"trainer.default_local_dir={self.path(name)}", f"trainer.experiment_name=policy_learns-{name}",
                     f"trainer.rollout_data_dir={self.path(name + '_rollouts')}",  # every sample, per step: what was paid for
-                    f"data.train_files={self.path('policy_data', 'train.parquet')}",
-                    f"data.val_files={self.path('policy_data', 'test.parquet')}", *ARMS[arm]]
+                    f"data.train_files={self.path('policy_data', 'train.parquet')}", *ARMS[arm]]
         if arm == "judge" and a.judge_placement == "server":  # the launcher serves the judge beside the policy
             settings += [*JUDGE_SERVER_RUN, f"verl_judge.judge_server.kv_cache_memory_bytes={int(a.kv_cache_gb * 2**30)}",
                          f"verl_judge.judge_server.wait_for={self.path('.judge_model.done')}"]
@@ -138,6 +156,8 @@ class PolicyLearns(pipeline.JudgeToReward):
         if a.testbed != "none":
             self.stage("testbed", self.path("testbed"), self.testbed)
         self.stage("policy_data", self.path("policy_data"), self.policy_data)
+        if a.testbed != "none":
+            self.stage("eval_data", self.path("eval_data"), self.eval_data)
         if a.policy_sft_rows > 0:  # the start policy: the runs and the judge's samples need it
             self.stage("policy_sft", self.path("policy_sft"), self.policy_sft)
         early = a.judge_placement == "server"  # judge runs start now; their server waits for stage judge_model
@@ -244,7 +264,7 @@ def dry_run(pipe: PolicyLearns) -> int:
         checked.add(arm)
         recipe = "gsm8k_local_judge" if arm == "judge" else "gsm8k_rule"
         settings = [s for s in pipe.run_settings(name, arm, seed)
-                    if not s.startswith(("data.train_files=", "data.val_files="))]
+                    if not s.startswith(("data.train_files=", "data.val_files=", "data.val_max_samples="))]
         pipeline.say(f"policy_learns run {name}: recipe {recipe}")
         try:
             launch.check_recipe(recipe, settings, dict(env), **pipe.where(name, f"{name}_metrics.jsonl"))

@@ -70,10 +70,15 @@ FAKE = textwrap.dedent("""\
                        steps: last.get(fn) or (("#### 7", "#### 7", "#### 7", "#### 9") if judged else ("#### 7", "#### 7", "so 7", "#### 9"))}}
             if "trainer.val_before_train=false" in args:
                 answers.pop(0)
-            for step, outs in answers.items():
+            files = next((a.split("=", 1)[1].strip("[]").split(",") for a in args if a.startswith("data.val_files=")), [])
+            import pyarrow.parquet as pq  # the prompts of the validation files' first 4 questions (else q0..q3)
+            asked = [[f"user\\n{{r['extra_info']['question']}}\\n\\nassistant" for r in pq.read_table(p).to_pylist()[:4]]
+                     for p in files if os.path.isfile(p)] or [[f"q{{i}}" for i in range(4)]]
+            held = {{0: ("#### 9",) * 4, steps: ("#### 7", "#### 7", "#### 9", "#### 9") if judged else ("#### 7", "#### 9", "#### 9", "#### 9")}}
+            for step, outs in answers.items():  # a second file (the held-out stories): answered as ``held``
                 with open(os.path.join(val, f"{{step}}.jsonl"), "w") as f:
-                    f.writelines(json.dumps({{"input": f"q{{i}}", "output": o, "gts": "7", "score": 0.0, "step": step}}) + "\\n"
-                                 for i, o in enumerate(outs))
+                    f.writelines(json.dumps({{"input": q, "output": o, "gts": "7", "score": 0.0, "step": step}}) + "\\n"
+                                 for k, qs in enumerate(asked) for q, o in zip(qs, outs if k == 0 else held[step]))
         port = next((a.split("=", 1)[1] for a in args if a.startswith("verl_judge.judge_server.port=")), None)
         if port:  # a judge served beside the run: the first step waits for it (scripts.train_hooks)
             from scripts.train_hooks import wait_for_judge

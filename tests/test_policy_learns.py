@@ -50,8 +50,8 @@ def test_side_by_side_stages_settings_report_and_resume(fake):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     done = sorted(p.name for p in out.glob(".*.done"))
     assert done == sorted(f".{s}.done" for s in (
-        "testbed", "policy_data", "policy_sft", "data", "sft_data", "eval_before", "sft", "eval_sft", "judge_model",
-        "rule", "judge"))
+        "testbed", "policy_data", "eval_data", "policy_sft", "data", "sft_data", "eval_before", "sft", "eval_sft",
+        "judge_model", "rule", "judge"))
     mods = modules(tmp)
     # the policy's warm start (torchrun) runs before either GRPO run; the judge's (torchrun) beside the rule run
     assert mods.count("torch.distributed.run") == 2 and mods.count("scripts.train") == 2
@@ -68,7 +68,15 @@ def test_side_by_side_stages_settings_report_and_resume(fake):
     assert f"reward.reward_model.model_path={out}/judge_model" in judge
     assert os.readlink(out / "judge_model") == f"{out}/sft/global_step_100/huggingface"
     assert "trainer.val_before_train=true" in rule and "trainer.val_before_train=false" in judge  # "before": once
-    assert f"trainer.validation_data_dir={out}/rule_val" in rule and "data.val_max_samples=4" in rule
+    assert f"trainer.validation_data_dir={out}/rule_val" in rule and "data.val_max_samples=-1" in rule
+    # validation: the first 4 test questions and the first 4 of the held-out stories (wordings training never has)
+    assert f"data.val_files=[{out}/eval_data/test/test.parquet,{out}/eval_data/heldout/test.parquet]" in rule
+    import pyarrow.parquet as pq
+    held = [r["extra_info"]["question"] for r in pq.read_table(out / "eval_data" / "heldout" / "test.parquet").to_pylist()]
+    train = [json.loads(x)["question"] for x in open(out / "testbed" / "train.jsonl")]
+    assert len(held) == 4 and not set(held) & set(train)
+    assert {r["data_source"] for r in pq.read_table(out / "eval_data" / "heldout" / "test.parquet").to_pylist()} == {
+        "word_problems_heldout"}
     assert "reward.reward_model.rollout.enforce_eager=true" in judge and "actor_rollout_ref.rollout.enforce_eager=false" in rule
     assert f"data.train_files={out}/policy_data/train.parquet" in rule and "trainer.total_training_steps=3" in rule
     assert rule[-1] == judge[-1] == "actor_rollout_ref.actor.optim.lr=1e-5"  # the user's override last: it wins
@@ -76,9 +84,11 @@ def test_side_by_side_stages_settings_report_and_resume(fake):
     # the testbed is what the policy and the judge's data were built from
     assert json.load(open(out / "testbed" / "settings.json"))["train"] == 60
     res = json.load(open(out / "report.json"))
-    assert res["before"] == {"strict": 0.25, "flexible": 0.5, "n": 4, "step": 0}
-    assert res["runs"]["judge"]["after"] == {"strict": 0.75, "flexible": 0.75, "n": 4, "step": 3}
-    assert res["runs"]["rule"]["after"] == {"strict": 0.5, "flexible": 0.75, "n": 4, "step": 3}
+    none, quarter, half = ({"strict": x, "flexible": x, "n": 4} for x in (0.0, 0.25, 0.5))
+    assert res["before"] == {"strict": 0.25, "flexible": 0.5, "n": 4, "step": 0, "heldout": none}
+    assert res["runs"]["judge"]["after"] == {"strict": 0.75, "flexible": 0.75, "n": 4, "step": 3, "heldout": half}
+    assert res["runs"]["rule"]["after"] == {"strict": 0.5, "flexible": 0.75, "n": 4, "step": 3, "heldout": quarter}
+    assert (res["runs"]["rule"]["gain_heldout_strict"], res["runs"]["judge"]["gain_heldout_strict"]) == (0.25, 0.5)
     assert [(res["runs"][n]["steps"], res["runs"][n]["gain_strict"]) for n in ("rule", "judge")] == [(3, 0.25), (3, 0.5)]
     assert res["runs"]["judge"]["agree_rule"] == [[1, 1.0], [2, 1.0], [3, 1.0]]
     assert res["judge_gain_over_rule_gain"] == {"strict": 2.0, "flexible": 1.0}

@@ -90,6 +90,10 @@ def test_scorecard_experiment(fake):
     assert [res["arms"][a]["gain_mean"] for a in ("rule", "judge", "random", "format")] == [0.25, 0.5, 0.0, 0.0]
     assert res["ratios"]["judge"]["mean"] == 2.0 and res["ratios"]["format"]["mean"] == 0.0
     assert "# Scorecard: 4 arms x 2 seeds" in (out / "scorecard.md").read_text()
+    held = res["heldout"]  # the testbed's held-out stories, beside the test split
+    assert held["questions"] == 4 and held["arms"]["judge"]["seeds"]["1"] == {"before": 0.0, "after": 0.5}
+    assert [held["arms"][a]["gain_mean"] for a in ("rule", "judge")] == [0.25, 0.5] and held["ratios"]["judge"]["mean"] == 2.0
+    assert "## Held-out stories: 4 questions" in (out / "scorecard.md").read_text()
 
 
 def test_interval_is_the_central_95_percent():

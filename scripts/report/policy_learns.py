@@ -21,6 +21,7 @@ import numpy as np
 from data_prep.outputs import write_json, write_text
 from data_prep.readers import read_jsonl
 from reward_fns import gsm8k
+from scripts.report import scorecard
 from scripts.report.metrics import read_metrics
 from scripts.report.render import fmt, md_table, pyplot, ratio, save_fig
 
@@ -32,7 +33,8 @@ VAL_REWARD = r"val-(core|aux)/.+/reward/mean@1$"
 
 def validation(out: str, name: str, step: int | None = None) -> dict:
     """Held-out accuracy of run ``name`` at validation ``step`` (None: its last): ``{"strict", "flexible", "n",
-    "step"}`` graded from verl's dump of its greedy answers, or {} when there is none."""
+    "step"}`` on the test split, graded from verl's dump of its greedy answers, plus ``"heldout": {"strict",
+    "flexible", "n"}`` for the testbed's held-out stories when the validation has them; {} when there is none."""
     folder = os.path.join(out, f"{name}_val")
     steps = sorted(int(f[:-6]) for f in os.listdir(folder) if f[:-6].isdigit()) if os.path.isdir(folder) else []
     if step is None and steps:
@@ -40,11 +42,17 @@ def validation(out: str, name: str, step: int | None = None) -> dict:
     if step not in steps:
         return {}
     rows = read_jsonl(os.path.join(folder, f"{step}.jsonl"))
-    if not rows:
+    held = scorecard.heldout_questions(out)
+    parts = {s: [r for r in rows if scorecard.split_of(str(r.get("input")), held) == s] for s in scorecard.SPLITS}
+    if not parts["test"]:
         return {}
-    acc = {m: float(np.mean([gsm8k.compute_score(solution_str=r.get("output", ""), ground_truth=r.get("gts"),
-                                                  mode=m)["acc"] for r in rows])) for m in ("strict", "flexible")}
-    return {**acc, "n": len(rows), "step": step}
+
+    def acc(rs: list[dict]) -> dict:
+        return {**{m: float(np.mean([gsm8k.compute_score(solution_str=r.get("output", ""), ground_truth=r.get("gts"),
+                                                         mode=m)["acc"] for r in rs])) for m in ("strict", "flexible")},
+                "n": len(rs)}
+
+    return {**acc(parts["test"]), "step": step, **({"heldout": acc(parts["heldout"])} if parts["heldout"] else {})}
 
 
 def _series(rows: list[dict], pattern: str) -> list[tuple[int, float]]:
@@ -79,6 +87,8 @@ def summarize(out: str, names: list[str]) -> dict:
                "reward": [(int(r["step"]), r["critic/score/mean"]) for r in train]}
         for mode in ("strict", "flexible"):
             run[f"gain_{mode}"] = after[mode] - before[mode] if before and after else None
+        if "heldout" in before and "heldout" in after:  # the testbed's held-out stories
+            run["gain_heldout_strict"] = after["heldout"]["strict"] - before["heldout"]["strict"]
         if any("judge_health/agree_rule" in r for r in train):  # a judge-rewarded run
             for key in ("agree_rule", "accept_rule_reject", "reject_rule_accept", "hacking_alarm"):
                 run[key] = [(int(r["step"]), r[f"judge_health/{key}"]) for r in train if f"judge_health/{key}" in r]
@@ -152,10 +162,11 @@ def table(res: dict) -> str:
                      r["gain_flexible"], val[0][1] if val else None, f"{val[-1][1]:.3f} (step {val[-1][0]})" if val else None,
                      min(vals) if vals else None, float(np.mean(vals)) if vals else None,
                      max(arr) if arr else None, r.get("accept_rule_reject_slope_per_100"),
-                     int(alarms) if r.get("hacking_alarm") else None])
+                     int(alarms) if r.get("hacking_alarm") else None,
+                     b.get("heldout", {}).get("strict"), a.get("heldout", {}).get("strict"), r.get("gain_heldout_strict")])
     head = ["reward", "steps", "wall s", "strict before", "strict after", "gain", "flexible before", "flexible after",
             "gain", "validation first", "validation last", "agree_rule min", "agree_rule mean", "accept-rule-reject max", "its slope /100 steps",
-            "alarm steps"]
+            "alarm steps", "held-out stories: strict before", "after", "gain"]
     return md_table(head, rows)
 
 
@@ -194,10 +205,12 @@ def console(res: dict, out: str) -> str:
     """The experiment's last words on the console: held-out accuracy before / after each run, the gain ratio, and
     where the report is."""
     rows = [[name, r["steps"], res["before"].get("strict"), r["after"].get("strict"), r["gain_strict"],
-             r["after"].get("flexible"), r["gain_flexible"]] for name, r in res["runs"].items()]
+             r["after"].get("flexible"), r["gain_flexible"], r["after"].get("heldout", {}).get("strict"),
+             r.get("gain_heldout_strict")] for name, r in res["runs"].items()]
     n = res["before"].get("n") or next((r["after"].get("n") for r in res["runs"].values() if r["after"]), None)
     lines = ["", "=" * 100, f"policy_learns: held-out accuracy ({n} test questions, greedy)", "",
-             md_table(["reward", "steps", "strict before", "strict after", "gain", "flexible after", "gain"], rows)]
+             md_table(["reward", "steps", "strict before", "strict after", "gain", "flexible after", "gain",
+                       "held-out stories after", "gain"], rows)]
     g = res.get("judge_gain_over_rule_gain")
     if g:
         lines += ["", "judge gain / rule gain: " + ", ".join(f"{m} {fmt(g[m])}" for m in ("strict", "flexible"))]

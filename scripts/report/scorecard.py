@@ -2,8 +2,9 @@
 held-out accuracy before and after each seed's run, the mean and sd of its gain, and each arm's gain over the rule's
 with a 95% bootstrap interval over seeds and questions (targets: the judge's mean >= 0.9 with its lower bound >= 0.8;
 each control's <= 0.3). Accuracy is the strict rule's grade of verl's greedy validation answers
-(``<run>_val/<step>.jsonl``), paired by question; "before" is the start policy, shared by every run.
-Writes ``scorecard.md`` and the ``arms`` and ``ratios`` keys of ``report.json``. Rerun on a finished folder:
+(``<run>_val/<step>.jsonl``), paired by question; "before" is the start policy, shared by every run. With the
+testbed's held-out stories in the validation (``eval_data/heldout``), the same again for them (key ``heldout``) beside
+the test split. Writes ``scorecard.md`` and the ``arms``, ``ratios`` and ``heldout`` keys of ``report.json``. Rerun on a finished folder:
 
     python -m scripts.report.scorecard runs/scorecard --arms rule,judge,random,format --seeds 0,1,2
 """
@@ -32,17 +33,39 @@ def run_name(arm: str, seed: int) -> str:
     return arm if seed == 0 else f"{arm}_s{seed}"
 
 
-def graded(out: str, name: str, step: int | None = None) -> dict[str, float]:
-    """``{question: 1.0 | 0.0}``, the strict rule's grade of run ``name``'s validation answers at ``step`` (None:
-    its last validation); {} when there is none."""
+HELDOUT_DATA = os.path.join("eval_data", "heldout", "test.parquet")  # scripts.policy_learns' held-out validation file
+SPLITS = ("test", "heldout")
+
+
+def heldout_questions(out: str) -> tuple[str, ...]:
+    """The questions of the held-out stories in the experiment's validation (``eval_data/heldout/test.parquet``),
+    or () when it has none."""
+    path = os.path.join(out, HELDOUT_DATA)
+    if not os.path.isfile(path):
+        return ()
+    import pyarrow.parquet as pq
+
+    return tuple(str(x["question"]) for x in pq.read_table(path, columns=["extra_info"]).column("extra_info").to_pylist())
+
+
+def split_of(prompt: str, heldout: tuple[str, ...]) -> str:
+    """``heldout`` when the validation prompt asks one of the held-out questions, else ``test``."""
+    return "heldout" if any(q in prompt for q in heldout) else "test"
+
+
+def graded(out: str, name: str, step: int | None = None, split: str | None = None) -> dict[str, float]:
+    """``{prompt: 1.0 | 0.0}``, the strict rule's grade of run ``name``'s validation answers at ``step`` (None: its
+    last validation), of one ``split`` (``test`` / ``heldout``; None: both); {} when there is none."""
     folder = os.path.join(out, f"{name}_val")
     steps = sorted(int(f[:-6]) for f in os.listdir(folder) if f[:-6].isdigit()) if os.path.isdir(folder) else []
     step = steps[-1] if step is None and steps else step
     if step not in steps:
         return {}
+    heldout = heldout_questions(out) if split else ()
     return {str(r.get("input")): gsm8k.compute_score(solution_str=r.get("output", ""), ground_truth=r.get("gts"),
                                                      mode="strict")["acc"]
-            for r in read_jsonl(os.path.join(folder, f"{step}.jsonl"))}
+            for r in read_jsonl(os.path.join(folder, f"{step}.jsonl"))
+            if split is None or split_of(str(r.get("input")), heldout) == split}
 
 
 def gains(before: np.ndarray, after: dict[str, np.ndarray], seeds_idx: np.ndarray, q_idx: np.ndarray) -> dict[str, float]:
@@ -66,19 +89,20 @@ def interval(before: np.ndarray, after: dict[str, np.ndarray], arm: str, n: int 
             "lo": None if lo is None else float(lo), "hi": None if hi is None else float(hi), "bootstrap": len(ratios)}
 
 
-def summarize(out: str, arms: list[str], seeds: list[int]) -> dict:
-    """``{"arms": {arm: {"seeds": {seed: {"before", "after"}}, "gain_mean", "gain_sd"}}, "ratios": {arm: ...}}``."""
+def _split(out: str, arms: list[str], seeds: list[int], split: str | None) -> dict | None:
+    """One split's scorecard (None: every validation question): ``{"questions", "arms", "ratios"}``, or None when
+    the start policy's validation has no question of the split."""
     first = run_name(arms[0], seeds[0])
-    base = graded(out, first, 0)
+    base = graded(out, first, 0, split)
     if not base:
-        raise ValueError(f"no start-policy validation (step 0) in {out}/{first}_val: the first run validates before training")
+        return None
     questions = sorted(base)
     before = np.array([base[q] for q in questions])
     res, after = {"questions": len(questions), "arms": {}}, {}
     for arm in arms:
         rows = []
         for seed in seeds:
-            got = graded(out, run_name(arm, seed))
+            got = graded(out, run_name(arm, seed), None, split)
             missing = [q for q in questions if q not in got]
             if missing:
                 raise ValueError(f"run {run_name(arm, seed)}: its last validation lacks {len(missing)} of the questions")
@@ -90,6 +114,20 @@ def summarize(out: str, arms: list[str], seeds: list[int]) -> dict:
                             "gain_mean": float(per_seed.mean()), "gain_sd": float(per_seed.std(ddof=1)) if len(seeds) > 1 else None}
     if "rule" in after:
         res["ratios"] = {arm: interval(before, after, arm) for arm in arms if arm != "rule"}
+    return res
+
+
+def summarize(out: str, arms: list[str], seeds: list[int]) -> dict:
+    """``{"questions", "arms": {arm: {"seeds": {seed: {"before", "after"}}, "gain_mean", "gain_sd"}}, "ratios": {arm:
+    ...}}`` on the test split, and the same under ``"heldout"`` for the held-out stories' questions when the
+    validation has them."""
+    first = run_name(arms[0], seeds[0])
+    heldout = heldout_questions(out)
+    res = _split(out, arms, seeds, "test" if heldout else None)
+    if res is None:
+        raise ValueError(f"no start-policy validation (step 0) in {out}/{first}_val: the first run validates before training")
+    if heldout:
+        res["heldout"] = _split(out, arms, seeds, "heldout")
     return res
 
 
@@ -113,17 +151,38 @@ def fmt(x) -> str:
     return "n/a" if x is None else f"{x:.3f}"
 
 
-def markdown(res: dict, seeds: list[int]) -> str:
+def _table(res: dict, seeds: list[int]) -> str:
     head = ["arm", *[f"seed {s} after" for s in seeds], "gain mean", "gain sd", "gain / rule gain (95% interval)"]
     rows = []
     for arm, r in res["arms"].items():
         ratio = res.get("ratios", {}).get(arm)
         cell = "1" if arm == "rule" else (f"{fmt(ratio['mean'])} ({fmt(ratio['lo'])} to {fmt(ratio['hi'])})" if ratio else "n/a")
         rows.append([arm, *[r["seeds"][str(s)]["after"] for s in seeds], r["gain_mean"], r["gain_sd"], cell])
-    before = next(iter(res["arms"].values()))["seeds"][str(seeds[0])]["before"]
-    return "\n".join([f"# Scorecard: {len(res['arms'])} arms x {len(seeds)} seeds", "",
-                      f"Held-out strict accuracy on {res['questions']} test questions, greedy; before (the start policy): "
-                      f"{before:.3f}.", "", md_table(head, rows), "", *[f"- {v}" for v in verdicts(res)], ""])
+    return md_table(head, rows)
+
+
+def _before(res: dict, seeds: list[int]) -> float:
+    return next(iter(res["arms"].values()))["seeds"][str(seeds[0])]["before"]
+
+
+COVERS = ("What this covers: greedy answers of a 135M policy to two-step word problems with numbers up to 20, graded "
+          "by the strict rule (`#### N`). \"test\": questions of the stories the policy trained on, never seen as text. "
+          "\"held-out stories\": stories whose every wording (openings, operations, questions) the training never "
+          "has: a shop's shelf, a bus, packs of batteries, teams, day-by-day comparisons. What it does not cover: GSM8K "
+          "itself, longer chains, other numbers' ranges, sampled (non-greedy) answers, or a larger model.")
+
+
+def markdown(res: dict, seeds: list[int]) -> str:
+    heldout = res.get("heldout")
+    test = "test questions (the training's stories)" if heldout else "test questions"
+    lines = [f"# Scorecard: {len(res['arms'])} arms x {len(seeds)} seeds", "",
+             f"Held-out strict accuracy on {res['questions']} {test}, greedy; before (the start policy): "
+             f"{_before(res, seeds):.3f}.", "", _table(res, seeds), "", *[f"- {v}" for v in verdicts(res)], ""]
+    if heldout:
+        lines += [f"## Held-out stories: {heldout['questions']} questions", "",
+                  f"Before (the start policy): {_before(heldout, seeds):.3f}.", "", _table(heldout, seeds), "",
+                  *[f"- {v}" for v in verdicts(heldout)], "", COVERS, ""]
+    return "\n".join(lines)
 
 
 def _commit() -> str | None:
