@@ -24,6 +24,10 @@ Scores (``judge`` is the parsed 0-4 grade):
   wrong final answer earns 0 whatever the judge says, and the judge is not called for it:
   ``judge_skipped=1``), the judge grades the reasoning of a correct one (0.5 .. 1.0). On a weak
   policy most answers are wrong, so hybrid mode makes few judge calls.
+* ``mode="route"``: the rule decides the clear cases without a call (``judge_skipped=1``): an answer with a
+  ``#### N`` line earns the strict rule's grade; one that states no one final answer (``parse.final_answer``) earns
+  0. The judge (``judge / 4``) is asked only about one final answer in another form (TinyV's false-negative
+  recovery). The share judged is ``1 - judge_skipped``; ``judge_seconds`` is each call's time.
 Failures are split by whether the policy's answer can cause them, so that no failure pays a policy
 more than the worst real verdict would:
 
@@ -55,7 +59,8 @@ its answer GSM8K's strict way, ``#### N``: the policy's format share, whatever t
 ``canary_right_rejected`` (1 when a canary probe graded beside this sample was wrong / right and the judge paid /
 did not pay it: ``reward_fns.canaries``, about 1 sample in ``canary_every``; all 0 otherwise), ``judge_abstained``
 (1 when ``judge_failure="abstain"`` and the call failed in transport: the sample carries no reward, and
-``scripts/train_hooks.py`` leaves it out of its GRPO group and masks it out of the policy loss).
+``scripts/train_hooks.py`` leaves it out of its GRPO group and masks it out of the policy loss), ``judge_seconds``
+(the wall time of this sample's judge call, 0 without one: the cost ledger).
 
 **Grounded verdicts** (``grounded=True``, default; ``guard``): an accepting verdict (3-4) is checked against the
 candidate text the judge was shown (clipped to ``max_response_chars``, defused) and the reference answer it was
@@ -86,6 +91,7 @@ import logging
 import math
 import re
 import threading
+import time
 import unicodedata
 from collections.abc import Mapping
 from typing import Any
@@ -94,7 +100,7 @@ from reward_fns import canaries, gsm8k
 from reward_fns.judge_client import DEFAULT_MAX_RESPONSE_BYTES, JudgeClient, JudgeConfigError, JudgeResult, outcome
 from reward_fns.redact import mask_url
 from reward_fns.guard import CONTRADICTION, UNGROUNDED, guard
-from reward_fns.parse import parse_score, reference_answer
+from reward_fns.parse import FINAL_OK, final_answer, parse_score, reference_answer
 from reward_fns.prompts import NEUTRALIZED_TAGS, load, neutralize
 
 logger = logging.getLogger(__name__)
@@ -123,8 +129,9 @@ KEYS = (
     "canary_right",
     "canary_right_rejected",
     "judge_abstained",
+    "judge_seconds",
 )
-MODES = ("judge", "hybrid")
+MODES = ("judge", "hybrid", "route")
 DEFAULT_REMOTE_MODEL = "gpt-4o-mini"
 
 _SPECIAL_TOKEN = re.compile(r"<\|([^<>|\n]{1,64})\|>")
@@ -312,8 +319,9 @@ def _parse_fail_value(parse_fail_score: object, mode: str) -> float | None:
 
 
 def combine(mode: str, judge: int, rule_score: float) -> float:
-    """Reward from a 0-4 judge grade: ``judge/4`` or, in hybrid mode, ``rule * (0.5 + 0.5*judge/4)``."""
-    if mode == "judge":
+    """Reward from a 0-4 judge grade: ``judge/4`` (judge and route modes) or, in hybrid mode, ``rule * (0.5 +
+    0.5*judge/4)``."""
+    if mode in ("judge", "route"):
         return judge / 4.0
     if mode == "hybrid":
         return rule_score * (0.5 + 0.5 * judge / 4.0)
@@ -402,6 +410,9 @@ async def compute_score(
     if mode == "hybrid" and rule_score == 0.0:
         out.update(score=0.0, judge_skipped=1.0, judge_fallback=0.0)
         return out
+    if mode == "route" and (out["rule_format"] or final_answer(solution_str)[1] != FINAL_OK):  # the rule decides
+        out.update(score=rule_score, judge_skipped=1.0, judge_fallback=0.0)
+        return out
     if base_url:
         url, judge_model, key_env = base_url, model or DEFAULT_REMOTE_MODEL, api_key_env
     elif reward_router_address:
@@ -446,12 +457,14 @@ async def compute_score(
     )
     reference = reference_answer(_reference_text(ground_truth, extra_info), ground_truth)  # as the prompt shows it
     k = probe_index(solution_str, ground_truth, int(opt["canary_every"] or 0))
+    started = time.perf_counter()
     if k is not None:  # a probe beside this sample's own request
         result, probed = await asyncio.gather(client.complete(messages),
                                               _canary(client, k, reference, ground_truth, extra_info, opt))
         out.update(probed)
     else:
         result = await client.complete(messages)
+    out["judge_seconds"] = time.perf_counter() - started
     out["judge_attempts"] = float(result.attempts)
     out["judge_cached"] = 1.0 if result.cached else 0.0
     if not result.ok:

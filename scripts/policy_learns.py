@@ -3,6 +3,8 @@
     python -m scripts.policy_learns --out runs/policy_learns                  # rule run and judge run, 100 steps
     python -m scripts.policy_learns --out runs/pl --no-rule --steps 30        # the judge run alone
     python -m scripts.policy_learns --out runs/pl --testbed none              # GSM8K itself (a real model: MODEL=...)
+    python -m scripts.policy_learns --out runs/card --arms rule,judge,random,format --seeds 0,1,2 --parallel 4
+    python -m scripts.policy_learns --out runs/cost --reuse runs/card --arms rule,judge,route --steps 20 --parallel 1
 
 The same start policy, data, seed and GRPO settings are trained twice: with the ``#### N`` rule
 (recipes/gsm8k_rule) and with the judge that the judge pipeline trains (recipes/gsm8k_local_judge, served on the
@@ -32,6 +34,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import shutil
 import sys
 
 from scripts import knobs, launch, pipeline
@@ -57,7 +61,10 @@ JUDGE_SERVER_RUN = ["judge_placement=server", "verl_judge.judge_server.gpu_memor
 ARMS = {"rule": [], "judge": [], "random": ["reward.custom_reward_function.path=pkg://reward_fns.controls",
                                             "reward.custom_reward_function.name=random_reward"],
         "format": ["reward.custom_reward_function.path=pkg://reward_fns.controls",
-                   "reward.custom_reward_function.name=format_only"]}
+                   "reward.custom_reward_function.name=format_only"],
+        # the trained judge asked only where the rule cannot decide (reward_fns/llm_judge.py mode=route)
+        "route": ["++reward.custom_reward_function.reward_kwargs.mode=route"]}
+JUDGED = ("judge", "route")  # the arms rewarded by the trained judge (recipes/gsm8k_local_judge)
 
 
 class PolicyLearns(pipeline.JudgeToReward):
@@ -118,18 +125,18 @@ class PolicyLearns(pipeline.JudgeToReward):
                     f"trainer.default_local_dir={self.path(name)}", f"trainer.experiment_name=policy_learns-{name}",
                     f"trainer.rollout_data_dir={self.path(name + '_rollouts')}",  # every sample, per step: what was paid for
                     f"data.train_files={self.path('policy_data', 'train.parquet')}", *ARMS[arm]]
-        if arm == "judge" and a.judge_placement == "server":  # the launcher serves the judge beside the policy
+        if arm in JUDGED and a.judge_placement == "server":  # the launcher serves the judge beside the policy
             settings += [*JUDGE_SERVER_RUN, f"verl_judge.judge_server.kv_cache_memory_bytes={int(a.kv_cache_gb * 2**30)}",
                          f"verl_judge.judge_server.wait_for={self.path('.judge_model.done')}"]
-        elif arm == "judge":
+        elif arm in JUDGED:
             settings += [*JUDGE_RUN, f"+reward.reward_model.rollout.engine_kwargs.vllm.{kv}"]
         return settings + self.overrides
 
     def policy_run(self, name: str, arm: str | None = None, seed: int = 0, gpu: str | None = None) -> None:
         arm = arm or name
-        recipe = "gsm8k_local_judge" if arm == "judge" else "gsm8k_rule"
+        recipe = "gsm8k_local_judge" if arm in JUDGED else "gsm8k_rule"
         models = [f"actor_rollout_ref.model.path={self.start}"]
-        if arm == "judge":
+        if arm in JUDGED:
             models.append(f"reward.reward_model.model_path={self.path('judge_model')}")
         env = dict(self.env, CUDA_VISIBLE_DEVICES=gpu) if gpu is not None else None
         self.train(name, recipe, models + self.run_settings(name, arm, seed), f"{name}_metrics.jsonl", env=env)
@@ -143,6 +150,24 @@ class PolicyLearns(pipeline.JudgeToReward):
                                          self.policy_run(n, r, s, g)) for name, arm, seed in lane])
                 for i, lane in enumerate(lanes)]
 
+    def reuse(self, src: str) -> list[str]:
+        """Every finished stage of experiment ``src`` but its GRPO runs (the testbed, the data, the start policy, the
+        judge's stages), linked into this one with its ``.done`` marker, so that only the runs are made here. Returns
+        the stages linked; stages this folder already has are kept."""
+        runs = re.compile(rf"(?:{'|'.join(ARMS)})(?:_s\d+)?")  # run_name's folders
+        os.makedirs(self.out, exist_ok=True)
+        linked = []
+        for marker in sorted(os.listdir(src)):
+            name = marker[1:-5] if marker.startswith(".") and marker.endswith(".done") else None
+            if not name or runs.fullmatch(name) or os.path.exists(self.path(marker)):
+                continue
+            product = os.path.join(src, name)
+            if os.path.lexists(product) and not os.path.lexists(self.path(name)):
+                os.symlink(os.path.realpath(product), self.path(name))
+            shutil.copyfile(os.path.join(src, marker), self.path(marker))
+            linked.append(name)
+        return linked
+
     def link_judge(self, judge: str) -> None:
         """``judge_model``: a link to the judge the judge's stages made (the judge run's reward model)."""
         link, tmp = self.path("judge_model"), self.path(".judge_model.tmp")
@@ -153,6 +178,8 @@ class PolicyLearns(pipeline.JudgeToReward):
 
     def run(self) -> str:
         a = self.args
+        if a.reuse:
+            pipeline.say(f"stages reused from {a.reuse}: {', '.join(self.reuse(a.reuse)) or 'none new'}")
         if a.testbed != "none":
             self.stage("testbed", self.path("testbed"), self.testbed)
         self.stage("policy_data", self.path("policy_data"), self.policy_data)
@@ -161,13 +188,13 @@ class PolicyLearns(pipeline.JudgeToReward):
         if a.policy_sft_rows > 0:  # the start policy: the runs and the judge's samples need it
             self.stage("policy_sft", self.path("policy_sft"), self.policy_sft)
         early = a.judge_placement == "server"  # judge runs start now; their server waits for stage judge_model
-        now = [r for r in self.runs() if early or r[1] != "judge"]
+        now = [r for r in self.runs() if early or r[1] not in JUDGED]
         chains = self.run_chains(now)
         judge = self.run_judge(beside_next=True)
         self.marked("judge_model", self.path("judge_model"), lambda: self.link_judge(judge))
         for name, arm, seed in self.runs():
             if (name, arm, seed) not in now:  # colocated: the judge is loaded with the run, so it must exist first
-                self.stage(name, self.path(name), lambda n=name, s=seed: self.policy_run(n, "judge", s))
+                self.stage(name, self.path(name), lambda n=name, r=arm, s=seed: self.policy_run(n, r, s))
         self.finish_judge()
         for job in chains:
             self.join(job)
@@ -200,6 +227,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus", default=None, metavar="0,1",
                    help="spread the runs' chains over these GPUs (CUDA_VISIBLE_DEVICES of each chain; default: all runs "
                         "on the visible GPU)")
+    p.add_argument("--reuse", default=None, metavar="DIR",
+                   help="a finished experiment whose stages (testbed, data, start policy, judge) this one links instead "
+                        "of making them again: only the GRPO runs are made (settings must match)")
     p.add_argument("--steps", type=int, default=100, help="GRPO steps of each run (default 100)")
     p.add_argument("--test-freq", type=int, default=20, help="verl validation every N steps and at the last (default 20)")
     p.add_argument("--eval-questions", type=int, default=500,
@@ -238,6 +268,8 @@ def main(argv: list[str] | None = None) -> int:
         args.arms.remove("rule")
     if not args.arms or not args.seeds or len(set(args.seeds)) != len(args.seeds) or min(args.seeds) < 0:
         parser.error("--arms and --seeds need at least one value each; seeds distinct and >= 0")
+    if args.reuse and not os.path.isfile(os.path.join(args.reuse, ".judge_model.done")):
+        parser.error(f"--reuse {args.reuse}: no finished experiment there (no .judge_model.done)")
     if args.parallel < 1:
         parser.error(f"--parallel must be >= 1, got {args.parallel}")
     unknown = knobs.unknown(os.environ)
@@ -262,7 +294,7 @@ def dry_run(pipe: PolicyLearns) -> int:
         if arm in checked:  # the seeds of an arm differ in data.seed alone
             continue
         checked.add(arm)
-        recipe = "gsm8k_local_judge" if arm == "judge" else "gsm8k_rule"
+        recipe = "gsm8k_local_judge" if arm in JUDGED else "gsm8k_rule"
         settings = [s for s in pipe.run_settings(name, arm, seed)
                     if not s.startswith(("data.train_files=", "data.val_files=", "data.val_max_samples="))]
         pipeline.say(f"policy_learns run {name}: recipe {recipe}")

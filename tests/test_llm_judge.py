@@ -45,17 +45,21 @@ def server():
 
 
 def score(srv, response, *, gt="72", info=INFO, **kw):
-    return asyncio.run(compute_score("openai/gsm8k", response, gt, info, base_url=srv.base_url, model="judge", **{**FAST, **kw}))
+    """The reward dict, its ``judge_seconds`` (a wall time) read as 1.0 when a call took time, else 0.0."""
+    out = asyncio.run(compute_score("openai/gsm8k", response, gt, info, base_url=srv.base_url, model="judge", **{**FAST, **kw}))
+    return {**out, "judge_seconds": float(out["judge_seconds"] > 0)}
 
 
 def expect(score_, judge=-1.0, rule=0.0, error=0.0, parse_fail=0.0, skipped=0.0, fallback=0.0, cached=0.0, attempts=1.0,
            fmt=1.0, ungrounded=0.0, contradiction=0.0, unverified=0.0, abstained=0.0):
-    """The full reward dict; ``fmt`` is ``rule_format`` (1.0: the response has a ``#### N`` line)."""
+    """The full reward dict; ``fmt`` is ``rule_format`` (1.0: the response has a ``#### N`` line); ``judge_seconds``
+    as ``score`` reads it (1.0 when a request was made)."""
     return dict(
         score=score_, judge_score=judge, rule_score=rule, judge_error=error, judge_parse_fail=parse_fail,
         judge_skipped=skipped, judge_fallback=fallback, judge_cached=cached, judge_attempts=attempts,
         rule_format=fmt, judge_ungrounded=ungrounded, judge_contradiction=contradiction, judge_unverified=unverified,
         canary_wrong=0.0, canary_wrong_accepted=0.0, canary_right=0.0, canary_right_rejected=0.0, judge_abstained=abstained,
+        judge_seconds=float(attempts > 0 or cached > 0),
     )
 
 
@@ -97,6 +101,15 @@ TABLE = [
     # transient faults are retried away
     ("judge", "rule", "FAULT:500x2\n#### 72", expect(1.0, judge=4.0, rule=1.0, attempts=3.0)),
     ("judge", "rule", "FAULT:429x1\n#### 72", expect(1.0, judge=4.0, rule=1.0, attempts=2.0)),
+    # route: the strict rule decides its accepts, and answers stating no one final answer, without a call
+    ("route", "rule", "#### 72 JUDGE_SAYS:0", expect(1.0, rule=1.0, skipped=1.0, attempts=0.0)),
+    ("route", "rule", "I do not know.", expect(0.0, rule=0.0, skipped=1.0, attempts=0.0, fmt=0.0)),
+    ("route", "rule", "The answer is 70. The answer is 72.", expect(0.0, rule=0.0, skipped=1.0, attempts=0.0, fmt=0.0)),
+    ("route", "rule", "#### 96 JUDGE_SAYS:4", expect(0.0, rule=0.0, skipped=1.0, attempts=0.0)),  # the rule read it
+    # ... and asks the judge about one final answer in another form: paid as in judge mode, guarded
+    ("route", "rule", "JUDGE_SAYS:4 The answer is 72.", expect(1.0, judge=4.0, rule=0.0, fmt=0.0, unverified=1.0)),
+    ("route", "rule", "So she has 71 left.", expect(0.25, judge=1.0, rule=0.0, fmt=0.0)),
+    ("route", "rule", "FAULT:500\nThe answer is 72.", expect(0.0, rule=0.0, error=1.0, fallback=1.0, attempts=3.0, fmt=0.0)),
 ]
 
 
@@ -129,7 +142,7 @@ def test_keys():
     assert KEYS == ("score", "judge_score", "rule_score", "judge_error", "judge_parse_fail", "judge_skipped",
                     "judge_fallback", "judge_cached", "judge_attempts", "rule_format", "judge_ungrounded",
                     "judge_contradiction", "judge_unverified", "canary_wrong", "canary_wrong_accepted", "canary_right",
-                    "canary_right_rejected", "judge_abstained")
+                    "canary_right_rejected", "judge_abstained", "judge_seconds")
 
 
 ACCEPT_72 = "<think>Reference: 72. Candidate: 72. Same.</think><score>4</score>"
@@ -325,7 +338,7 @@ def test_router_contract(monkeypatch):
         out = asyncio.run(
             compute_score("openai/gsm8k", "#### 72", "72", INFO, reward_router_address=srv.address, reward_model_tokenizer=_Tok(), **FAST)
         )
-        assert out == expect(1.0, judge=4.0, rule=1.0)
+        assert {**out, "judge_seconds": float(out["judge_seconds"] > 0)} == expect(1.0, judge=4.0, rule=1.0)
         (req,) = srv.requests
         assert req.body["model"] == "/models/my-judge"
         assert "Authorization" not in req.headers

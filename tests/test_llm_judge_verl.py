@@ -44,11 +44,16 @@ FAST_KWARGS = {"timeout": 5.0, "max_retries": 1, "canary_every": 0}
 
 def expected_info(**kw):
     base = dict.fromkeys(KEYS, 0.0)
-    base.update(judge_attempts=1.0, rule_format=1.0)  # every sample above states its answer as '#### N'
+    base.update(judge_attempts=1.0, rule_format=1.0, judge_seconds=1.0)  # every sample states its answer as '#### N'
     if kw.get("judge_error"):
         base["judge_attempts"] = 2.0
     base.update(kw)
     return base
+
+
+def seen(info: dict) -> dict:
+    """A sample's reward_extra_info with its ``judge_seconds`` (a wall time) read as 1.0 when a call took time."""
+    return {**info, "judge_seconds": float(info["judge_seconds"] > 0)}
 
 
 def compose(model_path: str, overrides: list[str], path: str = JUDGE_FN, base: bool = True):
@@ -128,7 +133,7 @@ def test_reward_loop_worker_local_judge_via_router(model_path, tokenizer):
         outs = worker.loop.run_until_complete(worker.compute_score_batch(make_batch(tokenizer, SAMPLES)))
         requests = list(srv.requests)
     assert [o["reward_score"] for o in outs] == [s[2]["score"] for s in SAMPLES]
-    assert [o["reward_extra_info"] for o in outs] == [expected_info(**s[2]) for s in SAMPLES]
+    assert [seen(o["reward_extra_info"]) for o in outs] == [expected_info(**s[2]) for s in SAMPLES]
     assert {r.body["model"] for r in requests} == {model_path}
     assert all("Authorization" not in r.headers for r in requests)
     # the policy's decoded response is what the judge saw, delimited and defused
@@ -145,7 +150,8 @@ def _check_manager_output(result, samples):
     assert list(result.meta_info["reward_extra_keys"]) == list(KEYS)
     assert rm_scores.sum(dim=1).tolist() == [s[2]["score"] for s in samples]
     for key in KEYS:
-        assert extra[key].tolist() == [expected_info(**s[2])[key] for s in samples], key
+        got = [float(v > 0) for v in extra[key].tolist()] if key == "judge_seconds" else extra[key].tolist()
+        assert got == [expected_info(**s[2])[key] for s in samples], key
 
 
 @pytest.mark.parametrize("manager", ["naive", "rate_limited"])

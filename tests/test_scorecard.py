@@ -94,6 +94,21 @@ def test_scorecard_experiment(fake):
     assert held["questions"] == 4 and held["arms"]["judge"]["seeds"]["1"] == {"before": 0.0, "after": 0.5}
     assert [held["arms"][a]["gain_mean"] for a in ("rule", "judge")] == [0.25, 0.5] and held["ratios"]["judge"]["mean"] == 2.0
     assert "## Held-out stories: 4 questions" in (out / "scorecard.md").read_text()
+    # --reuse: another experiment links this one's stages and makes only its runs (here the route arm beside the rule)
+    (tmp / "calls.jsonl").unlink()
+    cost = tmp / "cost"
+    r = run(env, "--out", str(cost), *SMALL, "--reuse", str(out), "--arms", "rule,route", "--parallel", "1")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert sorted(c[1] for c in calls(tmp)) == ["scripts.train", "scripts.train"]  # no data, no SFT, no judge stages
+    assert os.path.realpath(cost / "testbed") == str(out / "testbed") and (cost / ".judge_model.done").exists()
+    assert not (cost / ".judge.done").exists() or (cost / "judge_metrics.jsonl").exists()  # runs are not linked
+    route = next(c for c in calls(tmp) if "trainer.experiment_name=policy_learns-route" in c)
+    assert "++reward.custom_reward_function.reward_kwargs.mode=route" in route
+    assert f"reward.reward_model.model_path={cost}/judge_model" in route
+    assert route[route.index("--config-path") + 1].endswith("recipes/gsm8k_local_judge")
+    assert "stages reused from " in r.stdout and "judge_model" in r.stdout
+    r = run(env, "--out", str(tmp / "x"), "--reuse", str(tmp / "nowhere"))
+    assert r.returncode == 2 and "no finished experiment there" in r.stderr
 
 
 def test_interval_is_the_central_95_percent():
