@@ -15,6 +15,8 @@ with a clear message on:
   ``sandbox_fusion.*``): verl 0.9.1 reads reward settings under ``reward.*`` only;
 * a value out of range (``VALUE_RULES``): GPU / node counts, batch sizes and ``rollout.n`` must be
   integers >= 1, ``gpu_memory_utilization`` in (0, 1], temperatures >= 0, the learning rate > 0;
+* a micro-batch that does not divide what each GPU gets (``batch_errors``), which verl itself finds only at its
+  first update, after start-up;
 * a value that does not resolve: a knob the config reads unset (``${oc.env:MODEL}``) or of a bad value;
 * files that do not exist (``scripts/config_paths.py``): model path, data files, judge model path,
   reward function file (or a ``pkg://`` module that cannot be found) and the function name inside it;
@@ -298,6 +300,36 @@ def value_errors(cfg) -> list[str]:
     return errors
 
 
+def batch_errors(cfg) -> list[str]:
+    """Micro-batches that do not divide what each GPU gets (verl 0.9.1 asserts this only after start-up, in the
+    first update): the actor's mini-batch, ``ppo_mini_batch_size * rollout.n / GPUs``, and a step's samples,
+    ``train_batch_size * rollout.n / GPUs``, for the log-prob passes. Skipped with dynamic batch sizes."""
+    from omegaconf import OmegaConf
+
+    def get(key):
+        try:
+            return OmegaConf.select(cfg, key, default=None)
+        except Exception:  # an interpolation that does not resolve: reported elsewhere
+            return None
+
+    gpus = (get("trainer.n_gpus_per_node") or 0) * (get("trainer.nnodes") or 0)
+    n, mini, batch = get("actor_rollout_ref.rollout.n"), get("actor_rollout_ref.actor.ppo_mini_batch_size"), get("data.train_batch_size")
+    if not all(isinstance(v, int) and v > 0 for v in (gpus, n, mini, batch)):
+        return []
+    errors = []
+    for micro_key, size, what in (
+            ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", mini * n, f"the actor's mini-batch ({mini} x {n})"),
+            ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", batch * n, f"a step's samples ({batch} x {n})"),
+            ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", batch * n, f"a step's samples ({batch} x {n})")):
+        micro, dynamic = get(micro_key), get(micro_key.rsplit(".", 1)[0] + (".use_dynamic_bsz" if "actor." in micro_key else ".log_prob_use_dynamic_bsz"))
+        if not isinstance(micro, int) or dynamic:
+            continue
+        if size % gpus or (size // gpus) % micro:
+            errors.append(f"{micro_key}={micro} does not divide {what} over {gpus} GPU(s) = {size / gpus:g} a GPU: "
+                          "verl would stop at its first update; use a divisor of that")
+    return errors
+
+
 # ---------------------------------------------------------------------------------------------- verl checks
 _BUILT: set = set()
 
@@ -405,7 +437,7 @@ def check(
         if notes is not None:
             notes.extend(pnotes)
     if not values:  # verl's own checks may crash on such values (n_gpus_per_node=0: ZeroDivisionError)
-        errors += verl_checks(cfg)
+        errors += batch_errors(cfg) + verl_checks(cfg)
     if errors:
         raise ConfigError(errors)
     return cfg

@@ -220,6 +220,8 @@ def test_value_rules_accept_the_edges(good):
     ok = replace(ok, "data.train_batch_size", "data.train_batch_size=1")
     ok = replace(ok, "actor_rollout_ref.actor.ppo_mini_batch_size", "actor_rollout_ref.actor.ppo_mini_batch_size=1")
     ok = replace(ok, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1")
+    for key in ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"):
+        ok = replace(ok, key, f"{key}=4")  # a step's 1 x 4 samples
     cfg = verl_config.check(ok + ["actor_rollout_ref.rollout.temperature=0", "data.val_batch_size=null"])
     assert (cfg.actor_rollout_ref.rollout.gpu_memory_utilization, cfg.actor_rollout_ref.rollout.temperature,
             cfg.trainer.n_gpus_per_node, cfg.data.train_batch_size, cfg.data.val_batch_size) == (1, 0, 1, 1, None)
@@ -232,6 +234,32 @@ def test_value_errors_reported_together_before_verl_runs(good):
         verl_config.check(bad)
     assert ei.value.errors == ["trainer.n_gpus_per_node=0: must be an integer >= 1",
                                "actor_rollout_ref.rollout.n=0: must be an integer >= 1"]
+
+
+@pytest.mark.parametrize("extra, errors", [
+    ([], []),
+    # two GPUs: the actor's mini-batch of 16 x 4 is 32 a GPU; micro-batches of 8 divide it
+    (["trainer.n_gpus_per_node=2"], []),
+    (["trainer.n_gpus_per_node=2", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64"],
+     ["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64 does not divide the actor's mini-batch (16 x 4) over "
+      "2 GPU(s) = 32 a GPU: verl would stop at its first update; use a divisor of that"]),
+    (["trainer.n_gpus_per_node=2", "trainer.nnodes=2", "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=32"],
+     ["actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=32 does not divide a step's samples (16 x 4) over "
+      "4 GPU(s) = 16 a GPU: verl would stop at its first update; use a divisor of that"]),
+    # dynamic batch sizes: verl packs by tokens, no micro-batch size applies
+    (["trainer.n_gpus_per_node=2", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64",
+      "actor_rollout_ref.actor.use_dynamic_bsz=True"], []),
+])
+def test_micro_batches_must_divide_each_gpus_share(good, extra, errors):
+    """Found on two GPUs: micro-batches of 64 and a mini-batch of 8 x 8 samples pass every verl check on CPU, then
+    stop the run at its first update after minutes of start-up."""
+    overrides = [o for o in good if o.split("=", 1)[0] not in {e.split("=", 1)[0] for e in extra}] + extra
+    if errors:
+        with pytest.raises(verl_config.ConfigError) as ei:
+            verl_config.check(overrides, paths="off")
+        assert ei.value.errors == errors
+    else:
+        verl_config.check(overrides, paths="off")
 
 
 # recipe -> (data set the launcher builds, lr, rollout n, reward function, reward manager, reward model, experiment);

@@ -185,3 +185,15 @@ def test_judge_placement_of_the_judge_run(placement, expect, absent, fake):
     command = next(line for line in r.stdout.splitlines() if "-m scripts.train" in line)
     assert all(f" {e}" in command for e in expect) and absent not in command
     assert "config OK: recipe gsm8k_local_judge" in r.stdout
+
+
+@pytest.mark.parametrize("row, series", [
+    ({"step": 20, "val-core/word_problems/acc/mean@1": 0.3, "val-core/word_problems_heldout/acc/mean@1": 0.5}, [(20, 0.3)]),
+    ({"step": 20, "val-core/word_problems_heldout/acc/mean@1": 0.5, "val-core/word_problems/acc/mean@1": 0.3}, [(20, 0.3)]),
+    ({"step": 40, "val-aux/openai/gsm8k/rule_score/mean@1": 0.25}, [(40, 0.25)]),
+])
+def test_validation_series_is_the_test_split(row, series):
+    """The validation curve is the test split's, whichever order verl logs the held-out stories' key in."""
+    from scripts.report import policy_learns as report
+
+    assert report._series([row], report.VAL_RULE) == series

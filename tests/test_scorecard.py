@@ -94,6 +94,7 @@ def test_scorecard_experiment(fake):
     assert held["questions"] == 4 and held["arms"]["judge"]["seeds"]["1"] == {"before": 0.0, "after": 0.5}
     assert [held["arms"][a]["gain_mean"] for a in ("rule", "judge")] == [0.25, 0.5] and held["ratios"]["judge"]["mean"] == 2.0
     assert "## Held-out stories: 4 questions" in (out / "scorecard.md").read_text()
+    assert (out / "scorecard.png").stat().st_size > 0
     # --reuse: another experiment links this one's stages and makes only its runs (here the route arm beside the rule)
     (tmp / "calls.jsonl").unlink()
     cost = tmp / "cost"

@@ -56,11 +56,12 @@ def validation(out: str, name: str, step: int | None = None) -> dict:
 
 
 def _series(rows: list[dict], pattern: str) -> list[tuple[int, float]]:
+    """``(step, value)`` of the metric matching ``pattern``, on the test split (not the held-out stories')."""
     rx = re.compile(pattern)
     out = {}
     for r in rows:
         for k, v in r.items():
-            if rx.search(k) and isinstance(v, (int, float)):
+            if rx.search(k) and "_heldout/" not in k and isinstance(v, (int, float)):
                 out[int(r["step"])] = float(v)
     return sorted(out.items())
 

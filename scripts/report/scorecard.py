@@ -185,6 +185,26 @@ def markdown(res: dict, seeds: list[int]) -> str:
     return "\n".join(lines)
 
 
+def figure(res: dict, seeds: list[int], path: str) -> str:
+    """Each arm's gain per seed (dots) and its mean (bar), on the test split and the held-out stories."""
+    from scripts.report.render import pyplot, save_fig
+
+    plt = pyplot()
+    parts = [("test split", res)] + ([("held-out stories", res["heldout"])] if res.get("heldout") else [])
+    fig, axes = plt.subplots(1, len(parts), figsize=(6 * len(parts), 4), squeeze=False)
+    for ax, (title, r) in zip(axes[0], parts):
+        arms = list(r["arms"])
+        for i, arm in enumerate(arms):
+            a = r["arms"][arm]
+            ax.bar(i, a["gain_mean"], color="lightgray", edgecolor="k")
+            ax.scatter([i] * len(seeds), [a["seeds"][str(s)]["after"] - a["seeds"][str(s)]["before"] for s in seeds],
+                       color="k", zorder=3, s=14)
+        ax.axhline(0, color="k", lw=0.8)
+        ax.set_xticks(range(len(arms)), arms)
+        ax.set(title=f"{title}: {r['questions']} questions", ylabel="strict accuracy gain (after - before)")
+    return save_fig(fig, path)
+
+
 def _commit() -> str | None:
     """The project's git commit, when it runs from a checkout."""
     try:
@@ -203,6 +223,7 @@ def write(out: str, arms: list[str], seeds: list[int], log=print, command: list[
     write_json(path, report)
     text = markdown(res, seeds)
     write_text(os.path.join(out, "scorecard.md"), text)
+    figure(res, seeds, os.path.join(out, "scorecard.png"))
     log(text)
     return report
 
