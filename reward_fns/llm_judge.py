@@ -81,12 +81,14 @@ shown. The ``gsm8k_grade`` prompts ask the judge to quote ``Candidate: N`` in it
 The function never raises for network, judge-reply or model-output problems. It raises
 ``ValueError`` for an invalid option (unknown ``mode``/``fallback``/``parse_fail_score``/prompt)
 and ``JudgeConfigError`` for an endpoint that rejects the configuration; both should stop a run.
+``check_options(**reward_kwargs)`` lists the same option errors without a call (the config check, before a run).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 import logging
 import math
 import re
@@ -97,7 +99,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from reward_fns import canaries, gsm8k
-from reward_fns.judge_client import DEFAULT_MAX_RESPONSE_BYTES, JudgeClient, JudgeConfigError, JudgeResult, outcome
+from reward_fns.judge_client import JudgeClient, JudgeConfigError, JudgeResult, outcome
+from reward_fns.judge_options import DEFAULTS, MODES, combine, errors, fallback_value, parse_fail_value
 from reward_fns.redact import mask_url
 from reward_fns.guard import CONTRADICTION, UNGROUNDED, guard
 from reward_fns.parse import FINAL_OK, final_answer, parse_score, reference_answer
@@ -106,8 +109,8 @@ from reward_fns.prompts import NEUTRALIZED_TAGS, load, neutralize
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "compute_score", "build_messages", "get_client", "combine", "KEYS", "DEFAULTS", "NEUTRALIZED_TAGS",
-    "JudgeConfigError",
+    "compute_score", "check_options", "build_messages", "get_client", "combine", "KEYS", "DEFAULTS", "MODES",
+    "NEUTRALIZED_TAGS", "JudgeConfigError",
 ]
 
 KEYS = (
@@ -131,37 +134,11 @@ KEYS = (
     "judge_abstained",
     "judge_seconds",
 )
-MODES = ("judge", "hybrid", "route")
 DEFAULT_REMOTE_MODEL = "gpt-4o-mini"
 
 _SPECIAL_TOKEN = re.compile(r"<\|([^<>|\n]{1,64})\|>")
 _INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u2028\u2029\u2060-\u2064\ufeff]")
 _BRACKET_MARKER = re.compile(r"\[/?(?:INST|SYS|AVAILABLE_TOOLS|TOOL_CALLS|TOOL_RESULTS)\]|<</?SYS>>", re.IGNORECASE)
-
-#: Defaults of every knob besides the named parameters (all settable through reward_kwargs).
-DEFAULTS: dict[str, Any] = {
-    "prompt": "gsm8k_grade",
-    "prompt_version": "v3",
-    "rule_mode": "strict",  # reward_fns.gsm8k mode for rule_score: "strict" (#### N) or "flexible"
-    "max_tokens": 512,
-    "temperature": 0.0,
-    "deadline": 240.0,  # < rate_limited's default reward.timeout (300 s), so we always answer first
-    "max_concurrency": 64,
-    "cache_size": 4096,
-    "cache_ttl": 3600.0,
-    "max_response_chars": 12000,
-    "extra_body": None,
-    "max_response_bytes": DEFAULT_MAX_RESPONSE_BYTES,  # judge reply bodies are read up to this size
-    # an accepting verdict (3-4) is checked against the text the judge was shown: its quoted "Candidate: N" must be the
-    # candidate's one final answer (parse.final_answer) and the reference's; else it earns a 0's reward (see guard())
-    "grounded": True,
-    # one canary probe (reward_fns.canaries: an answer whose right verdict is known) with every Nth judged sample of a
-    # process, graded like the sample; its outcome in the sample's canary_* keys; 0: none
-    "canary_every": 20,
-    # a transport failure (after the retries): "fallback" (the fallback score) or "abstain" (judge_abstained=1: the
-    # trainer's hooks leave the sample out of its GRPO group and of the policy loss, TRL's "reward None")
-    "judge_failure": "fallback",
-}
 
 
 # ---------------------------------------------------------------------------- prompt
@@ -286,48 +263,6 @@ async def _canary(client: JudgeClient, k: int, reference: str | None, ground_tru
 
 
 # ---------------------------------------------------------------------------- scoring
-def _fallback_value(fallback: object, rule_score: float) -> float:
-    if isinstance(fallback, str) and fallback.strip().lower() == "rule":
-        return rule_score
-    try:
-        value = float(fallback)
-    except (TypeError, ValueError):
-        raise ValueError(f"fallback must be 'rule' or a number, got {fallback!r}") from None
-    if not math.isfinite(value):
-        raise ValueError(f"fallback must be finite, got {fallback!r}")
-    return value
-
-
-def _parse_fail_value(parse_fail_score: object, mode: str) -> float | None:
-    """``None`` for "lowest" (the lowest real verdict's reward), else the validated number."""
-    if isinstance(parse_fail_score, str) and parse_fail_score.strip().lower() == "lowest":
-        return None
-    try:
-        value = float(parse_fail_score)
-    except (TypeError, ValueError):
-        raise ValueError(f"parse_fail_score must be 'lowest' or a number, got {parse_fail_score!r}") from None
-    if isinstance(parse_fail_score, bool) or not math.isfinite(value):
-        raise ValueError(f"parse_fail_score must be 'lowest' or a finite number, got {parse_fail_score!r}")
-    # the lowest reward a real verdict can earn for an answer the judge is asked about
-    lowest = combine(mode, 0, 1.0)
-    if value > lowest:
-        raise ValueError(
-            f"parse_fail_score={value} is above the reward of the lowest real verdict in mode {mode!r} ({lowest}): "
-            "a policy would learn to break the judge's reply"
-        )
-    return value
-
-
-def combine(mode: str, judge: int, rule_score: float) -> float:
-    """Reward from a 0-4 judge grade: ``judge/4`` (judge and route modes) or, in hybrid mode, ``rule * (0.5 +
-    0.5*judge/4)``."""
-    if mode in ("judge", "route"):
-        return judge / 4.0
-    if mode == "hybrid":
-        return rule_score * (0.5 + 0.5 * judge / 4.0)
-    raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-
-
 def _rule(solution_str: object, ground_truth: object, rule_mode: str) -> float:
     try:
         return float(gsm8k.compute_score(solution_str=solution_str, ground_truth=ground_truth, mode=rule_mode)["score"])
@@ -367,6 +302,38 @@ def _warn_once(key: str, msg: str, *args: Any) -> None:
         logger.warning(msg, *args)
 
 
+def _prompt_options(opt: dict) -> dict:
+    return {k: opt[k] for k in ("prompt", "prompt_version", "max_response_chars")}
+
+
+def _client_options(opt: dict, timeout: object, max_retries: object) -> dict:
+    """``JudgeClient``'s settings from the options (its constructor checks them)."""
+    keys = ("deadline", "max_concurrency", "temperature", "max_tokens", "cache_size", "cache_ttl", "max_response_bytes")
+    return dict(timeout=timeout, max_retries=max_retries, extra_body=_plain(opt["extra_body"]) or None,
+                **{k: opt[k] for k in keys})
+
+
+def check_options(**kwargs: Any) -> list[str]:
+    """What ``compute_score`` would raise for these ``reward_kwargs`` at a call, one message per problem ([]: none):
+    the options' rules (``judge_options.errors``), the prompt ``build_messages`` loads, the client's settings. The
+    config check (``scripts/verl_config.py``) asks before a run starts."""
+    named = inspect.signature(compute_score).parameters
+    given = {k: kwargs.get(k, named[k].default) for k in ("mode", "fallback", "parse_fail_score", "timeout", "max_retries")}
+    options = {k: v for k, v in kwargs.items() if k not in named}
+    found = errors(given["mode"], given["fallback"], given["parse_fail_score"], options)
+    if found:
+        return found
+    opt = {**DEFAULTS, **options}
+    for check in (lambda: build_messages("", None, None, **_prompt_options(opt)),
+                  lambda: JudgeClient("http://127.0.0.1:1/v1", "check", api_key_env=None,
+                                      **_client_options(opt, given["timeout"], given["max_retries"]))):
+        try:
+            check()
+        except (ValueError, TypeError, FileNotFoundError) as e:
+            found.append(f"{type(e).__name__}: {e}" if isinstance(e, TypeError) else str(e))
+    return found
+
+
 async def compute_score(
     data_source=None,
     solution_str="",
@@ -386,19 +353,13 @@ async def compute_score(
     **kwargs: Any,
 ) -> dict:
     """verl custom reward function; see the module docstring. Extra knobs: ``DEFAULTS``."""
-    unknown = kwargs.keys() - DEFAULTS.keys()
-    if unknown:
-        raise ValueError(f"llm_judge.compute_score: unknown option(s) {sorted(unknown)}; known: {sorted(DEFAULTS)}")
+    problems = errors(mode, fallback, parse_fail_score, kwargs)  # the rules: reward_fns/judge_options.py
+    if problems:
+        raise ValueError("; ".join(problems))
     opt = {**DEFAULTS, **kwargs}
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    if opt["judge_failure"] not in ("fallback", "abstain"):
-        raise ValueError(f"judge_failure must be 'fallback' or 'abstain', got {opt['judge_failure']!r}")
-    if opt["rule_mode"] not in gsm8k.MODES:
-        raise ValueError(f"rule_mode must be one of {gsm8k.MODES}, got {opt['rule_mode']!r}")
     rule_score = _rule(solution_str, ground_truth, opt["rule_mode"])
-    fallback_score = _fallback_value(fallback, rule_score)
-    no_verdict = _parse_fail_value(parse_fail_score, mode)
+    fallback_score = fallback_value(fallback, rule_score)
+    no_verdict = parse_fail_value(parse_fail_score, mode)
     if no_verdict is None:  # "lowest": what a real verdict of 0 earns for this answer
         no_verdict = combine(mode, 0, rule_score)
     out = dict.fromkeys(KEYS, 0.0)
@@ -430,31 +391,10 @@ async def compute_score(
         return out
 
     # 2. the prompt (a data problem here is a config problem: raise)
-    messages = build_messages(
-        solution_str,
-        ground_truth,
-        extra_info,
-        prompt=opt["prompt"],
-        prompt_version=opt["prompt_version"],
-        max_response_chars=opt["max_response_chars"],
-    )
+    messages = build_messages(solution_str, ground_truth, extra_info, **_prompt_options(opt))
 
     # 3. the call (never raises)
-    client = get_client(
-        url,
-        judge_model,
-        api_key_env=key_env,
-        timeout=timeout,
-        max_retries=max_retries,
-        deadline=opt["deadline"],
-        max_concurrency=opt["max_concurrency"],
-        temperature=opt["temperature"],
-        max_tokens=opt["max_tokens"],
-        extra_body=_plain(opt["extra_body"]) or None,
-        cache_size=opt["cache_size"],
-        cache_ttl=opt["cache_ttl"],
-        max_response_bytes=opt["max_response_bytes"],
-    )
+    client = get_client(url, judge_model, api_key_env=key_env, **_client_options(opt, timeout, max_retries))
     reference = reference_answer(_reference_text(ground_truth, extra_info), ground_truth)  # as the prompt shows it
     k = probe_index(solution_str, ground_truth, int(opt["canary_every"] or 0))
     started = time.perf_counter()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from reward_fns._labels import choice_label
 from reward_fns.parse import parse_choice
-from reward_fns.pointwise import DEFAULT_FORMAT_PENALTY, check_penalty
+from reward_fns.pointwise import DEFAULT_FORMAT_PENALTY, check_options, check_penalty  # noqa: F401 - check_options: the same
 
 
 def compute_score(

@@ -1,6 +1,7 @@
 """The files a composed recipe config points at: model folders, data files, the reward function and its name.
 
 ``check_paths(cfg) -> (errors, notes)``; a remote path (``s3://`` ...) or a hub id is noted, not checked.
+``reward_option_errors(cfg)``: the reward function's ``reward_kwargs``, judged by its module's own ``check_options``.
 Part of ``scripts/verl_config.py`` (``--paths error|warn|off`` there); no command of its own:
 
     from scripts.config_paths import check_paths; errors, notes = check_paths(cfg)
@@ -9,6 +10,7 @@ Part of ``scripts/verl_config.py`` (``--paths error|warn|off`` there); no comman
 from __future__ import annotations
 
 import ast
+import importlib
 import importlib.util
 import os
 import re
@@ -140,3 +142,23 @@ def check_paths(cfg) -> tuple[list[str], list[str]]:
     if cls_path and resolve_module_file(str(cls_path)) is None:
         errors.append(f"data.custom_cls.path: file not found: {cls_path}")
     return errors, notes
+
+
+def reward_option_errors(cfg) -> list[str]:
+    """What ``compute_score`` would refuse in ``reward.custom_reward_function.reward_kwargs`` at its first call, as the
+    ``check_options(**kwargs) -> list[str]`` its module defines says (``reward_fns/*``: only modules of this repository
+    are imported here); one message per problem, naming the key; [] without such a function."""
+    from omegaconf import OmegaConf
+
+    fn = OmegaConf.select(cfg, "reward.custom_reward_function", default=None)
+    if not fn or not fn.get("path") or fn.get("name") != "compute_score":
+        return []
+    f = resolve_module_file(str(fn.path))
+    if f is None or not f.startswith(ROOT + os.sep) or not _defines(f, "check_options"):
+        return []
+    try:
+        module = importlib.import_module(os.path.relpath(f, ROOT)[:-3].replace(os.sep, ".").removesuffix(".__init__"))
+    except ImportError:  # a dependency missing here: the run's workers report it
+        return []
+    kwargs = OmegaConf.to_container(fn.get("reward_kwargs") or OmegaConf.create({}), resolve=True)
+    return [f"reward.custom_reward_function.reward_kwargs ({fn.path}): {msg}" for msg in module.check_options(**kwargs)]

@@ -335,12 +335,10 @@ def wait_for_judge(opts: dict, clock=time.monotonic, sleep=time.sleep, say=print
     return clock() - t0
 
 
-def install(config) -> None:
-    """Patch verl's legacy trainer module in this process according to ``config.verl_judge``."""
+def _settings(config) -> tuple[dict, FailFast, HackingWatch | None, bool]:
+    """``config.verl_judge`` as the hooks use it: (the section, FailFast, HackingWatch or None, pair_groups); a bad
+    setting raises ``ValueError`` naming it."""
     from omegaconf import OmegaConf
-
-    from verl.trainer import main_ppo_v0
-    from verl.trainer.ppo import ray_trainer
 
     section = config.get("verl_judge")
     opts = (OmegaConf.to_container(section, resolve=True) if OmegaConf.is_config(section) else section) or {}
@@ -355,6 +353,25 @@ def install(config) -> None:
     pair_groups = bool(opts.get("pair_groups", False))
     if pair_groups and int(config.data.train_batch_size) % 2:
         raise ValueError(f"verl_judge.pair_groups needs an even data.train_batch_size, got {config.data.train_batch_size}")
+    return opts, fail_fast, hacking, pair_groups
+
+
+def settings_errors(config) -> list[str]:
+    """What ``install`` would refuse in ``config.verl_judge`` ([] or one message naming the setting): the config check
+    (``scripts/verl_config.py``) asks before a run starts; ``install`` raises it in the trainer, after Ray's start-up."""
+    try:
+        _settings(config)
+    except ValueError as e:
+        return [str(e)]
+    return []
+
+
+def install(config) -> None:
+    """Patch verl's legacy trainer module in this process according to ``config.verl_judge``."""
+    from verl.trainer import main_ppo_v0
+    from verl.trainer.ppo import ray_trainer
+
+    opts, fail_fast, hacking, pair_groups = _settings(config)
     state = {"keys": ()}
 
     extract = ray_trainer.extract_reward

@@ -15,6 +15,8 @@ with a clear message on:
   ``sandbox_fusion.*``): verl 0.9.1 reads reward settings under ``reward.*`` only;
 * a value out of range (``VALUE_RULES``): GPU / node counts, batch sizes and ``rollout.n`` must be
   integers >= 1, ``gpu_memory_utilization`` in (0, 1], temperatures >= 0, the learning rate > 0;
+* a ``reward_kwargs`` option its reward function refuses (its module's ``check_options``) and a ``verl_judge`` setting
+  ``scripts/train_hooks.py`` refuses, both found by verl only at the first reward / in the trainer;
 * a micro-batch that does not divide what each GPU gets (``batch_errors``), which verl itself finds only at its
   first update, after start-up;
 * a value that does not resolve: a knob the config reads unset (``${oc.env:MODEL}``) or of a bad value;
@@ -50,8 +52,8 @@ import sys
 import warnings
 from typing import Iterable, Sequence
 
-from scripts import knobs
-from scripts.config_paths import check_paths
+from scripts import knobs, train_hooks
+from scripts.config_paths import check_paths, reward_option_errors
 
 ROOT, RECIPES = knobs.ROOT, knobs.RECIPES
 #: The project's own section of a recipe config (read by scripts/train_hooks.py and scripts/launch.py).
@@ -273,7 +275,7 @@ def _number(v) -> bool:
 
 
 def value_errors(cfg) -> list[str]:
-    """Values out of range (``VALUE_RULES``), one message per setting, naming the key and the value."""
+    """Values out of range (``VALUE_RULES``), reward options and ``verl_judge`` settings refused; one message each."""
     from omegaconf import OmegaConf
 
     missing = object()
@@ -297,7 +299,7 @@ def value_errors(cfg) -> list[str]:
             ok = _number(v) and v > 0
         if not ok:
             errors.append(f"{key}={v!r}: must be {REQUIREMENT[kind]}")
-    return errors
+    return errors + reward_option_errors(cfg) + train_hooks.settings_errors(cfg)
 
 
 def batch_errors(cfg) -> list[str]:

@@ -329,7 +329,8 @@ def test_judge_cost_identical_settings_variants_and_table(tmp_path):
                                 "(KEY=VALUE), or unset JUDGE_MAX_TOKENS")
 
 
-JUDGE_COST = os.path.join(ROOT, "docs", "results", "judge_cost_2026-11-22")
+INDEX = os.path.join(ROOT, "docs", "results", "README.md")  # every kept run, with the numbers it gave
+JUDGE_COST = os.path.join(ROOT, "docs", "results", "2026-11-22-judge_cost")
 
 
 def test_judge_cost_numbers_in_readme_come_from_the_committed_h100_metrics():
@@ -350,10 +351,10 @@ def test_judge_cost_numbers_in_readme_come_from_the_committed_h100_metrics():
     kept = open(os.path.join(JUDGE_COST, "README.md")).read()
     for cell in ("| step | 18.96 | 27.10 (**1.43x**) | 20.14 (**1.06x**) |", "| reward | 0.00 | 7.77 | 0.13 |"):
         assert cell in kept
-    assert "colocated judge 1.43× the rule step; `mode=hybrid` + 128 tokens 1.06×" in open(os.path.join(ROOT, "README.md")).read()
+    assert "colocated judge 1.43× the rule step; `mode=hybrid` + 128 tokens 1.06×" in open(INDEX).read()
 
 
-LEARN = os.path.join(ROOT, "docs", "results", "learn_2026-11-22")
+LEARN = os.path.join(ROOT, "docs", "results", "2026-11-22-learn")
 
 
 @pytest.mark.parametrize("run, rows", [
@@ -378,12 +379,12 @@ def test_learning_numbers_in_readme_come_from_the_committed_h100_reports(run, ro
     steps = [json.loads(line)["step"] for line in open(os.path.join(d, "metrics.jsonl")) if line.strip()]
     assert max(steps) == 50
     if run == "judge_pairwise":
-        assert "answered B to 599/600 (accuracy 0.502)" in open(os.path.join(ROOT, "README.md")).read()
+        assert "answered B to 599/600 (accuracy 0.502)" in open(INDEX).read()
 
 
 def test_judge_to_reward_h100_run_in_readme():
     """The judge_to_reward end-to-end run: both stages' metrics are kept and the README quotes them."""
-    d = os.path.join(ROOT, "docs", "results", "judge_to_reward_2026-11-22")
+    d = os.path.join(ROOT, "docs", "results", "2026-11-22-judge_to_reward")
     r = _summ(os.path.join(d, "judge", "metrics.jsonl"), os.path.join(d, "policy", "metrics.jsonl"),
               "--labels", "judge", "policy", "--json")
     assert r.returncode == 0, r.stderr
@@ -458,7 +459,7 @@ def test_judge_health_numbers_come_from_the_kept_policy_metrics():
         0.013, 0.0, 0.683)
     real = json.load(open(os.path.join(JUDGES, "real_solutions", "sft_judge", "report.json")))["judge"]
     assert (real["tp"], real["fn"], real["tn"], real["fp"], round(real["agreement"], 3)) == (6, 0, 320, 71, 0.821)
-    readme = open(os.path.join(ROOT, "README.md")).read()
+    readme = open(INDEX).read()
     for cell in ("pointwise balanced accuracy 0.007 → 0.972", "pair accuracy 0.653 → 0.780, flip rate 0.333 → 0.180"):
         assert cell in readme, cell
 
@@ -480,7 +481,7 @@ def test_main_job_numbers_come_from_the_kept_metrics_and_reports():
     assert (new["tp"], new["fn"], new["tn"], new["fp"], round(new["agreement"], 3)) == (5, 0, 390, 5, 0.988)
     assert (perturbed["tp"], perturbed["fn"], perturbed["tn"], perturbed["fp"], round(perturbed["agreement"], 3)) == (
         5, 0, 302, 90, 0.773)
-    readme = open(os.path.join(ROOT, "README.md")).read()
+    readme = open(INDEX).read()
     for cell in ("judge–rule agreement **0.969**, parse-fail 0.003, fallback 0.000; 1,367 s",
                  "agreement **0.988**, recall 5/5, specificity 390/395 (perturbed-only judge: 0.773, 302/392)",
                  "pair accuracy **0.970**, flip rate **0.025**; + 20 GRPO steps: 0.980 / 0.965 / 0.030"):
@@ -518,7 +519,7 @@ def test_main_speed_numbers_come_from_the_kept_runs(run, wall, stages, step, upd
     earlier = _metrics(MODEL_SOLUTIONS, "main", "metrics.jsonl")
     assert (_median(earlier, "timing_s/step"), _median(earlier, "timing_s/update_actor")) == (29.24, 8.13)
     assert round(sum(r["train/mfu"] for r in _metrics(MODEL_SOLUTIONS, "main", "sft_metrics.jsonl")) / 100, 4) == 0.0055
-    readme = open(os.path.join(ROOT, "README.md")).read()
+    readme = open(INDEX).read()
     assert "| 983 s and 1,021 s (was 1,367 s); SFT MFU 0.0055 → 0.0226, policy step " \
            "29.2 → 18.3 s; judge balanced accuracy 0.985 / 1.000, as the reward agreement 0.945 / 0.964" in readme
 
@@ -542,7 +543,7 @@ def test_main_bytecode_numbers_come_from_the_kept_run():
     assert [round(r["reward/rule_format/mean"], 3) for r in policy] == [0.0, 0.156, 0.094, 0.125, 0.094, 0.203]
     sft = _metrics(d, "sft_metrics.jsonl")
     assert len(sft) == 100 and round(sum(r["train/mfu"] for r in sft) / 100, 4) == 0.0289
-    readme = open(os.path.join(ROOT, "README.md")).read()
+    readme = open(INDEX).read()
     assert "**538 s** (aim 900 s: met; `import vllm, verl, ...` 19.8 → 8.7 s per process); judge balanced accuracy " \
            "0.000 → **0.980**, parse-fail 0.000; as the reward agreement **0.953**" in readme
 
@@ -561,7 +562,7 @@ def test_shapes_numbers_come_from_the_kept_runs():
     assert [_median(old_rule, "timing_s/step"), _median(old_colocated, "timing_s/step")] == [19.18, 20.32]
     assert "| timing_s/step | 1.06 |" in open(os.path.join(SHAPES, "two_machines", "cost.md")).read()
     assert "colocated step / rule step **1.07×** with CUDA graphs, 1.27× eager (before); the judge's reward stage " \
-           "4.93 → 2.57 s; generation-neutral: rule step + reward stage 1.17×" in open(os.path.join(ROOT, "README.md")).read()
+           "4.93 → 2.57 s; generation-neutral: rule step + reward stage 1.17×" in open(INDEX).read()
 
 
 def test_awake_judge_numbers_come_from_the_kept_runs():
@@ -578,7 +579,7 @@ def test_awake_judge_numbers_come_from_the_kept_runs():
             round((17.34 + 2.58) / 17.34, 2)) == (1.23, 1.24, 1.13, 1.15)
     assert "| timing_s/step | 1.23 | 1.24 |" in open(os.path.join(AWAKE, "cost.md")).read()
     assert "reward stage 2.58 → **2.34 s**; colocated step / rule step **1.23×** (sleeping 1.24×" in \
-        open(os.path.join(ROOT, "README.md")).read()
+        open(INDEX).read()
     from scripts import verl_config
     assert verl_config.compose([], "gsm8k_local_judge").reward.reward_model.rollout.free_cache_engine is False
 
@@ -752,3 +753,59 @@ def test_ray_cluster_dashboard_checks():
     assert ray_cluster.dashboard_up(ray_head.free_port(), timeout=0) is False
     pytest.importorskip("aiohttp_cors")
     assert ray_cluster.missing_dashboard_deps() is None
+
+
+SCORECARD = os.path.join(ROOT, "docs", "results", "2026-11-26-scorecard")
+TRAINED_COST = os.path.join(ROOT, "docs", "results", "2026-11-26-judge_cost_trained")
+MAIN_JOB = os.path.join(ROOT, "docs", "results", "2026-11-25-main_job")
+POLICY_LEARNS = os.path.join(ROOT, "docs", "results", "2026-11-25-policy_learns")
+ONE_GPU_COST = os.path.join(ROOT, "docs", "results", "2026-11-25-judge_cost_one_gpu")
+
+
+def test_scorecard_numbers_come_from_the_kept_report():
+    """README and the index quote the scorecard's report.json: ratios, intervals and gains, both splits."""
+    r = json.load(open(os.path.join(SCORECARD, "report.json")))
+    ratio = lambda x: tuple(round(x[k], 2) for k in ("mean", "lo", "hi"))  # noqa: E731
+    assert ratio(r["ratios"]["judge"]) == (1.26, 1.05, 1.58) and ratio(r["heldout"]["ratios"]["judge"]) == (1.11, 0.85, 1.42)
+    assert [round(r["arms"][a]["gain_mean"], 3) for a in ("rule", "judge", "random", "format")] == [0.159, 0.2, -0.097, -0.031]
+    assert (round(r["arms"]["rule"]["gain_sd"], 3), round(r["arms"]["judge"]["gain_sd"], 3)) == (0.018, 0.004)
+    assert r["commit"].startswith("2da08fa") and r["questions"] == 500 and r["heldout"]["questions"] == 500
+    import gzip
+
+    canary = [json.loads(line)["data"].get("judge_health/canary_accept") for s in ("", "_s1", "_s2")
+              for line in gzip.open(os.path.join(SCORECARD, "metrics", f"judge{s}_metrics.jsonl.gz"), "rt")]
+    assert len(canary) == 300 and set(canary) == {0.0}  # no wrong canary accepted at any step of any seed
+    readme, index = open(os.path.join(ROOT, "README.md")).read(), open(INDEX).read()
+    for text in (readme, index):
+        assert "**1.26 (95% interval 1.05 to 1.58)**" in text and "**1.11 (0.85 to 1.42)**" in text
+    assert "rule **0.159** (sd 0.018), judge **0.200** (sd 0.004), random -0.097, format -0.031" in index
+
+
+def test_trained_judge_cost_numbers_come_from_the_kept_metrics():
+    from scripts.report import summarize_run
+
+    runs = {n: _metrics(TRAINED_COST, n, "metrics.jsonl") for n in ("rule", "colocated", "server", "route")}
+    steps = {n: summarize_run.summarize(summarize_run.load(os.path.join(TRAINED_COST, n, "metrics.jsonl")))[
+        "median timing_s/step"] for n in runs}  # steps 2-20 (the rule run also logged a validation at step 0)
+    assert {n: round(v, 2) for n, v in steps.items()} == {"rule": 3.78, "colocated": 4.8, "server": 4.48, "route": 3.48}
+    assert [round(steps[n] / steps["rule"], 2) for n in ("colocated", "server", "route")] == [1.27, 1.18, 0.92]
+    route = [r for r in runs["route"] if "reward/judge_skipped/mean" in r]
+    judged = sorted(1 - r["reward/judge_skipped/mean"] for r in route)
+    assert round((judged[9] + judged[10]) / 2, 3) == 0.129 and round(sum(r["reward/judge_attempts/mean"] * 128 for r in route)) == 382
+    assert "`route` asked the judge about **12.9%** of the samples (16.5 calls a step against 128)" in open(INDEX).read()
+
+
+def test_main_job_and_policy_learns_numbers_come_from_the_kept_runs():
+    walls = [json.load(open(os.path.join(MAIN_JOB, d, "run.json")))["wall_s"] for d in ("alone", "side_by_side/gpu0", "side_by_side/gpu1")]
+    assert walls == [630, 629, 630]
+    assert "**630 s** alone, **629 s / 630 s** side by side" in open(os.path.join(ROOT, "README.md")).read()
+    r = json.load(open(os.path.join(POLICY_LEARNS, "report.json")))
+    assert (r["before"]["strict"], r["runs"]["rule"]["after"]["strict"], r["runs"]["judge"]["after"]["strict"]) == (0.242, 0.476, 0.436)
+    assert round(r["judge_gain_over_rule_gain"]["strict"], 2) == 0.83 and r["judge_paid_audit"]["paid_wrong"] == 20
+    assert round(100 * r["judge_paid_audit"]["paid_wrong_share"], 2) == 0.16
+    cost = {n: _median(_metrics(ONE_GPU_COST, n, "metrics.jsonl"), "timing_s/step") for n in ("rule_1gpu", "colocated", "server")}
+    assert (round(cost["colocated"] / cost["rule_1gpu"], 2), round(cost["server"] / cost["rule_1gpu"], 2)) == (1.11, 1.19)
+    index = open(INDEX).read()
+    for cell in ("rule **0.242 → 0.476**, judge **0.242 → 0.436**: the judge's gain is **0.83×** the rule's",
+                 "20 wrong answers in 12,800 samples (0.16%)", "colocated **1.11×**, `judge_placement=server` **1.19×**"):
+        assert cell in index, cell

@@ -382,3 +382,78 @@ def test_cli(good, tmp_path):
                          capture_output=True, text=True, env=env, timeout=300)
     assert bad.returncode == 1
     assert bad.stderr.count("CONFIG ERROR:") == 2 and "legacy reward key 'reward_model.enable'" in bad.stderr
+
+
+# Audit D8: values a dry run passed that stop a real run at the first reward call (reward_kwargs the reward function
+# refuses, asked of its module's check_options) or when the trainer installs its hooks (verl_judge settings).
+# (recipe, overrides, the checker's errors)
+KW, LLM = "+reward.custom_reward_function.reward_kwargs.", "reward.custom_reward_function.reward_kwargs (pkg://reward_fns.llm_judge): "
+D8_CASES = [
+    ("gsm8k_api_judge", [KW + "mode=bogus"], [LLM + "mode must be one of ('judge', 'hybrid', 'route'), got 'bogus'"]),
+    ("gsm8k_local_judge", [KW + "mode=bogus"], [LLM + "mode must be one of ('judge', 'hybrid', 'route'), got 'bogus'"]),
+    ("gsm8k_api_judge", [KW + "modee=judge"],
+     [LLM + "llm_judge.compute_score: unknown option(s) ['modee']; known: ['cache_size', 'cache_ttl', 'canary_every', "
+      "'deadline', 'extra_body', 'grounded', 'judge_failure', 'max_concurrency', 'max_response_bytes', "
+      "'max_response_chars', 'max_tokens', 'prompt', 'prompt_version', 'rule_mode', 'temperature']"]),
+    ("gsm8k_api_judge", [KW + "judge_failure=skip", KW + "rule_mode=bogus"],
+     [LLM + "judge_failure must be 'fallback' or 'abstain', got 'skip'",
+      LLM + "rule_mode must be one of ('strict', 'flexible'), got 'bogus'"]),
+    ("gsm8k_api_judge", [KW + "fallback=rulez"], [LLM + "fallback must be 'rule' or a number, got 'rulez'"]),
+    ("gsm8k_api_judge", [KW + "parse_fail_score=0.9"],
+     [LLM + "parse_fail_score=0.9 is above the reward of the lowest real verdict in mode 'judge' (0.0): a policy would "
+      "learn to break the judge's reply"]),
+    ("gsm8k_api_judge", [KW + "timeout=-5"], [LLM + "timeout must be > 0, got -5"]),
+    ("gsm8k_api_judge", [KW + "max_concurrency=0"], [LLM + "max_concurrency must be >= 1, got 0"]),
+    ("gsm8k_rule", [KW + "mode=bogus"],
+     ["reward.custom_reward_function.reward_kwargs (pkg://reward_fns.gsm8k): mode must be one of ('strict', 'flexible'), "
+      "got 'bogus'"]),
+    ("judge_pairwise", [KW + "format_penalty=0"],
+     ["reward.custom_reward_function.reward_kwargs (pkg://reward_fns.pairwise): format_penalty must be < 0 (below every "
+      "well-formed reward), got 0"]),
+    ("gsm8k_rule", ["verl_judge.fail_fast.threshold=2"], ["verl_judge.fail_fast.threshold must be in [0, 1], got 2"]),
+    ("gsm8k_rule", ["verl_judge.fail_fast.steps=0"], ["verl_judge.fail_fast.steps must be >= 1, got 0"]),
+    ("gsm8k_rule", ["verl_judge.hacking_watch.window=1"], ["verl_judge.hacking_watch.window must be >= 3 steps, got 1"]),
+    # valid options still pass
+    ("gsm8k_api_judge", [KW + "mode=hybrid", KW + "parse_fail_score=0.5", KW + "judge_failure=abstain"], []),
+    ("gsm8k_api_judge", [KW + "mode=route", KW + "prompt_version=v2", KW + "fallback=0"], []),
+    ("gsm8k_rule", [KW + "mode=flexible", "verl_judge.fail_fast.threshold=1"], []),
+    ("judge_pointwise", [KW + "format_penalty=-0.5"], []),
+]
+
+
+@pytest.mark.parametrize("recipe, extra, errors", D8_CASES)
+def test_d8_values_a_run_refuses_fail_the_check(recipe, extra, errors, model_path, data_files):
+    overrides = [f"actor_rollout_ref.model.path={model_path}", f"data.train_files={data_files[0]}",
+                 f"data.val_files={data_files[1]}", *extra]
+    if not errors:
+        verl_config.check(overrides, recipe=recipe)
+        return
+    with pytest.raises(verl_config.ConfigError) as ei:
+        verl_config.check(overrides, recipe=recipe)
+    assert ei.value.errors == errors
+
+
+@pytest.mark.parametrize("kwargs", [{"mode": "bogus"}, {"modee": "judge"}, {"judge_failure": "skip", "rule_mode": "x"},
+                                    {"fallback": "rulez"}, {"parse_fail_score": 0.9}, {"mode": "hybrid", "fallback": "nan"}])
+def test_d8_check_options_says_what_compute_score_raises(kwargs):
+    """One home for each rule: the config check's messages are the ValueError the reward function raises at a call."""
+    import asyncio
+
+    from reward_fns import llm_judge
+
+    found = llm_judge.check_options(**kwargs)
+    with pytest.raises(ValueError) as ei:
+        asyncio.run(llm_judge.compute_score("openai/gsm8k", "#### 7", "7", {}, **kwargs))
+    assert found and str(ei.value) == "; ".join(found)
+
+
+def test_d8_dry_run_stops_on_a_bad_reward_option(model_path, data_files, tmp_path):
+    env = {**os.environ, "DRY_RUN": "1", "MODEL": model_path, "TRAIN_FILES": data_files[0], "VAL_FILES": data_files[1],
+           "OUTPUT_DIR": str(tmp_path)}
+    r = subprocess.run([sys.executable, "-m", "scripts.launch", "gsm8k_api_judge",
+                        "+reward.custom_reward_function.reward_kwargs.mode=bogus"],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert f"[launch] CONFIG ERROR: {LLM}mode must be one of ('judge', 'hybrid', 'route'), got 'bogus'" in lines
+    assert lines[-1] == "[launch] ERROR: 1 setting(s) out of range or unresolvable; nothing was started"

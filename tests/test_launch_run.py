@@ -59,9 +59,10 @@ def test_job_submission_passes_secrets_by_name_never_prints_or_writes_them(fx, m
     env = base_env(MODEL=model_path, RAY_ADDRESS="http://127.0.0.1:1", OPENAI_API_KEY=SECRET, HF_TOKEN=HF_SECRET,
                    MY_EXTRA=SWAN_SECRET, PASS_ENV="MY_EXTRA", OTHER_CRED=OTHER_SECRET, OUTPUT_DIR=tmp_path / "out",
                    **recipe_files(fx, "gsm8k_api_judge"))
-    # the key variable named by an argument (not *KEY/*TOKEN), and a key passed inline: masked too
+    # the key variable named by an argument (not *KEY/*TOKEN), and a key passed inline (in the request body: llm_judge
+    # has no api_key option, and the config check refuses one): masked too
     args = ["+reward.custom_reward_function.reward_kwargs.api_key_env=OTHER_CRED",
-            "+reward.custom_reward_function.reward_kwargs.api_key=" + INLINE_SECRET]
+            "+reward.custom_reward_function.reward_kwargs.extra_body.api_key=" + INLINE_SECRET]
     printed = run_recipe("gsm8k_api_judge", {**env, "DRY_RUN": "print"}, *args)
     dry = run_recipe("gsm8k_api_judge", {**env, "DRY_RUN": "1"}, *args)
     assert printed.returncode == 0, printed.stdout + printed.stderr

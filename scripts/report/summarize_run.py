@@ -41,7 +41,7 @@ def load(path: str) -> list[dict]:
 
 
 def summarize(rows: list[dict], skip_first: int = 1) -> dict:
-    train = [r for r in rows if any(k.startswith("timing_s/") for k in r)]
+    train = [r for r in rows if "timing_s/step" in r]  # training steps (a validation before training has no step time)
     later = train[skip_first:] if len(train) > skip_first else train
     out: dict = {"steps": len(train)}
     keys = sorted({k for r in later for k in r if k.startswith("timing_s/")})
