@@ -58,13 +58,18 @@ JUDGE_RUN = ["reward.reward_model.rollout.gpu_memory_utilization=0.1", "reward.r
 JUDGE_SERVER_RUN = ["judge_placement=server", "verl_judge.judge_server.gpu_memory_utilization=0.1"]  # + its KV cache
 # the reward of each arm: rule and judge by their recipes; the controls (reward_fns/controls.py) by the rule's recipe
 # with their reward function
+FLAKY = "reward.custom_reward_function.path=pkg://scripts.bench.flaky_judge"
 ARMS = {"rule": [], "judge": [], "random": ["reward.custom_reward_function.path=pkg://reward_fns.controls",
                                             "reward.custom_reward_function.name=random_reward"],
         "format": ["reward.custom_reward_function.path=pkg://reward_fns.controls",
                    "reward.custom_reward_function.name=format_only"],
         # the trained judge asked only where the rule cannot decide (reward_fns/llm_judge.py mode=route)
-        "route": ["++reward.custom_reward_function.reward_kwargs.mode=route"]}
-JUDGED = ("judge", "route")  # the arms rewarded by the trained judge (recipes/gsm8k_local_judge)
+        "route": ["++reward.custom_reward_function.reward_kwargs.mode=route"],
+        # a judge outage: 20% of the judge's calls fail (scripts/bench/flaky_judge.py), paid the rule's grade or nothing
+        "flaky_fallback": [FLAKY, "++reward.custom_reward_function.reward_kwargs.fail_share=0.2"],
+        "flaky_abstain": [FLAKY, "++reward.custom_reward_function.reward_kwargs.fail_share=0.2",
+                          "++reward.custom_reward_function.reward_kwargs.judge_failure=abstain"]}
+JUDGED = ("judge", "route", "flaky_fallback", "flaky_abstain")  # rewarded by the trained judge (gsm8k_local_judge)
 
 
 class PolicyLearns(pipeline.JudgeToReward):

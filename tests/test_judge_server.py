@@ -25,7 +25,7 @@ from scripts import judge_server, verl_config
 from tests.test_pipeline import ROOT, fake  # noqa: F401  (fake: the fixture)
 
 MODEL = os.environ.get("VERL_JUDGE_MODEL", "")
-needs_model = pytest.mark.skipif(not MODEL, reason="needs the materialised test model (scripts/test.sh)")
+needs_model = pytest.mark.skipif(not MODEL, reason=os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model"))
 
 # the trainer: reads the port the launcher chose, asks the judge once a second (FAKE_STEPS times), then exits
 TRAINER = textwrap.dedent("""\

@@ -173,7 +173,7 @@ def modules(tmp):
     return [c[1] for c in calls(tmp) if c[:1] == ["-m"]]
 
 
-@pytest.mark.skipif(not os.environ.get("VERL_JUDGE_MODEL"), reason="needs the materialised test model (scripts/test.sh)")
+@pytest.mark.skipif(not os.environ.get("VERL_JUDGE_MODEL"), reason=os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model"))
 def test_judge_pipeline_stages_commands_and_resume(fake):
     tmp, env = fake
     out = tmp / "run"
@@ -208,7 +208,7 @@ def test_judge_pipeline_stages_commands_and_resume(fake):
     assert r.returncode == 0 and modules(tmp) == [] and r.stdout.count("skipped") == 8
 
 
-@pytest.mark.skipif(not os.environ.get("VERL_JUDGE_MODEL"), reason="needs the materialised test model (scripts/test.sh)")
+@pytest.mark.skipif(not os.environ.get("VERL_JUDGE_MODEL"), reason=os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model"))
 def test_failed_stage_stops_and_is_not_marked_done(fake):
     tmp, env = fake
     out = tmp / "run"
@@ -219,7 +219,7 @@ def test_failed_stage_stops_and_is_not_marked_done(fake):
     assert (out / ".sft.done").exists() and not (out / ".grpo.done").exists() and not (out / ".merge.done").exists()
 
 
-@pytest.mark.skipif(not os.environ.get("VERL_JUDGE_MODEL"), reason="needs the materialised test model (scripts/test.sh)")
+@pytest.mark.skipif(not os.environ.get("VERL_JUDGE_MODEL"), reason=os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model"))
 def test_given_warm_start_skips_sft(fake):
     tmp, env = fake
     warm = tmp / "other" / "sft" / "global_step_40" / "huggingface"
@@ -236,7 +236,7 @@ def test_given_warm_start_skips_sft(fake):
     assert not (out / ".sft.done").exists() and not (out / "sft").exists()
 
 
-@pytest.mark.skipif(not os.environ.get("VERL_JUDGE_MODEL"), reason="needs the materialised test model (scripts/test.sh)")
+@pytest.mark.skipif(not os.environ.get("VERL_JUDGE_MODEL"), reason=os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model"))
 def test_model_solutions_are_mixed_into_sft_and_grpo(fake):
     import pyarrow.parquet as pq
 
@@ -266,7 +266,7 @@ def test_model_solutions_are_mixed_into_sft_and_grpo(fake):
     assert f"data.train_files=[{out}/data/pointwise_train.parquet,{out}/data/model_solutions/pointwise_train.parquet]" in grpo
 
 
-@pytest.mark.skipif(not os.environ.get("VERL_JUDGE_MODEL"), reason="needs the materialised test model (scripts/test.sh)")
+@pytest.mark.skipif(not os.environ.get("VERL_JUDGE_MODEL"), reason=os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model"))
 def test_judge_to_reward_samples_the_start_model_first(fake):
     import pyarrow.parquet as pq
 
@@ -305,7 +305,7 @@ def test_judge_to_reward_samples_the_start_model_first(fake):
                                                       "torch.distributed.run"]
 
 
-@pytest.mark.skipif(not os.environ.get("VERL_JUDGE_MODEL"), reason="needs the materialised test model (scripts/test.sh)")
+@pytest.mark.skipif(not os.environ.get("VERL_JUDGE_MODEL"), reason=os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model"))
 @pytest.mark.parametrize("flag, beside, kv_cache", [
     ([], "True", ["--kv-cache-gb", "4.0"]),  # default: beside the SFT, with a fixed KV cache
     (["--eval-kv-cache-gb", "2.5"], "True", ["--kv-cache-gb", "2.5"]),
@@ -363,7 +363,7 @@ def test_help():
     assert r.returncode == 0 and "--sft-steps" in r.stdout and "judge_to_reward" in r.stdout
 
 
-@pytest.mark.skipif(not os.environ.get("VERL_JUDGE_MODEL"), reason="needs the materialised test model (scripts/test.sh)")
+@pytest.mark.skipif(not os.environ.get("VERL_JUDGE_MODEL"), reason=os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model"))
 def test_training_stage_is_checked_before_it_starts(fake):
     """A GRPO stage whose composed config does not pass verl's schema stops before the trainer runs."""
     tmp, env = fake

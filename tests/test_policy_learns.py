@@ -29,7 +29,7 @@ SMALL = ["--steps", "3", "--test-freq", "1", "--eval-questions", "4", "--eval-pa
          # the stand-in trainer serves no judge and samples no answers (test_judge_server runs a real server)
          "--judge-placement", "colocated", "--model-solutions", "none"]
 needs_model = pytest.mark.skipif(not os.environ.get("VERL_JUDGE_MODEL"),
-                                 reason="needs the materialised test model (scripts/test.sh)")
+                                 reason=os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model"))
 
 
 def run(env, *args):
