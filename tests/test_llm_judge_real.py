@@ -14,6 +14,7 @@ model for a few CPU steps on a short prompt, so that real replies reach the verd
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -74,14 +75,13 @@ def _free_port() -> int:
     return port
 
 
-@pytest.fixture(scope="module")
-def hf_server(model_path):
+@contextlib.contextmanager
+def _served(model: str, *args: str, log=subprocess.DEVNULL):
+    """``scripts.serve.cpu_judge`` serving ``model`` on a free port, ready; yields ``host:port``; stopped on every exit
+    path."""
     port = _free_port()
-    log = open(os.path.join(os.environ.get("TMPDIR", "/tmp"), f"verl-judge-hf-server-{port}.log"), "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "scripts.serve.cpu_judge", "--model", model_path, "--port", str(port), "--max-batch", "8"],
-        stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-    )
+    proc = subprocess.Popen([sys.executable, "-m", "scripts.serve.cpu_judge", "--model", model, "--port", str(port), *args],
+                            stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
     try:
         _wait_ready(proc, f"http://127.0.0.1:{port}/v1", 120)
         yield f"127.0.0.1:{port}"
@@ -91,7 +91,13 @@ def hf_server(model_path):
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
-        log.close()
+
+
+@pytest.fixture(scope="module")
+def hf_server(model_path):
+    path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"verl-judge-hf-server-{os.getpid()}.log")
+    with open(path, "w") as log, _served(model_path, "--max-batch", "8", log=log) as address:
+        yield address
 
 
 def _check(outs):
@@ -251,19 +257,8 @@ def warm_server(model_path, tmp_path_factory):
         prompts.load.cache_clear()
         _warm_start(model_path, model)
     prompts.load.cache_clear()
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "scripts.serve.cpu_judge", "--model", model, "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=ROOT)
-    try:
-        _wait_ready(proc, f"http://127.0.0.1:{port}/v1", 120)
-        yield f"http://127.0.0.1:{port}/v1", model, str(folder / "prompts")
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        prompts.load.cache_clear()
+    with _served(model) as address:
+        yield f"http://{address}/v1", model, str(folder / "prompts")
 
 
 @pytest.mark.parametrize("response, ground_truth, verdict, score", [
