@@ -42,7 +42,8 @@ def test_the_groups_hold_these_modules():
                  "rows.py"],
         "report": ["__init__.py", "compare_evals.py", "metrics.py", "plot_metrics.py", "policy_learns.py", "render.py", "scorecard.py",
                    "summarize_run.py"],
-        "bench": ["__init__.py", "judge_reward.py", "random_model.py", "ray_cluster.py", "rewards.py"],
+        "bench": ["__init__.py", "abstain.py", "flaky_judge.py", "judge_reward.py", "random_model.py", "ray_cluster.py",
+                  "rewards.py"],
         "serve": ["__init__.py", "cpu_judge.py", "fake_openai.py"],
     }
 
