@@ -106,6 +106,7 @@ TABLE = [
     ("route", "rule", "I do not know.", expect(0.0, rule=0.0, skipped=1.0, attempts=0.0, fmt=0.0)),
     ("route", "rule", "The answer is 70. The answer is 72.", expect(0.0, rule=0.0, skipped=1.0, attempts=0.0, fmt=0.0)),
     ("route", "rule", "#### 96 JUDGE_SAYS:4", expect(0.0, rule=0.0, skipped=1.0, attempts=0.0)),  # the rule read it
+    ("route", "rule", "48+48=96\n#### 96", expect(0.0, rule=0.0, skipped=1.0, attempts=0.0)),  # one wrong '#### N
     # ... and asks the judge about one final answer in another form: paid as in judge mode, guarded
     ("route", "rule", "JUDGE_SAYS:4 The answer is 72.", expect(1.0, judge=4.0, rule=0.0, fmt=0.0, unverified=1.0)),
     ("route", "rule", "So she has 71 left.", expect(0.25, judge=1.0, rule=0.0, fmt=0.0)),
