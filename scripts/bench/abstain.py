@@ -28,13 +28,14 @@ from collections import defaultdict
 import numpy as np
 
 from data_prep.readers import read_jsonl
+from scripts.report.scorecard import dumped_steps
 
 MODES = ("fallback=rule", "fallback=0", "abstain")
 
 
 def load(folder: str) -> list[list[dict]]:
     """Every dumped step of ``folder`` (``<step>.jsonl``), in step order; each a list of samples."""
-    steps = sorted(int(f[:-6]) for f in os.listdir(folder) if f.endswith(".jsonl") and f[:-6].isdigit())
+    steps = dumped_steps(folder)
     if not steps:
         raise ValueError(f"{folder}: no <step>.jsonl rollout dumps (verl's trainer.rollout_data_dir)")
     return [read_jsonl(os.path.join(folder, f"{s}.jsonl")) for s in steps]

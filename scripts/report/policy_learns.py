@@ -36,7 +36,7 @@ def validation(out: str, name: str, step: int | None = None) -> dict:
     "step"}`` on the test split, graded from verl's dump of its greedy answers, plus ``"heldout": {"strict",
     "flexible", "n"}`` for the testbed's held-out stories when the validation has them; {} when there is none."""
     folder = os.path.join(out, f"{name}_val")
-    steps = sorted(int(f[:-6]) for f in os.listdir(folder) if f[:-6].isdigit()) if os.path.isdir(folder) else []
+    steps = scorecard.dumped_steps(folder)
     if step is None and steps:
         step = steps[-1]
     if step not in steps:
@@ -117,7 +117,7 @@ def examples(out: str, name: str, k: int = 3, chars: int = 400) -> tuple[int | N
 
 def _dumped_steps(out: str, name: str) -> tuple[str, list[int]]:
     folder = os.path.join(out, f"{name}_rollouts")
-    steps = sorted(int(f[:-6]) for f in os.listdir(folder) if f[:-6].isdigit()) if os.path.isdir(folder) else []
+    steps = scorecard.dumped_steps(folder)
     return folder, steps
 
 

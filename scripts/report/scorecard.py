@@ -53,11 +53,19 @@ def split_of(prompt: str, heldout: tuple[str, ...]) -> str:
     return "heldout" if any(q in prompt for q in heldout) else "test"
 
 
+def dumped_steps(folder: str) -> list[int]:
+    """The steps verl dumped into ``folder`` (``<step>.jsonl``: ``trainer.validation_data_dir`` or
+    ``trainer.rollout_data_dir``), in order; [] when there is no such folder."""
+    if not os.path.isdir(folder):
+        return []
+    return sorted(int(f[:-6]) for f in os.listdir(folder) if f.endswith(".jsonl") and f[:-6].isdigit())
+
+
 def graded(out: str, name: str, step: int | None = None, split: str | None = None) -> dict[str, float]:
     """``{prompt: 1.0 | 0.0}``, the strict rule's grade of run ``name``'s validation answers at ``step`` (None: its
     last validation), of one ``split`` (``test`` / ``heldout``; None: both); {} when there is none."""
     folder = os.path.join(out, f"{name}_val")
-    steps = sorted(int(f[:-6]) for f in os.listdir(folder) if f[:-6].isdigit()) if os.path.isdir(folder) else []
+    steps = dumped_steps(folder)
     step = steps[-1] if step is None and steps else step
     if step not in steps:
         return {}
