@@ -17,6 +17,9 @@ and their defaults are in ``recipes/base.yaml`` (``verl_judge.judge_server``).
   trainer's first step waits for the server (``scripts/train_hooks.py``). ``start`` (the command line's) starts and waits;
   ``stop`` ends the server's whole process group, its leader gone or not.
 
+* ``devices`` (``split_devices``): the server on GPUs of its own (e.g. ``devices=1`` on a two-GPU machine); training
+  gets the other visible GPUs. Unset, the server shares training's GPUs.
+
     python -m scripts.judge_server --model PATH [--engine cpu_judge] [--port 0]   # serve until Ctrl-C / SIGTERM
 """
 
@@ -101,6 +104,35 @@ def command(settings: dict, port: int, python: str = sys.executable) -> list[str
     if s.get("enforce_eager"):
         cmd.append("--enforce-eager")
     return cmd + [str(a) for a in s.get("extra_args") or []]
+
+
+def split_devices(devices, visible: str | None, n_train: int) -> tuple[str, str] | None:
+    """``(server's, training's)`` CUDA_VISIBLE_DEVICES for ``verl_judge.judge_server.devices`` (GPU ids as
+    CUDA_VISIBLE_DEVICES numbers them, e.g. ``1`` or ``"2,3"``): the server gets those, training the rest of
+    ``visible`` (CUDA_VISIBLE_DEVICES; unset: GPUs 0 to ``n_train`` + the server's - 1). None when ``devices`` is
+    unset. A ValueError names a bad value, or too few GPUs left for training's ``n_train``.
+
+    >>> split_devices(1, None, 1)
+    ('1', '0')
+    >>> split_devices("3", "2,3", 1)
+    ('3', '2')
+    """
+    if devices is None or devices == "":
+        return None
+    ids = [d.strip() for d in str(devices).split(",")]
+    if isinstance(devices, bool) or not all(d.isdigit() for d in ids) or len(set(ids)) != len(ids):
+        raise ValueError(f"verl_judge.judge_server.devices must be GPU ids such as 1 or \"2,3\" (distinct), got {devices!r}")
+    seen = [d.strip() for d in visible.split(",") if d.strip()] if visible is not None else [
+        str(i) for i in range(n_train + len(ids))]
+    missing = [d for d in ids if d not in seen]
+    if missing:
+        raise ValueError(f"verl_judge.judge_server.devices={devices}: GPU {','.join(missing)} is not visible "
+                         f"(CUDA_VISIBLE_DEVICES={visible if visible is not None else '(unset)'})")
+    rest = [d for d in seen if d not in ids]
+    if len(rest) < n_train:
+        raise ValueError(f"verl_judge.judge_server.devices={devices} leaves {len(rest)} GPU(s) of "
+                         f"CUDA_VISIBLE_DEVICES={','.join(seen)} for training, which needs trainer.n_gpus_per_node={n_train}")
+    return ",".join(ids), ",".join(rest)
 
 
 def ready(url: str, name: str | None = None, timeout: float = 2.0) -> bool:

@@ -74,6 +74,7 @@ class Plan:
     key_env: str = ""
     runtime_env: dict | None = None  # job mode; includes secret values -> never print / write
     judge_server: dict | None = None  # verl_judge.judge_server when enabled (judge_placement=server)
+    server_devices: tuple[str, str] | None = None  # (the server's, training's) CUDA_VISIBLE_DEVICES: devices=
     watchdog: dict | None = None  # verl_judge.watchdog when enabled (scripts/stall.py)
 
 
@@ -224,6 +225,8 @@ def plan(env, user_args: list[str], recipe: str, materialize: bool = True, outpu
             p.judge_server = OmegaConf.to_container(server, resolve=True)
             try:
                 judge_server.command(p.judge_server, 0)  # a bad setting stops the run here, dry runs too
+                p.server_devices = judge_server.split_devices(p.judge_server.get("devices"),
+                                                              env.get("CUDA_VISIBLE_DEVICES"), int(cfg.trainer.n_gpus_per_node))
             except ValueError as e:
                 raise LaunchError(str(e)) from None
         watchdog = OmegaConf.select(cfg, "verl_judge.watchdog", default=None)
@@ -390,8 +393,12 @@ def execute(p: Plan, env, tries: int = ray_job.SUBMIT_TRIES) -> int:
                 hooks = []
                 served = None
                 if p.judge_server:  # judge_placement=server: started beside training's own start-up
+                    senv = dict(cenv)
+                    if p.server_devices:  # the server on GPUs of its own, training (its Ray head) on the rest
+                        senv["CUDA_VISIBLE_DEVICES"], cenv["CUDA_VISIBLE_DEVICES"] = p.server_devices
+                        say("launch", f"judge server on GPU {p.server_devices[0]}, training on GPU {p.server_devices[1]}", env)
                     served = watches.enter_context(judge_server.Served(
-                        p.judge_server, cenv, side_log(log_file, "judge_server"), python=p.command[0]))
+                        p.judge_server, senv, side_log(log_file, "judge_server"), python=p.command[0]))
                     command = [*command, f"verl_judge.judge_server.port={served.port}"]
                     hooks.append(served.attach)
                 head, address = ray_head.start(cenv, side_log(log_file, "ray_head"))

@@ -606,7 +606,7 @@ def test_judge_cost_run_names_and_the_shapes_benchmark(tmp_path, model_path):
     scripts/bench/shapes.sh makes or reuses the random 360M / 1.7B models and passes judge_cost.sh the reply lengths,
     one GPU: rule_1gpu vs colocated (the recipe: judge awake, CUDA graphs), colocated_sleep, colocated_eager and server
     (the judge_placement group override, a key without a dot), two
-    GPUs: rule_pool vs pool (the judge's own pool, kept awake)."""
+    GPUs: rule_pool vs pool (the judge's own pool, kept awake) and server_gpu1 (the judge server on GPU 1)."""
     from scripts.bench import random_model as rm
 
     recipe = COST_RECIPE.replace("printf", 'echo "$MODEL" > "$OUTPUT_DIR/model.txt"\nprintf', 1)
@@ -663,7 +663,7 @@ def test_judge_cost_run_names_and_the_shapes_benchmark(tmp_path, model_path):
     eager = sleep + ["reward.reward_model.rollout.enforce_eager=true"]  # the before: verl's defaults for the judge
     for gpus, rule, local, extra, kw in [("1", "rule_1gpu", "colocated", [], {"MODELS_DIR": str(models)}),
                                          ("2", "rule_pool", "pool", pool, {"POLICY_DIR": str(policy), "JUDGE_DIR": str(judge)})]:
-        more = ["colocated_sleep", "colocated_eager", "server"] if gpus == "1" else []
+        more = ["colocated_sleep", "colocated_eager", "server"] if gpus == "1" else ["server_gpu1"]
         cost = tmp_path / f"shapes{gpus}"
         r = run("scripts/bench/shapes.sh", "data.train_batch_size=8", GPUS=gpus, COST_DIR=str(cost), TOKENIZER_FROM=model_path,
                 MODEL="/elsewhere", STEPS="", **kw)
@@ -674,9 +674,10 @@ def test_judge_cost_run_names_and_the_shapes_benchmark(tmp_path, model_path):
         assert args_of(cost / rule) == shared + per_run(cost, rule) + tail
         assert args_of(cost / local) == shared + per_run(cost, local) + judge_len + extra + tail
         assert [(cost / n / "model.txt").read_text() for n in (rule, local)] == [f"{policy}\n"] * 2
-        if more:
-            for n, settings in zip(more, (sleep, eager, ["judge_placement=server"])):
-                assert args_of(cost / n) == shared + per_run(cost, n) + judge_len + settings + tail, n
+        more_settings = (sleep, eager, ["judge_placement=server"]) if gpus == "1" else (
+            ["judge_placement=server", "verl_judge.judge_server.devices=1"],)
+        for n, settings in zip(more, more_settings, strict=True):
+            assert args_of(cost / n) == shared + per_run(cost, n) + judge_len + settings + tail, n
         assert f"| metric | {rule} | {local} |{''.join(f' {m} |' for m in more)}" in (cost / "cost.md").read_text()
         made = [ln for ln in r.stderr.splitlines() if ln.startswith("[random_model]")]
         assert made == ([f"[random_model] {m} already holds this model ({n:,} parameters); nothing to do"

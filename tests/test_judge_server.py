@@ -38,6 +38,7 @@ TRAINER = textwrap.dedent("""\
     port = next(a.split("=", 1)[1] for a in args if a.startswith("verl_judge.judge_server.port="))
     state = os.environ["FAKE_STATE"]
     open(state + ".port", "w").write(port)
+    open(state + ".gpus", "w").write(os.environ.get("CUDA_VISIBLE_DEVICES", "(unset)"))
     from scripts.train_hooks import wait_for_judge  # what the real trainer does before its first step
     wait_for_judge({{"judge_server": {{"enable": True, "port": port, "start_timeout": 240}}}})
     for step in range(int(os.environ.get("FAKE_STEPS", "3"))):
@@ -136,8 +137,10 @@ def launcher(fake):
     py.chmod(0o755)
     env.update(PYTHON=str(py), FAKE_STATE=str(tmp_path / "state"), OUTPUT_DIR=str(tmp_path / "out"))
 
-    def start(*args, steps=3):
+    def start(*args, steps=3, gpus="keep"):
         env["FAKE_STEPS"] = str(steps)
+        if gpus is None:
+            env.pop("CUDA_VISIBLE_DEVICES", None)
         return subprocess.Popen([sys.executable, "-c", DRIVER, "gsm8k_local_judge", *SERVER, *args], cwd=ROOT, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     return tmp_path, start
@@ -163,6 +166,55 @@ def test_server_lives_exactly_as_long_as_training(launcher):
     assert f"judge server ready at http://127.0.0.1:{port}/v1" in out and "judge server stopped" in out
     assert _server_pids(port) == [] and not judge_server.ready(f"http://127.0.0.1:{port}/v1")
     assert (tmp / "out" / "launch.judge_server.log").exists()  # beside the run's own log, named after it
+
+
+@pytest.mark.parametrize("devices, visible, n_train, split", [
+    (None, None, 1, None),
+    ("", "0,1", 1, None),
+    (1, None, 1, ("1", "0")),
+    ("1", "0,1", 1, ("1", "0")),
+    ("3", "2,3", 1, ("3", "2")),
+    ("0", "0,1,2", 2, ("0", "1,2")),
+    (" 2 , 3", None, 2, ("2,3", "0,1")),
+    ("5", "4,5,6,7", 3, ("5", "4,6,7")),
+])
+def test_server_devices_split(devices, visible, n_train, split):
+    """devices=: the server gets those GPUs, training the rest of CUDA_VISIBLE_DEVICES (unset: 0..n_train+k-1)."""
+    assert judge_server.split_devices(devices, visible, n_train) == split
+
+
+@pytest.mark.parametrize("devices, visible, n_train, message", [
+    ("gpu1", None, 1, "devices must be GPU ids such as 1 or \"2,3\" (distinct), got 'gpu1'"),
+    (True, None, 1, "devices must be GPU ids"),
+    ("1,1", None, 1, "(distinct), got '1,1'"),
+    (-1, None, 1, "got -1"),
+    (5, None, 1, "GPU 5 is not visible (CUDA_VISIBLE_DEVICES=(unset))"),
+    ("1", "2,3", 1, "GPU 1 is not visible (CUDA_VISIBLE_DEVICES=2,3)"),
+    ("1", "0,1", 2, "devices=1 leaves 1 GPU(s) of CUDA_VISIBLE_DEVICES=0,1 for training, which needs trainer.n_gpus_per_node=2"),
+    ("0,1", "0,1", 1, "leaves 0 GPU(s)"),
+])
+def test_bad_server_devices(devices, visible, n_train, message):
+    with pytest.raises(ValueError) as e:
+        judge_server.split_devices(devices, visible, n_train)
+    assert message in str(e.value)
+
+
+@needs_model
+def test_server_on_a_gpu_of_its_own(launcher, monkeypatch):
+    """devices=1 on a two-GPU machine: the server runs with CUDA_VISIBLE_DEVICES=1, training (and its Ray head)
+    with 0, and the reward still reaches the server."""
+    tmp, start = launcher
+    proc = start("verl_judge.judge_server.devices=1", steps=4, gpus=None)
+    _wait(tmp / "state.steps", proc)
+    port = (tmp / "state.port").read_text()
+    (pid,) = _server_pids(port)
+    server_env = dict(kv.split(b"=", 1) for kv in open(f"/proc/{pid}/environ", "rb").read().split(b"\0") if b"=" in kv)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out[-3000:]
+    assert (server_env.get(b"CUDA_VISIBLE_DEVICES"), (tmp / "state.gpus").read_text()) == (b"1", "0")
+    assert "judge server on GPU 1, training on GPU 0" in out
+    steps = [json.loads(line) for line in open(tmp / "state.steps")]
+    assert len(steps) == 4 and all(s["judge_error"] == 0.0 for s in steps), steps
 
 
 @needs_model
@@ -340,10 +392,11 @@ def test_sigterm_while_the_server_starts_leaves_nothing(launcher):
 @pytest.mark.parametrize("setting, message", [
     ("verl_judge.judge_server.start_timeout=soon", "start_timeout must be a number of seconds > 0, got 'soon'"),
     ("verl_judge.judge_server.port=70000", "port must be 0 (a free port) or a port number, got 70000"),
+    ("verl_judge.judge_server.devices=5", "devices=5: GPU 5 is not visible (CUDA_VISIBLE_DEVICES=(unset))"),
 ])
 def test_bad_server_setting_stops_the_plan(setting, message, tmp_path):
     """C5: checked when the run is planned (dry runs too): a clear error, exit 2, no traceback."""
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "CUDA_VISIBLE_DEVICES")}
     env.update(DRY_RUN="1", MODEL=MODEL or "/m", TRAIN_FILES="t.parquet", VAL_FILES="v.parquet", OUTPUT_DIR=str(tmp_path))
     r = subprocess.run([sys.executable, "-m", "scripts.launch", "gsm8k_local_judge", "judge_placement=server", setting],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)

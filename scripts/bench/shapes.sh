@@ -29,6 +29,8 @@
 #      (reward.reward_model.rollout.free_cache_engine=false: verl 0.9.1 puts the judge to sleep at start and wakes it
 #      only in the colocated reward stage, which a pool run never enters). verl's agent loop then scores each reply as
 #      soon as it is generated: the judge's time is inside timing_s/gen, timing_s/reward is about 0; read timing_s/step.
+#      And server_gpu1: judge_placement=server with the server on GPU 1 (verl_judge.judge_server.devices=1), the
+#      policy on GPU 0.
 # 3. judge_cost.sh prints COST_DIR/cost.md: median stage times after step 1 and their ratio to the rule run.
 #
 # Knobs: GPUS (1 | 2, default 1); STEPS (5); RUNS (which of the runs, in order; default all); MODELS_DIR (outputs/shapes/models); COST_DIR (outputs/shapes/<GPUS>gpu);
@@ -44,7 +46,7 @@ GPUS=${GPUS:-1}
 extra_runs=""
 case $GPUS in
   1) rule=rule_1gpu judge=colocated extra_runs="colocated_sleep colocated_eager server" ;;
-  2) rule=rule_pool judge=pool ;;
+  2) rule=rule_pool judge=pool extra_runs=server_gpu1 ;;
   *) echo "shapes: GPUS=$GPUS: 1 (the judge colocated with the policy) or 2 (the judge on its own GPU)" >&2; exit 2 ;;
 esac
 MODELS_DIR=${MODELS_DIR:-$ROOT/outputs/shapes/models}
@@ -65,11 +67,12 @@ export -n POLICY_DIR JUDGE_DIR  # knobs of this script, not passed on
 
 settings="reward.reward_model.model_path=$judge_dir,+reward.custom_reward_function.reward_kwargs.max_tokens=256"
 settings+=",reward.reward_model.rollout.response_length=256"
-if [ "$GPUS" = 2 ]; then
-  settings+=",reward.reward_model.enable_resource_pool=true,reward.reward_model.n_gpus_per_node=1"
-  settings+=",reward.reward_model.nnodes=1,reward.reward_model.rollout.free_cache_engine=false"
-fi
 variants="$judge:$settings"
+if [ "$GPUS" = 2 ]; then
+  variants+=",reward.reward_model.enable_resource_pool=true,reward.reward_model.n_gpus_per_node=1"
+  variants+=",reward.reward_model.nnodes=1,reward.reward_model.rollout.free_cache_engine=false"
+  variants+=" server_gpu1:$settings,judge_placement=server,verl_judge.judge_server.devices=1"
+fi
 if [ "$GPUS" = 1 ]; then
   sleep_=reward.reward_model.rollout.free_cache_engine=true
   variants+=" colocated_sleep:$settings,$sleep_ colocated_eager:$settings,$sleep_,reward.reward_model.rollout.enforce_eager=true"
