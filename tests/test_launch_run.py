@@ -296,6 +296,45 @@ def test_job_submission_retried_while_the_job_agent_is_not_ready(tmp_path, monke
     assert ray_job.SUBMIT_TRIES == 6
 
 
+# a stand-in trainer, started once per try: each try's behaviour is the next word of ``plan`` ("race": the port
+# error torch gives when a port it picked is taken; "race_after_step": a step logged first; "fail": another error)
+RACE_TRAINER = (
+    "import pathlib, sys; n = pathlib.Path(sys.argv[1]); i = int(n.read_text()) if n.exists() else 0; "
+    "n.write_text(str(i + 1)); what = sys.argv[2].split(',')[i]; metrics = pathlib.Path(sys.argv[3]); "
+    "what in ('ok', 'race_after_step') and metrics.write_text('{\"step\": 1, \"data\": {}}\\n'); "
+    "what.startswith('race') and print('torch.distributed.DistNetworkError: The server socket has failed to listen on "
+    "any local network address. port: 41901, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in "
+    "use'); what == 'fail' and print('RuntimeError: CUDA out of memory'); sys.exit(0 if what == 'ok' else 1)"
+)
+
+
+@pytest.mark.parametrize("plan_, rc, starts", [
+    ("race,ok", 0, 2),                     # a port race while starting: started again, and it runs
+    ("race,race,ok", 0, 3),
+    ("race,race,race", 1, 3),              # START_TRIES starts, then the failure is returned
+    ("fail,ok", 1, 1),                     # another failure: no second start
+    ("race_after_step,ok", 1, 1),          # the port error after a logged step: no start-up race, no second start
+    ("ok", 0, 1),
+])
+def test_local_run_started_again_after_a_port_race(plan_, rc, starts, tmp_path, monkeypatch, capsys):
+    """verl picks free ports for torch.distributed and binds them later; a run starting beside others can find its
+    port taken (EADDRINUSE, seen with six runs started together on one host). The launcher starts it again, with a
+    fresh Ray head each time, only when the failure came before any training step."""
+    counter, metrics = tmp_path / "starts", tmp_path / "out" / "m.jsonl"
+    heads = []
+    monkeypatch.setattr(launch.ray_head, "start", lambda env, log: (heads.append(log) or len(heads), "stand-in"))
+    stopped = []
+    monkeypatch.setattr(launch.ray_head, "stop", lambda head, keep=False: stopped.append(head))
+    p = launch.Plan(recipe="gsm8k_rule", mode="local", command=[sys.executable, "-c", RACE_TRAINER, str(counter), plan_,
+                                                                 str(metrics)],
+                    output_dir=str(tmp_path / "out"), metrics_file=str(metrics), log_file=str(tmp_path / "out" / "l.log"))
+    assert launch.execute(p, dict(os.environ)) == rc
+    out = capsys.readouterr().out
+    assert int(counter.read_text()) == starts and stopped == list(range(1, starts + 1))
+    assert out.count("a port it had picked was taken meanwhile") == starts - 1
+    assert launch.START_TRIES == 3
+
+
 # ----------------------------------------------------------------------------------------------- hand-over
 def test_knobs_table_in_recipes_readme_is_the_launchers():
     r = subprocess.run([sys.executable, "-m", "scripts.launch", "--knobs"], cwd=ROOT, capture_output=True, text=True, timeout=120)
