@@ -747,6 +747,20 @@ def test_ray_cli_without_the_ray_script(monkeypatch):
     assert ray_head.ray_cli() == ["ray"]
 
 
+def test_ray_cluster_without_dashboard_packages_stops_before_any_node(monkeypatch, tmp_path, capsys):
+    """A Ray without ray[default]'s packages cannot start a head with a dashboard: exit 3 at once, saying what to
+    install, and no node is started (not three failed `ray start` tries)."""
+    from scripts import ray_head
+    from scripts.bench import ray_cluster
+
+    monkeypatch.setattr(ray_cluster, "missing_dashboard_deps", lambda: "ModuleNotFoundError: No module named 'aiohttp'")
+    monkeypatch.setattr(ray_head, "start", lambda *a, **k: pytest.fail("a node was started"))
+    assert ray_cluster.main(["--gpus", "0", "--out", str(tmp_path / "c")]) == 3
+    assert ("Ray's dashboard cannot start here (ModuleNotFoundError: No module named 'aiohttp'), so a cluster would "
+            "take no jobs: install ray[default] of the same Ray version") in capsys.readouterr().out
+    assert not (tmp_path / "c").exists()
+
+
 def test_ray_cluster_dashboard_checks():
     from scripts import ray_head
     from scripts.bench import ray_cluster

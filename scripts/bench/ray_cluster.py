@@ -96,6 +96,11 @@ def main(argv: list[str] | None = None) -> int:
     gpus = a.gpus if a.gpus is not None else (1 if a.nodes == 2 else visible_gpus())
     if gpus < 0:
         ap.error(f"--gpus {gpus}: must be >= 0")
+    why = missing_dashboard_deps()
+    if why:  # `ray start` with a dashboard fails at once ("Cannot include dashboard with missing packages")
+        say(f"Ray's dashboard cannot start here ({why}), so a cluster would take no jobs: install ray[default] of "
+            "the same Ray version")
+        return 3
     out = os.path.abspath(a.out)
     os.makedirs(out, exist_ok=True)
     nodes: list[subprocess.Popen] = []
