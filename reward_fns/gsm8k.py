@@ -48,6 +48,17 @@ def check_options(**kwargs) -> list[str]:
 
 
 def compute_score(data_source=None, solution_str="", ground_truth=None, extra_info=None, mode: str = "strict", **kwargs) -> dict:
+    """1.0 when the answer's final number is the reference's (see the module docstring).
+
+    >>> compute_score("openai/gsm8k", "48 + 24 = 72\\n#### 72", "72")
+    {'score': 1.0, 'acc': 1.0, 'format_ok': 1.0}
+    >>> compute_score("openai/gsm8k", "So she sold 72 clips.", "#### 72")  # strict: no '#### N' line
+    {'score': 0.0, 'acc': 0.0, 'format_ok': 0.0}
+    >>> compute_score("openai/gsm8k", "So she sold 72 clips.", "72", mode="flexible")
+    {'score': 1.0, 'acc': 1.0, 'format_ok': 1.0}
+    >>> compute_score("openai/gsm8k", "#### 1,000", "1000"), compute_score("openai/gsm8k", "#### 1,0,0,0", "1000")["score"]
+    ({'score': 1.0, 'acc': 1.0, 'format_ok': 1.0}, 0.0)
+    """
     ref = reference_number(ground_truth)
     pred = extract_answer(solution_str, mode)
     if pred is None:

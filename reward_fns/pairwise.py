@@ -23,6 +23,15 @@ def compute_score(
     format_penalty: float = DEFAULT_FORMAT_PENALTY,
     **kwargs,
 ) -> dict:
+    """1 for the better answer named, 0 for the other, ``format_penalty`` for a reply without ``<better>A|B</better>``.
+
+    >>> compute_score("judge", "<think>A checks its sum</think><better>A</better>", "A")
+    {'score': 1.0, 'acc': 1.0, 'pred_a': 1.0, 'label_a': 1.0, 'format_ok': 1.0}
+    >>> compute_score("judge", "<think>B reads better</think><better>B</better>", "A")
+    {'score': 0.0, 'acc': 0.0, 'pred_a': 0.0, 'label_a': 1.0, 'format_ok': 1.0}
+    >>> compute_score("judge", "A is better", "A")
+    {'score': -1.0, 'acc': 0.0, 'pred_a': 0.0, 'label_a': 1.0, 'format_ok': 0.0}
+    """
     penalty = check_penalty(format_penalty)
     label = choice_label(ground_truth)
     label_a = 1.0 if label == "A" else 0.0

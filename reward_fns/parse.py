@@ -126,7 +126,13 @@ def extract_tag(text: object, tag: str) -> Parsed:
 
 
 def parse_score(text: object, tag: str = "score", lo: int = 0, hi: int = 4) -> Parsed:
-    """Parse ``<score>N</score>`` with N an integer in ``[lo, hi]`` (ASCII digit, whitespace allowed)."""
+    """Parse ``<score>N</score>`` with N an integer in ``[lo, hi]`` (ASCII digit, whitespace allowed).
+
+    >>> parse_score("<think>ok</think><score> 3 </score>")
+    Parsed(ok=True, value=3, reason='ok')
+    >>> parse_score("<think>ok</think><score>7</score>")
+    Parsed(ok=False, value=None, reason='bad_value')
+    """
     p = extract_tag(text, tag)
     if not p.ok:
         return p
@@ -140,7 +146,11 @@ def parse_score(text: object, tag: str = "score", lo: int = 0, hi: int = 4) -> P
 
 
 def parse_choice(text: object, tag: str = "better", choices: tuple[str, ...] = ("A", "B")) -> Parsed:
-    """Parse ``<better>X</better>`` with X one of ``choices`` (case-insensitive, trimmed)."""
+    """Parse ``<better>X</better>`` with X one of ``choices`` (case-insensitive, trimmed).
+
+    >>> parse_choice("<think>B shows its work</think><better> b </better>")
+    Parsed(ok=True, value='B', reason='ok')
+    """
     p = extract_tag(text, tag)
     if not p.ok:
         return p
@@ -237,6 +247,13 @@ def final_answer(text: object) -> tuple[Decimal | None, str]:
     ``#### 7`` followed by a line ``Candidate: 18`` or by any other last number are conflicts. Without any cue, the
     last non-empty line must hold one value, or end on the result of a computation (``3 + 15 = 18``): a line
     ``0 1 2 ... 999`` is a conflict. Number words (``eighteen``) are not numbers. Total and linear-time.
+
+    >>> final_answer("She has 5 + 3 = 8 apples.\\n#### 8")
+    (Decimal('8'), 'ok')
+    >>> final_answer("The answer is 5. The answer is 18.")
+    (None, 'conflict')
+    >>> final_answer("eighteen")
+    (None, 'none')
     """
     if not isinstance(text, str):
         return None, FINAL_NONE

@@ -54,6 +54,17 @@ def compute_score(
     format_penalty: float = DEFAULT_FORMAT_PENALTY,
     **kwargs,
 ) -> dict:
+    """The judge's ``<score>`` against the label (see the module docstring).
+
+    >>> compute_score("judge", "<think>both steps hold</think><score>4</score>", "4")
+    {'score': 1.0, 'acc': 1.0, 'pred': 4, 'label': 4, 'format_ok': 1.0}
+    >>> compute_score("judge", "<think>one slip</think><score>2</score>", "3")  # 1 - |2 - 3| / 4
+    {'score': 0.75, 'acc': 0.0, 'pred': 2, 'label': 3, 'format_ok': 1.0}
+    >>> compute_score("judge", "<think>looks fine</think><score>1</score>", "0")  # a bad response: exact or nothing
+    {'score': 0.0, 'acc': 0.0, 'pred': 1, 'label': 0, 'format_ok': 1.0}
+    >>> compute_score("judge", "4", "4")  # no tags: malformed, below every well-formed answer
+    {'score': -1.0, 'acc': 0.0, 'pred': -1, 'label': 4, 'format_ok': 0.0}
+    """
     penalty = check_penalty(format_penalty)
     label = score_label(ground_truth)
     parsed = parse_score(solution_str)

@@ -148,7 +148,9 @@ def test_gsm8k_bad_mode():
         gsm8k.compute_score("g", "#### 7", "7", mode="lenient")
 
 
-@pytest.mark.parametrize("module", ["reward_fns.controls", "reward_fns.canaries", "reward_fns.guard", "reward_fns.redact"])
+@pytest.mark.parametrize("module", ["reward_fns.controls", "reward_fns.canaries", "reward_fns.guard", "reward_fns.redact",
+                                    "reward_fns.pointwise", "reward_fns.pairwise", "reward_fns.gsm8k", "reward_fns.parse",
+                                    "scripts.judge_server"])
 def test_doc_examples(module):
     """The modules' >>> examples run as written."""
     import doctest
