@@ -32,8 +32,7 @@ import pyarrow.parquet as pq
 
 from data_prep.errors import DataError
 from data_prep.outputs import write_parquet
-from reward_fns.parse import last_number, numbers_equal, reference_answer
-from reward_fns.prompts import load
+from reward_fns import verdicts
 
 PROG = "data_prep.judge_sft"
 SCHEMA = pa.schema([
@@ -47,50 +46,17 @@ class SkipRow(Exception):
     """A row that cannot get a rationale; ``args[0]`` is the reason counted in the summary."""
 
 
-def shown(token: str | None) -> str:
-    """A final answer as the rationale writes it: ``none`` when missing, without ``$`` or a trailing period."""
-    if token is None:
-        return "none"
-    t = token.replace("$", "").strip()
-    return t[:-1] if t.endswith(".") else t
-
-
-def _shows_reference(prompt_id: str) -> bool:
-    name, _, version = str(prompt_id).rpartition(".")
-    try:
-        return "reference" in load(name, version).fields()
-    except (FileNotFoundError, ValueError):
-        raise SkipRow("unknown_prompt") from None
-
-
 def target(row: dict) -> str:
-    """The assistant turn for one verification row (raises SkipRow with a reason)."""
+    """The assistant turn for one verification row: its verdict kind's rationale and verdict
+    (``reward_fns.verdicts``); raises SkipRow with a reason."""
     extra = row.get("extra_info") or {}
-    label = (row.get("reward_model") or {}).get("ground_truth")
-    reference = reference_answer(extra.get("answer"))
-    if "response" in extra:  # pointwise
-        if str(label) not in ("0", "4"):
-            raise SkipRow("label_not_0_or_4")
-        # a reply cut off before its final answer states none, whatever numbers its reasoning holds
-        cand = None if extra.get("candidate") == "truncated" else last_number(extra["response"])
-        same = cand is not None and reference is not None and numbers_equal(cand, reference)
-        if same != (str(label) == "4"):
-            raise SkipRow("rationale_mismatch")
-        verdict = "Same" if same else "Different"
-        return f"<think>Reference: {shown(reference)}. Candidate: {shown(cand)}. {verdict}.</think><score>{label}</score>"
-    if "response_a" in extra:  # pairwise
-        if label not in ("A", "B"):
-            raise SkipRow("label_not_A_or_B")
-        a, b = last_number(extra["response_a"]), last_number(extra["response_b"])
-        if reference is None:
-            raise SkipRow("no_reference_answer")
-        right = {"A": a, "B": b}[label]
-        wrong = {"A": b, "B": a}[label]
-        if not (right is not None and numbers_equal(right, reference)) or (wrong is not None and numbers_equal(wrong, reference)):
-            raise SkipRow("rationale_mismatch")
-        ref_part = f"Reference: {shown(reference)}. " if _shows_reference(extra.get("prompt_version", "")) else ""
-        return f"<think>{ref_part}A: {shown(a)}. B: {shown(b)}.</think><better>{label}</better>"
-    raise SkipRow("not_a_judge_row")
+    kind = verdicts.of_row(extra)
+    if kind is None:
+        raise SkipRow("not_a_judge_row")
+    try:
+        return kind.target(extra, (row.get("reward_model") or {}).get("ground_truth"))
+    except verdicts.NoTarget as e:
+        raise SkipRow(e.args[0]) from None
 
 
 def build(rows: list[dict]) -> tuple[list[dict], Counter]:

@@ -40,13 +40,14 @@ import subprocess
 import sys
 import time
 
+from reward_fns import verdicts
 from scripts import bytecode, children, defaults, knobs, launch
 from scripts.report.metrics import read_metrics
 from scripts.stages import Stages, say
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TASKS = {
-    # task: (recipe, verification parquet prefix, gsm8k_verify prompt args)
+    # task: (recipe, verdict kind (reward_fns.verdicts; its name prefixes the verification parquets), gsm8k_verify prompt args)
     "pointwise": ("judge_pointwise", "pointwise", ["--pair-prompt", "pairwise_ref.v2"]),
     "pairwise_ref": ("judge_pairwise", "pairwise", ["--pair-prompt", "pairwise_ref.v2"]),
     "pairwise": ("judge_pairwise", "pairwise", ["--pair-prompt", "pairwise.v1"]),
@@ -57,10 +58,6 @@ POLICY_RECIPE = "gsm8k_local_judge"
 # H100 and saved 0.5-1 s per step with the trained judge's short replies. --policy-override wins over this.
 POLICY_STAGE = ["reward.reward_model.rollout.enforce_eager=true"]
 SHARED_KV_CACHE_GB = 4.0  # an evaluator beside a training stage: ~170k tokens of KV cache for a 135M judge
-COMPARE_KEYS = {
-    "pointwise": ("balanced_accuracy", "precision", "recall", "specificity", "parse_fail_rate", "exact", "n"),
-    "pairwise": ("accuracy", "pair_accuracy", "flip_rate", "a_share", "parse_fail_rate", "n"),
-}
 
 
 class Pipeline(Stages):
@@ -72,8 +69,9 @@ class Pipeline(Stages):
         if args.no_flash_attn:
             self.env["NO_FLASH_ATTN"] = "1"
         self.n_gpus = int(os.environ.get("N_GPUS", "1"))
-        self.recipe, self.prefix, self.prompt_args = TASKS[args.task]
-        self.kind = "pointwise" if args.task == "pointwise" else "pairwise"
+        self.recipe, kind, self.prompt_args = TASKS[args.task]
+        self.verdict = verdicts.KINDS[kind]
+        self.prefix = self.verdict.name
         self.t0 = time.time()
         super().__init__(args.out)
 
@@ -165,7 +163,7 @@ class Pipeline(Stages):
         memory that is free while it profiles."""
         a = self.args
         data = self.path("data", f"{self.prefix}_test.parquet")
-        sel = ["--pairs", str(a.eval_pairs)] if self.kind == "pairwise" else ["--limit", str(2 * a.eval_pairs)]
+        sel = ["--pairs", str(a.eval_pairs)] if self.verdict.paired else ["--limit", str(2 * a.eval_pairs)]
         cmd = [self.py, "-m", "scripts.eval.judge", "--data", data, *sel, "--seed", "0",
                "--vllm-offline", model, "--max-tokens", str(a.max_response_length), "--temperature", "0",
                "--gpu-memory-utilization", str(a.eval_gpu_mem), "--out", self.path(name), "--no-progress"]
@@ -239,7 +237,7 @@ class Pipeline(Stages):
                 self.path("logs", "merge.log"))
 
     def compare(self) -> None:
-        rows, keys = [], COMPARE_KEYS[self.kind]
+        rows, keys = [], self.verdict.compare_keys
         for name in ("eval_before", "eval_sft", "eval_after"):
             f = self.path(name, "report.json")
             if os.path.exists(f):

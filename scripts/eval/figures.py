@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 
+from reward_fns import verdicts
 from scripts.report.render import fmt, pyplot, save_fig
 
 
@@ -33,7 +34,7 @@ def judge_figures(report: dict, out_dir: str) -> list[str]:
 
     # per-source accuracy
     fig, ax = plt.subplots(figsize=(max(5.0, 1.3 * len(groups) + 2), 4))
-    if task == "pairwise":
+    if verdicts.KINDS[task].paired:  # A/B answers in both orders: accuracy and position bias
         vals = [m["accuracy"] for _, m in groups]
         bars = ax.bar(x, [v or 0 for v in vals], color="#4C72B0", label="accuracy")
         _bar_labels(ax, bars, vals, [m["n"] for _, m in groups])
@@ -52,7 +53,7 @@ def judge_figures(report: dict, out_dir: str) -> list[str]:
     ax.legend(loc="upper right", fontsize=8)
     written.append(save_fig(fig, os.path.join(out_dir, "per_source_accuracy.png")))
 
-    if task == "pairwise":
+    if verdicts.KINDS[task].paired:  # A/B answers in both orders: accuracy and position bias
         fig, ax = plt.subplots(figsize=(max(5.0, 1.6 * len(groups) + 2), 4))
         w = 0.26
         series = (("a_share", "A-share (judge)", "#C44E52"), ("label_a_share", "A-share (labels)", "#DD8452"),

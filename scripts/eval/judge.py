@@ -64,8 +64,8 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 
 from data_prep.outputs import write_json, write_text
-from reward_fns._labels import choice_label, score_label
-from reward_fns.parse import parse_choice, parse_score
+from reward_fns import verdicts
+from reward_fns.judge_metrics import ACCEPT_AT, SCORES, ratio
 from scripts.eval.backends import (
     add_endpoint_args, add_offline_args, backend_info, backend_settings, check_backend, generate,
 )
@@ -73,15 +73,10 @@ from scripts.eval.cli import InputError, cli_main
 from scripts.eval.figures import judge_figures
 from scripts.eval.predictions import PredictionLog, StopSignals, add_output_args, prepare_out_dir, request_ids
 from scripts.eval.rows import as_messages, get_path, read_rows, require_columns
-from scripts.report.render import fmt, md_table, ratio
+from scripts.report.render import fmt, md_table
 
-TASKS = ("pairwise", "pointwise")
-SCORES = (0, 1, 2, 3, 4)
+TASKS = tuple(verdicts.KINDS)
 REPLY_KEEP_CHARS = 4000
-VERIFY_LABELS = {0, 4}  # pointwise verification data: 4 = correct solution, 0 = wrong
-ACCEPT_AT = 3  # verification: score >= 3 accepts, <= 2 rejects
-VERIFY_KEYS = ("balanced_accuracy", "precision", "recall", "specificity", "tp", "fp", "tn", "fn", "none",
-               "n_label4", "n_label0")
 #: what each report.md metric means (printed under the tables)
 DEFINITIONS = {
     "accuracy": "rows whose verdict equals the label / all rows (failed or unparseable rows count as wrong)",
@@ -105,34 +100,18 @@ DEFINITIONS = {
 
 # ----------------------------------------------------------------------------- data
 def detect_task(labels: Sequence[object], path: str) -> str:
-    """"pairwise" when every ground truth is A/B, "pointwise" when every one is an integer 0-4."""
-    for task, coerce in (("pairwise", choice_label), ("pointwise", score_label)):
-        try:
-            for gt in labels:
-                coerce(gt)
-            return task
-        except ValueError:
-            continue
-    for i, gt in enumerate(labels):
-        ok = False
-        for coerce in (choice_label, score_label):
-            try:
-                coerce(gt)
-                ok = True
-            except ValueError:
-                pass
-        if not ok:
-            raise InputError(f"{path}: row {i + 1}: reward_model.ground_truth {gt!r} is neither 'A'/'B' "
-                             "(pairwise) nor an integer 0-4 (pointwise)")
-    raise InputError(f"{path}: reward_model.ground_truth mixes pairwise ('A'/'B') and pointwise (0-4) labels")
+    """The verdict kind whose labels every ground truth is (``reward_fns.verdicts.detect``)."""
+    try:
+        return verdicts.detect(labels).name
+    except ValueError as e:
+        raise InputError(f"{path}: {e}") from None
 
 
 def coerce_labels(task: str, labels: Sequence[object], path: str) -> list:
-    coerce = choice_label if task == "pairwise" else score_label
     out = []
     for i, gt in enumerate(labels):
         try:
-            out.append(coerce(gt))
+            out.append(verdicts.KINDS[task].label(gt))
         except ValueError as e:
             raise InputError(f"{path}: row {i + 1}: reward_model.ground_truth: {e}") from None
     return out
@@ -155,106 +134,9 @@ def select_pairs(rows: list[dict], n_pairs: int, seed: int, path: str) -> list[d
     return [r for r in rows if get_path(r, "extra_info.pair_id", None) in keep]
 
 
-# ----------------------------------------------------------------------------- metrics
-def _status_counts(recs: Sequence[Mapping]) -> tuple[int, int, int, int]:
-    n = len(recs)
-    n_err = sum(r["status"] == "error" for r in recs)
-    n_pf = sum(r["status"] == "parse_fail" for r in recs)
-    return n, n_err, n_pf, n - n_err - n_pf
-
-
-def _status_metrics(n: int, n_err: int, n_pf: int, n_parsed: int) -> dict:
-    """The counts and failure rates every task reports first."""
-    return {"n": n, "n_error": n_err, "n_parse_fail": n_pf, "n_parsed": n_parsed,
-            "error_rate": ratio(n_err, n), "parse_fail_rate": ratio(n_pf, n - n_err)}
-
-
-def pairwise_metrics(recs: Sequence[Mapping]) -> dict:
-    """Metrics of pairwise records ``{label, pred (A/B/None), status, pair_id}`` (see module doc)."""
-    n, n_err, n_pf, n_parsed = _status_counts(recs)
-    parsed = [r for r in recs if r["status"] == "ok"]
-    correct = sum(r["pred"] == r["label"] for r in parsed)
-    groups: dict[object, list[Mapping]] = defaultdict(list)
-    for r in recs:
-        if r.get("pair_id") is not None:
-            groups[r["pair_id"]].append(r)
-    both = compared = flips = both_right = 0
-    for members in groups.values():
-        if len(members) != 2 or {m["label"] for m in members} != {"A", "B"}:
-            continue
-        both += 1
-        picked_chosen = [m["status"] == "ok" and m["pred"] == m["label"] for m in members]
-        both_right += all(picked_chosen)
-        if all(m["status"] == "ok" for m in members):
-            compared += 1
-            flips += picked_chosen[0] != picked_chosen[1]
-    return {
-        **_status_metrics(n, n_err, n_pf, n_parsed),
-        "accuracy": ratio(correct, n),
-        "accuracy_parsed": ratio(correct, n_parsed),
-        "a_share": ratio(sum(r["pred"] == "A" for r in parsed), n_parsed),
-        "label_a_share": ratio(sum(r["label"] == "A" for r in recs), n),
-        "pairs_both_orders": both,
-        "pairs_compared": compared,
-        "flip_rate": ratio(flips, compared),
-        "pair_accuracy": ratio(both_right, both),
-    }
-
-
-def verification_metrics(recs: Sequence[Mapping]) -> dict:
-    """Accept (score >= 3) / reject metrics when every label is 0 or 4; every value ``None`` otherwise."""
-    if not recs or not {r["label"] for r in recs} <= VERIFY_LABELS:
-        return dict.fromkeys(VERIFY_KEYS)
-    tp = fp = tn = fn = none = 0
-    for r in recs:
-        if r["status"] != "ok":
-            none += 1
-        elif r["pred"] >= ACCEPT_AT:
-            tp += r["label"] == 4
-            fp += r["label"] == 0
-        else:
-            fn += r["label"] == 4
-            tn += r["label"] == 0
-    pos = sum(r["label"] == 4 for r in recs)
-    neg = len(recs) - pos
-    recall, specificity = ratio(tp, pos), ratio(tn, neg)
-    return {
-        "balanced_accuracy": None if recall is None or specificity is None else (recall + specificity) / 2,
-        "precision": tp / (tp + fp) if tp + fp else 0.0,
-        "recall": recall,
-        "specificity": specificity,
-        "tp": tp, "fp": fp, "tn": tn, "fn": fn, "none": none,
-        "n_label4": pos, "n_label0": neg,
-    }
-
-
-def pointwise_metrics(recs: Sequence[Mapping]) -> dict:
-    """Metrics of pointwise records ``{label, pred (0-4/None), status}`` (see module doc)."""
-    n, n_err, n_pf, n_parsed = _status_counts(recs)
-    parsed = [r for r in recs if r["status"] == "ok"]
-    exact = sum(r["pred"] == r["label"] for r in parsed)
-    within1 = sum(abs(r["pred"] - r["label"]) <= 1 for r in parsed)
-    abs_err = sum(abs(r["pred"] - r["label"]) for r in parsed)
-    confusion = [[0] * (len(SCORES) + 1) for _ in SCORES]  # rows: label; cols: pred 0-4, no verdict
-    for r in recs:
-        col = r["pred"] if r["status"] == "ok" else len(SCORES)
-        confusion[r["label"]][col] += 1
-    return {
-        **_status_metrics(n, n_err, n_pf, n_parsed),
-        "exact": ratio(exact, n),
-        "within1": ratio(within1, n),
-        "exact_parsed": ratio(exact, n_parsed),
-        "within1_parsed": ratio(within1, n_parsed),
-        "mae": ratio(abs_err, n_parsed),
-        "mean_pred": ratio(sum(r["pred"] for r in parsed), n_parsed),
-        "mean_label": ratio(sum(r["label"] for r in recs), n),
-        **verification_metrics(recs),
-        "confusion": confusion,
-    }
-
-
+# ----------------------------------------------------------------------------- records
 def metrics_for(task: str, recs: Sequence[Mapping]) -> dict:
-    return pairwise_metrics(recs) if task == "pairwise" else pointwise_metrics(recs)
+    return verdicts.KINDS[task].metrics(recs)
 
 
 def make_record(task: str, i: int, row_id: str, row: Mapping, label, res) -> dict:
@@ -275,7 +157,7 @@ def make_record(task: str, i: int, row_id: str, row: Mapping, label, res) -> dic
         rec.update(status="error", reason=res.error.kind, error=str(res.error))
     else:
         rec["reply"] = res.text[:REPLY_KEEP_CHARS]
-        p = (parse_choice if task == "pairwise" else parse_score)(res.text)
+        p = verdicts.KINDS[task].parse(res.text)
         if p.ok:
             rec["pred"] = p.value
         else:
@@ -311,10 +193,7 @@ def evaluate(task: str, rows: Sequence[Mapping], labels: Sequence, results: Sequ
 # ----------------------------------------------------------------------------- report
 def md_keys(report: dict) -> list[str]:
     """The metrics of the report.md tables (verification metrics when some group has them)."""
-    if report["task"] == "pairwise":
-        return ["n", "accuracy", "accuracy_parsed", "pair_accuracy", "flip_rate", "a_share", "label_a_share",
-                "pairs_both_orders", "pairs_compared", "parse_fail_rate", "error_rate"]
-    keys = ["n", "exact", "within1", "mae", "exact_parsed", "within1_parsed", "mean_pred", "mean_label"]
+    keys = list(verdicts.KINDS[report["task"]].report_keys)
     groups = [report["overall"], *report["per_source"].values()]
     if any(m.get("n_label4") is not None for m in groups):
         keys += ["balanced_accuracy", "precision", "recall", "specificity"]

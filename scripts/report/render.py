@@ -1,5 +1,5 @@
-"""Numbers into reports: ``ratio`` (``None`` for a zero denominator: JSON ``null``, Markdown ``n/a``),
-``fmt`` and ``md_table`` (Markdown), ``pyplot`` (matplotlib on the non-interactive Agg backend) and
+"""Numbers into reports: ``ratio`` (``None`` for a zero denominator: JSON ``null``, Markdown ``n/a``; its home is
+``reward_fns.judge_metrics``), ``fmt`` and ``md_table`` (Markdown), ``pyplot`` (matplotlib on the non-interactive Agg backend) and
 ``save_fig`` (a figure written atomically). Used by the reports the evaluators write
 (``python -m scripts.eval.judge``, ``python -m scripts.eval.gsm8k``) and by
 ``python -m scripts.report.plot_metrics`` / ``python -m scripts.report.compare_evals``.
@@ -13,11 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from data_prep.outputs import write_file
-
-
-def ratio(num: float, den: float) -> float | None:
-    """``num / den`` or ``None`` when ``den`` is 0 (JSON ``null``, Markdown ``n/a``)."""
-    return None if not den else num / den
+from reward_fns.judge_metrics import ratio  # noqa: F401  (the reports' ratio)
 
 
 def fmt(x: Any, digits: int = 3) -> str:
