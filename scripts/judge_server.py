@@ -106,32 +106,40 @@ def command(settings: dict, port: int, python: str = sys.executable) -> list[str
     return cmd + [str(a) for a in s.get("extra_args") or []]
 
 
-def split_devices(devices, visible: str | None, n_train: int) -> tuple[str, str] | None:
-    """``(server's, training's)`` CUDA_VISIBLE_DEVICES for ``verl_judge.judge_server.devices`` (GPU ids as
-    CUDA_VISIBLE_DEVICES numbers them, e.g. ``1`` or ``"2,3"``): the server gets those, training the rest of
-    ``visible`` (CUDA_VISIBLE_DEVICES; unset: GPUs 0 to ``n_train`` + the server's - 1). None when ``devices`` is
-    unset. A ValueError names a bad value, or too few GPUs left for training's ``n_train``.
+def split_devices(devices, visible: str | None, n_train: int, machine: int = 0) -> tuple[str, str] | None:
+    """``(server's, training's)`` CUDA_VISIBLE_DEVICES for ``verl_judge.judge_server.devices``: GPUs as
+    CUDA_VISIBLE_DEVICES names them (``1``, ``"2,3"``, ``[2, 3]``, a ``GPU-<uuid>``). The server gets those, training
+    every other GPU of ``visible`` (CUDA_VISIBLE_DEVICES; unset: the ``machine``'s GPUs 0 .. machine - 1, or, when
+    their number is unknown (0), GPUs 0 .. n_train + the server's - 1). None when ``devices`` is unset. A ValueError
+    names a bad value, or too few GPUs left for training's ``n_train``.
 
-    >>> split_devices(1, None, 1)
+    >>> split_devices(1, None, 1, machine=2)
     ('1', '0')
     >>> split_devices("3", "2,3", 1)
     ('3', '2')
+    >>> split_devices(1, None, 1, machine=4)  # training gets every other GPU
+    ('1', '0,2,3')
     """
-    if devices is None or devices == "":
+    if devices is None or devices == "" or devices == []:
         return None
-    ids = [d.strip() for d in str(devices).split(",")]
-    if isinstance(devices, bool) or not all(d.isdigit() for d in ids) or len(set(ids)) != len(ids):
-        raise ValueError(f"verl_judge.judge_server.devices must be GPU ids such as 1 or \"2,3\" (distinct), got {devices!r}")
-    seen = [d.strip() for d in visible.split(",") if d.strip()] if visible is not None else [
-        str(i) for i in range(n_train + len(ids))]
+    raw = devices if isinstance(devices, (list, tuple)) else str(devices).split(",")
+    ids = [str(d).strip() for d in raw]
+    if isinstance(devices, bool) or not all(ids) or any(d.startswith("-") for d in ids) or len(set(ids)) != len(ids):
+        raise ValueError(f"verl_judge.judge_server.devices must be GPU ids such as 1, \"2,3\" or [2,3] (distinct), "
+                         f"got {devices!r}")
+    if visible is not None:
+        seen = list(dict.fromkeys(d.strip() for d in visible.split(",") if d.strip()))
+    else:
+        seen = [str(i) for i in range(machine or n_train + len(ids))]
     missing = [d for d in ids if d not in seen]
     if missing:
-        raise ValueError(f"verl_judge.judge_server.devices={devices}: GPU {','.join(missing)} is not visible "
-                         f"(CUDA_VISIBLE_DEVICES={visible if visible is not None else '(unset)'})")
+        where = f"CUDA_VISIBLE_DEVICES={visible}" if visible is not None else (
+            f"this machine has {machine}" if machine else "CUDA_VISIBLE_DEVICES is unset")
+        raise ValueError(f"verl_judge.judge_server.devices={devices}: GPU {','.join(missing)} is not visible ({where})")
     rest = [d for d in seen if d not in ids]
     if len(rest) < n_train:
         raise ValueError(f"verl_judge.judge_server.devices={devices} leaves {len(rest)} GPU(s) of "
-                         f"CUDA_VISIBLE_DEVICES={','.join(seen)} for training, which needs trainer.n_gpus_per_node={n_train}")
+                         f"{','.join(seen)} for training, which needs trainer.n_gpus_per_node={n_train}")
     return ",".join(ids), ",".join(rest)
 
 

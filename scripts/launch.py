@@ -19,9 +19,8 @@ The launcher does what must happen before Hydra:
    ``metrics.jsonl``), ``swanlab`` with a key; prints the command (secret values masked) and checks the
    composed config with ``scripts/verl_config.py``;
 4. runs ``python -m scripts.train --config-path <recipe> --config-name config <overrides>`` with the
-   knobs in its environment against a private Ray head (``scripts/ray_head.py``), stopped afterwards (a
-   run that fails before its first step with EADDRINUSE, a port race with runs starting beside it, is
-   started again, ``START_TRIES`` in all); or, with ``RAY_ADDRESS`` set, submits it with ``ray job submit --runtime-env runtime_env.yaml``
+   knobs in its environment against a private Ray head, stopped afterwards (``scripts/local_run.py``: a
+   run that loses a port race at start-up is started again); or, with ``RAY_ADDRESS`` set, submits it with ``ray job submit --runtime-env runtime_env.yaml``
    (``scripts/ray_job.py``: secrets that are set are added by name, in memory).
 
 ``DRY_RUN=1`` stops after step 3 (CPU is enough); ``DRY_RUN=print`` prints the plan as JSON without
@@ -39,19 +38,17 @@ import re
 import shlex
 import signal
 import threading
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 
-from scripts import children, defaults, judge_server, knobs, ray_head, ray_job, stall, verl_config
+from scripts import defaults, judge_server, knobs, local_run, ray_head, ray_job, stall, verl_config
 from scripts import overrides as ov
 from scripts.console import KEY_ENV, mask, say
+from scripts.local_run import Tee, run_child
 
 ROOT = knobs.ROOT
 LOGGER_ENV = "+ray_kwargs.ray_init.runtime_env.env_vars"
-#: local starts of a run that failed before its first step because a port it picked was taken (EADDRINUSE)
-START_TRIES = 3
 PENDING = "<default>"  # what MODEL / TRAIN_FILES / VAL_FILES stand for while the values are checked
 
 
@@ -228,8 +225,10 @@ def plan(env, user_args: list[str], recipe: str, materialize: bool = True, outpu
             p.judge_server = OmegaConf.to_container(server, resolve=True)
             try:
                 judge_server.command(p.judge_server, 0)  # a bad setting stops the run here, dry runs too
-                p.server_devices = judge_server.split_devices(p.judge_server.get("devices"),
-                                                              env.get("CUDA_VISIBLE_DEVICES"), int(cfg.trainer.n_gpus_per_node))
+                want, visible = p.judge_server.get("devices"), env.get("CUDA_VISIBLE_DEVICES")
+                p.server_devices = judge_server.split_devices(
+                    want, visible, int(cfg.trainer.n_gpus_per_node),
+                    machine=ray_head.machine_gpus() if want not in (None, "", []) and visible is None else 0)
             except ValueError as e:
                 raise LaunchError(str(e)) from None
         watchdog = OmegaConf.select(cfg, "verl_judge.watchdog", default=None)
@@ -299,61 +298,6 @@ def check_recipe(recipe: str, overrides: list[str], env, **where) -> Plan:
 
 
 # ----------------------------------------------------------------------------------------------- run
-class Tee:
-    """Child output -> our stdout and a log file, line by line, secrets masked."""
-
-    def __init__(self, log_path: str | None, env):
-        self.env = env
-        self.log = open(log_path, "a", encoding="utf-8") if log_path else None
-        self.tail = ""  # the last lines seen (masked), to recognise transient errors
-        self.on_line = None  # called with each line (the stall watchdog counts steps)
-        self.port_taken = False  # a line said EADDRINUSE (a port race at start-up: the local run is started again)
-
-    def last_lines(self, n: int = 20) -> str:
-        return "\n".join(self.tail.splitlines()[-n:])
-
-    def pump(self, stream) -> None:
-        for line in iter(stream.readline, ""):
-            line = mask(line, self.env)
-            self.tail = (self.tail + line)[-16384:]
-            self.port_taken = self.port_taken or "EADDRINUSE" in line
-            if self.on_line is not None:
-                self.on_line(line)
-            sys.stdout.write(line)
-            sys.stdout.flush()
-            if self.log:
-                self.log.write(line)
-                self.log.flush()
-
-    def close(self):
-        if self.log:
-            self.log.close()
-
-
-def run_child(cmd: list[str], env: dict, tee: Tee, stdin: str | None = None, on_start=()) -> int:
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            errors="replace", bufsize=1, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL)
-    children.started(proc)
-    try:
-        for hook in on_start:
-            hook(proc)
-        if stdin is not None:
-            proc.stdin.write(stdin)
-            proc.stdin.close()
-        tee.pump(proc.stdout)
-        return proc.wait()
-    finally:
-        children.stop(proc)
-        children.ended(proc)
-
-
-def side_log(log_file: str, service: str) -> str:
-    """The log of a service a run starts, beside the run's own log and named after it (``logs/judge.log`` ->
-    ``logs/judge.ray_head.log``): two runs of one pipeline never write one file."""
-    stem = os.path.splitext(log_file)[0]
-    return f"{stem}.{service}.log"
-
-
 def rotate(path: str, env) -> None:
     """An earlier run's metrics file is kept under its date, never overwritten."""
     if os.path.exists(path) and os.path.getsize(path) > 0:
@@ -363,7 +307,7 @@ def rotate(path: str, env) -> None:
         say("launch", f"previous metrics kept as {old}", env)
 
 
-def execute(p: Plan, env, tries: int = ray_job.SUBMIT_TRIES, start_tries: int = START_TRIES) -> int:
+def execute(p: Plan, env, tries: int = ray_job.SUBMIT_TRIES, start_tries: int = local_run.START_TRIES) -> int:
     cenv = {k: v for k, v in env.items() if not k.startswith("_")}
     cenv["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     cenv.setdefault("HYDRA_FULL_ERROR", "1")
@@ -391,61 +335,11 @@ def execute(p: Plan, env, tries: int = ray_job.SUBMIT_TRIES, start_tries: int = 
         if "://" not in p.metrics_file:
             os.makedirs(os.path.dirname(p.metrics_file), exist_ok=True)
             rotate(p.metrics_file, env)
-        for attempt in range(1, start_tries + 1):
-            tee.port_taken = False
-            rc = run_local(p, cenv, env, tee, log_file)
-            if rc == 0 or not tee.port_taken or stepped(p.metrics_file) or attempt == start_tries:
-                return rc
-            say("launch", f"training failed while starting: a port it had picked was taken meanwhile by another "
-                f"process on this host (EADDRINUSE; runs started together race for free ports); starting it again "
-                f"(try {attempt + 1} of {start_tries})", env)
-        return rc
-    finally:
-        tee.close()
-
-
-def stepped(metrics_file: str) -> bool:
-    """Whether the run logged a training step (its metrics file is not empty): a failure after that is no start-up race."""
-    return "://" not in metrics_file and os.path.exists(metrics_file) and os.path.getsize(metrics_file) > 0
-
-
-def run_local(p: Plan, cenv: dict, env, tee: Tee, log_file: str) -> int:
-    """One local run: the judge server when the config asks for it, a private Ray head, the trainer, the watchdog;
-    everything started here is stopped before it returns."""
-    rc = 1
-    command = p.command
-    try:
-        with contextlib.ExitStack() as watches:
-            hooks = []
-            served = None
-            if p.judge_server:  # judge_placement=server: started beside training's own start-up
-                senv = dict(cenv)
-                if p.server_devices:  # the server on GPUs of its own, training (its Ray head) on the rest
-                    senv["CUDA_VISIBLE_DEVICES"], cenv["CUDA_VISIBLE_DEVICES"] = p.server_devices
-                    say("launch", f"judge server on GPU {p.server_devices[0]}, training on GPU {p.server_devices[1]}", env)
-                served = watches.enter_context(judge_server.Served(
-                    p.judge_server, senv, side_log(log_file, "judge_server"), python=p.command[0]))
-                command = [*command, f"verl_judge.judge_server.port={served.port}"]
-                hooks.append(served.attach)
-            head, address = ray_head.start(cenv, side_log(log_file, "ray_head"))
-            watches.callback(lambda: ray_head.stop(head, keep=rc != 0))
-            say("launch", f"Ray head at {address}; training", env)
-            watch = None
-            if p.watchdog is not None:
-                steps = stall.Stall(p.watchdog, os.path.splitext(os.path.basename(log_file))[0])
-                tee.on_line = steps.line
-                watch = watches.enter_context(stall.Watch(steps, p.metrics_file, tee.last_lines))
-                hooks.append(watch.attach)
-            rc = run_child(command, cenv, tee, on_start=hooks)
-            if served is not None and served.cause:
-                say("launch", f"ERROR: {served.cause.splitlines()[0]} (exit {judge_server.SERVER_DIED_EXIT})", env)
-                rc = judge_server.SERVER_DIED_EXIT
-            elif watch is not None and watch.cause:
-                say("launch", f"ERROR: {watch.cause.splitlines()[0]} (checkpoints kept in the run folder)", env)
-                rc = stall.STALL_EXIT
-            return rc
+        return local_run.run(p, cenv, env, tee, log_file, start_tries)
     except ray_head.RayStartError as e:
         raise LaunchError(str(e)) from None
+    finally:
+        tee.close()
 
 
 def run_recipe(recipe: str, overrides: list[str], env=None, warn: bool = False, **where) -> int:

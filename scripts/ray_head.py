@@ -95,6 +95,15 @@ def _start_once(env: dict, log_path: str, dashboard_port: int | None, join: str 
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     proc.temp_dir = temp_dir
+    try:
+        return _wait_started(proc, log_path, env, join, port)
+    except BaseException:  # a signal (SystemExit) or a failure while it starts: the half-started node goes too
+        stop(proc)
+        raise
+
+
+def _wait_started(proc: subprocess.Popen, log_path: str, env: dict, join: str | None, port: int):
+    temp_dir = proc.temp_dir
     deadline = time.time() + START_TIMEOUT_S
     while time.time() < deadline:
         if proc.poll() is not None:
@@ -114,8 +123,16 @@ def _start_once(env: dict, log_path: str, dashboard_port: int | None, join: str 
                 env["RAY_AUTH_MODE"] = "token"
             return proc, address
         time.sleep(0.5)
-    stop(proc)
     raise RayStartError(f"Ray {'node' if join else 'head'} did not start in {START_TIMEOUT_S} s; see {log_path}")
+
+
+def machine_gpus() -> int:
+    """The machine's GPUs as ``nvidia-smi -L`` lists them (0 without it), whatever CUDA_VISIBLE_DEVICES says."""
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
 
 
 def stop(proc: subprocess.Popen, keep: bool = False) -> None:

@@ -168,34 +168,44 @@ def test_server_lives_exactly_as_long_as_training(launcher):
     assert (tmp / "out" / "launch.judge_server.log").exists()  # beside the run's own log, named after it
 
 
-@pytest.mark.parametrize("devices, visible, n_train, split", [
-    (None, None, 1, None),
-    ("", "0,1", 1, None),
-    (1, None, 1, ("1", "0")),
-    ("1", "0,1", 1, ("1", "0")),
-    ("3", "2,3", 1, ("3", "2")),
-    ("0", "0,1,2", 2, ("0", "1,2")),
-    (" 2 , 3", None, 2, ("2,3", "0,1")),
-    ("5", "4,5,6,7", 3, ("5", "4,6,7")),
+@pytest.mark.parametrize("devices, visible, n_train, machine, split", [
+    (None, None, 1, 2, None),
+    ("", "0,1", 1, 0, None),
+    ([], "0,1", 1, 0, None),
+    (1, None, 1, 2, ("1", "0")),
+    (1, None, 1, 0, ("1", "0")),                    # GPUs unknown (no nvidia-smi): 0 .. n_train + k - 1
+    (1, None, 1, 4, ("1", "0,2,3")),                # training gets every other GPU of the machine
+    (3, None, 1, 4, ("3", "0,1,2")),
+    ("1", "0,1", 1, 0, ("1", "0")),
+    ("3", "2,3", 1, 0, ("3", "2")),
+    ("0", "0,1,2", 2, 0, ("0", "1,2")),
+    (" 2 , 3", None, 2, 0, ("2,3", "0,1")),
+    ([2, 3], "0,1,2,3", 2, 0, ("2,3", "0,1")),      # Hydra's list form
+    ("GPU-bbb", "GPU-aaa,GPU-bbb", 1, 0, ("GPU-bbb", "GPU-aaa")),  # UUIDs, as device plugins set them
+    ("5", "4,5,6,7", 3, 0, ("5", "4,6,7")),
 ])
-def test_server_devices_split(devices, visible, n_train, split):
-    """devices=: the server gets those GPUs, training the rest of CUDA_VISIBLE_DEVICES (unset: 0..n_train+k-1)."""
-    assert judge_server.split_devices(devices, visible, n_train) == split
+def test_server_devices_split(devices, visible, n_train, machine, split):
+    """devices=: the server gets those GPUs, training the rest of CUDA_VISIBLE_DEVICES (unset: the machine's)."""
+    assert judge_server.split_devices(devices, visible, n_train, machine=machine) == split
 
 
-@pytest.mark.parametrize("devices, visible, n_train, message", [
-    ("gpu1", None, 1, "devices must be GPU ids such as 1 or \"2,3\" (distinct), got 'gpu1'"),
-    (True, None, 1, "devices must be GPU ids"),
-    ("1,1", None, 1, "(distinct), got '1,1'"),
-    (-1, None, 1, "got -1"),
-    (5, None, 1, "GPU 5 is not visible (CUDA_VISIBLE_DEVICES=(unset))"),
-    ("1", "2,3", 1, "GPU 1 is not visible (CUDA_VISIBLE_DEVICES=2,3)"),
-    ("1", "0,1", 2, "devices=1 leaves 1 GPU(s) of CUDA_VISIBLE_DEVICES=0,1 for training, which needs trainer.n_gpus_per_node=2"),
-    ("0,1", "0,1", 1, "leaves 0 GPU(s)"),
+@pytest.mark.parametrize("devices, visible, n_train, machine, message", [
+    (True, None, 1, 0, "devices must be GPU ids such as 1, \"2,3\" or [2,3] (distinct), got True"),
+    ("1,1", None, 1, 0, "(distinct), got '1,1'"),
+    ("1,", None, 1, 0, "(distinct), got '1,'"),
+    (-1, None, 1, 0, "got -1"),
+    ("gpu1", None, 1, 0, "devices=gpu1: GPU gpu1 is not visible (CUDA_VISIBLE_DEVICES is unset)"),
+    (5, None, 1, 0, "GPU 5 is not visible (CUDA_VISIBLE_DEVICES is unset)"),
+    (5, None, 1, 4, "GPU 5 is not visible (this machine has 4)"),
+    ("1", "2,3", 1, 0, "GPU 1 is not visible (CUDA_VISIBLE_DEVICES=2,3)"),
+    ("1", "", 1, 0, "GPU 1 is not visible (CUDA_VISIBLE_DEVICES=)"),
+    ("1", "0,1", 2, 0, "devices=1 leaves 1 GPU(s) of 0,1 for training, which needs trainer.n_gpus_per_node=2"),
+    ("1", "0,0,1", 2, 0, "leaves 1 GPU(s) of 0,1 for training"),  # a GPU named twice is one GPU
+    ("0,1", "0,1", 1, 0, "leaves 0 GPU(s)"),
 ])
-def test_bad_server_devices(devices, visible, n_train, message):
+def test_bad_server_devices(devices, visible, n_train, machine, message):
     with pytest.raises(ValueError) as e:
-        judge_server.split_devices(devices, visible, n_train)
+        judge_server.split_devices(devices, visible, n_train, machine=machine)
     assert message in str(e.value)
 
 
@@ -392,7 +402,7 @@ def test_sigterm_while_the_server_starts_leaves_nothing(launcher):
 @pytest.mark.parametrize("setting, message", [
     ("verl_judge.judge_server.start_timeout=soon", "start_timeout must be a number of seconds > 0, got 'soon'"),
     ("verl_judge.judge_server.port=70000", "port must be 0 (a free port) or a port number, got 70000"),
-    ("verl_judge.judge_server.devices=5", "devices=5: GPU 5 is not visible (CUDA_VISIBLE_DEVICES=(unset))"),
+    ("verl_judge.judge_server.devices=5", "devices=5: GPU 5 is not visible (CUDA_VISIBLE_DEVICES is unset)"),
 ])
 def test_bad_server_setting_stops_the_plan(setting, message, tmp_path):
     """C5: checked when the run is planned (dry runs too): a clear error, exit 2, no traceback."""

@@ -296,43 +296,70 @@ def test_job_submission_retried_while_the_job_agent_is_not_ready(tmp_path, monke
     assert ray_job.SUBMIT_TRIES == 6
 
 
-# a stand-in trainer, started once per try: each try's behaviour is the next word of ``plan`` ("race": the port
-# error torch gives when a port it picked is taken; "race_after_step": a step logged first; "fail": another error)
-RACE_TRAINER = (
-    "import pathlib, sys; n = pathlib.Path(sys.argv[1]); i = int(n.read_text()) if n.exists() else 0; "
-    "n.write_text(str(i + 1)); what = sys.argv[2].split(',')[i]; metrics = pathlib.Path(sys.argv[3]); "
-    "what in ('ok', 'race_after_step') and metrics.write_text('{\"step\": 1, \"data\": {}}\\n'); "
-    "what.startswith('race') and print('torch.distributed.DistNetworkError: The server socket has failed to listen on "
-    "any local network address. port: 41901, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in "
-    "use'); what == 'fail' and print('RuntimeError: CUDA out of memory'); sys.exit(0 if what == 'ok' else 1)"
-)
+# a stand-in trainer, started once per try: each try's behaviour is the next word of ``plan``
+RACE_TRAINER = r"""
+import os, pathlib, signal, sys
+n = pathlib.Path(sys.argv[1]); i = int(n.read_text()) if n.exists() else 0; n.write_text(str(i + 1))
+what, metrics = sys.argv[2].split(",")[i], pathlib.Path(sys.argv[3])
+print("RAY_ADDRESS at start:", os.environ.get("RAY_ADDRESS"), flush=True)
+if what in ("ok", "race_after_step"):
+    metrics.write_text('{"step": 1, "data": {}}\n')
+if what == "step_then_race":  # a step logged to the console only (no file logger)
+    print("step:3 - critic/score/mean:0.1", flush=True)
+if what.startswith("race") or what == "step_then_race":
+    print("torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. "
+          "port: 41901, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use", flush=True)
+if what == "errno98":
+    print("OSError: [Errno 98] Address already in use", flush=True)
+if what == "killed_after_race":
+    print("name: EADDRINUSE", flush=True)
+    os.kill(os.getpid(), signal.SIGTERM)
+if what == "fail":
+    print("RuntimeError: CUDA out of memory", flush=True)
+sys.exit(0 if what == "ok" else 1)
+"""
 
 
 @pytest.mark.parametrize("plan_, rc, starts", [
     ("race,ok", 0, 2),                     # a port race while starting: started again, and it runs
+    ("errno98,ok", 0, 2),                  # Python's and ZMQ's wording of the same race
     ("race,race,ok", 0, 3),
     ("race,race,race", 1, 3),              # START_TRIES starts, then the failure is returned
     ("fail,ok", 1, 1),                     # another failure: no second start
-    ("race_after_step,ok", 1, 1),          # the port error after a logged step: no start-up race, no second start
+    ("race_after_step,ok", 1, 1),          # the port error after a step in the metrics file: no start-up race
+    ("step_then_race,ok", 1, 1),           # ... or after a step the console showed (no file logger)
+    ("killed_after_race,ok", -15, 1),      # stopped by a signal: never started again
     ("ok", 0, 1),
 ])
 def test_local_run_started_again_after_a_port_race(plan_, rc, starts, tmp_path, monkeypatch, capsys):
     """verl picks free ports for torch.distributed and binds them later; a run starting beside others can find its
     port taken (EADDRINUSE, seen with six runs started together on one host). The launcher starts it again, with a
-    fresh Ray head each time, only when the failure came before any training step."""
+    fresh Ray head each time, only when the failure came before any training step; no try sees an earlier try's
+    Ray address."""
+    from scripts import local_run
+
     counter, metrics = tmp_path / "starts", tmp_path / "out" / "m.jsonl"
-    heads = []
-    monkeypatch.setattr(launch.ray_head, "start", lambda env, log: (heads.append(log) or len(heads), "stand-in"))
-    stopped = []
+    heads, stopped = [], []
+
+    def start(env, log):
+        heads.append(env.get("RAY_ADDRESS"))
+        env["RAY_ADDRESS"] = f"127.0.0.1:{1000 + len(heads)}"  # as the real one does
+        return len(heads), env["RAY_ADDRESS"]
+
+    monkeypatch.setattr(launch.ray_head, "start", start)
     monkeypatch.setattr(launch.ray_head, "stop", lambda head, keep=False: stopped.append(head))
     p = launch.Plan(recipe="gsm8k_rule", mode="local", command=[sys.executable, "-c", RACE_TRAINER, str(counter), plan_,
                                                                  str(metrics)],
                     output_dir=str(tmp_path / "out"), metrics_file=str(metrics), log_file=str(tmp_path / "out" / "l.log"))
-    assert launch.execute(p, dict(os.environ)) == rc
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    assert launch.execute(p, env) == rc
     out = capsys.readouterr().out
     assert int(counter.read_text()) == starts and stopped == list(range(1, starts + 1))
+    assert heads == [None] * starts  # each try starts from the caller's environment
+    assert [line.split(": ", 1)[1] for line in out.splitlines() if line.startswith("RAY_ADDRESS at start")] == [
+        f"127.0.0.1:{1001 + i}" for i in range(starts)]
     assert out.count("a port it had picked was taken meanwhile") == starts - 1
-    assert launch.START_TRIES == 3
+    assert local_run.START_TRIES == 3
 
 
 # ----------------------------------------------------------------------------------------------- hand-over

@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import time
+import types
 
 import pytest
 
@@ -241,3 +242,30 @@ def test_a_node_that_exits_while_starting_is_started_again(tmp_path, monkeypatch
     monkeypatch.setattr(ray_head, "RAY_CLI", (sys.executable, "-c", "import sys; print('no'); sys.exit(1)"))
     with pytest.raises(ray_head.RayStartError, match=r"ray start exited with 1; its log .* ends: no \(after 3 tries\)"):
         ray_head.start({}, str(tmp_path / "head2.log"))
+
+
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, SystemExit])
+def test_a_node_interrupted_while_starting_is_stopped(interrupt, tmp_path, monkeypatch):
+    """Ctrl-C or SIGTERM (SystemExit in the launcher) while `ray start` has not yet said it started: that process and
+    its temp dir go too, nothing is left behind."""
+    import glob
+
+    from scripts import ray_head
+
+    fake = tmp_path / "ray.py"
+    fake.write_text("import time\nprint('starting', flush=True)\ntime.sleep(120)\n")
+    monkeypatch.setattr(ray_head, "RAY_CLI", (sys.executable, str(fake)))
+    started = []
+    real_popen = ray_head.subprocess.Popen
+    monkeypatch.setattr(ray_head.subprocess, "Popen", lambda *a, **k: started.append(real_popen(*a, **k)) or started[-1])
+
+    def interrupted(_seconds):
+        raise interrupt()
+
+    monkeypatch.setattr(ray_head, "time", types.SimpleNamespace(time=time.time, sleep=interrupted))  # the module only
+    before = set(glob.glob("/tmp/vj-ray-*"))
+    with pytest.raises(interrupt):
+        ray_head.start({}, str(tmp_path / "head.log"))
+    (proc,) = started
+    assert proc.poll() is not None and not os.path.exists(proc.temp_dir)
+    assert set(glob.glob("/tmp/vj-ray-*")) <= before

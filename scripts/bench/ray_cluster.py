@@ -41,14 +41,6 @@ ROOT = ray_head.ROOT
 say = functools.partial(console.say, "ray_cluster", stamp=True)
 
 
-def visible_gpus() -> int:
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return 0
-    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
-
-
 def dashboard_up(port: int, timeout: float) -> bool:
     """Whether the dashboard's HTTP server answers (a 401 of token authentication counts as up)."""
     deadline = time.time() + timeout
@@ -93,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     run_sh = os.path.join(recipes, a.recipe, "run.sh")
     if not os.path.isfile(run_sh):
         ap.error(f"--recipe {a.recipe}: no {run_sh}")
-    gpus = a.gpus if a.gpus is not None else (1 if a.nodes == 2 else visible_gpus())
+    gpus = a.gpus if a.gpus is not None else (1 if a.nodes == 2 else ray_head.machine_gpus())
     if gpus < 0:
         ap.error(f"--gpus {gpus}: must be >= 0")
     why = missing_dashboard_deps()

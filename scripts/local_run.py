@@ -1,0 +1,142 @@
+"""One local training run, as the launcher runs it (``python -m scripts.launch`` / ``bash recipes/<name>/run.sh``
+without ``RAY_ADDRESS``): the judge server when the config asks for one (``scripts/judge_server.py``), a private
+Ray head (``scripts/ray_head.py``), the trainer with its output teed to the console and the run's log (secrets
+masked), and the stall watchdog (``scripts/stall.py``). Everything it starts is stopped before it returns.
+
+verl picks free ports for each worker group's process group and binds them seconds later; a run starting beside
+others can find one taken meanwhile (``EADDRINUSE``, seen with six runs started together on one host). ``run``
+starts such a run again, with a fresh Ray head and judge server, when it failed that way before its first training
+step, ``START_TRIES`` starts in all.
+
+    python -m scripts.launch gsm8k_rule trainer.total_training_steps=3      # a local run (this module's caller)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+
+from scripts import children, judge_server, ray_head, stall
+from scripts.console import mask, say
+from scripts.knobs import ROOT
+
+#: local starts of a run that failed before its first step because a port it picked was taken (EADDRINUSE)
+START_TRIES = 3
+
+
+class Tee:
+    """Child output -> our stdout and a log file, line by line, secrets masked."""
+
+    def __init__(self, log_path: str | None, env):
+        self.env = env
+        self.log = open(log_path, "a", encoding="utf-8") if log_path else None
+        self.tail = ""  # the last lines seen (masked), to recognise transient errors
+        self.on_line = None  # called with each line (the stall watchdog counts steps)
+        self.port_taken = False  # a line said a port was taken (EADDRINUSE): a start-up race, if no step came first
+        self.stepped = False  # a training step (step:N, N >= 1) was logged
+
+    def last_lines(self, n: int = 20) -> str:
+        return "\n".join(self.tail.splitlines()[-n:])
+
+    def pump(self, stream) -> None:
+        for line in iter(stream.readline, ""):
+            line = mask(line, self.env)
+            self.tail = (self.tail + line)[-16384:]
+            self.port_taken = self.port_taken or "EADDRINUSE" in line or "address already in use" in line.lower()
+            if not self.stepped and (m := stall.STEP_LINE.search(line)):
+                self.stepped = int(m.group(1)) >= 1
+            if self.on_line is not None:
+                self.on_line(line)
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            if self.log:
+                self.log.write(line)
+                self.log.flush()
+
+    def close(self):
+        if self.log:
+            self.log.close()
+
+
+def run_child(cmd: list[str], env: dict, tee: Tee, stdin: str | None = None, on_start=()) -> int:
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            errors="replace", bufsize=1, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL)
+    children.started(proc)
+    try:
+        for hook in on_start:
+            hook(proc)
+        if stdin is not None:
+            proc.stdin.write(stdin)
+            proc.stdin.close()
+        tee.pump(proc.stdout)
+        return proc.wait()
+    finally:
+        children.stop(proc)
+        children.ended(proc)
+
+
+def side_log(log_file: str, service: str) -> str:
+    """The log of a service a run starts, beside the run's own log and named after it (``logs/judge.log`` ->
+    ``logs/judge.ray_head.log``): two runs of one pipeline never write one file."""
+    stem = os.path.splitext(log_file)[0]
+    return f"{stem}.{service}.log"
+
+
+def run(p, cenv: dict, env, tee: Tee, log_file: str, start_tries: int = START_TRIES) -> int:
+    """Plan ``p`` (``scripts.launch.Plan``) run locally, started again after a port race at start-up (see above)."""
+    rc = 1
+    for attempt in range(1, max(1, start_tries) + 1):
+        tee.port_taken = tee.stepped = False
+        tee.tail = ""
+        rc = run_local(p, dict(cenv), env, tee, log_file)  # its own copy: no Ray address of an earlier try
+        if (rc == 0 or rc < 0 or rc >= 128 or not tee.port_taken or tee.stepped or stepped(p.metrics_file)
+                or attempt == start_tries):  # rc < 0 or >= 128: stopped by a signal, not a race
+            return rc
+        say("launch", f"training failed while starting: a port it had picked was taken meanwhile by another "
+            f"process on this host (EADDRINUSE; runs started together race for free ports); starting it again "
+            f"(try {attempt + 1} of {start_tries})", env)
+    return rc
+
+
+def stepped(metrics_file: str) -> bool:
+    """Whether the run logged a training step (its metrics file is not empty, or is remote: unknown counts as
+    stepped): a failure after that is no start-up race."""
+    return "://" in metrics_file or (os.path.exists(metrics_file) and os.path.getsize(metrics_file) > 0)
+
+
+def run_local(p, cenv: dict, env, tee: Tee, log_file: str) -> int:
+    """One local run: the judge server when the config asks for it, a private Ray head, the trainer, the watchdog;
+    everything started here is stopped before it returns."""
+    rc = 1
+    command = p.command
+    with contextlib.ExitStack() as watches:
+        hooks = []
+        served = None
+        if p.judge_server:  # judge_placement=server: started beside training's own start-up
+            senv = dict(cenv)
+            if p.server_devices:  # the server on GPUs of its own, training (its Ray head) on the rest
+                senv["CUDA_VISIBLE_DEVICES"], cenv["CUDA_VISIBLE_DEVICES"] = p.server_devices
+                say("launch", f"judge server on GPU {p.server_devices[0]}, training on GPU {p.server_devices[1]}", env)
+            served = watches.enter_context(judge_server.Served(
+                p.judge_server, senv, side_log(log_file, "judge_server"), python=p.command[0]))
+            command = [*command, f"verl_judge.judge_server.port={served.port}"]
+            hooks.append(served.attach)
+        head, address = ray_head.start(cenv, side_log(log_file, "ray_head"))
+        watches.callback(lambda: ray_head.stop(head, keep=rc != 0))
+        say("launch", f"Ray head at {address}; training", env)
+        watch = None
+        if p.watchdog is not None:
+            steps = stall.Stall(p.watchdog, os.path.splitext(os.path.basename(log_file))[0])
+            tee.on_line = steps.line
+            watch = watches.enter_context(stall.Watch(steps, p.metrics_file, tee.last_lines))
+            hooks.append(watch.attach)
+        rc = run_child(command, cenv, tee, on_start=hooks)
+        if served is not None and served.cause:
+            say("launch", f"ERROR: {served.cause.splitlines()[0]} (exit {judge_server.SERVER_DIED_EXIT})", env)
+            rc = judge_server.SERVER_DIED_EXIT
+        elif watch is not None and watch.cause:
+            say("launch", f"ERROR: {watch.cause.splitlines()[0]} (checkpoints kept in the run folder)", env)
+            rc = stall.STALL_EXIT
+        return rc
