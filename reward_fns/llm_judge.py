@@ -352,7 +352,18 @@ async def compute_score(
     reward_model_tokenizer: Any = None,
     **kwargs: Any,
 ) -> dict:
-    """verl custom reward function; see the module docstring. Extra knobs: ``DEFAULTS``."""
+    """verl custom reward function; see the module docstring. Extra knobs: ``DEFAULTS``.
+
+    Every sample gets the same keys, ``score`` first. In ``mode="route"`` the rule decides an answer with a ``#### N``
+    line without asking the judge (``judge_skipped`` 1.0; no request is made here):
+
+    >>> r = asyncio.run(compute_score("openai/gsm8k", "48 + 24 = 72\\n#### 72", "72", {"question": "How many?"},
+    ...                               base_url="http://127.0.0.1:9/v1", model="judge", mode="route", canary_every=0))
+    >>> list(r)[:6], len(r)
+    (['score', 'judge_score', 'rule_score', 'judge_error', 'judge_parse_fail', 'judge_skipped'], 19)
+    >>> (r["score"], r["rule_score"], r["judge_skipped"])
+    (1.0, 1.0, 1.0)
+    """
     problems = errors(mode, fallback, parse_fail_score, kwargs)  # the rules: reward_fns/judge_options.py
     if problems:
         raise ValueError("; ".join(problems))
