@@ -233,14 +233,28 @@ def test_main_bytecode_numbers_come_from_the_kept_run():
            "0.000 → **0.980**, parse-fail 0.000; as the reward agreement **0.953**" in readme
 
 
+# anchor-shape runs of 4 steps: each run's medians after step 1, and its median of step - generation
+ANCHOR_RUNS = {
+    "shapes": ("2026-11-23-judge_cost_shapes", ("rule_1gpu", "colocated", "colocated_eager"),
+               {"timing_s/step": [15.48, 16.52, 19.61], "timing_s/reward": [0.0, 2.57, 4.93],
+                "timing_s/gen": [10.9, 9.12, 9.63]}, [4.58, 7.36, 9.89]),
+    "awake": ("2026-11-23-judge_cost_shapes_awake", ("rule_1gpu", "colocated", "colocated_sleep"),
+              {"timing_s/step": [17.34, 21.39, 21.46], "timing_s/gen": [12.99, 13.28, 13.3],
+               "timing_s/reward": [0.0, 2.34, 2.58], "timing_s/ref": [0.81, 1.16, 1.21]}, [4.95, 8.11, 8.35]),
+}
+
+
+@pytest.mark.parametrize("name", list(ANCHOR_RUNS))
+def test_anchor_shape_medians_come_from_the_kept_runs(name):
+    folder, names, medians, step_minus_gen = ANCHOR_RUNS[name]
+    runs = [_metrics(ROOT, "docs", "results", folder, n, "metrics.jsonl") for n in names]
+    assert [len(r) for r in runs] == [4, 4, 4]
+    assert {k: [_median(r, k) for r in runs] for k in medians} == medians
+    rest = [sorted(x["timing_s/step"] - x["timing_s/gen"] for x in r[1:])[1] for r in runs]
+    assert [round(x, 2) for x in rest] == step_minus_gen
+
+
 def test_shapes_numbers_come_from_the_kept_runs():
-    rule, colocated, eager = (_metrics(SHAPES, n, "metrics.jsonl") for n in ("rule_1gpu", "colocated", "colocated_eager"))
-    assert len(rule) == len(colocated) == len(eager) == 4
-    assert [_median(r, "timing_s/step") for r in (rule, colocated, eager)] == [15.48, 16.52, 19.61]
-    assert [_median(r, "timing_s/reward") for r in (rule, colocated, eager)] == [0.0, 2.57, 4.93]
-    assert [_median(r, "timing_s/gen") for r in (rule, colocated, eager)] == [10.9, 9.12, 9.63]
-    step_minus_gen = [sorted(s["timing_s/step"] - s["timing_s/gen"] for s in r[1:])[1] for r in (rule, colocated, eager)]
-    assert [round(x, 2) for x in step_minus_gen] == [4.58, 7.36, 9.89]
     assert (round(16.52 / 15.48, 2), round(19.61 / 15.48, 2), round((15.48 + 2.57) / 15.48, 2)) == (1.07, 1.27, 1.17)
     assert "| timing_s/step | 1.07 | 1.27 |" in open(os.path.join(SHAPES, "cost.md")).read()
     old_rule, old_colocated = (_metrics(SHAPES, "two_machines", n, "metrics.jsonl") for n in ("rule_1gpu", "colocated"))
@@ -251,15 +265,8 @@ def test_shapes_numbers_come_from_the_kept_runs():
 
 
 def test_awake_judge_numbers_come_from_the_kept_runs():
-    rule, awake, asleep = (_metrics(AWAKE, n, "metrics.jsonl") for n in ("rule_1gpu", "colocated", "colocated_sleep"))
-    assert len(rule) == len(awake) == len(asleep) == 4
-    assert [_median(r, "timing_s/step") for r in (rule, awake, asleep)] == [17.34, 21.39, 21.46]
-    assert [_median(r, "timing_s/gen") for r in (rule, awake, asleep)] == [12.99, 13.28, 13.3]
-    assert [_median(r, "timing_s/reward") for r in (rule, awake, asleep)] == [0.0, 2.34, 2.58]
+    awake, asleep = (_metrics(AWAKE, n, "metrics.jsonl") for n in ("colocated", "colocated_sleep"))
     assert [[round(x["timing_s/reward"], 2) for x in r[1:]] for r in (awake, asleep)] == [[2.32, 2.34, 2.35], [2.63, 2.58, 2.55]]
-    assert [_median(r, "timing_s/ref") for r in (rule, awake, asleep)] == [0.81, 1.16, 1.21]
-    step_minus_gen = [sorted(x["timing_s/step"] - x["timing_s/gen"] for x in r[1:])[1] for r in (rule, awake, asleep)]
-    assert [round(x, 2) for x in step_minus_gen] == [4.95, 8.11, 8.35]
     assert (round(21.39 / 17.34, 2), round(21.46 / 17.34, 2), round((17.34 + 2.34) / 17.34, 2),
             round((17.34 + 2.58) / 17.34, 2)) == (1.23, 1.24, 1.13, 1.15)
     assert "| timing_s/step | 1.23 | 1.24 |" in open(os.path.join(AWAKE, "cost.md")).read()
