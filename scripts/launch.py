@@ -20,8 +20,9 @@ The launcher does what must happen before Hydra:
    composed config with ``scripts/verl_config.py``;
 4. runs ``python -m scripts.train --config-path <recipe> --config-name config <overrides>`` with the
    knobs in its environment against a private Ray head, stopped afterwards (``scripts/local_run.py``: a
-   run that loses a port race at start-up is started again); or, with ``RAY_ADDRESS`` set, submits it with ``ray job submit --runtime-env runtime_env.yaml``
-   (``scripts/ray_job.py``: secrets that are set are added by name, in memory).
+   run that loses a port race at start-up is started again); or, with ``RAY_ADDRESS`` set, submits it
+   with ``ray job submit --runtime-env runtime_env.yaml`` (``scripts/ray_job.py``: secrets that are set
+   are added by name, in memory).
 
 ``DRY_RUN=1`` stops after step 3 (CPU is enough); ``DRY_RUN=print`` prints the plan as JSON without
 building data or checking. Python: ``run_recipe(recipe, overrides, env)`` (the pipeline's training

@@ -321,7 +321,7 @@ def test_scorecard_numbers_come_from_the_kept_report():
 
 @pytest.mark.parametrize("folder, steps, ratios, judged, calls, phrase", [
     ("", {"rule": 3.78, "colocated": 6.16, "server": 5.1, "route": 4.41}, [1.63, 1.35, 1.17], 0.137, 341,
-     "`mode=route` **1.17×**, asking the judge about **13.7%** of the samples"),
+     "colocated **1.63×**, server **1.35×**, `mode=route` **1.17×**, asking the judge about **13.7%** of the samples"),
     ("busy_host", {"rule": 3.78, "colocated": 4.8, "server": 4.48, "route": 3.48}, [1.27, 1.18, 0.92], 0.129, 382,
      "colocated 1.27×, server 1.18×, `mode=route` 0.92×"),
 ])
