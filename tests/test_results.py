@@ -393,3 +393,55 @@ def test_main_job_and_policy_learns_numbers_come_from_the_kept_runs():
     for cell in ("rule **0.242 → 0.476**, judge **0.242 → 0.436**: the judge's gain is **0.83×** the rule's",
                  "20 wrong answers in 12,800 samples (0.16%)", "colocated **1.11×**, `judge_placement=server` **1.19×**"):
         assert cell in index, cell
+
+
+TWO_GPU_TRAINED = os.path.join(ROOT, "docs", "results", "2026-11-26-judge_cost_2gpu", "trained")
+
+
+@pytest.mark.parametrize("judged, rules, steps, ratios, calls, seconds", [
+    ("p_pool", ("p_rule", "p_rule2"), (4.7, 3.45, 3.17), (1.36, 1.42, 0.92), 2559, 73.8),
+    ("s_server_gpu1", ("s_rule", "s_rule2"), (4.29, 3.29, 3.1), (1.3, 1.34, 0.94), 2561, 40.7),
+])
+def test_judge_on_its_own_gpu_trained_numbers_come_from_the_kept_metrics(judged, rules, steps, ratios, calls, seconds):
+    """The judge on a GPU of its own with the trained models, each phase beside two rule runs: the medians, ratios and
+    ledger that trained/README.md, the index, the README and docs/ray_cluster.md quote."""
+    from scripts.report import summarize_run
+
+    got = [summarize_run.summarize(summarize_run.load(os.path.join(TWO_GPU_TRAINED, n, "metrics.jsonl")))[
+        "median timing_s/step"] for n in (judged, *rules)]  # steps 2-20
+    assert tuple(round(v, 2) for v in got) == steps
+    assert (round(got[0] / got[1], 2), round(got[0] / ((got[1] + got[2]) / 2), 2), round(got[2] / got[1], 2)) == ratios
+    rows = [r for r in _metrics(TWO_GPU_TRAINED, judged, "metrics.jsonl") if "reward/judge_attempts/mean" in r]
+    assert len(rows) == 20 and round(sum(r["reward/judge_attempts/mean"] * 128 for r in rows)) == calls
+    per_step = sorted(r["reward/judge_seconds/mean"] * 128 for r in rows[1:])
+    assert round(per_step[len(per_step) // 2], 1) == seconds
+    readme = open(os.path.join(TWO_GPU_TRAINED, "README.md")).read()
+    assert f"**{ratios[0]:.2f}** | {ratios[1]:.2f} | {calls:,} | {seconds} |" in readme
+    assert f"| {ratios[2]:.2f} |" in readme
+    assert "judge pool **1.36×**, judge server on GPU 2 **1.30×**" in open(INDEX).read()
+    assert "a judge on its own GPU still costs 1.30-1.36x" in open(os.path.join(ROOT, "README.md")).read()
+    assert "they cost 1.36x (pool) and 1.30x (server)" in open(os.path.join(ROOT, "docs", "ray_cluster.md")).read()
+
+
+@pytest.mark.parametrize("name, nodes, job, job_s, steps", [
+    ("2gpu", 1, "raysubmit_f1Nc6ZAxgJNuQDXM", 155, [28.34, 14.61, 15.37]),
+    ("2node", 2, "raysubmit_vY9rfn21FUJ9Vsyj", 139, [25.82, 12.73, 13.15]),
+])
+def test_ray_cluster_two_gpu_runs_are_kept(name, nodes, job, job_s, steps):
+    """The cluster of one node with two GPUs and the one of two nodes with one GPU each: exit 0, three steps, the
+    settings the job ran with, and the durations their READMEs and docs/ray_cluster.md quote."""
+    d = os.path.join(ROOT, "docs", "results", f"2026-11-26-ray_cluster_{name}")
+    rows = [json.loads(line) for line in open(os.path.join(d, "metrics.jsonl"))]
+    assert [r["step"] for r in rows] == [1, 2, 3] and [round(r["data"]["timing_s/step"], 2) for r in rows] == steps
+    status = open(os.path.join(d, "ray_status.txt")).read().split("Pending:")[0]
+    assert len(re.findall(r"^\s*1 node_", status, re.M)) == nodes and " 0.0/2.0 GPU" in open(os.path.join(d, "ray_status.txt")).read()
+    jobs = open(os.path.join(d, "ray_job_list.txt")).read()
+    assert f"submission_id='{job}'" in jobs and "status=<JobStatus.SUCCEEDED: 'SUCCEEDED'>" in jobs and "driver_exit_code=0" in jobs
+    assert f"trainer.nnodes={nodes} trainer.n_gpus_per_node={2 // nodes} trainer.total_training_steps=3" in jobs
+    start, end = (int(re.search(rf"{k}=(\d+)", jobs).group(1)) for k in ("start_time", "end_time"))
+    assert round((end - start) / 1000) == job_s
+    assert f"succeeded in {job_s} s" in open(os.path.join(d, "README.md")).read()
+    assert f"(job {job_s} s)" in open(os.path.join(ROOT, "docs", "ray_cluster.md")).read()
+    assert f"Job '{job}' succeeded" in open(os.path.join(d, "submit_log.txt")).read()
+    for f in os.listdir(d):  # no machine paths kept
+        assert "/tmp/" not in open(os.path.join(d, f)).read(), f
