@@ -445,3 +445,21 @@ def test_ray_cluster_two_gpu_runs_are_kept(name, nodes, job, job_s, steps):
     assert f"Job '{job}' succeeded" in open(os.path.join(d, "submit_log.txt")).read()
     for f in os.listdir(d):  # no machine paths kept
         assert "/tmp/" not in open(os.path.join(d, f)).read(), f
+
+
+def test_anchor_shape_rerun_numbers_come_from_the_kept_runs():
+    """The anchor-shape rerun beside two rule runs: the medians and ratios its README and the index quote."""
+    from scripts.report import summarize_run
+
+    d = os.path.join(ROOT, "docs", "results", "2026-11-26-judge_cost_2gpu", "h100_rerun")
+    got = {n: summarize_run.summarize(summarize_run.load(os.path.join(d, n, "metrics.jsonl")))
+           for n in ("rule_pool", "pool", "rule_pool2")}
+    steps = {n: round(s["median timing_s/step"], 2) for n, s in got.items()}
+    assert steps == {"rule_pool": 18.4, "pool": 15.92, "rule_pool2": 18.73}
+    med = {n: s["median timing_s/step"] for n, s in got.items()}
+    assert [round(med[n] / med["rule_pool"], 2) for n in ("pool", "rule_pool2")] == [0.86, 1.02]
+    assert [round(got[n]["median timing_s/gen"], 2) for n in got] == [13.2, 10.92, 13.23]
+    readme = open(os.path.join(d, "README.md")).read()
+    for n, ratio in (("rule_pool", "1"), ("pool", "0.86"), ("rule_pool2", "1.02")):
+        assert f"| [{n}]({n}/) | {steps[n]:.2f} s | {ratio} |" in readme
+    assert "beside two rule runs gave pool 0.86×, not clean either" in open(INDEX).read()
