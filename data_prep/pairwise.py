@@ -29,7 +29,14 @@ from collections.abc import Mapping
 import pyarrow as pa
 
 from data_prep.cli import (
-    Conversion, HFPreset, SplitRun, add_common_args, cli, fixed_format, load_template, run_conversion,
+    Conversion,
+    HFPreset,
+    SplitRun,
+    add_common_args,
+    cli,
+    fixed_format,
+    load_template,
+    run_conversion,
 )
 from data_prep.conversations import format_turns, hh_pair, messages_to_turns
 from data_prep.errors import BadRow, SkipRow

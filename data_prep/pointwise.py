@@ -25,7 +25,14 @@ from collections.abc import Mapping
 import pyarrow as pa
 
 from data_prep.cli import (
-    Conversion, HFPreset, SplitRun, add_common_args, cli, fixed_format, load_template, run_conversion,
+    Conversion,
+    HFPreset,
+    SplitRun,
+    add_common_args,
+    cli,
+    fixed_format,
+    load_template,
+    run_conversion,
 )
 from data_prep.conversations import format_turns, messages_to_turns
 from data_prep.errors import BadRow

@@ -3,7 +3,7 @@
 ``reward_fns.llm_judge`` sends one probe with every ``canary_every``-th sample it grades in a process (default 20:
 at most 1 in 21 judge calls), built from that sample's question and reference answer ``r`` and graded exactly as a
 policy answer is (same prompt, same grounded-verdict guard). The probe is not in the policy's batch: only the
-sample's ``canary_*`` keys carry its outcome, and ``scripts/train_hooks.py`` turns them into
+sample's ``canary_*`` keys carry its outcome, and ``scripts/train/hooks.py`` turns them into
 ``judge_health/canary_accept`` (wrong probes paid) and ``judge_health/canary_reject`` (right probes not paid); the
 hacking watch fires on a paid wrong probe. No public recipe probes its judge like this during training.
 

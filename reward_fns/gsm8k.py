@@ -39,7 +39,7 @@ def extract_answer(solution_str: object, mode: str = "strict"):
 
 def check_options(**kwargs) -> list[str]:
     """What ``compute_score`` would raise for these ``reward_kwargs`` at its first call ([] or one message: an unknown
-    ``mode``), asked before a run (``scripts/verl_config.py``). Other names are ignored, as ``compute_score`` does."""
+    ``mode``), asked before a run (``scripts/launch/verl_config.py``). Other names are ignored, as ``compute_score`` does."""
     try:
         extract_answer("", kwargs.get("mode", "strict"))
     except ValueError as e:

@@ -1,7 +1,7 @@
 """The options of ``reward_fns.llm_judge`` (its ``reward_kwargs``) and their rules, in one place.
 
 ``llm_judge.compute_score`` raises ``ValueError`` with ``errors(...)``'s messages at each call;
-``llm_judge.check_options`` gives the same messages before a run starts (``scripts/verl_config.py``), so a bad
+``llm_judge.check_options`` gives the same messages before a run starts (``scripts/launch/verl_config.py``), so a bad
 option stops a dry run rather than the first reward call, minutes into training.
 """
 

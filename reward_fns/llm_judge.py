@@ -59,7 +59,7 @@ its answer GSM8K's strict way, ``#### N``: the policy's format share, whatever t
 ``canary_right_rejected`` (1 when a canary probe graded beside this sample was wrong / right and the judge paid /
 did not pay it: ``reward_fns.canaries``, about 1 sample in ``canary_every``; all 0 otherwise), ``judge_abstained``
 (1 when ``judge_failure="abstain"`` and the call failed in transport: the sample carries no reward, and
-``scripts/train_hooks.py`` leaves it out of its GRPO group and masks it out of the policy loss), ``judge_seconds``
+``scripts/train/hooks.py`` leaves it out of its GRPO group and masks it out of the policy loss), ``judge_seconds``
 (the wall time of this sample's judge call, 0 without one: the cost ledger).
 
 **Grounded verdicts** (``grounded=True``, default; ``guard``): an accepting verdict (3-4) is checked against the
@@ -99,12 +99,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from reward_fns import canaries, gsm8k
+from reward_fns.guard import CONTRADICTION, UNGROUNDED, guard
 from reward_fns.judge_client import JudgeClient, JudgeConfigError, JudgeResult, outcome
 from reward_fns.judge_options import DEFAULTS, MODES, combine, errors, fallback_value, parse_fail_value
-from reward_fns.redact import mask_url
-from reward_fns.guard import CONTRADICTION, UNGROUNDED, guard
 from reward_fns.parse import FINAL_OK, final_answer, parse_score, reference_answer
 from reward_fns.prompts import NEUTRALIZED_TAGS, load, neutralize
+from reward_fns.redact import mask_url
 
 logger = logging.getLogger(__name__)
 
@@ -316,7 +316,7 @@ def _client_options(opt: dict, timeout: object, max_retries: object) -> dict:
 def check_options(**kwargs: Any) -> list[str]:
     """What ``compute_score`` would raise for these ``reward_kwargs`` at a call, one message per problem ([]: none):
     the options' rules (``judge_options.errors``), the prompt ``build_messages`` loads, the client's settings. The
-    config check (``scripts/verl_config.py``) asks before a run starts."""
+    config check (``scripts/launch/verl_config.py``) asks before a run starts."""
     named = inspect.signature(compute_score).parameters
     given = {k: kwargs.get(k, named[k].default) for k in ("mode", "fallback", "parse_fail_score", "timeout", "max_retries")}
     options = {k: v for k, v in kwargs.items() if k not in named}

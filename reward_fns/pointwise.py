@@ -37,7 +37,7 @@ def check_penalty(format_penalty: float) -> float:
 
 def check_options(**kwargs) -> list[str]:
     """What ``compute_score`` (pairwise's too) would raise for these ``reward_kwargs`` at its first call ([] or one
-    message: a ``format_penalty`` not below 0), asked before a run (``scripts/verl_config.py``). Other names are
+    message: a ``format_penalty`` not below 0), asked before a run (``scripts/launch/verl_config.py``). Other names are
     ignored, as ``compute_score`` does."""
     try:
         check_penalty(kwargs.get("format_penalty", DEFAULT_FORMAT_PENALTY))

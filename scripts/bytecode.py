@@ -15,7 +15,7 @@ With the packages compiled, ``bash scripts/main.sh`` took 538 s
     python -m scripts.bytecode             # report; exit 1 when the cost applies (the flag is set and bytecode is missing)
     python -m scripts.bytecode --compile   # byte-compile the install folders of those packages, all cores
 
-``scripts.pipeline`` and ``scripts.launch`` print :func:`warning` before they start training.
+``scripts.workflows.pipeline`` and ``scripts.launch`` print :func:`warning` before they start training.
 """
 from __future__ import annotations
 

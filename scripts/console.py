@@ -18,7 +18,7 @@ import urllib.parse
 from reward_fns.redact import mask_url
 
 SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$", re.I)
-#: secrets a Ray job always gets when they are set (scripts/ray_job.py passes them by name)
+#: secrets a Ray job always gets when they are set (scripts/launch/ray_job.py passes them by name)
 DEFAULT_PASS_ENV = ("SWANLAB_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY", "OPENAI_API_KEY")
 #: the judge key variable the composed config names (reward_kwargs.api_key_env), kept in the launcher's env dict
 KEY_ENV = "_LAUNCH_KEY_ENV"

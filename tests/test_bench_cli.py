@@ -117,13 +117,13 @@ def test_summarize_run_ratio_to_the_first_run(tmp_path):
 
 def _refused():
     """The variables of this environment the launcher refuses (they look like knobs but are none)."""
-    from scripts import knobs
+    from scripts.launch import knobs
 
     return sorted(m.split("=", 1)[0] for m in knobs.unknown(os.environ))
 
 
 # a stand-in recipe fails (exit 42) when a variable the launcher refuses is in its environment
-REFUSE = '"$PYTHON" -m scripts.knobs --check stand-in || exit 42'
+REFUSE = '"$PYTHON" -m scripts.launch.knobs --check stand-in || exit 42'
 
 FAKE_RECIPE = r"""#!/bin/bash
 # stand-in for recipes/<name>/run.sh: writes what a verl run (judge_to_reward: the pipeline) would, from its arguments
@@ -463,7 +463,7 @@ def test_ray_cluster_tool(case, tmp_path):
 
 def test_ray_cli_without_the_ray_script(monkeypatch):
     """An install without the `ray` script (pip --target) still submits: through this interpreter."""
-    from scripts import ray_head, ray_job
+    from scripts.launch import ray_head, ray_job
 
     monkeypatch.setattr(ray_head.os, "access", lambda p, mode: False)
     monkeypatch.setattr(ray_head.shutil, "which", lambda name: None)
@@ -478,8 +478,8 @@ def test_ray_cli_without_the_ray_script(monkeypatch):
 def test_ray_cluster_without_dashboard_packages_stops_before_any_node(monkeypatch, tmp_path, capsys):
     """A Ray without ray[default]'s packages cannot start a head with a dashboard: exit 3 at once, saying what to
     install, and no node is started (not three failed `ray start` tries)."""
-    from scripts import ray_head
     from scripts.bench import ray_cluster
+    from scripts.launch import ray_head
 
     monkeypatch.setattr(ray_cluster, "missing_dashboard_deps", lambda: "ModuleNotFoundError: No module named 'aiohttp'")
     monkeypatch.setattr(ray_head, "start", lambda *a, **k: pytest.fail("a node was started"))
@@ -490,9 +490,9 @@ def test_ray_cluster_without_dashboard_packages_stops_before_any_node(monkeypatc
 
 
 def test_ray_cluster_dashboard_checks():
-    from scripts import ray_head
     from scripts.bench import ray_cluster
+    from scripts.launch import services
 
-    assert ray_cluster.dashboard_up(ray_head.free_port(), timeout=0) is False
+    assert ray_cluster.dashboard_up(services.free_port(), timeout=0) is False
     pytest.importorskip("aiohttp_cors")
     assert ray_cluster.missing_dashboard_deps() is None

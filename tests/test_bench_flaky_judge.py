@@ -1,5 +1,5 @@
 """scripts/bench/flaky_judge.py: the judge reward with a share of its calls failing, for the outage arms of
-``scripts.policy_learns`` (``flaky_fallback``, ``flaky_abstain``)."""
+``scripts.workflows.policy_learns`` (``flaky_fallback``, ``flaky_abstain``)."""
 
 from __future__ import annotations
 
@@ -45,14 +45,15 @@ def test_options_are_checked_before_a_run():
 
 def test_outage_arms_compose(tmp_path):
     """The two outage arms' settings pass the launcher's config check (the reward's options included)."""
-    from scripts import launch, policy_learns
+    from scripts.launch import launcher as launch
+    from scripts.workflows import policy_learns
 
     for arm in ("flaky_fallback", "flaky_abstain"):
         cfg = launch.compose("gsm8k_local_judge", policy_learns.ARMS[arm] + policy_learns.JUDGE_SERVER_RUN, dict(os.environ))
         kwargs = cfg.reward.custom_reward_function.reward_kwargs
         assert cfg.reward.custom_reward_function.path == "pkg://scripts.bench.flaky_judge" and kwargs.fail_share == 0.2
         assert kwargs.get("judge_failure", "fallback") == ("abstain" if arm == "flaky_abstain" else "fallback")
-        from scripts.config_paths import reward_option_errors
+        from scripts.launch.config_paths import reward_option_errors
 
         assert reward_option_errors(cfg) == []
     assert set(policy_learns.JUDGED) >= {"flaky_fallback", "flaky_abstain"}

@@ -8,7 +8,9 @@ import sys
 
 import pytest
 
-from scripts import bytecode, launch, pipeline
+from scripts import bytecode
+from scripts.launch import launcher as launch
+from scripts.workflows import pipeline
 from tests.test_recipes import fx, recipe_files, sdpa_off  # noqa: F401  (fx: the module fixture)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -11,7 +11,7 @@
   iterator, as in training). A row with 2 workers shows that the count sees workers. Every recipe
   config under recipes/ composes to 0 workers.
 * Fail-fast on a silent judge: when ``ray.get`` raises the Ray task error whose cause is
-  ``scripts.train_hooks.JudgeSilentError``, ``python -m scripts.train`` prints that message as its last
+  ``scripts.train.hooks.JudgeSilentError``, ``python -m scripts.train`` prints that message as its last
   line and exits with status 3; any other error is left to Hydra (status 1).
 """
 
@@ -27,8 +27,8 @@ pytest.importorskip("verl")
 psutil = pytest.importorskip("psutil")
 ray = pytest.importorskip("ray")
 
-from scripts import train  # noqa: E402
-from scripts.train_hooks import FailFast, JudgeSilentError  # noqa: E402
+from scripts.train import trainer as train  # noqa: E402
+from scripts.train.hooks import FailFast, JudgeSilentError  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECIPES = os.path.join(ROOT, "recipes")
@@ -40,7 +40,7 @@ RECIPE = "judge_pointwise"
 def compose_recipe(recipe: str, overrides: list[str]):
     """The recipe's config as ``python -m scripts.train --config-path recipes/<recipe> --config-name config``
     composes it: verl's ppo_trainer, recipes/base.yaml, the recipe, then the overrides."""
-    from scripts import verl_config
+    from scripts.launch import verl_config
 
     return verl_config.compose(overrides, recipe)
 
@@ -49,7 +49,6 @@ def build_loaders(config):
     """verl 0.9.1's train and validation loaders, built as its legacy TaskRunner and
     ``RayPPOTrainer._create_dataloader`` build them."""
     from torchdata.stateful_dataloader import StatefulDataLoader
-
     from verl.trainer.ppo.utils import create_rl_dataset, create_rl_sampler
     from verl.utils.config import omega_conf_to_dataclass
     from verl.utils.dataset.rl_dataset import collate_fn
@@ -192,7 +191,7 @@ def test_exit_on_silent_judge(case, capsys):
 ENTRY = """
 import sys, ray
 import verl.trainer.main_ppo as main_ppo
-from scripts.train_hooks import JudgeSilentError
+from scripts.train.hooks import JudgeSilentError
 
 message = sys.argv.pop()
 cause = JudgeSilentError(message) if message.startswith("stopping:") else ValueError(message)
@@ -201,7 +200,7 @@ def run_ppo(config, task_runner_class):  # what ray.get raises when the task run
     raise ray.exceptions.RayTaskError("JudgeTaskRunner.run", "Traceback (remote)", cause).as_instanceof_cause()
 
 main_ppo.run_ppo = run_ppo
-from scripts import train
+from scripts.train import trainer as train
 train.main()
 """
 
@@ -216,7 +215,7 @@ ENTRY_CASES = {
 @pytest.mark.slow
 @pytest.mark.parametrize("case", list(ENTRY_CASES))
 def test_entry_point_exit_status(case, model_path, tmp_path):
-    """The real ``scripts.train.main()`` under Hydra (config composed and validated), with verl's run_ppo
+    """The real ``scripts.train.trainer.main()`` under Hydra (config composed and validated), with verl's run_ppo
     replaced by one that raises what ``ray.get`` raises for a failing task runner."""
     message, want_rc, want_last = ENTRY_CASES[case]
     env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}

@@ -1,4 +1,4 @@
-"""scripts/verl_config.py: overrides and recipe configs against verl 0.9.1's own ppo_trainer schema (CPU).
+"""scripts/launch/verl_config.py: overrides and recipe configs against verl 0.9.1's own ppo_trainer schema (CPU).
 
 Table-driven: a known-good override set passes (and really lands in the composed config); each bad
 case (typo key, legacy top-level reward keys, '+' additions outside the allowlist, deletions, missing
@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from scripts import verl_config
+from scripts.launch import verl_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECIPES = ["judge_pointwise", "judge_pairwise", "gsm8k_rule", "gsm8k_api_judge", "gsm8k_local_judge"]
@@ -336,7 +336,7 @@ def test_the_checker_composes_as_the_trainer_does(model_path, data_files):
     import yaml
     from omegaconf import OmegaConf
 
-    from scripts import knobs
+    from scripts.launch import knobs
 
     overrides = [f"data.train_files={data_files[0]}", f"data.val_files={data_files[1]}", "trainer.total_training_steps=2"]
     env = {**os.environ, "PYTHONPATH": ROOT, "MODEL": model_path, "N_GPUS": "2", "NO_FLASH_ATTN": "1"}
@@ -368,17 +368,17 @@ def test_all_problems_reported_at_once(good):
 
 def test_cli(good, tmp_path):
     env = {**os.environ, "PYTHONPATH": ROOT}
-    script = os.path.join(ROOT, "scripts", "verl_config.py")
-    h = subprocess.run([sys.executable, script, "--help"], capture_output=True, text=True, env=env, timeout=60)
+    script = ["-m", "scripts.launch.verl_config"]
+    h = subprocess.run([sys.executable, *script, "--help"], capture_output=True, text=True, env=env, timeout=60)
     assert "--recipe" in h.stdout
     assert h.returncode == 0 and "--paths" in h.stdout and "override_config" in h.stdout
     f = tmp_path / "overrides.txt"
     f.write_text("# good set\n" + "\n".join(good) + "\n")
-    ok = subprocess.run([sys.executable, script, "--overrides-file", str(f), "--show", "algorithm.adv_estimator"],
+    ok = subprocess.run([sys.executable, *script, "--overrides-file", str(f), "--show", "algorithm.adv_estimator"],
                         capture_output=True, text=True, env=env, timeout=300)
     assert ok.returncode == 0, ok.stderr
     assert "CONFIG OK" in ok.stdout and "algorithm.adv_estimator = grpo" in ok.stdout
-    bad = subprocess.run([sys.executable, script, "--overrides-file", str(f), "reward_model.enable=True", "+foo=1"],
+    bad = subprocess.run([sys.executable, *script, "--overrides-file", str(f), "reward_model.enable=True", "+foo=1"],
                          capture_output=True, text=True, env=env, timeout=300)
     assert bad.returncode == 1
     assert bad.stderr.count("CONFIG ERROR:") == 2 and "legacy reward key 'reward_model.enable'" in bad.stderr

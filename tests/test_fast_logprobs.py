@@ -1,4 +1,4 @@
-"""scripts/fast_logprobs.py: the same log-probabilities (and gradients) as verl's row loop, in a few kernels.
+"""scripts/train/fast_logprobs.py: the same log-probabilities (and gradients) as verl's row loop, in a few kernels.
 
 Drives verl's own functions: the original ``verl.utils.torch_functional.logprobs_from_logits_v2`` (kept by the
 module before it replaces it) is the reference, and ``logprobs_from_logits`` (what verl's FSDP engine calls) is
@@ -13,12 +13,12 @@ import sys
 
 import pytest
 import torch
+import verl.utils.torch_functional as verl_F
 import yaml
 from torch.utils._python_dispatch import TorchDispatchMode
 
-import verl.utils.torch_functional as verl_F
-from scripts import fast_logprobs
-from scripts.fast_logprobs import CHUNK_ROWS, logprobs_from_logits_chunked
+from scripts.train import fast_logprobs
+from scripts.train.fast_logprobs import CHUNK_ROWS, logprobs_from_logits_chunked
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VERL_ROW_LOOP = fast_logprobs._VERL_ROW_LOOP
@@ -98,13 +98,13 @@ def test_kernel_count_is_per_chunk_not_per_token(rows, verl_calls, chunked_calls
 
 def test_loaded_by_verls_external_lib_hook_in_grpo_and_sft():
     base = yaml.safe_load(open(os.path.join(ROOT, "recipes", "base.yaml")))
-    assert base["actor_rollout_ref"]["model"]["external_lib"] == "scripts.fast_logprobs"
-    pipeline = open(os.path.join(ROOT, "scripts", "pipeline.py")).read()
-    assert '"model.external_lib=scripts.fast_logprobs"' in pipeline
+    assert base["actor_rollout_ref"]["model"]["external_lib"] == "scripts.train.fast_logprobs"
+    pipeline = open(os.path.join(ROOT, "scripts", "workflows", "pipeline.py")).read()
+    assert '"model.external_lib=scripts.train.fast_logprobs"' in pipeline
     # a fresh process, as a verl worker is: verl's own hook imports the module, which installs itself
     code = ("import verl.utils.torch_functional as F; before = F.logprobs_from_logits_v2.__module__; "
-            "from verl.utils.import_utils import import_external_libs; import_external_libs('scripts.fast_logprobs'); "
+            "from verl.utils.import_utils import import_external_libs; import_external_libs('scripts.train.fast_logprobs'); "
             "print(before, F.logprobs_from_logits_v2.__module__)")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert r.stdout.split()[-2:] == ["verl.utils.torch_functional", "scripts.fast_logprobs"]
+    assert r.stdout.split()[-2:] == ["verl.utils.torch_functional", "scripts.train.fast_logprobs"]

@@ -7,7 +7,7 @@ broken body (after the client's retries: a transport failure), ``JUDGE_SAYS:?``,
 scored by verl's real ``RewardLoopManager`` (one Ray reward worker, ``naive`` manager) running
 ``reward_fns.llm_judge.compute_score``, and then goes through the steps of the legacy trainer's
 ``RayPPOTrainer.fit`` that lead to the step metrics, with the functions looked up on verl's module
-``verl.trainer.ppo.ray_trainer`` as ``fit`` looks them up, after ``scripts.train_hooks.install``
+``verl.trainer.ppo.ray_trainer`` as ``fit`` looks them up, after ``scripts.train.hooks.install``
 replaced them: ``batch.union(reward)``, ``extract_reward``, the extras put into ``non_tensor_batch``,
 GRPO ``compute_advantage`` and ``compute_data_metrics`` (verl's own underneath).
 
@@ -18,7 +18,7 @@ GRPO ``compute_advantage`` and ``compute_data_metrics`` (verl's own underneath).
   ``JudgeSilentError`` at exactly the step set by ``verl_judge.fail_fast`` (steps, threshold) with a
   message naming the cause; a step where the judge answers resets the count.
 * The ``JudgeSilentError`` raised here, re-raised inside a Ray task and caught from ``ray.get`` as
-  the task runner's error is, makes ``scripts.train.exit_on_silent_judge`` exit with status 3.
+  the task runner's error is, makes ``scripts.train.trainer.exit_on_silent_judge`` exit with status 3.
 """
 
 from __future__ import annotations
@@ -27,14 +27,13 @@ import copy
 
 import numpy as np
 import pytest
-import torch
 
 pytest.importorskip("verl")
 ray = pytest.importorskip("ray")
 
-from scripts import train  # noqa: E402
 from scripts.serve.fake_openai import FakeOpenAIServer  # noqa: E402
-from scripts.train_hooks import JudgeSilentError, RewardHackingError, install  # noqa: E402
+from scripts.train import trainer as train  # noqa: E402
+from scripts.train.hooks import JudgeSilentError, RewardHackingError, install  # noqa: E402
 from tests.test_llm_judge_verl import compose, make_batch  # noqa: E402
 
 N = 4  # GRPO group size (actor_rollout_ref.rollout.n): samples 0-3 answer prompt p0, 4-7 prompt p1
@@ -217,7 +216,6 @@ class Judge:
 def hooks(monkeypatch, judge):
     """``install(cfg)`` on verl's modules, undone after the test by monkeypatch."""
     from omegaconf import OmegaConf, open_dict
-
     from verl.trainer import main_ppo_v0
     from verl.trainer.ppo import metric_utils, ray_trainer, reward
 

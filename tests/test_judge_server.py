@@ -1,5 +1,5 @@
 """judge_placement=server on CPU: the placement switch composes valid configs, and the launcher's judge server
-(``scripts/judge_server.py``) lives exactly as long as training: started and answering before it, stopped after
+(``scripts/launch/judge_server.py``) lives exactly as long as training: started and answering before it, stopped after
 success, failure and SIGTERM, and a server that dies mid-run stops training at once (exit 4).
 
 The server is a real process: the project's CPU judge server (``engine=cpu_judge``) with the test model. Training is
@@ -10,7 +10,6 @@ stand-in too.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -21,7 +20,7 @@ import time
 
 import pytest
 
-from scripts import judge_server, verl_config
+from scripts.launch import judge_server, services, verl_config
 from tests.test_pipeline import ROOT, fake  # noqa: F401  (fake: the fixture)
 
 MODEL = os.environ.get("VERL_JUDGE_MODEL", "")
@@ -39,7 +38,7 @@ TRAINER = textwrap.dedent("""\
     state = os.environ["FAKE_STATE"]
     open(state + ".port", "w").write(port)
     open(state + ".gpus", "w").write(os.environ.get("CUDA_VISIBLE_DEVICES", "(unset)"))
-    from scripts.train_hooks import wait_for_judge  # what the real trainer does before its first step
+    from scripts.train.hooks import wait_for_judge  # what the real trainer does before its first step
     wait_for_judge({{"judge_server": {{"enable": True, "port": port, "start_timeout": 240}}}})
     for step in range(int(os.environ.get("FAKE_STEPS", "3"))):
         out = asyncio.run(llm_judge.compute_score("openai/gsm8k", "So 72 clips.\\n#### 72", "72",
@@ -54,7 +53,8 @@ TRAINER = textwrap.dedent("""\
 
 DRIVER = """
 import sys
-from scripts import launch, ray_head
+from scripts.launch import launcher as launch
+from scripts.launch import ray_head
 ray_head.start = lambda env, log, **kw: (None, "stand-in")
 ray_head.stop = lambda proc, **kw: None
 sys.exit(launch.main(sys.argv[1:]))
@@ -264,7 +264,7 @@ def test_server_that_cannot_start_stops_training(launcher):
     proc = start(f"reward.reward_model.model_path={broken}")
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == judge_server.SERVER_DIED_EXIT, out[-3000:]
-    assert "the judge server exited with" in out and "before it answered" in out
+    assert "the judge server exited with" in out and "before it was ready" in out
     assert (tmp / "state.port").exists() and not (tmp / "state.steps").exists()  # started, never scored
 
 
@@ -279,7 +279,7 @@ def test_ray_job_refuses_server_placement(tmp_path):
 
 @needs_model
 def test_command_line_serves_until_sigterm(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "scripts.judge_server", "--model", MODEL, "--engine", "cpu_judge",
+    proc = subprocess.Popen([sys.executable, "-m", "scripts.launch.judge_server", "--model", MODEL, "--engine", "cpu_judge",
                              "--log", str(tmp_path / "server.log")], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     lines = [proc.stdout.readline() for _ in range(3)]  # starting ..., ready at ..., READY <url>
     line = lines[-1]
@@ -356,14 +356,14 @@ def test_a_server_that_never_answers_stops_the_run(tmp_path, monkeypatch):
         served.attach(victim)
         assert victim.wait(timeout=30) != 0  # the training process is stopped
         leader = served.server.proc.pid
-    assert "did not answer within 2s" in served.cause and _gone(leader)
+    assert "was not ready within 2s (verl_judge.judge_server.start_timeout)" in served.cause and _gone(leader)
 
 
 def test_a_port_someone_else_answers_is_not_ready(tmp_path, monkeypatch):
     """C4: another OpenAI-compatible server already answers on the port: ours cannot bind and exits, and the other's
     answer (another model) never counts as ours being ready."""
     settings = _standin(tmp_path, monkeypatch, "plain")
-    port = judge_server.free_port()
+    port = services.free_port()
     other = subprocess.Popen([sys.executable, str(tmp_path / "standin.py"), "plain", str(port), "0"],
                              env={**os.environ, "STANDIN_NAME": "someone-else"})
     try:
@@ -378,7 +378,7 @@ def test_a_port_someone_else_answers_is_not_ready(tmp_path, monkeypatch):
                 if served.cause:
                     break
                 time.sleep(0.1)
-        assert "exited with" in served.cause and "before it answered" in served.cause
+        assert "exited with" in served.cause and "before it was ready" in served.cause
     finally:
         other.kill()
         other.wait()

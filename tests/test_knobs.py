@@ -1,5 +1,5 @@
 """The small pieces under the launcher, on CPU: the knob check, the GSM8K source rule, Hydra override strings
-(``scripts/overrides.py``, which the shell scripts call for later-wins merging) and the vj.* resolvers."""
+(``scripts/launch/overrides.py``, which the shell scripts call for later-wins merging) and the vj.* resolvers."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from scripts import knobs, overrides
+from scripts.launch import knobs, overrides
 from tests.test_recipes import gsm8k_dir  # noqa: F401  (the module fixture)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -25,7 +25,7 @@ def test_secret_and_passed_names_are_no_unknown_knobs():
 def test_gsm8k_source(gsm8k_dir, tmp_path, monkeypatch):
     """One rule for the launcher and the pipeline: GSM8K_DIR, else ../shared/data/gsm8k when there, else the hub when
     it can be reached, else the word-problem testbed (D10: a fresh clone with no network still runs)."""
-    from scripts import defaults
+    from scripts.launch import defaults
 
     testbed = str(tmp_path / "data" / "word_problems")
     for shared, env, hub, want in ((gsm8k_dir, {}, True, gsm8k_dir), (gsm8k_dir, {"GSM8K_DIR": "/d"}, False, "/d"),
@@ -40,7 +40,7 @@ def test_gsm8k_source(gsm8k_dir, tmp_path, monkeypatch):
 @pytest.mark.parametrize("env, reachable", [({"HF_HUB_OFFLINE": "1"}, False), ({"HF_DATASETS_OFFLINE": "true"}, False),
                                             ({"HF_ENDPOINT": "https://127.0.0.1:1"}, False)])
 def test_hub_reachable(env, reachable):
-    from scripts import defaults
+    from scripts.launch import defaults
 
     assert defaults.hub_reachable(env, timeout=1.0) is reachable
 
@@ -56,7 +56,7 @@ def test_overrides_later_wins_and_values():
 
 def test_overrides_command_line():
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "scripts.overrides", *args], cwd=ROOT, capture_output=True, text=True,
+        return subprocess.run([sys.executable, "-m", "scripts.launch.overrides", *args], cwd=ROOT, capture_output=True, text=True,
                               timeout=60)
 
     assert run("merge", "a=1", "b=2", "a=3").stdout == "b=2\na=3\n"

@@ -21,10 +21,23 @@ import time
 
 import pytest
 
-from scripts import console, knobs, launch, ray_head, ray_job
+from scripts import console
+from scripts.launch import knobs, ray_head, ray_job, services
+from scripts.launch import launcher as launch
 from tests.test_recipes import (  # noqa: F401  (fx: the module fixture)
-    ALL_RECIPES, HF_SECRET, INLINE_SECRET, OTHER_SECRET, RECIPES, ROOT, SECRET, SWAN_SECRET, base_env, fx, plan,
-    recipe_files, run_recipe,
+    ALL_RECIPES,
+    HF_SECRET,
+    INLINE_SECRET,
+    OTHER_SECRET,
+    RECIPES,
+    ROOT,
+    SECRET,
+    SWAN_SECRET,
+    base_env,
+    fx,
+    plan,
+    recipe_files,
+    run_recipe,
 )
 
 pytest.importorskip("verl")
@@ -75,7 +88,7 @@ def test_job_submission_passes_secrets_by_name_never_prints_or_writes_them(fx, m
     assert cmd.startswith(f"{os.path.dirname(sys.executable)}/ray job submit --runtime-env-json ") or \
         cmd.startswith("ray job submit --runtime-env-json ")
     assert f" -- env MODEL={model_path} " in cmd  # the knobs reach the job's driver, which resolves the config
-    assert " python3 -m scripts.train --config-path ../recipes/gsm8k_api_judge --config-name config " in cmd
+    assert " python3 -m scripts.train --config-path ../../recipes/gsm8k_api_judge --config-name config " in cmd
     for name in ("OPENAI_API_KEY", "HF_TOKEN", "MY_EXTRA", "OTHER_CRED"):
         assert f'"{name}": "***"' in cmd
     assert "secrets passed to the job by name: HF_TOKEN, OPENAI_API_KEY, OTHER_CRED, MY_EXTRA" in dry.stdout
@@ -98,7 +111,7 @@ def test_job_submission_passes_secrets_by_name_never_prints_or_writes_them(fx, m
     assert clean.command[i:i + 4] == ["submit", "--runtime-env", "runtime_env.yaml", "--"]
     assert clean.command[i + 4:i + 9] == ["env", f"MODEL={model_path}", f"TRAIN_FILES={fx[('policy', 'train')]}",
                                           f"VAL_FILES={fx[('policy', 'test')]}", "REWARD_FN=reward_fns/gsm8k.py"]
-    assert clean.command[i + 9:i + 16] == ["python3", "-m", "scripts.train", "--config-path", "../recipes/gsm8k_rule",
+    assert clean.command[i + 9:i + 16] == ["python3", "-m", "scripts.train", "--config-path", "../../recipes/gsm8k_rule",
                                            "--config-name", "config"]
     assert not [n for n in clean.notes if "flash" in n]  # the cluster's driver decides (NO_FLASH_ATTN=auto)
 
@@ -172,7 +185,7 @@ sys.exit(3)
 # plan() of a recipe, its trainer command swapped for a stand-in (argv[1]: the stand-in's command, as JSON), then execute()
 DRIVER = r'''
 import json, os, sys
-from scripts import launch
+from scripts.launch import launcher as launch
 env = dict(os.environ)
 p = launch.plan(env, [], "gsm8k_rule")
 swap = json.loads(sys.argv[1])
@@ -247,7 +260,7 @@ def test_ray_job_submission_end_to_end(fx, model_path, tmp_path):
     env = base_env()
     head = None
     try:
-        head, _ = ray_head.start(env, str(tmp_path / "head.log"), dashboard_port=ray_head.free_port())
+        head, _ = ray_head.start(env, str(tmp_path / "head.log"), dashboard_port=services.free_port())
         log = (tmp_path / "head.log").read_text()
         m = re.search(r"dashboard at[\s\S]*?(127\.0\.0\.1:\d+)", log)
         assert m, log[-2000:]
@@ -336,7 +349,7 @@ def test_local_run_started_again_after_a_port_race(plan_, rc, starts, tmp_path, 
     port taken (EADDRINUSE, seen with six runs started together on one host). The launcher starts it again, with a
     fresh Ray head each time, only when the failure came before any training step; no try sees an earlier try's
     Ray address."""
-    from scripts import local_run
+    from scripts.launch import local_run
 
     counter, metrics = tmp_path / "starts", tmp_path / "out" / "m.jsonl"
     heads, stopped = [], []
@@ -371,7 +384,7 @@ def test_knobs_table_in_recipes_readme_is_the_launchers():
     assert m, "no generated table in recipes/README.md"
     assert m.group(1) == r.stdout.rstrip("\n") == knobs.markdown()
     assert len(m.group(1).splitlines()) == 2 + len(knobs.KNOBS)
-    h = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "launch.py"), "--help"], cwd=ROOT,
+    h = subprocess.run([sys.executable, "-m", "scripts.launch", "--help"], cwd=ROOT,
                        capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": ROOT})
     assert h.returncode == 0 and knobs.markdown() in h.stdout and "DRY_RUN=1" in h.stdout
 

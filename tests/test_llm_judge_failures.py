@@ -17,7 +17,14 @@ import pytest
 
 from reward_fns import llm_judge
 from reward_fns.judge_client import (
-    OUTCOMES, JudgeClient, JudgeConfigError, JudgeError, ReplyRefused, chat_completions_url, outcome, scrub_secrets,
+    OUTCOMES,
+    JudgeClient,
+    JudgeConfigError,
+    JudgeError,
+    ReplyRefused,
+    chat_completions_url,
+    outcome,
+    scrub_secrets,
 )
 from reward_fns.llm_judge import KEYS, compute_score
 from reward_fns.parse import parse_score

@@ -57,11 +57,10 @@ def seen(info: dict) -> dict:
 
 
 def compose(model_path: str, overrides: list[str], path: str = JUDGE_FN, base: bool = True):
+    import verl
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
-
-    import verl
 
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=os.path.join(os.path.dirname(verl.__file__), "trainer", "config"), version_base=None):

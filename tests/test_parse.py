@@ -8,22 +8,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reward_fns import pairwise, pointwise
-
 from reward_fns.parse import (
+    FINAL_CONFLICT,
+    FINAL_NONE,
+    FINAL_OK,
     Parsed,
-    quoted_candidate,
     extract_tag,
+    final_answer,
     hash_answer,
     last_number,
     normalize_number,
     numbers_equal,
     parse_choice,
     parse_score,
+    quoted_candidate,
     reference_answer,
-    FINAL_CONFLICT,
-    FINAL_NONE,
-    FINAL_OK,
-    final_answer,
     strip_think,
 )
 

@@ -1,4 +1,4 @@
-"""scripts/pipeline.py on CPU: stage order, the exact commands handed to verl, resume, failures.
+"""scripts/workflows/pipeline.py on CPU: stage order, the exact commands handed to verl, resume, failures.
 
 The GPU steps (verl's SFT trainer, ``scripts.train``, ``verl.model_merger``, the vLLM evaluator) are
 replaced by a fake interpreter that records its arguments and writes what the real step writes (an SFT
@@ -40,7 +40,7 @@ FAKE = textwrap.dedent("""\
         if os.environ.get("FAKE_SFT_AFTER_TRAIN") and over("trainer.default_local_dir").endswith("/sft"):
             import time  # the judge's SFT ends only once a GRPO run has started (a real SFT takes minutes)
             end = time.time() + 120
-            while time.time() < end and "scripts.train" not in open(os.environ["FAKE_LOG"]).read():
+            while time.time() < end and '"-m", "scripts.train"' not in open(os.environ["FAKE_LOG"]).read():
                 time.sleep(0.2)
         weights = os.environ.get("FAKE_SFT_WEIGHTS")  # a judge that a real (CPU) server can load
         shutil.copytree(os.environ["MODEL"], hf, ignore=None if weights else shutil.ignore_patterns("*.safetensors", "*.bin", "*.gguf"))
@@ -80,8 +80,8 @@ FAKE = textwrap.dedent("""\
                     f.writelines(json.dumps({{"input": q, "output": o, "gts": "7", "score": 0.0, "step": step}}) + "\\n"
                                  for k, qs in enumerate(asked) for q, o in zip(qs, outs if k == 0 else held[step]))
         port = next((a.split("=", 1)[1] for a in args if a.startswith("verl_judge.judge_server.port=")), None)
-        if port:  # a judge served beside the run: the first step waits for it (scripts.train_hooks)
-            from scripts.train_hooks import wait_for_judge
+        if port:  # a judge served beside the run: the first step waits for it (scripts.train.hooks)
+            from scripts.train.hooks import wait_for_judge
             wait_for_judge({{"judge_server": {{"enable": True, "port": port, "start_timeout": 300}}}})
             print("the judge answered", flush=True)
         if os.environ.get("FAKE_FAIL") == "grpo":
@@ -152,7 +152,8 @@ def fake(tmp_path):
 # python -m scripts.pipeline, with the launcher's private Ray head a stand-in (the fake trainer needs none)
 DRIVER = """
 import sys
-from scripts import pipeline, ray_head
+from scripts.workflows import pipeline
+from scripts.launch import ray_head
 ray_head.start = lambda env, log, **kw: (None, "stand-in")
 ray_head.stop = lambda proc, **kw: None
 sys.exit(pipeline.main(sys.argv[1:]))
@@ -188,7 +189,7 @@ def test_judge_pipeline_stages_commands_and_resume(fake):
     sft = by["torch.distributed.run"]
     assert "-m" in sft[2:] and "verl.trainer.sft_trainer" in sft
     assert "trainer.total_training_steps=100" in sft and "checkpoint.save_contents=[model,hf_model]" in sft
-    assert "model.external_lib=scripts.fast_logprobs" in sft  # chunked log-probabilities without flash-attn
+    assert "model.external_lib=scripts.train.fast_logprobs" in sft  # chunked log-probabilities without flash-attn
     grpo = by["scripts.train"]
     assert grpo[grpo.index("--config-path") + 1] == os.path.join(ROOT, "recipes", "judge_pairwise")
     assert f"actor_rollout_ref.model.path={out}/sft/global_step_100/huggingface" in grpo  # GRPO starts from the SFT model
@@ -328,7 +329,7 @@ def test_start_model_is_evaluated_beside_the_sft(fake, flag, beside, kv_cache):
 
 
 def test_background_stage_failure_stops_the_pipeline(tmp_path):
-    from scripts.pipeline import Pipeline, build_parser
+    from scripts.workflows.pipeline import Pipeline, build_parser
 
     pipe = Pipeline(build_parser().parse_args(["judge", "--out", str(tmp_path)]), [])
     ran = []
@@ -377,7 +378,8 @@ def test_training_stage_is_checked_before_it_starts(fake):
 
 def test_policy_stage_takes_another_recipe(tmp_path, monkeypatch):
     """JudgeToReward.policy(judge, recipe=..., name=...): the recipe, its inputs and outputs, through run_recipe."""
-    from scripts import launch, pipeline
+    from scripts.launch import launcher as launch
+    from scripts.workflows import pipeline
 
     calls = []
     monkeypatch.setattr(launch, "run_recipe", lambda recipe, overrides, env, **where: calls.append(

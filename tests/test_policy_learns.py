@@ -1,4 +1,4 @@
-"""scripts/policy_learns.py on CPU: the side-by-side experiment's stages, their order and concurrency, the exact
+"""scripts/workflows/policy_learns.py on CPU: the side-by-side experiment's stages, their order and concurrency, the exact
 settings both runs get, the report, resume and a failing run.
 
 The GPU steps are the fake interpreter of ``tests/test_pipeline.py`` (it records its arguments and writes what the
@@ -19,7 +19,8 @@ from tests.test_pipeline import ROOT, calls, fake, modules  # noqa: F401  (fake:
 
 DRIVER = """
 import sys
-from scripts import policy_learns, ray_head
+from scripts.workflows import policy_learns
+from scripts.launch import ray_head
 ray_head.start = lambda env, log, **kw: (None, "stand-in")
 ray_head.stop = lambda proc, **kw: None
 sys.exit(policy_learns.main(sys.argv[1:]))
@@ -152,7 +153,7 @@ def test_judge_run_starts_beside_the_judges_training(fake):
 
 def test_defaults_of_the_experiment():
     """The judge run's judge is served beside the policy, and the judge also learns from the start policy's answers."""
-    from scripts import policy_learns
+    from scripts.workflows import policy_learns
 
     args, overrides = policy_learns.build_parser().parse_known_args(["--out", "x"])
     assert (args.judge_placement, args.model_solutions, args.steps, args.policy_sft_rows, overrides) == (

@@ -1,7 +1,7 @@
 """Recipes, the shared launcher and runtime_env, on CPU.
 
-* DRY_RUN=1 of every recipe through its run.sh -> scripts/launch.sh -> scripts/launch.py (judge_to_reward:
-  scripts/pipeline.py): the default data is built by data_prep, the composed recipe config passes verl's
+* DRY_RUN=1 of every recipe through its run.sh -> scripts/launch.sh -> scripts/launch/launcher.py (judge_to_reward:
+  scripts/workflows/pipeline.py): the default data is built by data_prep, the composed recipe config passes verl's
   schema, secrets never print.
 * The plan of every recipe, exactly: the knobs the run gets (MODEL, TRAIN_FILES, ...), the command
   (python -m scripts.train --config-path recipes/<r>), the data_prep command of the default data.
@@ -16,8 +16,8 @@ Running and Ray jobs (secrets by name, the private head): tests/test_launch_run.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import json
 import glob
+import json
 import math
 import os
 import re
@@ -26,7 +26,9 @@ import sys
 
 import pytest
 
-from scripts import console, knobs, launch, verl_config
+from scripts import console
+from scripts.launch import knobs, verl_config
+from scripts.launch import launcher as launch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECIPES = ["judge_pointwise", "judge_pairwise", "gsm8k_rule", "gsm8k_api_judge", "gsm8k_local_judge"]
@@ -218,7 +220,7 @@ def test_plan_per_recipe(recipe, fx, model_path, tmp_path):
 def test_default_data_plan(recipe, local_gsm8k, model_path, tmp_path, monkeypatch):
     """No data files given: the recipe's default data set, built by data_prep into DATA_DIR (GSM8K from
     GSM8K_DIR, else ../shared/data/gsm8k when it is there, else the hub)."""
-    from scripts import defaults
+    from scripts.launch import defaults
 
     monkeypatch.setattr(defaults, "SHARED_GSM8K", str(tmp_path / "no_shared"))
     monkeypatch.setattr(defaults, "hub_reachable", lambda env: True)
@@ -403,7 +405,7 @@ def test_values_out_of_range_stop_before_anything_starts(name, capsys, model_pat
 
 
 def test_an_unset_knob_the_config_needs_is_named(capsys, fx):
-    """python -m scripts.verl_config without MODEL: the key and the variable it reads are named."""
+    """python -m scripts.launch.verl_config without MODEL: the key and the variable it reads are named."""
     with knobs.environ(base_env(**recipe_files(fx, "gsm8k_rule"))):
         with pytest.raises(verl_config.ConfigError) as e:
             verl_config.check([], recipe="gsm8k_rule")
@@ -495,8 +497,8 @@ def test_the_launcher_holds_no_training_defaults():
     assert [f for f, text in configs.items() if re.search(r"^\s+lr: ", text, re.M)] == \
         ["recipes/judge_pointwise/config.yaml", "recipes/judge_pairwise/config.yaml", "recipes/base.yaml"]
     lrs = {m for text in configs.values() for m in re.findall(r"^\s+lr: (\S+)$", text, re.M)}
-    launcher = ["scripts/launch.py", "scripts/launch.sh", "scripts/knobs.py", "scripts/defaults.py", "scripts/ray_job.py",
-                "scripts/verl_config.py", "scripts/main.sh", "runtime_env.yaml"]
+    launcher = ["scripts/launch/launcher.py", "scripts/launch.sh", "scripts/launch/knobs.py", "scripts/launch/defaults.py", "scripts/launch/ray_job.py",
+                "scripts/launch/verl_config.py", "scripts/main.sh", "runtime_env.yaml"]
     hits = [f for f in (*launcher, *[f"recipes/{r}/run.sh" for r in ALL_RECIPES])
             if any(lr in open(os.path.join(ROOT, f)).read() for lr in lrs)]
     assert len(lrs) == 2 and hits == []

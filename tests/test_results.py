@@ -272,7 +272,7 @@ def test_awake_judge_numbers_come_from_the_kept_runs():
     assert "| timing_s/step | 1.23 | 1.24 |" in open(os.path.join(AWAKE, "cost.md")).read()
     assert "reward stage 2.58 → **2.34 s**; colocated step / rule step **1.23×** (sleeping 1.24×" in \
         open(INDEX).read()
-    from scripts import verl_config
+    from scripts.launch import verl_config
     assert verl_config.compose([], "gsm8k_local_judge").reward.reward_model.rollout.free_cache_engine is False
 
 

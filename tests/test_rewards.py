@@ -151,7 +151,7 @@ def test_gsm8k_bad_mode():
 @pytest.mark.parametrize("module", ["reward_fns.controls", "reward_fns.canaries", "reward_fns.guard", "reward_fns.redact",
                                     "reward_fns.pointwise", "reward_fns.pairwise", "reward_fns.gsm8k", "reward_fns.parse",
                                     "reward_fns.verdicts", "reward_fns.judge_metrics", "reward_fns.llm_judge",
-                                    "scripts.judge_server"])
+                                    "scripts.launch.judge_server"])
 def test_doc_examples(module):
     """The modules' >>> examples run as written."""
     import doctest

@@ -1,4 +1,4 @@
-"""The scorecard (scripts/report/scorecard.py and ``scripts.policy_learns --arms ... --seeds ...``): each arm's
+"""The scorecard (scripts/report/scorecard.py and ``scripts.workflows.policy_learns --arms ... --seeds ...``): each arm's
 before / after per seed, gains, the gain ratio's bootstrap interval, the targets' verdicts; and the experiment that
 makes it, with the stand-in trainer of tests/test_pipeline.py."""
 

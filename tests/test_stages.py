@@ -1,4 +1,4 @@
-"""scripts/stages.py: a stage that fails stops the whole workflow at once, naming the stage, with every child process
+"""scripts/workflows/stages.py: a stage that fails stops the whole workflow at once, naming the stage, with every child process
 it started stopped (``Stages.guarded``), whether the failure is in the main thread or in a chain beside it."""
 
 from __future__ import annotations
@@ -9,19 +9,19 @@ import time
 
 import pytest
 
-from scripts import children
-from scripts.stages import Stages
+from scripts.launch import services
+from scripts.workflows.stages import Stages
 
 
 def _sleeper() -> None:
     """A stage whose child runs for a minute unless stopped (a training run, say)."""
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    children.started(proc)
+    services.started(proc)
     try:
         if proc.wait() != 0:
             raise SystemExit(f"stage failed (exit {proc.returncode})")
     finally:
-        children.ended(proc)
+        services.ended(proc)
 
 
 def _fails_after(seconds: float, what: str):
@@ -52,4 +52,4 @@ def test_a_failing_stage_stops_the_workflow_at_once(where, tmp_path):
     name, what = ("rule", "the rule run broke") if where == "chain" else ("judge", "the judge run broke")
     assert str(e.value.code).startswith(f"[pipeline] stage {name} failed after ")
     assert str(e.value.code).endswith(f"RuntimeError: {what}")
-    assert children.live() == [] and not any((tmp_path / f".{n}.done").exists() for n in ("rule", "judge"))
+    assert services.live() == [] and not any((tmp_path / f".{n}.done").exists() for n in ("rule", "judge"))

@@ -1,5 +1,5 @@
-"""The stall watchdog (``scripts/stall.py``) and runs that cannot disturb each other (``scripts/ray_head.py``,
-``scripts/train.py``'s job id), on CPU.
+"""The stall watchdog (``scripts/launch/stall.py``) and runs that cannot disturb each other (``scripts/launch/ray_head.py``,
+``scripts/train/trainer.py``'s job id), on CPU.
 
 * ``Stall``: limits at start-up and between steps, steps read from console lines and from the metrics JSONL.
 * Through the launcher with a stand-in trainer against a real private Ray head: a trainer that stalls at start-up
@@ -22,7 +22,7 @@ import types
 
 import pytest
 
-from scripts import launch, stall
+from scripts.launch import stall
 from tests.test_recipes import ROOT, base_env, fx, recipe_files  # noqa: F401  (fx: the module fixture)
 
 
@@ -104,7 +104,7 @@ def test_settings_errors(settings, errors):
 TRAINER = r'''
 import json, os, sys, time
 import ray
-from scripts.train import unique_job_id
+from scripts.train.trainer import unique_job_id
 mode, steps, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 job = unique_job_id()
 ray.init()
@@ -137,7 +137,7 @@ ray.shutdown()
 '''
 DRIVER = r'''
 import json, os, sys
-from scripts import launch
+from scripts.launch import launcher as launch
 env = dict(os.environ)
 args = json.loads(sys.argv[1])
 p = launch.plan(env, args["overrides"], "gsm8k_rule", output_dir=args["out"], log_file=args["log"])
@@ -221,7 +221,7 @@ def test_two_runs_side_by_side_do_not_disturb_each_other(fx, tmp_path):
 
 def test_a_node_that_exits_while_starting_is_started_again(tmp_path, monkeypatch):
     """A port chosen free can be taken before Ray binds it: the node exits, and is started again with other ports."""
-    from scripts import ray_head
+    from scripts.launch import ray_head, services
 
     fake = tmp_path / "ray.py"
     fake.write_text(
@@ -240,7 +240,7 @@ def test_a_node_that_exits_while_starting_is_started_again(tmp_path, monkeypatch
         ray_head.stop(proc)
     assert proc.poll() is not None and not os.path.exists(proc.temp_dir)
     monkeypatch.setattr(ray_head, "RAY_CLI", (sys.executable, "-c", "import sys; print('no'); sys.exit(1)"))
-    with pytest.raises(ray_head.RayStartError, match=r"ray start exited with 1; its log .* ends: no \(after 3 tries\)"):
+    with pytest.raises(ray_head.RayStartError, match=r"ray start \(a Ray head\) exited with 1 before it was ready; its log .* ends:\nno \(after 3 tries\)"):
         ray_head.start({}, str(tmp_path / "head2.log"))
 
 
@@ -250,7 +250,7 @@ def test_a_node_interrupted_while_starting_is_stopped(interrupt, tmp_path, monke
     its temp dir go too, nothing is left behind."""
     import glob
 
-    from scripts import ray_head
+    from scripts.launch import ray_head, services
 
     fake = tmp_path / "ray.py"
     fake.write_text("import time\nprint('starting', flush=True)\ntime.sleep(120)\n")
@@ -262,7 +262,7 @@ def test_a_node_interrupted_while_starting_is_stopped(interrupt, tmp_path, monke
     def interrupted(_seconds):
         raise interrupt()
 
-    monkeypatch.setattr(ray_head, "time", types.SimpleNamespace(time=time.time, sleep=interrupted))  # the module only
+    monkeypatch.setattr(services, "time", types.SimpleNamespace(time=time.time, sleep=interrupted))  # the module only
     before = set(glob.glob("/tmp/vj-ray-*"))
     with pytest.raises(interrupt):
         ray_head.start({}, str(tmp_path / "head.log"))

@@ -3,7 +3,7 @@
 verl's own ``verl.utils.tracking.Tracking(default_backend=["swanlab", "file"])`` with the real ``swanlab``
 package, in each mode that keeps runs on disk (``SWANLAB_MODE=local``: viewed with ``swanlab watch``;
 ``SWANLAB_MODE=offline``: uploaded later with ``swanlab sync``), logs three training steps of
-``scripts.train_hooks.reward_metrics`` on fake LLM-judge extras plus ``critic/score/mean``, finishes, and
+``scripts.train.hooks.reward_metrics`` on fake LLM-judge extras plus ``critic/score/mean``, finishes, and
 the run directory is read back:
 
 * the run's record file (``run-<id>.swanlab``) through swanlab's own record reader: every step of every
@@ -30,7 +30,7 @@ import pytest
 pytest.importorskip("verl")
 swanlab = pytest.importorskip("swanlab")
 
-from scripts.train_hooks import reward_metrics  # noqa: E402
+from scripts.train.hooks import reward_metrics  # noqa: E402
 
 PROJECT = "verl-judge"
 EXPERIMENT = "judge_pointwise"

@@ -1,4 +1,4 @@
-"""scripts/train_hooks.py: step metrics, fail-fast, pair groups, pair sampler; and their wiring into
+"""scripts/train/hooks.py: step metrics, fail-fast, pair groups, pair sampler; and their wiring into
 verl's legacy trainer module (the functions verl's ``fit()`` calls are the patched ones)."""
 
 from __future__ import annotations
@@ -11,8 +11,15 @@ import numpy as np
 import pytest
 import torch
 
-from scripts.train_hooks import (
-    FailFast, HackingWatch, JudgeSilentError, PairSampler, RewardHackingError, identical_group_share, install, pair_ids,
+from scripts.train.hooks import (
+    FailFast,
+    HackingWatch,
+    JudgeSilentError,
+    PairSampler,
+    RewardHackingError,
+    identical_group_share,
+    install,
+    pair_ids,
     reward_metrics,
 )
 
@@ -201,7 +208,6 @@ def test_install_wires_verl_trainer(monkeypatch):
     compute_advantage sees pair groups as uids, compute_data_metrics adds the step metrics and stops
     a silent judge."""
     from omegaconf import OmegaConf
-
     from verl.trainer import main_ppo_v0
     from verl.trainer.ppo import ray_trainer
 
@@ -236,7 +242,7 @@ def test_install_rejects_odd_batch_with_pair_groups():
         install(OmegaConf.create({"data": {"train_batch_size": 3}, "verl_judge": {"pair_groups": True}}))
 
 
-# A judge-rewarded run that was gamed (scripts.policy_learns on one H100, 2026-11-25; docs/results/2026-11-25-policy_learns_gamed):
+# A judge-rewarded run that was gamed (scripts.workflows.policy_learns on one H100, 2026-11-25; docs/results/2026-11-25-policy_learns_gamed):
 # per step the reward, the rule's accuracy of the same samples, the judge-accepts-rule-rejects share, and the alarm
 # that run logged (the trend rule alone, the settings of recipes/base.yaml then).
 GAMED_RUN = [json.loads(line) for line in open(os.path.join(os.path.dirname(__file__), "fixtures", "hacking",
@@ -274,8 +280,8 @@ def test_hacking_watch_on_the_gamed_run(level, on_steps):
     (400, 10, None, True),     # never within wait_for_timeout + start_timeout: the run stops, naming the server
 ])
 def test_wait_for_judge(answers_after, limit, waited, stops, monkeypatch):
-    from scripts import judge_server
-    from scripts.train_hooks import StopRun, wait_for_judge
+    from scripts.launch import judge_server
+    from scripts.train.hooks import StopRun, wait_for_judge
 
     clock = {"t": 0.0, "looks": 0}
 
@@ -361,7 +367,6 @@ def test_abstained_samples_leave_their_group_and_the_loss(scores, abstained, adv
     """verl's own GRPO advantage through the installed hook: an abstained sample is out of its group's mean and std,
     and its advantage and response mask are 0 (it adds nothing to the policy loss)."""
     from omegaconf import OmegaConf
-
     from verl.trainer.ppo import ray_trainer
 
     for name in ("extract_reward", "compute_advantage", "compute_data_metrics"):

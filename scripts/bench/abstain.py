@@ -53,7 +53,7 @@ def advantages(scores: np.ndarray, uids: np.ndarray) -> np.ndarray:
 
 def replay(step: list[dict], failed: np.ndarray, mode: str) -> tuple[np.ndarray, np.ndarray]:
     """``(advantages, reference advantages)`` of one step's samples when ``failed`` judge calls fail under ``mode``."""
-    from scripts.train_hooks import leave_out
+    from scripts.train.hooks import leave_out
 
     paid = np.array([float(s["score"]) for s in step])
     rule = np.array([float(s.get("rule_score", 0.0)) for s in step])

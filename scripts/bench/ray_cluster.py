@@ -33,7 +33,8 @@ import time
 import urllib.error
 import urllib.request
 
-from scripts import console, ray_head
+from scripts import console
+from scripts.launch import ray_head, services
 
 ROOT = ray_head.ROOT
 
@@ -97,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(out, exist_ok=True)
     nodes: list[subprocess.Popen] = []
     try:
-        port = ray_head.free_port()
+        port = services.free_port()
         address, auth = "", {}
         for i in range(a.nodes):
             env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}

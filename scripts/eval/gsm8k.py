@@ -54,12 +54,18 @@ from collections.abc import Mapping, Sequence
 
 from data_prep.outputs import write_json, write_jsonl, write_text
 from reward_fns import gsm8k, llm_judge
-from reward_fns.redact import mask_url
 from reward_fns.judge_client import JudgeResult, chat_completions_url
 from reward_fns.parse import parse_score
 from reward_fns.prompts import load as load_prompt
+from reward_fns.redact import mask_url
 from scripts.eval.backends import (
-    add_endpoint_args, add_offline_args, backend_info, backend_settings, check_backend, generate, make_client,
+    add_endpoint_args,
+    add_offline_args,
+    backend_info,
+    backend_settings,
+    check_backend,
+    generate,
+    make_client,
     run_chats,
 )
 from scripts.eval.cli import InputError, cli_main

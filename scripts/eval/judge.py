@@ -67,7 +67,12 @@ from data_prep.outputs import write_json, write_text
 from reward_fns import verdicts
 from reward_fns.judge_metrics import ACCEPT_AT, SCORES, ratio
 from scripts.eval.backends import (
-    add_endpoint_args, add_offline_args, backend_info, backend_settings, check_backend, generate,
+    add_endpoint_args,
+    add_offline_args,
+    backend_info,
+    backend_settings,
+    check_backend,
+    generate,
 )
 from scripts.eval.cli import InputError, cli_main
 from scripts.eval.figures import judge_figures

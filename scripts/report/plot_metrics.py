@@ -12,7 +12,7 @@ Panels (file name: keys looked for; a panel whose keys are absent from every run
 reported, never an error):
 
 * ``reward.png``: ``critic/score/mean`` (else ``critic/rewards/mean``)
-* ``judge_health.png``: the training hooks' judge health per step (``scripts/train_hooks.py``, a
+* ``judge_health.png``: the training hooks' judge health per step (``scripts/train/hooks.py``, a
   run with an LLM-judge reward): ``judge_health/error_rate``, ``judge_health/parse_fail_rate``,
   ``judge_health/fallback_rate`` (share of samples that got the fallback score) and
   ``judge_health/agree_rule`` (judge-rule agreement over answered samples)

@@ -1,4 +1,4 @@
-"""The side-by-side table and figure of ``scripts.policy_learns``: held-out accuracy before / after each run (verl's
+"""The side-by-side table and figure of ``scripts.workflows.policy_learns``: held-out accuracy before / after each run (verl's
 greedy validation answers, ``<run>_val/<step>.jsonl``, graded here by the strict and the flexible rule: step 0 of the
 rule run, or of the judge run without one, is "before"; each run's last validation is "after"), the judge run's
 agreement with the rule and its hacking shares per step, what the judge paid for that the rule did not (right answers
@@ -252,7 +252,7 @@ def write(out: str, names: list[str], log=print) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m scripts.report.policy_learns", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("out", help="the scripts.policy_learns folder")
+    p.add_argument("out", help="the scripts.workflows.policy_learns folder")
     p.add_argument("--runs", nargs="+", default=["rule", "judge"], help="run names (default rule judge)")
     a = p.parse_args(argv)
     if not os.path.isdir(a.out):

@@ -29,11 +29,11 @@ TARGETS = {"judge": (0.9, 0.8), "random": 0.3, "format": 0.3}  # judge: (mean >=
 
 
 def run_name(arm: str, seed: int) -> str:
-    """``scripts.policy_learns``'s run folders: the arm for seed 0, else ``<arm>_s<seed>``."""
+    """``scripts.workflows.policy_learns``'s run folders: the arm for seed 0, else ``<arm>_s<seed>``."""
     return arm if seed == 0 else f"{arm}_s{seed}"
 
 
-HELDOUT_DATA = os.path.join("eval_data", "heldout", "test.parquet")  # scripts.policy_learns' held-out validation file
+HELDOUT_DATA = os.path.join("eval_data", "heldout", "test.parquet")  # scripts.workflows.policy_learns' held-out validation file
 SPLITS = ("test", "heldout")
 
 
@@ -239,7 +239,7 @@ def write(out: str, arms: list[str], seeds: list[int], log=print, command: list[
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m scripts.report.scorecard", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("out", help="the scripts.policy_learns folder")
+    p.add_argument("out", help="the scripts.workflows.policy_learns folder")
     p.add_argument("--arms", default="rule,judge,random,format", help="comma-separated (default rule,judge,random,format)")
     p.add_argument("--seeds", default="0,1,2", help="comma-separated (default 0,1,2)")
     a = p.parse_args(argv)

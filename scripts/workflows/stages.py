@@ -1,4 +1,4 @@
-"""Resumable stages, for the workflows of ``scripts.pipeline`` and ``scripts.policy_learns`` (no command of its own).
+"""Resumable stages, for the workflows of ``scripts.workflows.pipeline`` and ``scripts.workflows.policy_learns`` (no command of its own).
 
 A stage is a named step with an output: it runs unless ``<out>/.<name>.done`` exists, and writes that marker (its
 seconds) when it succeeds, so a rerun resumes. ``stage(..., background=True)`` runs one beside the next stage and
@@ -7,7 +7,7 @@ everything else, until ``join``. Errors in a thread are re-raised in the main th
 
 A stage that fails stops the workflow at once, naming it: ``guarded(fn)`` runs the workflow, and when a stage fails
 (in any thread) or the process gets SIGTERM / SIGHUP / Ctrl-C, it stops every child process still running
-(``scripts/children.py``; each training's launcher then stops its own judge server and Ray head), waits for the
+(``scripts/launch/services.py``; each training's launcher then stops its own judge server and Ray head), waits for the
 threads, and exits non-zero with ``stage <name> failed: ...``, the first failure.
 
     class MyFlow(Stages): ...; flow.stage("data", flow.path("data"), build_data)
@@ -21,7 +21,8 @@ import signal
 import threading
 import time
 
-from scripts import children, console
+from scripts import console
+from scripts.launch import services
 
 say = functools.partial(console.say, "pipeline")
 
@@ -68,7 +69,7 @@ class Stages:
             self._failures.append(failure)
             say(f"stage {name} FAILED: {describe(e)}")
             if threading.current_thread() is not threading.main_thread():  # the workflow stops now, not later
-                children.stop_all(f"stage {name} failed")
+                services.stop_all(f"stage {name} failed")
             raise failure from e
         with open(done, "w") as f:
             f.write(f"{time.time() - t0:.1f}\n")
@@ -109,11 +110,11 @@ class Stages:
         try:
             return fn()
         except BaseException as e:
-            children.stop_all(f"the pipeline is stopping ({describe(e)})")
+            services.stop_all(f"the pipeline is stopping ({describe(e)})")
             for job in self._jobs:
                 while job["thread"].is_alive():  # each launcher stops its judge server and Ray head, then returns
                     job["thread"].join(timeout=5)
-                    children.stop_all("the pipeline is stopping")
+                    services.stop_all("the pipeline is stopping")
             if self._failures and not isinstance(e, KeyboardInterrupt):
                 raise self._failures[0] from None
             raise

@@ -4,7 +4,7 @@ on the training machine, started before training, watched while it runs, stopped
 verl 0.9.1 scores a colocated reward model in a stage of its own after generation, but computes a custom reward
 inside the agent loop as each rollout finishes when no reward model is configured. So a judge behind an endpoint
 on the same GPU, asked by ``reward_fns.llm_judge``, grades a finished answer while the rest of the batch is still
-generating. The launcher (``scripts/launch.py``) runs this for a recipe whose composed config has
+generating. The launcher (``scripts/launch/launcher.py``) runs this for a recipe whose composed config has
 ``verl_judge.judge_server.enable: true`` (``recipes/gsm8k_local_judge/judge_placement/server.yaml``); the settings
 and their defaults are in ``recipes/base.yaml`` (``verl_judge.judge_server``).
 
@@ -14,13 +14,13 @@ and their defaults are in ``recipes/base.yaml`` (``verl_judge.judge_server``).
 * ``Served`` (the launcher's) starts the server in a thread beside the training's own start-up, once its model
   exists (``wait_for``), waits until ``GET /v1/models`` lists it, and stops training at once when the server cannot
   start or dies mid-run, naming its exit code and log tail (no silent fallback to the rule for many steps); the
-  trainer's first step waits for the server (``scripts/train_hooks.py``). ``start`` (the command line's) starts and waits;
+  trainer's first step waits for the server (``scripts/train/hooks.py``). ``start`` (the command line's) starts and waits;
   ``stop`` ends the server's whole process group, its leader gone or not.
 
 * ``devices`` (``split_devices``): the server on GPUs of its own (e.g. ``devices=1`` on a two-GPU machine); training
   gets the other visible GPUs. Unset, the server shares training's GPUs.
 
-    python -m scripts.judge_server --model PATH [--engine cpu_judge] [--port 0]   # serve until Ctrl-C / SIGTERM
+    python -m scripts.launch.judge_server --model PATH [--engine cpu_judge] [--port 0]   # serve until Ctrl-C / SIGTERM
 """
 
 from __future__ import annotations
@@ -38,14 +38,15 @@ import urllib.request
 from dataclasses import dataclass
 
 from scripts.console import say
-from scripts.ray_head import free_port
+from scripts.launch import services
+from scripts.launch.services import free_port
 
 ENGINES = ("vllm", "cpu_judge")
 #: exit status of a run stopped because its judge server died (scripts.train's silent-judge stop is 3)
 SERVER_DIED_EXIT = 4
 
 
-class JudgeServerError(RuntimeError):
+class JudgeServerError(services.ServiceError):
     pass
 
 
@@ -61,11 +62,7 @@ class Server:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def tail(self, n: int = 20) -> str:
-        try:
-            with open(self.log_path, errors="replace") as f:
-                return "".join(f.readlines()[-n:]).rstrip()
-        except OSError:
-            return "(no log)"
+        return services.tail(self.log_path, n)
 
 
 def command(settings: dict, port: int, python: str = sys.executable) -> list[str]:
@@ -143,6 +140,29 @@ def split_devices(devices, visible: str | None, n_train: int, machine: int = 0) 
     return ",".join(ids), ",".join(rest)
 
 
+def planned(cfg, env: dict, job: bool) -> dict | None:
+    """The launcher's look at ``verl_judge.judge_server`` in a composed config: None unless enabled, else its settings
+    with ``split``, the server's and training's CUDA_VISIBLE_DEVICES (None: both on the visible GPUs). A ValueError
+    names a bad setting; a Ray job cannot have a server beside it."""
+    from omegaconf import OmegaConf
+
+    from scripts.launch.ray_head import machine_gpus
+
+    server = OmegaConf.select(cfg, "verl_judge.judge_server", default=None)
+    if server is None or not server.get("enable"):
+        return None
+    if job:
+        raise ValueError("judge_placement=server starts the judge server beside a local run; on a Ray cluster serve "
+                         "the judge yourself (docs/ray_cluster.md) and use gsm8k_api_judge with JUDGE_BASE_URL, or "
+                         "judge_placement=pool")
+    settings = OmegaConf.to_container(server, resolve=True)
+    command(settings, 0)  # a bad setting stops the run here, dry runs too
+    want, visible = settings.get("devices"), env.get("CUDA_VISIBLE_DEVICES")
+    settings["split"] = split_devices(want, visible, int(cfg.trainer.n_gpus_per_node),
+                                      machine=machine_gpus() if want not in (None, "", []) and visible is None else 0)
+    return settings
+
+
 def ready(url: str, name: str | None = None, timeout: float = 2.0) -> bool:
     """``GET {url}/models`` answers 200 (and, with ``name``, lists a model of that name: a server of someone
     else's on the port is not ours)."""
@@ -161,33 +181,24 @@ def ready(url: str, name: str | None = None, timeout: float = 2.0) -> bool:
 def spawn(settings: dict, env: dict, log_path: str, port: int, python: str = sys.executable) -> Server:
     """Start the server process (its own process group, output to ``log_path``); it answers later (``wait_ready``)."""
     cmd = command(settings, port, python)
-    os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
     say("judge_server", f"starting the judge ({settings.get('engine', 'vllm')}, {settings.get('model')}) on port {port} "
         f"(log: {log_path})")
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+    proc = services.spawn(cmd, env, log_path, group=True)
     return Server(proc, port, log_path, str(settings.get("served_model_name") or "judge"))
 
 
 def wait_ready(server: Server, timeout: float, cancel: threading.Event | None = None) -> bool:
-    """Wait until ``server`` answers as itself; False if ``cancel`` was set first. JudgeServerError (the log's tail)
-    when it exits or does not answer within ``timeout`` seconds (it is stopped then)."""
-    t0 = shown = time.time()
-    while not ready(server.url, server.name):
-        if cancel is not None and cancel.is_set():
+    """Wait until ``server`` answers as itself; False if ``cancel`` was set first. ``services.ServiceError`` (the
+    log's tail) when it exits or does not answer within ``timeout`` seconds (it is stopped then)."""
+    t0 = time.time()
+    try:
+        if not services.wait_until(lambda: ready(server.url, server.name), server.proc, "the judge server", timeout,
+                                   server.log_path, cancel, who="judge_server",
+                                   setting="verl_judge.judge_server.start_timeout"):
             return False
-        if server.proc.poll() is not None:
-            raise JudgeServerError(f"the judge server exited with {server.proc.returncode} before it answered; its log "
-                                   f"({server.log_path}) ends:\n{server.tail()}")
-        if time.time() - t0 > timeout:
-            stop(server)
-            raise JudgeServerError(f"the judge server did not answer within {timeout:.0f}s "
-                                   f"(verl_judge.judge_server.start_timeout); its log ({server.log_path}) ends:\n{server.tail()}")
-        if time.time() - shown >= 30:
-            say("judge_server", f"waiting for the judge server ({time.time() - t0:.0f}s) ...")
-            shown = time.time()
-        time.sleep(0.5)
+    except services.ServiceError:
+        stop(server)
+        raise
     say("judge_server", f"judge server ready at {server.url} in {time.time() - t0:.0f}s")
     return True
 
@@ -209,22 +220,7 @@ def start(settings: dict, env: dict, log_path: str, port: int = 0, python: str =
 def stop(server: Server | None, grace: float = 20.0) -> None:
     """SIGTERM to the server's process group, SIGKILL after ``grace`` seconds, and SIGKILL to whatever is left in
     the group once its leader is gone (vLLM's engine core); also when a second signal interrupts the wait."""
-    if server is None:
-        return
-    was_running = server.proc.poll() is None
-    try:
-        if was_running:
-            os.killpg(server.proc.pid, signal.SIGTERM)
-            server.proc.wait(timeout=grace)
-    except (subprocess.TimeoutExpired, ProcessLookupError):
-        pass
-    finally:
-        try:
-            os.killpg(server.proc.pid, signal.SIGKILL)  # the leader's children, or the leader that ignored SIGTERM
-        except (ProcessLookupError, PermissionError):
-            pass
-        server.proc.wait()
-    if was_running:
+    if server is not None and services.stop(server.proc, grace, group=True):
         say("judge_server", "judge server stopped")
 
 
@@ -235,6 +231,9 @@ class Served:
     exists, and its first step waits for it: ``train_hooks.wait_for_judge``), then watches it. When it cannot start or
     dies, ``cause`` says why and the training process (``attach``) is stopped at once: no silent fallback for many
     steps. Leaving the ``with`` block stops the server, whatever state it is in."""
+
+    #: the run's exit status when the server failed it
+    exit_code = SERVER_DIED_EXIT
 
     def __init__(self, settings: dict, env: dict, log_path: str, python: str = sys.executable, interval: float = 1.0,
                  grace: float = 20.0):
@@ -250,6 +249,21 @@ class Served:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
+
+    @classmethod
+    def beside(cls, settings: dict, train_env: dict, log_path: str, python: str, say_=print) -> "Served":
+        """The server of a local run (not started yet): on its own GPUs when ``settings["split"]`` says so, training's
+        environment (``train_env``) then keeps the rest."""
+        env = dict(train_env)
+        if settings.get("split"):
+            env["CUDA_VISIBLE_DEVICES"], train_env["CUDA_VISIBLE_DEVICES"] = settings["split"]
+            say_(f"judge server on GPU {settings['split'][0]}, training on GPU {settings['split'][1]}")
+        return cls(settings, env, log_path, python=python)
+
+    @property
+    def overrides(self) -> list[str]:
+        """What the trainer is told: the port, chosen now, before the server exists."""
+        return [f"verl_judge.judge_server.port={self.port}"]
 
     def attach(self, proc: subprocess.Popen) -> None:
         """The training process to stop (stopped at once if the server already failed)."""
@@ -299,7 +313,7 @@ class Served:
             self.server = spawn(s, self.env, self.log_path, self.port, self.python)
             if not wait_ready(self.server, float(s.get("start_timeout", 600)), cancel=self._done):
                 return
-        except (JudgeServerError, ValueError, OSError) as e:
+        except (services.ServiceError, ValueError, OSError) as e:
             self._fail(str(e))
             return
         while not self._done.wait(self.interval):
@@ -311,7 +325,7 @@ class Served:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m scripts.judge_server", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m scripts.launch.judge_server", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="the judge model (Hugging Face folder)")
     p.add_argument("--engine", choices=ENGINES, default="vllm")
@@ -328,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(sig, on_term)
     try:
         server = start(settings, dict(os.environ), a.log, port=a.port)
-    except (JudgeServerError, ValueError) as e:
+    except (services.ServiceError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except (KeyboardInterrupt, SystemExit):

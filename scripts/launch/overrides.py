@@ -2,8 +2,8 @@
 
 The shell scripts use the command line; the launcher and the pipeline import it:
 
-    python -m scripts.overrides merge a=1 b=2 a=3       # one per line, a later key wins: b=2, a=3
-    python -m scripts.overrides value trainer.test_freq a=1 trainer.test_freq=5   # 5 (empty: not set)
+    python -m scripts.launch.overrides merge a=1 b=2 a=3       # one per line, a later key wins: b=2, a=3
+    python -m scripts.launch.overrides value trainer.test_freq a=1 trainer.test_freq=5   # 5 (empty: not set)
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 ``check_paths(cfg) -> (errors, notes)``; a remote path (``s3://`` ...) or a hub id is noted, not checked.
 ``reward_option_errors(cfg)``: the reward function's ``reward_kwargs``, judged by its module's own ``check_options``.
-Part of ``scripts/verl_config.py`` (``--paths error|warn|off`` there); no command of its own:
+Part of ``scripts/launch/verl_config.py`` (``--paths error|warn|off`` there); no command of its own:
 
-    from scripts.config_paths import check_paths; errors, notes = check_paths(cfg)
+    from scripts.launch.config_paths import check_paths; errors, notes = check_paths(cfg)
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ import importlib.util
 import os
 import re
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import scripts
+
+ROOT = scripts.ROOT
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _REMOTE = ("hdfs://", "s3://", "gs://", "http://", "https://")
 

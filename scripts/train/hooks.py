@@ -317,7 +317,7 @@ def wait_for_judge(opts: dict, clock=time.monotonic, sleep=time.sleep, say=print
     js = opts.get("judge_server") or {}
     if not js.get("enable") or not js.get("port"):
         return None
-    from scripts.judge_server import ready
+    from scripts.launch.judge_server import ready
 
     url, name = f"http://127.0.0.1:{int(js['port'])}/v1", str(js.get("served_model_name") or "judge")
     limit = float(js.get("wait_for_timeout") or 0) + float(js.get("start_timeout") or 600)
@@ -358,7 +358,7 @@ def _settings(config) -> tuple[dict, FailFast, HackingWatch | None, bool]:
 
 def settings_errors(config) -> list[str]:
     """What ``install`` would refuse in ``config.verl_judge`` ([] or one message naming the setting): the config check
-    (``scripts/verl_config.py``) asks before a run starts; ``install`` raises it in the trainer, after Ray's start-up."""
+    (``scripts/launch/verl_config.py``) asks before a run starts; ``install`` raises it in the trainer, after Ray's start-up."""
     try:
         _settings(config)
     except ValueError as e:

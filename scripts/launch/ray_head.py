@@ -15,16 +15,16 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 
+import scripts
 from scripts.console import say
+from scripts.launch import services
+from scripts.launch.services import free_port
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = scripts.ROOT
 #: Ray's command line through this interpreter (for installs without the `ray` script, e.g. pip --target)
 RAY_CLI = (sys.executable, "-c", "import sys; sys.argv[0] = 'ray'; from ray.scripts.scripts import main; main()")
 START_TIMEOUT_S = 180
@@ -45,12 +45,6 @@ def ray_cli() -> list[str]:
     if os.access(beside, os.X_OK):
         return [beside]
     return ["ray"] if shutil.which("ray") else list(RAY_CLI)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start(env: dict, log_path: str, dashboard_port: int | None = None, join: str | None = None,
@@ -92,8 +86,7 @@ def _start_once(env: dict, log_path: str, dashboard_port: int | None, join: str 
     cmd += [f"--num-gpus={num_gpus}"] if num_gpus is not None else []
     say("ray_head", f"starting a Ray node joining {join} (log: {log_path})" if join else
         f"starting a private Ray head on port {port} (log: {log_path}; temp dir {temp_dir})")
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    proc = services.spawn(cmd, env, log_path, cwd=ROOT)
     proc.temp_dir = temp_dir
     try:
         return _wait_started(proc, log_path, env, join, port)
@@ -103,27 +96,26 @@ def _start_once(env: dict, log_path: str, dashboard_port: int | None, join: str 
 
 
 def _wait_started(proc: subprocess.Popen, log_path: str, env: dict, join: str | None, port: int):
-    temp_dir = proc.temp_dir
-    deadline = time.time() + START_TIMEOUT_S
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            shutil.rmtree(temp_dir, ignore_errors=True)
-            with open(log_path, errors="replace") as f:
-                tail = "".join(f.readlines()[-5:]).strip()
-            raise RayStartExit(f"ray start exited with {proc.returncode}; its log ({log_path}) ends: {tail}")
+    def log() -> str:
         with open(log_path, errors="replace") as f:
-            text = f.read()
-        if "Ray runtime started" in text:
-            if join:
-                return proc, join
-            m = re.search(r"ray start --address='([^']+)'", text)
-            address = m.group(1) if m else f"127.0.0.1:{port}"
-            env["RAY_ADDRESS"] = address
-            if "Token authentication is enabled" in text and not env.get("RAY_AUTH_MODE"):
-                env["RAY_AUTH_MODE"] = "token"
-            return proc, address
-        time.sleep(0.5)
-    raise RayStartError(f"Ray {'node' if join else 'head'} did not start in {START_TIMEOUT_S} s; see {log_path}")
+            return f.read()
+
+    try:
+        services.wait_until(lambda: "Ray runtime started" in log(), proc, f"ray start (a Ray {'node' if join else 'head'})",
+                            START_TIMEOUT_S, log_path, who="ray_head", lines=5)
+    except services.ServiceExited as e:
+        raise RayStartExit(str(e)) from None
+    except services.ServiceError as e:
+        raise RayStartError(str(e)) from None
+    if join:
+        return proc, join
+    text = log()
+    m = re.search(r"ray start --address='([^']+)'", text)
+    address = m.group(1) if m else f"127.0.0.1:{port}"
+    env["RAY_ADDRESS"] = address
+    if "Token authentication is enabled" in text and not env.get("RAY_AUTH_MODE"):
+        env["RAY_AUTH_MODE"] = "token"
+    return proc, address
 
 
 def machine_gpus() -> int:
@@ -140,12 +132,7 @@ def stop(proc: subprocess.Popen, keep: bool = False) -> None:
     temp directory (``keep``: leave it, its session logs say what went wrong)."""
     if proc.poll() is None:
         say("ray_head", f"stopping the private Ray head (pid {proc.pid})")
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    services.stop(proc, grace=60)
     temp_dir = getattr(proc, "temp_dir", None)
     if temp_dir and keep:
         say("ray_head", f"Ray's session logs kept in {temp_dir}")

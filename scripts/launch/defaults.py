@@ -17,9 +17,10 @@ import subprocess
 import sys
 import urllib.parse
 
+import scripts
 from scripts.console import say
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = scripts.ROOT
 SHARED_GSM8K = os.path.normpath(os.path.join(ROOT, "..", "shared", "data", "gsm8k"))
 #: verl_judge.default_data -> (data_prep module, folder under DATA_DIR, train file, validation file)
 DATA = {

@@ -3,7 +3,7 @@
 
 Composes, with the Hydra compose API and the *installed* verl, either a recipe's
 ``recipes/<recipe>/config.yaml`` (``defaults: [ppo_trainer, base, _self_]``, found on
-``scripts.knobs.SEARCH_PATH`` as ``scripts/train.py`` finds them, with the ``vj.*`` resolvers) or verl's bare ``ppo_trainer.yaml``, applies the overrides, then fails
+``scripts.launch.knobs.SEARCH_PATH`` as ``scripts/train/trainer.py`` finds them, with the ``vj.*`` resolvers) or verl's bare ``ppo_trainer.yaml``, applies the overrides, then fails
 with a clear message on:
 
 * a key verl does not define: in an override (Hydra struct error) or in the recipe's YAML files
@@ -16,20 +16,20 @@ with a clear message on:
 * a value out of range (``VALUE_RULES``): GPU / node counts, batch sizes and ``rollout.n`` must be
   integers >= 1, ``gpu_memory_utilization`` in (0, 1], temperatures >= 0, the learning rate > 0;
 * a ``reward_kwargs`` option its reward function refuses (its module's ``check_options``) and a ``verl_judge`` setting
-  ``scripts/train_hooks.py`` refuses, both found by verl only at the first reward / in the trainer;
+  ``scripts/train/hooks.py`` refuses, both found by verl only at the first reward / in the trainer;
 * a micro-batch that does not divide what each GPU gets (``batch_errors``), which verl itself finds only at its
   first update, after start-up;
 * a value that does not resolve: a knob the config reads unset (``${oc.env:MODEL}``) or of a bad value;
-* files that do not exist (``scripts/config_paths.py``): model path, data files, judge model path,
+* files that do not exist (``scripts/launch/config_paths.py``): model path, data files, judge model path,
   reward function file (or a ``pkg://`` module that cannot be found) and the function name inside it;
 
 then runs verl's own ``validate_config``, instantiates the config dataclasses that build on CPU
 (algorithm, rollout, model, reward model, sandbox), checks the reward manager is registered and
 refuses a colocated judge on verl's V1 trainer.
 
-    python -m scripts.verl_config --recipe judge_pointwise data.train_files=a.parquet ...
-    python -m scripts.verl_config [--paths error|warn|off] [--overrides-file F] OVERRIDE ...
-    python -m scripts.verl_config --show trainer.logger data.train_files OVERRIDE ...
+    python -m scripts.launch.verl_config --recipe judge_pointwise data.train_files=a.parquet ...
+    python -m scripts.launch.verl_config [--paths error|warn|off] [--overrides-file F] OVERRIDE ...
+    python -m scripts.launch.verl_config --show trainer.logger data.train_files OVERRIDE ...
 
 Exit 0 and ``CONFIG OK`` when valid; exit 1 with one ``CONFIG ERROR: ...`` line per problem.
 Python API: ``check(overrides, recipe=None) -> DictConfig`` (raises ``ConfigError``),
@@ -52,11 +52,12 @@ import sys
 import warnings
 from typing import Iterable, Sequence
 
-from scripts import knobs, train_hooks
-from scripts.config_paths import check_paths, reward_option_errors
+from scripts.launch import knobs
+from scripts.launch.config_paths import check_paths, reward_option_errors
+from scripts.train import hooks as train_hooks
 
 ROOT, RECIPES = knobs.ROOT, knobs.RECIPES
-#: The project's own section of a recipe config (read by scripts/train_hooks.py and scripts/launch.py).
+#: The project's own section of a recipe config (read by scripts/train/hooks.py and scripts/launch/launcher.py).
 PROJECT_SECTION = "verl_judge"
 
 # Keys that may be *added* with `+key=value` (verl reads them but its yaml does not declare them).

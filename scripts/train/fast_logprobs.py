@@ -16,14 +16,13 @@ installed: verl then never calls the fallback.
 
 It is loaded through verl's own hook, the model config's ``external_lib`` (imported by
 ``verl.workers.config.HFModelConfig`` in every process that builds a model): ``recipes/base.yaml`` sets
-``actor_rollout_ref.model.external_lib`` and ``scripts.pipeline`` passes ``model.external_lib`` to the
+``actor_rollout_ref.model.external_lib`` and ``scripts.workflows.pipeline`` passes ``model.external_lib`` to the
 SFT trainer.
 """
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-
 import verl.utils.torch_functional as verl_F
 
 CHUNK_ROWS = 1024  # rows of logits per kernel: 1024 x 49,152 fp32 logits = 201 MB at a time

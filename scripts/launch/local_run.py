@@ -1,7 +1,7 @@
 """One local training run, as the launcher runs it (``python -m scripts.launch`` / ``bash recipes/<name>/run.sh``
-without ``RAY_ADDRESS``): the judge server when the config asks for one (``scripts/judge_server.py``), a private
-Ray head (``scripts/ray_head.py``), the trainer with its output teed to the console and the run's log (secrets
-masked), and the stall watchdog (``scripts/stall.py``). Everything it starts is stopped before it returns.
+without ``RAY_ADDRESS``): the judge server when the config asks for one (``scripts/launch/judge_server.py``), a private
+Ray head (``scripts/launch/ray_head.py``), the trainer with its output teed to the console and the run's log (secrets
+masked), and the stall watchdog (``scripts/launch/stall.py``). Everything it starts is stopped before it returns.
 
 verl picks free ports for each worker group's process group and binds them seconds later; a run starting beside
 others can find one taken meanwhile (``EADDRINUSE``, seen with six runs started together on one host). ``run``
@@ -18,12 +18,16 @@ import os
 import subprocess
 import sys
 
-from scripts import children, judge_server, ray_head, stall
 from scripts.console import mask, say
-from scripts.knobs import ROOT
+from scripts.launch import judge_server, ray_head, services, stall
+from scripts.launch.knobs import ROOT
 
 #: local starts of a run that failed before its first step because a port it picked was taken (EADDRINUSE)
 START_TRIES = 3
+#: services a local run starts when its config enables them: each module's ``planned(cfg, env, job)`` gives their
+#: settings (the launcher's check), its ``Served.beside(...)`` the running service: ``overrides`` for the trainer,
+#: ``attach(proc)``, ``cause`` (why it failed the run) and ``exit_code``
+SERVICES = {"judge_server": judge_server}
 
 
 class Tee:
@@ -63,8 +67,7 @@ class Tee:
 def run_child(cmd: list[str], env: dict, tee: Tee, stdin: str | None = None, on_start=()) -> int:
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             errors="replace", bufsize=1, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL)
-    children.started(proc)
-    try:
+    with services.tracked(proc):
         for hook in on_start:
             hook(proc)
         if stdin is not None:
@@ -72,9 +75,6 @@ def run_child(cmd: list[str], env: dict, tee: Tee, stdin: str | None = None, on_
             proc.stdin.close()
         tee.pump(proc.stdout)
         return proc.wait()
-    finally:
-        children.stop(proc)
-        children.ended(proc)
 
 
 def side_log(log_file: str, service: str) -> str:
@@ -85,7 +85,7 @@ def side_log(log_file: str, service: str) -> str:
 
 
 def run(p, cenv: dict, env, tee: Tee, log_file: str, start_tries: int = START_TRIES) -> int:
-    """Plan ``p`` (``scripts.launch.Plan``) run locally, started again after a port race at start-up (see above)."""
+    """Plan ``p`` (``scripts.launch.launcher.Plan``) run locally, started again after a port race at start-up (see above)."""
     rc = 1
     for attempt in range(1, max(1, start_tries) + 1):
         tee.port_taken = tee.stepped = False
@@ -107,22 +107,18 @@ def stepped(metrics_file: str) -> bool:
 
 
 def run_local(p, cenv: dict, env, tee: Tee, log_file: str) -> int:
-    """One local run: the judge server when the config asks for it, a private Ray head, the trainer, the watchdog;
-    everything started here is stopped before it returns."""
+    """One local run: the services the config asks for (started beside training's own start-up), a private Ray
+    head, the trainer, the watchdog; everything started here is stopped before it returns."""
     rc = 1
     command = p.command
     with contextlib.ExitStack() as watches:
-        hooks = []
-        served = None
-        if p.judge_server:  # judge_placement=server: started beside training's own start-up
-            senv = dict(cenv)
-            if p.server_devices:  # the server on GPUs of its own, training (its Ray head) on the rest
-                senv["CUDA_VISIBLE_DEVICES"], cenv["CUDA_VISIBLE_DEVICES"] = p.server_devices
-                say("launch", f"judge server on GPU {p.server_devices[0]}, training on GPU {p.server_devices[1]}", env)
-            served = watches.enter_context(judge_server.Served(
-                p.judge_server, senv, side_log(log_file, "judge_server"), python=p.command[0]))
-            command = [*command, f"verl_judge.judge_server.port={served.port}"]
-            hooks.append(served.attach)
+        hooks, served = [], []
+        for name, settings in p.services.items():
+            s = watches.enter_context(SERVICES[name].Served.beside(settings, cenv, side_log(log_file, name), p.command[0],
+                                                                   lambda m: say("launch", m, env)))
+            command = [*command, *s.overrides]
+            hooks.append(s.attach)
+            served.append(s)
         head, address = ray_head.start(cenv, side_log(log_file, "ray_head"))
         watches.callback(lambda: ray_head.stop(head, keep=rc != 0))
         say("launch", f"Ray head at {address}; training", env)
@@ -133,9 +129,10 @@ def run_local(p, cenv: dict, env, tee: Tee, log_file: str) -> int:
             watch = watches.enter_context(stall.Watch(steps, p.metrics_file, tee.last_lines))
             hooks.append(watch.attach)
         rc = run_child(command, cenv, tee, on_start=hooks)
-        if served is not None and served.cause:
-            say("launch", f"ERROR: {served.cause.splitlines()[0]} (exit {judge_server.SERVER_DIED_EXIT})", env)
-            rc = judge_server.SERVER_DIED_EXIT
+        failed = next((s for s in served if s.cause), None)
+        if failed is not None:
+            say("launch", f"ERROR: {failed.cause.splitlines()[0]} (exit {failed.exit_code})", env)
+            rc = failed.exit_code
         elif watch is not None and watch.cause:
             say("launch", f"ERROR: {watch.cause.splitlines()[0]} (checkpoints kept in the run folder)", env)
             rc = stall.STALL_EXIT

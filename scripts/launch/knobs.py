@@ -4,11 +4,11 @@ Machine knobs live in the recipe configs as OmegaConf resolvers (``${oc.env:N_GP
 ``recipes/base.yaml`` and the like), so Hydra reads them wherever the config is composed; the few the
 launcher needs before Hydra (default data, output folder, secrets, ``ray job submit``) it reads itself.
 ``register()`` adds the project's resolvers (``vj.*``) and ``SEARCH_PATH`` is where a recipe's
-``defaults`` are found; ``scripts/verl_config.py`` and ``scripts/train.py`` use both. A variable that
+``defaults`` are found; ``scripts/launch/verl_config.py`` and ``scripts/train/trainer.py`` use both. A variable that
 looks like one of ours (``JUDGE_*``, ``TRAIN_*``, ...) but is not a knob is an error that names it.
 
-    python -m scripts.knobs                 # the table (Markdown), as python -m scripts.launch --knobs
-    python -m scripts.knobs --check WHO     # exit 2 naming each unknown JUDGE_*/TRAIN_*/... variable set
+    python -m scripts.launch.knobs                 # the table (Markdown), as python -m scripts.launch --knobs
+    python -m scripts.launch.knobs --check WHO     # exit 2 naming each unknown JUDGE_*/TRAIN_*/... variable set
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ import sys
 import threading
 from dataclasses import dataclass
 
+import scripts
 from scripts.console import SECRET_NAME
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = scripts.ROOT
 RECIPES = os.path.join(ROOT, "recipes")
 #: Where a recipe's ``defaults: [ppo_trainer, base, _self_]`` are found: verl's config package, then recipes/.
 SEARCH_PATH = f"hydra.searchpath=[pkg://verl.trainer.config,file://{RECIPES}]"
@@ -33,7 +34,7 @@ PREFIXES = ("JUDGE_", "TRAIN_", "VAL_", "ROLLOUT_", "REWARD_", "POLICY_", "PIPEL
 @dataclass(frozen=True)
 class Knob:
     name: str
-    where: str  # "config": a resolver in recipes/*.yaml reads it; "launcher": scripts/launch.py (before Hydra)
+    where: str  # "config": a resolver in recipes/*.yaml reads it; "launcher": scripts/launch/launcher.py (before Hydra)
     kind: str  # path | files | text: how the launcher normalises a set value (paths made absolute)
     doc: str
 

@@ -1,5 +1,5 @@
 """The stall watchdog: a training run that completes no step for too long is stopped, with a message saying which
-run, its last step, how long it waited and the last lines of its log. The launcher (``scripts/launch.py``) runs one
+run, its last step, how long it waited and the last lines of its log. The launcher (``scripts/launch/launcher.py``) runs one
 beside every local training run; no command of its own.
 
 A step counts when verl reports it: a new ``step`` in the run's metrics JSONL (verl's ``file`` logger) or a
@@ -26,8 +26,8 @@ import subprocess
 import threading
 import time
 
-from scripts import children
 from scripts.console import say
+from scripts.launch import services
 
 STALL_EXIT = 5  # scripts.train's silent judge is 3, a dead judge server 4
 KILL_GRACE_S = 30.0
@@ -161,5 +161,5 @@ class Watch:
                 continue
             self.cause = self.stall.message(self.tail())
             say("watchdog", f"ERROR: {self.cause}")
-            children.stop(self.proc, KILL_GRACE_S)
+            services.stop(self.proc, KILL_GRACE_S)
             return

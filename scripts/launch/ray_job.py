@@ -5,7 +5,7 @@ The repo is the job's working_dir, so repo paths become repo-relative, except th
 (``runtime_env.yaml`` excludes, ``.gitignore``: data/, outputs/, ...), which stay absolute. Secrets that are
 set are merged into the runtime env in memory and reach ``ray job submit`` on its stdin, never on a
 command line nor in a file. A fresh cluster whose job agent is not up yet is asked again. Used by
-``scripts/launch.py`` (no command of its own):
+``scripts/launch/launcher.py`` (no command of its own):
 
     RAY_ADDRESS=http://head:8265 bash recipes/gsm8k_rule/run.sh trainer.nnodes=2
 """
@@ -17,10 +17,11 @@ import os
 import sys
 import time
 
-from scripts import ray_head
+import scripts
 from scripts.console import say, secret_names
+from scripts.launch import ray_head
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = scripts.ROOT
 RUNTIME_ENV_DEFAULT = os.path.join(ROOT, "runtime_env.yaml")
 SUBMIT_TRIES = 6  # `ray job submit` attempts while a fresh cluster's job agent is not ready
 JOB_AGENT_NOT_READY = "No available agent to submit job"
@@ -53,7 +54,6 @@ def not_uploaded(rel: str, env) -> bool:
         from ray._private.thirdparty.pathspec import PathSpec
     except ImportError:
         return False
-    import yaml
 
     lines: list[str] = []
     rt_path = env.get("RUNTIME_ENV") or RUNTIME_ENV_DEFAULT
@@ -95,7 +95,6 @@ def load_runtime_env(path: str) -> dict:
 
 def runtime_env(path: str, env) -> tuple[dict, list[str]]:
     """runtime_env.yaml + the secret env vars that are set here, merged in memory only."""
-    import yaml
 
     rt = load_runtime_env(path)
     rt.setdefault("env_vars", {})
@@ -109,10 +108,10 @@ def runtime_env(path: str, env) -> tuple[dict, list[str]]:
 
 def command(rdir: str, overrides: list[str], knob_env: dict, env) -> tuple[list[str], dict | None, list[str]]:
     """(the ``ray job submit`` command, the runtime env it carries in memory or None, notes)."""
-    # Hydra reads a relative --config-path relative to scripts/train.py, wherever the job's working_dir lands
+    # Hydra reads a relative --config-path relative to scripts/train/trainer.py, wherever the job's working_dir lands
     train = [env.get("JOB_PYTHON") or "python3", "-m", "scripts.train", "--config-path",
-             os.path.relpath(rdir, os.path.join(ROOT, "scripts")), "--config-name", "config", *overrides]
-    if knob_env:  # the driver resolves the config (scripts/train.py), so the knobs need to reach it only
+             os.path.relpath(rdir, os.path.join(ROOT, "scripts", "train")), "--config-name", "config", *overrides]
+    if knob_env:  # the driver resolves the config (scripts/train/trainer.py), so the knobs need to reach it only
         train = ["env", *[f"{k}={v}" for k, v in knob_env.items()], *train]
     rt_path = env.get("RUNTIME_ENV") or RUNTIME_ENV_DEFAULT
     rt, passed = runtime_env(rt_path, env)

@@ -5,9 +5,9 @@
 A recipe's ``config.yaml`` starts ``defaults: [ppo_trainer, base, _self_]``: verl 0.9.1's own
 ``ppo_trainer`` config (found on Hydra's search path as ``pkg://verl.trainer.config``), then the
 project's shared ``recipes/base.yaml``, then the recipe's values; command-line overrides win. This
-module adds the search path and the ``vj.*`` resolvers (``scripts/knobs.py``), resolves the config here,
+module adds the search path and the ``vj.*`` resolvers (``scripts/launch/knobs.py``), resolves the config here,
 where the knobs (``${oc.env:...}``) are set, and runs verl's ``run_ppo`` with a task runner that installs
-``scripts.train_hooks`` (judge-aware step metrics, fail-fast on a silent judge, pair-grouped GRPO)
+``scripts.train.hooks`` (judge-aware step metrics, fail-fast on a silent judge, pair-grouped GRPO)
 in the process that trains. The hooks patch verl's legacy trainer, which every recipe uses
 (``trainer.use_v1: false`` in base.yaml: verl 0.9.1's V1 trainer passes a colocated judge no
 ground truth, and logs no reward keys per step).
@@ -27,15 +27,15 @@ import sys
 import ray
 from verl.trainer.main_ppo_v0 import TaskRunner as _VerlTaskRunner
 
-from scripts import knobs
+from scripts.launch import knobs
 
 
 @ray.remote(num_cpus=1)
 class JudgeTaskRunner(_VerlTaskRunner.__ray_actor_class__):
-    """verl's legacy TaskRunner with ``scripts.train_hooks`` installed before training."""
+    """verl's legacy TaskRunner with ``scripts.train.hooks`` installed before training."""
 
     def run(self, config):
-        from scripts import train_hooks
+        from scripts.train import hooks as train_hooks
 
         train_hooks.install(config)
         return super().run(config)
@@ -65,7 +65,7 @@ def unique_job_id() -> str:
 def silent_judge(exc: BaseException | None):
     """The ``StopRun`` (silent judge, reward hacking) that ``exc`` is or wraps (the ``cause`` of the Ray task error that
     ``ray.get`` raises for the task runner, or a chained cause), else None."""
-    from scripts.train_hooks import StopRun
+    from scripts.train.hooks import StopRun
 
     seen = set()
     while exc is not None and id(exc) not in seen:
@@ -91,7 +91,6 @@ def exit_on_silent_judge(exc: BaseException) -> None:
 def main() -> None:
     import hydra
     from omegaconf import OmegaConf
-
     from verl.trainer.main_ppo import run_ppo
     from verl.utils.device import auto_set_device
 
@@ -123,6 +122,3 @@ def main() -> None:
         sys.argv.append(knobs.SEARCH_PATH)
     _main()
 
-
-if __name__ == "__main__":
-    main()

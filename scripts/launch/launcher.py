@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The launcher behind every ``recipes/<recipe>/run.sh``: plan, check and run one recipe (``run_recipe``).
 
     bash recipes/gsm8k_rule/run.sh trainer.total_training_steps=3
@@ -10,18 +9,18 @@ A recipe is a Hydra config, ``recipes/<recipe>/config.yaml``: verl's ``ppo_train
 N_GPUS, ...) are read there (``${oc.env:...}``). Arguments are Hydra overrides and win over everything.
 The launcher does what must happen before Hydra:
 
-1. stops on a variable that looks like a knob but is none (``scripts/knobs.py``), and on values out of
+1. stops on a variable that looks like a knob but is none (``scripts/launch/knobs.py``), and on values out of
    range or that do not resolve (GPU and node counts, batch sizes, memory share, ...), naming the knob;
 2. the default model (``MODEL`` unset, no ``actor_rollout_ref.model.path=``) and the recipe's default
    data (``verl_judge.default_data``, built by ``data_prep``), given to the run as MODEL / TRAIN_FILES /
-   VAL_FILES (``scripts/defaults.py``); paths of knobs made absolute (repo-relative for a Ray job);
+   VAL_FILES (``scripts/launch/defaults.py``); paths of knobs made absolute (repo-relative for a Ray job);
 3. the run folder (``OUTPUT_DIR``: ``launch.log``, ``ray_head.log``, verl's ``file`` logger's
    ``metrics.jsonl``), ``swanlab`` with a key; prints the command (secret values masked) and checks the
-   composed config with ``scripts/verl_config.py``;
+   composed config with ``scripts/launch/verl_config.py``;
 4. runs ``python -m scripts.train --config-path <recipe> --config-name config <overrides>`` with the
-   knobs in its environment against a private Ray head, stopped afterwards (``scripts/local_run.py``: a
+   knobs in its environment against a private Ray head, stopped afterwards (``scripts/launch/local_run.py``: a
    run that loses a port race at start-up is started again); or, with ``RAY_ADDRESS`` set, submits it
-   with ``ray job submit --runtime-env runtime_env.yaml`` (``scripts/ray_job.py``: secrets that are set
+   with ``ray job submit --runtime-env runtime_env.yaml`` (``scripts/launch/ray_job.py``: secrets that are set
    are added by name, in memory).
 
 ``DRY_RUN=1`` stops after step 3 (CPU is enough); ``DRY_RUN=print`` prints the plan as JSON without
@@ -38,15 +37,15 @@ import os
 import re
 import shlex
 import signal
-import threading
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 
-from scripts import defaults, judge_server, knobs, local_run, ray_head, ray_job, stall, verl_config
-from scripts import overrides as ov
 from scripts.console import KEY_ENV, mask, say
-from scripts.local_run import Tee, run_child
+from scripts.launch import defaults, knobs, local_run, ray_head, ray_job, stall, verl_config
+from scripts.launch import overrides as ov
+from scripts.launch.local_run import Tee, run_child
 
 ROOT = knobs.ROOT
 LOGGER_ENV = "+ray_kwargs.ray_init.runtime_env.env_vars"
@@ -74,9 +73,8 @@ class Plan:
     log_file: str = ""
     key_env: str = ""
     runtime_env: dict | None = None  # job mode; includes secret values -> never print / write
-    judge_server: dict | None = None  # verl_judge.judge_server when enabled (judge_placement=server)
-    server_devices: tuple[str, str] | None = None  # (the server's, training's) CUDA_VISIBLE_DEVICES: devices=
-    watchdog: dict | None = None  # verl_judge.watchdog when enabled (scripts/stall.py)
+    services: dict[str, dict] = field(default_factory=dict)  # the services the config enables (local_run.SERVICES)
+    watchdog: dict | None = None  # verl_judge.watchdog when enabled (scripts/launch/stall.py)
 
 
 def truthy(v) -> bool:
@@ -217,21 +215,13 @@ def plan(env, user_args: list[str], recipe: str, materialize: bool = True, outpu
         if not job and "actor_rollout_ref.model.use_remove_padding" not in given \
                 and (env.get("NO_FLASH_ATTN") or "auto").strip().lower() == "auto" and not knobs.flash_attn("auto"):
             p.notes.append("NO_FLASH_ATTN=auto: flash_attn not importable here -> sdpa attention, no remove-padding")
-        server = OmegaConf.select(cfg, "verl_judge.judge_server", default=None)
-        if server is not None and server.get("enable"):
-            if job:
-                raise LaunchError("judge_placement=server starts the judge server beside a local run; on a Ray cluster "
-                                  "serve the judge yourself (docs/ray_cluster.md) and use gsm8k_api_judge with "
-                                  "JUDGE_BASE_URL, or judge_placement=pool")
-            p.judge_server = OmegaConf.to_container(server, resolve=True)
+        for name, service in local_run.SERVICES.items():  # what the config asks to start beside training
             try:
-                judge_server.command(p.judge_server, 0)  # a bad setting stops the run here, dry runs too
-                want, visible = p.judge_server.get("devices"), env.get("CUDA_VISIBLE_DEVICES")
-                p.server_devices = judge_server.split_devices(
-                    want, visible, int(cfg.trainer.n_gpus_per_node),
-                    machine=ray_head.machine_gpus() if want not in (None, "", []) and visible is None else 0)
+                settings = service.planned(cfg, env, job)
             except ValueError as e:
                 raise LaunchError(str(e)) from None
+            if settings is not None:
+                p.services[name] = settings
         watchdog = OmegaConf.select(cfg, "verl_judge.watchdog", default=None)
         watchdog = OmegaConf.to_container(watchdog, resolve=True) if watchdog is not None else {}
         errors = stall.settings_errors(watchdog)
@@ -390,6 +380,3 @@ def main(argv: list[str], env: dict | None = None) -> int:
                            "metrics_file": p.metrics_file, "output_dir": p.output_dir}, indent=1), env))
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

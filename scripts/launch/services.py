@@ -1,0 +1,149 @@
+"""Background processes, one way: the services a run starts (the private Ray head, the judge server) and the child
+processes a run or a pipeline must stop on every exit path. No command of its own:
+
+    proc = services.spawn(cmd, env, "judge.log", group=True)                     # output to the log
+    services.wait_until(lambda: up(url), proc, "the judge server", 600)          # a deadline, and what it waits for
+    services.stop(proc, group=True)                                              # SIGTERM, then SIGKILL
+    with services.tracked(subprocess.Popen(...)) as proc: ...                    # stopped whatever happens
+    services.stop_all("stage sft failed")                                        # every tracked child still running
+
+``wait_until`` raises ``ServiceExited`` when the process ends before it is ready and ``ServiceError`` when the deadline
+passes, each naming what it waited for and ending with its log's last lines; it says every 30 s that it is still
+waiting. ``stop`` with ``group=True`` also kills what the process left in its process group (vLLM's engine core).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+
+from scripts.console import say
+
+
+class ServiceError(RuntimeError):
+    """A service was not ready within its deadline."""
+
+
+class ServiceExited(ServiceError):
+    """A service exited before it was ready."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def spawn(cmd: list[str], env: dict, log_path: str, cwd: str | None = None, group: bool = False) -> subprocess.Popen:
+    """Start ``cmd`` with its output (stdout and stderr) in ``log_path``, no stdin; ``group``: in a process group of its
+    own (``stop(proc, group=True)`` then ends everything it started)."""
+    os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
+    with open(log_path, "w") as log:
+        return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=group)
+
+
+def tail(log_path: str, n: int = 20) -> str:
+    """The last ``n`` lines of a log ("(no log)" when it cannot be read)."""
+    try:
+        with open(log_path, errors="replace") as f:
+            return "".join(f.readlines()[-n:]).rstrip()
+    except OSError:
+        return "(no log)"
+
+
+def wait_until(ready: Callable[[], bool], proc: subprocess.Popen, what: str, timeout: float, log_path: str,
+               cancel: threading.Event | None = None, who: str = "services", setting: str = "",
+               poll: float = 0.5, lines: int = 20) -> bool:
+    """Wait until ``ready()``; False when ``cancel`` is set first. ``what`` names the service in every message,
+    ``setting`` the knob of its deadline."""
+    t0 = shown = time.time()
+    while not ready():
+        if cancel is not None and cancel.is_set():
+            return False
+        if proc.poll() is not None:
+            raise ServiceExited(f"{what} exited with {proc.returncode} before it was ready; its log ({log_path}) ends:"
+                                f"\n{tail(log_path, lines)}")
+        if time.time() - t0 > timeout:
+            raise ServiceError(f"{what} was not ready within {timeout:.0f}s{f' ({setting})' if setting else ''}; its "
+                               f"log ({log_path}) ends:\n{tail(log_path, lines)}")
+        if time.time() - shown >= 30:
+            say(who, f"waiting for {what} ({time.time() - t0:.0f}s) ...")
+            shown = time.time()
+        time.sleep(poll)
+    return True
+
+
+def stop(proc: subprocess.Popen | None, grace: float = 30.0, group: bool = False) -> bool:
+    """SIGTERM (to its process group with ``group``), SIGKILL after ``grace`` seconds, also when a second signal
+    interrupts the wait; with ``group``, SIGKILL to whatever is left in the group once its leader is gone. Whether it
+    was running."""
+    if proc is None:
+        return False
+    running = proc.poll() is None
+    try:
+        if running:
+            os.killpg(proc.pid, signal.SIGTERM) if group else proc.terminate()
+            proc.wait(timeout=grace)
+    except (subprocess.TimeoutExpired, ProcessLookupError):
+        pass
+    finally:
+        if group:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)  # the leader's children, or a leader that ignored SIGTERM
+        elif proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    return running
+
+
+_live: set[subprocess.Popen] = set()
+_lock = threading.Lock()
+
+
+def started(proc: subprocess.Popen) -> None:
+    with _lock:
+        _live.add(proc)
+
+
+def ended(proc: subprocess.Popen) -> None:
+    with _lock:
+        _live.discard(proc)
+
+
+def live() -> list[subprocess.Popen]:
+    with _lock:
+        return [p for p in _live if p.poll() is None]
+
+
+@contextlib.contextmanager
+def tracked(proc: subprocess.Popen, grace: float = 30.0):
+    """``proc`` in the registry while the block runs; stopped and removed when it ends, whatever ends it."""
+    started(proc)
+    try:
+        yield proc
+    finally:
+        stop(proc, grace)
+        ended(proc)
+
+
+def stop_all(why: str, grace: float = 30.0) -> int:
+    """SIGTERM to every tracked child still running, SIGKILL to those alive after ``grace`` seconds; how many were
+    running. A pipeline calls it when a stage fails or it is signalled, before it joins its other threads (each
+    thread's launcher then stops its own judge server and Ray head)."""
+    procs = live()
+    if not procs:
+        return 0
+    say("children", f"{why}: stopping {len(procs)} running child process(es): "
+        + ", ".join(f"pid {p.pid}" for p in procs))
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        stop(p, grace)
+    return len(procs)

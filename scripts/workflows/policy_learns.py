@@ -1,0 +1,314 @@
+"""Does a policy learn from the trained judge as it learns from the rule? The side-by-side experiment.
+
+    python -m scripts.policy_learns --out runs/policy_learns                  # rule run and judge run, 100 steps
+    python -m scripts.policy_learns --out runs/pl --no-rule --steps 30        # the judge run alone
+    python -m scripts.policy_learns --out runs/pl --testbed none              # GSM8K itself (a real model: MODEL=...)
+    python -m scripts.policy_learns --out runs/card --arms rule,judge,random,format --seeds 0,1,2 --parallel 4
+    python -m scripts.policy_learns --out runs/cost --reuse runs/card --arms rule,judge,route --steps 20 --parallel 1
+
+The same start policy, data, seed and GRPO settings are trained twice: with the ``#### N`` rule
+(recipes/gsm8k_rule) and with the judge that the judge pipeline trains (recipes/gsm8k_local_judge, served on the
+same GPU: ``--judge-placement server``, default, or ``colocated``). Stages (resumable, as in ``scripts.workflows.pipeline``):
+
+1. ``testbed``: ``data_prep.word_problems`` (``--testbed-arg`` passes settings; ``--testbed none``: GSM8K from
+   ``GSM8K_DIR`` / the hub), then ``policy_data`` (``data_prep.gsm8k``);
+2. ``policy_sft``: the policy's warm start on ``--policy-sft-rows`` worked solutions (``data_prep.policy_sft`` +
+   verl's SFT trainer; 0 = none); then, side by side, each in a chain of its own:
+   ``rule`` (the rule run) and, with the judge served, ``judge`` (the judge run: its Ray, workers, vLLM and the
+   policy's own start-up go on while the judge is still being trained; its judge server starts once stage
+   ``judge_model`` is done, and the reward waits for it);
+3. the judge's stages of ``scripts.workflows.pipeline judge_to_reward``: verification data plus the start policy's own answers
+   (``samples``, graded by the last number; ``--model-solutions none``: verification data only), SFT warm start,
+   evaluation before / after, then ``judge_model`` (a link to the trained judge);
+4. ``report.md``, ``report.json``, ``policy_learns.png`` (``scripts.report.policy_learns``), its table printed last.
+
+Held-out accuracy is verl's own validation, greedy, on the first ``--eval-questions`` test questions and as many
+questions of the testbed's held-out stories (``eval_data``: wordings the training never has), at step 0 (the first
+run; the judge run too with ``--no-rule``), every ``--test-freq`` steps and at the last step; every answer is
+kept (``<run>_val/<step>.jsonl``) and the report grades it with the strict and the flexible rule. The runs share the
+GPU, so each vLLM engine gets a fixed KV cache and stays awake. Positional arguments are Hydra overrides for both
+runs. Any stage that fails stops the experiment at once, naming the stage (exit 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import sys
+
+from scripts.launch import knobs
+from scripts.launch import launcher as launch
+from scripts.report import policy_learns as report
+from scripts.report import scorecard
+from scripts.report.scorecard import run_name
+from scripts.workflows import pipeline
+
+# GRPO settings of both runs, one place (the recipes' own defaults otherwise): 16 questions x 8 answers a step, two
+# optimizer steps of 8 questions each, short answers (GSM8K itself: data.max_prompt_length=512
+# data.max_response_length=512), large micro-batches for a small model, the policy's vLLM with CUDA graphs (100 steps
+# of ~100-token answers: capture pays for itself), the judge's eager (its verdicts are ~30 tokens)
+RUN = ["data.train_batch_size=16", "actor_rollout_ref.rollout.n=8", "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+       "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=64",
+       "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=64", "data.max_prompt_length=192",
+       "data.max_response_length=192", "actor_rollout_ref.actor.optim.lr=5e-6",
+       "trainer.max_actor_ckpt_to_keep=1", "actor_rollout_ref.rollout.enforce_eager=false",
+       "actor_rollout_ref.rollout.gpu_memory_utilization=0.15", "actor_rollout_ref.rollout.free_cache_engine=false"]
+JUDGE_RUN = ["reward.reward_model.rollout.gpu_memory_utilization=0.1", "reward.reward_model.rollout.free_cache_engine=false",
+             "reward.reward_model.rollout.enforce_eager=true"]
+JUDGE_SERVER_RUN = ["judge_placement=server", "verl_judge.judge_server.gpu_memory_utilization=0.1"]  # + its KV cache
+# the reward of each arm: rule and judge by their recipes; the controls (reward_fns/controls.py) by the rule's recipe
+# with their reward function
+FLAKY = "reward.custom_reward_function.path=pkg://scripts.bench.flaky_judge"
+ARMS = {"rule": [], "judge": [], "random": ["reward.custom_reward_function.path=pkg://reward_fns.controls",
+                                            "reward.custom_reward_function.name=random_reward"],
+        "format": ["reward.custom_reward_function.path=pkg://reward_fns.controls",
+                   "reward.custom_reward_function.name=format_only"],
+        # the trained judge asked only where the rule cannot decide (reward_fns/llm_judge.py mode=route)
+        "route": ["++reward.custom_reward_function.reward_kwargs.mode=route"],
+        # a judge outage: 20% of the judge's calls fail (scripts/bench/flaky_judge.py), paid the rule's grade or nothing
+        "flaky_fallback": [FLAKY, "++reward.custom_reward_function.reward_kwargs.fail_share=0.2"],
+        "flaky_abstain": [FLAKY, "++reward.custom_reward_function.reward_kwargs.fail_share=0.2",
+                          "++reward.custom_reward_function.reward_kwargs.judge_failure=abstain"]}
+JUDGED = ("judge", "route", "flaky_fallback", "flaky_abstain")  # rewarded by the trained judge (gsm8k_local_judge)
+
+
+class PolicyLearns(pipeline.JudgeToReward):
+    def __init__(self, args, overrides: list[str]):
+        super().__init__(args, overrides)
+        if args.testbed != "none":
+            self.env["GSM8K_DIR"] = self.path("testbed")
+
+    def solver(self) -> str:
+        return self.start
+
+    @property
+    def start(self) -> str:
+        return self.sft_model("policy_sft") if self.args.policy_sft_rows > 0 else self.base
+
+    def testbed(self) -> None:
+        self.sh([self.py, "-m", "data_prep.word_problems", "--out", self.path("testbed"), *self.args.testbed_arg],
+                self.path("logs", "testbed.log"))
+
+    def eval_data(self) -> None:
+        """The validation's questions: the first ``--eval-questions`` of the testbed's test split and of its held-out
+        stories, one file each (``eval_data/test``, ``eval_data/heldout``)."""
+        n = str(self.args.eval_questions)
+        for split, source in (("test", "word_problems"), ("heldout", "word_problems_heldout")):
+            self.sh([self.py, "-m", "data_prep.gsm8k", "--out", self.path("eval_data", split), "--tokenizer", self.base,
+                     "--test", self.path("testbed", f"{split}.jsonl"), "--limit", n, "--data-source", source,
+                     "--no-progress"], self.path("logs", f"eval_data_{split}.log"))
+
+    def val_settings(self) -> list[str]:
+        """verl's validation files: the testbed's test split and held-out stories (each cut to ``--eval-questions``),
+        or GSM8K's test split's first ``--eval-questions``."""
+        if self.args.testbed == "none":
+            return [f"data.val_max_samples={self.args.eval_questions}",
+                    f"data.val_files={self.path('policy_data', 'test.parquet')}"]
+        files = ",".join(self.path("eval_data", s, "test.parquet") for s in ("test", "heldout"))
+        return ["data.val_max_samples=-1", f"data.val_files=[{files}]"]
+
+    def policy_sft(self) -> None:
+        a = self.args
+        data = self.path("policy_sft_data", "train.parquet")
+        self.sh([self.py, "-m", "data_prep.policy_sft", "--in", self.path("policy_data", "train.parquet"), "--out", data,
+                 "--max-rows", str(a.policy_sft_rows)], self.path("logs", "policy_sft.log"))
+        self.sft("policy_sft", data, steps=0, max_length=512)
+
+    def runs(self) -> list[tuple[str, str, int]]:
+        """``(name, arm, seed)`` of every GRPO run, seed by seed."""
+        return [(run_name(arm, seed), arm, seed) for seed in self.args.seeds for arm in self.args.arms]
+
+    def run_settings(self, name: str, arm: str | None = None, seed: int = 0) -> list[str]:
+        a = self.args
+        arm = arm or name
+        kv = f"kv_cache_memory_bytes={int(a.kv_cache_gb * 2**30)}"
+        before = name == self.runs()[0][0]  # the start policy's validation ("before"): once, in the first run
+        settings = [*RUN, f"data.seed={seed}", f"+actor_rollout_ref.rollout.engine_kwargs.vllm.{kv}",
+                    f"trainer.total_training_steps={a.steps}", f"trainer.test_freq={a.test_freq}",
+                    f"trainer.val_before_train={str(before).lower()}", f"trainer.save_freq={a.steps}",
+                    *self.val_settings(), f"trainer.validation_data_dir={self.path(name + '_val')}",
+                    f"trainer.default_local_dir={self.path(name)}", f"trainer.experiment_name=policy_learns-{name}",
+                    f"trainer.rollout_data_dir={self.path(name + '_rollouts')}",  # every sample, per step: what was paid for
+                    f"data.train_files={self.path('policy_data', 'train.parquet')}", *ARMS[arm]]
+        if arm in JUDGED and a.judge_placement == "server":  # the launcher serves the judge beside the policy
+            settings += [*JUDGE_SERVER_RUN, f"verl_judge.judge_server.kv_cache_memory_bytes={int(a.kv_cache_gb * 2**30)}",
+                         f"verl_judge.judge_server.wait_for={self.path('.judge_model.done')}"]
+        elif arm in JUDGED:
+            settings += [*JUDGE_RUN, f"+reward.reward_model.rollout.engine_kwargs.vllm.{kv}"]
+        return settings + self.overrides
+
+    def policy_run(self, name: str, arm: str | None = None, seed: int = 0, gpu: str | None = None) -> None:
+        arm = arm or name
+        recipe = "gsm8k_local_judge" if arm in JUDGED else "gsm8k_rule"
+        models = [f"actor_rollout_ref.model.path={self.start}"]
+        if arm in JUDGED:
+            models.append(f"reward.reward_model.model_path={self.path('judge_model')}")
+        env = dict(self.env, CUDA_VISIBLE_DEVICES=gpu) if gpu is not None else None
+        self.train(name, recipe, models + self.run_settings(name, arm, seed), f"{name}_metrics.jsonl", env=env)
+
+    def run_chains(self, runs: list[tuple[str, str, int]]) -> list[dict]:
+        """``runs`` in ``--parallel`` chains started now, round robin; chain i on GPU ``--gpus[i % n]`` when given."""
+        a = self.args
+        lanes = [runs[i::a.parallel] for i in range(min(a.parallel, len(runs)))]
+        gpus = a.gpus.split(",") if a.gpus else []
+        return [self.chain(f"runs{i}", [(name, self.path(name), lambda n=name, r=arm, s=seed, g=(gpus[i % len(gpus)] if gpus else None):
+                                         self.policy_run(n, r, s, g)) for name, arm, seed in lane])
+                for i, lane in enumerate(lanes)]
+
+    def reuse(self, src: str) -> list[str]:
+        """Every finished stage of experiment ``src`` but its GRPO runs (the testbed, the data, the start policy, the
+        judge's stages), linked into this one with its ``.done`` marker, so that only the runs are made here. Returns
+        the stages linked; stages this folder already has are kept."""
+        runs = re.compile(rf"(?:{'|'.join(ARMS)})(?:_s\d+)?")  # run_name's folders
+        os.makedirs(self.out, exist_ok=True)
+        linked = []
+        for marker in sorted(os.listdir(src)):
+            name = marker[1:-5] if marker.startswith(".") and marker.endswith(".done") else None
+            if not name or runs.fullmatch(name) or os.path.exists(self.path(marker)):
+                continue
+            product = os.path.join(src, name)
+            if os.path.lexists(product) and not os.path.lexists(self.path(name)):
+                os.symlink(os.path.realpath(product), self.path(name))
+            shutil.copyfile(os.path.join(src, marker), self.path(marker))
+            linked.append(name)
+        return linked
+
+    def link_judge(self, judge: str) -> None:
+        """``judge_model``: a link to the judge the judge's stages made (the judge run's reward model)."""
+        link, tmp = self.path("judge_model"), self.path(".judge_model.tmp")
+        if os.path.lexists(tmp):
+            os.remove(tmp)
+        os.symlink(os.path.abspath(judge), tmp)
+        os.replace(tmp, link)
+
+    def run(self) -> str:
+        a = self.args
+        if a.reuse:
+            pipeline.say(f"stages reused from {a.reuse}: {', '.join(self.reuse(a.reuse)) or 'none new'}")
+        if a.testbed != "none":
+            self.stage("testbed", self.path("testbed"), self.testbed)
+        self.stage("policy_data", self.path("policy_data"), self.policy_data)
+        if a.testbed != "none":
+            self.stage("eval_data", self.path("eval_data"), self.eval_data)
+        if a.policy_sft_rows > 0:  # the start policy: the runs and the judge's samples need it
+            self.stage("policy_sft", self.path("policy_sft"), self.policy_sft)
+        early = a.judge_placement == "server"  # judge runs start now; their server waits for stage judge_model
+        now = [r for r in self.runs() if early or r[1] not in JUDGED]
+        chains = self.run_chains(now)
+        judge = self.run_judge(beside_next=True)
+        self.marked("judge_model", self.path("judge_model"), lambda: self.link_judge(judge))
+        for name, arm, seed in self.runs():
+            if (name, arm, seed) not in now:  # colocated: the judge is loaded with the run, so it must exist first
+                self.stage(name, self.path(name), lambda n=name, r=arm, s=seed: self.policy_run(n, r, s))
+        self.finish_judge()
+        for job in chains:
+            self.join(job)
+        names = [name for name, _, _ in self.runs()]
+        out = report.write(self.out, names, log=print)
+        if len(a.seeds) > 1 or len(a.arms) > 2:
+            out = scorecard.write(self.out, a.arms, a.seeds, log=print)
+        print(report.console(out, self.out), flush=True)
+        return judge
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m scripts.policy_learns", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    pipeline.add_judge_args(p)
+    p.add_argument("--testbed", choices=("word_problems", "none"), default="word_problems",
+                   help="the policy's task: data_prep.word_problems (default) or none = GSM8K (GSM8K_DIR / the hub)")
+    p.add_argument("--testbed-arg", action="append", default=[], metavar="ARG",
+                   help="an argument for data_prep.word_problems, e.g. --testbed-arg=--steps=3 (repeatable)")
+    p.add_argument("--policy-sft-rows", type=int, default=500,
+                   help="worked solutions in the policy's warm start, one epoch (default 500; 0 = no warm start)")
+    p.add_argument("--rule", action=argparse.BooleanOptionalAction, default=True,
+                   help="also train with the rule reward, beside the judge's stages (default on; --no-rule: the judge arm only)")
+    p.add_argument("--arms", type=lambda v: [x.strip() for x in v.split(",") if x.strip()], default=None,
+                   help="rewards to train with, comma-separated, of: " + ", ".join(ARMS) + " (default rule,judge; random "
+                        "and format are controls: reward_fns/controls.py)")
+    p.add_argument("--seeds", type=lambda v: [int(x) for x in v.split(",") if x.strip()], default=[0],
+                   help="data.seed of each run, comma-separated (default 0); several: the scorecard (scorecard.md)")
+    p.add_argument("--parallel", type=int, default=2, help="GRPO runs at a time (default 2)")
+    p.add_argument("--gpus", default=None, metavar="0,1",
+                   help="spread the runs' chains over these GPUs (CUDA_VISIBLE_DEVICES of each chain; default: all runs "
+                        "on the visible GPU)")
+    p.add_argument("--reuse", default=None, metavar="DIR",
+                   help="a finished experiment whose stages (testbed, data, start policy, judge) this one links instead "
+                        "of making them again: only the GRPO runs are made (settings must match)")
+    p.add_argument("--steps", type=int, default=100, help="GRPO steps of each run (default 100)")
+    p.add_argument("--test-freq", type=int, default=20, help="verl validation every N steps and at the last (default 20)")
+    p.add_argument("--eval-questions", type=int, default=500,
+                   help="held-out test questions of verl's validation, greedy (default 500)")
+    p.add_argument("--judge-placement", choices=("colocated", "server"), default="server",
+                   help="the judge run's judge: server (default: an OpenAI-compatible server beside the policy, rewards "
+                        "streamed as each rollout finishes) or colocated (verl's reward stage); recipes/gsm8k_local_judge")
+    p.add_argument("--kv-cache-gb", type=float, default=4.0, help="fixed KV cache of each run's vLLM engines (4)")
+    # every vLLM engine of the evaluations and samples gets a fixed KV cache: the GPU is shared from the start
+    p.set_defaults(task="pointwise", model_solutions="base", grpo_steps=0, eval_pairs=100, sft_model=None,
+                   eval_kv_cache_gb=pipeline.SHARED_KV_CACHE_GB)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    args, overrides = parser.parse_known_args(argv)
+    bad = [o for o in overrides if "=" not in o or o.startswith("-")]
+    if bad:
+        parser.error(f"unrecognized arguments: {' '.join(bad)} (extra arguments are Hydra overrides KEY=VALUE)")
+    for name in ("steps", "test_freq", "eval_questions"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.model_solutions == "none":
+        args.model_solutions = None
+    elif args.model_solutions != "base" and not os.path.isfile(args.model_solutions):
+        parser.error(f"--model-solutions {args.model_solutions}: no such file")
+    if args.policy_sft_rows < 0 or not args.kv_cache_gb > 0:
+        parser.error("--policy-sft-rows must be >= 0 and --kv-cache-gb > 0")
+    args.arms = args.arms or (["rule", "judge"] if args.rule else ["judge"])
+    bad_arms = [x for x in args.arms if x not in ARMS]
+    if bad_arms or len(set(args.arms)) != len(args.arms):
+        parser.error(f"--arms: unknown or repeated arm(s) {bad_arms or args.arms}; known: {', '.join(ARMS)}")
+    if not args.rule and "rule" in args.arms:
+        args.arms.remove("rule")
+    if not args.arms or not args.seeds or len(set(args.seeds)) != len(args.seeds) or min(args.seeds) < 0:
+        parser.error("--arms and --seeds need at least one value each; seeds distinct and >= 0")
+    if args.reuse and not os.path.isfile(os.path.join(args.reuse, ".judge_model.done")):
+        parser.error(f"--reuse {args.reuse}: no finished experiment there (no .judge_model.done)")
+    if args.parallel < 1:
+        parser.error(f"--parallel must be >= 1, got {args.parallel}")
+    unknown = knobs.unknown(os.environ)
+    if unknown:
+        parser.error("; ".join(unknown))
+    pipe = PolicyLearns(args, overrides)
+    if launch.truthy(os.environ.get("DRY_RUN") or "0"):
+        return dry_run(pipe)
+    pipe.guarded(pipe.run)
+    return 0
+
+
+def dry_run(pipe: PolicyLearns) -> int:
+    """Each run's recipe checked with the settings it gets (the default model and data stand for the stages' own)."""
+    env = dict(pipe.env)
+    if not os.path.isdir(env.get("GSM8K_DIR", "")):  # the testbed is not built yet: the GSM8K default stands for it
+        env.pop("GSM8K_DIR", None)
+        if os.environ.get("GSM8K_DIR"):  # the user's GSM8K folder, as the launcher's default data would use it
+            env["GSM8K_DIR"] = os.environ["GSM8K_DIR"]
+    checked = set()
+    for name, arm, seed in pipe.runs():
+        if arm in checked:  # the seeds of an arm differ in data.seed alone
+            continue
+        checked.add(arm)
+        recipe = "gsm8k_local_judge" if arm in JUDGED else "gsm8k_rule"
+        settings = [s for s in pipe.run_settings(name, arm, seed)
+                    if not s.startswith(("data.train_files=", "data.val_files=", "data.val_max_samples="))]
+        pipeline.say(f"policy_learns run {name}: recipe {recipe}")
+        try:
+            launch.check_recipe(recipe, settings, dict(env), **pipe.where(name, f"{name}_metrics.jsonl"))
+        except launch.LaunchError as e:
+            pipeline.say(f"ERROR: {e}")
+            return 2
+    return 0
+
