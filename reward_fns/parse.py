@@ -17,7 +17,7 @@ Rules (identical everywhere):
 
 Every function here is total: any ``str`` (or even a non-string) input returns a ``Parsed``
 and never raises. Parsing is linear-time (one left-to-right scan for think blocks, then counts and
-one bounded search), safe on megabyte inputs; ``tests/test_parse.py`` checks the growth rate.
+one bounded search), safe on megabyte inputs; ``tests/reward_fns/test_parse.py`` checks the growth rate.
 """
 
 from __future__ import annotations

@@ -9,9 +9,10 @@ import sys
 
 import pytest
 
-from tests.test_bench_cli import _summ  # scripts.report.summarize_run as a command
+import scripts
+from tests.scripts.bench.test_bench_cli import _summ  # scripts.report.summarize_run as a command
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = scripts.ROOT
 
 
 INDEX = os.path.join(ROOT, "docs", "results", "README.md")  # every kept run, with the numbers it gave
