@@ -56,48 +56,97 @@ def positive_int(text: str) -> int:
 
 def add_empty_args(g) -> None:
     """``--fail-on-empty`` / ``--no-fail-on-empty`` (default on)."""
-    g.add_argument("--fail-on-empty", action=argparse.BooleanOptionalAction, default=True,
-                   help="an output with no rows (empty input, every row skipped) is an error, exit status 2 "
-                        "(default); --no-fail-on-empty writes the empty file")
+    g.add_argument(
+        "--fail-on-empty",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="an output with no rows (empty input, every row skipped) is an error, exit status 2 "
+        "(default); --no-fail-on-empty writes the empty file",
+    )
 
 
-def add_common_args(p: argparse.ArgumentParser, *, default_max_len: int, text_fields: Sequence[str],
-                    presets: Mapping[str, HFPreset], default_preset: str | None) -> None:
+def add_common_args(
+    p: argparse.ArgumentParser,
+    *,
+    default_max_len: int,
+    text_fields: Sequence[str],
+    presets: Mapping[str, HFPreset],
+    default_preset: str | None,
+) -> None:
     g = p.add_argument_group("inputs and outputs")
     g.add_argument("--out", required=True, metavar="DIR", help="output folder (file names: see data_prep/README.md)")
-    g.add_argument("--train", nargs="+", metavar="FILE", help="local input file(s) for the train split (.jsonl[.gz], .json, .parquet)")
+    g.add_argument(
+        "--train",
+        nargs="+",
+        metavar="FILE",
+        help="local input file(s) for the train split (.jsonl[.gz], .json, .parquet)",
+    )
     g.add_argument("--test", nargs="+", metavar="FILE", help="local input file(s) for the test split")
     names = ", ".join(f"{k} ({v.help or v.path})" for k, v in presets.items())
-    g.add_argument("--hf", nargs="?", const=default_preset, default=None, choices=sorted(presets),
-                   help=f"read from the Hugging Face hub instead (default when no --train/--test): {names}")
+    g.add_argument(
+        "--hf",
+        nargs="?",
+        const=default_preset,
+        default=None,
+        choices=sorted(presets),
+        help=f"read from the Hugging Face hub instead (default when no --train/--test): {names}",
+    )
     g.add_argument("--hf-path", help="override the hub dataset id of the preset")
     g.add_argument("--hf-name", help="override the hub config name")
     g.add_argument("--hf-data-dir", help="override the hub data_dir")
     g.add_argument("--limit", type=positive_int, default=None, help="read at most N rows per split (quick runs)")
     g.add_argument("--summary-json", metavar="FILE", help="also write the summary as JSON")
     add_empty_args(g)
-    g.add_argument("--no-progress", action="store_true", help="no progress bars (they are only shown when stderr is a terminal)")
+    g.add_argument(
+        "--no-progress", action="store_true", help="no progress bars (they are only shown when stderr is a terminal)"
+    )
 
     g = p.add_argument_group("rows")
-    g.add_argument("--on-bad-row", choices=("error", "skip"), default="error",
-                   help="malformed row: stop with row number and field (error, default) or count and drop it (skip)")
+    g.add_argument(
+        "--on-bad-row",
+        choices=("error", "skip"),
+        default="error",
+        help="malformed row: stop with row number and field (error, default) or count and drop it (skip)",
+    )
     g.add_argument("--seed", type=int, default=0, help="seed for every random choice (default 0)")
-    g.add_argument("--exclude", nargs="+", metavar="FILE", default=None,
-                   help="drop rows whose normalized query text appears in any of these files (contamination removal)")
+    g.add_argument(
+        "--exclude",
+        nargs="+",
+        metavar="FILE",
+        default=None,
+        help="drop rows whose normalized query text appears in any of these files (contamination removal)",
+    )
     g.add_argument("--data-source", default=None, help="override the data_source column")
     g.add_argument("--prompt-version", default="v1", help="prompt template version (default v1)")
 
     g = p.add_argument_group("prompt length (measured like verl's RLHFDataset)")
-    g.add_argument("--max-prompt-length", type=int, default=default_max_len,
-                   help=f"tokens of the chat-formatted prompt (default {default_max_len}; 0 = no limit); "
-                        "set it to the recipe's data.max_prompt_length")
-    g.add_argument("--tokenizer", default=None,
-                   help="policy tokenizer folder (default: $VERL_JUDGE_MODEL, else the materialised SmolLM2-135M-Instruct)")
-    g.add_argument("--chat-template-kwargs", default="{}", metavar="JSON",
-                   help="extra apply_chat_template kwargs, as data.apply_chat_template_kwargs (default {})")
-    g.add_argument("--truncate-field", nargs="*", default=None, choices=list(text_fields), metavar="FIELD",
-                   help="instead of dropping an over-long row, shorten the longest of these free-text fields in "
-                        f"the middle (marker {TRUNCATION_MARKER.strip()!r}); no FIELD = any of: {', '.join(text_fields)}")
+    g.add_argument(
+        "--max-prompt-length",
+        type=int,
+        default=default_max_len,
+        help=f"tokens of the chat-formatted prompt (default {default_max_len}; 0 = no limit); "
+        "set it to the recipe's data.max_prompt_length",
+    )
+    g.add_argument(
+        "--tokenizer",
+        default=None,
+        help="policy tokenizer folder (default: $VERL_JUDGE_MODEL, else the materialised SmolLM2-135M-Instruct)",
+    )
+    g.add_argument(
+        "--chat-template-kwargs",
+        default="{}",
+        metavar="JSON",
+        help="extra apply_chat_template kwargs, as data.apply_chat_template_kwargs (default {})",
+    )
+    g.add_argument(
+        "--truncate-field",
+        nargs="*",
+        default=None,
+        choices=list(text_fields),
+        metavar="FIELD",
+        help="instead of dropping an over-long row, shorten the longest of these free-text fields in "
+        f"the middle (marker {TRUNCATION_MARKER.strip()!r}); no FIELD = any of: {', '.join(text_fields)}",
+    )
 
 
 def load_template(name: str, version: str):
@@ -161,9 +210,19 @@ def resolve_sources(args, presets: Mapping[str, HFPreset], default_preset: str |
     pre = presets[preset_name]
     data_files = dict(pre.data_files) if pre.data_files else None
     for ours, hub in pre.splits:
-        out.append((ours, hf_source(args.hf_path or pre.path, hub, name=args.hf_name or pre.name,
-                                    data_dir=args.hf_data_dir or pre.data_dir, data_files=data_files,
-                                    limit=args.limit)))
+        out.append(
+            (
+                ours,
+                hf_source(
+                    args.hf_path or pre.path,
+                    hub,
+                    name=args.hf_name or pre.name,
+                    data_dir=args.hf_data_dir or pre.data_dir,
+                    data_files=data_files,
+                    limit=args.limit,
+                ),
+            )
+        )
     return out
 
 
@@ -180,8 +239,10 @@ def fixed_format(args, preset_format: Mapping[str, str], default_preset: str) ->
 def check_not_empty(prog: str, stats: Stats, args) -> None:
     """DataError for an output without rows, unless ``--no-fail-on-empty``."""
     if stats.written == 0 and getattr(args, "fail_on_empty", True):
-        raise DataError(f"{prog}: {stats.output or stats.split}: no rows to write: {describe_empty(stats)} "
-                        "(--no-fail-on-empty writes an empty file)")
+        raise DataError(
+            f"{prog}: {stats.output or stats.split}: no rows to write: {describe_empty(stats)} "
+            "(--no-fail-on-empty writes an empty file)"
+        )
 
 
 def finish(prog: str, all_stats: list[Stats], args) -> dict:
@@ -200,8 +261,11 @@ def one_line(text: str) -> str:
     return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
 
 
-def cli(run: Callable[[list[str] | None], object], argv: list[str] | None = None,
-        status: Callable[[object], int] | None = None) -> int:
+def cli(
+    run: Callable[[list[str] | None], object],
+    argv: list[str] | None = None,
+    status: Callable[[object], int] | None = None,
+) -> int:
     """Run ``run(argv)`` as one output set; exit status ``status(result)`` (default 0).
 
     A DataError or an operating-system error becomes one line ``error: ...`` on stderr and exit status 2;
@@ -280,7 +344,9 @@ def run_conversion(conv: Conversion, args, presets: Mapping[str, HFPreset], defa
                     run.fmt = conv.detect(row)
                 return conv.to_units(run, row, n)
 
-            units = read_units(source, to_units, run.stats, on_bad_row=args.on_bad_row, progress=progress, exclude=exclude)
+            units = read_units(
+                source, to_units, run.stats, on_bad_row=args.on_bad_row, progress=progress, exclude=exclude
+            )
             run.stats.items = len(units)
             accepted = gate.apply(units, conv.build, run.stats, progress=progress)
             drafts = conv.select(run, accepted)
@@ -289,7 +355,9 @@ def run_conversion(conv: Conversion, args, presets: Mapping[str, HFPreset], defa
                     run.stats.labels[d.ground_truth] += 1
             run.stats.written = len(drafts)
             check_not_empty(conv.prog, run.stats, args)
-            rows = make_rows(drafts, split=split, data_source=conv.data_source(run), ability=conv.ability, schema=conv.schema)
+            rows = make_rows(
+                drafts, split=split, data_source=conv.data_source(run), ability=conv.ability, schema=conv.schema
+            )
             run.stats.path = os.path.join(args.out, f"{split}.parquet")
             write_parquet(rows, run.stats.path, conv.schema)
             all_stats.append(run.stats)

@@ -55,13 +55,23 @@ def hh_pair(chosen: str, rejected: str) -> tuple[str, str, str]:
     """(query, chosen response, rejected response) of an hh-rlhf pair; BadRow if prefixes differ."""
     c, r = parse_hh(chosen, "chosen"), parse_hh(rejected, "rejected")
     if c[:-1] != r[:-1]:
-        raise BadRow("rejected", "conversation before the last 'Assistant:' turn differs from 'chosen'", reason="prefix_mismatch")
+        raise BadRow(
+            "rejected", "conversation before the last 'Assistant:' turn differs from 'chosen'", reason="prefix_mismatch"
+        )
     return format_turns(c[:-1]), c[-1][1].strip(), r[-1][1].strip()
 
 
 #: Where ``query_text`` looks, in order (for messages that say why a file has no query text).
-QUERY_FIELDS = ("extra_info.query", "extra_info.question", "query", "question", "problem", "prompt", "input",
-                "hh-rlhf chosen")
+QUERY_FIELDS = (
+    "extra_info.query",
+    "extra_info.question",
+    "query",
+    "question",
+    "problem",
+    "prompt",
+    "input",
+    "hh-rlhf chosen",
+)
 
 
 def query_text(row: Mapping) -> str | None:

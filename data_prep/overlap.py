@@ -52,8 +52,10 @@ def _queries(path: str, progress: bool, require: bool = False) -> tuple[list[tup
         bar.close()
     if require and not out:
         what = f"none of its {missing} rows has" if missing else "it has no rows, so no"
-        raise DataError(f"{path}: {what} query text ({', '.join(QUERY_FIELDS)}): nothing to compare "
-                        "(--no-fail-on-empty reports it as no overlap)")
+        raise DataError(
+            f"{path}: {what} query text ({', '.join(QUERY_FIELDS)}): nothing to compare "
+            "(--no-fail-on-empty reports it as no overlap)"
+        )
     return out, missing
 
 
@@ -62,8 +64,9 @@ def _snippet(text: str, n: int = 120) -> str:
     return t if len(t) <= n else t[: n - 3] + "..."
 
 
-def overlap_report(train: str, evals: list[str], examples: int = 5, progress: bool = False,
-                   require_queries: bool = False) -> dict:
+def overlap_report(
+    train: str, evals: list[str], examples: int = 5, progress: bool = False, require_queries: bool = False
+) -> dict:
     """The overlap report; ``require_queries``: a file without any query text is a DataError."""
     tq, tmiss = _queries(train, progress, require_queries)
     exact_counts = Counter(q.strip() for _, q in tq)
@@ -95,30 +98,44 @@ def overlap_report(train: str, evals: list[str], examples: int = 5, progress: bo
                 ex_rows += 1
                 ex_texts.add(q.strip())
             if len(samples) < examples:
-                samples.append({"train_row": n, "eval_row": norm[k], "match": "exact" if is_exact else "normalized",
-                                "text": _snippet(q)})
-        report["evals"].append({
-            "eval": ev,
-            "eval_rows": len(eq) + emiss,
-            "eval_rows_without_query": emiss,
-            "exact_train_rows": ex_rows,
-            "exact_distinct": len(ex_texts),
-            "normalized_train_rows": no_rows,
-            "normalized_distinct": len(no_texts),
-            "examples": samples,
-        })
+                samples.append(
+                    {
+                        "train_row": n,
+                        "eval_row": norm[k],
+                        "match": "exact" if is_exact else "normalized",
+                        "text": _snippet(q),
+                    }
+                )
+        report["evals"].append(
+            {
+                "eval": ev,
+                "eval_rows": len(eq) + emiss,
+                "eval_rows_without_query": emiss,
+                "exact_train_rows": ex_rows,
+                "exact_distinct": len(ex_texts),
+                "normalized_train_rows": no_rows,
+                "normalized_distinct": len(no_texts),
+                "examples": samples,
+            }
+        )
     report["any_overlap"] = any(e["normalized_train_rows"] for e in report["evals"])
     return report
 
 
 def format_report(r: dict) -> str:
-    lines = [f"== {PROG}: train {r['train']}: {r['train_rows']} rows"
-             f" ({r['train_rows_without_query']} without query text);"
-             f" duplicates inside: {r['train_duplicates_exact']} exact, {r['train_duplicates_normalized']} normalized"]
+    lines = [
+        f"== {PROG}: train {r['train']}: {r['train_rows']} rows"
+        f" ({r['train_rows_without_query']} without query text);"
+        f" duplicates inside: {r['train_duplicates_exact']} exact, {r['train_duplicates_normalized']} normalized"
+    ]
     for e in r["evals"]:
         lines.append(f"  vs {e['eval']} ({e['eval_rows']} rows, {e['eval_rows_without_query']} without query text)")
-        lines.append(f"    exact overlap       {e['exact_train_rows']} train rows ({e['exact_distinct']} distinct texts)")
-        lines.append(f"    normalized overlap  {e['normalized_train_rows']} train rows ({e['normalized_distinct']} distinct texts)")
+        lines.append(
+            f"    exact overlap       {e['exact_train_rows']} train rows ({e['exact_distinct']} distinct texts)"
+        )
+        lines.append(
+            f"    normalized overlap  {e['normalized_train_rows']} train rows ({e['normalized_distinct']} distinct texts)"
+        )
         for s in e["examples"]:
             lines.append(f"      train row {s['train_row']} = eval row {s['eval_row']} [{s['match']}]: {s['text']}")
     lines.append("  result: " + ("OVERLAP FOUND (remove it with --exclude)" if r["any_overlap"] else "no overlap"))
@@ -126,15 +143,18 @@ def format_report(r: dict) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"python -m {PROG}", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog=f"python -m {PROG}", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--train", required=True, metavar="FILE", help="training file (.jsonl[.gz], .json, .parquet)")
     p.add_argument("--eval", required=True, nargs="+", metavar="FILE", help="evaluation file(s)")
     p.add_argument("--examples", type=int, default=5, help="examples listed per evaluation file (default 5)")
     p.add_argument("--fail-on-overlap", action="store_true", help="exit with status 1 if any overlap is found")
     p.add_argument("--summary-json", metavar="FILE", help="also write the report as JSON")
     add_empty_args(p)
-    p.add_argument("--no-progress", action="store_true", help="no progress bars (they are only shown when stderr is a terminal)")
+    p.add_argument(
+        "--no-progress", action="store_true", help="no progress bars (they are only shown when stderr is a terminal)"
+    )
     return p
 
 
@@ -142,8 +162,9 @@ def run(argv: list[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
     if args.summary_json:
         check_output_file(args.summary_json, "--summary-json")
-    report = overlap_report(args.train, args.eval, args.examples, progress=not args.no_progress,
-                            require_queries=args.fail_on_empty)
+    report = overlap_report(
+        args.train, args.eval, args.examples, progress=not args.no_progress, require_queries=args.fail_on_empty
+    )
     print(format_report(report), flush=True)
     if args.summary_json:
         write_json(args.summary_json, report, sort_keys=True)

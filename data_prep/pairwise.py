@@ -51,11 +51,18 @@ FORMATS = ("auto", "openjudge", "hh-rlhf", "generic")
 PRESETS = {
     "openjudge": HFPreset(
         path="agentscope-ai/OpenJudge",
-        data_files=(("train", "train_rm/grpo/pairwise/*train*.parquet"), ("test", "train_rm/grpo/pairwise/*val*.parquet")),
+        data_files=(
+            ("train", "train_rm/grpo/pairwise/*train*.parquet"),
+            ("test", "train_rm/grpo/pairwise/*val*.parquet"),
+        ),
         help="agentscope-ai/OpenJudge train_rm/grpo/pairwise",
     ),
-    "hh-rlhf-harmless": HFPreset(path="Anthropic/hh-rlhf", data_dir="harmless-base", help="Anthropic/hh-rlhf harmless-base"),
-    "hh-rlhf-helpful": HFPreset(path="Anthropic/hh-rlhf", data_dir="helpful-base", help="Anthropic/hh-rlhf helpful-base"),
+    "hh-rlhf-harmless": HFPreset(
+        path="Anthropic/hh-rlhf", data_dir="harmless-base", help="Anthropic/hh-rlhf harmless-base"
+    ),
+    "hh-rlhf-helpful": HFPreset(
+        path="Anthropic/hh-rlhf", data_dir="helpful-base", help="Anthropic/hh-rlhf helpful-base"
+    ),
 }
 PRESET_FORMAT = {"openjudge": "openjudge", "hh-rlhf-harmless": "hh-rlhf", "hh-rlhf-helpful": "hh-rlhf"}
 TEXT_FIELDS = ("query", "chosen", "rejected")
@@ -77,7 +84,9 @@ def detect_format(row: Mapping) -> str:
         return "openjudge"
     if "chosen" in row and "rejected" in row:
         return "generic" if "query" in row else "hh-rlhf"
-    raise BadRow("<row>", f"cannot tell the input format from keys {sorted(row)}; pass --format", reason="unknown_format")
+    raise BadRow(
+        "<row>", f"cannot tell the input format from keys {sorted(row)}; pass --format", reason="unknown_format"
+    )
 
 
 def _preference(entry: object, i: int) -> str | None:
@@ -90,14 +99,20 @@ def _preference(entry: object, i: int) -> str | None:
     if label is None:
         return None
     if not isinstance(label, str):
-        raise BadRow(f"output[{i}].answer.label.preference", f"expected 'A', 'B' or 'tie', got {label!r}", reason="bad_label")
+        raise BadRow(
+            f"output[{i}].answer.label.preference", f"expected 'A', 'B' or 'tie', got {label!r}", reason="bad_label"
+        )
     return label.strip().upper()
 
 
 def pair_from_row(row: Mapping, fmt: str) -> tuple[str, str, str]:
     """(query, chosen, rejected) of one input row in format ``fmt``."""
     if fmt == "generic":
-        return require_str(row, "query"), require_str(row, "chosen", allow_empty=True), require_str(row, "rejected", allow_empty=True)
+        return (
+            require_str(row, "query"),
+            require_str(row, "chosen", allow_empty=True),
+            require_str(row, "rejected", allow_empty=True),
+        )
     if fmt == "hh-rlhf":
         return hh_pair(require_str(row, "chosen"), require_str(row, "rejected"))
     if fmt == "openjudge":
@@ -118,12 +133,20 @@ def pair_from_row(row: Mapping, fmt: str) -> tuple[str, str, str]:
         if not given:
             raise BadRow("output[0].answer.label.preference", "missing", reason="missing")
         if len({p for _, p in given}) > 1:
-            raise BadRow(f"output[{given[1][0]}].answer.label.preference", f"disagrees with output[{given[0][0]}]", reason="bad_label")
+            raise BadRow(
+                f"output[{given[1][0]}].answer.label.preference",
+                f"disagrees with output[{given[0][0]}]",
+                reason="bad_label",
+            )
         pref = given[0][1]
         if pref in ("TIE", "SAME", "EQUAL", "NONE"):
             raise SkipRow("tie")
         if pref not in ("A", "B"):
-            raise BadRow(f"output[{given[0][0]}].answer.label.preference", f"expected 'A', 'B' or 'tie', got {pref!r}", reason="bad_label")
+            raise BadRow(
+                f"output[{given[0][0]}].answer.label.preference",
+                f"expected 'A', 'B' or 'tie', got {pref!r}",
+                reason="bad_label",
+            )
         a, b = texts
         return (query, a, b) if pref == "A" else (query, b, a)
     raise ValueError(fmt)
@@ -140,9 +163,14 @@ def pair_unit(n: int, query: str, chosen: str, rejected: str, origin: str, **met
     if chosen.strip() == rejected.strip():
         raise SkipRow("identical_responses")
     pid = stable_hash(query, chosen, rejected)
-    return Unit(row=n, fields={"query": query, "chosen": chosen, "rejected": rejected},
-                meta={"origin": origin, "pair_id": pid, **meta}, key=stable_hash(query, *sorted((chosen, rejected))),
-                query=query, label=chosen)
+    return Unit(
+        row=n,
+        fields={"query": query, "chosen": chosen, "rejected": rejected},
+        meta={"origin": origin, "pair_id": pid, **meta},
+        key=stable_hash(query, *sorted((chosen, rejected))),
+        query=query,
+        label=chosen,
+    )
 
 
 def pair_builder(template, extra: tuple[str, ...] = ()):
@@ -155,8 +183,14 @@ def pair_builder(template, extra: tuple[str, ...] = ()):
         q, c, r = fields["query"], fields["chosen"], fields["rejected"]
         out = []
         for a_is, (ra, rb), gt in (("chosen", (c, r), "A"), ("rejected", (r, c), "B")):
-            ei = {"query": q, "response_a": ra, "response_b": rb, "a_is": a_is, "pair_id": u.meta["pair_id"],
-                  "origin": u.meta["origin"]}
+            ei = {
+                "query": q,
+                "response_a": ra,
+                "response_b": rb,
+                "a_is": a_is,
+                "pair_id": u.meta["pair_id"],
+                "origin": u.meta["origin"],
+            }
             ei.update({k: u.meta[k] for k in extra})
             ei.update({"prompt_version": template.id, "source_row": u.row})
             values = {"query": neutralize(q), "response_a": neutralize(ra), "response_b": neutralize(rb)}
@@ -164,10 +198,13 @@ def pair_builder(template, extra: tuple[str, ...] = ()):
                 values["reference"] = neutralize(u.meta["answer"])
             if "reference_answer" in template.fields():  # pairwise_ref.v2: and its final answer
                 values["reference_answer"] = reference_answer(u.meta["answer"]) or "unknown"
-            out.append(Draft(
-                messages=template.render(**values),
-                ground_truth=gt, extra_info=ei,
-            ))
+            out.append(
+                Draft(
+                    messages=template.render(**values),
+                    ground_truth=gt,
+                    extra_info=ei,
+                )
+            )
         return out
 
     return build
@@ -190,12 +227,22 @@ def select_orders(accepted, orders: int, seed: int, split: str) -> list:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"python -m {PROG}", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_common_args(p, default_max_len=DEFAULT_MAX_LEN, text_fields=TEXT_FIELDS, presets=PRESETS, default_preset="openjudge")
-    p.add_argument("--format", choices=FORMATS, default="auto", help="input schema (default: auto-detect from the first row)")
-    p.add_argument("--orders", type=int, choices=(1, 2), default=2,
-                   help="2 (default): both orders of every pair; 1: one seeded order per pair, A/B balanced")
+    p = argparse.ArgumentParser(
+        prog=f"python -m {PROG}", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_common_args(
+        p, default_max_len=DEFAULT_MAX_LEN, text_fields=TEXT_FIELDS, presets=PRESETS, default_preset="openjudge"
+    )
+    p.add_argument(
+        "--format", choices=FORMATS, default="auto", help="input schema (default: auto-detect from the first row)"
+    )
+    p.add_argument(
+        "--orders",
+        type=int,
+        choices=(1, 2),
+        default=2,
+        help="2 (default): both orders of every pair; 1: one seeded order per pair, A/B balanced",
+    )
     return p
 
 
@@ -211,10 +258,17 @@ def run(argv: list[str] | None = None) -> dict:
         run.stats.extra["pairs_written"] = len(accepted)
         return select_orders(accepted, args.orders, args.seed, run.split)
 
-    conv = Conversion(prog=PROG, schema=row_schema(pa.string(), PAIR_EXTRA), ability=JUDGE_ABILITY,
-                      to_units=to_units, build=pair_builder(template), select=select,
-                      data_source=lambda run: args.data_source or f"pairwise/{run.fmt or 'empty'}",
-                      fmt=fixed_format(args, PRESET_FORMAT, "openjudge"), detect=detect_format)
+    conv = Conversion(
+        prog=PROG,
+        schema=row_schema(pa.string(), PAIR_EXTRA),
+        ability=JUDGE_ABILITY,
+        to_units=to_units,
+        build=pair_builder(template),
+        select=select,
+        data_source=lambda run: args.data_source or f"pairwise/{run.fmt or 'empty'}",
+        fmt=fixed_format(args, PRESET_FORMAT, "openjudge"),
+        detect=detect_format,
+    )
     return run_conversion(conv, args, PRESETS, "openjudge")
 
 

@@ -23,8 +23,14 @@ from reward_fns.parse import hash_answer, last_number, numbers_equal
 ANNOTATION = re.compile(r"<<([^<>]*)=([^<>=]*)>>")
 _NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?|(?<![\w.\d])\.\d+")
 _DELTAS = (1, 2, 3, 4, 5, 10)
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-        ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
+_OPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+}
 
 
 def strip_annotations(text: str) -> str:
@@ -179,7 +185,7 @@ def perturb(answer: str, seed: str | int) -> tuple[str, str] | None:
     old = to_fraction(m.group(0))
     for new in _delta_values(old, rng):
         body = _subst_last(answer[:idx], old, new)
-        cand = body + answer[idx : m.start()] + fmt_like(m.group(0), new) + answer[m.end():]
+        cand = body + answer[idx : m.start()] + fmt_like(m.group(0), new) + answer[m.end() :]
         if _is_wrong(cand, answer):
             return cand, "final_line"
     return None
@@ -199,7 +205,7 @@ def _subst_last(text: str, old: Fraction, new: Fraction) -> str:
             last = m
     if last is None:
         return text
-    return text[: last.start()] + fmt_like(last.group(0), new) + text[last.end():]
+    return text[: last.start()] + fmt_like(last.group(0), new) + text[last.end() :]
 
 
 # ------------------------------------------------------------------------------------ final-answer styles

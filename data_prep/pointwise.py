@@ -47,11 +47,15 @@ FORMATS = ("auto", "openjudge", "helpsteer", "generic")
 PRESETS = {
     "openjudge": HFPreset(
         path="agentscope-ai/OpenJudge",
-        data_files=(("train", "train_rm/grpo/pointwise/*train*.parquet"), ("test", "train_rm/grpo/pointwise/*val*.parquet")),
+        data_files=(
+            ("train", "train_rm/grpo/pointwise/*train*.parquet"),
+            ("test", "train_rm/grpo/pointwise/*val*.parquet"),
+        ),
         help="agentscope-ai/OpenJudge train_rm/grpo/pointwise",
     ),
-    "helpsteer2": HFPreset(path="nvidia/HelpSteer2", splits=(("train", "train"), ("test", "validation")),
-                           help="nvidia/HelpSteer2"),
+    "helpsteer2": HFPreset(
+        path="nvidia/HelpSteer2", splits=(("train", "train"), ("test", "validation")), help="nvidia/HelpSteer2"
+    ),
 }
 PRESET_FORMAT = {"openjudge": "openjudge", "helpsteer2": "helpsteer"}
 TEXT_FIELDS = ("query", "response")
@@ -73,7 +77,9 @@ def detect_format(row: Mapping) -> str:
         return "helpsteer"
     if "query" in row and "score" in row:
         return "generic"
-    raise BadRow("<row>", f"cannot tell the input format from keys {sorted(row)}; pass --format", reason="unknown_format")
+    raise BadRow(
+        "<row>", f"cannot tell the input format from keys {sorted(row)}; pass --format", reason="unknown_format"
+    )
 
 
 def _label(value: object, field_name: str) -> int:
@@ -110,19 +116,34 @@ def items_from_row(row: Mapping, fmt: str) -> list[tuple[str, str, int]]:
             items.append((query, content, _label(label, f"output[{i}].answer.label.helpfulness")))
         return items
     if fmt == "helpsteer":
-        return [(require_str(row, "prompt"), require_str(row, "response", allow_empty=True),
-                 _label(row.get("helpfulness"), "helpfulness"))]
+        return [
+            (
+                require_str(row, "prompt"),
+                require_str(row, "response", allow_empty=True),
+                _label(row.get("helpfulness"), "helpfulness"),
+            )
+        ]
     if fmt == "generic":
-        return [(require_str(row, "query"), require_str(row, "response", allow_empty=True),
-                 _label(row.get("score"), "score"))]
+        return [
+            (
+                require_str(row, "query"),
+                require_str(row, "response", allow_empty=True),
+                _label(row.get("score"), "score"),
+            )
+        ]
     raise ValueError(fmt)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"python -m {PROG}", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_common_args(p, default_max_len=DEFAULT_MAX_LEN, text_fields=TEXT_FIELDS, presets=PRESETS, default_preset="openjudge")
-    p.add_argument("--format", choices=FORMATS, default="auto", help="input schema (default: auto-detect from the first row)")
+    p = argparse.ArgumentParser(
+        prog=f"python -m {PROG}", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_common_args(
+        p, default_max_len=DEFAULT_MAX_LEN, text_fields=TEXT_FIELDS, presets=PRESETS, default_preset="openjudge"
+    )
+    p.add_argument(
+        "--format", choices=FORMATS, default="auto", help="input schema (default: auto-detect from the first row)"
+    )
     return p
 
 
@@ -136,23 +157,45 @@ def run(argv: list[str] | None = None) -> dict:
             if not r.strip():
                 run.stats.skip("empty_response")
                 continue
-            out.append(Unit(row=n, fields={"query": q, "response": r}, meta={"label": label, "origin": run.fmt},
-                            key=stable_hash(q, r), query=q, label=label))
+            out.append(
+                Unit(
+                    row=n,
+                    fields={"query": q, "response": r},
+                    meta={"label": label, "origin": run.fmt},
+                    key=stable_hash(q, r),
+                    query=q,
+                    label=label,
+                )
+            )
         return out
 
     def build(u: Unit, fields: dict) -> list[Draft]:
         q, r = fields["query"], fields["response"]
-        return [Draft(
-            messages=template.render(query=neutralize(q), response=neutralize(r)),
-            ground_truth=u.meta["label"],
-            extra_info={"query": q, "response": r, "item_id": u.key, "origin": u.meta["origin"],
-                        "prompt_version": template.id, "source_row": u.row},
-        )]
+        return [
+            Draft(
+                messages=template.render(query=neutralize(q), response=neutralize(r)),
+                ground_truth=u.meta["label"],
+                extra_info={
+                    "query": q,
+                    "response": r,
+                    "item_id": u.key,
+                    "origin": u.meta["origin"],
+                    "prompt_version": template.id,
+                    "source_row": u.row,
+                },
+            )
+        ]
 
-    conv = Conversion(prog=PROG, schema=row_schema(pa.int64(), SCHEMA_EXTRA), ability=JUDGE_ABILITY,
-                      to_units=to_units, build=build,
-                      data_source=lambda run: args.data_source or f"pointwise/{run.fmt or 'empty'}",
-                      fmt=fixed_format(args, PRESET_FORMAT, "openjudge"), detect=detect_format)
+    conv = Conversion(
+        prog=PROG,
+        schema=row_schema(pa.int64(), SCHEMA_EXTRA),
+        ability=JUDGE_ABILITY,
+        to_units=to_units,
+        build=build,
+        data_source=lambda run: args.data_source or f"pointwise/{run.fmt or 'empty'}",
+        fmt=fixed_format(args, PRESET_FORMAT, "openjudge"),
+        detect=detect_format,
+    )
     return run_conversion(conv, args, PRESETS, "openjudge")
 
 

@@ -24,10 +24,12 @@ from data_prep.errors import DataError
 from data_prep.outputs import write_parquet
 
 PROG = "data_prep.policy_sft"
-SCHEMA = pa.schema([
-    ("messages", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
-    ("data_source", pa.string()),
-])
+SCHEMA = pa.schema(
+    [
+        ("messages", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
+        ("data_source", pa.string()),
+    ]
+)
 CALCULATOR_NOTE = re.compile(r"<<[^<>]*>>")
 
 
@@ -42,16 +44,23 @@ def build(rows: list[dict]) -> list[dict]:
         answer = (row.get("extra_info") or {}).get("answer")
         prompt = row.get("prompt")
         if not isinstance(answer, str) or "####" not in answer or not prompt:
-            raise DataError(f"row {i}: needs 'prompt' and extra_info.answer ending '#### N' (a data_prep.gsm8k parquet)")
+            raise DataError(
+                f"row {i}: needs 'prompt' and extra_info.answer ending '#### N' (a data_prep.gsm8k parquet)"
+            )
         msgs = [{"role": m["role"], "content": m["content"]} for m in prompt]
-        out.append({"messages": msgs + [{"role": "assistant", "content": solution(answer)}],
-                    "data_source": str(row.get("data_source", ""))})
+        out.append(
+            {
+                "messages": msgs + [{"role": "assistant", "content": solution(answer)}],
+                "data_source": str(row.get("data_source", "")),
+            }
+        )
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog=f"python -m {PROG}", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog=f"python -m {PROG}", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--in", dest="input", required=True, metavar="PARQUET", help="a data_prep.gsm8k train parquet")
     p.add_argument("--out", required=True, metavar="PARQUET", help="SFT parquet to write (column 'messages')")
     p.add_argument("--max-rows", type=int, default=-1, help="keep a seeded sample of N rows (-1 = all)")

@@ -44,8 +44,13 @@ class Source:
     ``total`` (rows, for progress bars) is counted on first use only, by ``count()`` when given.
     """
 
-    def __init__(self, name: str, rows: Callable[[], Iterator[tuple[str, int, object]]],
-                 total: int | None = None, count: Callable[[], int | None] | None = None):
+    def __init__(
+        self,
+        name: str,
+        rows: Callable[[], Iterator[tuple[str, int, object]]],
+        total: int | None = None,
+        count: Callable[[], int | None] | None = None,
+    ):
         self.name = name
         self.rows = rows
         self._total = total
@@ -147,8 +152,10 @@ def _iter_json(path: str) -> Iterator[tuple[str, int, object]]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         line = raw.count(b"\n", 0, e.start) + 1
-        raise DataError(f"{path}: line {line}: {_utf8_problem(raw, e)}; a JSON array file cannot skip "
-                        "a single row (fix the file, or convert it to .jsonl)") from None
+        raise DataError(
+            f"{path}: line {line}: {_utf8_problem(raw, e)}; a JSON array file cannot skip "
+            "a single row (fix the file, or convert it to .jsonl)"
+        ) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
@@ -161,7 +168,13 @@ def _iter_json(path: str) -> Iterator[tuple[str, int, object]]:
     if not isinstance(data, list):
         raise DataError(f"{path}: expected a JSON array of objects")
     for i, obj in enumerate(data, 1):
-        yield path, i, obj if isinstance(obj, dict) else InvalidRow("<row>", f"expected an object, got {type(obj).__name__}", "bad_type")
+        yield (
+            path,
+            i,
+            obj
+            if isinstance(obj, dict)
+            else InvalidRow("<row>", f"expected an object, got {type(obj).__name__}", "bad_type"),
+        )
 
 
 def _iter_parquet(path: str) -> Iterator[tuple[str, int, object]]:
@@ -237,8 +250,15 @@ def local_source(paths: Sequence[str], limit: int | None = None) -> Source:
     return Source(name=", ".join(paths), rows=rows, count=count)
 
 
-def hf_source(path: str, split: str, *, name: str | None = None, data_dir: str | None = None,
-              data_files: Mapping[str, str] | None = None, limit: int | None = None) -> Source:
+def hf_source(
+    path: str,
+    split: str,
+    *,
+    name: str | None = None,
+    data_dir: str | None = None,
+    data_files: Mapping[str, str] | None = None,
+    limit: int | None = None,
+) -> Source:
     """A split of a hub dataset via ``datasets.load_dataset`` (network, or the local HF cache)."""
     import datasets
 

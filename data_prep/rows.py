@@ -58,9 +58,16 @@ class Unit:
 Builder = Callable[[Unit, dict], list[Draft]]
 
 
-def read_units(source: Source, to_units: Callable[[Mapping, int], list[Unit]], stats: Stats, *,
-               on_bad_row: str, progress: bool = True, exclude: set[str] | None = None,
-               dedup: bool = True) -> list[Unit]:
+def read_units(
+    source: Source,
+    to_units: Callable[[Mapping, int], list[Unit]],
+    stats: Stats,
+    *,
+    on_bad_row: str,
+    progress: bool = True,
+    exclude: set[str] | None = None,
+    dedup: bool = True,
+) -> list[Unit]:
     """Run ``to_units`` over every row; bad rows error or are counted; duplicates, conflicting labels and
     ``--exclude`` applied (see the module docstring)."""
     found: list[Unit] = []
@@ -134,17 +141,20 @@ def load_exclusion(paths: Sequence[str] | None) -> set[str] | None:
 
 def row_schema(ground_truth_type: pa.DataType, extra_fields: Sequence[tuple[str, pa.DataType]]) -> pa.Schema:
     """verl row schema: extra_info always starts with ``split``, ``index``."""
-    return pa.schema([
-        ("data_source", pa.string()),
-        ("prompt", MESSAGES_TYPE),
-        ("ability", pa.string()),
-        ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", ground_truth_type)])),
-        ("extra_info", pa.struct([("split", pa.string()), ("index", pa.int64()), *extra_fields])),
-    ])
+    return pa.schema(
+        [
+            ("data_source", pa.string()),
+            ("prompt", MESSAGES_TYPE),
+            ("ability", pa.string()),
+            ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", ground_truth_type)])),
+            ("extra_info", pa.struct([("split", pa.string()), ("index", pa.int64()), *extra_fields])),
+        ]
+    )
 
 
-def make_rows(drafts: Iterable[tuple[Draft, tuple[str, ...]]], *, split: str, data_source: str, ability: str,
-              schema: pa.Schema) -> list[dict]:
+def make_rows(
+    drafts: Iterable[tuple[Draft, tuple[str, ...]]], *, split: str, data_source: str, ability: str, schema: pa.Schema
+) -> list[dict]:
     """Final verl rows: index = position in the file; ``truncated`` lists shortened fields (if in schema)."""
     ei_names = [f.name for f in schema.field("extra_info").type]
     rows = []
@@ -154,11 +164,13 @@ def make_rows(drafts: Iterable[tuple[Draft, tuple[str, ...]]], *, split: str, da
             ei["truncated"] = ",".join(truncated)
         if set(ei) != set(ei_names):
             raise AssertionError(f"extra_info keys {sorted(ei)} != schema {sorted(ei_names)}")
-        rows.append({
-            "data_source": data_source,
-            "prompt": [{"role": m["role"], "content": m["content"]} for m in d.messages],
-            "ability": ability,
-            "reward_model": {"style": "rule", "ground_truth": d.ground_truth},
-            "extra_info": {k: ei[k] for k in ei_names},
-        })
+        rows.append(
+            {
+                "data_source": data_source,
+                "prompt": [{"role": m["role"], "content": m["content"]} for m in d.messages],
+                "ability": ability,
+                "reward_model": {"style": "rule", "ground_truth": d.ground_truth},
+                "extra_info": {k: ei[k] for k in ei_names},
+            }
+        )
     return rows

@@ -60,7 +60,9 @@ def format_summary(prog: str, stats: Stats) -> str:
         lines.append("  truncated      " + ", ".join(f"{k} {v}" for k, v in d["truncated"].items()))
     if d["labels"]:
         total = sum(d["labels"].values()) or 1
-        lines.append("  labels         " + "  ".join(f"{k}: {v} ({100.0 * v / total:.2f}%)" for k, v in d["labels"].items()))
+        lines.append(
+            "  labels         " + "  ".join(f"{k}: {v} ({100.0 * v / total:.2f}%)" for k, v in d["labels"].items())
+        )
     if d["max_prompt_length"]:
         lines.append(f"  prompt tokens  longest {d['longest_prompt']} (limit {d['max_prompt_length']})")
     for k, v in stats.extra.items():

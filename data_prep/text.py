@@ -13,8 +13,16 @@ from reward_fns.prompts import neutralize as _neutralize
 
 #: Look-alike tags defused in every untrusted text placed in a judge prompt.
 NEUTRALIZE_TAGS = (
-    "score", "better", "think", "response", "response_a", "response_b",
-    "query", "candidate", "reference", "problem",
+    "score",
+    "better",
+    "think",
+    "response",
+    "response_a",
+    "response_b",
+    "query",
+    "candidate",
+    "reference",
+    "problem",
 )
 
 

@@ -35,8 +35,28 @@ from data_prep.stories import STORIES
 PROG = "data_prep.word_problems"
 MAX_NUMBER = 1_000_000  # operands beyond this are no grade-school problem (and divisors would take long to list)
 OPS = ("add", "sub", "mul", "div")
-NAMES = ("Tom", "Anna", "Ben", "Maria", "Sam", "Lily", "Jack", "Emma", "Noah", "Mia", "Leo", "Zoe", "Omar",
-         "Priya", "Chen", "Sara", "Ivan", "Nina", "Paul", "Rosa")
+NAMES = (
+    "Tom",
+    "Anna",
+    "Ben",
+    "Maria",
+    "Sam",
+    "Lily",
+    "Jack",
+    "Emma",
+    "Noah",
+    "Mia",
+    "Leo",
+    "Zoe",
+    "Omar",
+    "Priya",
+    "Chen",
+    "Sara",
+    "Ivan",
+    "Nina",
+    "Paul",
+    "Rosa",
+)
 HE = {"Tom", "Ben", "Sam", "Jack", "Noah", "Leo", "Omar", "Chen", "Ivan", "Paul"}  # every other name: she
 SPLITS = ("train", "test", "heldout")
 # the worked solution's lines, the same for every story (the question's wording varies, the working does not)
@@ -54,8 +74,15 @@ def problem(rng: random.Random, steps: int, max_number: int, ops: tuple[str, ...
     s = STORIES[story]
     name, item = rng.choice(NAMES), rng.choice(s.items)
     he = name in HE
-    f = {"name": name, "name_pos": f"{name}'s", "p": "He" if he else "She", "q": "he" if he else "she",
-         "o": "him" if he else "her", "pos": "his" if he else "her", "item": item}
+    f = {
+        "name": name,
+        "name_pos": f"{name}'s",
+        "p": "He" if he else "She",
+        "q": "he" if he else "she",
+        "o": "him" if he else "her",
+        "pos": "his" if he else "her",
+        "item": item,
+    }
     start = rng.randint(1, max_number)
     total, sentences, working = start, [rng.choice(s.opening).format(**f, n=start)], [f"Start: {start} {item}."]
     for k in range(1, steps + 1):
@@ -97,8 +124,18 @@ def split_of(question: str, test_share: float) -> str:
     return "test" if h < test_share else "train"
 
 
-def generate(n_train: int, n_test: int, *, steps: int, max_number: int, ops: tuple[str, ...], seed: int,
-             n_heldout: int = 0, heldout: tuple[str, ...] = stories.HELDOUT, max_tries: int = 50) -> dict[str, list[dict]]:
+def generate(
+    n_train: int,
+    n_test: int,
+    *,
+    steps: int,
+    max_number: int,
+    ops: tuple[str, ...],
+    seed: int,
+    n_heldout: int = 0,
+    heldout: tuple[str, ...] = stories.HELDOUT,
+    max_tries: int = 50,
+) -> dict[str, list[dict]]:
     """``{"train": [...], "test": [...], "heldout": [...]}`` of distinct problems: train and test from the stories not
     in ``heldout``, heldout from those alone; DataError when the settings cannot yield that many."""
     if not 1 <= steps <= 4:
@@ -109,8 +146,10 @@ def generate(n_train: int, n_test: int, *, steps: int, max_number: int, ops: tup
     if bad or not ops:
         raise DataError(f"--ops must be a comma-separated subset of {','.join(OPS)}, got {','.join(ops) or 'nothing'}")
     if min(n_train, n_test, n_heldout) < 0 or n_train + n_test + n_heldout == 0:
-        raise DataError("--train-size / --test-size / --heldout-size must be >= 0 and not all 0, got "
-                        f"{n_train} / {n_test} / {n_heldout}")
+        raise DataError(
+            "--train-size / --test-size / --heldout-size must be >= 0 and not all 0, got "
+            f"{n_train} / {n_test} / {n_heldout}"
+        )
     unknown = [x for x in heldout if x not in STORIES]
     seen_stories = [x for x in STORIES if x not in heldout]
     if unknown or not seen_stories:
@@ -140,25 +179,35 @@ def generate(n_train: int, n_test: int, *, steps: int, max_number: int, ops: tup
     if any(len(out[s]) < want[s] for s in SPLITS):
         got = " / ".join(f"{len(out[s])} {s}" for s in SPLITS)
         asked = " / ".join(str(want[s]) for s in SPLITS)
-        raise DataError(f"only {got} distinct problems with these settings (asked {asked}): raise --max-number or "
-                        "--steps, or ask for fewer")
+        raise DataError(
+            f"only {got} distinct problems with these settings (asked {asked}): raise --max-number or "
+            "--steps, or ask for fewer"
+        )
     return out
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"python -m {PROG}", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog=f"python -m {PROG}", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--out", required=True, help="folder for train.jsonl, test.jsonl, settings.json")
     p.add_argument("--steps", type=int, default=2, help="operations per problem, 1-4 (default 2)")
     p.add_argument("--max-number", type=int, default=20, help="operands from 1..N (default 20)")
     p.add_argument("--ops", default=",".join(OPS), help=f"comma-separated subset of {','.join(OPS)} (default all)")
     p.add_argument("--train-size", type=int, default=5000, help="train problems (default 5000)")
     p.add_argument("--test-size", type=int, default=1000, help="test problems (default 1000)")
-    p.add_argument("--heldout-size", type=int, default=1000,
-                   help="problems of the held-out stories, heldout.jsonl (default 1000; 0 = none)")
-    p.add_argument("--heldout-stories", default=",".join(stories.HELDOUT),
-                   help=f"stories kept out of train and test, comma-separated, of {','.join(stories.STORIES)} "
-                        f"(default {','.join(stories.HELDOUT)}; empty = none)")
+    p.add_argument(
+        "--heldout-size",
+        type=int,
+        default=1000,
+        help="problems of the held-out stories, heldout.jsonl (default 1000; 0 = none)",
+    )
+    p.add_argument(
+        "--heldout-stories",
+        default=",".join(stories.HELDOUT),
+        help=f"stories kept out of train and test, comma-separated, of {','.join(stories.STORIES)} "
+        f"(default {','.join(stories.HELDOUT)}; empty = none)",
+    )
     p.add_argument("--seed", type=int, default=0)
     return p
 
@@ -169,11 +218,26 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_output_folder(args.out)
         heldout = tuple(x.strip() for x in args.heldout_stories.split(",") if x.strip())
-        data = generate(args.train_size, args.test_size, steps=args.steps, max_number=args.max_number, ops=ops,
-                        seed=args.seed, n_heldout=args.heldout_size if heldout else 0, heldout=heldout)
-        settings = {"generator": PROG, "steps": args.steps, "max_number": args.max_number, "ops": list(ops),
-                    "seed": args.seed, "stories": [x for x in STORIES if x not in heldout],
-                    "heldout_stories": list(heldout), **{s: len(data[s]) for s in SPLITS}}
+        data = generate(
+            args.train_size,
+            args.test_size,
+            steps=args.steps,
+            max_number=args.max_number,
+            ops=ops,
+            seed=args.seed,
+            n_heldout=args.heldout_size if heldout else 0,
+            heldout=heldout,
+        )
+        settings = {
+            "generator": PROG,
+            "steps": args.steps,
+            "max_number": args.max_number,
+            "ops": list(ops),
+            "seed": args.seed,
+            "stories": [x for x in STORIES if x not in heldout],
+            "heldout_stories": list(heldout),
+            **{s: len(data[s]) for s in SPLITS},
+        }
         with output_set() as outs:
             for split, rows in data.items():
                 path = os.path.join(args.out, f"{split}.jsonl")
@@ -187,9 +251,11 @@ def main(argv: list[str] | None = None) -> int:
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(f"{PROG}: {settings['train']} train / {settings['test']} test / {settings['heldout']} held-out problems "
-          f"-> {args.out} "
-          f"(steps {args.steps}, numbers 1..{args.max_number}, ops {','.join(ops)}, seed {args.seed})")
+    print(
+        f"{PROG}: {settings['train']} train / {settings['test']} test / {settings['heldout']} held-out problems "
+        f"-> {args.out} "
+        f"(steps {args.steps}, numbers 1..{args.max_number}, ops {','.join(ops)}, seed {args.seed})"
+    )
     return 0
 
 

@@ -47,7 +47,9 @@ def check_options(**kwargs) -> list[str]:
     return []
 
 
-def compute_score(data_source=None, solution_str="", ground_truth=None, extra_info=None, mode: str = "strict", **kwargs) -> dict:
+def compute_score(
+    data_source=None, solution_str="", ground_truth=None, extra_info=None, mode: str = "strict", **kwargs
+) -> dict:
     """1.0 when the answer's final number is the reference's (see the module docstring).
 
     >>> compute_score("openai/gsm8k", "48 + 24 = 72\\n#### 72", "72")

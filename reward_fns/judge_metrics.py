@@ -20,8 +20,19 @@ from collections.abc import Mapping, Sequence
 SCORES = (0, 1, 2, 3, 4)
 VERIFY_LABELS = {0, 4}  # pointwise verification data: 4 = correct solution, 0 = wrong
 ACCEPT_AT = 3  # verification: score >= 3 accepts, <= 2 rejects
-VERIFY_KEYS = ("balanced_accuracy", "precision", "recall", "specificity", "tp", "fp", "tn", "fn", "none",
-               "n_label4", "n_label0")
+VERIFY_KEYS = (
+    "balanced_accuracy",
+    "precision",
+    "recall",
+    "specificity",
+    "tp",
+    "fp",
+    "tn",
+    "fn",
+    "none",
+    "n_label4",
+    "n_label0",
+)
 
 
 def ratio(num: float, den: float) -> float | None:
@@ -42,8 +53,14 @@ def _status_counts(recs: Sequence[Mapping]) -> tuple[int, int, int, int]:
 
 def _status_metrics(n: int, n_err: int, n_pf: int, n_parsed: int) -> dict:
     """The counts and failure rates every kind reports first."""
-    return {"n": n, "n_error": n_err, "n_parse_fail": n_pf, "n_parsed": n_parsed,
-            "error_rate": ratio(n_err, n), "parse_fail_rate": ratio(n_pf, n - n_err)}
+    return {
+        "n": n,
+        "n_error": n_err,
+        "n_parse_fail": n_pf,
+        "n_parsed": n_parsed,
+        "error_rate": ratio(n_err, n),
+        "parse_fail_rate": ratio(n_pf, n - n_err),
+    }
 
 
 def pairwise_metrics(recs: Sequence[Mapping]) -> dict:
@@ -106,8 +123,13 @@ def verification_metrics(recs: Sequence[Mapping]) -> dict:
         "precision": tp / (tp + fp) if tp + fp else 0.0,
         "recall": recall,
         "specificity": specificity,
-        "tp": tp, "fp": fp, "tn": tn, "fn": fn, "none": none,
-        "n_label4": pos, "n_label0": neg,
+        "tp": tp,
+        "fp": fp,
+        "tn": tn,
+        "fn": fn,
+        "none": none,
+        "n_label4": pos,
+        "n_label0": neg,
     }
 
 

@@ -98,8 +98,9 @@ def errors(mode: object, fallback: object, parse_fail_score: object, options: Ma
         found.append(f"judge_failure must be 'fallback' or 'abstain', got {opt['judge_failure']!r}")
     if opt["rule_mode"] not in gsm8k.MODES:
         found.append(f"rule_mode must be one of {gsm8k.MODES}, got {opt['rule_mode']!r}")
-    checks = [lambda: fallback_value(fallback, 0.0)] + ([lambda: parse_fail_value(parse_fail_score, mode)]
-                                                         if mode in MODES else [])
+    checks = [lambda: fallback_value(fallback, 0.0)] + (
+        [lambda: parse_fail_value(parse_fail_score, mode)] if mode in MODES else []
+    )
     for check in checks:
         try:
             check()

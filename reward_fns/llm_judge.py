@@ -109,8 +109,16 @@ from reward_fns.redact import mask_url
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "compute_score", "check_options", "build_messages", "get_client", "combine", "KEYS", "DEFAULTS", "MODES",
-    "NEUTRALIZED_TAGS", "JudgeConfigError",
+    "compute_score",
+    "check_options",
+    "build_messages",
+    "get_client",
+    "combine",
+    "KEYS",
+    "DEFAULTS",
+    "MODES",
+    "NEUTRALIZED_TAGS",
+    "JudgeConfigError",
 ]
 
 KEYS = (
@@ -242,24 +250,40 @@ def probe_index(solution_str: object, ground_truth: object, every: int) -> int |
     return h // every if h % every == 0 else None
 
 
-async def _canary(client: JudgeClient, k: int, reference: str | None, ground_truth: object, extra_info: object,
-                  opt: dict) -> dict:
+async def _canary(
+    client: JudgeClient, k: int, reference: str | None, ground_truth: object, extra_info: object, opt: dict
+) -> dict:
     """Grade canary probe ``k`` (``reward_fns.canaries``) for this sample's question: its ``canary_*`` keys."""
     made = canaries.probe(reference, k) if reference is not None else None
     if made is None:
         return {}
     text, right = made
-    messages = build_messages(text, ground_truth, extra_info, prompt=opt["prompt"], prompt_version=opt["prompt_version"],
-                              max_response_chars=opt["max_response_chars"])
+    messages = build_messages(
+        text,
+        ground_truth,
+        extra_info,
+        prompt=opt["prompt"],
+        prompt_version=opt["prompt_version"],
+        max_response_chars=opt["max_response_chars"],
+    )
     result = await client.complete(messages)
     parsed = parse_score(result.text) if result.ok else None
-    accepted = bool(parsed is not None and parsed.ok and parsed.value >= 3 and not (
-        opt["grounded"] and guard(result.text, defuse(text, opt["max_response_chars"]), reference)
-        in (UNGROUNDED, CONTRADICTION)))
+    accepted = bool(
+        parsed is not None
+        and parsed.ok
+        and parsed.value >= 3
+        and not (
+            opt["grounded"]
+            and guard(result.text, defuse(text, opt["max_response_chars"]), reference) in (UNGROUNDED, CONTRADICTION)
+        )
+    )
     if not result.ok:  # no verdict: nothing learned about the judge from this probe
         return {}
-    return {"canary_right": 1.0, "canary_right_rejected": float(not accepted)} if right else \
-        {"canary_wrong": 1.0, "canary_wrong_accepted": float(accepted)}
+    return (
+        {"canary_right": 1.0, "canary_right_rejected": float(not accepted)}
+        if right
+        else {"canary_wrong": 1.0, "canary_wrong_accepted": float(accepted)}
+    )
 
 
 # ---------------------------------------------------------------------------- scoring
@@ -292,8 +316,13 @@ def _log_failure(result: JudgeResult, where: str, outcome: str) -> None:
     global _fail_count
     _fail_count += 1
     if _fail_count <= 5 or _fail_count % 100 == 0:
-        logger.warning("llm_judge: judge call to %s failed (#%d, %s): %s", mask_url(where), _fail_count, outcome,
-                       mask_url(str(result.error)))
+        logger.warning(
+            "llm_judge: judge call to %s failed (#%d, %s): %s",
+            mask_url(where),
+            _fail_count,
+            outcome,
+            mask_url(str(result.error)),
+        )
 
 
 def _warn_once(key: str, msg: str, *args: Any) -> None:
@@ -309,8 +338,12 @@ def _prompt_options(opt: dict) -> dict:
 def _client_options(opt: dict, timeout: object, max_retries: object) -> dict:
     """``JudgeClient``'s settings from the options (its constructor checks them)."""
     keys = ("deadline", "max_concurrency", "temperature", "max_tokens", "cache_size", "cache_ttl", "max_response_bytes")
-    return dict(timeout=timeout, max_retries=max_retries, extra_body=_plain(opt["extra_body"]) or None,
-                **{k: opt[k] for k in keys})
+    return dict(
+        timeout=timeout,
+        max_retries=max_retries,
+        extra_body=_plain(opt["extra_body"]) or None,
+        **{k: opt[k] for k in keys},
+    )
 
 
 def check_options(**kwargs: Any) -> list[str]:
@@ -318,15 +351,23 @@ def check_options(**kwargs: Any) -> list[str]:
     the options' rules (``judge_options.errors``), the prompt ``build_messages`` loads, the client's settings. The
     config check (``scripts/launch/verl_config.py``) asks before a run starts."""
     named = inspect.signature(compute_score).parameters
-    given = {k: kwargs.get(k, named[k].default) for k in ("mode", "fallback", "parse_fail_score", "timeout", "max_retries")}
+    given = {
+        k: kwargs.get(k, named[k].default) for k in ("mode", "fallback", "parse_fail_score", "timeout", "max_retries")
+    }
     options = {k: v for k, v in kwargs.items() if k not in named}
     found = errors(given["mode"], given["fallback"], given["parse_fail_score"], options)
     if found:
         return found
     opt = {**DEFAULTS, **options}
-    for check in (lambda: build_messages("", None, None, **_prompt_options(opt)),
-                  lambda: JudgeClient("http://127.0.0.1:1/v1", "check", api_key_env=None,
-                                      **_client_options(opt, given["timeout"], given["max_retries"]))):
+    for check in (
+        lambda: build_messages("", None, None, **_prompt_options(opt)),
+        lambda: JudgeClient(
+            "http://127.0.0.1:1/v1",
+            "check",
+            api_key_env=None,
+            **_client_options(opt, given["timeout"], given["max_retries"]),
+        ),
+    ):
         try:
             check()
         except (ValueError, TypeError, FileNotFoundError) as e:
@@ -374,8 +415,13 @@ async def compute_score(
     if no_verdict is None:  # "lowest": what a real verdict of 0 earns for this answer
         no_verdict = combine(mode, 0, rule_score)
     out = dict.fromkeys(KEYS, 0.0)
-    out.update(score=fallback_score, judge_score=-1.0, rule_score=rule_score, judge_fallback=1.0,
-               rule_format=float(gsm8k.extract_answer(solution_str, "strict") is not None))
+    out.update(
+        score=fallback_score,
+        judge_score=-1.0,
+        rule_score=rule_score,
+        judge_fallback=1.0,
+        rule_format=float(gsm8k.extract_answer(solution_str, "strict") is not None),
+    )
 
     # 1. where to send the request (hybrid mode: a wrong final answer earns 0 whatever the judge says,
     #    so the judge is only asked about rule-correct answers)
@@ -410,8 +456,9 @@ async def compute_score(
     k = probe_index(solution_str, ground_truth, int(opt["canary_every"] or 0))
     started = time.perf_counter()
     if k is not None:  # a probe beside this sample's own request
-        result, probed = await asyncio.gather(client.complete(messages),
-                                              _canary(client, k, reference, ground_truth, extra_info, opt))
+        result, probed = await asyncio.gather(
+            client.complete(messages), _canary(client, k, reference, ground_truth, extra_info, opt)
+        )
         out.update(probed)
     else:
         result = await client.complete(messages)

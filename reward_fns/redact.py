@@ -11,7 +11,8 @@ import re
 
 _URL_USERINFO = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://)[^\s/@]+@")
 _URL_SECRET_PARAM = re.compile(
-    r"(?i)([?&;][^=&\s#]*(?:key|token|secret|passw|sig|auth|credential|code)[^=&\s#]*=)[^&\s#'\"]+")
+    r"(?i)([?&;][^=&\s#]*(?:key|token|secret|passw|sig|auth|credential|code)[^=&\s#]*=)[^&\s#'\"]+"
+)
 
 
 def mask_url(text: str) -> str:

@@ -77,7 +77,9 @@ def _pairwise_target(extra: Mapping, label: object) -> str:
     if reference is None:
         raise NoTarget("no_reference_answer")
     right, wrong = (a, b) if label == "A" else (b, a)
-    if not (right is not None and numbers_equal(right, reference)) or (wrong is not None and numbers_equal(wrong, reference)):
+    if not (right is not None and numbers_equal(right, reference)) or (
+        wrong is not None and numbers_equal(wrong, reference)
+    ):
         raise NoTarget("rationale_mismatch")
     ref_part = f"Reference: {shown(reference)}. " if _shows_reference(extra.get("prompt_version", "")) else ""
     return f"<think>{ref_part}A: {shown(a)}. B: {shown(b)}.</think><better>{label}</better>"
@@ -108,19 +110,42 @@ class Verdict:
 
 
 POINTWISE = Verdict(
-    name="pointwise", tag="score", marker="response", paired=False, label=score_label, labels_are="an integer 0-4",
+    name="pointwise",
+    tag="score",
+    marker="response",
+    paired=False,
+    label=score_label,
+    labels_are="an integer 0-4",
     parse=parse_score,
-    reward=pointwise.compute_score, target=_pointwise_target, metrics=judge_metrics.pointwise_metrics,
+    reward=pointwise.compute_score,
+    target=_pointwise_target,
+    metrics=judge_metrics.pointwise_metrics,
     compare_keys=("balanced_accuracy", "precision", "recall", "specificity", "parse_fail_rate", "exact", "n"),
     report_keys=("n", "exact", "within1", "mae", "exact_parsed", "within1_parsed", "mean_pred", "mean_label"),
 )
 PAIRWISE = Verdict(
-    name="pairwise", tag="better", marker="response_a", paired=True, label=choice_label, labels_are="'A'/'B'",
+    name="pairwise",
+    tag="better",
+    marker="response_a",
+    paired=True,
+    label=choice_label,
+    labels_are="'A'/'B'",
     parse=parse_choice,
-    reward=pairwise.compute_score, target=_pairwise_target, metrics=judge_metrics.pairwise_metrics,
+    reward=pairwise.compute_score,
+    target=_pairwise_target,
+    metrics=judge_metrics.pairwise_metrics,
     compare_keys=("accuracy", "pair_accuracy", "flip_rate", "a_share", "parse_fail_rate", "n"),
-    report_keys=("n", "accuracy", "accuracy_parsed", "pair_accuracy", "flip_rate", "a_share", "label_a_share",
-                 "pairs_both_orders", "pairs_compared"),
+    report_keys=(
+        "n",
+        "accuracy",
+        "accuracy_parsed",
+        "pair_accuracy",
+        "flip_rate",
+        "a_share",
+        "label_a_share",
+        "pairs_both_orders",
+        "pairs_compared",
+    ),
 )
 #: every kind by name; ``detect`` tries them in this order (an A/B label is no 0-4 score, and no score is A/B)
 KINDS = {v.name: v for v in (PAIRWISE, POINTWISE)}
@@ -153,8 +178,11 @@ def detect(labels: Sequence[object]) -> Verdict:
     for i, gt in enumerate(labels):
         if not any(_reads(v, gt) for v in KINDS.values()):
             raise ValueError(f"row {i + 1}: reward_model.ground_truth {gt!r} is neither {' nor '.join(kinds)}")
-    raise ValueError("reward_model.ground_truth mixes "
-                     + " and ".join(f"{v.name} ({v.labels_are})" for v in KINDS.values()) + " labels")
+    raise ValueError(
+        "reward_model.ground_truth mixes "
+        + " and ".join(f"{v.name} ({v.labels_are})" for v in KINDS.values())
+        + " labels"
+    )
 
 
 def _reads(v: Verdict, gt: object) -> bool:

@@ -17,6 +17,7 @@ With the packages compiled, ``bash scripts/main.sh`` took 538 s
 
 ``scripts.workflows.pipeline`` and ``scripts.launch`` print :func:`warning` before they start training.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,9 +61,11 @@ def warning(env=None, packages=PACKAGES) -> str | None:
     missing = uncompiled(packages)
     if not missing:
         return None
-    return (f"PYTHONDONTWRITEBYTECODE is set and these packages have no bytecode: {', '.join(n for n, _ in missing)}; "
-            f"every process compiles them from source at start (measured: ~11 s more per process). "
-            f"Compile once: {os.path.basename(sys.executable)} -m scripts.bytecode --compile")
+    return (
+        f"PYTHONDONTWRITEBYTECODE is set and these packages have no bytecode: {', '.join(n for n, _ in missing)}; "
+        f"every process compiles them from source at start (measured: ~11 s more per process). "
+        f"Compile once: {os.path.basename(sys.executable)} -m scripts.bytecode --compile"
+    )
 
 
 def compile_folders(folders: list[str], workers: int = 0) -> bool:
@@ -72,37 +75,57 @@ def compile_folders(folders: list[str], workers: int = 0) -> bool:
         t0 = time.time()
         print(f"[bytecode] {i}/{len(folders)} compiling {folder} ...", flush=True)
         if not os.access(folder, os.W_OK):
-            print(f"[bytecode] ERROR: {folder} is not writable (run as its owner, or reinstall with pip, which "
-                  f"compiles by default)", file=sys.stderr)
+            print(
+                f"[bytecode] ERROR: {folder} is not writable (run as its owner, or reinstall with pip, which "
+                f"compiles by default)",
+                file=sys.stderr,
+            )
             ok = False
             continue
         done = compileall.compile_dir(folder, quiet=1, workers=workers)
         ok = ok and bool(done)
-        print(f"[bytecode] {i}/{len(folders)} {folder}: {'done' if done else 'some files did not compile'} in "
-              f"{time.time() - t0:.0f}s", flush=True)
+        print(
+            f"[bytecode] {i}/{len(folders)} {folder}: {'done' if done else 'some files did not compile'} in "
+            f"{time.time() - t0:.0f}s",
+            flush=True,
+        )
     return ok
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m scripts.bytecode",
-                                description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--compile", action="store_true", help="byte-compile the install folders of the packages that lack "
-                   "bytecode (their whole site-packages folder: their dependencies are imported too)")
-    p.add_argument("--packages", nargs="+", default=list(PACKAGES), metavar="NAME",
-                   help=f"packages to check (default: {' '.join(PACKAGES)})")
+    p = argparse.ArgumentParser(
+        prog="python -m scripts.bytecode", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="byte-compile the install folders of the packages that lack "
+        "bytecode (their whole site-packages folder: their dependencies are imported too)",
+    )
+    p.add_argument(
+        "--packages",
+        nargs="+",
+        default=list(PACKAGES),
+        metavar="NAME",
+        help=f"packages to check (default: {' '.join(PACKAGES)})",
+    )
     p.add_argument("-j", "--workers", type=int, default=0, help="compile processes (default 0: one per core)")
     a = p.parse_args(argv)
     missing = uncompiled(a.packages)
     flag = dont_write_bytecode()
-    print(f"[bytecode] {sys.executable}: PYTHONDONTWRITEBYTECODE {'set' if flag else 'not set'}; "
-          f"without bytecode: {', '.join(n for n, _ in missing) or 'none'}")
+    print(
+        f"[bytecode] {sys.executable}: PYTHONDONTWRITEBYTECODE {'set' if flag else 'not set'}; "
+        f"without bytecode: {', '.join(n for n, _ in missing) or 'none'}"
+    )
     if a.compile:
         folders = sorted({f for _, f in missing})
         if not folders:
             print("[bytecode] nothing to compile")
             return 0
         if not compile_folders(folders, a.workers):
-            print("[bytecode] note: some files did not compile (compileall printed them); modules that do import are cached")
+            print(
+                "[bytecode] note: some files did not compile (compileall printed them); modules that do import are cached"
+            )
         left = uncompiled(a.packages)
         print(f"[bytecode] without bytecode now: {', '.join(n for n, _ in left) or 'none'}")
         return 1 if left else 0

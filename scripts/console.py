@@ -40,10 +40,17 @@ def mask(text: str, env=None) -> str:
     names = set(secret_names(env)) | {n for n in env if SECRET_NAME.search(n)}
     forms = set()
     for v in {env[n] for n in names if env.get(n)}:
-        forms |= {(f, len(v) >= 6) for f in (v, json.dumps(v)[1:-1], repr(v)[1:-1], urllib.parse.quote(v, safe=""),
-                                            urllib.parse.quote_plus(v)) if f}
+        forms |= {
+            (f, len(v) >= 6)
+            for f in (v, json.dumps(v)[1:-1], repr(v)[1:-1], urllib.parse.quote(v, safe=""), urllib.parse.quote_plus(v))
+            if f
+        }
     for f, anywhere in sorted(forms, key=lambda x: len(x[0]), reverse=True):
-        text = text.replace(f, "***") if anywhere else re.sub(rf"(?<![A-Za-z0-9]){re.escape(f)}(?![A-Za-z0-9])", "***", text)
+        text = (
+            text.replace(f, "***")
+            if anywhere
+            else re.sub(rf"(?<![A-Za-z0-9]){re.escape(f)}(?![A-Za-z0-9])", "***", text)
+        )
     # `...api_key=VALUE` / `"token": "VALUE"` written inline (but not api_key_env=NAME)
     return mask_url(_INLINE_SECRET.sub(lambda m: m.group(1) + "***", text))
 

@@ -91,8 +91,14 @@ def ray_cluster():
         num_cpus=4,
         include_dashboard=False,
         log_to_driver=False,
-        runtime_env={"env_vars": {"PYTHONPATH": ROOT, "TOKENIZERS_PARALLELISM": "false",
-                                  "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}},
+        runtime_env={
+            "env_vars": {
+                "PYTHONPATH": ROOT,
+                "TOKENIZERS_PARALLELISM": "false",
+                "HF_HUB_OFFLINE": "1",
+                "TRANSFORMERS_OFFLINE": "1",
+            }
+        },
     )
     mine = _read(RAY_CURRENT_CLUSTER)
     yield ray

@@ -25,8 +25,12 @@ def test_judge_cost_numbers_in_readme_come_from_the_committed_h100_metrics():
     r = _summ(*files, "--labels", "rule", "local", "hybrid", "--ratio", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    med = {lab: {k.removeprefix("median timing_s/"): round(v, 2) for k, v in run.items() if k.startswith("median timing_s/")}
-           for lab, run in out["runs"].items()}
+    med = {
+        lab: {
+            k.removeprefix("median timing_s/"): round(v, 2) for k, v in run.items() if k.startswith("median timing_s/")
+        }
+        for lab, run in out["runs"].items()
+    }
     assert [out["runs"][lab]["steps"] for lab in ("rule", "local", "hybrid")] == [6, 6, 6]
     assert (med["rule"]["step"], med["local"]["step"], med["hybrid"]["step"]) == (18.96, 27.1, 20.14)
     assert (med["rule"]["reward"], med["local"]["reward"], med["hybrid"]["reward"]) == (0.0, 7.77, 0.13)
@@ -43,24 +47,54 @@ def test_judge_cost_numbers_in_readme_come_from_the_committed_h100_metrics():
 LEARN = os.path.join(ROOT, "docs", "results", "2026-11-22-learn")
 
 
-@pytest.mark.parametrize("run, rows", [
-    ("judge_pairwise", {"parse_fail_rate": (1.0, 0.0), "accuracy": (0.0, 0.502), "a_share": (None, 0.002),
-                        "flip_rate": (None, 0.997), "pairs_compared": (0, 300)}),
-    ("gsm8k_rule", {"strict_acc": (0.004, 0.010), "flexible_acc": (0.010, 0.018),
-                    "strict_format_rate": (0.498, 0.682), "n_questions": (500, 500)}),
-])
+@pytest.mark.parametrize(
+    "run, rows",
+    [
+        (
+            "judge_pairwise",
+            {
+                "parse_fail_rate": (1.0, 0.0),
+                "accuracy": (0.0, 0.502),
+                "a_share": (None, 0.002),
+                "flip_rate": (None, 0.997),
+                "pairs_compared": (0, 300),
+            },
+        ),
+        (
+            "gsm8k_rule",
+            {
+                "strict_acc": (0.004, 0.010),
+                "flexible_acc": (0.010, 0.018),
+                "strict_format_rate": (0.498, 0.682),
+                "n_questions": (500, 500),
+            },
+        ),
+    ],
+)
 def test_learning_numbers_in_readme_come_from_the_committed_h100_reports(run, rows):
     """README "Learning" is scripts.report.compare_evals on the eval reports the H100 learning runs wrote."""
     d = os.path.join(LEARN, run)
-    r = subprocess.run([sys.executable, "-m", "scripts.report.compare_evals", os.path.join(d, "eval_before"),
-                        os.path.join(d, "eval_after")], cwd=ROOT, capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scripts.report.compare_evals",
+            os.path.join(d, "eval_before"),
+            os.path.join(d, "eval_after"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == open(os.path.join(d, "compare.md")).read().strip()
     rep = {side: json.load(open(os.path.join(d, side, "report.json"))) for side in ("eval_before", "eval_after")}
     head = "overall" if run == "judge_pairwise" else "policy"
     for metric, (before, after) in rows.items():
-        got = tuple(None if rep[s][head].get(metric) is None else round(rep[s][head][metric], 3)
-                    for s in ("eval_before", "eval_after"))
+        got = tuple(
+            None if rep[s][head].get(metric) is None else round(rep[s][head][metric], 3)
+            for s in ("eval_before", "eval_after")
+        )
         assert got == (before, after), metric
     steps = [json.loads(line)["step"] for line in open(os.path.join(d, "metrics.jsonl")) if line.strip()]
     assert max(steps) == 50
@@ -71,15 +105,20 @@ def test_learning_numbers_in_readme_come_from_the_committed_h100_reports(run, ro
 def test_judge_to_reward_h100_run_in_readme():
     """The judge_to_reward end-to-end run: both stages' metrics are kept and the README quotes them."""
     d = os.path.join(ROOT, "docs", "results", "2026-11-22-judge_to_reward")
-    r = _summ(os.path.join(d, "judge", "metrics.jsonl"), os.path.join(d, "policy", "metrics.jsonl"),
-              "--labels", "judge", "policy", "--json")
+    r = _summ(
+        os.path.join(d, "judge", "metrics.jsonl"),
+        os.path.join(d, "policy", "metrics.jsonl"),
+        "--labels",
+        "judge",
+        "policy",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     runs = json.loads(r.stdout)  # without --ratio: {label: summary}
     assert (runs["judge"]["steps"], runs["policy"]["steps"]) == (3, 3)
     assert round(runs["policy"]["median timing_s/reward"], 2) == 8.78
     smoke = open(os.path.join(d, "gpu_smoke_summary.md")).read()
     assert "| judge_to_reward | 0 | 854 | 3 | metrics ok metrics ok merged judge ok |" in smoke
-
 
 
 JUDGES = os.path.join(ROOT, "docs", "results", "2026-11-23-judges")
@@ -95,43 +134,46 @@ def _report(folder, *parts):
     return json.load(open(os.path.join(folder, *parts, "report.json")))
 
 
-@pytest.mark.parametrize("folder, parts, metric, value", [
-    (JUDGES, ("pointwise", "eval_before"), "balanced_accuracy", 0.007),
-    (JUDGES, ("pointwise", "eval_before"), "parse_fail_rate", 0.987),
-    (JUDGES, ("pointwise", "eval_sft"), "balanced_accuracy", 0.972),
-    (JUDGES, ("pointwise", "eval_sft"), "parse_fail_rate", 0.0),
-    (JUDGES, ("pairwise_ref", "eval_sft"), "pair_accuracy", 0.653),
-    (JUDGES, ("pairwise_ref", "eval_sft"), "flip_rate", 0.333),
-    (JUDGES, ("pairwise_ref", "eval_after"), "pair_accuracy", 0.78),
-    (JUDGES, ("pairwise_ref", "eval_after"), "flip_rate", 0.18),
-    (JUDGES, ("pairwise_ref", "eval_after"), "accuracy", 0.87),
-    (JUDGES, ("judge_to_reward", "eval_before"), "balanced_accuracy", 0.005),
-    (JUDGES, ("judge_to_reward", "eval_sft"), "balanced_accuracy", 0.99),
-    (MODEL_SOLUTIONS, ("main", "eval_before"), "balanced_accuracy", 0.0),
-    (MODEL_SOLUTIONS, ("main", "eval_before"), "parse_fail_rate", 1.0),
-    (MODEL_SOLUTIONS, ("main", "eval_sft"), "balanced_accuracy", 1.0),
-    (MODEL_SOLUTIONS, ("main", "eval_sft"), "parse_fail_rate", 0.0),
-    (MODEL_SOLUTIONS, ("pairwise_ref", "eval_sft"), "accuracy", 0.983),
-    (MODEL_SOLUTIONS, ("pairwise_ref", "eval_sft"), "pair_accuracy", 0.97),
-    (MODEL_SOLUTIONS, ("pairwise_ref", "eval_sft"), "flip_rate", 0.025),
-    (MODEL_SOLUTIONS, ("pairwise_ref", "eval_after"), "pair_accuracy", 0.965),
-    (MODEL_SOLUTIONS, ("pairwise_ref", "eval_after"), "flip_rate", 0.03),
-    (MODEL_SOLUTIONS, ("pairwise_noref", "eval_sft"), "a_share", 0.995),
-    (MODEL_SOLUTIONS, ("pairwise_noref", "pair_groups_on", "eval_after"), "pair_accuracy", 0.0),
-    (MODEL_SOLUTIONS, ("pairwise_noref", "pair_groups_off", "eval_after"), "pair_accuracy", 0.0),
-    (MAIN_SPEED, ("run_a", "eval_before"), "balanced_accuracy", 0.0),
-    (MAIN_SPEED, ("run_a", "eval_before"), "parse_fail_rate", 0.995),
-    (MAIN_SPEED, ("run_a", "eval_sft"), "balanced_accuracy", 0.985),
-    (MAIN_SPEED, ("run_a", "eval_sft"), "parse_fail_rate", 0.0),
-    (MAIN_SPEED, ("run_b", "eval_before"), "balanced_accuracy", 0.005),
-    (MAIN_SPEED, ("run_b", "eval_sft"), "balanced_accuracy", 1.0),
-    (MAIN_SPEED, ("run_b", "eval_sft"), "parse_fail_rate", 0.0),
-    (MAIN_BYTECODE, ("eval_before",), "balanced_accuracy", 0.0),
-    (MAIN_BYTECODE, ("eval_before",), "parse_fail_rate", 1.0),
-    (MAIN_BYTECODE, ("eval_sft",), "balanced_accuracy", 0.98),
-    (MAIN_BYTECODE, ("eval_sft",), "parse_fail_rate", 0.0),
-    (MAIN_BYTECODE, ("eval_sft",), "recall", 0.96),
-])
+@pytest.mark.parametrize(
+    "folder, parts, metric, value",
+    [
+        (JUDGES, ("pointwise", "eval_before"), "balanced_accuracy", 0.007),
+        (JUDGES, ("pointwise", "eval_before"), "parse_fail_rate", 0.987),
+        (JUDGES, ("pointwise", "eval_sft"), "balanced_accuracy", 0.972),
+        (JUDGES, ("pointwise", "eval_sft"), "parse_fail_rate", 0.0),
+        (JUDGES, ("pairwise_ref", "eval_sft"), "pair_accuracy", 0.653),
+        (JUDGES, ("pairwise_ref", "eval_sft"), "flip_rate", 0.333),
+        (JUDGES, ("pairwise_ref", "eval_after"), "pair_accuracy", 0.78),
+        (JUDGES, ("pairwise_ref", "eval_after"), "flip_rate", 0.18),
+        (JUDGES, ("pairwise_ref", "eval_after"), "accuracy", 0.87),
+        (JUDGES, ("judge_to_reward", "eval_before"), "balanced_accuracy", 0.005),
+        (JUDGES, ("judge_to_reward", "eval_sft"), "balanced_accuracy", 0.99),
+        (MODEL_SOLUTIONS, ("main", "eval_before"), "balanced_accuracy", 0.0),
+        (MODEL_SOLUTIONS, ("main", "eval_before"), "parse_fail_rate", 1.0),
+        (MODEL_SOLUTIONS, ("main", "eval_sft"), "balanced_accuracy", 1.0),
+        (MODEL_SOLUTIONS, ("main", "eval_sft"), "parse_fail_rate", 0.0),
+        (MODEL_SOLUTIONS, ("pairwise_ref", "eval_sft"), "accuracy", 0.983),
+        (MODEL_SOLUTIONS, ("pairwise_ref", "eval_sft"), "pair_accuracy", 0.97),
+        (MODEL_SOLUTIONS, ("pairwise_ref", "eval_sft"), "flip_rate", 0.025),
+        (MODEL_SOLUTIONS, ("pairwise_ref", "eval_after"), "pair_accuracy", 0.965),
+        (MODEL_SOLUTIONS, ("pairwise_ref", "eval_after"), "flip_rate", 0.03),
+        (MODEL_SOLUTIONS, ("pairwise_noref", "eval_sft"), "a_share", 0.995),
+        (MODEL_SOLUTIONS, ("pairwise_noref", "pair_groups_on", "eval_after"), "pair_accuracy", 0.0),
+        (MODEL_SOLUTIONS, ("pairwise_noref", "pair_groups_off", "eval_after"), "pair_accuracy", 0.0),
+        (MAIN_SPEED, ("run_a", "eval_before"), "balanced_accuracy", 0.0),
+        (MAIN_SPEED, ("run_a", "eval_before"), "parse_fail_rate", 0.995),
+        (MAIN_SPEED, ("run_a", "eval_sft"), "balanced_accuracy", 0.985),
+        (MAIN_SPEED, ("run_a", "eval_sft"), "parse_fail_rate", 0.0),
+        (MAIN_SPEED, ("run_b", "eval_before"), "balanced_accuracy", 0.005),
+        (MAIN_SPEED, ("run_b", "eval_sft"), "balanced_accuracy", 1.0),
+        (MAIN_SPEED, ("run_b", "eval_sft"), "parse_fail_rate", 0.0),
+        (MAIN_BYTECODE, ("eval_before",), "balanced_accuracy", 0.0),
+        (MAIN_BYTECODE, ("eval_before",), "parse_fail_rate", 1.0),
+        (MAIN_BYTECODE, ("eval_sft",), "balanced_accuracy", 0.98),
+        (MAIN_BYTECODE, ("eval_sft",), "parse_fail_rate", 0.0),
+        (MAIN_BYTECODE, ("eval_sft",), "recall", 0.96),
+    ],
+)
 def test_judge_numbers_in_readme_come_from_the_kept_reports(folder, parts, metric, value):
     """README "Results" and the results READMEs quote the H100 evaluation reports kept in docs/results."""
     assert round(_report(folder, *parts)["overall"][metric], 3) == value
@@ -141,8 +183,11 @@ def test_judge_health_numbers_come_from_the_kept_policy_metrics():
     steps = [json.loads(line)["data"] for line in open(os.path.join(JUDGES, "judge_to_reward", "metrics.jsonl"))]
     assert len(steps) == 6 and all("judge_health/agree_rule" in d for d in steps)  # every training step
     mean = lambda k: round(sum(d[k] for d in steps) / len(steps), 3)  # noqa: E731
-    assert (mean("judge_health/parse_fail_rate"), mean("judge_health/fallback_rate"), mean("judge_health/agree_rule")) == (
-        0.013, 0.0, 0.683)
+    assert (
+        mean("judge_health/parse_fail_rate"),
+        mean("judge_health/fallback_rate"),
+        mean("judge_health/agree_rule"),
+    ) == (0.013, 0.0, 0.683)
     real = json.load(open(os.path.join(JUDGES, "real_solutions", "sft_judge", "report.json")))["judge"]
     assert (real["tp"], real["fn"], real["tn"], real["fp"], round(real["agreement"], 3)) == (6, 0, 320, 71, 0.821)
     readme = open(INDEX).read()
@@ -154,23 +199,44 @@ def test_main_job_numbers_come_from_the_kept_metrics_and_reports():
     steps = [json.loads(line)["data"] for line in open(os.path.join(MODEL_SOLUTIONS, "main", "metrics.jsonl"))]
     assert len(steps) == 6 and all("reward/rule_format/mean" in d for d in steps)
     mean = lambda k, rows=steps: round(sum(d[k] for d in rows) / len(rows), 3)  # noqa: E731
-    assert (mean("judge_health/agree_rule"), mean("judge_health/parse_fail_rate"), mean("judge_health/fallback_rate")) == (
-        0.969, 0.003, 0.0)
-    old = [json.loads(line)["data"] for line in open(os.path.join(MODEL_SOLUTIONS, "judge_to_reward_perturbed_only",
-                                                                 "metrics.jsonl"))]
+    assert (
+        mean("judge_health/agree_rule"),
+        mean("judge_health/parse_fail_rate"),
+        mean("judge_health/fallback_rate"),
+    ) == (0.969, 0.003, 0.0)
+    old = [
+        json.loads(line)["data"]
+        for line in open(os.path.join(MODEL_SOLUTIONS, "judge_to_reward_perturbed_only", "metrics.jsonl"))
+    ]
     assert mean("judge_health/agree_rule", old) == 0.539
     stages = dict(line.split() for line in open(os.path.join(MODEL_SOLUTIONS, "main", "stage_seconds.txt")))
     assert round(sum(float(v) for v in stages.values())) == 1367 and set(stages) == {
-        "samples", "data", "eval_before", "sft", "eval_sft", "policy_data", "policy"}
-    new, perturbed = (_report(MODEL_SOLUTIONS, "real_solutions", d)["judge"]
-                      for d in ("model_solutions_judge", "perturbed_only_judge"))
+        "samples",
+        "data",
+        "eval_before",
+        "sft",
+        "eval_sft",
+        "policy_data",
+        "policy",
+    }
+    new, perturbed = (
+        _report(MODEL_SOLUTIONS, "real_solutions", d)["judge"]
+        for d in ("model_solutions_judge", "perturbed_only_judge")
+    )
     assert (new["tp"], new["fn"], new["tn"], new["fp"], round(new["agreement"], 3)) == (5, 0, 390, 5, 0.988)
     assert (perturbed["tp"], perturbed["fn"], perturbed["tn"], perturbed["fp"], round(perturbed["agreement"], 3)) == (
-        5, 0, 302, 90, 0.773)
+        5,
+        0,
+        302,
+        90,
+        0.773,
+    )
     readme = open(INDEX).read()
-    for cell in ("judge–rule agreement **0.969**, parse-fail 0.003, fallback 0.000; 1,367 s",
-                 "agreement **0.988**, recall 5/5, specificity 390/395 (perturbed-only judge: 0.773, 302/392)",
-                 "pair accuracy **0.970**, flip rate **0.025**; + 20 GRPO steps: 0.980 / 0.965 / 0.030"):
+    for cell in (
+        "judge–rule agreement **0.969**, parse-fail 0.003, fallback 0.000; 1,367 s",
+        "agreement **0.988**, recall 5/5, specificity 390/395 (perturbed-only judge: 0.773, 302/392)",
+        "pair accuracy **0.970**, flip rate **0.025**; + 20 GRPO steps: 0.980 / 0.965 / 0.030",
+    ):
         assert cell in readme, cell
 
 
@@ -183,12 +249,29 @@ def _median(rows, key):
     return round(vals[len(vals) // 2] if len(vals) % 2 else (vals[len(vals) // 2 - 1] + vals[len(vals) // 2]) / 2, 2)
 
 
-@pytest.mark.parametrize("run, wall, stages, step, update_actor, agree, mfu", [
-    ("run_a", 983, {"policy_data": 16.1, "samples": 154.3, "sft_data": 21.6, "sft": 154.8, "eval_sft": 100.3,
-                    "policy": 536.2}, 18.25, 3.03, 0.945, 0.0226),
-    ("run_b", 1021, {"policy_data": 20.1, "samples": 210.3, "sft_data": 25.8, "sft": 187.0, "policy": 577.5},
-     22.27, 3.39, 0.964, 0.0192),
-])
+@pytest.mark.parametrize(
+    "run, wall, stages, step, update_actor, agree, mfu",
+    [
+        (
+            "run_a",
+            983,
+            {"policy_data": 16.1, "samples": 154.3, "sft_data": 21.6, "sft": 154.8, "eval_sft": 100.3, "policy": 536.2},
+            18.25,
+            3.03,
+            0.945,
+            0.0226,
+        ),
+        (
+            "run_b",
+            1021,
+            {"policy_data": 20.1, "samples": 210.3, "sft_data": 25.8, "sft": 187.0, "policy": 577.5},
+            22.27,
+            3.39,
+            0.964,
+            0.0192,
+        ),
+    ],
+)
 def test_main_speed_numbers_come_from_the_kept_runs(run, wall, stages, step, update_actor, agree, mfu):
     """docs/results/2026-11-23-main-speed and README quote these: the serial stages add up to the wall time."""
     d = os.path.join(MAIN_SPEED, run)
@@ -206,8 +289,10 @@ def test_main_speed_numbers_come_from_the_kept_runs(run, wall, stages, step, upd
     assert (_median(earlier, "timing_s/step"), _median(earlier, "timing_s/update_actor")) == (29.24, 8.13)
     assert round(sum(r["train/mfu"] for r in _metrics(MODEL_SOLUTIONS, "main", "sft_metrics.jsonl")) / 100, 4) == 0.0055
     readme = open(INDEX).read()
-    assert "| 983 s and 1,021 s (was 1,367 s); SFT MFU 0.0055 → 0.0226, policy step " \
-           "29.2 → 18.3 s; judge balanced accuracy 0.985 / 1.000, as the reward agreement 0.945 / 0.964" in readme
+    assert (
+        "| 983 s and 1,021 s (was 1,367 s); SFT MFU 0.0055 → 0.0226, policy step "
+        "29.2 → 18.3 s; judge balanced accuracy 0.985 / 1.000, as the reward agreement 0.945 / 0.964" in readme
+    )
 
 
 def test_main_bytecode_numbers_come_from_the_kept_run():
@@ -218,8 +303,15 @@ def test_main_bytecode_numbers_come_from_the_kept_run():
     serial = ("policy_data", "samples", "sft_data", "sft", "policy")  # data, eval_before, eval_sft ran beside these
     assert [kept[k] for k in serial] == [11, 124, 10, 110, 282] and sum(kept[k] for k in serial) == 537  # 1 s rounding
     imports = open(os.path.join(d, "import_times.txt")).read()
-    for line in ("PYTHONDONTWRITEBYTECODE=1", "## pycache dirs in <site-packages>: 0, .py files: 14094", "import run 1: 19.8 s",
-                 "import run 2: 19.7 s", "compileall <site-packages> <torch site-packages>: rc=0 19.0 s", "import run 3: 9.6 s", "import run 4: 8.7 s"):
+    for line in (
+        "PYTHONDONTWRITEBYTECODE=1",
+        "## pycache dirs in <site-packages>: 0, .py files: 14094",
+        "import run 1: 19.8 s",
+        "import run 2: 19.7 s",
+        "compileall <site-packages> <torch site-packages>: rc=0 19.0 s",
+        "import run 3: 9.6 s",
+        "import run 4: 8.7 s",
+    ):
         assert line in imports, line
     policy = _metrics(d, "policy_metrics.jsonl")
     assert len(policy) == 6 and max(r["judge_health/parse_fail_rate"] for r in policy) == 0.0
@@ -230,18 +322,35 @@ def test_main_bytecode_numbers_come_from_the_kept_run():
     sft = _metrics(d, "sft_metrics.jsonl")
     assert len(sft) == 100 and round(sum(r["train/mfu"] for r in sft) / 100, 4) == 0.0289
     readme = open(INDEX).read()
-    assert "**538 s** (aim 900 s: met; `import vllm, verl, ...` 19.8 → 8.7 s per process); judge balanced accuracy " \
-           "0.000 → **0.980**, parse-fail 0.000; as the reward agreement **0.953**" in readme
+    assert (
+        "**538 s** (aim 900 s: met; `import vllm, verl, ...` 19.8 → 8.7 s per process); judge balanced accuracy "
+        "0.000 → **0.980**, parse-fail 0.000; as the reward agreement **0.953**" in readme
+    )
 
 
 # anchor-shape runs of 4 steps: each run's medians after step 1, and its median of step - generation
 ANCHOR_RUNS = {
-    "shapes": ("2026-11-23-judge_cost_shapes", ("rule_1gpu", "colocated", "colocated_eager"),
-               {"timing_s/step": [15.48, 16.52, 19.61], "timing_s/reward": [0.0, 2.57, 4.93],
-                "timing_s/gen": [10.9, 9.12, 9.63]}, [4.58, 7.36, 9.89]),
-    "awake": ("2026-11-23-judge_cost_shapes_awake", ("rule_1gpu", "colocated", "colocated_sleep"),
-              {"timing_s/step": [17.34, 21.39, 21.46], "timing_s/gen": [12.99, 13.28, 13.3],
-               "timing_s/reward": [0.0, 2.34, 2.58], "timing_s/ref": [0.81, 1.16, 1.21]}, [4.95, 8.11, 8.35]),
+    "shapes": (
+        "2026-11-23-judge_cost_shapes",
+        ("rule_1gpu", "colocated", "colocated_eager"),
+        {
+            "timing_s/step": [15.48, 16.52, 19.61],
+            "timing_s/reward": [0.0, 2.57, 4.93],
+            "timing_s/gen": [10.9, 9.12, 9.63],
+        },
+        [4.58, 7.36, 9.89],
+    ),
+    "awake": (
+        "2026-11-23-judge_cost_shapes_awake",
+        ("rule_1gpu", "colocated", "colocated_sleep"),
+        {
+            "timing_s/step": [17.34, 21.39, 21.46],
+            "timing_s/gen": [12.99, 13.28, 13.3],
+            "timing_s/reward": [0.0, 2.34, 2.58],
+            "timing_s/ref": [0.81, 1.16, 1.21],
+        },
+        [4.95, 8.11, 8.35],
+    ),
 }
 
 
@@ -261,19 +370,28 @@ def test_shapes_numbers_come_from_the_kept_runs():
     old_rule, old_colocated = (_metrics(SHAPES, "two_machines", n, "metrics.jsonl") for n in ("rule_1gpu", "colocated"))
     assert [_median(old_rule, "timing_s/step"), _median(old_colocated, "timing_s/step")] == [19.18, 20.32]
     assert "| timing_s/step | 1.06 |" in open(os.path.join(SHAPES, "two_machines", "cost.md")).read()
-    assert "colocated step / rule step **1.07×** with CUDA graphs, 1.27× eager (before); the judge's reward stage " \
-           "4.93 → 2.57 s; generation-neutral: rule step + reward stage 1.17×" in open(INDEX).read()
+    assert (
+        "colocated step / rule step **1.07×** with CUDA graphs, 1.27× eager (before); the judge's reward stage "
+        "4.93 → 2.57 s; generation-neutral: rule step + reward stage 1.17×" in open(INDEX).read()
+    )
 
 
 def test_awake_judge_numbers_come_from_the_kept_runs():
     awake, asleep = (_metrics(AWAKE, n, "metrics.jsonl") for n in ("colocated", "colocated_sleep"))
-    assert [[round(x["timing_s/reward"], 2) for x in r[1:]] for r in (awake, asleep)] == [[2.32, 2.34, 2.35], [2.63, 2.58, 2.55]]
-    assert (round(21.39 / 17.34, 2), round(21.46 / 17.34, 2), round((17.34 + 2.34) / 17.34, 2),
-            round((17.34 + 2.58) / 17.34, 2)) == (1.23, 1.24, 1.13, 1.15)
+    assert [[round(x["timing_s/reward"], 2) for x in r[1:]] for r in (awake, asleep)] == [
+        [2.32, 2.34, 2.35],
+        [2.63, 2.58, 2.55],
+    ]
+    assert (
+        round(21.39 / 17.34, 2),
+        round(21.46 / 17.34, 2),
+        round((17.34 + 2.34) / 17.34, 2),
+        round((17.34 + 2.58) / 17.34, 2),
+    ) == (1.23, 1.24, 1.13, 1.15)
     assert "| timing_s/step | 1.23 | 1.24 |" in open(os.path.join(AWAKE, "cost.md")).read()
-    assert "reward stage 2.58 → **2.34 s**; colocated step / rule step **1.23×** (sleeping 1.24×" in \
-        open(INDEX).read()
+    assert "reward stage 2.58 → **2.34 s**; colocated step / rule step **1.23×** (sleeping 1.24×" in open(INDEX).read()
     from scripts.launch import verl_config
+
     assert verl_config.compose([], "gsm8k_local_judge").reward.reward_model.rollout.free_cache_engine is False
 
 
@@ -288,8 +406,9 @@ def test_ray_cluster_run_is_kept():
     start, end = (int(re.search(rf"{k}=(\d+)", jobs).group(1)) for k in ("start_time", "end_time"))
     assert round((end - start) / 1000) == 165
     log = open(os.path.join(RAY_CLUSTER, "submit_log.txt")).read()
-    assert "Job 'raysubmit_GFyrz8ee2wAfvC5E' succeeded" in log and log.rstrip().endswith("[launch] exit 0; metrics: "
-                                                                                          "<output dir>/verl-judge/gsm8k_rule.jsonl")
+    assert "Job 'raysubmit_GFyrz8ee2wAfvC5E' succeeded" in log and log.rstrip().endswith(
+        "[launch] exit 0; metrics: <output dir>/verl-judge/gsm8k_rule.jsonl"
+    )
     for name in os.listdir(RAY_CLUSTER):  # no machine paths kept
         assert "/tmp/" not in open(os.path.join(RAY_CLUSTER, name)).read(), name
 
@@ -305,14 +424,26 @@ def test_scorecard_numbers_come_from_the_kept_report():
     """README and the index quote the scorecard's report.json: ratios, intervals and gains, both splits."""
     r = json.load(open(os.path.join(SCORECARD, "report.json")))
     ratio = lambda x: tuple(round(x[k], 2) for k in ("mean", "lo", "hi"))  # noqa: E731
-    assert ratio(r["ratios"]["judge"]) == (1.26, 1.05, 1.58) and ratio(r["heldout"]["ratios"]["judge"]) == (1.11, 0.85, 1.42)
-    assert [round(r["arms"][a]["gain_mean"], 3) for a in ("rule", "judge", "random", "format")] == [0.159, 0.2, -0.097, -0.031]
+    assert ratio(r["ratios"]["judge"]) == (1.26, 1.05, 1.58) and ratio(r["heldout"]["ratios"]["judge"]) == (
+        1.11,
+        0.85,
+        1.42,
+    )
+    assert [round(r["arms"][a]["gain_mean"], 3) for a in ("rule", "judge", "random", "format")] == [
+        0.159,
+        0.2,
+        -0.097,
+        -0.031,
+    ]
     assert (round(r["arms"]["rule"]["gain_sd"], 3), round(r["arms"]["judge"]["gain_sd"], 3)) == (0.018, 0.004)
     assert r["commit"].startswith("2da08fa") and r["questions"] == 500 and r["heldout"]["questions"] == 500
     import gzip
 
-    canary = [json.loads(line)["data"].get("judge_health/canary_accept") for s in ("", "_s1", "_s2")
-              for line in gzip.open(os.path.join(SCORECARD, "metrics", f"judge{s}_metrics.jsonl.gz"), "rt")]
+    canary = [
+        json.loads(line)["data"].get("judge_health/canary_accept")
+        for s in ("", "_s1", "_s2")
+        for line in gzip.open(os.path.join(SCORECARD, "metrics", f"judge{s}_metrics.jsonl.gz"), "rt")
+    ]
     assert len(canary) == 300 and set(canary) == {0.0}  # no wrong canary accepted at any step of any seed
     readme, index = open(os.path.join(ROOT, "README.md")).read(), open(INDEX).read()
     for text in (readme, index):
@@ -320,28 +451,50 @@ def test_scorecard_numbers_come_from_the_kept_report():
     assert "rule **0.159** (sd 0.018), judge **0.200** (sd 0.004), random -0.097, format -0.031" in index
 
 
-@pytest.mark.parametrize("folder, steps, ratios, judged, calls, phrase", [
-    ("", {"rule": 3.78, "colocated": 6.16, "server": 5.1, "route": 4.41}, [1.63, 1.35, 1.17], 0.137, 341,
-     "colocated **1.63×**, server **1.35×**, `mode=route` **1.17×**, asking the judge about **13.7%** of the samples"),
-    ("busy_host", {"rule": 3.78, "colocated": 4.8, "server": 4.48, "route": 3.48}, [1.27, 1.18, 0.92], 0.129, 382,
-     "colocated 1.27×, server 1.18×, `mode=route` 0.92×"),
-])
+@pytest.mark.parametrize(
+    "folder, steps, ratios, judged, calls, phrase",
+    [
+        (
+            "",
+            {"rule": 3.78, "colocated": 6.16, "server": 5.1, "route": 4.41},
+            [1.63, 1.35, 1.17],
+            0.137,
+            341,
+            "colocated **1.63×**, server **1.35×**, `mode=route` **1.17×**, asking the judge about **13.7%** of the samples",
+        ),
+        (
+            "busy_host",
+            {"rule": 3.78, "colocated": 4.8, "server": 4.48, "route": 3.48},
+            [1.27, 1.18, 0.92],
+            0.129,
+            382,
+            "colocated 1.27×, server 1.18×, `mode=route` 0.92×",
+        ),
+    ],
+)
 def test_trained_judge_cost_numbers_come_from_the_kept_metrics(folder, steps, ratios, judged, calls, phrase):
     """The judge cost with the trained models, side by side (top level) and on the busy host (busy_host/): the
     medians, ratios and route's ledger that the folder's README and the index quote."""
     from scripts.report import summarize_run
 
     d = os.path.join(TRAINED_COST, folder)
-    got = {n: summarize_run.summarize(summarize_run.load(os.path.join(d, n, "metrics.jsonl")))["median timing_s/step"]
-           for n in steps}  # steps 2-20 (a validation at step 0 is no training step)
+    got = {
+        n: summarize_run.summarize(summarize_run.load(os.path.join(d, n, "metrics.jsonl")))["median timing_s/step"]
+        for n in steps
+    }  # steps 2-20 (a validation at step 0 is no training step)
     assert {n: round(v, 2) for n, v in got.items()} == steps
     assert [round(got[n] / got["rule"], 2) for n in ("colocated", "server", "route")] == ratios
     route = [r for r in _metrics(d, "route", "metrics.jsonl") if "reward/judge_skipped/mean" in r]
     share = sorted(1 - r["reward/judge_skipped/mean"] for r in route)
-    assert round((share[9] + share[10]) / 2, 3) == judged and round(sum(r["reward/judge_attempts/mean"] * 128 for r in route)) == calls
+    assert (
+        round((share[9] + share[10]) / 2, 3) == judged
+        and round(sum(r["reward/judge_attempts/mean"] * 128 for r in route)) == calls
+    )
     assert phrase in open(INDEX).read()
-    assert f"| {ratios[0]:.2f} |" in open(os.path.join(d, "README.md")).read() or f"**{ratios[0]:.2f}**" in open(
-        os.path.join(d, "README.md")).read()
+    assert (
+        f"| {ratios[0]:.2f} |" in open(os.path.join(d, "README.md")).read()
+        or f"**{ratios[0]:.2f}**" in open(os.path.join(d, "README.md")).read()
+    )
 
 
 def test_two_gpu_numbers_come_from_the_kept_metrics():
@@ -349,8 +502,12 @@ def test_two_gpu_numbers_come_from_the_kept_metrics():
     from scripts.report import summarize_run
 
     def step(*parts):
-        return round(summarize_run.summarize(summarize_run.load(os.path.join(ROOT, "docs", "results", *parts)))[
-            "median timing_s/step"], 2)
+        return round(
+            summarize_run.summarize(summarize_run.load(os.path.join(ROOT, "docs", "results", *parts)))[
+                "median timing_s/step"
+            ],
+            2,
+        )
 
     cost = {n: step("2026-11-26-judge_cost_2gpu", n, "metrics.jsonl") for n in ("rule_pool", "pool", "server_gpu1")}
     assert cost == {"rule_pool": 10.55, "pool": 15.5, "server_gpu1": 17.1}
@@ -367,12 +524,20 @@ def test_outage_numbers_come_from_the_kept_report():
 
     d = os.path.join(ROOT, "docs", "results", "2026-11-26-judge_failure_outage")
     r = json.load(open(os.path.join(d, "report.json")))
-    gains = {a: (round(r["arms"][a]["gain_mean"], 3), round(r["heldout"]["arms"][a]["gain_mean"], 3))
-             for a in ("flaky_fallback", "flaky_abstain")}
+    gains = {
+        a: (round(r["arms"][a]["gain_mean"], 3), round(r["heldout"]["arms"][a]["gain_mean"], 3))
+        for a in ("flaky_fallback", "flaky_abstain")
+    }
     assert gains == {"flaky_fallback": (0.089, 0.073), "flaky_abstain": (0.066, 0.069)}
-    for arm, key in (("flaky_fallback", "judge_health/fallback_rate"), ("flaky_abstain", "judge_health/abstained_rate")):
+    for arm, key in (
+        ("flaky_fallback", "judge_health/fallback_rate"),
+        ("flaky_abstain", "judge_health/abstained_rate"),
+    ):
         for s in ("", "_s1", "_s2"):
-            rows = [json.loads(line)["data"] for line in gzip.open(os.path.join(d, "metrics", f"{arm}{s}_metrics.jsonl.gz"), "rt")]
+            rows = [
+                json.loads(line)["data"]
+                for line in gzip.open(os.path.join(d, "metrics", f"{arm}{s}_metrics.jsonl.gz"), "rt")
+            ]
             rows = [x for x in rows if key in x]
             rate = sum(x[key] for x in rows) / len(rows)
             assert len(rows) == 60 and 0.19 <= rate <= 0.21, (arm, s, rate)
@@ -381,35 +546,58 @@ def test_outage_numbers_come_from_the_kept_report():
 
 
 def test_main_job_and_policy_learns_numbers_come_from_the_kept_runs():
-    walls = [json.load(open(os.path.join(MAIN_JOB, d, "run.json")))["wall_s"] for d in ("alone", "side_by_side/gpu0", "side_by_side/gpu1")]
+    walls = [
+        json.load(open(os.path.join(MAIN_JOB, d, "run.json")))["wall_s"]
+        for d in ("alone", "side_by_side/gpu0", "side_by_side/gpu1")
+    ]
     assert walls == [630, 629, 630]
     assert "**630 s** alone, **629 s / 630 s** side by side" in open(os.path.join(ROOT, "README.md")).read()
     r = json.load(open(os.path.join(POLICY_LEARNS, "report.json")))
-    assert (r["before"]["strict"], r["runs"]["rule"]["after"]["strict"], r["runs"]["judge"]["after"]["strict"]) == (0.242, 0.476, 0.436)
+    assert (r["before"]["strict"], r["runs"]["rule"]["after"]["strict"], r["runs"]["judge"]["after"]["strict"]) == (
+        0.242,
+        0.476,
+        0.436,
+    )
     assert round(r["judge_gain_over_rule_gain"]["strict"], 2) == 0.83 and r["judge_paid_audit"]["paid_wrong"] == 20
     assert round(100 * r["judge_paid_audit"]["paid_wrong_share"], 2) == 0.16
-    cost = {n: _median(_metrics(ONE_GPU_COST, n, "metrics.jsonl"), "timing_s/step") for n in ("rule_1gpu", "colocated", "server")}
-    assert (round(cost["colocated"] / cost["rule_1gpu"], 2), round(cost["server"] / cost["rule_1gpu"], 2)) == (1.11, 1.19)
+    cost = {
+        n: _median(_metrics(ONE_GPU_COST, n, "metrics.jsonl"), "timing_s/step")
+        for n in ("rule_1gpu", "colocated", "server")
+    }
+    assert (round(cost["colocated"] / cost["rule_1gpu"], 2), round(cost["server"] / cost["rule_1gpu"], 2)) == (
+        1.11,
+        1.19,
+    )
     index = open(INDEX).read()
-    for cell in ("rule **0.242 → 0.476**, judge **0.242 → 0.436**: the judge's gain is **0.83×** the rule's",
-                 "20 wrong answers in 12,800 samples (0.16%)", "colocated **1.11×**, `judge_placement=server` **1.19×**"):
+    for cell in (
+        "rule **0.242 → 0.476**, judge **0.242 → 0.436**: the judge's gain is **0.83×** the rule's",
+        "20 wrong answers in 12,800 samples (0.16%)",
+        "colocated **1.11×**, `judge_placement=server` **1.19×**",
+    ):
         assert cell in index, cell
 
 
 TWO_GPU_TRAINED = os.path.join(ROOT, "docs", "results", "2026-11-26-judge_cost_2gpu", "trained")
 
 
-@pytest.mark.parametrize("judged, rules, steps, ratios, calls, seconds", [
-    ("p_pool", ("p_rule", "p_rule2"), (4.7, 3.45, 3.17), (1.36, 1.42, 0.92), 2559, 73.8),
-    ("s_server_gpu1", ("s_rule", "s_rule2"), (4.29, 3.29, 3.1), (1.3, 1.34, 0.94), 2561, 40.7),
-])
+@pytest.mark.parametrize(
+    "judged, rules, steps, ratios, calls, seconds",
+    [
+        ("p_pool", ("p_rule", "p_rule2"), (4.7, 3.45, 3.17), (1.36, 1.42, 0.92), 2559, 73.8),
+        ("s_server_gpu1", ("s_rule", "s_rule2"), (4.29, 3.29, 3.1), (1.3, 1.34, 0.94), 2561, 40.7),
+    ],
+)
 def test_judge_on_its_own_gpu_trained_numbers_come_from_the_kept_metrics(judged, rules, steps, ratios, calls, seconds):
     """The judge on a GPU of its own with the trained models, each phase beside two rule runs: the medians, ratios and
     ledger that trained/README.md, the index, the README and docs/ray_cluster.md quote."""
     from scripts.report import summarize_run
 
-    got = [summarize_run.summarize(summarize_run.load(os.path.join(TWO_GPU_TRAINED, n, "metrics.jsonl")))[
-        "median timing_s/step"] for n in (judged, *rules)]  # steps 2-20
+    got = [
+        summarize_run.summarize(summarize_run.load(os.path.join(TWO_GPU_TRAINED, n, "metrics.jsonl")))[
+            "median timing_s/step"
+        ]
+        for n in (judged, *rules)
+    ]  # steps 2-20
     assert tuple(round(v, 2) for v in got) == steps
     assert (round(got[0] / got[1], 2), round(got[0] / ((got[1] + got[2]) / 2), 2), round(got[2] / got[1], 2)) == ratios
     rows = [r for r in _metrics(TWO_GPU_TRAINED, judged, "metrics.jsonl") if "reward/judge_attempts/mean" in r]
@@ -424,10 +612,13 @@ def test_judge_on_its_own_gpu_trained_numbers_come_from_the_kept_metrics(judged,
     assert "they cost 1.36x (pool) and 1.30x (server)" in open(os.path.join(ROOT, "docs", "ray_cluster.md")).read()
 
 
-@pytest.mark.parametrize("name, nodes, job, job_s, steps", [
-    ("2gpu", 1, "raysubmit_f1Nc6ZAxgJNuQDXM", 155, [28.34, 14.61, 15.37]),
-    ("2node", 2, "raysubmit_vY9rfn21FUJ9Vsyj", 139, [25.82, 12.73, 13.15]),
-])
+@pytest.mark.parametrize(
+    "name, nodes, job, job_s, steps",
+    [
+        ("2gpu", 1, "raysubmit_f1Nc6ZAxgJNuQDXM", 155, [28.34, 14.61, 15.37]),
+        ("2node", 2, "raysubmit_vY9rfn21FUJ9Vsyj", 139, [25.82, 12.73, 13.15]),
+    ],
+)
 def test_ray_cluster_two_gpu_runs_are_kept(name, nodes, job, job_s, steps):
     """The cluster of one node with two GPUs and the one of two nodes with one GPU each: exit 0, three steps, the
     settings the job ran with, and the durations their READMEs and docs/ray_cluster.md quote."""
@@ -435,9 +626,16 @@ def test_ray_cluster_two_gpu_runs_are_kept(name, nodes, job, job_s, steps):
     rows = [json.loads(line) for line in open(os.path.join(d, "metrics.jsonl"))]
     assert [r["step"] for r in rows] == [1, 2, 3] and [round(r["data"]["timing_s/step"], 2) for r in rows] == steps
     status = open(os.path.join(d, "ray_status.txt")).read().split("Pending:")[0]
-    assert len(re.findall(r"^\s*1 node_", status, re.M)) == nodes and " 0.0/2.0 GPU" in open(os.path.join(d, "ray_status.txt")).read()
+    assert (
+        len(re.findall(r"^\s*1 node_", status, re.M)) == nodes
+        and " 0.0/2.0 GPU" in open(os.path.join(d, "ray_status.txt")).read()
+    )
     jobs = open(os.path.join(d, "ray_job_list.txt")).read()
-    assert f"submission_id='{job}'" in jobs and "status=<JobStatus.SUCCEEDED: 'SUCCEEDED'>" in jobs and "driver_exit_code=0" in jobs
+    assert (
+        f"submission_id='{job}'" in jobs
+        and "status=<JobStatus.SUCCEEDED: 'SUCCEEDED'>" in jobs
+        and "driver_exit_code=0" in jobs
+    )
     assert f"trainer.nnodes={nodes} trainer.n_gpus_per_node={2 // nodes} trainer.total_training_steps=3" in jobs
     start, end = (int(re.search(rf"{k}=(\d+)", jobs).group(1)) for k in ("start_time", "end_time"))
     assert round((end - start) / 1000) == job_s
@@ -453,8 +651,10 @@ def test_anchor_shape_rerun_numbers_come_from_the_kept_runs():
     from scripts.report import summarize_run
 
     d = os.path.join(ROOT, "docs", "results", "2026-11-26-judge_cost_2gpu", "h100_rerun")
-    got = {n: summarize_run.summarize(summarize_run.load(os.path.join(d, n, "metrics.jsonl")))
-           for n in ("rule_pool", "pool", "rule_pool2")}
+    got = {
+        n: summarize_run.summarize(summarize_run.load(os.path.join(d, n, "metrics.jsonl")))
+        for n in ("rule_pool", "pool", "rule_pool2")
+    }
     steps = {n: round(s["median timing_s/step"], 2) for n, s in got.items()}
     assert steps == {"rule_pool": 18.4, "pool": 15.92, "rule_pool2": 18.73}
     med = {n: s["median timing_s/step"] for n, s in got.items()}

@@ -76,11 +76,33 @@ def load(name: str, version: str = "v1") -> PromptTemplate:
 #: (import it, never keep a copy): the verdict and reasoning format,
 #: every delimiter our templates use, and chat-role words.
 NEUTRALIZED_TAGS = (
-    "score", "think", "answer", "better",
-    "candidate", "reference", "problem", "question", "query", "response", "response_a", "response_b", "solution",
-    "system", "user", "assistant", "instruction", "instructions",
+    "score",
+    "think",
+    "answer",
+    "better",
+    "candidate",
+    "reference",
+    "problem",
+    "question",
+    "query",
+    "response",
+    "response_a",
+    "response_b",
+    "solution",
+    "system",
+    "user",
+    "assistant",
+    "instruction",
+    "instructions",
     # chat templates' own markers written as tags: Gemma's turns, Llama 2's </s>, ChatML's words
-    "start_of_turn", "end_of_turn", "s", "bos", "eos", "im_start", "im_end", "eot_id",
+    "start_of_turn",
+    "end_of_turn",
+    "s",
+    "bos",
+    "eos",
+    "im_start",
+    "im_end",
+    "eot_id",
 )
 
 _TAG_LIKE = re.compile(r"<\s*(/?)\s*([A-Za-z_][\w-]*)\s*>")

@@ -82,28 +82,41 @@ def measure(steps: list[list[dict]], fail: float, seed: int = 0) -> dict:
             acc["ref"].append(ref)
         adv, ref = np.concatenate(acc["adv"]), np.concatenate(acc["ref"])
         signed, live = np.abs(ref) > 1e-6, np.abs(adv) > 1e-6
-        out[mode] = {"gradient": float(live.mean()),
-                     "lost": float((signed & ~live).sum() / max(signed.sum(), 1)),
-                     "flipped": float((signed & live & (np.sign(adv) != np.sign(ref))).sum() / max(signed.sum(), 1)),
-                     "abs_error": float(np.abs(adv - ref)[live].mean()) if live.any() else 0.0}
-    out["reference_gradient"] = float((np.abs(np.concatenate([replay(s, np.zeros(len(s), bool), "abstain")[1]
-                                                              for s in steps])) > 1e-6).mean())
+        out[mode] = {
+            "gradient": float(live.mean()),
+            "lost": float((signed & ~live).sum() / max(signed.sum(), 1)),
+            "flipped": float((signed & live & (np.sign(adv) != np.sign(ref))).sum() / max(signed.sum(), 1)),
+            "abs_error": float(np.abs(adv - ref)[live].mean()) if live.any() else 0.0,
+        }
+    out["reference_gradient"] = float(
+        (np.abs(np.concatenate([replay(s, np.zeros(len(s), bool), "abstain")[1] for s in steps])) > 1e-6).mean()
+    )
     out["failed_share"] = float(np.concatenate(draws).mean())
     return out
 
 
 def table(res: dict) -> str:
-    rows = [f"| {m} | {res[m]['gradient']:.3f} | {res[m]['lost']:.3f} | {res[m]['flipped']:.3f} | {res[m]['abs_error']:.3f} |"
-            for m in MODES]
-    return "\n".join(["| mode | samples with gradient | signal lost | sign flipped | mean abs advantage error (with gradient) |",
-                      "|---|---:|---:|---:|---:|", *rows,
-                      f"\nWithout failures {res['reference_gradient']:.3f} of the samples carry gradient; "
-                      f"{res['failed_share']:.3f} of the judge calls failed."])
+    rows = [
+        f"| {m} | {res[m]['gradient']:.3f} | {res[m]['lost']:.3f} | {res[m]['flipped']:.3f} | {res[m]['abs_error']:.3f} |"
+        for m in MODES
+    ]
+    return "\n".join(
+        [
+            "| mode | samples with gradient | signal lost | sign flipped | mean abs advantage error (with gradient) |",
+            "|---|---:|---:|---:|---:|",
+            *rows,
+            f"\nWithout failures {res['reference_gradient']:.3f} of the samples carry gradient; "
+            f"{res['failed_share']:.3f} of the judge calls failed.",
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m scripts.bench.abstain", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m scripts.bench.abstain",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("rollouts", help="a run's rollout dumps (trainer.rollout_data_dir: <step>.jsonl)")
     p.add_argument("--fail", type=float, default=0.2, help="share of judge calls that fail, at random (default 0.2)")
     p.add_argument("--seed", type=int, default=0)

@@ -27,13 +27,17 @@ def fails(solution_str: object, share: float) -> bool:
 
 def check_options(fail_share: float = 0.2, **kwargs) -> list[str]:
     """``llm_judge``'s checks, and ``fail_share`` in [0, 1]."""
-    bad = [] if isinstance(fail_share, (int, float)) and 0 <= fail_share <= 1 else [
-        f"fail_share must be a number in [0, 1], got {fail_share!r}"]
+    bad = (
+        []
+        if isinstance(fail_share, (int, float)) and 0 <= fail_share <= 1
+        else [f"fail_share must be a number in [0, 1], got {fail_share!r}"]
+    )
     return bad + llm_judge.check_options(**kwargs)
 
 
-async def compute_score(data_source=None, solution_str="", ground_truth=None, extra_info=None, *,
-                        fail_share: float = 0.2, **kwargs) -> dict:
+async def compute_score(
+    data_source=None, solution_str="", ground_truth=None, extra_info=None, *, fail_share: float = 0.2, **kwargs
+) -> dict:
     """``llm_judge.compute_score``, with the call of a ``fail_share`` of the answers sent where nothing answers."""
     if not 0 <= fail_share <= 1:
         raise ValueError(f"fail_share must be a number in [0, 1], got {fail_share!r}")

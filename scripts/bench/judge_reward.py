@@ -57,7 +57,10 @@ def samples(n: int, offset: int) -> list[tuple[str, str, dict]]:
         right = i % 2 == 0
         ans = a + b if right else a + b + 1
         resp = f"Morning {a}, afternoon {b}. {a} + {b} = {ans}.\n#### {ans}"
-        info = {"question": QUESTION.format(a=a, b=b), "answer": f"{a} + {b} = <<{a}+{b}={a + b}>>{a + b}\n#### {a + b}"}
+        info = {
+            "question": QUESTION.format(a=a, b=b),
+            "answer": f"{a} + {b} = <<{a}+{b}={a + b}>>{a + b}\n#### {a + b}",
+        }
         out.append((resp, str(a + b), info))
     return out
 
@@ -95,7 +98,14 @@ async def probe(url: str, model: str, batch, max_tokens: int, concurrency: int) 
 
 async def ours(base_url: str, model: str, batch, max_tokens: int, max_concurrency: int) -> tuple[float, int, int]:
     llm_judge._CLIENTS.clear()
-    kw = dict(base_url=base_url, model=model, max_tokens=max_tokens, max_concurrency=max_concurrency, timeout=600.0, deadline=None)
+    kw = dict(
+        base_url=base_url,
+        model=model,
+        max_tokens=max_tokens,
+        max_concurrency=max_concurrency,
+        timeout=600.0,
+        deadline=None,
+    )
     t0 = time.perf_counter()
     outs = await asyncio.gather(*(compute_score("openai/gsm8k", r, gt, info, **kw) for r, gt, info in batch))
     wall = time.perf_counter() - t0
@@ -117,7 +127,9 @@ async def sequential(url: str, model: str, batch, max_tokens: int) -> tuple[floa
 def start_test_server(capacity: int, latency: float) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "scripts.serve.fake_openai", "--capacity", str(capacity), "--latency", str(latency)],
-        stdout=subprocess.PIPE, text=True, cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
     )
     line = proc.stdout.readline().strip()
     if not line.startswith("READY "):
@@ -127,9 +139,12 @@ def start_test_server(capacity: int, latency: float) -> tuple[subprocess.Popen, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m scripts.bench.judge_reward", description=__doc__.split("\n\n")[0],
-                                 epilog=__doc__.split("\n\n", 1)[1],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m scripts.bench.judge_reward",
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--n", type=int, default=256, help="samples scored per phase (default 256)")
     ap.add_argument("--capacity", type=int, default=16, help="test server: requests served at once")
     ap.add_argument("--latency", type=float, default=0.05, help="test server: seconds per request")
@@ -139,7 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--max-concurrency", type=int, default=64, help="llm_judge max_concurrency (per process)")
     ap.add_argument("--probe-concurrency", type=int, default=256)
-    ap.add_argument("--seq-n", type=int, default=None, help="time the sequential client on this many samples and extrapolate")
+    ap.add_argument(
+        "--seq-n", type=int, default=None, help="time the sequential client on this many samples and extrapolate"
+    )
     ap.add_argument("--json", default=None, help="also write the numbers here")
     args = ap.parse_args(argv)
 
@@ -149,7 +166,10 @@ def main(argv: list[str] | None = None) -> int:
         label = args.label or f"{base_url} ({args.model})"
     else:
         proc, base_url = start_test_server(args.capacity, args.latency)
-        label = args.label or f"test server, capacity {args.capacity} x latency {args.latency}s (nominal {args.capacity / args.latency:.0f} req/s)"
+        label = (
+            args.label
+            or f"test server, capacity {args.capacity} x latency {args.latency}s (nominal {args.capacity / args.latency:.0f} req/s)"
+        )
     from reward_fns.judge_client import chat_completions_url
 
     url = chat_completions_url(base_url)
@@ -158,8 +178,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # warm-up (connection setup, server-side compilation/caches)
         asyncio.run(probe(url, args.model, samples(8, 10_000), args.max_tokens, 8))
-        probe_wall, probe_err = asyncio.run(probe(url, args.model, samples(n, 0), args.max_tokens, args.probe_concurrency))
-        ours_wall, ours_err, ours_pf = asyncio.run(ours(base_url, args.model, samples(n, 20_000), args.max_tokens, args.max_concurrency))
+        probe_wall, probe_err = asyncio.run(
+            probe(url, args.model, samples(n, 0), args.max_tokens, args.probe_concurrency)
+        )
+        ours_wall, ours_err, ours_pf = asyncio.run(
+            ours(base_url, args.model, samples(n, 20_000), args.max_tokens, args.max_concurrency)
+        )
         seq_wall, seq_err = asyncio.run(sequential(url, args.model, samples(seq_n, 40_000), args.max_tokens))
     finally:
         if proc is not None:
@@ -170,21 +194,35 @@ def main(argv: list[str] | None = None) -> int:
     seq_full = seq_wall * n / seq_n
     row = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "server": label, "n": n, "max_tokens": args.max_tokens, "max_concurrency": args.max_concurrency,
-        "server_throughput_rps": thr, "floor_s": floor, "ours_s": ours_wall, "ratio_to_floor": ours_wall / floor,
-        "sequential_s": seq_full, "sequential_measured_on": seq_n, "speedup_vs_sequential": seq_full / ours_wall,
+        "server": label,
+        "n": n,
+        "max_tokens": args.max_tokens,
+        "max_concurrency": args.max_concurrency,
+        "server_throughput_rps": thr,
+        "floor_s": floor,
+        "ours_s": ours_wall,
+        "ratio_to_floor": ours_wall / floor,
+        "sequential_s": seq_full,
+        "sequential_measured_on": seq_n,
+        "speedup_vs_sequential": seq_full / ours_wall,
         "errors": {"probe": probe_err, "ours": ours_err, "ours_parse_fail": ours_pf, "sequential": seq_err},
         "host": f"{platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}",
     }
     seq_note = "" if seq_n == n else f" (extrapolated from {seq_n})"
     print(f"\n{row['date']} | {label} | N={n}, max_tokens={args.max_tokens} | {row['host']}\n")
-    print("| client | wall (s) | req/s | floor N/throughput (s) | ratio to floor | speed-up vs sequential | judge errors |")
+    print(
+        "| client | wall (s) | req/s | floor N/throughput (s) | ratio to floor | speed-up vs sequential | judge errors |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|")
     print(f"| probe (bare, saturating) | {probe_wall:.2f} | {thr:.1f} | {floor:.2f} | 1.00 | - | {probe_err} |")
-    print(f"| llm_judge.compute_score (gather) | {ours_wall:.2f} | {n / ours_wall:.1f} | {floor:.2f} | "
-          f"**{ours_wall / floor:.2f}** | **{seq_full / ours_wall:.1f}x** | {ours_err} |")
-    print(f"| sequential per-sample client{seq_note} | {seq_full:.2f} | {n / seq_full:.1f} | {floor:.2f} | "
-          f"{seq_full / floor:.2f} | 1.0x | {seq_err} |")
+    print(
+        f"| llm_judge.compute_score (gather) | {ours_wall:.2f} | {n / ours_wall:.1f} | {floor:.2f} | "
+        f"**{ours_wall / floor:.2f}** | **{seq_full / ours_wall:.1f}x** | {ours_err} |"
+    )
+    print(
+        f"| sequential per-sample client{seq_note} | {seq_full:.2f} | {n / seq_full:.1f} | {floor:.2f} | "
+        f"{seq_full / floor:.2f} | 1.0x | {seq_err} |"
+    )
     if args.json:
         write_json(args.json, row)
     return 0

@@ -32,18 +32,47 @@ from collections.abc import Mapping
 
 #: The public SmolLM2 configs (config.json of HuggingFaceTB/SmolLM2-360M(-Instruct) and SmolLM2-1.7B(-Instruct)).
 ARCHS: dict[str, dict] = {
-    "smollm2-360m": dict(hidden_size=960, intermediate_size=2560, num_hidden_layers=32, num_attention_heads=15,
-                         num_key_value_heads=5, rope_theta=100000.0, max_position_embeddings=8192, rms_norm_eps=1e-5,
-                         tie_word_embeddings=True, vocab_size=49152, hidden_act="silu"),
-    "smollm2-1.7b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=24, num_attention_heads=32,
-                         num_key_value_heads=32, rope_theta=130000.0, max_position_embeddings=8192, rms_norm_eps=1e-5,
-                         tie_word_embeddings=True, vocab_size=49152, hidden_act="silu"),
+    "smollm2-360m": dict(
+        hidden_size=960,
+        intermediate_size=2560,
+        num_hidden_layers=32,
+        num_attention_heads=15,
+        num_key_value_heads=5,
+        rope_theta=100000.0,
+        max_position_embeddings=8192,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=True,
+        vocab_size=49152,
+        hidden_act="silu",
+    ),
+    "smollm2-1.7b": dict(
+        hidden_size=2048,
+        intermediate_size=8192,
+        num_hidden_layers=24,
+        num_attention_heads=32,
+        num_key_value_heads=32,
+        rope_theta=130000.0,
+        max_position_embeddings=8192,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=True,
+        vocab_size=49152,
+        hidden_act="silu",
+    ),
 }
 ARCH_KEYS = tuple(ARCHS["smollm2-360m"])
 TOKEN_ID_KEYS = ("bos_token_id", "eos_token_id", "pad_token_id")
 #: Files copied from --tokenizer-from when present (tokenizer.json or vocab.json must be among them).
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
-                   "vocab.json", "merges.txt", "tokenizer.model", "chat_template.jinja", "chat_template.json")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+    "chat_template.jinja",
+    "chat_template.json",
+)
 DTYPES = ("bfloat16", "float16", "float32")
 
 
@@ -95,8 +124,15 @@ def config_for(arch: str | Mapping, token_ids: Mapping | None = None, dtype: str
     a = arch_values(arch)
     if a["hidden_size"] % a["num_attention_heads"]:
         raise RandomModelError("hidden_size must be a multiple of num_attention_heads")
-    cfg = LlamaConfig(**a, head_dim=a["hidden_size"] // a["num_attention_heads"], attention_bias=False,
-                      mlp_bias=False, initializer_range=0.02, use_cache=True, **dict(token_ids or {}))
+    cfg = LlamaConfig(
+        **a,
+        head_dim=a["hidden_size"] // a["num_attention_heads"],
+        attention_bias=False,
+        mlp_bias=False,
+        initializer_range=0.02,
+        use_cache=True,
+        **dict(token_ids or {}),
+    )
     cfg.architectures = ["LlamaForCausalLM"]
     cfg.dtype = dtype
     return cfg
@@ -171,8 +207,15 @@ def _save_weights(model, folder: str) -> None:
     model.save_pretrained(folder, safe_serialization=True)
 
 
-def write_random_model(arch: str | Mapping, tokenizer_from: str, out: str, dtype: str = "bfloat16", seed: int = 0,
-                       device: str = "cpu", log=print) -> dict:
+def write_random_model(
+    arch: str | Mapping,
+    tokenizer_from: str,
+    out: str,
+    dtype: str = "bfloat16",
+    seed: int = 0,
+    device: str = "cpu",
+    log=print,
+) -> dict:
     """Write the folder (or find it already there; that check imports no torch). ``device``: cpu, cuda or auto.
     Returns {"out", "params", "skipped", "tokenizer_files"}."""
     if dtype not in DTYPES:
@@ -215,22 +258,31 @@ def write_random_model(arch: str | Mapping, tokenizer_from: str, out: str, dtype
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    log(f"[random_model] wrote {out}: LlamaForCausalLM, {params:,} parameters ({dtype}, seed {seed}, built on {device}),"
-        f" tokenizer from {tokenizer_from}")
+    log(
+        f"[random_model] wrote {out}: LlamaForCausalLM, {params:,} parameters ({dtype}, seed {seed}, built on {device}),"
+        f" tokenizer from {tokenizer_from}"
+    )
     return {"out": out, "params": params, "skipped": False, "tokenizer_files": copied}
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m scripts.bench.random_model", description=__doc__.split("\n\n")[0],
-                                 epilog="\n\n".join(__doc__.split("\n\n")[1:]),
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m scripts.bench.random_model",
+        description=__doc__.split("\n\n")[0],
+        epilog="\n\n".join(__doc__.split("\n\n")[1:]),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--arch", required=True, choices=sorted(ARCHS), help="published architecture")
     ap.add_argument("--tokenizer-from", required=True, help="HF folder whose tokenizer files and token ids are used")
     ap.add_argument("--out", required=True, help="folder to write (skipped when it already holds this model)")
     ap.add_argument("--dtype", default="bfloat16", choices=DTYPES, help="weight dtype (default bfloat16)")
     ap.add_argument("--seed", type=int, default=0, help="torch.manual_seed before initialisation (default 0)")
-    ap.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"),
-                    help="where the weights are built (default auto: cuda when available)")
+    ap.add_argument(
+        "--device",
+        default="auto",
+        choices=("auto", "cuda", "cpu"),
+        help="where the weights are built (default auto: cuda when available)",
+    )
     args = ap.parse_args(argv)
     try:
         res = write_random_model(args.arch, args.tokenizer_from, args.out, args.dtype, args.seed, args.device)

@@ -74,8 +74,12 @@ def alive_nodes(address: str, env: dict) -> tuple[int, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m scripts.bench.ray_cluster", description=__doc__.split("\n\n")[0],
-                                 epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m scripts.bench.ray_cluster",
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--recipe", default="gsm8k_rule", help="recipe folder under recipes/ (default gsm8k_rule)")
     ap.add_argument("--nodes", type=int, choices=(1, 2), default=1, help="Ray nodes on this host (default 1)")
     ap.add_argument("--gpus", type=int, default=None, help="GPUs per node (default: 1 with 2 nodes, else all visible)")
@@ -91,8 +95,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--gpus {gpus}: must be >= 0")
     why = missing_dashboard_deps()
     if why:  # `ray start` with a dashboard fails at once ("Cannot include dashboard with missing packages")
-        say(f"Ray's dashboard cannot start here ({why}), so a cluster would take no jobs: install ray[default] of "
-            "the same Ray version")
+        say(
+            f"Ray's dashboard cannot start here ({why}), so a cluster would take no jobs: install ray[default] of "
+            "the same Ray version"
+        )
         return 3
     out = os.path.abspath(a.out)
     os.makedirs(out, exist_ok=True)
@@ -106,8 +112,9 @@ def main(argv: list[str] | None = None) -> int:
             if a.nodes > 1 and gpus:
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i * gpus + g) for g in range(gpus))
             try:
-                proc, address = ray_head.start(env, os.path.join(out, f"ray_node{i}.log"), dashboard_port=port,
-                                                      join=address or None, num_gpus=gpus)
+                proc, address = ray_head.start(
+                    env, os.path.join(out, f"ray_node{i}.log"), dashboard_port=port, join=address or None, num_gpus=gpus
+                )
             except ray_head.RayStartError as e:
                 say(str(e))
                 return 1
@@ -115,8 +122,10 @@ def main(argv: list[str] | None = None) -> int:
             auth = {"RAY_AUTH_MODE": env["RAY_AUTH_MODE"]} if env.get("RAY_AUTH_MODE") else {}
         if not dashboard_up(port, timeout=60):
             why = missing_dashboard_deps() or "see ray_node0.log"
-            say(f"the Ray head started without its dashboard, so it takes no jobs ({why}): install ray[default] "
-                "of the same Ray version")
+            say(
+                f"the Ray head started without its dashboard, so it takes no jobs ({why}): install ray[default] "
+                "of the same Ray version"
+            )
             return 3
         deadline = time.time() + 120
         status_env = {**os.environ, **auth}

@@ -22,8 +22,10 @@ from reward_fns import gsm8k, pairwise, pointwise
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-WORDS = ("the response answers the question correctly but misses one step and the tone is fine "
-         "overall it is clear relevant and concise although a detail about units is wrong").split()
+WORDS = (
+    "the response answers the question correctly but misses one step and the tone is fine "
+    "overall it is clear relevant and concise although a detail about units is wrong"
+).split()
 
 
 def think(rng: random.Random, n_words: int = 120) -> str:
@@ -49,8 +51,10 @@ def gsm8k_outputs(rng, n, path):
     if path and os.path.exists(path):
         rows = read_jsonl(path)
     if not rows:
-        rows = [{"answer": f"She has {a} apples and buys {b} more: {a}+{b}=<<{a}+{b}={a+b}>>{a+b}.\n#### {a+b}"}
-                for a, b in ((rng.randint(1, 999), rng.randint(1, 999)) for _ in range(500))]
+        rows = [
+            {"answer": f"She has {a} apples and buys {b} more: {a}+{b}=<<{a}+{b}={a + b}>>{a + b}.\n#### {a + b}"}
+            for a, b in ((rng.randint(1, 999), rng.randint(1, 999)) for _ in range(500))
+        ]
     picks = [rng.choice(rows)["answer"] for _ in range(n)]
     return [(p, p.split("####")[-1].strip()) for p in picks]
 
@@ -63,15 +67,21 @@ def rate(fn, items) -> float:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m scripts.bench.rewards", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m scripts.bench.rewards",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--n", type=int, default=20_000, help="samples per reward (default 20000)")
-    ap.add_argument("--gsm8k", default=os.path.join(ROOT, "..", "shared", "data", "gsm8k", "test.jsonl"),
-                    help="GSM8K JSONL whose reference solutions serve as policy outputs")
+    ap.add_argument(
+        "--gsm8k",
+        default=os.path.join(ROOT, "..", "shared", "data", "gsm8k", "test.jsonl"),
+        help="GSM8K JSONL whose reference solutions serve as policy outputs",
+    )
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     rng = random.Random(args.seed)
-    pw = [( "j", s, rng.randint(0, 4)) for s in judge_outputs(rng, args.n, "score", "01234")]
+    pw = [("j", s, rng.randint(0, 4)) for s in judge_outputs(rng, args.n, "score", "01234")]
     pr = [("j", s, rng.choice("AB")) for s in judge_outputs(rng, args.n, "better", "AB")]
     gs = [("openai/gsm8k", s, gt) for s, gt in gsm8k_outputs(rng, args.n, args.gsm8k)]
     avg_len = {k: sum(len(x[1]) for x in v) / len(v) for k, v in (("pointwise", pw), ("pairwise", pr), ("gsm8k", gs))}
@@ -81,8 +91,10 @@ def main(argv=None) -> int:
         ("gsm8k strict", rate(lambda *a: gsm8k.compute_score(*a, mode="strict"), gs), avg_len["gsm8k"]),
         ("gsm8k flexible", rate(lambda *a: gsm8k.compute_score(*a, mode="flexible"), gs), avg_len["gsm8k"]),
     ]
-    print(f"# rule reward throughput, one core ({platform.processor() or platform.machine()}, "
-          f"Python {platform.python_version()}, n={args.n})\n")
+    print(
+        f"# rule reward throughput, one core ({platform.processor() or platform.machine()}, "
+        f"Python {platform.python_version()}, n={args.n})\n"
+    )
     print("| reward | samples/s/core | avg output chars | target 20k/s |")
     print("|---|---:|---:|---|")
     for name, r, n_chars in results:

@@ -16,8 +16,15 @@ def _bar_labels(ax, bars, values, ns=None):
         if v is None:
             continue
         txt = f"{v:.2f}" + (f"\nn={ns[i]}" if ns is not None else "")
-        ax.annotate(txt, (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom", fontsize=8,
-                    xytext=(0, 2), textcoords="offset points")
+        ax.annotate(
+            txt,
+            (b.get_x() + b.get_width() / 2, b.get_height()),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+            xytext=(0, 2),
+            textcoords="offset points",
+        )
 
 
 def judge_figures(report: dict, out_dir: str) -> list[str]:
@@ -56,8 +63,11 @@ def judge_figures(report: dict, out_dir: str) -> list[str]:
     if verdicts.KINDS[task].paired:  # A/B answers in both orders: accuracy and position bias
         fig, ax = plt.subplots(figsize=(max(5.0, 1.6 * len(groups) + 2), 4))
         w = 0.26
-        series = (("a_share", "A-share (judge)", "#C44E52"), ("label_a_share", "A-share (labels)", "#DD8452"),
-                  ("flip_rate", "flip rate (both orders)", "#8172B3"))
+        series = (
+            ("a_share", "A-share (judge)", "#C44E52"),
+            ("label_a_share", "A-share (labels)", "#DD8452"),
+            ("flip_rate", "flip rate (both orders)", "#8172B3"),
+        )
         for k, (key, lab, color) in enumerate(series):
             vals = [m[key] for _, m in groups]
             bars = ax.bar(x + (k - 1) * w, [v or 0 for v in vals], w, color=color, label=lab)
@@ -83,12 +93,22 @@ def judge_figures(report: dict, out_dir: str) -> list[str]:
         top = conf.max() if conf.size else 0
         for i in range(conf.shape[0]):
             for j in range(conf.shape[1]):
-                ax.text(j, i, f"{int(conf[i, j])}", ha="center", va="center", fontsize=9,
-                        color="white" if top and conf[i, j] > 0.6 * top else "black")
+                ax.text(
+                    j,
+                    i,
+                    f"{int(conf[i, j])}",
+                    ha="center",
+                    va="center",
+                    fontsize=9,
+                    color="white" if top and conf[i, j] > 0.6 * top else "black",
+                )
         fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
         ov = report["overall"]
-        ax.set_title(f"Confusion matrix  exact={fmt(ov['exact'], 2)} within1={fmt(ov['within1'], 2)} "
-                     f"MAE={fmt(ov['mae'], 2)}\n{title}", fontsize=9)
+        ax.set_title(
+            f"Confusion matrix  exact={fmt(ov['exact'], 2)} within1={fmt(ov['within1'], 2)} "
+            f"MAE={fmt(ov['mae'], 2)}\n{title}",
+            fontsize=9,
+        )
         written.append(save_fig(fig, os.path.join(out_dir, "confusion_matrix.png")))
     return written
 
@@ -105,8 +125,15 @@ def gsm8k_figures(report: dict, out_dir: str) -> list[str]:
     fig, ax = plt.subplots(figsize=(4.8, 3.8))
     bars = ax.bar(names, [v or 0 for v in vals], color=["#4C72B0", "#55A868", "#8172B3", "#937860"][: len(vals)])
     for b, v in zip(bars, vals):
-        ax.annotate(fmt(v, 3), (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom",
-                    xytext=(0, 2), textcoords="offset points", fontsize=9)
+        ax.annotate(
+            fmt(v, 3),
+            (b.get_x() + b.get_width() / 2, b.get_height()),
+            ha="center",
+            va="bottom",
+            xytext=(0, 2),
+            textcoords="offset points",
+            fontsize=9,
+        )
     ax.set_ylim(0, 1.1)
     ax.set_ylabel("accuracy")
     ax.set_title(f"GSM8K accuracy, {p['n_questions']} questions\n{report['policy_endpoint']['model']}", fontsize=10)
@@ -125,7 +152,10 @@ def gsm8k_figures(report: dict, out_dir: str) -> list[str]:
         ax.set_xlabel("judge score")
         ax.set_ylabel("answers")
         ax.legend(fontsize=8)
-        ax.set_title(f"Judge vs {j['rule']} rule: agreement {fmt(j['agreement'], 2)}, P {fmt(j['precision'], 2)}, "
-                     f"R {fmt(j['recall'], 2)}, F1 {fmt(j['f1'], 2)}\n{report['judge_endpoint']['model']}", fontsize=9)
+        ax.set_title(
+            f"Judge vs {j['rule']} rule: agreement {fmt(j['agreement'], 2)}, P {fmt(j['precision'], 2)}, "
+            f"R {fmt(j['recall'], 2)}, F1 {fmt(j['f1'], 2)}\n{report['judge_endpoint']['model']}",
+            fontsize=9,
+        )
         written.append(save_fig(fig, os.path.join(out_dir, "judge_vs_rule.png")))
     return written

@@ -88,9 +88,9 @@ DEFINITIONS = {
     "accuracy_parsed": "the same over rows with a parsed verdict only",
     "a_share": "share of A among parsed verdicts (label_a_share: among the labels)",
     "flip_rate": "pairs with a verdict in both orders (pairs_compared) where the verdict picks a different "
-                 "underlying response after the A/B swap / pairs_compared (always-A judge: 1.0)",
+    "underlying response after the A/B swap / pairs_compared (always-A judge: 1.0)",
     "pair_accuracy": "pairs present in both orders (same extra_info.pair_id) judged right in BOTH orders / "
-                     "those pairs (a failed or unparseable order makes the pair wrong)",
+    "those pairs (a failed or unparseable order makes the pair wrong)",
     "exact": "rows whose score equals the label / all rows",
     "within1": "rows with |score - label| <= 1 / all rows",
     "mae": "mean |score - label| over parsed replies",
@@ -190,8 +190,10 @@ def summarize(task: str, recs: Sequence[Mapping]) -> dict:
 def evaluate(task: str, rows: Sequence[Mapping], labels: Sequence, results: Sequence) -> tuple[list[dict], dict]:
     """Records (one per row) and the report body of replies given in row order."""
     ids = request_ids([as_messages(r["prompt"], "prompt") for r in rows])
-    recs = [make_record(task, i, rid, row, label, res)
-            for i, (rid, row, label, res) in enumerate(zip(ids, rows, labels, results))]
+    recs = [
+        make_record(task, i, rid, row, label, res)
+        for i, (rid, row, label, res) in enumerate(zip(ids, rows, labels, results))
+    ]
     return recs, summarize(task, recs)
 
 
@@ -211,31 +213,48 @@ def render_md(report: dict) -> str:
     title = f"# Judge evaluation: {task}"
     if report.get("partial"):
         title += f" (PARTIAL: {prog.get('done')} of {prog.get('rows')} rows)"
-    lines = [title, "",
-             f"- data: `{report['data']}` ({ov['n']} rows)",
-             f"- judge: `{report['judge']['model']}` via {report['judge']['endpoint']}",
-             f"- wall time: {fmt(report['wall_s'], 1)} s"]
+    lines = [
+        title,
+        "",
+        f"- data: `{report['data']}` ({ov['n']} rows)",
+        f"- judge: `{report['judge']['model']}` via {report['judge']['endpoint']}",
+        f"- wall time: {fmt(report['wall_s'], 1)} s",
+    ]
     if prog.get("reused"):
-        lines.append(f"- resumed: {prog['reused']} rows reused from predictions.jsonl, {prog['done'] - prog['reused']} "
-                     "answered in this run")
+        lines.append(
+            f"- resumed: {prog['reused']} rows reused from predictions.jsonl, {prog['done'] - prog['reused']} "
+            "answered in this run"
+        )
     if report.get("partial"):
         why = f"stopped by {report['stopped_by']}" if report.get("stopped_by") else "not every row was answered"
-        lines.append(f"- **partial**: {prog.get('done')} of {prog.get('rows')} rows answered ({why}); the metrics "
-                     "cover those rows only. Rerun the same command to answer the rest.")
+        lines.append(
+            f"- **partial**: {prog.get('done')} of {prog.get('rows')} rows answered ({why}); the metrics "
+            "cover those rows only. Rerun the same command to answer the rest."
+        )
     lines.append("")
     keys = md_keys(report)
     lines += ["## Overall", "", md_table(["metric", "value"], [(k, ov.get(k)) for k in keys]), ""]
     if task == "pointwise" and ov.get("n_label4") is not None:
-        lines += [f"Verification (labels 0 and 4; accept = score >= {ACCEPT_AT}): tp {ov['tp']}, fp {ov['fp']}, "
-                  f"tn {ov['tn']}, fn {ov['fn']}, none {ov['none']} (label 4: {ov['n_label4']}, label 0: "
-                  f"{ov['n_label0']}).", ""]
-    lines += ["## Per source", "",
-              md_table(["data_source"] + keys, [[s] + [m.get(k) for k in keys] for s, m in report["per_source"].items()]),
-              ""]
+        lines += [
+            f"Verification (labels 0 and 4; accept = score >= {ACCEPT_AT}): tp {ov['tp']}, fp {ov['fp']}, "
+            f"tn {ov['tn']}, fn {ov['fn']}, none {ov['none']} (label 4: {ov['n_label4']}, label 0: "
+            f"{ov['n_label0']}).",
+            "",
+        ]
+    lines += [
+        "## Per source",
+        "",
+        md_table(["data_source"] + keys, [[s] + [m.get(k) for k in keys] for s, m in report["per_source"].items()]),
+        "",
+    ]
     if task == "pointwise":
         header = ["label \\ pred"] + [str(s) for s in SCORES] + ["no verdict"]
-        lines += ["## Confusion matrix (rows: label, columns: judge)", "",
-                  md_table(header, [[str(s)] + row for s, row in zip(SCORES, ov["confusion"])]), ""]
+        lines += [
+            "## Confusion matrix (rows: label, columns: judge)",
+            "",
+            md_table(header, [[str(s)] + row for s, row in zip(SCORES, ov["confusion"])]),
+            "",
+        ]
     if report["error_kinds"] or report["parse_fail_reasons"]:
         lines += ["## Failures", ""]
         for k, v in sorted(report["error_kinds"].items()):
@@ -251,23 +270,35 @@ def render_md(report: dict) -> str:
 
 # ----------------------------------------------------------------------------- CLI
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m scripts.eval.judge", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m scripts.eval.judge", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     g = p.add_argument_group("data")
-    g.add_argument("--data", required=True, metavar="FILE", help="pointwise or pairwise parquet (or .jsonl) from data_prep")
-    g.add_argument("--task", choices=("auto",) + TASKS, default="auto",
-                   help="auto (default): from reward_model.ground_truth")
+    g.add_argument(
+        "--data", required=True, metavar="FILE", help="pointwise or pairwise parquet (or .jsonl) from data_prep"
+    )
+    g.add_argument(
+        "--task", choices=("auto",) + TASKS, default="auto", help="auto (default): from reward_model.ground_truth"
+    )
     g.add_argument("--limit", type=int, default=None, metavar="N", help="first N rows only")
-    g.add_argument("--pairs", type=int, default=None, metavar="N",
-                   help="pairwise: N random pair ids (--seed), both orders of each (after --limit)")
+    g.add_argument(
+        "--pairs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="pairwise: N random pair ids (--seed), both orders of each (after --limit)",
+    )
     g.add_argument("--seed", type=int, default=0, help="seed of --pairs (default 0)")
     g = p.add_argument_group("judge endpoint (or --vllm-offline / --hf-offline)")
     add_endpoint_args(g, what="judge", max_tokens=512)
     add_offline_args(g)
     g = add_output_args(p, default_out="outputs/eval/judge-<data file stem>", reused="rows already answered")
-    g.add_argument("--allow-unparseable", action="store_true",
-                   help="exit 0 even when no reply has a parseable verdict (expected of an untrained judge, e.g. "
-                        "the 'before' evaluation of a training run); without it such a run exits 4")
+    g.add_argument(
+        "--allow-unparseable",
+        action="store_true",
+        help="exit 0 even when no reply has a parseable verdict (expected of an untrained judge, e.g. "
+        "the 'before' evaluation of a training run); without it such a run exits 4",
+    )
     g.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     g.add_argument("--no-progress", action="store_true", help="no progress bar (stderr)")
     return p
@@ -291,23 +322,32 @@ def _run(argv: list[str] | None) -> tuple[dict, int, str | None]:
     prepare_out_dir(out_dir)  # before any request: an unwritable --out costs nothing
 
     ids = request_ids(conversations)
-    log = PredictionLog(out_dir, "eval_judge", {"judge": {"task": task, **backend_settings(args)}},
-                        resume=not args.no_resume)
+    log = PredictionLog(
+        out_dir, "eval_judge", {"judge": {"task": task, **backend_settings(args)}}, resume=not args.no_resume
+    )
     saved = log.load()
     recs: list[dict | None] = [None] * len(rows)
     for i, rid in enumerate(ids):
         old = saved.get(("judge", rid))
         if old is not None and old.get("status") != "error":  # failed requests are asked again
-            recs[i] = {**old, "row": i, "data_source": str(rows[i].get("data_source") or "unknown"),
-                       "label": labels[i], "pair_id": get_path(rows[i], "extra_info.pair_id", None)}
+            recs[i] = {
+                **old,
+                "row": i,
+                "data_source": str(rows[i].get("data_source") or "unknown"),
+                "label": labels[i],
+                "pair_id": get_path(rows[i], "extra_info.pair_id", None),
+            }
     reused = sum(r is not None for r in recs)
     todo = [i for i, r in enumerate(recs) if r is None]
     if saved or log.skipped_lines:
         dropped = len(saved) - reused
         skipped = f"; {log.skipped_lines} lines skipped (cut off, or without a row id)" if log.skipped_lines else ""
-        print(f"resume: {reused} of {len(rows)} rows reused from {log.path}, {len(todo)} to request"
-              + (f" ({dropped} saved rows not reused: failed or not in this selection)" if dropped > 0 else "")
-              + skipped, file=sys.stderr)
+        print(
+            f"resume: {reused} of {len(rows)} rows reused from {log.path}, {len(todo)} to request"
+            + (f" ({dropped} saved rows not reused: failed or not in this selection)" if dropped > 0 else "")
+            + skipped,
+            file=sys.stderr,
+        )
     log.begin([r for r in recs if r is not None])
 
     def on_result(j: int, _k: int, res) -> None:
@@ -320,9 +360,16 @@ def _run(argv: list[str] | None) -> tuple[dict, int, str | None]:
     with StopSignals("judge requests") as stop:
         try:
             if todo:
-                _, judge = generate(args, [conversations[i] for i in todo], desc=f"judge {task}",
-                                    progress=not args.no_progress, on_result=on_result, stop=stop, done=reused,
-                                    total=len(rows))
+                _, judge = generate(
+                    args,
+                    [conversations[i] for i in todo],
+                    desc=f"judge {task}",
+                    progress=not args.no_progress,
+                    on_result=on_result,
+                    stop=stop,
+                    done=reused,
+                    total=len(rows),
+                )
         except KeyboardInterrupt:  # a second signal: stop at once, keep what finished
             pass
     wall = time.monotonic() - start
@@ -349,27 +396,39 @@ def _run(argv: list[str] | None) -> tuple[dict, int, str | None]:
     write_text(os.path.join(out_dir, "report.md"), md)
     report["figures"] = [] if args.no_plots or not done else judge_figures(report, out_dir)
     print(md)
-    print(f"wrote {out_dir}/report.json, report.md, predictions.jsonl"
-          + "".join(f", {os.path.basename(f)}" for f in report["figures"]))
+    print(
+        f"wrote {out_dir}/report.json, report.md, predictions.jsonl"
+        + "".join(f", {os.path.basename(f)}" for f in report["figures"])
+    )
     ov = report["overall"]
     if ov["n_error"]:
         first = next(r for r in done if r["status"] == "error")
         print(f"warning: {ov['n_error']}/{ov['n']} judge requests failed (first: {first['error']})", file=sys.stderr)
-    return (report, *exit_status(report, stop_status=stop.exit_status if stop.stopped else None,
-                                 allow_unparseable=args.allow_unparseable))
+    return (
+        report,
+        *exit_status(
+            report, stop_status=stop.exit_status if stop.stopped else None, allow_unparseable=args.allow_unparseable
+        ),
+    )
 
 
-def exit_status(report: dict, stop_status: int | None = None, allow_unparseable: bool = False) -> tuple[int, str | None]:
+def exit_status(
+    report: dict, stop_status: int | None = None, allow_unparseable: bool = False
+) -> tuple[int, str | None]:
     """(exit status, reason printed on stderr) of a finished run (see the module doc)."""
     ov, prog = report["overall"], report["progress"]
     if stop_status:
-        return stop_status, (f"stopped by {report['stopped_by']} after {prog['done']} of {prog['rows']} rows; the "
-                             "reports cover those (partial); rerun the same command to resume")
+        return stop_status, (
+            f"stopped by {report['stopped_by']} after {prog['done']} of {prog['rows']} rows; the "
+            "reports cover those (partial); rerun the same command to resume"
+        )
     if ov["n"] and ov["n_error"] == ov["n"]:
         return 3, f"all {ov['n']} judge requests failed; see {report['judge']['endpoint']}"
     if ov["n"] and ov["n_parsed"] == 0 and not allow_unparseable:
-        return 4, (f"no reply had a parseable verdict ({ov['n_parse_fail']} unparseable, {ov['n_error']} failed of "
-                   f"{ov['n']}): the run measured nothing (--allow-unparseable accepts this, e.g. for an untrained judge)")
+        return 4, (
+            f"no reply had a parseable verdict ({ov['n_parse_fail']} unparseable, {ov['n_error']} failed of "
+            f"{ov['n']}): the run measured nothing (--allow-unparseable accepts this, e.g. for an untrained judge)"
+        )
     return 0, None
 
 

@@ -27,9 +27,12 @@ def add_output_args(ap, *, default_out: str, reused: str):
     """The output group both evaluators start with (--out, --no-resume); returned for their own options."""
     g = ap.add_argument_group("output")
     g.add_argument("--out", metavar="DIR", default=None, help=f"report folder (default {default_out})")
-    g.add_argument("--no-resume", action="store_true",
-                   help="request everything again, replacing the predictions.jsonl of an earlier run in --out "
-                        f"(default: {reused} already there with the same settings are reused)")
+    g.add_argument(
+        "--no-resume",
+        action="store_true",
+        help="request everything again, replacing the predictions.jsonl of an earlier run in --out "
+        f"(default: {reused} already there with the same settings are reused)",
+    )
     return g
 
 
@@ -80,8 +83,9 @@ class PredictionLog:
     records kept and opens it for appending; ``finalize`` rewrites it atomically in row order.
     """
 
-    def __init__(self, out_dir: str, tool: str, settings: Mapping[str, Any], resume: bool = True,
-                 name: str = "predictions.jsonl"):
+    def __init__(
+        self, out_dir: str, tool: str, settings: Mapping[str, Any], resume: bool = True, name: str = "predictions.jsonl"
+    ):
         self.path = os.path.join(out_dir, name)
         self.meta_path = os.path.join(out_dir, "run.json")
         self.tool = tool
@@ -94,6 +98,7 @@ class PredictionLog:
     def load(self) -> dict[tuple[str, str], dict]:
         if not self.resume or not os.path.exists(self.path):
             return {}
+
         def skip(_lineno: int, _problem: str) -> None:
             self.skipped_lines += 1  # e.g. a line cut off when the process was killed
 
@@ -113,8 +118,10 @@ class PredictionLog:
             with open(self.meta_path, encoding="utf-8") as f:
                 meta = json.load(f)
         except (OSError, ValueError):
-            raise InputError(f"{self.path} has {len(recs)} saved predictions but {self.meta_path} (their settings) "
-                             "is missing or unreadable; use another --out, or --no-resume to replace them") from None
+            raise InputError(
+                f"{self.path} has {len(recs)} saved predictions but {self.meta_path} (their settings) "
+                "is missing or unreadable; use another --out, or --no-resume to replace them"
+            ) from None
         if meta.get("tool") != self.tool:
             raise InputError(f"{self.path} was written by {meta.get('tool')}, not {self.tool}; use another --out")
         old = meta.get("settings") or {}
@@ -122,10 +129,15 @@ class PredictionLog:
             if kind not in self.settings or self.settings[kind] is None:
                 continue  # not part of this run: its records are dropped
             if _canon(old.get(kind)) != self.settings[kind]:
-                diff = ", ".join(f"{k}: {(old.get(kind) or {}).get(k)!r} -> {v!r}"
-                                 for k, v in self.settings[kind].items() if (old.get(kind) or {}).get(k) != v)
-                raise InputError(f"{self.path} holds {kind} predictions made with other settings "
-                                 f"({diff or old.get(kind)}); use another --out, or --no-resume to replace them")
+                diff = ", ".join(
+                    f"{k}: {(old.get(kind) or {}).get(k)!r} -> {v!r}"
+                    for k, v in self.settings[kind].items()
+                    if (old.get(kind) or {}).get(k) != v
+                )
+                raise InputError(
+                    f"{self.path} holds {kind} predictions made with other settings "
+                    f"({diff or old.get(kind)}); use another --out, or --no-resume to replace them"
+                )
         return {k: v for k, v in recs.items() if self.settings.get(k[0]) is not None}
 
     def begin(self, kept: Sequence[Mapping]) -> None:
@@ -194,8 +206,12 @@ class StopSignals:
         if self.signum is not None:
             raise KeyboardInterrupt
         self.signum = signum
-        print(f"\n{signal.Signals(signum).name}: stopping, no new {self.what}; writing the reports of what finished "
-              "(send it again to stop at once)", file=sys.stderr, flush=True)
+        print(
+            f"\n{signal.Signals(signum).name}: stopping, no new {self.what}; writing the reports of what finished "
+            "(send it again to stop at once)",
+            file=sys.stderr,
+            flush=True,
+        )
         for fn in list(self._callbacks.values()):
             fn()
 

@@ -81,4 +81,3 @@ def as_messages(value: Any, where: str) -> list[dict]:
             raise InputError(f"{where}[{i}]: expected a message with string 'role' and 'content'")
         out.append({"role": m["role"], "content": m["content"]})
     return out
-

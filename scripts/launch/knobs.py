@@ -40,41 +40,102 @@ class Knob:
 
 
 KNOBS: tuple[Knob, ...] = (
-    Knob("MODEL", "config", "path", "policy model: Hugging Face folder or hub id (unset: SmolLM2-135M-Instruct, "
-         "materialised offline and cached by the launcher)"),
+    Knob(
+        "MODEL",
+        "config",
+        "path",
+        "policy model: Hugging Face folder or hub id (unset: SmolLM2-135M-Instruct, "
+        "materialised offline and cached by the launcher)",
+    ),
     Knob("JUDGE_MODEL", "config", "path", "frozen judge of `gsm8k_local_judge` (unset: the policy model)"),
-    Knob("TRAIN_FILES", "config", "files", "train parquet(s), comma-separated (unset: the recipe's default data, "
-         "built by `data_prep`)"),
+    Knob(
+        "TRAIN_FILES",
+        "config",
+        "files",
+        "train parquet(s), comma-separated (unset: the recipe's default data, built by `data_prep`)",
+    ),
     Knob("VAL_FILES", "config", "files", "validation parquet(s), comma-separated (unset: the recipe's default data)"),
-    Knob("REWARD_FN", "config", "path", "reward function: a file (made absolute, or repo-relative for a Ray job) or "
-         "`pkg://module` (unset: the recipe's)"),
+    Knob(
+        "REWARD_FN",
+        "config",
+        "path",
+        "reward function: a file (made absolute, or repo-relative for a Ray job) or "
+        "`pkg://module` (unset: the recipe's)",
+    ),
     Knob("REWARD_FN_NAME", "config", "text", "function name in the reward file (unset: `compute_score`)"),
     Knob("N_GPUS", "config", "text", "training GPUs per node (unset: 1)"),
     Knob("NNODES", "config", "text", "nodes (unset: 1)"),
-    Knob("JUDGE_GPUS", "config", "text", "`gsm8k_local_judge`: 0 (unset): the judge shares the training GPUs; N > 0: "
-         "a judge pool of N GPUs on one node"),
-    Knob("JUDGE_BASE_URL", "config", "text", "`gsm8k_api_judge`: OpenAI-compatible endpoint of the judge (unset: "
-         "the OpenAI API)"),
-    Knob("NO_FLASH_ATTN", "config", "text", "`1`: torch SDPA attention, no remove-padding; `0`: flash-attn; `auto` "
-         "(unset): `1` where `flash_attn` is not importable (decided where the trainer composes its config)"),
+    Knob(
+        "JUDGE_GPUS",
+        "config",
+        "text",
+        "`gsm8k_local_judge`: 0 (unset): the judge shares the training GPUs; N > 0: a judge pool of N GPUs on one node",
+    ),
+    Knob(
+        "JUDGE_BASE_URL",
+        "config",
+        "text",
+        "`gsm8k_api_judge`: OpenAI-compatible endpoint of the judge (unset: the OpenAI API)",
+    ),
+    Knob(
+        "NO_FLASH_ATTN",
+        "config",
+        "text",
+        "`1`: torch SDPA attention, no remove-padding; `0`: flash-attn; `auto` "
+        "(unset): `1` where `flash_attn` is not importable (decided where the trainer composes its config)",
+    ),
     Knob("DATA_DIR", "launcher", "path", "where `data_prep` writes the default data (default `data/`)"),
-    Knob("GSM8K_DIR", "launcher", "path", "folder with GSM8K `train.jsonl` / `test.jsonl` for the default data "
-         "(unset: `../shared/data/gsm8k` beside the checkout when it is there, else the HF hub `openai/gsm8k`)"),
-    Knob("OUTPUT_DIR", "launcher", "path", "run folder: `launch.log`, `launch.ray_head.log` (`launch.judge_server.log`), `metrics.jsonl` (verl's `file` "
-         "logger; an older file is renamed) (default `outputs/<trainer.project_name>/<trainer.experiment_name>`)"),
-    Knob("PYTHON", "launcher", "text", "interpreter used as is, e.g. `python3` with verl + vLLM (unset: "
-         "`scripts/setup_env.sh`, gpu profile when `nvidia-smi` works)"),
-    Knob("DRY_RUN", "launcher", "text", "`1` (`true`, `yes`, `on`): build data, check the composed config, print the "
-         "command, stop; `print`: print the plan as JSON only; `0` or unset: run; anything else is an error"),
-    Knob("RAY_ADDRESS", "launcher", "text", "submit with `ray job submit --runtime-env runtime_env.yaml` to this "
-         "cluster (unset: a private local Ray head, stopped afterwards)"),
+    Knob(
+        "GSM8K_DIR",
+        "launcher",
+        "path",
+        "folder with GSM8K `train.jsonl` / `test.jsonl` for the default data "
+        "(unset: `../shared/data/gsm8k` beside the checkout when it is there, else the HF hub `openai/gsm8k`)",
+    ),
+    Knob(
+        "OUTPUT_DIR",
+        "launcher",
+        "path",
+        "run folder: `launch.log`, `launch.ray_head.log` (`launch.judge_server.log`), `metrics.jsonl` (verl's `file` "
+        "logger; an older file is renamed) (default `outputs/<trainer.project_name>/<trainer.experiment_name>`)",
+    ),
+    Knob(
+        "PYTHON",
+        "launcher",
+        "text",
+        "interpreter used as is, e.g. `python3` with verl + vLLM (unset: "
+        "`scripts/setup_env.sh`, gpu profile when `nvidia-smi` works)",
+    ),
+    Knob(
+        "DRY_RUN",
+        "launcher",
+        "text",
+        "`1` (`true`, `yes`, `on`): build data, check the composed config, print the "
+        "command, stop; `print`: print the plan as JSON only; `0` or unset: run; anything else is an error",
+    ),
+    Knob(
+        "RAY_ADDRESS",
+        "launcher",
+        "text",
+        "submit with `ray job submit --runtime-env runtime_env.yaml` to this "
+        "cluster (unset: a private local Ray head, stopped afterwards)",
+    ),
     Knob("RUNTIME_ENV", "launcher", "path", "runtime env file for a Ray job (default `runtime_env.yaml`)"),
     Knob("JOB_PYTHON", "launcher", "text", "interpreter of a Ray job's entrypoint on the cluster (default `python3`)"),
-    Knob("PASS_ENV", "launcher", "text", "more variable NAMES (comma-separated) whose values a Ray job gets; always "
-         "passed when set: SWANLAB_API_KEY, HF_TOKEN, HUGGING_FACE_HUB_TOKEN, WANDB_API_KEY, OPENAI_API_KEY, the "
-         "judge key named by `reward_kwargs.api_key_env`"),
-    Knob("SWANLAB_API_KEY", "launcher", "text", "set: `swanlab` is added to `trainer.logger` (unless "
-         "`trainer.logger` is given as an argument)"),
+    Knob(
+        "PASS_ENV",
+        "launcher",
+        "text",
+        "more variable NAMES (comma-separated) whose values a Ray job gets; always "
+        "passed when set: SWANLAB_API_KEY, HF_TOKEN, HUGGING_FACE_HUB_TOKEN, WANDB_API_KEY, OPENAI_API_KEY, the "
+        "judge key named by `reward_kwargs.api_key_env`",
+    ),
+    Knob(
+        "SWANLAB_API_KEY",
+        "launcher",
+        "text",
+        "set: `swanlab` is added to `trainer.logger` (unless `trainer.logger` is given as an argument)",
+    ),
 )
 BY_NAME = {k.name: k for k in KNOBS}
 
@@ -152,10 +213,16 @@ def unknown(env) -> list[str]:
     removed one), and for a DRY_RUN value that is not one of ``DRY_RUN_VALUES``; secrets' names (``JUDGE_API_KEY``
     holding a key, names in PASS_ENV) are left alone."""
     passed = {n.strip() for n in (env.get("PASS_ENV") or "").split(",")}
-    msgs = [f"{name}={env[name]} is set, but no script reads it: it is not one of the knobs (python -m scripts.launch "
-            f"--knobs); give the setting as a Hydra override argument (KEY=VALUE), or unset {name}"
-            for name in sorted(env) if name.startswith(PREFIXES) and env[name] != "" and name not in BY_NAME
-            and name not in passed and not SECRET_NAME.search(name)]
+    msgs = [
+        f"{name}={env[name]} is set, but no script reads it: it is not one of the knobs (python -m scripts.launch "
+        f"--knobs); give the setting as a Hydra override argument (KEY=VALUE), or unset {name}"
+        for name in sorted(env)
+        if name.startswith(PREFIXES)
+        and env[name] != ""
+        and name not in BY_NAME
+        and name not in passed
+        and not SECRET_NAME.search(name)
+    ]
     dry = (env.get("DRY_RUN") or "").strip().lower()
     if dry not in DRY_RUN_VALUES:  # an unknown value must not start a real run
         msgs.append(f"DRY_RUN={env['DRY_RUN']} is not one of {', '.join(v or '(empty)' for v in DRY_RUN_VALUES)}")

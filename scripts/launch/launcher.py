@@ -87,7 +87,9 @@ def knob_value(k: knobs.Knob, raw: str, env) -> str:
     raw = raw.strip()
     if k.kind == "files":
         return ",".join(ray_job.local_path(f.strip(), env) for f in raw.split(",") if f.strip())
-    if k.kind == "path" and ("://" in raw or os.path.exists(os.path.expanduser(raw)) or raw.startswith((".", "/", "~"))):
+    if k.kind == "path" and (
+        "://" in raw or os.path.exists(os.path.expanduser(raw)) or raw.startswith((".", "/", "~"))
+    ):
         return ray_job.local_path(raw.removeprefix("file://"), env)
     return raw
 
@@ -137,8 +139,9 @@ def annotate(msg: str, p: Plan) -> str:
     return msg
 
 
-def outputs(p: Plan, env, given, project: str, experiment: str, loggers: list[str], output_dir, metrics_file,
-            log_file) -> list[str]:
+def outputs(
+    p: Plan, env, given, project: str, experiment: str, loggers: list[str], output_dir, metrics_file, log_file
+) -> list[str]:
     """The run folder, log and metrics file of ``p``; the overrides for the loggers: the recipe's trainer.logger
     (+ swanlab with a key) and verl's JSONL file logger."""
     gen = []
@@ -156,16 +159,25 @@ def outputs(p: Plan, env, given, project: str, experiment: str, loggers: list[st
         root = ray_job.local_path(p.output_dir, env)
         p.metrics_file = os.path.join(root, project, f"{experiment}.jsonl")
         gen.append(f"{LOGGER_ENV}.VERL_FILE_LOGGER_ROOT={ov.hydra_str(root)}")
-        p.notes.append(f"Ray job: metrics go to {p.metrics_file} on the node running verl's TaskRunner "
-                       "(point OUTPUT_DIR at shared storage to keep them)")
+        p.notes.append(
+            f"Ray job: metrics go to {p.metrics_file} on the node running verl's TaskRunner "
+            "(point OUTPUT_DIR at shared storage to keep them)"
+        )
     else:
         p.metrics_file = os.path.abspath(metrics_file or os.path.join(p.output_dir, "metrics.jsonl"))
         gen.append(f"{LOGGER_ENV}.VERL_FILE_LOGGER_PATH={ov.hydra_str(p.metrics_file)}")
     return gen
 
 
-def plan(env, user_args: list[str], recipe: str, materialize: bool = True, output_dir: str | None = None,
-         metrics_file: str | None = None, log_file: str | None = None) -> Plan:
+def plan(
+    env,
+    user_args: list[str],
+    recipe: str,
+    materialize: bool = True,
+    output_dir: str | None = None,
+    metrics_file: str | None = None,
+    log_file: str | None = None,
+) -> Plan:
     """Everything a run needs, from the recipe config, the knobs and the arguments (``materialize=False``:
     build no model or data, only name them)."""
     from omegaconf import OmegaConf
@@ -174,7 +186,11 @@ def plan(env, user_args: list[str], recipe: str, materialize: bool = True, outpu
     try:
         rdir = verl_config.recipe_dir(recipe)
     except verl_config.ConfigError as e:
-        hint = f" (a pipeline: bash recipes/{recipe}/run.sh)" if os.path.isfile(os.path.join(knobs.RECIPES, recipe, "run.sh")) else ""
+        hint = (
+            f" (a pipeline: bash recipes/{recipe}/run.sh)"
+            if os.path.isfile(os.path.join(knobs.RECIPES, recipe, "run.sh"))
+            else ""
+        )
         raise LaunchError(e.errors[0] + hint) from None
     unknown = knobs.unknown(env)
     if unknown:
@@ -182,8 +198,11 @@ def plan(env, user_args: list[str], recipe: str, materialize: bool = True, outpu
     p = Plan(recipe=recipe, mode="job" if job else "local", recipe_dir=rdir)
     user_args = ov.merge(user_args)
     given = {ov.key(o) for o in user_args}
-    set_by_user = {k.name: knob_value(k, env[k.name], env) for k in knobs.KNOBS
-                   if k.where == "config" and (env.get(k.name) or "").strip()}
+    set_by_user = {
+        k.name: knob_value(k, env[k.name], env)
+        for k in knobs.KNOBS
+        if k.where == "config" and (env.get(k.name) or "").strip()
+    }
     p.knobs = dict(set_by_user)
     files = {"data.train_files": "TRAIN_FILES", "data.val_files": "VAL_FILES"}
     missing = {key: name for key, name in files.items() if key not in given and name not in p.knobs}
@@ -205,15 +224,25 @@ def plan(env, user_args: list[str], recipe: str, materialize: bool = True, outpu
             p.knobs.update({name: ray_job.local_path(got[name], env) for name in missing.values()})
     except defaults.DefaultsError as e:
         raise LaunchError(str(e)) from None
-    yaml_files = [os.path.join(knobs.RECIPES, "base.yaml")] + glob.glob(os.path.join(rdir, "**", "*.yaml"), recursive=True)
+    yaml_files = [os.path.join(knobs.RECIPES, "base.yaml")] + glob.glob(
+        os.path.join(rdir, "**", "*.yaml"), recursive=True
+    )
     yaml_text = "".join(open(f, encoding="utf-8").read() for f in yaml_files)  # config.yaml and its config groups
-    p.notes += [f"{n} ignored: recipe {recipe} does not read it (no ${{oc.env:{n}}} in its config)"
-                for n in set_by_user if f"oc.env:{n}" not in yaml_text]
+    p.notes += [
+        f"{n} ignored: recipe {recipe} does not read it (no ${{oc.env:{n}}} in its config)"
+        for n in set_by_user
+        if f"oc.env:{n}" not in yaml_text
+    ]
     with knobs.environ({**env, **p.knobs}):
-        p.key_env = str(OmegaConf.select(cfg, "reward.custom_reward_function.reward_kwargs.api_key_env", default=None)
-                        or "")
-        if not job and "actor_rollout_ref.model.use_remove_padding" not in given \
-                and (env.get("NO_FLASH_ATTN") or "auto").strip().lower() == "auto" and not knobs.flash_attn("auto"):
+        p.key_env = str(
+            OmegaConf.select(cfg, "reward.custom_reward_function.reward_kwargs.api_key_env", default=None) or ""
+        )
+        if (
+            not job
+            and "actor_rollout_ref.model.use_remove_padding" not in given
+            and (env.get("NO_FLASH_ATTN") or "auto").strip().lower() == "auto"
+            and not knobs.flash_attn("auto")
+        ):
             p.notes.append("NO_FLASH_ATTN=auto: flash_attn not importable here -> sdpa attention, no remove-padding")
         for name, service in local_run.SERVICES.items():  # what the config asks to start beside training
             try:
@@ -259,16 +288,23 @@ def validate(p: Plan, env) -> None:
     t0 = time.time()
     try:
         with knobs.environ({**env, **p.knobs}):
-            verl_config.check(p.overrides, paths="warn" if p.mode == "job" else "error", notes=notes,
-                              recipe=p.recipe_dir)
+            verl_config.check(
+                p.overrides, paths="warn" if p.mode == "job" else "error", notes=notes, recipe=p.recipe_dir
+            )
     except verl_config.ConfigError as e:
         for msg in e.errors:
             say("launch", f"CONFIG ERROR: {annotate(msg, p)}", env)
-        raise LaunchError(f"the composed config does not pass verl's schema check ({len(e.errors)} problem(s))") from None
+        raise LaunchError(
+            f"the composed config does not pass verl's schema check ({len(e.errors)} problem(s))"
+        ) from None
     for n in notes:
         say("launch", f"CONFIG NOTE: {n}", env)
-    say("launch", f"config OK: recipe {p.recipe} with {len(p.overrides)} overrides validates against verl's ppo_trainer "
-        f"schema ({time.time() - t0:.1f}s)", env)
+    say(
+        "launch",
+        f"config OK: recipe {p.recipe} with {len(p.overrides)} overrides validates against verl's ppo_trainer "
+        f"schema ({time.time() - t0:.1f}s)",
+        env,
+    )
 
 
 def check_recipe(recipe: str, overrides: list[str], env, **where) -> Plan:
@@ -293,7 +329,7 @@ def rotate(path: str, env) -> None:
     """An earlier run's metrics file is kept under its date, never overwritten."""
     if os.path.exists(path) and os.path.getsize(path) > 0:
         stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(os.path.getmtime(path)))
-        old = f"{path[:-len('.jsonl')] if path.endswith('.jsonl') else path}.{stamp}.jsonl"
+        old = f"{path[: -len('.jsonl')] if path.endswith('.jsonl') else path}.{stamp}.jsonl"
         os.replace(path, old)
         say("launch", f"previous metrics kept as {old}", env)
 
@@ -307,8 +343,13 @@ def execute(p: Plan, env, tries: int = ray_job.SUBMIT_TRIES, start_tries: int = 
     log_file = p.log_file or os.path.join(p.output_dir, "launch.log")
     os.makedirs(os.path.dirname(log_file), exist_ok=True)
     tee = Tee(log_file, env)
-    tee.log.write(mask(f"[launch] {time.strftime('%Y-%m-%d %H:%M:%S')} recipe {p.recipe} ({p.mode})\n"
-                       f"[launch] command: {printable(p, env)}\n", env))
+    tee.log.write(
+        mask(
+            f"[launch] {time.strftime('%Y-%m-%d %H:%M:%S')} recipe {p.recipe} ({p.mode})\n"
+            f"[launch] command: {printable(p, env)}\n",
+            env,
+        )
+    )
 
     def on_term(signum, _frame):
         raise SystemExit(128 + signum)
@@ -318,6 +359,7 @@ def execute(p: Plan, env, tries: int = ray_job.SUBMIT_TRIES, start_tries: int = 
         signal.signal(signal.SIGHUP, on_term)
     try:
         if p.mode == "job":
+
             def attempt(argv, stdin):
                 tee.tail = ""
                 return run_child(argv, cenv, tee, stdin=stdin), tee.tail
@@ -375,8 +417,24 @@ def main(argv: list[str], env: dict | None = None) -> int:
         say("launch", f"ERROR: {e}", env)
         return 2
     env[KEY_ENV] = p.key_env
-    print(mask(json.dumps({"recipe": p.recipe, "mode": p.mode, "overrides": p.overrides, "command": shlex.join(p.command),
-                           "env": p.env, "knobs": p.knobs, "notes": p.notes, "data": p.data and shlex.join(p.data),
-                           "metrics_file": p.metrics_file, "output_dir": p.output_dir}, indent=1), env))
+    print(
+        mask(
+            json.dumps(
+                {
+                    "recipe": p.recipe,
+                    "mode": p.mode,
+                    "overrides": p.overrides,
+                    "command": shlex.join(p.command),
+                    "env": p.env,
+                    "knobs": p.knobs,
+                    "notes": p.notes,
+                    "data": p.data and shlex.join(p.data),
+                    "metrics_file": p.metrics_file,
+                    "output_dir": p.output_dir,
+                },
+                indent=1,
+            ),
+            env,
+        )
+    )
     return 0
-

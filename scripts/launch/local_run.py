@@ -65,8 +65,17 @@ class Tee:
 
 
 def run_child(cmd: list[str], env: dict, tee: Tee, stdin: str | None = None, on_start=()) -> int:
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            errors="replace", bufsize=1, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        bufsize=1,
+        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+    )
     with services.tracked(proc):
         for hook in on_start:
             hook(proc)
@@ -91,12 +100,23 @@ def run(p, cenv: dict, env, tee: Tee, log_file: str, start_tries: int = START_TR
         tee.port_taken = tee.stepped = False
         tee.tail = ""
         rc = run_local(p, dict(cenv), env, tee, log_file)  # its own copy: no Ray address of an earlier try
-        if (rc == 0 or rc < 0 or rc >= 128 or not tee.port_taken or tee.stepped or stepped(p.metrics_file)
-                or attempt == start_tries):  # rc < 0 or >= 128: stopped by a signal, not a race
+        if (
+            rc == 0
+            or rc < 0
+            or rc >= 128
+            or not tee.port_taken
+            or tee.stepped
+            or stepped(p.metrics_file)
+            or attempt == start_tries
+        ):  # rc < 0 or >= 128: stopped by a signal, not a race
             return rc
-        say("launch", f"training failed while starting: a port it had picked was taken meanwhile by another "
+        say(
+            "launch",
+            f"training failed while starting: a port it had picked was taken meanwhile by another "
             f"process on this host (EADDRINUSE; runs started together race for free ports); starting it again "
-            f"(try {attempt + 1} of {start_tries})", env)
+            f"(try {attempt + 1} of {start_tries})",
+            env,
+        )
     return rc
 
 
@@ -114,8 +134,11 @@ def run_local(p, cenv: dict, env, tee: Tee, log_file: str) -> int:
     with contextlib.ExitStack() as watches:
         hooks, served = [], []
         for name, settings in p.services.items():
-            s = watches.enter_context(SERVICES[name].Served.beside(settings, cenv, side_log(log_file, name), p.command[0],
-                                                                   lambda m: say("launch", m, env)))
+            s = watches.enter_context(
+                SERVICES[name].Served.beside(
+                    settings, cenv, side_log(log_file, name), p.command[0], lambda m: say("launch", m, env)
+                )
+            )
             command = [*command, *s.overrides]
             hooks.append(s.attach)
             served.append(s)

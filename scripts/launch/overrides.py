@@ -22,7 +22,11 @@ def key(override: str) -> str:
 
 def hydra_str(v: str) -> str:
     """A Hydra override value that always parses back to the string ``v``."""
-    if _SAFE.match(v) and not _NUMBER.match(v) and v.lower() not in ("true", "false", "null", "none", "nan", "inf", "-inf"):
+    if (
+        _SAFE.match(v)
+        and not _NUMBER.match(v)
+        and v.lower() not in ("true", "false", "null", "none", "nan", "inf", "-inf")
+    ):
         return v
     return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
@@ -30,7 +34,7 @@ def hydra_str(v: str) -> str:
 def merge(*groups: list[str]) -> list[str]:
     """The overrides in order, less each one whose key a later one sets again (Hydra refuses a second '+key')."""
     flat = [o for g in groups for o in g]
-    return [o for i, o in enumerate(flat) if key(o) not in {key(later) for later in flat[i + 1:]}]
+    return [o for i, o in enumerate(flat) if key(o) not in {key(later) for later in flat[i + 1 :]}]
 
 
 def value(name: str, overrides: list[str]) -> str | None:

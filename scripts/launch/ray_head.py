@@ -47,8 +47,9 @@ def ray_cli() -> list[str]:
     return ["ray"] if shutil.which("ray") else list(RAY_CLI)
 
 
-def start(env: dict, log_path: str, dashboard_port: int | None = None, join: str | None = None,
-          num_gpus: int | None = None) -> tuple[subprocess.Popen, str]:
+def start(
+    env: dict, log_path: str, dashboard_port: int | None = None, join: str | None = None, num_gpus: int | None = None
+) -> tuple[subprocess.Popen, str]:
     """Start a private Ray head (``ray start --head --block``) with a temp directory of its own (``proc.temp_dir``),
     return (process, GCS address). A node that exits while starting is started again with other free ports (a port
     chosen free can be taken by another run before Ray binds it), ``START_TRIES`` times in all.
@@ -68,24 +69,41 @@ def start(env: dict, log_path: str, dashboard_port: int | None = None, join: str
     raise AssertionError("unreachable")
 
 
-def _start_once(env: dict, log_path: str, dashboard_port: int | None, join: str | None,
-                num_gpus: int | None) -> tuple[subprocess.Popen, str]:
+def _start_once(
+    env: dict, log_path: str, dashboard_port: int | None, join: str | None, num_gpus: int | None
+) -> tuple[subprocess.Popen, str]:
     port = free_port()
     where = [f"--address={join}"] if join else ["--head", f"--port={port}"]
     # short: Ray puts unix sockets under it (at most 107 characters a path)
     temp_dir = tempfile.mkdtemp(prefix="vj-ray-", dir="/tmp" if os.path.isdir("/tmp") else None)
-    cmd = [*RAY_CLI, "start", *where, "--block", "--disable-usage-stats", f"--temp-dir={temp_dir}",
-           # Ray's fixed default ports (dashboard agent 52365, ...) clash with any other Ray instance on
-           # the machine, whose job agent then never comes up: a private head takes free ports.
-           f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
-           f"--runtime-env-agent-port={free_port()}", f"--metrics-export-port={free_port()}",
-           f"--ray-client-server-port={free_port()}"]
+    cmd = [
+        *RAY_CLI,
+        "start",
+        *where,
+        "--block",
+        "--disable-usage-stats",
+        f"--temp-dir={temp_dir}",
+        # Ray's fixed default ports (dashboard agent 52365, ...) clash with any other Ray instance on
+        # the machine, whose job agent then never comes up: a private head takes free ports.
+        f"--dashboard-agent-listen-port={free_port()}",
+        f"--dashboard-agent-grpc-port={free_port()}",
+        f"--runtime-env-agent-port={free_port()}",
+        f"--metrics-export-port={free_port()}",
+        f"--ray-client-server-port={free_port()}",
+    ]
     if not join:
-        cmd += (["--include-dashboard=true", f"--dashboard-port={dashboard_port}", "--dashboard-host=127.0.0.1"]
-                if dashboard_port else ["--include-dashboard=false"])
+        cmd += (
+            ["--include-dashboard=true", f"--dashboard-port={dashboard_port}", "--dashboard-host=127.0.0.1"]
+            if dashboard_port
+            else ["--include-dashboard=false"]
+        )
     cmd += [f"--num-gpus={num_gpus}"] if num_gpus is not None else []
-    say("ray_head", f"starting a Ray node joining {join} (log: {log_path})" if join else
-        f"starting a private Ray head on port {port} (log: {log_path}; temp dir {temp_dir})")
+    say(
+        "ray_head",
+        f"starting a Ray node joining {join} (log: {log_path})"
+        if join
+        else f"starting a private Ray head on port {port} (log: {log_path}; temp dir {temp_dir})",
+    )
     proc = services.spawn(cmd, env, log_path, cwd=ROOT)
     proc.temp_dir = temp_dir
     try:
@@ -101,8 +119,15 @@ def _wait_started(proc: subprocess.Popen, log_path: str, env: dict, join: str | 
             return f.read()
 
     try:
-        services.wait_until(lambda: "Ray runtime started" in log(), proc, f"ray start (a Ray {'node' if join else 'head'})",
-                            START_TIMEOUT_S, log_path, who="ray_head", lines=5)
+        services.wait_until(
+            lambda: "Ray runtime started" in log(),
+            proc,
+            f"ray start (a Ray {'node' if join else 'head'})",
+            START_TIMEOUT_S,
+            log_path,
+            who="ray_head",
+            lines=5,
+        )
     except services.ServiceExited as e:
         raise RayStartExit(str(e)) from None
     except services.ServiceError as e:

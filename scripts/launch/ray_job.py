@@ -86,8 +86,10 @@ def load_runtime_env(path: str) -> dict:
         raise RuntimeEnvError(f"RUNTIME_ENV {path}: not YAML ({str(e).splitlines()[0]})") from None
     rt = {} if rt is None else rt
     if not isinstance(rt, dict):
-        raise RuntimeEnvError(f"RUNTIME_ENV {path}: must be a mapping of runtime-env fields (working_dir, env_vars, "
-                              f"excludes, ...), got a {type(rt).__name__}")
+        raise RuntimeEnvError(
+            f"RUNTIME_ENV {path}: must be a mapping of runtime-env fields (working_dir, env_vars, "
+            f"excludes, ...), got a {type(rt).__name__}"
+        )
     if not isinstance(rt.get("env_vars") or {}, dict) or not isinstance(rt.get("excludes") or [], list):
         raise RuntimeEnvError(f"RUNTIME_ENV {path}: env_vars must be a mapping and excludes a list")
     return rt
@@ -109,8 +111,16 @@ def runtime_env(path: str, env) -> tuple[dict, list[str]]:
 def command(rdir: str, overrides: list[str], knob_env: dict, env) -> tuple[list[str], dict | None, list[str]]:
     """(the ``ray job submit`` command, the runtime env it carries in memory or None, notes)."""
     # Hydra reads a relative --config-path relative to scripts/train/trainer.py, wherever the job's working_dir lands
-    train = [env.get("JOB_PYTHON") or "python3", "-m", "scripts.train", "--config-path",
-             os.path.relpath(rdir, os.path.join(ROOT, "scripts", "train")), "--config-name", "config", *overrides]
+    train = [
+        env.get("JOB_PYTHON") or "python3",
+        "-m",
+        "scripts.train",
+        "--config-path",
+        os.path.relpath(rdir, os.path.join(ROOT, "scripts", "train")),
+        "--config-name",
+        "config",
+        *overrides,
+    ]
     if knob_env:  # the driver resolves the config (scripts/train/trainer.py), so the knobs need to reach it only
         train = ["env", *[f"{k}={v}" for k, v in knob_env.items()], *train]
     rt_path = env.get("RUNTIME_ENV") or RUNTIME_ENV_DEFAULT
@@ -120,7 +130,10 @@ def command(rdir: str, overrides: list[str], knob_env: dict, env) -> tuple[list[
         cmd = [*ray_head.ray_cli(), "job", "submit", "--runtime-env-json", json.dumps(rt), "--", *train]
         notes.append("secrets passed to the job by name: " + ", ".join(passed))
     else:
-        cmd, rt = [*ray_head.ray_cli(), "job", "submit", "--runtime-env", os.path.relpath(rt_path, ROOT), "--", *train], None
+        cmd, rt = (
+            [*ray_head.ray_cli(), "job", "submit", "--runtime-env", os.path.relpath(rt_path, ROOT), "--", *train],
+            None,
+        )
     return cmd, rt, notes
 
 
@@ -129,11 +142,15 @@ def upload_notes(values: list[str], ckpt: str) -> list[str]:
     notes = []
     kept = sorted({v.strip("'\"") for v in values if v.strip("'\"").startswith(ROOT + os.sep)})
     if kept:
-        notes.append("Ray job: not uploaded with the repo (runtime_env excludes / .gitignore), so the job opens "
-                     "these where they are; every node must see them (one host, or shared storage): " + ", ".join(kept))
+        notes.append(
+            "Ray job: not uploaded with the repo (runtime_env excludes / .gitignore), so the job opens "
+            "these where they are; every node must see them (one host, or shared storage): " + ", ".join(kept)
+        )
     if not os.path.isabs(ckpt) and "://" not in ckpt:
-        notes.append(f"Ray job: checkpoints go to {ckpt} inside the job's temporary working_dir on the node "
-                     "running verl's TaskRunner: set trainer.default_local_dir=<shared storage> to keep them")
+        notes.append(
+            f"Ray job: checkpoints go to {ckpt} inside the job's temporary working_dir on the node "
+            "running verl's TaskRunner: set trainer.default_local_dir=<shared storage> to keep them"
+        )
     return notes
 
 
@@ -141,7 +158,7 @@ def submit_argv(cmd: list[str]) -> tuple[list[str], str | None]:
     """(argv, stdin) that run ``cmd`` without putting the runtime env JSON on a command line."""
     if "--runtime-env-json" not in cmd:
         return cmd, None
-    args = list(cmd[cmd.index("job") + 2:])  # after `ray job submit`
+    args = list(cmd[cmd.index("job") + 2 :])  # after `ray job submit`
     i = args.index("--runtime-env-json")
     payload, args[i + 1] = args[i + 1], "<stdin>"
     return [sys.executable, "-c", _SUBMIT_FROM_STDIN, *args], payload
@@ -156,7 +173,10 @@ def submit(cmd: list[str], run, env, tries: int = SUBMIT_TRIES) -> int:
         if rc == 0 or JOB_AGENT_NOT_READY not in tail or attempt == tries:
             return rc
         wait = min(2.0 * attempt, 10.0)
-        say("launch", f"the cluster's job agent is not ready yet (try {attempt}/{tries}); submitting again in {wait:.0f}s",
-            env)
+        say(
+            "launch",
+            f"the cluster's job agent is not ready yet (try {attempt}/{tries}); submitting again in {wait:.0f}s",
+            env,
+        )
         time.sleep(wait)
     return 1

@@ -45,8 +45,15 @@ def spawn(cmd: list[str], env: dict, log_path: str, cwd: str | None = None, grou
     own (``stop(proc, group=True)`` then ends everything it started)."""
     os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
     with open(log_path, "w") as log:
-        return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=group)
+        return subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=group,
+        )
 
 
 def tail(log_path: str, n: int = 20) -> str:
@@ -58,9 +65,18 @@ def tail(log_path: str, n: int = 20) -> str:
         return "(no log)"
 
 
-def wait_until(ready: Callable[[], bool], proc: subprocess.Popen, what: str, timeout: float, log_path: str,
-               cancel: threading.Event | None = None, who: str = "services", setting: str = "",
-               poll: float = 0.5, lines: int = 20) -> bool:
+def wait_until(
+    ready: Callable[[], bool],
+    proc: subprocess.Popen,
+    what: str,
+    timeout: float,
+    log_path: str,
+    cancel: threading.Event | None = None,
+    who: str = "services",
+    setting: str = "",
+    poll: float = 0.5,
+    lines: int = 20,
+) -> bool:
     """Wait until ``ready()``; False when ``cancel`` is set first. ``what`` names the service in every message,
     ``setting`` the knob of its deadline."""
     t0 = shown = time.time()
@@ -68,11 +84,15 @@ def wait_until(ready: Callable[[], bool], proc: subprocess.Popen, what: str, tim
         if cancel is not None and cancel.is_set():
             return False
         if proc.poll() is not None:
-            raise ServiceExited(f"{what} exited with {proc.returncode} before it was ready; its log ({log_path}) ends:"
-                                f"\n{tail(log_path, lines)}")
+            raise ServiceExited(
+                f"{what} exited with {proc.returncode} before it was ready; its log ({log_path}) ends:"
+                f"\n{tail(log_path, lines)}"
+            )
         if time.time() - t0 > timeout:
-            raise ServiceError(f"{what} was not ready within {timeout:.0f}s{f' ({setting})' if setting else ''}; its "
-                               f"log ({log_path}) ends:\n{tail(log_path, lines)}")
+            raise ServiceError(
+                f"{what} was not ready within {timeout:.0f}s{f' ({setting})' if setting else ''}; its "
+                f"log ({log_path}) ends:\n{tail(log_path, lines)}"
+            )
         if time.time() - shown >= 30:
             say(who, f"waiting for {what} ({time.time() - t0:.0f}s) ...")
             shown = time.time()
@@ -140,8 +160,10 @@ def stop_all(why: str, grace: float = 30.0) -> int:
     procs = live()
     if not procs:
         return 0
-    say("children", f"{why}: stopping {len(procs)} running child process(es): "
-        + ", ".join(f"pid {p.pid}" for p in procs))
+    say(
+        "children",
+        f"{why}: stopping {len(procs)} running child process(es): " + ", ".join(f"pid {p.pid}" for p in procs),
+    )
     for p in procs:
         p.terminate()
     for p in procs:

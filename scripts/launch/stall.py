@@ -97,9 +97,11 @@ class Stall:
     def message(self, tail: str) -> str:
         step = "none yet (still starting)" if self.last_step is None else str(self.last_step)
         what = "startup_s" if self.last_t is None else "factor x median step, within [min_step_s, step_s]"
-        return (f"run {self.run} completed no step for {self.waited():.0f}s (limit {self.limit():.0f}s: "
-                f"verl_judge.watchdog.{what}); last step: {step}; stopping it (exit {STALL_EXIT}). Its log ends:\n"
-                f"{tail.rstrip()}")
+        return (
+            f"run {self.run} completed no step for {self.waited():.0f}s (limit {self.limit():.0f}s: "
+            f"verl_judge.watchdog.{what}); last step: {step}; stopping it (exit {STALL_EXIT}). Its log ends:\n"
+            f"{tail.rstrip()}"
+        )
 
 
 class MetricsTail:

@@ -46,8 +46,11 @@ def headline(path: str) -> tuple[str, dict]:
     path, rep = _load(path)
     for sec in SECTIONS:
         if isinstance(rep.get(sec), dict):
-            vals = {k: v for k, v in rep[sec].items()
-                    if v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))}
+            vals = {
+                k: v
+                for k, v in rep[sec].items()
+                if v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+            }
             return sec, vals
     raise InputError(f"{path}: neither an eval_judge ('overall') nor an eval_gsm8k ('policy') report")
 
@@ -72,9 +75,12 @@ def compare(before: dict, after: dict) -> list[list]:
 
 
 def run(argv=None) -> list[list]:
-    ap = argparse.ArgumentParser(prog="python -m scripts.report.compare_evals", description=__doc__.split("\n\n")[0],
-                                 epilog=__doc__.split("\n\n", 1)[1],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m scripts.report.compare_evals",
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("before", help="report folder or report.json of the start model")
     ap.add_argument("after", help="report folder or report.json of the trained model")
     ap.add_argument("--out", metavar="FILE.md", default=None, help="write the table here (and FILE.json)")
@@ -93,10 +99,15 @@ def run(argv=None) -> list[list]:
     print(table)
     if args.out:
         write_text(args.out, table + "\n")
-        write_json(os.path.splitext(args.out)[0] + ".json",
-                   {"before": os.path.abspath(args.before), "after": os.path.abspath(args.after),
-                    "partial": {side: note is not None for side, note in notes.items()},
-                    "rows": [dict(zip(("metric", "before", "after", "change"), r)) for r in rows]})
+        write_json(
+            os.path.splitext(args.out)[0] + ".json",
+            {
+                "before": os.path.abspath(args.before),
+                "after": os.path.abspath(args.after),
+                "partial": {side: note is not None for side, note in notes.items()},
+                "rows": [dict(zip(("metric", "before", "after", "change"), r)) for r in rows],
+            },
+        )
     return rows
 
 

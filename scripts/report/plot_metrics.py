@@ -55,8 +55,12 @@ from scripts.report.metrics import read_metrics
 from scripts.report.render import md_table, pyplot, save_fig
 
 STAGES = ("gen", "reward", "old_log_prob", "ref", "update_actor")
-JUDGE_HEALTH = ("judge_health/error_rate", "judge_health/parse_fail_rate", "judge_health/fallback_rate",
-                "judge_health/agree_rule")
+JUDGE_HEALTH = (
+    "judge_health/error_rate",
+    "judge_health/parse_fail_rate",
+    "judge_health/fallback_rate",
+    "judge_health/agree_rule",
+)
 POSITION = ("position/verdict_a_share", "position/label_a_share")
 IDENTICAL_GROUPS = "grpo/identical_reward_groups"
 SHARE_YLIM = (-0.03, 1.03)
@@ -125,7 +129,7 @@ def segment_keys(keys: Sequence[str], tokens: Sequence[str]) -> list[str]:
         parts = k.split("/")
         for i, part in enumerate(parts):
             if part in tokens:
-                rest = parts[i + 1:]
+                rest = parts[i + 1 :]
                 if not rest or (len(rest) == 1 and _MEAN_SUFFIX.match(rest[0])):
                     found.append(k)
                     break
@@ -147,32 +151,79 @@ def panel_specs(keys: set[str]) -> list[dict]:
     ordered = sorted(keys)
     timing = [f"timing_s/{s}" for s in STAGES]
     return [
-        {"name": "reward", "title": "Reward (training batch mean)", "ylabel": "score",
-         "keys": _first_present(keys, ["critic/score/mean", "critic/rewards/mean"]),
-         "looked_for": "critic/score/mean, critic/rewards/mean"},
-        {"name": "judge_health", "title": "Judge health (share of samples)", "ylabel": "share",
-         "keys": [k for k in JUDGE_HEALTH if k in keys], "looked_for": ", ".join(JUDGE_HEALTH), "ylim": SHARE_YLIM},
-        {"name": "position", "title": "Position: verdict A-share vs label A-share", "ylabel": "A-share",
-         "keys": [k for k in POSITION if k in keys], "looked_for": ", ".join(POSITION), "ylim": SHARE_YLIM},
-        {"name": "identical_reward_groups", "title": "GRPO groups with identical rewards (no gradient)",
-         "ylabel": "share of groups", "keys": _first_present(keys, [IDENTICAL_GROUPS]),
-         "looked_for": IDENTICAL_GROUPS, "ylim": SHARE_YLIM},
-        {"name": "validation", "title": "Validation (val-core)", "ylabel": "value",
-         "keys": [k for k in ordered if k.startswith("val-core/")][:MAX_SERIES], "looked_for": "val-core/*"},
-        {"name": "judge_rule_agreement", "title": "Judge-rule agreement", "ylabel": "agreement",
-         "keys": segment_keys(ordered, ("judge_rule_agree", "judge_rule_agreement"))[:MAX_SERIES],
-         "looked_for": "segment judge_rule_agree | judge_rule_agreement"},
-        {"name": "judge_failures", "title": "Judge error / parse-fail rate", "ylabel": "rate",
-         "keys": segment_keys(ordered, ("judge_error", "judge_parse_fail"))[:MAX_SERIES],
-         "looked_for": "segment judge_error | judge_parse_fail"},
-        {"name": "judge_scores", "title": "Judge score vs rule score (means)", "ylabel": "mean",
-         "keys": segment_keys(ordered, ("judge_score", "rule_score"))[:MAX_SERIES],
-         "looked_for": "segment judge_score | rule_score"},
-        {"name": "response_length", "title": "Response length (tokens, mean)", "ylabel": "tokens",
-         "keys": _first_present(keys, ["response_length/mean"]), "looked_for": "response_length/mean"},
-        {"name": "step_time", "title": "Step time by stage", "ylabel": "seconds",
-         "keys": [k for k in timing if k in keys] + (["timing_s/step"] if "timing_s/step" in keys else []),
-         "looked_for": ", ".join(timing + ["timing_s/step"])},
+        {
+            "name": "reward",
+            "title": "Reward (training batch mean)",
+            "ylabel": "score",
+            "keys": _first_present(keys, ["critic/score/mean", "critic/rewards/mean"]),
+            "looked_for": "critic/score/mean, critic/rewards/mean",
+        },
+        {
+            "name": "judge_health",
+            "title": "Judge health (share of samples)",
+            "ylabel": "share",
+            "keys": [k for k in JUDGE_HEALTH if k in keys],
+            "looked_for": ", ".join(JUDGE_HEALTH),
+            "ylim": SHARE_YLIM,
+        },
+        {
+            "name": "position",
+            "title": "Position: verdict A-share vs label A-share",
+            "ylabel": "A-share",
+            "keys": [k for k in POSITION if k in keys],
+            "looked_for": ", ".join(POSITION),
+            "ylim": SHARE_YLIM,
+        },
+        {
+            "name": "identical_reward_groups",
+            "title": "GRPO groups with identical rewards (no gradient)",
+            "ylabel": "share of groups",
+            "keys": _first_present(keys, [IDENTICAL_GROUPS]),
+            "looked_for": IDENTICAL_GROUPS,
+            "ylim": SHARE_YLIM,
+        },
+        {
+            "name": "validation",
+            "title": "Validation (val-core)",
+            "ylabel": "value",
+            "keys": [k for k in ordered if k.startswith("val-core/")][:MAX_SERIES],
+            "looked_for": "val-core/*",
+        },
+        {
+            "name": "judge_rule_agreement",
+            "title": "Judge-rule agreement",
+            "ylabel": "agreement",
+            "keys": segment_keys(ordered, ("judge_rule_agree", "judge_rule_agreement"))[:MAX_SERIES],
+            "looked_for": "segment judge_rule_agree | judge_rule_agreement",
+        },
+        {
+            "name": "judge_failures",
+            "title": "Judge error / parse-fail rate",
+            "ylabel": "rate",
+            "keys": segment_keys(ordered, ("judge_error", "judge_parse_fail"))[:MAX_SERIES],
+            "looked_for": "segment judge_error | judge_parse_fail",
+        },
+        {
+            "name": "judge_scores",
+            "title": "Judge score vs rule score (means)",
+            "ylabel": "mean",
+            "keys": segment_keys(ordered, ("judge_score", "rule_score"))[:MAX_SERIES],
+            "looked_for": "segment judge_score | rule_score",
+        },
+        {
+            "name": "response_length",
+            "title": "Response length (tokens, mean)",
+            "ylabel": "tokens",
+            "keys": _first_present(keys, ["response_length/mean"]),
+            "looked_for": "response_length/mean",
+        },
+        {
+            "name": "step_time",
+            "title": "Step time by stage",
+            "ylabel": "seconds",
+            "keys": [k for k in timing if k in keys] + (["timing_s/step"] if "timing_s/step" in keys else []),
+            "looked_for": ", ".join(timing + ["timing_s/step"]),
+        },
     ]
 
 
@@ -226,8 +277,16 @@ def draw_panel(ax, spec: dict, runs: Sequence[tuple[str, list]], smooth: int) ->
             else:
                 color, style = ("black" if total else COLORS[ki % len(COLORS)]), ("--" if total else "-")
                 name = _short(key) if len(runs) == 1 else f"{label}: {_short(key)}"
-            ax.plot(xs, _smooth(list(ys), smooth), style, color=color, lw=1.5, label=name,
-                    marker="o" if len(xs) <= 12 else None, ms=3)
+            ax.plot(
+                xs,
+                _smooth(list(ys), smooth),
+                style,
+                color=color,
+                lw=1.5,
+                label=name,
+                marker="o" if len(xs) <= 12 else None,
+                ms=3,
+            )
             lines += 1
     ax.set_title(spec["title"], fontsize=10)
     ax.set_xlabel("step")
@@ -235,10 +294,14 @@ def draw_panel(ax, spec: dict, runs: Sequence[tuple[str, list]], smooth: int) ->
     if spec.get("ylim"):
         ax.set_ylim(*spec["ylim"])
     if lines and grid:
-        handles = [Line2D([], [], color="black" if k == "timing_s/step" else COLORS[i % len(COLORS)], lw=1.5,
-                          label=_short(k)) for i, k in enumerate(keys)]
-        handles += [Line2D([], [], color="grey", ls=STYLES[i % len(STYLES)], lw=1.5, label=label)
-                    for i, (label, _st) in enumerate(contributing)]
+        handles = [
+            Line2D([], [], color="black" if k == "timing_s/step" else COLORS[i % len(COLORS)], lw=1.5, label=_short(k))
+            for i, k in enumerate(keys)
+        ]
+        handles += [
+            Line2D([], [], color="grey", ls=STYLES[i % len(STYLES)], lw=1.5, label=label)
+            for i, (label, _st) in enumerate(contributing)
+        ]
         ax.legend(handles=handles, fontsize=7, loc="best", ncol=2)
     elif lines:
         ax.legend(fontsize=7, loc="best")
@@ -280,13 +343,23 @@ def plot_all(runs: Sequence[tuple[str, list]], out_dir: str, smooth: int = 1, lo
 
 # ----------------------------------------------------------------------------- CLI
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m scripts.report.plot_metrics", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m scripts.report.plot_metrics",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("runs", nargs="+", metavar="RUN.jsonl", help="metrics JSONL file(s); several are overlaid")
     ap.add_argument("--out", required=True, metavar="DIR", help="output folder for the PNGs and summary")
-    ap.add_argument("--labels", nargs="+", default=None, metavar="LABEL",
-                    help="one legend label per run (default: file names without .jsonl)")
-    ap.add_argument("--smooth", type=int, default=1, metavar="N", help="trailing moving average over N steps (default 1: none)")
+    ap.add_argument(
+        "--labels",
+        nargs="+",
+        default=None,
+        metavar="LABEL",
+        help="one legend label per run (default: file names without .jsonl)",
+    )
+    ap.add_argument(
+        "--smooth", type=int, default=1, metavar="N", help="trailing moving average over N steps (default 1: none)"
+    )
     return ap
 
 
@@ -312,27 +385,50 @@ def run(argv: list[str] | None = None) -> dict:
         raise InputError("no numeric metrics in any input file")
     result = plot_all(runs, args.out, args.smooth, log=warn)
     used = sorted({k for d in result["drawn"] for k in d["keys"]})
-    last = {label: {k: next((m[k] for _s, m in reversed(steps) if k in m), None) for k in used} for label, steps in runs}
+    last = {
+        label: {k: next((m[k] for _s, m in reversed(steps) if k in m), None) for k in used} for label, steps in runs
+    }
     summary = {
-        "runs": [{"label": label, "file": os.path.abspath(p), "steps": len(steps),
-                  "first_step": _step(steps[0][0]) if steps else None,
-                  "last_step": _step(steps[-1][0]) if steps else None}
-                 for (label, steps), p in zip(runs, args.runs)],
-        "panels_drawn": [{"panel": d["panel"], "file": os.path.basename(d["file"]), "keys": d["keys"]} for d in result["drawn"]],
+        "runs": [
+            {
+                "label": label,
+                "file": os.path.abspath(p),
+                "steps": len(steps),
+                "first_step": _step(steps[0][0]) if steps else None,
+                "last_step": _step(steps[-1][0]) if steps else None,
+            }
+            for (label, steps), p in zip(runs, args.runs)
+        ],
+        "panels_drawn": [
+            {"panel": d["panel"], "file": os.path.basename(d["file"]), "keys": d["keys"]} for d in result["drawn"]
+        ],
         "panels_skipped": result["skipped"],
         "overview": os.path.basename(result["overview"]) if result["overview"] else None,
         "last_values": last,
     }
     write_json(os.path.join(args.out, "summary.json"), summary)
-    md = ["# Training metrics", "",
-          md_table(["run", "file", "steps", "last step"],
-                   [(r["label"], os.path.basename(r["file"]), r["steps"], r["last_step"]) for r in summary["runs"]]), "",
-          "## Panels", ""]
+    md = [
+        "# Training metrics",
+        "",
+        md_table(
+            ["run", "file", "steps", "last step"],
+            [(r["label"], os.path.basename(r["file"]), r["steps"], r["last_step"]) for r in summary["runs"]],
+        ),
+        "",
+        "## Panels",
+        "",
+    ]
     md += [f"- `{d['file']}`: {', '.join(d['keys'])}" for d in summary["panels_drawn"]]
     md += [f"- skipped `{s['panel']}`: none of {s['looked_for']}" for s in summary["panels_skipped"]]
     if used:
-        md += ["", "## Last value per run", "",
-               md_table(["metric"] + [label for label, _ in runs], [[k] + [last[label][k] for label, _ in runs] for k in used])]
+        md += [
+            "",
+            "## Last value per run",
+            "",
+            md_table(
+                ["metric"] + [label for label, _ in runs], [[k] + [last[label][k] for label, _ in runs] for k in used]
+            ),
+        ]
     write_text(os.path.join(args.out, "summary.md"), "\n".join(md))
     print("\n".join(md))
     print(f"wrote {len(result['drawn'])} panels + overview.png, summary.json, summary.md to {args.out}")

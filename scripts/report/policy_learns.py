@@ -48,9 +48,22 @@ def validation(out: str, name: str, step: int | None = None) -> dict:
         return {}
 
     def acc(rs: list[dict]) -> dict:
-        return {**{m: float(np.mean([gsm8k.compute_score(solution_str=r.get("output", ""), ground_truth=r.get("gts"),
-                                                         mode=m)["acc"] for r in rs])) for m in ("strict", "flexible")},
-                "n": len(rs)}
+        return {
+            **{
+                m: float(
+                    np.mean(
+                        [
+                            gsm8k.compute_score(solution_str=r.get("output", ""), ground_truth=r.get("gts"), mode=m)[
+                                "acc"
+                            ]
+                            for r in rs
+                        ]
+                    )
+                )
+                for m in ("strict", "flexible")
+            },
+            "n": len(rs),
+        }
 
     return {**acc(parts["test"]), "step": step, **({"heldout": acc(parts["heldout"])} if parts["heldout"] else {})}
 
@@ -83,9 +96,14 @@ def summarize(out: str, names: list[str]) -> dict:
         after = validation(out, name)
         after = after if after.get("step") else {}  # step 0 is the start policy, not an "after"
         done = os.path.join(out, f".{name}.done")
-        run = {"steps": len(train), "wall_s": float(open(done).read()) if os.path.exists(done) else None,
-               "after": after, "val_rule": _series(rows, VAL_RULE), "val_reward": _series(rows, VAL_REWARD),
-               "reward": [(int(r["step"]), r["critic/score/mean"]) for r in train]}
+        run = {
+            "steps": len(train),
+            "wall_s": float(open(done).read()) if os.path.exists(done) else None,
+            "after": after,
+            "val_rule": _series(rows, VAL_RULE),
+            "val_reward": _series(rows, VAL_REWARD),
+            "reward": [(int(r["step"]), r["critic/score/mean"]) for r in train],
+        }
         for mode in ("strict", "flexible"):
             run[f"gain_{mode}"] = after[mode] - before[mode] if before and after else None
         if "heldout" in before and "heldout" in after:  # the testbed's held-out stories
@@ -93,13 +111,16 @@ def summarize(out: str, names: list[str]) -> dict:
         if any("judge_health/agree_rule" in r for r in train):  # a judge-rewarded run
             for key in ("agree_rule", "accept_rule_reject", "reject_rule_accept", "hacking_alarm"):
                 run[key] = [(int(r["step"]), r[f"judge_health/{key}"]) for r in train if f"judge_health/{key}" in r]
-            run["rule_score"] = [(int(r["step"]), r["reward/rule_score/mean"]) for r in train if "reward/rule_score/mean" in r]
+            run["rule_score"] = [
+                (int(r["step"]), r["reward/rule_score/mean"]) for r in train if "reward/rule_score/mean" in r
+            ]
             run["accept_rule_reject_slope_per_100"] = _slope_per_100(run["accept_rule_reject"])
         runs[name] = run
     res = {"before": before, "runs": runs}
     if "rule" in runs and "judge" in runs and runs["rule"]["gain_strict"] and runs["judge"]["gain_strict"] is not None:
-        res["judge_gain_over_rule_gain"] = {m: ratio(runs["judge"][f"gain_{m}"], runs["rule"][f"gain_{m}"])
-                                            for m in ("strict", "flexible")}
+        res["judge_gain_over_rule_gain"] = {
+            m: ratio(runs["judge"][f"gain_{m}"], runs["rule"][f"gain_{m}"]) for m in ("strict", "flexible")
+        }
     return res
 
 
@@ -111,8 +132,10 @@ def examples(out: str, name: str, k: int = 3, chars: int = 400) -> tuple[int | N
         return None, []
     rows = read_jsonl(os.path.join(folder, f"{steps[-1]}.jsonl"))
     picked = [r for r in rows if float(r.get("judge_score", -1)) >= 3 and float(r.get("rule_score", 1)) == 0][:k]
-    return steps[-1], [{"output": str(r.get("output", ""))[:chars], "judge_score": r["judge_score"],
-                        "ground_truth": r.get("gts")} for r in picked]
+    return steps[-1], [
+        {"output": str(r.get("output", ""))[:chars], "judge_score": r["judge_score"], "ground_truth": r.get("gts")}
+        for r in picked
+    ]
 
 
 def _dumped_steps(out: str, name: str) -> tuple[str, list[int]]:
@@ -136,7 +159,9 @@ def audit(out: str, name: str) -> dict | None:
         rows = read_jsonl(os.path.join(folder, f"{step}.jsonl"))
         bad = same = 0
         for r in rows:
-            right = gsm8k.compute_score(solution_str=r.get("output", ""), ground_truth=r.get("gts"), mode="flexible")["acc"]
+            right = gsm8k.compute_score(solution_str=r.get("output", ""), ground_truth=r.get("gts"), mode="flexible")[
+                "acc"
+            ]
             pays = float(r.get("score", 0)) > 0
             same += pays == (right == 1)
             if pays and float(r.get("rule_score", 1)) == 0:
@@ -145,9 +170,16 @@ def audit(out: str, name: str) -> dict | None:
         n, wrong = n + len(rows), wrong + bad
         if rows:
             worst, agree = max(worst, bad / len(rows)), agree + [same / len(rows)]
-    return {"steps": len(steps), "samples": n, "paid_rule_rejects": paid, "paid_flexible_right": paid - wrong,
-            "paid_wrong": wrong, "paid_wrong_share": wrong / n if n else None, "paid_wrong_max_step_share": worst,
-            "paid_agree_flexible_min": min(agree) if agree else None}
+    return {
+        "steps": len(steps),
+        "samples": n,
+        "paid_rule_rejects": paid,
+        "paid_flexible_right": paid - wrong,
+        "paid_wrong": wrong,
+        "paid_wrong_share": wrong / n if n else None,
+        "paid_wrong_max_step_share": worst,
+        "paid_agree_flexible_min": min(agree) if agree else None,
+    }
 
 
 def table(res: dict) -> str:
@@ -158,16 +190,50 @@ def table(res: dict) -> str:
         arr = [v for _, v in r.get("accept_rule_reject", [])]
         alarms = sum(v for _, v in r.get("hacking_alarm", []))
         val = r["val_rule"]
-        rows.append([name, r["steps"], None if r["wall_s"] is None else round(r["wall_s"]),
-                     b.get("strict"), a.get("strict"), r["gain_strict"], b.get("flexible"), a.get("flexible"),
-                     r["gain_flexible"], val[0][1] if val else None, f"{val[-1][1]:.3f} (step {val[-1][0]})" if val else None,
-                     min(vals) if vals else None, float(np.mean(vals)) if vals else None,
-                     max(arr) if arr else None, r.get("accept_rule_reject_slope_per_100"),
-                     int(alarms) if r.get("hacking_alarm") else None,
-                     b.get("heldout", {}).get("strict"), a.get("heldout", {}).get("strict"), r.get("gain_heldout_strict")])
-    head = ["reward", "steps", "wall s", "strict before", "strict after", "gain", "flexible before", "flexible after",
-            "gain", "validation first", "validation last", "agree_rule min", "agree_rule mean", "accept-rule-reject max", "its slope /100 steps",
-            "alarm steps", "held-out stories: strict before", "after", "gain"]
+        rows.append(
+            [
+                name,
+                r["steps"],
+                None if r["wall_s"] is None else round(r["wall_s"]),
+                b.get("strict"),
+                a.get("strict"),
+                r["gain_strict"],
+                b.get("flexible"),
+                a.get("flexible"),
+                r["gain_flexible"],
+                val[0][1] if val else None,
+                f"{val[-1][1]:.3f} (step {val[-1][0]})" if val else None,
+                min(vals) if vals else None,
+                float(np.mean(vals)) if vals else None,
+                max(arr) if arr else None,
+                r.get("accept_rule_reject_slope_per_100"),
+                int(alarms) if r.get("hacking_alarm") else None,
+                b.get("heldout", {}).get("strict"),
+                a.get("heldout", {}).get("strict"),
+                r.get("gain_heldout_strict"),
+            ]
+        )
+    head = [
+        "reward",
+        "steps",
+        "wall s",
+        "strict before",
+        "strict after",
+        "gain",
+        "flexible before",
+        "flexible after",
+        "gain",
+        "validation first",
+        "validation last",
+        "agree_rule min",
+        "agree_rule mean",
+        "accept-rule-reject max",
+        "its slope /100 steps",
+        "alarm steps",
+        "held-out stories: strict before",
+        "after",
+        "gain",
+    ]
     return md_table(head, rows)
 
 
@@ -178,15 +244,29 @@ def figure(res: dict, path: str) -> str:
     ax = axes[0]
     for name, r in res["runs"].items():
         if r["val_rule"]:
-            ax.plot(*zip(*r["val_rule"]), marker="o", color=colors.get(name.split("_s")[0]), label=f"{name} run: validation, rule accuracy")
+            ax.plot(
+                *zip(*r["val_rule"]),
+                marker="o",
+                color=colors.get(name.split("_s")[0]),
+                label=f"{name} run: validation, rule accuracy",
+            )
     ax.set(title="held-out accuracy (verl validation, greedy)", xlabel="step", ylabel="strict rule accuracy")
     ax.legend(fontsize=8)
     ax = axes[1]
     for name, r in res["runs"].items():
         if r["reward"]:
-            ax.plot(*zip(*r["reward"]), color=colors.get(name.split("_s")[0]), label=f"{name} run: reward (critic/score/mean)")
+            ax.plot(
+                *zip(*r["reward"]),
+                color=colors.get(name.split("_s")[0]),
+                label=f"{name} run: reward (critic/score/mean)",
+            )
         if r.get("rule_score"):
-            ax.plot(*zip(*r["rule_score"]), color=colors.get(name.split("_s")[0]), ls="--", label=f"{name} run: rule accuracy of its samples")
+            ax.plot(
+                *zip(*r["rule_score"]),
+                color=colors.get(name.split("_s")[0]),
+                ls="--",
+                label=f"{name} run: rule accuracy of its samples",
+            )
     ax.set(title="training reward vs rule accuracy", xlabel="step")
     ax.legend(fontsize=8)
     ax = axes[2]
@@ -205,13 +285,41 @@ def figure(res: dict, path: str) -> str:
 def console(res: dict, out: str) -> str:
     """The experiment's last words on the console: held-out accuracy before / after each run, the gain ratio, and
     where the report is."""
-    rows = [[name, r["steps"], res["before"].get("strict"), r["after"].get("strict"), r["gain_strict"],
-             r["after"].get("flexible"), r["gain_flexible"], r["after"].get("heldout", {}).get("strict"),
-             r.get("gain_heldout_strict")] for name, r in res["runs"].items()]
+    rows = [
+        [
+            name,
+            r["steps"],
+            res["before"].get("strict"),
+            r["after"].get("strict"),
+            r["gain_strict"],
+            r["after"].get("flexible"),
+            r["gain_flexible"],
+            r["after"].get("heldout", {}).get("strict"),
+            r.get("gain_heldout_strict"),
+        ]
+        for name, r in res["runs"].items()
+    ]
     n = res["before"].get("n") or next((r["after"].get("n") for r in res["runs"].values() if r["after"]), None)
-    lines = ["", "=" * 100, f"policy_learns: held-out accuracy ({n} test questions, greedy)", "",
-             md_table(["reward", "steps", "strict before", "strict after", "gain", "flexible after", "gain",
-                       "held-out stories after", "gain"], rows)]
+    lines = [
+        "",
+        "=" * 100,
+        f"policy_learns: held-out accuracy ({n} test questions, greedy)",
+        "",
+        md_table(
+            [
+                "reward",
+                "steps",
+                "strict before",
+                "strict after",
+                "gain",
+                "flexible after",
+                "gain",
+                "held-out stories after",
+                "gain",
+            ],
+            rows,
+        ),
+    ]
     g = res.get("judge_gain_over_rule_gain")
     if g:
         lines += ["", "judge gain / rule gain: " + ", ".join(f"{m} {fmt(g[m])}" for m in ("strict", "flexible"))]
@@ -224,20 +332,33 @@ def write(out: str, names: list[str], log=print) -> dict:
     lines = [f"# policy_learns: {out}", "", table(res), ""]
     if "judge_gain_over_rule_gain" in res:
         g = res["judge_gain_over_rule_gain"]
-        lines.append("Judge-run gain / rule-run gain: " + ", ".join(
-            f"{m} {'n/a' if g[m] is None else format(g[m], '.3f')}" for m in ("strict", "flexible")) + ".")
+        lines.append(
+            "Judge-run gain / rule-run gain: "
+            + ", ".join(f"{m} {'n/a' if g[m] is None else format(g[m], '.3f')}" for m in ("strict", "flexible"))
+            + "."
+        )
     paid = audit(out, "judge") if "judge" in names else None
     if paid:
         res["judge_paid_audit"] = paid
-        lines += ["", f"What the judge paid for and the strict rule did not ({paid['samples']:,} samples, {paid['steps']} "
-                  f"dumped steps): {paid['paid_rule_rejects']:,}; right answers in another format (the flexible rule: "
-                  f"the last number) {paid['paid_flexible_right']:,}; wrong answers {paid['paid_wrong']:,} (a share of "
-                  f"{paid['paid_wrong_share']:.4f}; at most {paid['paid_wrong_max_step_share']:.4f} in one step). Paid or "
-                  f"not agrees with the flexible rule on at least {paid['paid_agree_flexible_min']:.3f} of every step's samples."]
+        lines += [
+            "",
+            f"What the judge paid for and the strict rule did not ({paid['samples']:,} samples, {paid['steps']} "
+            f"dumped steps): {paid['paid_rule_rejects']:,}; right answers in another format (the flexible rule: "
+            f"the last number) {paid['paid_flexible_right']:,}; wrong answers {paid['paid_wrong']:,} (a share of "
+            f"{paid['paid_wrong_share']:.4f}; at most {paid['paid_wrong_max_step_share']:.4f} in one step). Paid or "
+            f"not agrees with the flexible rule on at least {paid['paid_agree_flexible_min']:.3f} of every step's samples.",
+        ]
     step, picked = examples(out, "judge")
     if picked:
-        lines += ["", f"Judge run, step {step}: samples the judge accepted and the rule rejected (first {len(picked)}):", ""]
-        lines += [f"- ground truth {p['ground_truth']}, verdict {p['judge_score']:g}: `{json.dumps(p['output'])}`" for p in picked]
+        lines += [
+            "",
+            f"Judge run, step {step}: samples the judge accepted and the rule rejected (first {len(picked)}):",
+            "",
+        ]
+        lines += [
+            f"- ground truth {p['ground_truth']}, verdict {p['judge_score']:g}: `{json.dumps(p['output'])}`"
+            for p in picked
+        ]
     compare = os.path.join(out, "compare.md")
     if os.path.exists(compare):
         lines += ["", "The judge (its held-out verification rows):", "", open(compare).read().split("\n", 2)[-1]]
@@ -250,8 +371,11 @@ def write(out: str, names: list[str], log=print) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m scripts.report.policy_learns", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m scripts.report.policy_learns",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("out", help="the scripts.workflows.policy_learns folder")
     p.add_argument("--runs", nargs="+", default=["rule", "judge"], help="run names (default rule judge)")
     a = p.parse_args(argv)

@@ -33,7 +33,9 @@ def run_name(arm: str, seed: int) -> str:
     return arm if seed == 0 else f"{arm}_s{seed}"
 
 
-HELDOUT_DATA = os.path.join("eval_data", "heldout", "test.parquet")  # scripts.workflows.policy_learns' held-out validation file
+HELDOUT_DATA = os.path.join(
+    "eval_data", "heldout", "test.parquet"
+)  # scripts.workflows.policy_learns' held-out validation file
 SPLITS = ("test", "heldout")
 
 
@@ -45,7 +47,9 @@ def heldout_questions(out: str) -> tuple[str, ...]:
         return ()
     import pyarrow.parquet as pq
 
-    return tuple(str(x["question"]) for x in pq.read_table(path, columns=["extra_info"]).column("extra_info").to_pylist())
+    return tuple(
+        str(x["question"]) for x in pq.read_table(path, columns=["extra_info"]).column("extra_info").to_pylist()
+    )
 
 
 def split_of(prompt: str, heldout: tuple[str, ...]) -> str:
@@ -70,13 +74,18 @@ def graded(out: str, name: str, step: int | None = None, split: str | None = Non
     if step not in steps:
         return {}
     heldout = heldout_questions(out) if split else ()
-    return {str(r.get("input")): gsm8k.compute_score(solution_str=r.get("output", ""), ground_truth=r.get("gts"),
-                                                     mode="strict")["acc"]
-            for r in read_jsonl(os.path.join(folder, f"{step}.jsonl"))
-            if split is None or split_of(str(r.get("input")), heldout) == split}
+    return {
+        str(r.get("input")): gsm8k.compute_score(
+            solution_str=r.get("output", ""), ground_truth=r.get("gts"), mode="strict"
+        )["acc"]
+        for r in read_jsonl(os.path.join(folder, f"{step}.jsonl"))
+        if split is None or split_of(str(r.get("input")), heldout) == split
+    }
 
 
-def gains(before: np.ndarray, after: dict[str, np.ndarray], seeds_idx: np.ndarray, q_idx: np.ndarray) -> dict[str, float]:
+def gains(
+    before: np.ndarray, after: dict[str, np.ndarray], seeds_idx: np.ndarray, q_idx: np.ndarray
+) -> dict[str, float]:
     """Each arm's mean gain over the chosen seeds (rows of ``after[arm]``) and questions (columns)."""
     return {arm: float((a[np.ix_(seeds_idx, q_idx)] - before[q_idx]).mean()) for arm, a in after.items()}
 
@@ -92,9 +101,13 @@ def interval(before: np.ndarray, after: dict[str, np.ndarray], arm: str, n: int 
         g = gains(before, after, rng.integers(0, n_seeds, n_seeds), rng.integers(0, n_q, n_q))
         if g["rule"] != 0:
             ratios.append(g[arm] / g["rule"])
-    lo, hi = (np.percentile(ratios, [2.5, 97.5]) if ratios else (None, None))
-    return {"mean": point[arm] / point["rule"] if point["rule"] else None,
-            "lo": None if lo is None else float(lo), "hi": None if hi is None else float(hi), "bootstrap": len(ratios)}
+    lo, hi = np.percentile(ratios, [2.5, 97.5]) if ratios else (None, None)
+    return {
+        "mean": point[arm] / point["rule"] if point["rule"] else None,
+        "lo": None if lo is None else float(lo),
+        "hi": None if hi is None else float(hi),
+        "bootstrap": len(ratios),
+    }
 
 
 def _split(out: str, arms: list[str], seeds: list[int], split: str | None) -> dict | None:
@@ -113,13 +126,20 @@ def _split(out: str, arms: list[str], seeds: list[int], split: str | None) -> di
             got = graded(out, run_name(arm, seed), None, split)
             missing = [q for q in questions if q not in got]
             if missing:
-                raise ValueError(f"run {run_name(arm, seed)}: its last validation lacks {len(missing)} of the questions")
+                raise ValueError(
+                    f"run {run_name(arm, seed)}: its last validation lacks {len(missing)} of the questions"
+                )
             rows.append([got[q] for q in questions])
         after[arm] = np.array(rows)
         per_seed = after[arm].mean(axis=1) - before.mean()
-        res["arms"][arm] = {"seeds": {str(s): {"before": float(before.mean()), "after": float(a)}
-                                      for s, a in zip(seeds, after[arm].mean(axis=1))},
-                            "gain_mean": float(per_seed.mean()), "gain_sd": float(per_seed.std(ddof=1)) if len(seeds) > 1 else None}
+        res["arms"][arm] = {
+            "seeds": {
+                str(s): {"before": float(before.mean()), "after": float(a)}
+                for s, a in zip(seeds, after[arm].mean(axis=1))
+            },
+            "gain_mean": float(per_seed.mean()),
+            "gain_sd": float(per_seed.std(ddof=1)) if len(seeds) > 1 else None,
+        }
     if "rule" in after:
         res["ratios"] = {arm: interval(before, after, arm) for arm in arms if arm != "rule"}
     return res
@@ -133,7 +153,9 @@ def summarize(out: str, arms: list[str], seeds: list[int]) -> dict:
     heldout = heldout_questions(out)
     res = _split(out, arms, seeds, "test" if heldout else None)
     if res is None:
-        raise ValueError(f"no start-policy validation (step 0) in {out}/{first}_val: the first run validates before training")
+        raise ValueError(
+            f"no start-policy validation (step 0) in {out}/{first}_val: the first run validates before training"
+        )
     if heldout:
         res["heldout"] = _split(out, arms, seeds, "heldout")
     return res
@@ -146,12 +168,16 @@ def verdicts(res: dict) -> list[str]:
         if arm == "judge":
             mean, low = TARGETS["judge"]
             ok = r["mean"] is not None and r["lo"] is not None and r["mean"] >= mean and r["lo"] >= low
-            lines.append(f"judge gain / rule gain {fmt(r['mean'])} (95% interval {fmt(r['lo'])} to {fmt(r['hi'])}): "
-                         f"target mean >= {mean} and lower bound >= {low} {'met' if ok else 'NOT met'}")
+            lines.append(
+                f"judge gain / rule gain {fmt(r['mean'])} (95% interval {fmt(r['lo'])} to {fmt(r['hi'])}): "
+                f"target mean >= {mean} and lower bound >= {low} {'met' if ok else 'NOT met'}"
+            )
         elif arm in TARGETS:
             ok = r["mean"] is not None and r["mean"] <= TARGETS[arm]
-            lines.append(f"{arm} control gain / rule gain {fmt(r['mean'])} (95% interval {fmt(r['lo'])} to {fmt(r['hi'])}): "
-                         f"target <= {TARGETS[arm]} {'met' if ok else 'NOT met'}")
+            lines.append(
+                f"{arm} control gain / rule gain {fmt(r['mean'])} (95% interval {fmt(r['lo'])} to {fmt(r['hi'])}): "
+                f"target <= {TARGETS[arm]} {'met' if ok else 'NOT met'}"
+            )
     return lines
 
 
@@ -164,7 +190,11 @@ def _table(res: dict, seeds: list[int]) -> str:
     rows = []
     for arm, r in res["arms"].items():
         ratio = res.get("ratios", {}).get(arm)
-        cell = "1" if arm == "rule" else (f"{fmt(ratio['mean'])} ({fmt(ratio['lo'])} to {fmt(ratio['hi'])})" if ratio else "n/a")
+        cell = (
+            "1"
+            if arm == "rule"
+            else (f"{fmt(ratio['mean'])} ({fmt(ratio['lo'])} to {fmt(ratio['hi'])})" if ratio else "n/a")
+        )
         rows.append([arm, *[r["seeds"][str(s)]["after"] for s in seeds], r["gain_mean"], r["gain_sd"], cell])
     return md_table(head, rows)
 
@@ -173,23 +203,42 @@ def _before(res: dict, seeds: list[int]) -> float:
     return next(iter(res["arms"].values()))["seeds"][str(seeds[0])]["before"]
 
 
-COVERS = ("What this covers: greedy answers of a 135M policy to two-step word problems with numbers up to 20, graded "
-          "by the strict rule (`#### N`). \"test\": questions of the stories the policy trained on, never seen as text. "
-          "\"held-out stories\": stories whose every wording (openings, operations, questions) the training never "
-          "has: a shop's shelf, a bus, packs of batteries, teams, day-by-day comparisons. What it does not cover: GSM8K "
-          "itself, longer chains, other numbers' ranges, sampled (non-greedy) answers, or a larger model.")
+COVERS = (
+    "What this covers: greedy answers of a 135M policy to two-step word problems with numbers up to 20, graded "
+    'by the strict rule (`#### N`). "test": questions of the stories the policy trained on, never seen as text. '
+    '"held-out stories": stories whose every wording (openings, operations, questions) the training never '
+    "has: a shop's shelf, a bus, packs of batteries, teams, day-by-day comparisons. What it does not cover: GSM8K "
+    "itself, longer chains, other numbers' ranges, sampled (non-greedy) answers, or a larger model."
+)
 
 
 def markdown(res: dict, seeds: list[int]) -> str:
     heldout = res.get("heldout")
     test = "test questions (the training's stories)" if heldout else "test questions"
-    lines = [f"# Scorecard: {len(res['arms'])} arms x {len(seeds)} seeds", "",
-             f"Held-out strict accuracy on {res['questions']} {test}, greedy; before (the start policy): "
-             f"{_before(res, seeds):.3f}.", "", _table(res, seeds), "", *[f"- {v}" for v in verdicts(res)], ""]
+    lines = [
+        f"# Scorecard: {len(res['arms'])} arms x {len(seeds)} seeds",
+        "",
+        f"Held-out strict accuracy on {res['questions']} {test}, greedy; before (the start policy): "
+        f"{_before(res, seeds):.3f}.",
+        "",
+        _table(res, seeds),
+        "",
+        *[f"- {v}" for v in verdicts(res)],
+        "",
+    ]
     if heldout:
-        lines += [f"## Held-out stories: {heldout['questions']} questions", "",
-                  f"Before (the start policy): {_before(heldout, seeds):.3f}.", "", _table(heldout, seeds), "",
-                  *[f"- {v}" for v in verdicts(heldout)], "", COVERS, ""]
+        lines += [
+            f"## Held-out stories: {heldout['questions']} questions",
+            "",
+            f"Before (the start policy): {_before(heldout, seeds):.3f}.",
+            "",
+            _table(heldout, seeds),
+            "",
+            *[f"- {v}" for v in verdicts(heldout)],
+            "",
+            COVERS,
+            "",
+        ]
     return "\n".join(lines)
 
 
@@ -205,8 +254,13 @@ def figure(res: dict, seeds: list[int], path: str) -> str:
         for i, arm in enumerate(arms):
             a = r["arms"][arm]
             ax.bar(i, a["gain_mean"], color="lightgray", edgecolor="k")
-            ax.scatter([i] * len(seeds), [a["seeds"][str(s)]["after"] - a["seeds"][str(s)]["before"] for s in seeds],
-                       color="k", zorder=3, s=14)
+            ax.scatter(
+                [i] * len(seeds),
+                [a["seeds"][str(s)]["after"] - a["seeds"][str(s)]["before"] for s in seeds],
+                color="k",
+                zorder=3,
+                s=14,
+            )
         ax.axhline(0, color="k", lw=0.8)
         ax.set_xticks(range(len(arms)), arms)
         ax.set(title=f"{title}: {r['questions']} questions", ylabel="strict accuracy gain (after - before)")
@@ -216,8 +270,13 @@ def figure(res: dict, seeds: list[int], path: str) -> str:
 def _commit() -> str | None:
     """The project's git commit, when it runs from a checkout."""
     try:
-        r = subprocess.run(["git", "rev-parse", "HEAD"], cwd=os.path.dirname(os.path.abspath(__file__)),
-                           capture_output=True, text=True, timeout=10)
+        r = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=os.path.dirname(os.path.abspath(__file__)),
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return r.stdout.strip() or None if r.returncode == 0 else None
@@ -237,10 +296,15 @@ def write(out: str, arms: list[str], seeds: list[int], log=print, command: list[
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m scripts.report.scorecard", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m scripts.report.scorecard",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("out", help="the scripts.workflows.policy_learns folder")
-    p.add_argument("--arms", default="rule,judge,random,format", help="comma-separated (default rule,judge,random,format)")
+    p.add_argument(
+        "--arms", default="rule,judge,random,format", help="comma-separated (default rule,judge,random,format)"
+    )
     p.add_argument("--seeds", default="0,1,2", help="comma-separated (default 0,1,2)")
     a = p.parse_args(argv)
     if not os.path.isdir(a.out):

@@ -23,8 +23,15 @@ import sys
 from data_prep.errors import DataError
 from scripts.report.metrics import read_metrics
 
-STAGES = ("timing_s/step", "timing_s/gen", "timing_s/reward", "timing_s/old_log_prob", "timing_s/ref",
-          "timing_s/update_actor", "timing_s/adv")
+STAGES = (
+    "timing_s/step",
+    "timing_s/gen",
+    "timing_s/reward",
+    "timing_s/old_log_prob",
+    "timing_s/ref",
+    "timing_s/update_actor",
+    "timing_s/adv",
+)
 MIN_BASE_S = 0.05  # a first-run stage shorter than this gets no ratio (it would only measure noise)
 
 
@@ -76,8 +83,11 @@ def ratios(sums: dict, files: list[str], labels: list[str]) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m scripts.report.summarize_run", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m scripts.report.summarize_run",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("files", nargs="+", help="metrics JSONL file(s)")
     ap.add_argument("--skip-first", type=int, default=1, help="steps left out of the medians (default 1)")
     ap.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
@@ -113,8 +123,7 @@ def main(argv=None) -> int:
                 cells = [rat[lab].get(st) for lab in labels[1:]]
                 if any(c is not None for c in cells):
                     print(f"| {st} | " + " | ".join("" if c is None else f"{c:.2f}" for c in cells) + " |")
-    missing = [req for req in args.require
-               if not any(req in k for rows in runs.values() for r in rows for k in r)]
+    missing = [req for req in args.require if not any(req in k for rows in runs.values() for r in rows for k in r)]
     if missing:
         print(f"missing metric keys: {missing}", file=sys.stderr)
         return 1

@@ -155,8 +155,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int, default=8000, help="0 picks a free port")
     ap.add_argument("--max-batch", type=int, default=16)
     ap.add_argument("--max-new-tokens-cap", type=int, default=512)
-    ap.add_argument("--threads", type=int, default=1,
-                    help="torch threads (default 1: on a small shared CPU, spinning OpenMP threads oversubscribe badly)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads (default 1: on a small shared CPU, spinning OpenMP threads oversubscribe badly)",
+    )
     args = ap.parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     gen = Generator(args.model, args.max_batch, args.max_new_tokens_cap, args.threads)

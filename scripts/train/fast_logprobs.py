@@ -19,6 +19,7 @@ It is loaded through verl's own hook, the model config's ``external_lib`` (impor
 ``actor_rollout_ref.model.external_lib`` and ``scripts.workflows.pipeline`` passes ``model.external_lib`` to the
 SFT trainer.
 """
+
 from __future__ import annotations
 
 import torch
@@ -35,8 +36,8 @@ def logprobs_from_logits_chunked(logits: torch.Tensor, labels: torch.Tensor) -> 
     flat_labels = labels.reshape(-1)
     parts = []
     for start in range(0, flat_logits.shape[0], CHUNK_ROWS):
-        chunk = flat_logits[start:start + CHUNK_ROWS]
-        index = flat_labels[start:start + CHUNK_ROWS].unsqueeze(-1)
+        chunk = flat_logits[start : start + CHUNK_ROWS]
+        index = flat_labels[start : start + CHUNK_ROWS].unsqueeze(-1)
         if chunk.dtype in (torch.float32, torch.float64):
             picked = torch.gather(chunk, dim=-1, index=index).squeeze(-1) - torch.logsumexp(chunk, dim=-1)
         else:  # verl: logsumexp is unstable in bf16, so log_softmax then gather

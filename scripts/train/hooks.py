@@ -167,19 +167,26 @@ class FailFast:
             self.run = 0
         if self.run >= self.steps:
             if err >= pf:
-                cause = (f"judge requests failed for {err:.0%} of samples (timeouts, connection errors, HTTP 5xx "
-                         "after retries)")
-                fix = ("check that the judge endpoint is up and reachable (JUDGE_BASE_URL / the reward model "
-                       "pool), and raise reward_kwargs.timeout or lower the request rate")
+                cause = (
+                    f"judge requests failed for {err:.0%} of samples (timeouts, connection errors, HTTP 5xx "
+                    "after retries)"
+                )
+                fix = (
+                    "check that the judge endpoint is up and reachable (JUDGE_BASE_URL / the reward model "
+                    "pool), and raise reward_kwargs.timeout or lower the request rate"
+                )
             else:
                 cause = f"the judge answered without a valid verdict for {pf:.0%} of samples"
-                fix = ("the judge does not follow the verdict format: use a trained judge (recipes/judge_to_reward "
-                       "warm-starts one), raise reward_kwargs.max_tokens if replies are cut off, or check that "
-                       "the judge prompt version matches the one it was trained on")
+                fix = (
+                    "the judge does not follow the verdict format: use a trained judge (recipes/judge_to_reward "
+                    "warm-starts one), raise reward_kwargs.max_tokens if replies are cut off, or check that "
+                    "the judge prompt version matches the one it was trained on"
+                )
             raise JudgeSilentError(
                 f"stopping: {cause}, above verl_judge.fail_fast.threshold={self.threshold} for {self.run} "
                 f"consecutive steps. Likely fix: {fix}. Checkpoints written so far are kept. "
-                "To train on anyway: verl_judge.fail_fast.enable=false.")
+                "To train on anyway: verl_judge.fail_fast.enable=false."
+            )
 
 
 # ----------------------------------------------------------------------------------------- hacking watch
@@ -208,18 +215,33 @@ class HackingWatch:
     ``judge_health/hacking_alarm`` is 1.0 on such a step; a warning naming the cause is printed when the
     alarm turns on; with ``fail`` the run stops with ``RewardHackingError``."""
 
-    def __init__(self, window: int, min_rise: float, min_fall: float, fail: bool, enable: bool = True,
-                 max_accept_rule_reject: float | None = None, max_unverified: float | None = None, log=print):
+    def __init__(
+        self,
+        window: int,
+        min_rise: float,
+        min_fall: float,
+        fail: bool,
+        enable: bool = True,
+        max_accept_rule_reject: float | None = None,
+        max_unverified: float | None = None,
+        log=print,
+    ):
         if int(window) < 3:
             raise ValueError(f"verl_judge.hacking_watch.window must be >= 3 steps, got {window!r}")
         if not (float(min_rise) > 0 and float(min_fall) > 0):
-            raise ValueError(f"verl_judge.hacking_watch.min_rise and min_fall must be > 0, got {min_rise!r}, {min_fall!r}")
+            raise ValueError(
+                f"verl_judge.hacking_watch.min_rise and min_fall must be > 0, got {min_rise!r}, {min_fall!r}"
+            )
         if max_accept_rule_reject is not None and not 0 < float(max_accept_rule_reject) <= 1:
-            raise ValueError("verl_judge.hacking_watch.max_accept_rule_reject must be in (0, 1] or null, got "
-                             f"{max_accept_rule_reject!r}")
+            raise ValueError(
+                "verl_judge.hacking_watch.max_accept_rule_reject must be in (0, 1] or null, got "
+                f"{max_accept_rule_reject!r}"
+            )
         self.window, self.min_rise, self.min_fall = int(window), float(min_rise), float(min_fall)
         if max_unverified is not None and not 0 < float(max_unverified) <= 1:
-            raise ValueError(f"verl_judge.hacking_watch.max_unverified must be in (0, 1] or null, got {max_unverified!r}")
+            raise ValueError(
+                f"verl_judge.hacking_watch.max_unverified must be in (0, 1] or null, got {max_unverified!r}"
+            )
         self.max_arr = None if max_accept_rule_reject is None else float(max_accept_rule_reject)
         self.max_unverified = None if max_unverified is None else float(max_unverified)
         self.unverified: list[float] = []
@@ -232,38 +254,54 @@ class HackingWatch:
     def update(self, metrics: dict[str, float]) -> None:
         if not self.enable or "reward/rule_score/mean" not in metrics or "critic/score/mean" not in metrics:
             return
-        self.reward = (self.reward + [float(metrics["critic/score/mean"])])[-self.window:]
-        self.rule = (self.rule + [float(metrics["reward/rule_score/mean"])])[-self.window:]
+        self.reward = (self.reward + [float(metrics["critic/score/mean"])])[-self.window :]
+        self.rule = (self.rule + [float(metrics["reward/rule_score/mean"])])[-self.window :]
         if "judge_health/accept_rule_reject" in metrics:
-            self.arr = (self.arr + [float(metrics["judge_health/accept_rule_reject"])])[-self.window:]
+            self.arr = (self.arr + [float(metrics["judge_health/accept_rule_reject"])])[-self.window :]
         if "judge_health/unverified_rate" in metrics:
-            self.unverified = (self.unverified + [float(metrics["judge_health/unverified_rate"])])[-self.window:]
+            self.unverified = (self.unverified + [float(metrics["judge_health/unverified_rate"])])[-self.window :]
         was, self.on, causes = self.on, False, []
         if metrics.get("judge_health/canary_accept", 0.0) > 0:
-            causes.append(f"the judge paid {metrics['judge_health/canary_accept']:.3f} of this step's wrong canary probes "
-                          "(reward_fns.canaries: answers known to be wrong)")
+            causes.append(
+                f"the judge paid {metrics['judge_health/canary_accept']:.3f} of this step's wrong canary probes "
+                "(reward_fns.canaries: answers known to be wrong)"
+            )
         if len(self.reward) == self.window:
             rise, fall = _rise(self.reward), -_rise(self.rule)
             if rise >= self.min_rise and fall >= self.min_fall:
-                causes.append(f"the judge's reward rose by {rise:.3f} while the rule's accuracy fell by {fall:.3f} "
-                              f"(thresholds verl_judge.hacking_watch.min_rise={self.min_rise}, min_fall={self.min_fall})")
+                causes.append(
+                    f"the judge's reward rose by {rise:.3f} while the rule's accuracy fell by {fall:.3f} "
+                    f"(thresholds verl_judge.hacking_watch.min_rise={self.min_rise}, min_fall={self.min_fall})"
+                )
             if self.max_arr is not None and len(self.arr) == self.window and np.mean(self.arr) >= self.max_arr:
-                causes.append(f"the judge accepted {np.mean(self.arr):.3f} of the answers the rule rejects on average "
-                              f"(threshold verl_judge.hacking_watch.max_accept_rule_reject={self.max_arr})")
-            if (self.max_unverified is not None and len(self.unverified) == self.window
-                    and np.mean(self.unverified) >= self.max_unverified):
-                causes.append(f"the guard could not check {np.mean(self.unverified):.3f} of the samples' verdicts on "
-                              f"average (threshold verl_judge.hacking_watch.max_unverified={self.max_unverified})")
+                causes.append(
+                    f"the judge accepted {np.mean(self.arr):.3f} of the answers the rule rejects on average "
+                    f"(threshold verl_judge.hacking_watch.max_accept_rule_reject={self.max_arr})"
+                )
+            if (
+                self.max_unverified is not None
+                and len(self.unverified) == self.window
+                and np.mean(self.unverified) >= self.max_unverified
+            ):
+                causes.append(
+                    f"the guard could not check {np.mean(self.unverified):.3f} of the samples' verdicts on "
+                    f"average (threshold verl_judge.hacking_watch.max_unverified={self.max_unverified})"
+                )
         self.on = bool(causes)
         metrics["judge_health/hacking_alarm"] = float(self.on)
         if not self.on or was:
             return
-        msg = (f"reward hacking suspected: over the last {self.window} steps " + "; and ".join(causes) +
-               f"; this step the judge accepts {metrics.get('judge_health/accept_rule_reject', float('nan')):.3f} of "
-               "answers the rule rejects. Read some high-reward samples that the rule rejects")
+        msg = (
+            f"reward hacking suspected: over the last {self.window} steps "
+            + "; and ".join(causes)
+            + f"; this step the judge accepts {metrics.get('judge_health/accept_rule_reject', float('nan')):.3f} of "
+            "answers the rule rejects. Read some high-reward samples that the rule rejects"
+        )
         if self.fail:
-            raise RewardHackingError(f"stopping: {msg}. Checkpoints written so far are kept. To train on anyway: "
-                                     "verl_judge.hacking_watch.fail=false.")
+            raise RewardHackingError(
+                f"stopping: {msg}. Checkpoints written so far are kept. To train on anyway: "
+                "verl_judge.hacking_watch.fail=false."
+            )
         self.log(f"[verl_judge] WARNING: {msg} (verl_judge.hacking_watch.fail=true stops the run).", flush=True)
 
 
@@ -285,8 +323,11 @@ class PairSampler:
     def __init__(self, data_source, seed: int = 0):
         self.seed = int(seed)
         self.epoch = 0
-        extra = data_source.dataframe["extra_info"] if hasattr(data_source, "dataframe") else [
-            data_source[i].get("extra_info") for i in range(len(data_source))]
+        extra = (
+            data_source.dataframe["extra_info"]
+            if hasattr(data_source, "dataframe")
+            else [data_source[i].get("extra_info") for i in range(len(data_source))]
+        )
         groups: dict = {}
         for i, ei in enumerate(extra):
             pid = ei.get("pair_id") if isinstance(ei, dict) else None
@@ -325,8 +366,10 @@ def wait_for_judge(opts: dict, clock=time.monotonic, sleep=time.sleep, say=print
     while not ready(url, name):
         waited = clock() - t0
         if waited > limit:
-            raise StopRun(f"the judge server at {url} did not answer within {limit:.0f}s (verl_judge.judge_server."
-                          "wait_for_timeout + start_timeout); see the run's judge_server log")
+            raise StopRun(
+                f"the judge server at {url} did not answer within {limit:.0f}s (verl_judge.judge_server."
+                "wait_for_timeout + start_timeout); see the run's judge_server log"
+            )
         if clock() - shown >= 60:
             say(f"[train] waiting for the judge server at {url} ({waited:.0f}s) ...", flush=True)
             shown = clock()
@@ -352,7 +395,9 @@ def _settings(config) -> tuple[dict, FailFast, HackingWatch | None, bool]:
     hacking = HackingWatch(**hw) if hw else None  # its settings: recipes/base.yaml
     pair_groups = bool(opts.get("pair_groups", False))
     if pair_groups and int(config.data.train_batch_size) % 2:
-        raise ValueError(f"verl_judge.pair_groups needs an even data.train_batch_size, got {config.data.train_batch_size}")
+        raise ValueError(
+            f"verl_judge.pair_groups needs an even data.train_batch_size, got {config.data.train_batch_size}"
+        )
     return opts, fail_fast, hacking, pair_groups
 
 

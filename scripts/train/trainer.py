@@ -104,8 +104,13 @@ def main() -> None:
         from verl.trainer.ppo.utils import need_critic, need_reference_policy
         from verl.utils.config import validate_config
 
-        validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
-        print(f"[train] Ray job id {unique_job_id()} (verl's weight-sync sockets in /tmp are this run's alone)", flush=True)
+        validate_config(
+            config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)
+        )
+        print(
+            f"[train] Ray job id {unique_job_id()} (verl's weight-sync sockets in /tmp are this run's alone)",
+            flush=True,
+        )
         if config.trainer.get("use_v1", False):
             from verl.trainer.main_ppo import TaskRunnerV1
 
@@ -121,4 +126,3 @@ def main() -> None:
     if not any(a.startswith("hydra.searchpath") for a in sys.argv[1:]):
         sys.argv.append(knobs.SEARCH_PATH)
     _main()
-

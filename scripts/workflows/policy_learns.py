@@ -49,28 +49,51 @@ from scripts.workflows import pipeline
 # optimizer steps of 8 questions each, short answers (GSM8K itself: data.max_prompt_length=512
 # data.max_response_length=512), large micro-batches for a small model, the policy's vLLM with CUDA graphs (100 steps
 # of ~100-token answers: capture pays for itself), the judge's eager (its verdicts are ~30 tokens)
-RUN = ["data.train_batch_size=16", "actor_rollout_ref.rollout.n=8", "actor_rollout_ref.actor.ppo_mini_batch_size=8",
-       "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=64",
-       "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=64", "data.max_prompt_length=192",
-       "data.max_response_length=192", "actor_rollout_ref.actor.optim.lr=5e-6",
-       "trainer.max_actor_ckpt_to_keep=1", "actor_rollout_ref.rollout.enforce_eager=false",
-       "actor_rollout_ref.rollout.gpu_memory_utilization=0.15", "actor_rollout_ref.rollout.free_cache_engine=false"]
-JUDGE_RUN = ["reward.reward_model.rollout.gpu_memory_utilization=0.1", "reward.reward_model.rollout.free_cache_engine=false",
-             "reward.reward_model.rollout.enforce_eager=true"]
+RUN = [
+    "data.train_batch_size=16",
+    "actor_rollout_ref.rollout.n=8",
+    "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64",
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=64",
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=64",
+    "data.max_prompt_length=192",
+    "data.max_response_length=192",
+    "actor_rollout_ref.actor.optim.lr=5e-6",
+    "trainer.max_actor_ckpt_to_keep=1",
+    "actor_rollout_ref.rollout.enforce_eager=false",
+    "actor_rollout_ref.rollout.gpu_memory_utilization=0.15",
+    "actor_rollout_ref.rollout.free_cache_engine=false",
+]
+JUDGE_RUN = [
+    "reward.reward_model.rollout.gpu_memory_utilization=0.1",
+    "reward.reward_model.rollout.free_cache_engine=false",
+    "reward.reward_model.rollout.enforce_eager=true",
+]
 JUDGE_SERVER_RUN = ["judge_placement=server", "verl_judge.judge_server.gpu_memory_utilization=0.1"]  # + its KV cache
 # the reward of each arm: rule and judge by their recipes; the controls (reward_fns/controls.py) by the rule's recipe
 # with their reward function
 FLAKY = "reward.custom_reward_function.path=pkg://scripts.bench.flaky_judge"
-ARMS = {"rule": [], "judge": [], "random": ["reward.custom_reward_function.path=pkg://reward_fns.controls",
-                                            "reward.custom_reward_function.name=random_reward"],
-        "format": ["reward.custom_reward_function.path=pkg://reward_fns.controls",
-                   "reward.custom_reward_function.name=format_only"],
-        # the trained judge asked only where the rule cannot decide (reward_fns/llm_judge.py mode=route)
-        "route": ["++reward.custom_reward_function.reward_kwargs.mode=route"],
-        # a judge outage: 20% of the judge's calls fail (scripts/bench/flaky_judge.py), paid the rule's grade or nothing
-        "flaky_fallback": [FLAKY, "++reward.custom_reward_function.reward_kwargs.fail_share=0.2"],
-        "flaky_abstain": [FLAKY, "++reward.custom_reward_function.reward_kwargs.fail_share=0.2",
-                          "++reward.custom_reward_function.reward_kwargs.judge_failure=abstain"]}
+ARMS = {
+    "rule": [],
+    "judge": [],
+    "random": [
+        "reward.custom_reward_function.path=pkg://reward_fns.controls",
+        "reward.custom_reward_function.name=random_reward",
+    ],
+    "format": [
+        "reward.custom_reward_function.path=pkg://reward_fns.controls",
+        "reward.custom_reward_function.name=format_only",
+    ],
+    # the trained judge asked only where the rule cannot decide (reward_fns/llm_judge.py mode=route)
+    "route": ["++reward.custom_reward_function.reward_kwargs.mode=route"],
+    # a judge outage: 20% of the judge's calls fail (scripts/bench/flaky_judge.py), paid the rule's grade or nothing
+    "flaky_fallback": [FLAKY, "++reward.custom_reward_function.reward_kwargs.fail_share=0.2"],
+    "flaky_abstain": [
+        FLAKY,
+        "++reward.custom_reward_function.reward_kwargs.fail_share=0.2",
+        "++reward.custom_reward_function.reward_kwargs.judge_failure=abstain",
+    ],
+}
 JUDGED = ("judge", "route", "flaky_fallback", "flaky_abstain")  # rewarded by the trained judge (gsm8k_local_judge)
 
 
@@ -88,32 +111,64 @@ class PolicyLearns(pipeline.JudgeToReward):
         return self.sft_model("policy_sft") if self.args.policy_sft_rows > 0 else self.base
 
     def testbed(self) -> None:
-        self.sh([self.py, "-m", "data_prep.word_problems", "--out", self.path("testbed"), *self.args.testbed_arg],
-                self.path("logs", "testbed.log"))
+        self.sh(
+            [self.py, "-m", "data_prep.word_problems", "--out", self.path("testbed"), *self.args.testbed_arg],
+            self.path("logs", "testbed.log"),
+        )
 
     def eval_data(self) -> None:
         """The validation's questions: the first ``--eval-questions`` of the testbed's test split and of its held-out
         stories, one file each (``eval_data/test``, ``eval_data/heldout``)."""
         n = str(self.args.eval_questions)
         for split, source in (("test", "word_problems"), ("heldout", "word_problems_heldout")):
-            self.sh([self.py, "-m", "data_prep.gsm8k", "--out", self.path("eval_data", split), "--tokenizer", self.base,
-                     "--test", self.path("testbed", f"{split}.jsonl"), "--limit", n, "--data-source", source,
-                     "--no-progress"], self.path("logs", f"eval_data_{split}.log"))
+            self.sh(
+                [
+                    self.py,
+                    "-m",
+                    "data_prep.gsm8k",
+                    "--out",
+                    self.path("eval_data", split),
+                    "--tokenizer",
+                    self.base,
+                    "--test",
+                    self.path("testbed", f"{split}.jsonl"),
+                    "--limit",
+                    n,
+                    "--data-source",
+                    source,
+                    "--no-progress",
+                ],
+                self.path("logs", f"eval_data_{split}.log"),
+            )
 
     def val_settings(self) -> list[str]:
         """verl's validation files: the testbed's test split and held-out stories (each cut to ``--eval-questions``),
         or GSM8K's test split's first ``--eval-questions``."""
         if self.args.testbed == "none":
-            return [f"data.val_max_samples={self.args.eval_questions}",
-                    f"data.val_files={self.path('policy_data', 'test.parquet')}"]
+            return [
+                f"data.val_max_samples={self.args.eval_questions}",
+                f"data.val_files={self.path('policy_data', 'test.parquet')}",
+            ]
         files = ",".join(self.path("eval_data", s, "test.parquet") for s in ("test", "heldout"))
         return ["data.val_max_samples=-1", f"data.val_files=[{files}]"]
 
     def policy_sft(self) -> None:
         a = self.args
         data = self.path("policy_sft_data", "train.parquet")
-        self.sh([self.py, "-m", "data_prep.policy_sft", "--in", self.path("policy_data", "train.parquet"), "--out", data,
-                 "--max-rows", str(a.policy_sft_rows)], self.path("logs", "policy_sft.log"))
+        self.sh(
+            [
+                self.py,
+                "-m",
+                "data_prep.policy_sft",
+                "--in",
+                self.path("policy_data", "train.parquet"),
+                "--out",
+                data,
+                "--max-rows",
+                str(a.policy_sft_rows),
+            ],
+            self.path("logs", "policy_sft.log"),
+        )
         self.sft("policy_sft", data, steps=0, max_length=512)
 
     def runs(self) -> list[tuple[str, str, int]]:
@@ -125,16 +180,28 @@ class PolicyLearns(pipeline.JudgeToReward):
         arm = arm or name
         kv = f"kv_cache_memory_bytes={int(a.kv_cache_gb * 2**30)}"
         before = name == self.runs()[0][0]  # the start policy's validation ("before"): once, in the first run
-        settings = [*RUN, f"data.seed={seed}", f"+actor_rollout_ref.rollout.engine_kwargs.vllm.{kv}",
-                    f"trainer.total_training_steps={a.steps}", f"trainer.test_freq={a.test_freq}",
-                    f"trainer.val_before_train={str(before).lower()}", f"trainer.save_freq={a.steps}",
-                    *self.val_settings(), f"trainer.validation_data_dir={self.path(name + '_val')}",
-                    f"trainer.default_local_dir={self.path(name)}", f"trainer.experiment_name=policy_learns-{name}",
-                    f"trainer.rollout_data_dir={self.path(name + '_rollouts')}",  # every sample, per step: what was paid for
-                    f"data.train_files={self.path('policy_data', 'train.parquet')}", *ARMS[arm]]
+        settings = [
+            *RUN,
+            f"data.seed={seed}",
+            f"+actor_rollout_ref.rollout.engine_kwargs.vllm.{kv}",
+            f"trainer.total_training_steps={a.steps}",
+            f"trainer.test_freq={a.test_freq}",
+            f"trainer.val_before_train={str(before).lower()}",
+            f"trainer.save_freq={a.steps}",
+            *self.val_settings(),
+            f"trainer.validation_data_dir={self.path(name + '_val')}",
+            f"trainer.default_local_dir={self.path(name)}",
+            f"trainer.experiment_name=policy_learns-{name}",
+            f"trainer.rollout_data_dir={self.path(name + '_rollouts')}",  # every sample, per step: what was paid for
+            f"data.train_files={self.path('policy_data', 'train.parquet')}",
+            *ARMS[arm],
+        ]
         if arm in JUDGED and a.judge_placement == "server":  # the launcher serves the judge beside the policy
-            settings += [*JUDGE_SERVER_RUN, f"verl_judge.judge_server.kv_cache_memory_bytes={int(a.kv_cache_gb * 2**30)}",
-                         f"verl_judge.judge_server.wait_for={self.path('.judge_model.done')}"]
+            settings += [
+                *JUDGE_SERVER_RUN,
+                f"verl_judge.judge_server.kv_cache_memory_bytes={int(a.kv_cache_gb * 2**30)}",
+                f"verl_judge.judge_server.wait_for={self.path('.judge_model.done')}",
+            ]
         elif arm in JUDGED:
             settings += [*JUDGE_RUN, f"+reward.reward_model.rollout.engine_kwargs.vllm.{kv}"]
         return settings + self.overrides
@@ -151,11 +218,24 @@ class PolicyLearns(pipeline.JudgeToReward):
     def run_chains(self, runs: list[tuple[str, str, int]]) -> list[dict]:
         """``runs`` in ``--parallel`` chains started now, round robin; chain i on GPU ``--gpus[i % n]`` when given."""
         a = self.args
-        lanes = [runs[i::a.parallel] for i in range(min(a.parallel, len(runs)))]
+        lanes = [runs[i :: a.parallel] for i in range(min(a.parallel, len(runs)))]
         gpus = a.gpus.split(",") if a.gpus else []
-        return [self.chain(f"runs{i}", [(name, self.path(name), lambda n=name, r=arm, s=seed, g=(gpus[i % len(gpus)] if gpus else None):
-                                         self.policy_run(n, r, s, g)) for name, arm, seed in lane])
-                for i, lane in enumerate(lanes)]
+        return [
+            self.chain(
+                f"runs{i}",
+                [
+                    (
+                        name,
+                        self.path(name),
+                        lambda n=name, r=arm, s=seed, g=(gpus[i % len(gpus)] if gpus else None): self.policy_run(
+                            n, r, s, g
+                        ),
+                    )
+                    for name, arm, seed in lane
+                ],
+            )
+            for i, lane in enumerate(lanes)
+        ]
 
     def reuse(self, src: str) -> list[str]:
         """Every finished stage of experiment ``src`` but its GRPO runs (the testbed, the data, the start policy, the
@@ -214,40 +294,92 @@ class PolicyLearns(pipeline.JudgeToReward):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m scripts.policy_learns", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m scripts.policy_learns",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     pipeline.add_judge_args(p)
-    p.add_argument("--testbed", choices=("word_problems", "none"), default="word_problems",
-                   help="the policy's task: data_prep.word_problems (default) or none = GSM8K (GSM8K_DIR / the hub)")
-    p.add_argument("--testbed-arg", action="append", default=[], metavar="ARG",
-                   help="an argument for data_prep.word_problems, e.g. --testbed-arg=--steps=3 (repeatable)")
-    p.add_argument("--policy-sft-rows", type=int, default=500,
-                   help="worked solutions in the policy's warm start, one epoch (default 500; 0 = no warm start)")
-    p.add_argument("--rule", action=argparse.BooleanOptionalAction, default=True,
-                   help="also train with the rule reward, beside the judge's stages (default on; --no-rule: the judge arm only)")
-    p.add_argument("--arms", type=lambda v: [x.strip() for x in v.split(",") if x.strip()], default=None,
-                   help="rewards to train with, comma-separated, of: " + ", ".join(ARMS) + " (default rule,judge; random "
-                        "and format are controls: reward_fns/controls.py)")
-    p.add_argument("--seeds", type=lambda v: [int(x) for x in v.split(",") if x.strip()], default=[0],
-                   help="data.seed of each run, comma-separated (default 0); several: the scorecard (scorecard.md)")
+    p.add_argument(
+        "--testbed",
+        choices=("word_problems", "none"),
+        default="word_problems",
+        help="the policy's task: data_prep.word_problems (default) or none = GSM8K (GSM8K_DIR / the hub)",
+    )
+    p.add_argument(
+        "--testbed-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="an argument for data_prep.word_problems, e.g. --testbed-arg=--steps=3 (repeatable)",
+    )
+    p.add_argument(
+        "--policy-sft-rows",
+        type=int,
+        default=500,
+        help="worked solutions in the policy's warm start, one epoch (default 500; 0 = no warm start)",
+    )
+    p.add_argument(
+        "--rule",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also train with the rule reward, beside the judge's stages (default on; --no-rule: the judge arm only)",
+    )
+    p.add_argument(
+        "--arms",
+        type=lambda v: [x.strip() for x in v.split(",") if x.strip()],
+        default=None,
+        help="rewards to train with, comma-separated, of: " + ", ".join(ARMS) + " (default rule,judge; random "
+        "and format are controls: reward_fns/controls.py)",
+    )
+    p.add_argument(
+        "--seeds",
+        type=lambda v: [int(x) for x in v.split(",") if x.strip()],
+        default=[0],
+        help="data.seed of each run, comma-separated (default 0); several: the scorecard (scorecard.md)",
+    )
     p.add_argument("--parallel", type=int, default=2, help="GRPO runs at a time (default 2)")
-    p.add_argument("--gpus", default=None, metavar="0,1",
-                   help="spread the runs' chains over these GPUs (CUDA_VISIBLE_DEVICES of each chain; default: all runs "
-                        "on the visible GPU)")
-    p.add_argument("--reuse", default=None, metavar="DIR",
-                   help="a finished experiment whose stages (testbed, data, start policy, judge) this one links instead "
-                        "of making them again: only the GRPO runs are made (settings must match)")
+    p.add_argument(
+        "--gpus",
+        default=None,
+        metavar="0,1",
+        help="spread the runs' chains over these GPUs (CUDA_VISIBLE_DEVICES of each chain; default: all runs "
+        "on the visible GPU)",
+    )
+    p.add_argument(
+        "--reuse",
+        default=None,
+        metavar="DIR",
+        help="a finished experiment whose stages (testbed, data, start policy, judge) this one links instead "
+        "of making them again: only the GRPO runs are made (settings must match)",
+    )
     p.add_argument("--steps", type=int, default=100, help="GRPO steps of each run (default 100)")
-    p.add_argument("--test-freq", type=int, default=20, help="verl validation every N steps and at the last (default 20)")
-    p.add_argument("--eval-questions", type=int, default=500,
-                   help="held-out test questions of verl's validation, greedy (default 500)")
-    p.add_argument("--judge-placement", choices=("colocated", "server"), default="server",
-                   help="the judge run's judge: server (default: an OpenAI-compatible server beside the policy, rewards "
-                        "streamed as each rollout finishes) or colocated (verl's reward stage); recipes/gsm8k_local_judge")
+    p.add_argument(
+        "--test-freq", type=int, default=20, help="verl validation every N steps and at the last (default 20)"
+    )
+    p.add_argument(
+        "--eval-questions",
+        type=int,
+        default=500,
+        help="held-out test questions of verl's validation, greedy (default 500)",
+    )
+    p.add_argument(
+        "--judge-placement",
+        choices=("colocated", "server"),
+        default="server",
+        help="the judge run's judge: server (default: an OpenAI-compatible server beside the policy, rewards "
+        "streamed as each rollout finishes) or colocated (verl's reward stage); recipes/gsm8k_local_judge",
+    )
     p.add_argument("--kv-cache-gb", type=float, default=4.0, help="fixed KV cache of each run's vLLM engines (4)")
     # every vLLM engine of the evaluations and samples gets a fixed KV cache: the GPU is shared from the start
-    p.set_defaults(task="pointwise", model_solutions="base", grpo_steps=0, eval_pairs=100, sft_model=None,
-                   eval_kv_cache_gb=pipeline.SHARED_KV_CACHE_GB)
+    p.set_defaults(
+        task="pointwise",
+        model_solutions="base",
+        grpo_steps=0,
+        eval_pairs=100,
+        sft_model=None,
+        eval_kv_cache_gb=pipeline.SHARED_KV_CACHE_GB,
+    )
     return p
 
 
@@ -302,8 +434,11 @@ def dry_run(pipe: PolicyLearns) -> int:
             continue
         checked.add(arm)
         recipe = "gsm8k_local_judge" if arm in JUDGED else "gsm8k_rule"
-        settings = [s for s in pipe.run_settings(name, arm, seed)
-                    if not s.startswith(("data.train_files=", "data.val_files=", "data.val_max_samples="))]
+        settings = [
+            s
+            for s in pipe.run_settings(name, arm, seed)
+            if not s.startswith(("data.train_files=", "data.val_files=", "data.val_max_samples="))
+        ]
         pipeline.say(f"policy_learns run {name}: recipe {recipe}")
         try:
             launch.check_recipe(recipe, settings, dict(env), **pipe.where(name, f"{name}_metrics.jsonl"))
@@ -311,4 +446,3 @@ def dry_run(pipe: PolicyLearns) -> int:
             pipeline.say(f"ERROR: {e}")
             return 2
     return 0
-

@@ -85,7 +85,9 @@ class Stages:
             self._local.background = True
             try:
                 for stage_name, output, fn in stages:
-                    self.marked(stage_name, output, fn, note=note or f" (beside the main stages, in chain {name}; log only)")
+                    self.marked(
+                        stage_name, output, fn, note=note or f" (beside the main stages, in chain {name}; log only)"
+                    )
                     job["done"][stage_name].set()
             except BaseException as e:  # re-raised in the main thread by join
                 job["errors"].append(e)
@@ -101,6 +103,7 @@ class Stages:
     def guarded(self, fn):
         """``fn()`` (the workflow); on a failure or a signal, stop every child process, wait for the threads, and
         raise the first stage failure (``SystemExit`` naming the stage)."""
+
         def on_signal(signum, _frame):
             raise SystemExit(f"[pipeline] stopped by signal {signal.Signals(signum).name}")
 

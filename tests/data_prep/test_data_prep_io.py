@@ -19,7 +19,10 @@ LINE_CASES = [
     (b'{"a": 1}\n{"a": 2}\n', [(1, {"a": 1}), (2, {"a": 2})]),
     (b'{"a": 1}\r\n\r\n{"a": 2}', [(1, {"a": 1}), (3, {"a": 2})]),
     (b'{"a": 1}\r{"a": 2}\r\n{"a": 3}\n', [(1, {"a": 1}), (2, {"a": 2}), (3, {"a": 3})]),
-    (b'{"a": "\xc3\xa9"}\n{"a": "\xe9"}\n[1]\n{bad\n', [(1, {"a": "\u00e9"}), (2, "invalid_utf8"), (3, "bad_type"), (4, "invalid_json")]),
+    (
+        b'{"a": "\xc3\xa9"}\n{"a": "\xe9"}\n[1]\n{bad\n',
+        [(1, {"a": "\u00e9"}), (2, "invalid_utf8"), (3, "bad_type"), (4, "invalid_json")],
+    ),
     (b"\n \n", []),
 ]
 
@@ -34,7 +37,7 @@ def test_jsonl_lines_numbered_like_text_mode(tmp_path, suffix, data, expected):
     path = str(tmp_path / f"f{suffix}")
     open(path, "wb").write(gzip.compress(data) if suffix.endswith(".gz") else data)
     assert _rows(path) == expected
-    if b"\xe9\"" not in data:  # valid UTF-8: the same line numbers as reading the file in text mode
+    if b'\xe9"' not in data:  # valid UTF-8: the same line numbers as reading the file in text mode
         text_mode = [n for n, line in enumerate(io.StringIO(data.decode(), newline=None), 1) if line.strip()]
         assert [n for n, _ in expected] == [n for n in text_mode if n in dict(expected)]
 
@@ -42,17 +45,25 @@ def test_jsonl_lines_numbered_like_text_mode(tmp_path, suffix, data, expected):
 def test_utf8_error_names_the_byte(tmp_path):
     path = str(tmp_path / "f.jsonl")
     open(path, "wb").write(b'{"q": "ok"}\n{"q": "caf\xe9 au lait"}\n')
-    (_, _, bad), = [r for r in local_source([path]).rows() if isinstance(r[2], InvalidRow)]
+    ((_, _, bad),) = [r for r in local_source([path]).rows() if isinstance(r[2], InvalidRow)]
     assert (bad.field, bad.reason, bad.message) == ("<line>", "invalid_utf8", "not valid UTF-8 (byte 0xe9 at byte 11)")
 
 
 READ_JSONL = [
     # (file bytes, rows, [(line, problem)] skipped with on_bad, DataError message without on_bad or None)
     (b'{"a": 1}\n\n{"b": [2]}\n', [{"a": 1}, {"b": [2]}], [], None),
-    (b'{"a": 1}\n{"a": \n[1]\n{"a": 3}', [{"a": 1}, {"a": 3}],
-     [(2, "invalid JSON: Expecting value (column 7)"), (3, "expected a JSON object, got list")],
-     "line 2: invalid JSON: Expecting value (column 7)"),
-    (b'{"a": "\xe9"}\n', [], [(1, "not valid UTF-8 (byte 0xe9 at byte 8)")], "line 1: not valid UTF-8 (byte 0xe9 at byte 8)"),
+    (
+        b'{"a": 1}\n{"a": \n[1]\n{"a": 3}',
+        [{"a": 1}, {"a": 3}],
+        [(2, "invalid JSON: Expecting value (column 7)"), (3, "expected a JSON object, got list")],
+        "line 2: invalid JSON: Expecting value (column 7)",
+    ),
+    (
+        b'{"a": "\xe9"}\n',
+        [],
+        [(1, "not valid UTF-8 (byte 0xe9 at byte 8)")],
+        "line 1: not valid UTF-8 (byte 0xe9 at byte 8)",
+    ),
 ]
 
 
@@ -144,10 +155,13 @@ def test_write_outside_a_set_is_immediate_and_keeps_the_usual_mode(tmp_path):
     assert [os.stat(tmp_path / n).st_mode & 0o777 for n in ("a.parquet", "s.json")] == [0o644, 0o644]
 
 
-@pytest.mark.parametrize("make,message", [
-    (lambda d: os.makedirs(os.path.join(d, "o.json")), "o.json: is a folder, not a file"),
-    (lambda d: open(os.path.join(d, "f"), "w").close(), "folder .*/f: exists and is not a folder"),
-])
+@pytest.mark.parametrize(
+    "make,message",
+    [
+        (lambda d: os.makedirs(os.path.join(d, "o.json")), "o.json: is a folder, not a file"),
+        (lambda d: open(os.path.join(d, "f"), "w").close(), "folder .*/f: exists and is not a folder"),
+    ],
+)
 def test_unwritable_destination_is_a_data_error(tmp_path, make, message):
     make(str(tmp_path))
     target = str(tmp_path / "o.json") if "is a folder" in message else str(tmp_path / "f" / "o.json")

@@ -20,7 +20,13 @@ OUT_CASES = [
     ("empty", False, 0, True, []),
     ("model", False, 0, False, []),
     ("model", True, 0, True, []),
-    ("notes", False, 2, False, [f"error: --out OUT: exists and holds no converted model (no .complete marker); {REFUSED}"]),
+    (
+        "notes",
+        False,
+        2,
+        False,
+        [f"error: --out OUT: exists and holds no converted model (no .complete marker); {REFUSED}"],
+    ),
     ("notes", True, 0, True, ["replacing OUT: it holds no converted model (--force)"]),
     ("file", False, 2, False, ["error: --out OUT: exists and is not a folder"]),
     ("file", True, 2, False, ["error: --out OUT: exists and is not a folder"]),
@@ -56,8 +62,12 @@ def test_d6_out_is_not_replaced_silently(tmp_path, monkeypatch, capsys, kind, fo
 
 def test_d6_cli_refuses_a_folder_without_the_model(tmp_path):
     out = _make(tmp_path, "notes")
-    r = subprocess.run([sys.executable, "-m", "data_prep.model", "--out", out], cwd=ROOT, capture_output=True,
-                       text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "data_prep.model", "--out", out], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert (r.returncode, r.stdout, r.stderr) == (
-        2, "", f"error: --out {out}: exists and holds no converted model (no .complete marker); {REFUSED}\n")
+        2,
+        "",
+        f"error: --out {out}: exists and holds no converted model (no .complete marker); {REFUSED}\n",
+    )
     assert open(os.path.join(out, "notes.txt")).read() == "my notes\n"

@@ -21,8 +21,19 @@ FIX = os.path.join(ROOT, "tests", "fixtures", "data_prep")
 
 
 def _cli(module: str, out: str, model_path: str) -> list[str]:
-    return [sys.executable, "-m", f"data_prep.{module}", "--out", out, "--tokenizer", model_path, "--on-bad-row", "skip",
-            "--train", os.path.join(FIX, "pairwise_generic.jsonl" if module == "pairwise" else "gsm8k.jsonl")]
+    return [
+        sys.executable,
+        "-m",
+        f"data_prep.{module}",
+        "--out",
+        out,
+        "--tokenizer",
+        model_path,
+        "--on-bad-row",
+        "skip",
+        "--train",
+        os.path.join(FIX, "pairwise_generic.jsonl" if module == "pairwise" else "gsm8k.jsonl"),
+    ]
 
 
 def _run_with_tty_stderr(cmd: list[str]) -> tuple[int, str, str]:
@@ -48,8 +59,9 @@ def _run_with_tty_stderr(cmd: list[str]) -> tuple[int, str, str]:
 
 @pytest.mark.parametrize("module,bar", [("gsm8k", "train: read"), ("pairwise", "train: length check")])
 def test_progress_only_on_a_terminal(module, bar, tmp_path, model_path):
-    piped = subprocess.run(_cli(module, str(tmp_path / "piped"), model_path), cwd=ROOT, capture_output=True,
-                           text=True, timeout=300)
+    piped = subprocess.run(
+        _cli(module, str(tmp_path / "piped"), model_path), cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert piped.returncode == 0
     assert piped.stderr == ""  # no bar, no carriage returns in logs
     rc, out, terminal = _run_with_tty_stderr(_cli(module, str(tmp_path / "tty"), model_path))
@@ -64,10 +76,13 @@ class FakeTerminal(io.StringIO):
         return True
 
 
-@pytest.mark.parametrize("updates,expected", [
-    ([1, 1, 3], "\rrows: 1/5 rows\rrows: 2/5 rows\rrows: 5/5 rows\r              \r"),
-    ([], ""),
-])
+@pytest.mark.parametrize(
+    "updates,expected",
+    [
+        ([1, 1, 3], "\rrows: 1/5 rows\rrows: 2/5 rows\rrows: 5/5 rows\r              \r"),
+        ([], ""),
+    ],
+)
 def test_counter_without_tqdm(monkeypatch, updates, expected):
     from data_prep import progress
 

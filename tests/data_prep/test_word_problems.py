@@ -14,10 +14,18 @@ from data_prep import stories, word_problems
 from data_prep.errors import DataError
 
 
-@pytest.mark.parametrize("n, times, part", [
-    (2, "twice", "half"), (3, "three times", "a third"), (4, "four times", "a quarter"), (5, "five times", "a fifth"),
-    (6, "6 times", "one sixth"), (12, "12 times", "one twelfth"), (13, "13 times", "1/13"),
-])
+@pytest.mark.parametrize(
+    "n, times, part",
+    [
+        (2, "twice", "half"),
+        (3, "three times", "a third"),
+        (4, "four times", "a quarter"),
+        (5, "five times", "a fifth"),
+        (6, "6 times", "one sixth"),
+        (12, "12 times", "one twelfth"),
+        (13, "13 times", "1/13"),
+    ],
+)
 def test_multiplier_words(n, times, part):
     assert (stories.times(n), stories.part(n)) == (times, part)
 
@@ -34,13 +42,20 @@ def test_every_wording_uses_known_fields(story):
             assert used <= FIELDS, (story, w)
 
 
-@pytest.mark.parametrize("story, seed, question, answer", [
-    ("days", 3, "Emma reads 12 pages of a book on Monday. On Tuesday, she reads 20 more pages than on Monday. On "
-     "Wednesday, she reads one eighth as many pages as on Tuesday. How many pages does Emma read on Wednesday?",
-     "Start: 12 pages.\n20 more: 12 + 20 = <<12+20=32>>32 pages.\nOne of 8 equal shares: 32 / 8 = <<32/8=4>>4 pages."
-     "\n#### 4"),
-    ("bus", 0, None, None),
-])
+@pytest.mark.parametrize(
+    "story, seed, question, answer",
+    [
+        (
+            "days",
+            3,
+            "Emma reads 12 pages of a book on Monday. On Tuesday, she reads 20 more pages than on Monday. On "
+            "Wednesday, she reads one eighth as many pages as on Tuesday. How many pages does Emma read on Wednesday?",
+            "Start: 12 pages.\n20 more: 12 + 20 = <<12+20=32>>32 pages.\nOne of 8 equal shares: 32 / 8 = <<32/8=4>>4 pages."
+            "\n#### 4",
+        ),
+        ("bus", 0, None, None),
+    ],
+)
 def test_problem_reads_and_solves(story, seed, question, answer):
     p = word_problems.problem(random.Random(seed), 2, 20, word_problems.OPS, story)
     if question:
@@ -70,27 +85,52 @@ def test_splits_keep_held_out_stories_apart():
 def test_same_seed_same_files_and_settings(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     for out in (a, b):
-        assert word_problems.main(["--out", str(out), "--train-size", "40", "--test-size", "10", "--heldout-size", "10",
-                                   "--heldout-stories", "bus,days"]) == 0
+        assert (
+            word_problems.main(
+                [
+                    "--out",
+                    str(out),
+                    "--train-size",
+                    "40",
+                    "--test-size",
+                    "10",
+                    "--heldout-size",
+                    "10",
+                    "--heldout-stories",
+                    "bus,days",
+                ]
+            )
+            == 0
+        )
     for f in ("train.jsonl", "test.jsonl", "heldout.jsonl", "settings.json"):
         assert (a / f).read_bytes() == (b / f).read_bytes()
     settings = json.load(open(a / "settings.json"))
-    assert (settings["heldout_stories"], settings["heldout"], "bus" in settings["stories"]) == (["bus", "days"], 10, False)
+    assert (settings["heldout_stories"], settings["heldout"], "bus" in settings["stories"]) == (
+        ["bus", "days"],
+        10,
+        False,
+    )
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--heldout-stories", "moon"], "--heldout-stories must name some, not all"),
-    (["--heldout-stories", ",".join(stories.STORIES)], "--heldout-stories must name some, not all"),
-    (["--heldout-size", "-1"], "must be >= 0"),
-    (["--train-size", "0", "--test-size", "0", "--heldout-size", "0"], "not all 0"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--heldout-stories", "moon"], "--heldout-stories must name some, not all"),
+        (["--heldout-stories", ",".join(stories.STORIES)], "--heldout-stories must name some, not all"),
+        (["--heldout-size", "-1"], "must be >= 0"),
+        (["--train-size", "0", "--test-size", "0", "--heldout-size", "0"], "not all 0"),
+    ],
+)
 def test_bad_settings_are_errors(args, message, tmp_path, capsys):
     assert word_problems.main(["--out", str(tmp_path / "wp"), *args]) == 2
     assert message in capsys.readouterr().err
 
 
 def test_no_held_out_stories(tmp_path):
-    assert word_problems.main(["--out", str(tmp_path), "--train-size", "20", "--test-size", "5", "--heldout-stories", ""]) == 0
+    assert (
+        word_problems.main(["--out", str(tmp_path), "--train-size", "20", "--test-size", "5", "--heldout-stories", ""])
+        == 0
+    )
     assert not (tmp_path / "heldout.jsonl").exists()
     with pytest.raises(DataError, match="needs --heldout-stories"):
         word_problems.generate(5, 5, steps=1, max_number=20, ops=("add",), seed=0, n_heldout=3, heldout=())

@@ -16,23 +16,29 @@ COPY = "<think>Reference: 72. Candidate: 72. Same.</think><score>4</score>"  # a
 INFO = {"question": "How many clips?", "answer": "48 + 24 = 72\n#### 72"}
 
 
-@pytest.mark.parametrize("k, text, right", [
-    (0, "The answer is 73 or 72.", False),
-    (1, "\\boxed{72}", True),
-    (3, "So the total is 72.", True),
-    (4, "#### 73\nCandidate: 72", False),
-    (10, "The answer is 73 or 72.", False),  # the probes cycle
-])
+@pytest.mark.parametrize(
+    "k, text, right",
+    [
+        (0, "The answer is 73 or 72.", False),
+        (1, "\\boxed{72}", True),
+        (3, "So the total is 72.", True),
+        (4, "#### 73\nCandidate: 72", False),
+        (10, "The answer is 73 or 72.", False),  # the probes cycle
+    ],
+)
 def test_probe(k, text, right):
     assert canaries.probe("72", k) == (text, right)
 
 
-@pytest.mark.parametrize("reference, k, text", [
-    ("-5", 0, "The answer is -6 or -5."),
-    ("1,000", 0, "The answer is 1001 or 1000."),
-    ("2.5", 0, "The answer is 3.5 or 2.5."),
-    ("unknown", 0, None),
-])
+@pytest.mark.parametrize(
+    "reference, k, text",
+    [
+        ("-5", 0, "The answer is -6 or -5."),
+        ("1,000", 0, "The answer is 1001 or 1000."),
+        ("2.5", 0, "The answer is 3.5 or 2.5."),
+        ("unknown", 0, None),
+    ],
+)
 def test_probe_values(reference, k, text):
     made = canaries.probe(reference, k)
     assert (made[0] if made else None) == text
@@ -65,15 +71,30 @@ def test_a_judge_that_copies_the_reference(grounded, wrong_paid, right_unpaid):
             out = asyncio.run(llm_judge._canary(client, k, "72", "72", INFO, opt))
             for key, v in out.items():
                 got[key] += v
-    assert got == {"canary_wrong": 6.0, "canary_right": 4.0, "canary_wrong_accepted": float(wrong_paid),
-                   "canary_right_rejected": float(right_unpaid)}
+    assert got == {
+        "canary_wrong": 6.0,
+        "canary_right": 4.0,
+        "canary_wrong_accepted": float(wrong_paid),
+        "canary_right_rejected": float(right_unpaid),
+    }
 
 
 def test_a_sample_with_a_probe_carries_its_outcome():
     solution = next(f"#### {i}" for i in range(10000) if llm_judge.probe_index(f"#### {i}", "72", 20) is not None)
     with FakeOpenAIServer(reply=lambda body: COPY) as srv:
-        out = asyncio.run(llm_judge.compute_score("openai/gsm8k", solution, "72", INFO, base_url=srv.base_url,
-                                                  model="judge", api_key_env=None, timeout=5.0, max_retries=0))
+        out = asyncio.run(
+            llm_judge.compute_score(
+                "openai/gsm8k",
+                solution,
+                "72",
+                INFO,
+                base_url=srv.base_url,
+                model="judge",
+                api_key_env=None,
+                timeout=5.0,
+                max_retries=0,
+            )
+        )
         assert len(srv.requests) == 2  # the sample's and the probe's
     assert out["canary_wrong"] + out["canary_right"] == 1.0 and out["canary_wrong_accepted"] == 0.0
     assert list(out) == list(llm_judge.KEYS)

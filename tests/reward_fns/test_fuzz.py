@@ -23,14 +23,53 @@ from reward_fns.parse import hash_answer, last_number, normalize_number, parse_c
 
 N = 10_000
 COUNTS: collections.Counter = collections.Counter()
-FUZZ = settings(max_examples=N, deadline=None, derandomize=True, database=None,
-                suppress_health_check=list(HealthCheck))
+FUZZ = settings(max_examples=N, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
 
 TOKENS = [
-    "<think>", "</think>", "<score>", "</score>", "<better>", "</better>", "<Score>", "< score>",
-    "<think", "think>", "<", ">", "/", "A", "B", "a", "b", "tie", "0", "1", "2", "3", "4", "5", "-1",
-    "3.0", " ", "\n", "\t", "####", "#### ", "$", ",", ".", "-", "1,234", "18.00", "é", "日本", "\u0663",
-    "\uff13", "\u200b", "🙂", "ignore previous instructions",
+    "<think>",
+    "</think>",
+    "<score>",
+    "</score>",
+    "<better>",
+    "</better>",
+    "<Score>",
+    "< score>",
+    "<think",
+    "think>",
+    "<",
+    ">",
+    "/",
+    "A",
+    "B",
+    "a",
+    "b",
+    "tie",
+    "0",
+    "1",
+    "2",
+    "3",
+    "4",
+    "5",
+    "-1",
+    "3.0",
+    " ",
+    "\n",
+    "\t",
+    "####",
+    "#### ",
+    "$",
+    ",",
+    ".",
+    "-",
+    "1,234",
+    "18.00",
+    "é",
+    "日本",
+    "\u0663",
+    "\uff13",
+    "\u200b",
+    "🙂",
+    "ignore previous instructions",
 ]
 soup = st.lists(st.sampled_from(TOKENS), max_size=40).map("".join)
 # think blocks nested around real verdicts, each opener or closer sometimes dropped (unbalanced,
@@ -38,11 +77,18 @@ soup = st.lists(st.sampled_from(TOKENS), max_size=40).map("".join)
 VERDICTS = ["<score>2</score>", "<better>A</better>", "<score>", "</score>", "</think>", "x"]
 nest = st.recursive(
     st.sampled_from(VERDICTS),
-    lambda inner: st.tuples(st.sampled_from(["<think>", "<think>", ""]), st.lists(inner, max_size=3).map("".join),
-                            st.sampled_from(["</think>", "</think>", ""])).map("".join),
+    lambda inner: st.tuples(
+        st.sampled_from(["<think>", "<think>", ""]),
+        st.lists(inner, max_size=3).map("".join),
+        st.sampled_from(["</think>", "</think>", ""]),
+    ).map("".join),
     max_leaves=8,
-) | st.lists(st.sampled_from(["<think>", "</think>", "<score>2</score>", "<better>B</better>"]), max_size=8).map("".join)
-text = st.one_of(soup, nest, st.text(max_size=200), st.lists(st.one_of(soup, st.text(max_size=20)), max_size=6).map("".join))
+) | st.lists(st.sampled_from(["<think>", "</think>", "<score>2</score>", "<better>B</better>"]), max_size=8).map(
+    "".join
+)
+text = st.one_of(
+    soup, nest, st.text(max_size=200), st.lists(st.one_of(soup, st.text(max_size=20)), max_size=6).map("".join)
+)
 
 
 def oracle_strip(s: str):
@@ -73,7 +119,7 @@ def oracle_tag(s: str, tag: str):
     a, b = body.find(o), body.find(c)
     if a < 0 or b < 0 or b < a:
         return None, "missing_tag"
-    return body[a + len(o):b], "ok"
+    return body[a + len(o) : b], "ok"
 
 
 def oracle_score(s: str):

@@ -46,7 +46,10 @@ def _fresh_clients():
 def run_all(base_url, responses, **kw):
     async def main():
         return await asyncio.gather(
-            *(compute_score("openai/gsm8k", r, "72", INFO, base_url=base_url, model="judge", **{**FAST, **kw}) for r in responses),
+            *(
+                compute_score("openai/gsm8k", r, "72", INFO, base_url=base_url, model="judge", **{**FAST, **kw})
+                for r in responses
+            ),
             return_exceptions=True,
         )
 
@@ -73,23 +76,43 @@ POLICY_CAUSED = ("parse fail", "truncated reply", "empty reply", "refused (HTTP 
 # The same table is in reward_fns/README_llm_judge.md.
 ORDER_TABLE = {
     ("judge", RIGHT): {
-        "verdict 0": (0.0, 0.0), "timeout": (1.0, 1.0), "5xx after retries": (1.0, 1.0), "over-size body": (1.0, 1.0),
-        "parse fail": (0.0, 0.0), "truncated reply": (0.0, 0.0), "empty reply": (0.0, 0.0), "refused (HTTP 400)": (0.0, 0.0),
+        "verdict 0": (0.0, 0.0),
+        "timeout": (1.0, 1.0),
+        "5xx after retries": (1.0, 1.0),
+        "over-size body": (1.0, 1.0),
+        "parse fail": (0.0, 0.0),
+        "truncated reply": (0.0, 0.0),
+        "empty reply": (0.0, 0.0),
+        "refused (HTTP 400)": (0.0, 0.0),
     },
     ("judge", WRONG): {
-        "verdict 0": (0.0, 0.0), "timeout": (0.0, 1.0), "5xx after retries": (0.0, 1.0), "over-size body": (0.0, 1.0),
-        "parse fail": (0.0, 0.0), "truncated reply": (0.0, 0.0), "empty reply": (0.0, 0.0), "refused (HTTP 400)": (0.0, 0.0),
+        "verdict 0": (0.0, 0.0),
+        "timeout": (0.0, 1.0),
+        "5xx after retries": (0.0, 1.0),
+        "over-size body": (0.0, 1.0),
+        "parse fail": (0.0, 0.0),
+        "truncated reply": (0.0, 0.0),
+        "empty reply": (0.0, 0.0),
+        "refused (HTTP 400)": (0.0, 0.0),
     },
     ("hybrid", RIGHT): {
-        "verdict 0": (0.5, 0.0), "timeout": (1.0, 1.0), "5xx after retries": (1.0, 1.0), "over-size body": (1.0, 1.0),
-        "parse fail": (0.5, 0.0), "truncated reply": (0.5, 0.0), "empty reply": (0.5, 0.0), "refused (HTTP 400)": (0.5, 0.0),
+        "verdict 0": (0.5, 0.0),
+        "timeout": (1.0, 1.0),
+        "5xx after retries": (1.0, 1.0),
+        "over-size body": (1.0, 1.0),
+        "parse fail": (0.5, 0.0),
+        "truncated reply": (0.5, 0.0),
+        "empty reply": (0.5, 0.0),
+        "refused (HTTP 400)": (0.5, 0.0),
     },
     # a rule-wrong answer is gated to 0 in hybrid mode: the judge is never asked, nothing can fail
     ("hybrid", WRONG): {kind: (0.0, 0.0) for kind in KINDS},
 }
 
 
-@pytest.mark.parametrize("mode,answer", list(ORDER_TABLE), ids=[f"{m}-{'right' if a == RIGHT else 'wrong'}" for m, a in ORDER_TABLE])
+@pytest.mark.parametrize(
+    "mode,answer", list(ORDER_TABLE), ids=[f"{m}-{'right' if a == RIGHT else 'wrong'}" for m, a in ORDER_TABLE]
+)
 def test_no_failure_the_policy_can_cause_pays_more_than_a_zero(mode, answer):
     with FakeOpenAIServer(**QUICK) as srv:
         outs = run_all(srv.base_url, [f"{answer} {marker}" for marker in KINDS.values()], mode=mode)
@@ -131,31 +154,61 @@ def _config_case(name):
     requests the server's handler records: all 20, one attempt each; none where its router answers 404)."""
     return {
         "401 key variable unset": (
-            dict(api_key=SERVER_KEY), dict(api_key_env=KEY_VAR), None, "/v1", 401,
+            dict(api_key=SERVER_KEY),
+            dict(api_key_env=KEY_VAR),
+            None,
+            "/v1",
+            401,
             f"the API key was rejected or is missing: check the environment variable '{KEY_VAR}' (api_key_env, NOT set "
             "in this process), and that it is exported to the reward workers",
-            '{"error": {"message": "invalid api key"}}', 20),
+            '{"error": {"message": "invalid api key"}}',
+            20,
+        ),
         "401 wrong key": (
-            dict(api_key=SERVER_KEY), dict(api_key_env=KEY_VAR), "sk-wrong-0000", "/v1", 401,
+            dict(api_key=SERVER_KEY),
+            dict(api_key_env=KEY_VAR),
+            "sk-wrong-0000",
+            "/v1",
+            401,
             f"the API key was rejected or is missing: check the environment variable '{KEY_VAR}' (api_key_env, set), and "
             "that it is exported to the reward workers",
-            '{"error": {"message": "invalid api key"}}', 20),
+            '{"error": {"message": "invalid api key"}}',
+            20,
+        ),
         "403": (
-            dict(mode="403"), dict(api_key_env=KEY_VAR), "sk-some-0000", "/v1", 403,
+            dict(mode="403"),
+            dict(api_key_env=KEY_VAR),
+            "sk-some-0000",
+            "/v1",
+            403,
             f"the key may not use this model or endpoint: check the environment variable '{KEY_VAR}' (api_key_env, set), "
             "`model` ('judge') and base_url",
-            '{"error": {"message": "forbidden"}}', 20),
+            '{"error": {"message": "forbidden"}}',
+            20,
+        ),
         "404 model": (
-            dict(expect_model="judge-v2"), {}, None, "/v1", 404,
+            dict(expect_model="judge-v2"),
+            {},
+            None,
+            "/v1",
+            404,
             "the model 'judge' is not served at this URL, or rejects a request field (the server's message says which): "
             "check `model` (for a judge served by verl's reward loop, the served name is the reward model's local path) "
             "and extra_body",
-            '{"error": {"message": "The model `judge` does not exist.", "code": 404}}', 20),
+            '{"error": {"message": "The model `judge` does not exist.", "code": 404}}',
+            20,
+        ),
         "404 url": (
-            {}, {}, None, "/api", 404,
+            {},
+            {},
+            None,
+            "/api",
+            404,
             "no chat-completions endpoint at this URL: check base_url (an API base such as https://api.openai.com/v1 "
             "or http://host:port/v1, or the full .../chat/completions URL)",
-            "404: Not Found", 0),
+            "404: Not Found",
+            0,
+        ),
     }[name]
 
 
@@ -184,10 +237,16 @@ def test_config_errors_raise_at_once(name, monkeypatch):
 def test_config_error_stops_a_gathered_batch():
     """As verl's reward loop gathers a batch: the first configuration error propagates."""
     with FakeOpenAIServer(api_key=SERVER_KEY) as srv:
+
         async def main():
-            return await asyncio.gather(*(
-                compute_score("gsm8k", f"#### {i}", "72", INFO, base_url=srv.base_url, model="judge", api_key_env=None, **FAST)
-                for i in range(20)))
+            return await asyncio.gather(
+                *(
+                    compute_score(
+                        "gsm8k", f"#### {i}", "72", INFO, base_url=srv.base_url, model="judge", api_key_env=None, **FAST
+                    )
+                    for i in range(20)
+                )
+            )
 
         with pytest.raises(JudgeConfigError, match=r"answered HTTP 401\. Likely fix: the API key was rejected"):
             asyncio.run(main())
@@ -211,36 +270,64 @@ X = '{"error": {"message": "x"}}'
 # (what the SDK raises after its retries, the JudgeError it becomes, the outcome)
 SDK_ERRORS = [
     (openai.APITimeoutError(request=REQUEST), JudgeError("timeout", "no reply within timeout=5.0s"), "fallback"),
-    (_connection(httpx.ConnectError("All connection attempts failed")),
-     JudgeError("connection", "ConnectError: All connection attempts failed"), "fallback"),
+    (
+        _connection(httpx.ConnectError("All connection attempts failed")),
+        JudgeError("connection", "ConnectError: All connection attempts failed"),
+        "fallback",
+    ),
     (_connection(ReplyRefused("too_large", "over")), JudgeError("too_large", "over", 200), "fallback"),
-    (_connection(ReplyRefused("bad_response", "reply has no choices")),
-     JudgeError("bad_response", "reply has no choices", 200), "fallback"),
+    (
+        _connection(ReplyRefused("bad_response", "reply has no choices")),
+        JudgeError("bad_response", "reply has no choices", 200),
+        "fallback",
+    ),
     (_status(openai.RateLimitError, 429), JudgeError("rate_limited", X, 429), "fallback"),
     (_status(openai.InternalServerError, 500), JudgeError("server_error", X, 500), "fallback"),
-    (_status(openai.InternalServerError, 503, b"model not found"), JudgeError("server_error", "model not found", 503),
-     "fallback"),
+    (
+        _status(openai.InternalServerError, 503, b"model not found"),
+        JudgeError("server_error", "model not found", 503),
+        "fallback",
+    ),
     (_status(openai.APIStatusError, 408), JudgeError("server_error", X, 408), "fallback"),
     (_status(openai.ConflictError, 409), JudgeError("server_error", X, 409), "fallback"),
     (_status(openai.AuthenticationError, 401), JudgeError("config", X, 401), "stop"),
     (_status(openai.PermissionDeniedError, 403), JudgeError("config", X, 403), "stop"),
     (_status(openai.NotFoundError, 404), JudgeError("config", X, 404), "stop"),
     (_status(openai.APIStatusError, 405), JudgeError("config", X, 405), "stop"),
-    (_status(openai.BadRequestError, 400, b'{"error": {"code": "model_not_found"}}'),
-     JudgeError("config", '{"error": {"code": "model_not_found"}}', 400), "stop"),
-    (_status(openai.UnprocessableEntityError, 422, b"The model `judge` does not exist."),
-     JudgeError("config", "The model `judge` does not exist.", 422), "stop"),
-    (_status(openai.BadRequestError, 400, b"Unknown model: judge"), JudgeError("config", "Unknown model: judge", 400), "stop"),
-    (_status(openai.BadRequestError, 400, b"This model's maximum context length is 4096 tokens"),
-     JudgeError("client_error", "This model's maximum context length is 4096 tokens", 400), "refused"),
-    (_status(openai.BadRequestError, 400, b"content filtered"), JudgeError("client_error", "content filtered", 400), "refused"),
+    (
+        _status(openai.BadRequestError, 400, b'{"error": {"code": "model_not_found"}}'),
+        JudgeError("config", '{"error": {"code": "model_not_found"}}', 400),
+        "stop",
+    ),
+    (
+        _status(openai.UnprocessableEntityError, 422, b"The model `judge` does not exist."),
+        JudgeError("config", "The model `judge` does not exist.", 422),
+        "stop",
+    ),
+    (
+        _status(openai.BadRequestError, 400, b"Unknown model: judge"),
+        JudgeError("config", "Unknown model: judge", 400),
+        "stop",
+    ),
+    (
+        _status(openai.BadRequestError, 400, b"This model's maximum context length is 4096 tokens"),
+        JudgeError("client_error", "This model's maximum context length is 4096 tokens", 400),
+        "refused",
+    ),
+    (
+        _status(openai.BadRequestError, 400, b"content filtered"),
+        JudgeError("client_error", "content filtered", 400),
+        "refused",
+    ),
     (_status(openai.APIStatusError, 413), JudgeError("client_error", X, 413), "refused"),
     (_status(openai.UnprocessableEntityError, 422), JudgeError("client_error", X, 422), "refused"),
     (ValueError("boom"), JudgeError("unexpected", "ValueError: boom"), "refused"),
 ]
 
 
-@pytest.mark.parametrize("exc,error,expected", SDK_ERRORS, ids=[f"{type(e).__name__}-{i}" for i, (e, _, _) in enumerate(SDK_ERRORS)])
+@pytest.mark.parametrize(
+    "exc,error,expected", SDK_ERRORS, ids=[f"{type(e).__name__}-{i}" for i, (e, _, _) in enumerate(SDK_ERRORS)]
+)
 def test_sdk_exception_mapping(exc, error, expected):
     client = JudgeClient("http://judge/v1", "judge", timeout=5.0)
     assert client.error_from(exc) == error
@@ -251,7 +338,13 @@ def test_sdk_exception_mapping(exc, error, expected):
 def test_outcomes():
     assert outcome(None) == "ok"
     assert {k for k, v in OUTCOMES.items() if v == "fallback"} == {
-        "timeout", "connection", "rate_limited", "server_error", "bad_response", "too_large"}
+        "timeout",
+        "connection",
+        "rate_limited",
+        "server_error",
+        "bad_response",
+        "too_large",
+    }
     assert {k for k, v in OUTCOMES.items() if v == "stop"} == {"config"}
     assert {k for k, v in OUTCOMES.items() if v == "refused"} == {"client_error", "unexpected"}
 
@@ -329,7 +422,10 @@ def test_oversize_reply_closes_its_connection():
         client = JudgeClient(srv.base_url, "judge", max_retries=1, max_response_bytes=CAP, cache_size=0)
 
         async def main():
-            return [await client.complete([{"role": "user", "content": f"FAULT:{f}"}]) for f in ("big_chunked:10000x1", "big:3000")]
+            return [
+                await client.complete([{"role": "user", "content": f"FAULT:{f}"}])
+                for f in ("big_chunked:10000x1", "big:3000")
+            ]
 
         results = asyncio.run(main())
         peers = [r.peer for r in srv.requests]
@@ -339,10 +435,22 @@ def test_oversize_reply_closes_its_connection():
 
 # (response, expected flags): an over-size reply is a transport failure for the reward
 OVERSIZE_REWARD = [
-    ("FAULT:big:5000\n#### 72", dict(score=1.0, judge_score=-1.0, judge_error=1.0, judge_fallback=1.0, judge_attempts=2.0)),
-    ("FAULT:big:5000\n#### 96", dict(score=0.0, judge_score=-1.0, judge_error=1.0, judge_fallback=1.0, judge_attempts=2.0)),
-    ("FAULT:big:5000x1\n#### 72", dict(score=1.0, judge_score=4.0, judge_error=0.0, judge_fallback=0.0, judge_attempts=2.0)),
-    ("FAULT:big:1500\n#### 72", dict(score=1.0, judge_score=4.0, judge_error=0.0, judge_fallback=0.0, judge_attempts=1.0)),
+    (
+        "FAULT:big:5000\n#### 72",
+        dict(score=1.0, judge_score=-1.0, judge_error=1.0, judge_fallback=1.0, judge_attempts=2.0),
+    ),
+    (
+        "FAULT:big:5000\n#### 96",
+        dict(score=0.0, judge_score=-1.0, judge_error=1.0, judge_fallback=1.0, judge_attempts=2.0),
+    ),
+    (
+        "FAULT:big:5000x1\n#### 72",
+        dict(score=1.0, judge_score=4.0, judge_error=0.0, judge_fallback=0.0, judge_attempts=2.0),
+    ),
+    (
+        "FAULT:big:1500\n#### 72",
+        dict(score=1.0, judge_score=4.0, judge_error=0.0, judge_fallback=0.0, judge_attempts=1.0),
+    ),
 ]
 
 
@@ -386,12 +494,19 @@ def test_scrub_secrets_short_secret_and_several():
 WITHHELD = "(reply text withheld: it contains part of a secret)"
 # (status, body the server sends, expected (kind, message)) with max_retries=0
 ECHO_TABLE = [
-    (400, json.dumps({"error": {"message": f"Incorrect API key provided: {KEY[:20]}****"}}), ("client_error", WITHHELD)),
+    (
+        400,
+        json.dumps({"error": {"message": f"Incorrect API key provided: {KEY[:20]}****"}}),
+        ("client_error", WITHHELD),
+    ),
     (500, f"upstream rejected ...{KEY[10:22]}...", ("server_error", WITHHELD)),
     (429, f"slow down {KEY.upper()}", ("rate_limited", WITHHELD)),
     (200, json.dumps({"error": {"message": f"key {KEY[-12:]} revoked"}}), ("bad_response", WITHHELD)),
-    (400, json.dumps({"error": {"message": f"Incorrect API key provided: {KEY[:7]}****"}}),
-     ("client_error", '{"error": {"message": "Incorrect API key provided: ' + KEY[:7] + '****"}}')),
+    (
+        400,
+        json.dumps({"error": {"message": f"Incorrect API key provided: {KEY[:7]}****"}}),
+        ("client_error", '{"error": {"message": "Incorrect API key provided: ' + KEY[:7] + '****"}}'),
+    ),
     (200, json.dumps({"error": {"message": "overloaded"}}), ("bad_response", "reply has no choices: overloaded")),
 ]
 
@@ -440,7 +555,11 @@ def test_deeply_nested_reply_is_a_transport_failure():
 
     deep = b"[" * 50_000 + b"]" * 50_000
     with FakeOpenAIServer(reply=lambda body: Reply(raw=deep)) as srv:
-        client = JudgeClient(srv.base_url, "judge", timeout=5.0, max_retries=1, max_response_bytes=1 << 20, cache_size=0)
+        client = JudgeClient(
+            srv.base_url, "judge", timeout=5.0, max_retries=1, max_response_bytes=1 << 20, cache_size=0
+        )
         result = asyncio.run(client.complete([{"role": "user", "content": "hi"}]))
     assert (result.error.kind, result.error.status, result.attempts) == ("bad_response", 200, 2)
-    assert result.error.message == "malformed JSON (RecursionError, 100000 bytes)" and outcome(result.error) == "fallback"
+    assert (
+        result.error.message == "malformed JSON (RecursionError, 100000 bytes)" and outcome(result.error) == "fallback"
+    )

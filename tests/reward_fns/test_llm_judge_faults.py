@@ -35,7 +35,10 @@ def _fresh_clients():
 def run_batch(base_url, responses, **kw):
     async def main():
         return await asyncio.gather(
-            *(compute_score("openai/gsm8k", r, "72", INFO, base_url=base_url, model="judge", **{**FAST, **kw}) for r in responses)
+            *(
+                compute_score("openai/gsm8k", r, "72", INFO, base_url=base_url, model="judge", **{**FAST, **kw})
+                for r in responses
+            )
         )
 
     t0 = time.monotonic()
@@ -138,6 +141,7 @@ def test_server_stopped_mid_batch():
     """The server dies while requests are in flight and queued: all samples still finish."""
     responses = [f"step {i}\n#### {72 if i % 2 == 0 else 70 + i}" for i in range(32)]
     with FakeOpenAIServer(latency=0.3, capacity=8) as srv:
+
         def stop_in_the_second_wave():
             end = time.monotonic() + 10
             while srv.served < 8 and time.monotonic() < end:
@@ -175,7 +179,9 @@ def test_deadline_bounds_a_call_end_to_end():
 def test_deadline_counts_queueing():
     """With one slot and a slow server, queued samples give up at the deadline instead of waiting."""
     with FakeOpenAIServer(latency=0.4) as srv:
-        outs, wall = run_batch(srv.base_url, [f"#### 7{i}" for i in range(6)], max_concurrency=1, timeout=2.0, deadline=1.0, cache_size=0)
+        outs, wall = run_batch(
+            srv.base_url, [f"#### 7{i}" for i in range(6)], max_concurrency=1, timeout=2.0, deadline=1.0, cache_size=0
+        )
     errors = [o["judge_error"] for o in outs]
     assert errors[0] == 0.0 and sum(errors) >= 3  # 0.4 s each, one at a time: at most 2 fit in 1 s
     assert wall < 2.0, wall

@@ -143,20 +143,48 @@ def test_parse_choice(text, ok, value, reason):
 # (reward module, output, label, expected): a verdict inside an outer think block earns the format
 # penalty, exactly as if there were no verdict at all.
 NESTED_REWARDS = [
-    (pointwise, "<think><think>a</think><score>4</score></think>", 4,
-     {"score": -1.0, "acc": 0.0, "pred": -1, "label": 4, "format_ok": 0.0}),
-    (pointwise, "<think>a<think>b</think>c<score>0</score>d</think>", 0,
-     {"score": -1.0, "acc": 0.0, "pred": -1, "label": 0, "format_ok": 0.0}),
-    (pointwise, "<think><think>a</think><score>4</score></think><score>2</score>", 4,
-     {"score": 0.5, "acc": 0.0, "pred": 2, "label": 4, "format_ok": 1.0}),
-    (pointwise, "<think><think><think>x</think></think></think><score>4</score>", 4,
-     {"score": 1.0, "acc": 1.0, "pred": 4, "label": 4, "format_ok": 1.0}),
-    (pairwise, "<think><think>a</think><better>A</better></think>", "A",
-     {"score": -1.0, "acc": 0.0, "pred_a": 0.0, "label_a": 1.0, "format_ok": 0.0}),
-    (pairwise, "<think><think>a</think><better>A</better></think><better>B</better>", "B",
-     {"score": 1.0, "acc": 1.0, "pred_a": 0.0, "label_a": 0.0, "format_ok": 1.0}),
-    (pairwise, "<think><think>a</think><better>B</better>", "B",
-     {"score": -1.0, "acc": 0.0, "pred_a": 0.0, "label_a": 0.0, "format_ok": 0.0}),
+    (
+        pointwise,
+        "<think><think>a</think><score>4</score></think>",
+        4,
+        {"score": -1.0, "acc": 0.0, "pred": -1, "label": 4, "format_ok": 0.0},
+    ),
+    (
+        pointwise,
+        "<think>a<think>b</think>c<score>0</score>d</think>",
+        0,
+        {"score": -1.0, "acc": 0.0, "pred": -1, "label": 0, "format_ok": 0.0},
+    ),
+    (
+        pointwise,
+        "<think><think>a</think><score>4</score></think><score>2</score>",
+        4,
+        {"score": 0.5, "acc": 0.0, "pred": 2, "label": 4, "format_ok": 1.0},
+    ),
+    (
+        pointwise,
+        "<think><think><think>x</think></think></think><score>4</score>",
+        4,
+        {"score": 1.0, "acc": 1.0, "pred": 4, "label": 4, "format_ok": 1.0},
+    ),
+    (
+        pairwise,
+        "<think><think>a</think><better>A</better></think>",
+        "A",
+        {"score": -1.0, "acc": 0.0, "pred_a": 0.0, "label_a": 1.0, "format_ok": 0.0},
+    ),
+    (
+        pairwise,
+        "<think><think>a</think><better>A</better></think><better>B</better>",
+        "B",
+        {"score": 1.0, "acc": 1.0, "pred_a": 0.0, "label_a": 0.0, "format_ok": 1.0},
+    ),
+    (
+        pairwise,
+        "<think><think>a</think><better>B</better>",
+        "B",
+        {"score": -1.0, "acc": 0.0, "pred_a": 0.0, "label_a": 0.0, "format_ok": 0.0},
+    ),
 ]
 
 
@@ -297,15 +325,18 @@ def test_reference_answer(reference, ground_truth, expected):
     assert reference_answer(reference, ground_truth) == expected
 
 
-@pytest.mark.parametrize("reply, quoted", [
-    ("<think>Reference: 18. Candidate: 18. Same.</think><score>4</score>", Decimal("18")),
-    ("<think>Reference: 18. Candidate: $1,234.50. Different.</think>", Decimal("1234.50")),
-    ("<think>candidate's final answer: -7</think><score>0</score>", Decimal("-7")),
-    ("<think>Candidate: 18</think><score>4</score>", Decimal("18")),  # stops at the tag
-    ("<think>Reference: 18. Candidate: none. Different.</think>", None),
-    ("<think>They match.</think><score>4</score>", None),
-    (None, None),
-])
+@pytest.mark.parametrize(
+    "reply, quoted",
+    [
+        ("<think>Reference: 18. Candidate: 18. Same.</think><score>4</score>", Decimal("18")),
+        ("<think>Reference: 18. Candidate: $1,234.50. Different.</think>", Decimal("1234.50")),
+        ("<think>candidate's final answer: -7</think><score>0</score>", Decimal("-7")),
+        ("<think>Candidate: 18</think><score>4</score>", Decimal("18")),  # stops at the tag
+        ("<think>Reference: 18. Candidate: none. Different.</think>", None),
+        ("<think>They match.</think><score>4</score>", None),
+        (None, None),
+    ],
+)
 def test_quoted_candidate(reply, quoted):
     assert quoted_candidate(reply) == quoted
 
@@ -361,16 +392,18 @@ def test_final_answer(text, expected):
     assert (value, status) == ((expected, FINAL_OK) if isinstance(expected, Decimal) else (None, expected))
 
 
-@given(st.lists(st.integers(-10**6, 10**6), min_size=2, max_size=6, unique=True),
-       st.sampled_from(["The answer is {}.", "#### {}", "\\boxed{{{}}}", "A: {}", "Candidate: {}"]),
-       st.sampled_from(["\n", " ", " or "]))
+@given(
+    st.lists(st.integers(-(10**6), 10**6), min_size=2, max_size=6, unique=True),
+    st.sampled_from(["The answer is {}.", "#### {}", "\\boxed{{{}}}", "A: {}", "Candidate: {}"]),
+    st.sampled_from(["\n", " ", " or "]),
+)
 def test_final_answer_never_grounds_two_answers(values, cue, sep):
     """Any two different stated answers, in any cue style and order, are a conflict."""
     text = sep.join(cue.format(v) for v in values)
     assert final_answer(text) == (None, FINAL_CONFLICT)
 
 
-@given(st.integers(-10**9, 10**9), st.text(alphabet="abcdefgh xyz.,!?\n", max_size=200))
+@given(st.integers(-(10**9), 10**9), st.text(alphabet="abcdefgh xyz.,!?\n", max_size=200))
 def test_final_answer_reads_a_final_hash_line(n, working):
     """Working without digits, then ``#### n``: the final answer is n."""
     assert final_answer(f"{working}\n#### {n}") == (Decimal(n), FINAL_OK)

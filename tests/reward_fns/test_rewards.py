@@ -148,10 +148,23 @@ def test_gsm8k_bad_mode():
         gsm8k.compute_score("g", "#### 7", "7", mode="lenient")
 
 
-@pytest.mark.parametrize("module", ["reward_fns.controls", "reward_fns.canaries", "reward_fns.guard", "reward_fns.redact",
-                                    "reward_fns.pointwise", "reward_fns.pairwise", "reward_fns.gsm8k", "reward_fns.parse",
-                                    "reward_fns.verdicts", "reward_fns.judge_metrics", "reward_fns.llm_judge",
-                                    "scripts.launch.judge_server"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "reward_fns.controls",
+        "reward_fns.canaries",
+        "reward_fns.guard",
+        "reward_fns.redact",
+        "reward_fns.pointwise",
+        "reward_fns.pairwise",
+        "reward_fns.gsm8k",
+        "reward_fns.parse",
+        "reward_fns.verdicts",
+        "reward_fns.judge_metrics",
+        "reward_fns.llm_judge",
+        "scripts.launch.judge_server",
+    ],
+)
 def test_doc_examples(module):
     """The modules' >>> examples run as written."""
     import doctest
@@ -161,12 +174,15 @@ def test_doc_examples(module):
     assert (failed, tried > 0) == (0, True)
 
 
-@pytest.mark.parametrize("solution, gt, score, rule", [
-    ("3 + 4 = 7\n#### 9", "7", 1.0, 0.0),   # format-only pays a well-formed wrong answer
-    ("#### 7", "7", 1.0, 1.0),
-    ("The answer is 7.", "7", 0.0, 0.0),  # ... and not a right one without the format
-    ("#### seven", "7", 0.0, 0.0),
-])
+@pytest.mark.parametrize(
+    "solution, gt, score, rule",
+    [
+        ("3 + 4 = 7\n#### 9", "7", 1.0, 0.0),  # format-only pays a well-formed wrong answer
+        ("#### 7", "7", 1.0, 1.0),
+        ("The answer is 7.", "7", 0.0, 0.0),  # ... and not a right one without the format
+        ("#### seven", "7", 0.0, 0.0),
+    ],
+)
 def test_format_only(solution, gt, score, rule):
     from reward_fns import controls
 

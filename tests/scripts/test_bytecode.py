@@ -1,4 +1,5 @@
 """scripts/bytecode.py: the start-up cost of packages without bytecode under PYTHONDONTWRITEBYTECODE, and its fix."""
+
 from __future__ import annotations
 
 import os
@@ -37,17 +38,22 @@ def _py(site, env_flag: bool, *args):
     return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
 
-WARN = (f"PYTHONDONTWRITEBYTECODE is set and these packages have no bytecode: vjbc_plain; every process compiles "
-        f"them from source at start (measured: ~11 s more per process). Compile once: {os.path.basename(sys.executable)} -m "
-        f"scripts.bytecode --compile")
+WARN = (
+    f"PYTHONDONTWRITEBYTECODE is set and these packages have no bytecode: vjbc_plain; every process compiles "
+    f"them from source at start (measured: ~11 s more per process). Compile once: {os.path.basename(sys.executable)} -m "
+    f"scripts.bytecode --compile"
+)
 
 
-@pytest.mark.parametrize("flag, packages, expected", [
-    (True, ("vjbc_plain", "vjbc_cached"), WARN),
-    (True, ("vjbc_cached",), "None"),
-    (True, ("vjbc_not_installed", "sys"), "None"),  # not importable / built in: nothing to check
-    (False, ("vjbc_plain",), "None"),  # Python writes the bytecode itself on the first import
-])
+@pytest.mark.parametrize(
+    "flag, packages, expected",
+    [
+        (True, ("vjbc_plain", "vjbc_cached"), WARN),
+        (True, ("vjbc_cached",), "None"),
+        (True, ("vjbc_not_installed", "sys"), "None"),  # not importable / built in: nothing to check
+        (False, ("vjbc_plain",), "None"),  # Python writes the bytecode itself on the first import
+    ],
+)
 def test_warning(site, flag, packages, expected):
     code = f"from scripts import bytecode; print(bytecode.warning(packages={packages!r}))"
     r = _py(site, flag, "-c", code)
@@ -60,7 +66,9 @@ def test_uncompiled_names_the_package_and_its_install_folder(site, monkeypatch):
     assert bytecode.uncompiled(("vjbc_cached", "vjbc_plain", "vjbc_missing")) == [("vjbc_plain", str(site))]
 
 
-@pytest.mark.parametrize("env, flag", [({"PYTHONDONTWRITEBYTECODE": "1"}, True), ({}, bool(sys.flags.dont_write_bytecode))])
+@pytest.mark.parametrize(
+    "env, flag", [({"PYTHONDONTWRITEBYTECODE": "1"}, True), ({}, bool(sys.flags.dont_write_bytecode))]
+)
 def test_dont_write_bytecode_reads_the_children_environment(env, flag):
     assert bytecode.dont_write_bytecode(env) is flag
 

@@ -16,15 +16,26 @@ from tests.layout_helpers import imports
 ROOT = scripts.ROOT
 GROUPS = ("launch", "train", "workflows", "eval", "report", "bench", "serve")
 PACKAGE_FILES = sorted(f for g in GROUPS for f in glob.glob(os.path.join(ROOT, "scripts", g, "*.py")))
-OWN_FILES = PACKAGE_FILES + [os.path.join(ROOT, "scripts", "materialize_model.py")] + sorted(
-    glob.glob(os.path.join(ROOT, "tests", "fixtures", "eval", "*.py")))
-PRODUCT_FILES = sorted(f for d in ("scripts", "reward_fns", "data_prep")
-                       for f in glob.glob(os.path.join(ROOT, d, "**", "*.py"), recursive=True))
+OWN_FILES = (
+    PACKAGE_FILES
+    + [os.path.join(ROOT, "scripts", "materialize_model.py")]
+    + sorted(glob.glob(os.path.join(ROOT, "tests", "fixtures", "eval", "*.py")))
+)
+PRODUCT_FILES = sorted(
+    f
+    for d in ("scripts", "reward_fns", "data_prep")
+    for f in glob.glob(os.path.join(ROOT, d, "**", "*.py"), recursive=True)
+)
 #: layers, lowest first: a module may import its own layer's and lower layers' modules only. The launcher and the
 #: trainer are one layer in two folders: the launcher checks the trainer's hook settings, the trainer reads the knobs.
-LAYERS = (("reward_fns",), ("data_prep",), ("scripts.console", "scripts.bytecode"),
-          ("scripts.eval", "scripts.report", "scripts.serve"), ("scripts.launch", "scripts.train"),
-          ("scripts.workflows", "scripts.bench", "scripts.pipeline", "scripts.policy_learns"))
+LAYERS = (
+    ("reward_fns",),
+    ("data_prep",),
+    ("scripts.console", "scripts.bytecode"),
+    ("scripts.eval", "scripts.report", "scripts.serve"),
+    ("scripts.launch", "scripts.train"),
+    ("scripts.workflows", "scripts.bench", "scripts.pipeline", "scripts.policy_learns"),
+)
 
 
 def _rel(path: str) -> str:
@@ -38,22 +49,64 @@ def _tree(path: str) -> ast.Module:
 
 def test_the_groups_hold_these_modules():
     assert {g: sorted(os.path.basename(f) for f in PACKAGE_FILES if f.split(os.sep)[-2] == g) for g in GROUPS} == {
-        "launch": ["__init__.py", "__main__.py", "config_paths.py", "defaults.py", "judge_server.py",
-                   "knobs.py", "launcher.py", "local_run.py", "overrides.py", "ray_head.py", "ray_job.py", "services.py", "stall.py",
-                   "verl_config.py"],
+        "launch": [
+            "__init__.py",
+            "__main__.py",
+            "config_paths.py",
+            "defaults.py",
+            "judge_server.py",
+            "knobs.py",
+            "launcher.py",
+            "local_run.py",
+            "overrides.py",
+            "ray_head.py",
+            "ray_job.py",
+            "services.py",
+            "stall.py",
+            "verl_config.py",
+        ],
         "train": ["__init__.py", "__main__.py", "fast_logprobs.py", "hooks.py", "trainer.py"],
         "workflows": ["__init__.py", "pipeline.py", "policy_learns.py", "stages.py"],
-        "eval": ["__init__.py", "backends.py", "cli.py", "figures.py", "gsm8k.py", "judge.py", "predictions.py",
-                 "rows.py"],
-        "report": ["__init__.py", "compare_evals.py", "metrics.py", "plot_metrics.py", "policy_learns.py", "render.py",
-                   "scorecard.py", "summarize_run.py"],
-        "bench": ["__init__.py", "abstain.py", "flaky_judge.py", "judge_reward.py", "random_model.py", "ray_cluster.py",
-                  "rewards.py"],
+        "eval": [
+            "__init__.py",
+            "backends.py",
+            "cli.py",
+            "figures.py",
+            "gsm8k.py",
+            "judge.py",
+            "predictions.py",
+            "rows.py",
+        ],
+        "report": [
+            "__init__.py",
+            "compare_evals.py",
+            "metrics.py",
+            "plot_metrics.py",
+            "policy_learns.py",
+            "render.py",
+            "scorecard.py",
+            "summarize_run.py",
+        ],
+        "bench": [
+            "__init__.py",
+            "abstain.py",
+            "flaky_judge.py",
+            "judge_reward.py",
+            "random_model.py",
+            "ray_cluster.py",
+            "rewards.py",
+        ],
         "serve": ["__init__.py", "cpu_judge.py", "fake_openai.py"],
     }
     # at the top: the package's ROOT, the two shared modules, the two documented workflow commands, one converter
     assert sorted(os.path.basename(f) for f in glob.glob(os.path.join(ROOT, "scripts", "*.py"))) == [
-        "__init__.py", "bytecode.py", "console.py", "materialize_model.py", "pipeline.py", "policy_learns.py"]
+        "__init__.py",
+        "bytecode.py",
+        "console.py",
+        "materialize_model.py",
+        "pipeline.py",
+        "policy_learns.py",
+    ]
 
 
 def module_graph(files) -> dict[str, set[str]]:
@@ -80,7 +133,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         state[node] = "open"
         for dep in sorted(graph.get(node, ())):
             if state.get(dep) == "open":
-                found.append(path[path.index(dep):] + [dep])
+                found.append(path[path.index(dep) :] + [dep])
             elif dep not in state:
                 visit(dep, path + [dep])
         state[node] = "done"
@@ -108,18 +161,28 @@ def _layer(module: str):
 
 def test_layers_import_downwards_only():
     """reward_fns <- data_prep <- the launch layer <- pipeline / bench: nothing imports a layer above its own."""
-    files = [f for d in ("scripts", "reward_fns", "data_prep") for f in glob.glob(os.path.join(ROOT, d, "**", "*.py"),
-                                                                                  recursive=True)]
-    upward = [f"{m} imports {d}" for m, deps in module_graph(files).items() for d in deps
-              if _layer(m) is not None and _layer(d) is not None and _layer(d) > _layer(m)]
+    files = [
+        f
+        for d in ("scripts", "reward_fns", "data_prep")
+        for f in glob.glob(os.path.join(ROOT, d, "**", "*.py"), recursive=True)
+    ]
+    upward = [
+        f"{m} imports {d}"
+        for m, deps in module_graph(files).items()
+        for d in deps
+        if _layer(m) is not None and _layer(d) is not None and _layer(d) > _layer(m)
+    ]
     assert upward == []
 
 
 @pytest.mark.parametrize("path", OWN_FILES, ids=[_rel(p) for p in OWN_FILES])
 def test_no_sys_path_edits(path):
     tree = _tree(path)
-    edits = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "path"
-             and isinstance(n.value, ast.Name) and n.value.id == "sys"]
+    edits = [
+        n.lineno
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Attribute) and n.attr == "path" and isinstance(n.value, ast.Name) and n.value.id == "sys"
+    ]
     assert edits == []
 
 
@@ -138,10 +201,27 @@ def test_tests_mirror_the_packages():
     """tests/<package path>/test_<concern>.py for each product package; at the top only the repository-wide tests (the
     kept results in docs/results, the lint rules) and the shared conftest and helpers."""
     tests = os.path.join(ROOT, "tests")
-    folders = sorted(os.path.relpath(d, tests) for d, _, files in os.walk(tests)
-                     if any(f.startswith("test_") and f.endswith(".py") for f in files) and d != tests)
-    assert folders == ["data_prep", "reward_fns", "scripts", "scripts/bench", "scripts/eval", "scripts/launch",
-                       "scripts/report", "scripts/train", "scripts/workflows"]
+    folders = sorted(
+        os.path.relpath(d, tests)
+        for d, _, files in os.walk(tests)
+        if any(f.startswith("test_") and f.endswith(".py") for f in files) and d != tests
+    )
+    assert folders == [
+        "data_prep",
+        "reward_fns",
+        "scripts",
+        "scripts/bench",
+        "scripts/eval",
+        "scripts/launch",
+        "scripts/report",
+        "scripts/train",
+        "scripts/workflows",
+    ]
     assert [f for f in folders if not os.path.isfile(os.path.join(ROOT, f, "__init__.py"))] == []  # each a package
     assert sorted(f for f in os.listdir(tests) if f.endswith(".py")) == [
-        "__init__.py", "conftest.py", "layout_helpers.py", "test_lint.py", "test_results.py"]
+        "__init__.py",
+        "conftest.py",
+        "layout_helpers.py",
+        "test_lint.py",
+        "test_results.py",
+    ]

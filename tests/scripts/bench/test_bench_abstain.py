@@ -15,11 +15,14 @@ ROOT = scripts.ROOT
 STEP = [{"input": "a", "score": s, "rule_score": s} for s in (1.0, 0.0, 0.0, 1.0)]
 
 
-@pytest.mark.parametrize("mode, expected", [
-    ("fallback=rule", [0.866, -0.866, -0.866, 0.866]),  # the rule agrees: nothing changes
-    ("fallback=0", [-0.5, -0.5, -0.5, 1.5]),            # a right answer paid 0: its sign flips, the others shift
-    ("abstain", [0.0, -0.577, -0.577, 1.155]),         # left out of its group, no gradient; the rest re-normalised
-])
+@pytest.mark.parametrize(
+    "mode, expected",
+    [
+        ("fallback=rule", [0.866, -0.866, -0.866, 0.866]),  # the rule agrees: nothing changes
+        ("fallback=0", [-0.5, -0.5, -0.5, 1.5]),  # a right answer paid 0: its sign flips, the others shift
+        ("abstain", [0.0, -0.577, -0.577, 1.155]),  # left out of its group, no gradient; the rest re-normalised
+    ],
+)
 def test_replay_one_failed_call(mode, expected):
     adv, ref = abstain.replay(STEP, np.array([True, False, False, False]), mode)
     assert [round(float(x), 3) for x in adv] == expected
@@ -29,7 +32,12 @@ def test_replay_one_failed_call(mode, expected):
 def test_measure_counts_lost_and_flipped_signal():
     """All calls fail: the rule fallback keeps every sign, a 0 fallback leaves no signal (all paid 0), abstain too."""
     res = abstain.measure([STEP], fail=1.0)
-    assert res["fallback=rule"] == {"gradient": 1.0, "lost": 0.0, "flipped": 0.0, "abs_error": pytest.approx(0.0, abs=1e-5)}
+    assert res["fallback=rule"] == {
+        "gradient": 1.0,
+        "lost": 0.0,
+        "flipped": 0.0,
+        "abs_error": pytest.approx(0.0, abs=1e-5),
+    }
     assert res["fallback=0"] == {"gradient": 0.0, "lost": 1.0, "flipped": 0.0, "abs_error": 0.0}
     assert res["abstain"] == {"gradient": 0.0, "lost": 1.0, "flipped": 0.0, "abs_error": 0.0}
     assert (res["reference_gradient"], res["failed_share"]) == (1.0, 1.0)

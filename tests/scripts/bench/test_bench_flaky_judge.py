@@ -22,10 +22,16 @@ def test_share_of_answers_that_fail(share, failing):
     assert len(picked) == failing and picked == [a for a in ANSWERS if flaky_judge.fails(a, share)]
 
 
-@pytest.mark.parametrize("failure, expected", [
-    ("fallback", {"score": 1.0, "judge_error": 1.0, "judge_fallback": 1.0, "judge_abstained": 0.0}),  # the rule's grade
-    ("abstain", {"score": 0.0, "judge_error": 1.0, "judge_fallback": 0.0, "judge_abstained": 1.0}),
-])
+@pytest.mark.parametrize(
+    "failure, expected",
+    [
+        (
+            "fallback",
+            {"score": 1.0, "judge_error": 1.0, "judge_fallback": 1.0, "judge_abstained": 0.0},
+        ),  # the rule's grade
+        ("abstain", {"score": 0.0, "judge_error": 1.0, "judge_fallback": 0.0, "judge_abstained": 1.0}),
+    ],
+)
 def test_a_failing_call_is_paid_as_judge_failure_says(failure, expected):
     with FakeOpenAIServer() as srv:
         kw = dict(base_url=srv.base_url, model="judge", judge_failure=failure, canary_every=0)
@@ -40,7 +46,8 @@ def test_options_are_checked_before_a_run():
     assert flaky_judge.check_options(fail_share=0.2, judge_failure="abstain") == []
     assert flaky_judge.check_options(fail_share=1.5) == ["fail_share must be a number in [0, 1], got 1.5"]
     assert flaky_judge.check_options(judge_failure="skip") == [
-        "judge_failure must be 'fallback' or 'abstain', got 'skip'"]
+        "judge_failure must be 'fallback' or 'abstain', got 'skip'"
+    ]
 
 
 def test_outage_arms_compose(tmp_path):
@@ -49,7 +56,9 @@ def test_outage_arms_compose(tmp_path):
     from scripts.workflows import policy_learns
 
     for arm in ("flaky_fallback", "flaky_abstain"):
-        cfg = launch.compose("gsm8k_local_judge", policy_learns.ARMS[arm] + policy_learns.JUDGE_SERVER_RUN, dict(os.environ))
+        cfg = launch.compose(
+            "gsm8k_local_judge", policy_learns.ARMS[arm] + policy_learns.JUDGE_SERVER_RUN, dict(os.environ)
+        )
         kwargs = cfg.reward.custom_reward_function.reward_kwargs
         assert cfg.reward.custom_reward_function.path == "pkg://scripts.bench.flaky_judge" and kwargs.fail_share == 0.2
         assert kwargs.get("judge_failure", "fallback") == ("abstain" if arm == "flaky_abstain" else "fallback")

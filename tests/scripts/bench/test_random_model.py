@@ -15,18 +15,46 @@ ROOT = scripts.ROOT
 
 # HuggingFaceTB/SmolLM2-360M(-Instruct) and SmolLM2-1.7B(-Instruct) config.json, and their parameter counts
 PUBLISHED = {
-    "smollm2-360m": dict(hidden_size=960, intermediate_size=2560, num_hidden_layers=32, num_attention_heads=15,
-                         num_key_value_heads=5, rope_theta=100000.0, max_position_embeddings=8192, rms_norm_eps=1e-5,
-                         tie_word_embeddings=True, vocab_size=49152, hidden_act="silu", head_dim=64,
-                         params=361_821_120),
-    "smollm2-1.7b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=24, num_attention_heads=32,
-                         num_key_value_heads=32, rope_theta=130000.0, max_position_embeddings=8192, rms_norm_eps=1e-5,
-                         tie_word_embeddings=True, vocab_size=49152, hidden_act="silu", head_dim=64,
-                         params=1_711_376_384),
+    "smollm2-360m": dict(
+        hidden_size=960,
+        intermediate_size=2560,
+        num_hidden_layers=32,
+        num_attention_heads=15,
+        num_key_value_heads=5,
+        rope_theta=100000.0,
+        max_position_embeddings=8192,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=True,
+        vocab_size=49152,
+        hidden_act="silu",
+        head_dim=64,
+        params=361_821_120,
+    ),
+    "smollm2-1.7b": dict(
+        hidden_size=2048,
+        intermediate_size=8192,
+        num_hidden_layers=24,
+        num_attention_heads=32,
+        num_key_value_heads=32,
+        rope_theta=130000.0,
+        max_position_embeddings=8192,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=True,
+        vocab_size=49152,
+        hidden_act="silu",
+        head_dim=64,
+        params=1_711_376_384,
+    ),
 }
 CASES = [(a, k, v) for a, vals in PUBLISHED.items() for k, v in vals.items()]
-TINY = dict(rm.ARCHS["smollm2-360m"], hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-            num_attention_heads=4, num_key_value_heads=2)
+TINY = dict(
+    rm.ARCHS["smollm2-360m"],
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+)
 TINY_PARAMS = 49152 * 64 + 2 * (2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 128 + 2 * 64) + 64
 
 
@@ -63,18 +91,35 @@ def test_tiny_model_written_reloaded_and_run(tiny, model_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     out, res, logs = tiny
-    assert res == {"out": str(out), "params": TINY_PARAMS, "skipped": False,
-                   "tokenizer_files": ["tokenizer.json", "tokenizer_config.json", "chat_template.jinja"]}
+    assert res == {
+        "out": str(out),
+        "params": TINY_PARAMS,
+        "skipped": False,
+        "tokenizer_files": ["tokenizer.json", "tokenizer_config.json", "chat_template.jinja"],
+    }
     assert rm.param_count(TINY) == TINY_PARAMS
-    assert logs == [f"[random_model] wrote {out}: LlamaForCausalLM, {TINY_PARAMS:,} parameters (bfloat16, seed 0, "
-                    f"built on cpu), tokenizer from {model_path}"]
-    assert sorted(os.listdir(out)) == ["chat_template.jinja", "config.json", "generation_config.json",
-                                       "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
+    assert logs == [
+        f"[random_model] wrote {out}: LlamaForCausalLM, {TINY_PARAMS:,} parameters (bfloat16, seed 0, "
+        f"built on cpu), tokenizer from {model_path}"
+    ]
+    assert sorted(os.listdir(out)) == [
+        "chat_template.jinja",
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]
     for name in ("chat_template.jinja", "generation_config.json", "tokenizer.json", "tokenizer_config.json"):
         assert filecmp.cmp(out / name, os.path.join(model_path, name), shallow=False), name
     cfg = json.loads((out / "config.json").read_text())
     assert {k: cfg[k] for k in ("bos_token_id", "eos_token_id", "pad_token_id", "dtype", "architectures")} == {
-        "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 2, "dtype": "bfloat16", "architectures": ["LlamaForCausalLM"]}
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "pad_token_id": 2,
+        "dtype": "bfloat16",
+        "architectures": ["LlamaForCausalLM"],
+    }
     assert oct(os.stat(out).st_mode & 0o777) != oct(0o700)  # not mkdtemp's private mode
 
     model = AutoModelForCausalLM.from_pretrained(out)
@@ -94,7 +139,9 @@ def test_tiny_model_written_reloaded_and_run(tiny, model_path):
 def test_seed_decides_the_weights(tiny, model_path, tmp_path, seed, same):
     out, _res, _logs = tiny
     other = rm.write_random_model(TINY, model_path, str(tmp_path / "again"), seed=seed, log=lambda m: None)
-    assert filecmp.cmp(out / "model.safetensors", os.path.join(other["out"], "model.safetensors"), shallow=False) is same
+    assert (
+        filecmp.cmp(out / "model.safetensors", os.path.join(other["out"], "model.safetensors"), shallow=False) is same
+    )
 
 
 def test_resume_skips_a_matching_folder_and_refuses_another(tiny, model_path, capsys):
@@ -111,7 +158,9 @@ def test_resume_skips_a_matching_folder_and_refuses_another(tiny, model_path, ca
     with pytest.raises(rm.RandomModelError, match=r"differs in dtype \(bfloat16 != float32\)"):
         rm.write_random_model(TINY, model_path, str(out), dtype="float32")
     # the CLI: exit 2 with the message, before any weights are built
-    assert rm.main(["--arch", "smollm2-1.7b", "--tokenizer-from", model_path, "--out", str(out), "--device", "cpu"]) == 2
+    assert (
+        rm.main(["--arch", "smollm2-1.7b", "--tokenizer-from", model_path, "--out", str(out), "--device", "cpu"]) == 2
+    )
     err = capsys.readouterr().err
     assert err.startswith(f"random_model: --out {out} holds another model: it differs in hidden_size (64 != 2048)")
     assert {n: os.stat(out / n).st_mtime_ns for n in os.listdir(out)} == before
@@ -124,7 +173,9 @@ def test_cli_skips_a_folder_that_holds_the_arch(model_path, tmp_path, capsys):
     (out / "model.safetensors").write_bytes(b"")
     assert rm.main(["--arch", "smollm2-1.7b", "--tokenizer-from", model_path, "--out", str(out)]) == 0
     assert capsys.readouterr().out.splitlines() == [
-        f"[random_model] {out} already holds this model (1,711,376,384 parameters); nothing to do", str(out)]
+        f"[random_model] {out} already holds this model (1,711,376,384 parameters); nothing to do",
+        str(out),
+    ]
 
 
 def test_failure_leaves_no_partial_folder(model_path, tmp_path, monkeypatch):
@@ -138,13 +189,16 @@ def test_failure_leaves_no_partial_folder(model_path, tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == []  # neither the folder nor the temporary one
 
 
-@pytest.mark.parametrize("kwargs, msg", [
-    (dict(arch="smollm2-7b"), "unknown --arch 'smollm2-7b'; known: smollm2-360m, smollm2-1.7b"),
-    (dict(arch=dict(TINY, vocab_size=1000)), "the tokenizer has 49152 ids, more than vocab_size 1000"),
-    (dict(dtype="int8"), "--dtype 'int8': one of bfloat16, float16, float32"),
-    (dict(tokenizer_from="/nonexistent"), "--tokenizer-from /nonexistent: not a folder"),
-    (dict(tokenizer_from="@empty"), "--tokenizer-from @empty: no tokenizer.json or vocab.json"),
-])
+@pytest.mark.parametrize(
+    "kwargs, msg",
+    [
+        (dict(arch="smollm2-7b"), "unknown --arch 'smollm2-7b'; known: smollm2-360m, smollm2-1.7b"),
+        (dict(arch=dict(TINY, vocab_size=1000)), "the tokenizer has 49152 ids, more than vocab_size 1000"),
+        (dict(dtype="int8"), "--dtype 'int8': one of bfloat16, float16, float32"),
+        (dict(tokenizer_from="/nonexistent"), "--tokenizer-from /nonexistent: not a folder"),
+        (dict(tokenizer_from="@empty"), "--tokenizer-from @empty: no tokenizer.json or vocab.json"),
+    ],
+)
 def test_bad_arguments(model_path, tmp_path, kwargs, msg):
     args = {"arch": TINY, "tokenizer_from": model_path, "out": str(tmp_path / "out" / "m"), **kwargs}
     if args["tokenizer_from"] == "@empty":  # a model folder without tokenizer files
@@ -158,8 +212,13 @@ def test_bad_arguments(model_path, tmp_path, kwargs, msg):
 
 
 def test_help():
-    r = subprocess.run([sys.executable, "-m", "scripts.bench.random_model", "--help"], cwd=ROOT, capture_output=True,
-                       text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "scripts.bench.random_model", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("usage: python -m scripts.bench.random_model ")
     for opt in ("--arch", "--tokenizer-from", "--out", "--dtype", "--seed", "--device", "smollm2-360m", "smollm2-1.7b"):

@@ -54,7 +54,9 @@ def _write(tmp_path, fmt: str) -> str:
         rows = [gsm8k_row(q, n, f"Worked solution.\n#### {n}") for q, n, *_ in CASES]
         return write_parquet(rows, str(tmp_path / "gsm8k.parquet"))
     path = tmp_path / "gsm8k.jsonl"
-    path.write_text("".join(json.dumps({"question": q, "answer": f"Worked solution.\n#### {n}"}) + "\n" for q, n, *_ in CASES))
+    path.write_text(
+        "".join(json.dumps({"question": q, "answer": f"Worked solution.\n#### {n}"}) + "\n" for q, n, *_ in CASES)
+    )
     return str(path)
 
 
@@ -63,8 +65,23 @@ def test_policy_and_judge_numbers(tmp_path, fmt):
     data = _write(tmp_path, fmt)
     out = tmp_path / "out"
     with FakeOpenAIServer(reply) as srv:
-        rc = eval_gsm8k.main(["--data", data, "--base-url", srv.base_url, "--model", "policy", "--judge-base-url", srv.base_url,
-                              "--judge-model", "judge", "--out", str(out), *FAST])
+        rc = eval_gsm8k.main(
+            [
+                "--data",
+                data,
+                "--base-url",
+                srv.base_url,
+                "--model",
+                "policy",
+                "--judge-base-url",
+                srv.base_url,
+                "--judge-model",
+                "judge",
+                "--out",
+                str(out),
+                *FAST,
+            ]
+        )
     assert rc == 0
     report = json.loads((out / "report.json").read_text())
     p = report["policy"]
@@ -82,8 +99,10 @@ def test_policy_and_judge_numbers(tmp_path, fmt):
     # the judge saw the LLM-judge reward's own prompt (gsm8k_grade) with question and reference
     judge_reqs = [r for r in srv.bodies if r["model"] == "judge"]
     assert len(judge_reqs) == 8
-    assert all("strict math grader" in r["messages"][0]["content"] and "#### " in r["messages"][1]["content"]
-               for r in judge_reqs)
+    assert all(
+        "strict math grader" in r["messages"][0]["content"] and "#### " in r["messages"][1]["content"]
+        for r in judge_reqs
+    )
     # the policy saw the gsm8k_policy template (from the parquet or rendered for raw rows)
     assert all("#### <number>" in r["messages"][-1]["content"] for r in srv.bodies if r["model"] == "policy")
     for png in ("gsm8k_accuracy.png", "judge_vs_rule.png"):
@@ -91,18 +110,39 @@ def test_policy_and_judge_numbers(tmp_path, fmt):
     assert len((out / "samples.jsonl").read_text().splitlines()) == N
     assert "precision" in (out / "report.md").read_text()
     preds = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
-    assert [(p["kind"], p["question_idx"]) for p in preds] == ([("policy", i) for i in range(N)]
-                                                               + [("judge", i) for i in range(N)])
-    assert (report["partial"], report["progress"]) == (False, {"samples": N, "done": N, "reused": 0, "judge_total": N,
-                                                               "judge_done": N, "judge_reused": 0})
+    assert [(p["kind"], p["question_idx"]) for p in preds] == (
+        [("policy", i) for i in range(N)] + [("judge", i) for i in range(N)]
+    )
+    assert (report["partial"], report["progress"]) == (
+        False,
+        {"samples": N, "done": N, "reused": 0, "judge_total": N, "judge_done": N, "judge_reused": 0},
+    )
 
 
 def test_flexible_rule_and_threshold(tmp_path):
     data = _write(tmp_path, "parquet")
     with FakeOpenAIServer(reply) as srv:
-        eval_gsm8k.main(["--data", data, "--base-url", srv.base_url, "--model", "policy", "--judge-base-url", srv.base_url,
-                         "--judge-model", "judge", "--rule-mode", "flexible", "--judge-threshold", "4",
-                         "--out", str(tmp_path / "o"), *FAST])
+        eval_gsm8k.main(
+            [
+                "--data",
+                data,
+                "--base-url",
+                srv.base_url,
+                "--model",
+                "policy",
+                "--judge-base-url",
+                srv.base_url,
+                "--judge-model",
+                "judge",
+                "--rule-mode",
+                "flexible",
+                "--judge-threshold",
+                "4",
+                "--out",
+                str(tmp_path / "o"),
+                *FAST,
+            ]
+        )
     j = json.loads((tmp_path / "o" / "report.json").read_text())["judge"]
     # flexible rule: rows 1,2,3,5,7 correct among the graded; judge >= 4: rows 1,3,7,8
     assert (j["tp"], j["fp"], j["fn"], j["tn"]) == (3, 1, 2, 1)
@@ -126,8 +166,23 @@ def test_n_samples_are_separate_requests(tmp_path):
     rows = [gsm8k_row(CASES[0][0], "18"), gsm8k_row(CASES[1][0], "3")]
     data = write_parquet(rows, str(tmp_path / "d.parquet"))
     with FakeOpenAIServer(policy) as srv:
-        rc = eval_gsm8k.main(["--data", data, "--base-url", srv.base_url, "--model", "policy", "--n-samples", "2",
-                              "--temperature", "1.0", "--out", str(tmp_path / "o"), "--no-progress"])
+        rc = eval_gsm8k.main(
+            [
+                "--data",
+                data,
+                "--base-url",
+                srv.base_url,
+                "--model",
+                "policy",
+                "--n-samples",
+                "2",
+                "--temperature",
+                "1.0",
+                "--out",
+                str(tmp_path / "o"),
+                "--no-progress",
+            ]
+        )
     assert rc == 0 and len(srv.bodies) == 4
     p = json.loads((tmp_path / "o" / "report.json").read_text())["policy"]
     assert p["strict_acc"] == pytest.approx(1 / 4) and p["strict_pass@2"] == pytest.approx(1 / 2)
@@ -145,8 +200,23 @@ def test_policy_and_judge_failures_are_counted(tmp_path, capsys):
 
     data = _write(tmp_path, "parquet")
     with FakeOpenAIServer(faulty) as srv:
-        rc = eval_gsm8k.main(["--data", data, "--base-url", srv.base_url, "--model", "policy", "--judge-base-url", srv.base_url,
-                              "--judge-model", "judge", "--out", str(tmp_path / "o"), *FAST])
+        rc = eval_gsm8k.main(
+            [
+                "--data",
+                data,
+                "--base-url",
+                srv.base_url,
+                "--model",
+                "policy",
+                "--judge-base-url",
+                srv.base_url,
+                "--judge-model",
+                "judge",
+                "--out",
+                str(tmp_path / "o"),
+                *FAST,
+            ]
+        )
     assert rc == 0
     report = json.loads((tmp_path / "o" / "report.json").read_text())
     p, j = report["policy"], report["judge"]
@@ -160,16 +230,27 @@ def test_policy_and_judge_failures_are_counted(tmp_path, capsys):
 def _judge_all(judge_reply):
     def fn(body):
         return reply(body) if body["model"] == "policy" else judge_reply(body)
+
     return fn
 
 
 JUDGE_OUTCOMES = [
     # name, judge reply, extra args, exit status, stderr line
-    ("all_judge_requests_fail", lambda b: Reply(status=503), [], 4,
-     "error: all 8 judge requests failed; see http://127.0.0.1:"),
+    (
+        "all_judge_requests_fail",
+        lambda b: Reply(status=503),
+        [],
+        4,
+        "error: all 8 judge requests failed; see http://127.0.0.1:",
+    ),
     ("all_fail_allowed", lambda b: Reply(status=503), ["--allow-judge-errors"], 0, None),
-    ("all_unparseable", lambda b: "Looks right to me.", [], 4,
-     "error: no judge reply had a parseable score (8 unparseable, 0 failed of 8)"),
+    (
+        "all_unparseable",
+        lambda b: "Looks right to me.",
+        [],
+        4,
+        "error: no judge reply had a parseable score (8 unparseable, 0 failed of 8)",
+    ),
     ("one_verdict_measures", lambda b: "<score>4</score>" if "Ann" in all_text(b) else Reply(status=503), [], 0, None),
 ]
 
@@ -179,8 +260,24 @@ def test_a_judge_without_any_verdict_fails_the_run(tmp_path, capsys, name, judge
     data = _write(tmp_path, "parquet")
     out = tmp_path / "o"
     with FakeOpenAIServer(_judge_all(judge)) as srv:
-        rc = eval_gsm8k.main(["--data", data, "--base-url", srv.base_url, "--model", "policy", "--judge-base-url", srv.base_url,
-                              "--judge-model", "judge", "--out", str(out), *FAST, *extra])
+        rc = eval_gsm8k.main(
+            [
+                "--data",
+                data,
+                "--base-url",
+                srv.base_url,
+                "--model",
+                "policy",
+                "--judge-base-url",
+                srv.base_url,
+                "--judge-model",
+                "judge",
+                "--out",
+                str(out),
+                *FAST,
+                *extra,
+            ]
+        )
     assert rc == status
     err = capsys.readouterr().err
     assert (message in err) if message else ("error:" not in err)
@@ -195,16 +292,35 @@ def _file_named(d):
     return d / "f"
 
 
-@pytest.mark.parametrize("make,message", [
-    (lambda d: _file_named(d), "exists and is not a folder"),
-    (lambda d: _file_named(d) / "out", "cannot create the folder"),
-], ids=["out_is_a_file", "parent_is_a_file"])
+@pytest.mark.parametrize(
+    "make,message",
+    [
+        (lambda d: _file_named(d), "exists and is not a folder"),
+        (lambda d: _file_named(d) / "out", "cannot create the folder"),
+    ],
+    ids=["out_is_a_file", "parent_is_a_file"],
+)
 def test_unwritable_out_fails_before_any_request(tmp_path, capsys, make, message):
     data = _write(tmp_path, "parquet")
     out = make(tmp_path)
     with FakeOpenAIServer(reply) as srv:
-        rc = eval_gsm8k.main(["--data", data, "--base-url", srv.base_url, "--model", "policy", "--judge-base-url", srv.base_url,
-                              "--judge-model", "judge", "--out", str(out), *FAST])
+        rc = eval_gsm8k.main(
+            [
+                "--data",
+                data,
+                "--base-url",
+                srv.base_url,
+                "--model",
+                "policy",
+                "--judge-base-url",
+                srv.base_url,
+                "--judge-model",
+                "judge",
+                "--out",
+                str(out),
+                *FAST,
+            ]
+        )
     assert rc == 2 and srv.bodies == []
     assert f"error: --out {out}: {message}" in capsys.readouterr().err
 
@@ -215,13 +331,33 @@ def test_stop_signal_then_resume(tmp_path, sig, status):
     the same command again asks the policy the 5 others and the judge all 8."""
     data = _write(tmp_path, "parquet")
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "scripts.eval.gsm8k", "--data", data, "--model", "policy",
-           "--judge-model", "judge", "--out", str(out), "--concurrency", "1", "--no-plots", *FAST]
+    cmd = [
+        sys.executable,
+        "-m",
+        "scripts.eval.gsm8k",
+        "--data",
+        data,
+        "--model",
+        "policy",
+        "--judge-model",
+        "judge",
+        "--out",
+        str(out),
+        "--concurrency",
+        "1",
+        "--no-plots",
+        *FAST,
+    ]
     gate = Gate(reply, open_for=3)
     with FakeOpenAIServer(gate) as srv:
         try:
-            rc, _out, err = run_and_signal(cmd + ["--base-url", srv.base_url, "--judge-base-url", srv.base_url], ROOT,
-                                           str(out / "predictions.jsonl"), 3, sig)
+            rc, _out, err = run_and_signal(
+                cmd + ["--base-url", srv.base_url, "--judge-base-url", srv.base_url],
+                ROOT,
+                str(out / "predictions.jsonl"),
+                3,
+                sig,
+            )
         finally:
             gate.release()
     assert rc == status, err
@@ -230,14 +366,28 @@ def test_stop_signal_then_resume(tmp_path, sig, status):
     assert {r["model"] for r in srv.bodies} == {"policy"}
     report = json.loads((out / "report.json").read_text())
     assert (report["partial"], report["stopped_by"]) == (True, name)
-    assert report["progress"] == {"samples": 8, "done": 3, "reused": 0, "judge_total": 3, "judge_done": 0, "judge_reused": 0}
+    assert report["progress"] == {
+        "samples": 8,
+        "done": 3,
+        "reused": 0,
+        "judge_total": 3,
+        "judge_done": 0,
+        "judge_reused": 0,
+    }
     assert (report["policy"]["n_samples"], report["policy"]["strict_acc"]) == (3, pytest.approx(1 / 3))
-    assert (out / "report.md").read_text().startswith("# GSM8K evaluation (PARTIAL: 3 of 8 answers, 0 of 3 judge grades)")
+    assert (
+        (out / "report.md").read_text().startswith("# GSM8K evaluation (PARTIAL: 3 of 8 answers, 0 of 3 judge grades)")
+    )
     assert len((out / "samples.jsonl").read_text().splitlines()) == 3
 
     with FakeOpenAIServer(reply, port=srv.port) as srv:  # the same endpoint: resume needs it
-        r = subprocess.run(cmd + ["--base-url", srv.base_url, "--judge-base-url", srv.base_url], cwd=ROOT, capture_output=True,
-                           text=True, timeout=120)
+        r = subprocess.run(
+            cmd + ["--base-url", srv.base_url, "--judge-base-url", srv.base_url],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert r.returncode == 0, r.stderr
     assert "resume: 3 of 8 answers and 0 judge grades reused" in r.stderr
     asked = [next(q for q in POLICY if q in all_text(b)) for b in srv.bodies if b["model"] == "policy"]
@@ -263,24 +413,47 @@ def test_a_judge_added_on_rerun_reuses_the_answers(tmp_path, capsys):
     assert f"resume: {N} of {N} answers and 0 judge grades reused" in err
     assert f"resume: {N} of {N} answers and {N} judge grades reused" in err
     report = json.loads((out / "report.json").read_text())
-    assert report["progress"] == {"samples": N, "done": N, "reused": N, "judge_total": N, "judge_done": N, "judge_reused": N}
+    assert report["progress"] == {
+        "samples": N,
+        "done": N,
+        "reused": N,
+        "judge_total": N,
+        "judge_done": N,
+        "judge_reused": N,
+    }
     assert (report["judge"]["tp"], report["judge"]["agreement"]) == (3, pytest.approx(4 / 7))
 
 
 BAD = [
     ("missing", lambda d: str(d / "none.jsonl"), "input file not found"),
-    ("no_columns", lambda d: (d / "x.jsonl").write_text('{"q": 1}\n') and str(d / "x.jsonl"), "missing column 'prompt'"),
-    ("no_answer", lambda d: (d / "y.jsonl").write_text('{"question": "q"}\n') and str(d / "y.jsonl"), "missing column 'answer'"),
-    ("bad_json", lambda d: (d / "z.jsonl").write_text('{"question": \n') and str(d / "z.jsonl"), "line 1: invalid JSON"),
-    ("no_number", lambda d: (d / "w.jsonl").write_text('{"question": "q", "answer": "none"}\n') and str(d / "w.jsonl"),
-     "no final '#### <number>'"),
+    (
+        "no_columns",
+        lambda d: (d / "x.jsonl").write_text('{"q": 1}\n') and str(d / "x.jsonl"),
+        "missing column 'prompt'",
+    ),
+    (
+        "no_answer",
+        lambda d: (d / "y.jsonl").write_text('{"question": "q"}\n') and str(d / "y.jsonl"),
+        "missing column 'answer'",
+    ),
+    (
+        "bad_json",
+        lambda d: (d / "z.jsonl").write_text('{"question": \n') and str(d / "z.jsonl"),
+        "line 1: invalid JSON",
+    ),
+    (
+        "no_number",
+        lambda d: (d / "w.jsonl").write_text('{"question": "q", "answer": "none"}\n') and str(d / "w.jsonl"),
+        "no final '#### <number>'",
+    ),
 ]
 
 
 @pytest.mark.parametrize("name,make,message", BAD, ids=[b[0] for b in BAD])
 def test_bad_input(tmp_path, capsys, name, make, message):
-    rc = eval_gsm8k.main(["--data", make(tmp_path), "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
-                          "--out", str(tmp_path / "o")])
+    rc = eval_gsm8k.main(
+        ["--data", make(tmp_path), "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--out", str(tmp_path / "o")]
+    )
     assert rc == 2 and message in capsys.readouterr().err
 
 
@@ -298,8 +471,22 @@ def test_judge_needs_question_and_both_flags(tmp_path, capsys):
 def test_hf_offline_real_policy(model_path, tmp_path):
     data = _write(tmp_path, "jsonl")
     out = tmp_path / "hf"
-    rc = eval_gsm8k.main(["--data", data, "--limit", "2", "--hf-offline", model_path, "--max-tokens", "12",
-                          "--out", str(out), "--no-progress", "--no-plots"])
+    rc = eval_gsm8k.main(
+        [
+            "--data",
+            data,
+            "--limit",
+            "2",
+            "--hf-offline",
+            model_path,
+            "--max-tokens",
+            "12",
+            "--out",
+            str(out),
+            "--no-progress",
+            "--no-plots",
+        ]
+    )
     assert rc == 0
     p = json.loads((out / "report.json").read_text())["policy"]
     assert (p["n_questions"], p["n_samples"], p["n_error"]) == (2, 2, 0)

@@ -41,9 +41,25 @@ def test_gsm8k_judge_faults_are_counted(tmp_path, capsys):
         return next(a for q, a in answers.items() if q in text)
 
     with FakeOpenAIServer(policy) as pol, FakeOpenAIServer() as judge:
-        rc = eval_gsm8k.main(["--data", data, "--base-url", pol.base_url, "--model", "policy",
-                              "--judge-base-url", judge.base_url, "--judge-model", "judge", "--judge-max-retries", "1",
-                              "--out", str(tmp_path / "o"), "--no-progress"])
+        rc = eval_gsm8k.main(
+            [
+                "--data",
+                data,
+                "--base-url",
+                pol.base_url,
+                "--model",
+                "policy",
+                "--judge-base-url",
+                judge.base_url,
+                "--judge-model",
+                "judge",
+                "--judge-max-retries",
+                "1",
+                "--out",
+                str(tmp_path / "o"),
+                "--no-progress",
+            ]
+        )
         judge_requests = len(judge.requests)
     assert rc == 0
     report = json.loads((tmp_path / "o" / "report.json").read_text())
@@ -65,8 +81,24 @@ def test_pairwise_connection_faults_are_counted(tmp_path):
         rows += pairwise_rows(pid, query, "good", "bad", "s")
     data = write_parquet(rows, str(tmp_path / "p.parquet"))
     with FakeOpenAIServer(lambda body: "<think>first</think><better>A</better>") as srv:
-        rc = eval_judge.main(["--data", data, "--base-url", srv.base_url, "--model", "judge", "--timeout", "1",
-                              "--max-retries", "0", "--out", str(tmp_path / "o"), "--no-progress", "--no-plots"])
+        rc = eval_judge.main(
+            [
+                "--data",
+                data,
+                "--base-url",
+                srv.base_url,
+                "--model",
+                "judge",
+                "--timeout",
+                "1",
+                "--max-retries",
+                "0",
+                "--out",
+                str(tmp_path / "o"),
+                "--no-progress",
+                "--no-plots",
+            ]
+        )
     assert rc == 0
     report = json.loads((tmp_path / "o" / "report.json").read_text())
     ov = report["overall"]
@@ -79,9 +111,13 @@ def test_pairwise_connection_faults_are_counted(tmp_path):
 @pytest.fixture(scope="module")
 def cpu_server(model_path):
     """scripts.serve.cpu_judge (transformers, greedy) on a free port; the served name is the model path."""
-    proc = subprocess.Popen([sys.executable, "-m", "scripts.serve.cpu_judge", "--model", model_path, "--port", "0",
-                             "--max-batch", "8"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scripts.serve.cpu_judge", "--model", model_path, "--port", "0", "--max-batch", "8"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=ROOT,
+    )
     ready: list[str] = []
     t = threading.Thread(target=lambda: ready.append(proc.stdout.readline()), daemon=True)
     t.start()
@@ -102,8 +138,22 @@ def test_eval_judge_on_real_cpu_server(cpu_server, model_path, tmp_path):
     rows = pairwise_rows("p1", "What is 2+2?", "2+2 = 4.", "2+2 = 5.", "toy")
     data = write_parquet(rows, str(tmp_path / "p.parquet"))
     # a 135M model is a poor judge: no parseable verdict is a result here (plumbing, not verdicts, is tested)
-    rc = eval_judge.main(["--data", data, "--base-url", cpu_server, "--model", model_path, "--max-tokens", "16",
-                          "--out", str(tmp_path / "o"), "--no-progress", "--allow-unparseable"])
+    rc = eval_judge.main(
+        [
+            "--data",
+            data,
+            "--base-url",
+            cpu_server,
+            "--model",
+            model_path,
+            "--max-tokens",
+            "16",
+            "--out",
+            str(tmp_path / "o"),
+            "--no-progress",
+            "--allow-unparseable",
+        ]
+    )
     assert rc == 0
     report = json.loads((tmp_path / "o" / "report.json").read_text())
     ov = report["overall"]
@@ -114,9 +164,28 @@ def test_eval_judge_on_real_cpu_server(cpu_server, model_path, tmp_path):
 def test_eval_gsm8k_on_real_cpu_server(cpu_server, model_path, tmp_path):
     rows = [gsm8k_row("Tom has 2 apples and buys 3 more. How many apples?", "5", "2+3=5\n#### 5")]
     data = write_parquet(rows, str(tmp_path / "g.parquet"))
-    rc = eval_gsm8k.main(["--data", data, "--base-url", cpu_server, "--model", model_path, "--max-tokens", "24",
-                          "--judge-base-url", cpu_server, "--judge-model", model_path, "--judge-max-tokens", "16",
-                          "--out", str(tmp_path / "o"), "--no-progress", "--allow-judge-errors"])
+    rc = eval_gsm8k.main(
+        [
+            "--data",
+            data,
+            "--base-url",
+            cpu_server,
+            "--model",
+            model_path,
+            "--max-tokens",
+            "24",
+            "--judge-base-url",
+            cpu_server,
+            "--judge-model",
+            model_path,
+            "--judge-max-tokens",
+            "16",
+            "--out",
+            str(tmp_path / "o"),
+            "--no-progress",
+            "--allow-judge-errors",
+        ]
+    )
     assert rc == 0
     report = json.loads((tmp_path / "o" / "report.json").read_text())
     assert report["policy"]["n_error"] == 0 and report["judge"]["n_asked"] == 1 and report["judge"]["n_error"] == 0

@@ -24,10 +24,16 @@ ROOT = scripts.ROOT
 # ----------------------------------------------------------------------------- compare_evals
 CASES = [
     # (before, after, expected rows [metric, before, after, change])
-    ({"accuracy": 0.0, "flip_rate": None}, {"accuracy": 0.25, "flip_rate": 0.5},
-     [["accuracy", 0.0, 0.25, 0.25], ["flip_rate", None, 0.5, None]]),
-    ({"strict_acc": 0.004, "n_samples": 500}, {"strict_acc": 0.0, "n_samples": 500, "new": 1.0},
-     [["strict_acc", 0.004, 0.0, -0.004], ["n_samples", 500, 500, 0], ["new", None, 1.0, None]]),
+    (
+        {"accuracy": 0.0, "flip_rate": None},
+        {"accuracy": 0.25, "flip_rate": 0.5},
+        [["accuracy", 0.0, 0.25, 0.25], ["flip_rate", None, 0.5, None]],
+    ),
+    (
+        {"strict_acc": 0.004, "n_samples": 500},
+        {"strict_acc": 0.0, "n_samples": 500, "new": 1.0},
+        [["strict_acc", 0.004, 0.0, -0.004], ["n_samples", 500, 500, 0], ["new", None, 1.0, None]],
+    ),
     ({"a": 1.0}, {}, [["a", 1.0, None, None]]),
 ]
 
@@ -45,12 +51,18 @@ def _report(path, rep):
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "scripts.report.compare_evals", *map(str, args)], cwd=ROOT,
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "scripts.report.compare_evals", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
 
 
 def test_compare_cli(tmp_path):
-    b = _report(tmp_path / "b", {"task": "pairwise", "overall": {"n": 600, "accuracy": 0.0, "a_share": None, "ok": True}})
+    b = _report(
+        tmp_path / "b", {"task": "pairwise", "overall": {"n": 600, "accuracy": 0.0, "a_share": None, "ok": True}}
+    )
     a = _report(tmp_path / "a", {"task": "pairwise", "overall": {"n": 600, "accuracy": 0.5, "a_share": 0.75}})
     r = _cli(b, a, "--out", tmp_path / "c.md")
     assert r.returncode == 0, r.stderr
@@ -72,27 +84,68 @@ def test_compare_cli(tmp_path):
 def _eval(tmp_path, name, data, table):
     out = tmp_path / name
     with FakeOpenAIServer(lambda b: table[markers(b)[-1]]) as srv:
-        assert eval_judge.main(["--data", data, "--base-url", srv.base_url, "--model", "m", "--out", str(out),
-                                "--no-progress", "--no-plots", "--max-retries", "0"]) == 0
+        assert (
+            eval_judge.main(
+                [
+                    "--data",
+                    data,
+                    "--base-url",
+                    srv.base_url,
+                    "--model",
+                    "m",
+                    "--out",
+                    str(out),
+                    "--no-progress",
+                    "--no-plots",
+                    "--max-retries",
+                    "0",
+                ]
+            )
+            == 0
+        )
     return out
 
 
 COMPARED = [
     # name, rows builder, before replies, after replies, expected table lines
-    ("verification",
-     lambda: [pointwise_row(f"q{i}", f"s{i}", label, "gsm8k_verify", marker=f"v{i}") for i, label in enumerate([4, 4, 0, 0])],
-     {"v0": "<score>0</score>", "v1": "<score>1</score>", "v2": "<score>0</score>", "v3": "<score>2</score>"},
-     {"v0": "<score>4</score>", "v1": "<score>3</score>", "v2": "<score>0</score>", "v3": "<score>4</score>"},
-     ["| balanced_accuracy | 0.500 | 0.750 | 0.250 |", "| precision | 0.000 | 0.667 | 0.667 |",
-      "| recall | 0.000 | 1.000 | 1.000 |", "| specificity | 1.000 | 0.500 | -0.500 |",
-      "| tp | 0 | 2 | 2 |", "| fp | 0 | 1 | 1 |", "| tn | 2 | 1 | -1 |", "| fn | 2 | 0 | -2 |", "| none | 0 | 0 | 0 |"]),
-    ("pairwise",
-     lambda: [r for p in ("p1", "p2") for r in pairwise_rows(p, f"q {p}", "good", "bad", "s", marker=p)],
-     dict.fromkeys(["p1-AB", "p1-BA", "p2-AB", "p2-BA"], "<better>A</better>"),
-     {"p1-AB": "<better>A</better>", "p1-BA": "<better>B</better>", "p2-AB": "<better>A</better>", "p2-BA": "nothing"},
-     ["| accuracy | 0.500 | 0.750 | 0.250 |", "| pair_accuracy | 0.000 | 0.500 | 0.500 |",
-      "| flip_rate | 1.000 | 0.000 | -1.000 |", "| a_share | 1.000 | 0.667 | -0.333 |",
-      "| parse_fail_rate | 0.000 | 0.250 | 0.250 |"]),
+    (
+        "verification",
+        lambda: [
+            pointwise_row(f"q{i}", f"s{i}", label, "gsm8k_verify", marker=f"v{i}")
+            for i, label in enumerate([4, 4, 0, 0])
+        ],
+        {"v0": "<score>0</score>", "v1": "<score>1</score>", "v2": "<score>0</score>", "v3": "<score>2</score>"},
+        {"v0": "<score>4</score>", "v1": "<score>3</score>", "v2": "<score>0</score>", "v3": "<score>4</score>"},
+        [
+            "| balanced_accuracy | 0.500 | 0.750 | 0.250 |",
+            "| precision | 0.000 | 0.667 | 0.667 |",
+            "| recall | 0.000 | 1.000 | 1.000 |",
+            "| specificity | 1.000 | 0.500 | -0.500 |",
+            "| tp | 0 | 2 | 2 |",
+            "| fp | 0 | 1 | 1 |",
+            "| tn | 2 | 1 | -1 |",
+            "| fn | 2 | 0 | -2 |",
+            "| none | 0 | 0 | 0 |",
+        ],
+    ),
+    (
+        "pairwise",
+        lambda: [r for p in ("p1", "p2") for r in pairwise_rows(p, f"q {p}", "good", "bad", "s", marker=p)],
+        dict.fromkeys(["p1-AB", "p1-BA", "p2-AB", "p2-BA"], "<better>A</better>"),
+        {
+            "p1-AB": "<better>A</better>",
+            "p1-BA": "<better>B</better>",
+            "p2-AB": "<better>A</better>",
+            "p2-BA": "nothing",
+        },
+        [
+            "| accuracy | 0.500 | 0.750 | 0.250 |",
+            "| pair_accuracy | 0.000 | 0.500 | 0.500 |",
+            "| flip_rate | 1.000 | 0.000 | -1.000 |",
+            "| a_share | 1.000 | 0.667 | -0.333 |",
+            "| parse_fail_rate | 0.000 | 0.250 | 0.250 |",
+        ],
+    ),
 ]
 
 
@@ -109,10 +162,20 @@ def test_compare_shows_the_quality_metrics(tmp_path, name, rows, before, after, 
 
 def test_compare_names_a_partial_report(tmp_path):
     b = _report(tmp_path / "b", {"task": "pairwise", "partial": False, "overall": {"accuracy": 0.5}})
-    a = _report(tmp_path / "a", {"task": "pairwise", "partial": True, "stopped_by": "SIGTERM",
-                                 "progress": {"rows": 40, "done": 12, "reused": 0}, "overall": {"accuracy": 0.75}})
-    g = _report(tmp_path / "g", {"partial": True, "stopped_by": None, "progress": {"samples": 8, "done": 3},
-                                 "policy": {"strict_acc": 0.5}})
+    a = _report(
+        tmp_path / "a",
+        {
+            "task": "pairwise",
+            "partial": True,
+            "stopped_by": "SIGTERM",
+            "progress": {"rows": 40, "done": 12, "reused": 0},
+            "overall": {"accuracy": 0.75},
+        },
+    )
+    g = _report(
+        tmp_path / "g",
+        {"partial": True, "stopped_by": None, "progress": {"samples": 8, "done": 3}, "policy": {"strict_acc": 0.5}},
+    )
     r = _cli(b, a, "--out", tmp_path / "c.md")
     assert r.returncode == 0, r.stderr
     note = "partial report: 12 of 40 rows done, stopped by SIGTERM"
@@ -126,26 +189,44 @@ def test_compare_names_a_partial_report(tmp_path):
 
 # ----------------------------------------------------------------------------- --vllm-offline options
 def _args(**kw):
-    base = dict(base_url=None, model=None, vllm_offline=None, hf_offline=None, batch_size=8, max_tokens=16,
-                temperature=0.0, gpu_memory_utilization=0.9, enforce_eager=False, kv_cache_gb=None)
+    base = dict(
+        base_url=None,
+        model=None,
+        vllm_offline=None,
+        hf_offline=None,
+        batch_size=8,
+        max_tokens=16,
+        temperature=0.0,
+        gpu_memory_utilization=0.9,
+        enforce_eager=False,
+        kv_cache_gb=None,
+    )
     return argparse.Namespace(**{**base, **kw})
 
 
-@pytest.mark.parametrize("kw,expected", [
-    ({}, {"gpu_memory_utilization": 0.9, "enforce_eager": False}),
-    ({"gpu_memory_utilization": 0.1, "enforce_eager": True, "kv_cache_gb": 4},
-     {"gpu_memory_utilization": 0.1, "enforce_eager": True, "kv_cache_memory_bytes": 4 * 2**30}),
-    ({"kv_cache_gb": 0.5}, {"gpu_memory_utilization": 0.9, "enforce_eager": False, "kv_cache_memory_bytes": 2**29}),
-])
+@pytest.mark.parametrize(
+    "kw,expected",
+    [
+        ({}, {"gpu_memory_utilization": 0.9, "enforce_eager": False}),
+        (
+            {"gpu_memory_utilization": 0.1, "enforce_eager": True, "kv_cache_gb": 4},
+            {"gpu_memory_utilization": 0.1, "enforce_eager": True, "kv_cache_memory_bytes": 4 * 2**30},
+        ),
+        ({"kv_cache_gb": 0.5}, {"gpu_memory_utilization": 0.9, "enforce_eager": False, "kv_cache_memory_bytes": 2**29}),
+    ],
+)
 def test_vllm_kwargs(kw, expected):
     assert backends.vllm_kwargs(_args(**kw)) == expected
 
 
-@pytest.mark.parametrize("kw,msg", [
-    ({"vllm_offline": "m", "gpu_memory_utilization": 0.0}, "--gpu-memory-utilization must be in (0, 1], got 0.0"),
-    ({"vllm_offline": "m", "gpu_memory_utilization": 1.5}, "--gpu-memory-utilization must be in (0, 1], got 1.5"),
-    ({"vllm_offline": "m", "kv_cache_gb": 0.0}, "--kv-cache-gb must be > 0, got 0.0"),
-])
+@pytest.mark.parametrize(
+    "kw,msg",
+    [
+        ({"vllm_offline": "m", "gpu_memory_utilization": 0.0}, "--gpu-memory-utilization must be in (0, 1], got 0.0"),
+        ({"vllm_offline": "m", "gpu_memory_utilization": 1.5}, "--gpu-memory-utilization must be in (0, 1], got 1.5"),
+        ({"vllm_offline": "m", "kv_cache_gb": 0.0}, "--kv-cache-gb must be > 0, got 0.0"),
+    ],
+)
 def test_vllm_options_checked(kw, msg):
     with pytest.raises(InputError) as e:
         backends.check_backend(_args(**kw), "judge")
@@ -161,8 +242,10 @@ def test_vllm_offline_passes_the_options_to_vllm(tmp_path, monkeypatch):
 
         def chat(self, convs, params, use_tqdm=True):
             seen["convs"], seen["params"] = convs, params
-            return [types.SimpleNamespace(outputs=[types.SimpleNamespace(text=f"reply {i}", finish_reason="stop")])
-                    for i in range(len(convs))]
+            return [
+                types.SimpleNamespace(outputs=[types.SimpleNamespace(text=f"reply {i}", finish_reason="stop")])
+                for i in range(len(convs))
+            ]
 
     fake = types.ModuleType("vllm")
     fake.LLM = LLM
@@ -170,8 +253,13 @@ def test_vllm_offline_passes_the_options_to_vllm(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", fake)
     convs = [[{"role": "user", "content": "a"}], [{"role": "user", "content": "b"}]]
     res, info = backends.generate(_args(vllm_offline=str(tmp_path), kv_cache_gb=2, gpu_memory_utilization=0.2), convs)
-    assert seen["llm"] == {"model": str(tmp_path), "seed": 0, "gpu_memory_utilization": 0.2, "enforce_eager": False,
-                           "kv_cache_memory_bytes": 2 * 2**30}
+    assert seen["llm"] == {
+        "model": str(tmp_path),
+        "seed": 0,
+        "gpu_memory_utilization": 0.2,
+        "enforce_eager": False,
+        "kv_cache_memory_bytes": 2 * 2**30,
+    }
     assert seen["params"] == {"n": 1, "temperature": 0.0, "max_tokens": 16, "seed": 0}
     assert [[r.text for r in per] for per in res] == [["reply 0"], ["reply 1"]]
     assert info == {"endpoint": "vllm offline", "model": str(tmp_path)}

@@ -31,13 +31,20 @@ def data_files(tmp_path_factory):
     import pyarrow.parquet as pq
 
     d = tmp_path_factory.mktemp("schema_data")
-    rows = [{
-        "data_source": "openai/gsm8k",
-        "prompt": [{"role": "user", "content": "Natalia sold 48 clips in April and half as many in May. How many in total?"}],
-        "ability": "math",
-        "reward_model": {"style": "rule", "ground_truth": "72"},
-        "extra_info": {"split": "train", "index": 0, "question": "q", "answer": "#### 72"},
-    }]
+    rows = [
+        {
+            "data_source": "openai/gsm8k",
+            "prompt": [
+                {
+                    "role": "user",
+                    "content": "Natalia sold 48 clips in April and half as many in May. How many in total?",
+                }
+            ],
+            "ability": "math",
+            "reward_model": {"style": "rule", "ground_truth": "72"},
+            "extra_info": {"split": "train", "index": 0, "question": "q", "answer": "#### 72"},
+        }
+    ]
     for name in ("train.parquet", "test.parquet"):
         pq.write_table(pa.Table.from_pylist(rows), str(d / name))
     return str(d / "train.parquet"), str(d / "test.parquet")
@@ -107,16 +114,32 @@ def test_good_override_set_passes_and_lands(good):
     assert cfg.custom_reward_function.path is None and cfg.reward_model.enable is None
 
 
-@pytest.mark.parametrize("extra", [
-    ["+reward.max_concurrent=8", "+reward.max_rpm=60", "+reward.max_tpm=10000", "reward.reward_manager.name=rate_limited"],
-    ["+reward.custom_reward_function.reward_kwargs.base_url=http://127.0.0.1:8000/v1",
-     "+reward.custom_reward_function.reward_kwargs.api_key_env=OPENAI_API_KEY"],
-    ["+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH=/tmp/m.jsonl"],
-    ["reward.reward_model.enable=True", "reward.reward_model.rollout.name=vllm",
-     "reward.reward_model.rollout.tensor_model_parallel_size=1", "reward.reward_model.enable_resource_pool=True",
-     "reward.reward_model.n_gpus_per_node=1", "reward.reward_model.nnodes=1"],
-    ["reward.reward_model.enable=True", "reward.reward_model.rollout.name=vllm", "trainer.use_v1=False"],
-], ids=["rate_limited", "judge_kwargs", "ray_env", "local_judge_pool", "local_judge_colocated_legacy"])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        [
+            "+reward.max_concurrent=8",
+            "+reward.max_rpm=60",
+            "+reward.max_tpm=10000",
+            "reward.reward_manager.name=rate_limited",
+        ],
+        [
+            "+reward.custom_reward_function.reward_kwargs.base_url=http://127.0.0.1:8000/v1",
+            "+reward.custom_reward_function.reward_kwargs.api_key_env=OPENAI_API_KEY",
+        ],
+        ["+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH=/tmp/m.jsonl"],
+        [
+            "reward.reward_model.enable=True",
+            "reward.reward_model.rollout.name=vllm",
+            "reward.reward_model.rollout.tensor_model_parallel_size=1",
+            "reward.reward_model.enable_resource_pool=True",
+            "reward.reward_model.n_gpus_per_node=1",
+            "reward.reward_model.nnodes=1",
+        ],
+        ["reward.reward_model.enable=True", "reward.reward_model.rollout.name=vllm", "trainer.use_v1=False"],
+    ],
+    ids=["rate_limited", "judge_kwargs", "ray_env", "local_judge_pool", "local_judge_colocated_legacy"],
+)
 def test_allowed_additions_and_reward_sections_pass(good, model_path, extra):
     if "reward.reward_model.enable=True" in extra:
         extra = extra + [f"reward.reward_model.model_path={model_path}"]
@@ -127,82 +150,185 @@ def test_allowed_additions_and_reward_sections_pass(good, model_path, extra):
 BAD = {
     "typo_key": (lambda g: g + ["algorithm.adv_estimatr=grpo"], "unknown key 'algorithm.adv_estimatr'"),
     "typo_nested_key": (lambda g: g + ["trainer.save_freqq=5"], "unknown key 'trainer.save_freqq'"),
-    "typo_reward_key": (lambda g: g + ["reward.custom_reward_function.pth=x.py"], "unknown key 'reward.custom_reward_function.pth'"),
-    "legacy_custom_reward_function": (lambda g: g + ["custom_reward_function.path=reward_fns/gsm8k.py"],
-                                      "legacy reward key 'custom_reward_function.path'"),
-    "legacy_reward_model_enable": (lambda g: g + ["reward_model.enable=True"], "legacy reward key 'reward_model.enable'"),
-    "legacy_reward_model_path": (lambda g: g + ["reward_model.model.path=/m"], "legacy reward key 'reward_model.model.path'"),
+    "typo_reward_key": (
+        lambda g: g + ["reward.custom_reward_function.pth=x.py"],
+        "unknown key 'reward.custom_reward_function.pth'",
+    ),
+    "legacy_custom_reward_function": (
+        lambda g: g + ["custom_reward_function.path=reward_fns/gsm8k.py"],
+        "legacy reward key 'custom_reward_function.path'",
+    ),
+    "legacy_reward_model_enable": (
+        lambda g: g + ["reward_model.enable=True"],
+        "legacy reward key 'reward_model.enable'",
+    ),
+    "legacy_reward_model_path": (
+        lambda g: g + ["reward_model.model.path=/m"],
+        "legacy reward key 'reward_model.model.path'",
+    ),
     "legacy_sandbox_fusion": (lambda g: g + ["sandbox_fusion.url=http://x"], "legacy reward key 'sandbox_fusion.url'"),
-    "legacy_plus_kwargs": (lambda g: g + ["+custom_reward_function.reward_kwargs.mode=x"],
-                           "legacy reward key 'custom_reward_function.reward_kwargs.mode'"),
+    "legacy_plus_kwargs": (
+        lambda g: g + ["+custom_reward_function.reward_kwargs.mode=x"],
+        "legacy reward key 'custom_reward_function.reward_kwargs.mode'",
+    ),
     "unallowed_plus_top": (lambda g: g + ["+foo=1"], "adds key 'foo'"),
     "unallowed_plus_nested": (lambda g: g + ["+trainer.my_setting=1"], "adds key 'trainer.my_setting'"),
-    "unallowed_force_add": (lambda g: g + ["++actor_rollout_ref.actor.my_knob=2"], "adds key 'actor_rollout_ref.actor.my_knob'"),
+    "unallowed_force_add": (
+        lambda g: g + ["++actor_rollout_ref.actor.my_knob=2"],
+        "adds key 'actor_rollout_ref.actor.my_knob'",
+    ),
     "deletion": (lambda g: g + ["~trainer.logger"], "deleting keys is not allowed"),
-    "missing_model": (lambda g: replace(g, "actor_rollout_ref.model.path", "actor_rollout_ref.model.path=/nonexistent/model"),
-                      "actor_rollout_ref.model.path: model folder not found: /nonexistent/model"),
-    "missing_train_file": (lambda g: replace(g, "data.train_files", "data.train_files=/nonexistent/train.parquet"),
-                           "data.train_files: file not found: /nonexistent/train.parquet"),
-    "missing_val_file_in_list": (lambda g: replace(g, "data.val_files", "data.val_files=[/nonexistent/a.parquet]"),
-                                 "data.val_files: file not found: /nonexistent/a.parquet"),
-    "missing_reward_file": (lambda g: replace(g, "reward.custom_reward_function.path",
-                                              "reward.custom_reward_function.path=/nonexistent/reward.py"),
-                            "reward function file/module not found: /nonexistent/reward.py"),
-    "missing_reward_module": (lambda g: replace(g, "reward.custom_reward_function.path",
-                                                "reward.custom_reward_function.path=pkg://reward_fns.no_such_module"),
-                              "reward function file/module not found: pkg://reward_fns.no_such_module"),
-    "missing_reward_fn_name": (lambda g: replace(g, "reward.custom_reward_function.name", "reward.custom_reward_function.name=no_such_fn"),
-                               "'no_such_fn' is not defined"),
-    "unregistered_reward_manager": (lambda g: g + ["reward.reward_manager.name=no_such_manager"],
-                                    "'no_such_manager' is not a registered reward manager"),
-    "local_judge_without_model": (lambda g: g + ["reward.reward_model.enable=True", "reward.reward_model.rollout.name=vllm"],
-                                  "reward.reward_model.model_path is not set"),
-    "colocated_judge_on_v1": (lambda g: g + ["reward.reward_model.enable=True", "reward.reward_model.rollout.name=vllm",
-                                             "reward.reward_model.model_path=/tmp", "trainer.use_v1=True"],
-                              "trainer.use_v1=False"),
-    "verl_validate_config": (lambda g: g + ["actor_rollout_ref.rollout.log_prob_micro_batch_size=8"],
-                             "verl validate_config"),
+    "missing_model": (
+        lambda g: replace(g, "actor_rollout_ref.model.path", "actor_rollout_ref.model.path=/nonexistent/model"),
+        "actor_rollout_ref.model.path: model folder not found: /nonexistent/model",
+    ),
+    "missing_train_file": (
+        lambda g: replace(g, "data.train_files", "data.train_files=/nonexistent/train.parquet"),
+        "data.train_files: file not found: /nonexistent/train.parquet",
+    ),
+    "missing_val_file_in_list": (
+        lambda g: replace(g, "data.val_files", "data.val_files=[/nonexistent/a.parquet]"),
+        "data.val_files: file not found: /nonexistent/a.parquet",
+    ),
+    "missing_reward_file": (
+        lambda g: replace(
+            g, "reward.custom_reward_function.path", "reward.custom_reward_function.path=/nonexistent/reward.py"
+        ),
+        "reward function file/module not found: /nonexistent/reward.py",
+    ),
+    "missing_reward_module": (
+        lambda g: replace(
+            g,
+            "reward.custom_reward_function.path",
+            "reward.custom_reward_function.path=pkg://reward_fns.no_such_module",
+        ),
+        "reward function file/module not found: pkg://reward_fns.no_such_module",
+    ),
+    "missing_reward_fn_name": (
+        lambda g: replace(g, "reward.custom_reward_function.name", "reward.custom_reward_function.name=no_such_fn"),
+        "'no_such_fn' is not defined",
+    ),
+    "unregistered_reward_manager": (
+        lambda g: g + ["reward.reward_manager.name=no_such_manager"],
+        "'no_such_manager' is not a registered reward manager",
+    ),
+    "local_judge_without_model": (
+        lambda g: g + ["reward.reward_model.enable=True", "reward.reward_model.rollout.name=vllm"],
+        "reward.reward_model.model_path is not set",
+    ),
+    "colocated_judge_on_v1": (
+        lambda g: (
+            g
+            + [
+                "reward.reward_model.enable=True",
+                "reward.reward_model.rollout.name=vllm",
+                "reward.reward_model.model_path=/tmp",
+                "trainer.use_v1=True",
+            ]
+        ),
+        "trainer.use_v1=False",
+    ),
+    "verl_validate_config": (
+        lambda g: g + ["actor_rollout_ref.rollout.log_prob_micro_batch_size=8"],
+        "verl validate_config",
+    ),
     "bad_override_syntax": (lambda g: g + ["trainer.logger=[console"], "cannot parse overrides"),
     # values verl does not check itself: each passed as "CONFIG OK" (or crashed verl) before
-    "n_gpus_negative": (lambda g: replace(g, "trainer.n_gpus_per_node", "trainer.n_gpus_per_node=-1"),
-                        "trainer.n_gpus_per_node=-1: must be an integer >= 1"),
-    "n_gpus_zero": (lambda g: replace(g, "trainer.n_gpus_per_node", "trainer.n_gpus_per_node=0"),
-                    "trainer.n_gpus_per_node=0: must be an integer >= 1"),
-    "n_gpus_fraction": (lambda g: replace(g, "trainer.n_gpus_per_node", "trainer.n_gpus_per_node=1.5"),
-                        "trainer.n_gpus_per_node=1.5: must be an integer >= 1"),
-    "nnodes_zero": (lambda g: replace(g, "trainer.nnodes", "trainer.nnodes=0"), "trainer.nnodes=0: must be an integer >= 1"),
-    "judge_pool_zero_gpus": (lambda g: g + ["reward.reward_model.enable=True", "reward.reward_model.rollout.name=vllm",
-                                            "reward.reward_model.model_path=/tmp", "reward.reward_model.enable_resource_pool=True",
-                                            "reward.reward_model.n_gpus_per_node=0", "reward.reward_model.nnodes=1"],
-                             "reward.reward_model.n_gpus_per_node=0: must be an integer >= 1"),
-    "temperature_negative": (lambda g: g + ["actor_rollout_ref.rollout.temperature=-1"],
-                             "actor_rollout_ref.rollout.temperature=-1: must be a number >= 0"),
-    "val_temperature_negative": (lambda g: g + ["actor_rollout_ref.rollout.val_kwargs.temperature=-0.5"],
-                                 "actor_rollout_ref.rollout.val_kwargs.temperature=-0.5: must be a number >= 0"),
-    "gpu_mem_over_one": (lambda g: replace(g, "actor_rollout_ref.rollout.gpu_memory_utilization",
-                                           "actor_rollout_ref.rollout.gpu_memory_utilization=1.5"),
-                         "actor_rollout_ref.rollout.gpu_memory_utilization=1.5: must be a number in (0, 1]"),
-    "gpu_mem_zero": (lambda g: replace(g, "actor_rollout_ref.rollout.gpu_memory_utilization",
-                                       "actor_rollout_ref.rollout.gpu_memory_utilization=0"),
-                     "actor_rollout_ref.rollout.gpu_memory_utilization=0: must be a number in (0, 1]"),
-    "judge_gpu_mem_over_one": (lambda g: g + ["reward.reward_model.enable=True", "reward.reward_model.rollout.name=vllm",
-                                              "reward.reward_model.model_path=/tmp", "trainer.use_v1=False",
-                                              "reward.reward_model.rollout.gpu_memory_utilization=2"],
-                               "reward.reward_model.rollout.gpu_memory_utilization=2: must be a number in (0, 1]"),
-    "lr_zero": (lambda g: replace(g, "actor_rollout_ref.actor.optim.lr", "actor_rollout_ref.actor.optim.lr=0"),
-                "actor_rollout_ref.actor.optim.lr=0: must be a number > 0"),
-    "lr_text": (lambda g: replace(g, "actor_rollout_ref.actor.optim.lr", "actor_rollout_ref.actor.optim.lr=fast"),
-                "actor_rollout_ref.actor.optim.lr='fast': must be a number > 0"),
-    "train_batch_zero": (lambda g: replace(g, "data.train_batch_size", "data.train_batch_size=0"),
-                         "data.train_batch_size=0: must be an integer >= 1"),
-    "mini_batch_zero": (lambda g: replace(g, "actor_rollout_ref.actor.ppo_mini_batch_size",
-                                          "actor_rollout_ref.actor.ppo_mini_batch_size=0"),
-                        "actor_rollout_ref.actor.ppo_mini_batch_size=0: must be an integer >= 1"),
-    "micro_batch_negative": (lambda g: replace(g, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
-                                               "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=-8"),
-                             "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=-8: must be an integer >= 1"),
-    "rollout_n_zero": (lambda g: replace(g, "actor_rollout_ref.rollout.n", "actor_rollout_ref.rollout.n=0"),
-                       "actor_rollout_ref.rollout.n=0: must be an integer >= 1"),
+    "n_gpus_negative": (
+        lambda g: replace(g, "trainer.n_gpus_per_node", "trainer.n_gpus_per_node=-1"),
+        "trainer.n_gpus_per_node=-1: must be an integer >= 1",
+    ),
+    "n_gpus_zero": (
+        lambda g: replace(g, "trainer.n_gpus_per_node", "trainer.n_gpus_per_node=0"),
+        "trainer.n_gpus_per_node=0: must be an integer >= 1",
+    ),
+    "n_gpus_fraction": (
+        lambda g: replace(g, "trainer.n_gpus_per_node", "trainer.n_gpus_per_node=1.5"),
+        "trainer.n_gpus_per_node=1.5: must be an integer >= 1",
+    ),
+    "nnodes_zero": (
+        lambda g: replace(g, "trainer.nnodes", "trainer.nnodes=0"),
+        "trainer.nnodes=0: must be an integer >= 1",
+    ),
+    "judge_pool_zero_gpus": (
+        lambda g: (
+            g
+            + [
+                "reward.reward_model.enable=True",
+                "reward.reward_model.rollout.name=vllm",
+                "reward.reward_model.model_path=/tmp",
+                "reward.reward_model.enable_resource_pool=True",
+                "reward.reward_model.n_gpus_per_node=0",
+                "reward.reward_model.nnodes=1",
+            ]
+        ),
+        "reward.reward_model.n_gpus_per_node=0: must be an integer >= 1",
+    ),
+    "temperature_negative": (
+        lambda g: g + ["actor_rollout_ref.rollout.temperature=-1"],
+        "actor_rollout_ref.rollout.temperature=-1: must be a number >= 0",
+    ),
+    "val_temperature_negative": (
+        lambda g: g + ["actor_rollout_ref.rollout.val_kwargs.temperature=-0.5"],
+        "actor_rollout_ref.rollout.val_kwargs.temperature=-0.5: must be a number >= 0",
+    ),
+    "gpu_mem_over_one": (
+        lambda g: replace(
+            g,
+            "actor_rollout_ref.rollout.gpu_memory_utilization",
+            "actor_rollout_ref.rollout.gpu_memory_utilization=1.5",
+        ),
+        "actor_rollout_ref.rollout.gpu_memory_utilization=1.5: must be a number in (0, 1]",
+    ),
+    "gpu_mem_zero": (
+        lambda g: replace(
+            g, "actor_rollout_ref.rollout.gpu_memory_utilization", "actor_rollout_ref.rollout.gpu_memory_utilization=0"
+        ),
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0: must be a number in (0, 1]",
+    ),
+    "judge_gpu_mem_over_one": (
+        lambda g: (
+            g
+            + [
+                "reward.reward_model.enable=True",
+                "reward.reward_model.rollout.name=vllm",
+                "reward.reward_model.model_path=/tmp",
+                "trainer.use_v1=False",
+                "reward.reward_model.rollout.gpu_memory_utilization=2",
+            ]
+        ),
+        "reward.reward_model.rollout.gpu_memory_utilization=2: must be a number in (0, 1]",
+    ),
+    "lr_zero": (
+        lambda g: replace(g, "actor_rollout_ref.actor.optim.lr", "actor_rollout_ref.actor.optim.lr=0"),
+        "actor_rollout_ref.actor.optim.lr=0: must be a number > 0",
+    ),
+    "lr_text": (
+        lambda g: replace(g, "actor_rollout_ref.actor.optim.lr", "actor_rollout_ref.actor.optim.lr=fast"),
+        "actor_rollout_ref.actor.optim.lr='fast': must be a number > 0",
+    ),
+    "train_batch_zero": (
+        lambda g: replace(g, "data.train_batch_size", "data.train_batch_size=0"),
+        "data.train_batch_size=0: must be an integer >= 1",
+    ),
+    "mini_batch_zero": (
+        lambda g: replace(
+            g, "actor_rollout_ref.actor.ppo_mini_batch_size", "actor_rollout_ref.actor.ppo_mini_batch_size=0"
+        ),
+        "actor_rollout_ref.actor.ppo_mini_batch_size=0: must be an integer >= 1",
+    ),
+    "micro_batch_negative": (
+        lambda g: replace(
+            g,
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=-8",
+        ),
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=-8: must be an integer >= 1",
+    ),
+    "rollout_n_zero": (
+        lambda g: replace(g, "actor_rollout_ref.rollout.n", "actor_rollout_ref.rollout.n=0"),
+        "actor_rollout_ref.rollout.n=0: must be an integer >= 1",
+    ),
 }
 
 
@@ -217,15 +343,29 @@ def test_bad_cases_fail_with_message(good, name):
 
 def test_value_rules_accept_the_edges(good):
     """The bounds themselves are valid: memory share 1, temperature 0, one GPU, batch 1; an optional size unset."""
-    ok = replace(good, "actor_rollout_ref.rollout.gpu_memory_utilization", "actor_rollout_ref.rollout.gpu_memory_utilization=1")
+    ok = replace(
+        good, "actor_rollout_ref.rollout.gpu_memory_utilization", "actor_rollout_ref.rollout.gpu_memory_utilization=1"
+    )
     ok = replace(ok, "data.train_batch_size", "data.train_batch_size=1")
     ok = replace(ok, "actor_rollout_ref.actor.ppo_mini_batch_size", "actor_rollout_ref.actor.ppo_mini_batch_size=1")
-    ok = replace(ok, "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1")
-    for key in ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"):
+    ok = replace(
+        ok,
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
+    )
+    for key in (
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
+    ):
         ok = replace(ok, key, f"{key}=4")  # a step's 1 x 4 samples
     cfg = verl_config.check(ok + ["actor_rollout_ref.rollout.temperature=0", "data.val_batch_size=null"])
-    assert (cfg.actor_rollout_ref.rollout.gpu_memory_utilization, cfg.actor_rollout_ref.rollout.temperature,
-            cfg.trainer.n_gpus_per_node, cfg.data.train_batch_size, cfg.data.val_batch_size) == (1, 0, 1, 1, None)
+    assert (
+        cfg.actor_rollout_ref.rollout.gpu_memory_utilization,
+        cfg.actor_rollout_ref.rollout.temperature,
+        cfg.trainer.n_gpus_per_node,
+        cfg.data.train_batch_size,
+        cfg.data.val_batch_size,
+    ) == (1, 0, 1, 1, None)
 
 
 def test_value_errors_reported_together_before_verl_runs(good):
@@ -233,24 +373,47 @@ def test_value_errors_reported_together_before_verl_runs(good):
     bad = replace(good, "trainer.n_gpus_per_node", "trainer.n_gpus_per_node=0") + ["actor_rollout_ref.rollout.n=0"]
     with pytest.raises(verl_config.ConfigError) as ei:
         verl_config.check(bad)
-    assert ei.value.errors == ["trainer.n_gpus_per_node=0: must be an integer >= 1",
-                               "actor_rollout_ref.rollout.n=0: must be an integer >= 1"]
+    assert ei.value.errors == [
+        "trainer.n_gpus_per_node=0: must be an integer >= 1",
+        "actor_rollout_ref.rollout.n=0: must be an integer >= 1",
+    ]
 
 
-@pytest.mark.parametrize("extra, errors", [
-    ([], []),
-    # two GPUs: the actor's mini-batch of 16 x 4 is 32 a GPU; micro-batches of 8 divide it
-    (["trainer.n_gpus_per_node=2"], []),
-    (["trainer.n_gpus_per_node=2", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64"],
-     ["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64 does not divide the actor's mini-batch (16 x 4) over "
-      "2 GPU(s) = 32 a GPU: verl would stop at its first update; use a divisor of that"]),
-    (["trainer.n_gpus_per_node=2", "trainer.nnodes=2", "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=32"],
-     ["actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=32 does not divide a step's samples (16 x 4) over "
-      "4 GPU(s) = 16 a GPU: verl would stop at its first update; use a divisor of that"]),
-    # dynamic batch sizes: verl packs by tokens, no micro-batch size applies
-    (["trainer.n_gpus_per_node=2", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64",
-      "actor_rollout_ref.actor.use_dynamic_bsz=True"], []),
-])
+@pytest.mark.parametrize(
+    "extra, errors",
+    [
+        ([], []),
+        # two GPUs: the actor's mini-batch of 16 x 4 is 32 a GPU; micro-batches of 8 divide it
+        (["trainer.n_gpus_per_node=2"], []),
+        (
+            ["trainer.n_gpus_per_node=2", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64"],
+            [
+                "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64 does not divide the actor's mini-batch (16 x 4) over "
+                "2 GPU(s) = 32 a GPU: verl would stop at its first update; use a divisor of that"
+            ],
+        ),
+        (
+            [
+                "trainer.n_gpus_per_node=2",
+                "trainer.nnodes=2",
+                "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=32",
+            ],
+            [
+                "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=32 does not divide a step's samples (16 x 4) over "
+                "4 GPU(s) = 16 a GPU: verl would stop at its first update; use a divisor of that"
+            ],
+        ),
+        # dynamic batch sizes: verl packs by tokens, no micro-batch size applies
+        (
+            [
+                "trainer.n_gpus_per_node=2",
+                "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64",
+                "actor_rollout_ref.actor.use_dynamic_bsz=True",
+            ],
+            [],
+        ),
+    ],
+)
 def test_micro_batches_must_divide_each_gpus_share(good, extra, errors):
     """Found on two GPUs: micro-batches of 64 and a mini-batch of 8 x 8 samples pass every verl check on CPU, then
     stop the run at its first update after minutes of start-up."""
@@ -280,12 +443,20 @@ def test_recipe_configs_pass(recipe, model_path, data_files):
     from omegaconf import OmegaConf
 
     train, val = data_files
-    cfg = verl_config.check([f"actor_rollout_ref.model.path={model_path}", f"data.train_files={train}",
-                             f"data.val_files={val}"], recipe=recipe)
+    cfg = verl_config.check(
+        [f"actor_rollout_ref.model.path={model_path}", f"data.train_files={train}", f"data.val_files={val}"],
+        recipe=recipe,
+    )
     base = OmegaConf.load(os.path.join(ROOT, "recipes", "base.yaml"))
-    keys = ("verl_judge.default_data", "actor_rollout_ref.actor.optim.lr", "actor_rollout_ref.rollout.n",
-            "reward.custom_reward_function.path", "reward.reward_manager.name", "reward.reward_model.enable",
-            "trainer.experiment_name")
+    keys = (
+        "verl_judge.default_data",
+        "actor_rollout_ref.actor.optim.lr",
+        "actor_rollout_ref.rollout.n",
+        "reward.custom_reward_function.path",
+        "reward.reward_manager.name",
+        "reward.reward_model.enable",
+        "trainer.experiment_name",
+    )
     want = tuple(OmegaConf.select(base, k) if v is BASE else v for k, v in zip(keys, RECIPE_VALUES[recipe]))
     assert tuple(OmegaConf.select(cfg, k) for k in keys) == want
     assert cfg.trainer.use_v1 is False and cfg.algorithm.adv_estimator == "grpo"
@@ -321,8 +492,11 @@ def test_recipe_yaml_keys_are_checked(name, recipe_copy, model_path, data_files)
     for section, values in yaml.safe_load(extra).items():
         doc.setdefault(section, {}).update(values)
     cfg_file.write_text(yaml.safe_dump(doc, sort_keys=False))
-    overrides = [f"actor_rollout_ref.model.path={model_path}", f"data.train_files={data_files[0]}",
-                 f"data.val_files={data_files[1]}"]
+    overrides = [
+        f"actor_rollout_ref.model.path={model_path}",
+        f"data.train_files={data_files[0]}",
+        f"data.val_files={data_files[1]}",
+    ]
     if expected is None:
         verl_config.check(overrides, recipe=str(recipe_copy))
         return
@@ -339,18 +513,42 @@ def test_the_checker_composes_as_the_trainer_does(model_path, data_files):
 
     from scripts.launch import knobs
 
-    overrides = [f"data.train_files={data_files[0]}", f"data.val_files={data_files[1]}", "trainer.total_training_steps=2"]
+    overrides = [
+        f"data.train_files={data_files[0]}",
+        f"data.val_files={data_files[1]}",
+        "trainer.total_training_steps=2",
+    ]
     env = {**os.environ, "PYTHONPATH": ROOT, "MODEL": model_path, "N_GPUS": "2", "NO_FLASH_ATTN": "1"}
-    r = subprocess.run([sys.executable, "-m", "scripts.train", "--config-path", os.path.join(ROOT, "recipes", "gsm8k_rule"),
-                        "--config-name", "config", "--cfg", "job", "--resolve", *overrides],
-                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scripts.train",
+            "--config-path",
+            os.path.join(ROOT, "recipes", "gsm8k_rule"),
+            "--config-name",
+            "config",
+            "--cfg",
+            "job",
+            "--resolve",
+            *overrides,
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     with knobs.environ(env):
         checked = OmegaConf.to_container(verl_config.compose(overrides, "gsm8k_rule"), resolve=True)
     trained = yaml.safe_load(r.stdout)
     assert trained == checked
-    assert (trained["trainer"]["n_gpus_per_node"], trained["actor_rollout_ref"]["model"]["path"],
-            trained["actor_rollout_ref"]["model"]["override_config"]["attn_implementation"]) == (2, model_path, "sdpa")
+    assert (
+        trained["trainer"]["n_gpus_per_node"],
+        trained["actor_rollout_ref"]["model"]["path"],
+        trained["actor_rollout_ref"]["model"]["override_config"]["attn_implementation"],
+    ) == (2, model_path, "sdpa")
 
 
 def test_paths_warn_and_off(good):
@@ -375,12 +573,22 @@ def test_cli(good, tmp_path):
     assert h.returncode == 0 and "--paths" in h.stdout and "override_config" in h.stdout
     f = tmp_path / "overrides.txt"
     f.write_text("# good set\n" + "\n".join(good) + "\n")
-    ok = subprocess.run([sys.executable, *script, "--overrides-file", str(f), "--show", "algorithm.adv_estimator"],
-                        capture_output=True, text=True, env=env, timeout=300)
+    ok = subprocess.run(
+        [sys.executable, *script, "--overrides-file", str(f), "--show", "algorithm.adv_estimator"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert ok.returncode == 0, ok.stderr
     assert "CONFIG OK" in ok.stdout and "algorithm.adv_estimator = grpo" in ok.stdout
-    bad = subprocess.run([sys.executable, *script, "--overrides-file", str(f), "reward_model.enable=True", "+foo=1"],
-                         capture_output=True, text=True, env=env, timeout=300)
+    bad = subprocess.run(
+        [sys.executable, *script, "--overrides-file", str(f), "reward_model.enable=True", "+foo=1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert bad.returncode == 1
     assert bad.stderr.count("CONFIG ERROR:") == 2 and "legacy reward key 'reward_model.enable'" in bad.stderr
 
@@ -388,32 +596,66 @@ def test_cli(good, tmp_path):
 # Audit D8: values a dry run passed that stop a real run at the first reward call (reward_kwargs the reward function
 # refuses, asked of its module's check_options) or when the trainer installs its hooks (verl_judge settings).
 # (recipe, overrides, the checker's errors)
-KW, LLM = "+reward.custom_reward_function.reward_kwargs.", "reward.custom_reward_function.reward_kwargs (pkg://reward_fns.llm_judge): "
+KW, LLM = (
+    "+reward.custom_reward_function.reward_kwargs.",
+    "reward.custom_reward_function.reward_kwargs (pkg://reward_fns.llm_judge): ",
+)
 D8_CASES = [
     ("gsm8k_api_judge", [KW + "mode=bogus"], [LLM + "mode must be one of ('judge', 'hybrid', 'route'), got 'bogus'"]),
     ("gsm8k_local_judge", [KW + "mode=bogus"], [LLM + "mode must be one of ('judge', 'hybrid', 'route'), got 'bogus'"]),
-    ("gsm8k_api_judge", [KW + "modee=judge"],
-     [LLM + "llm_judge.compute_score: unknown option(s) ['modee']; known: ['cache_size', 'cache_ttl', 'canary_every', "
-      "'deadline', 'extra_body', 'grounded', 'judge_failure', 'max_concurrency', 'max_response_bytes', "
-      "'max_response_chars', 'max_tokens', 'prompt', 'prompt_version', 'rule_mode', 'temperature']"]),
-    ("gsm8k_api_judge", [KW + "judge_failure=skip", KW + "rule_mode=bogus"],
-     [LLM + "judge_failure must be 'fallback' or 'abstain', got 'skip'",
-      LLM + "rule_mode must be one of ('strict', 'flexible'), got 'bogus'"]),
+    (
+        "gsm8k_api_judge",
+        [KW + "modee=judge"],
+        [
+            LLM
+            + "llm_judge.compute_score: unknown option(s) ['modee']; known: ['cache_size', 'cache_ttl', 'canary_every', "
+            "'deadline', 'extra_body', 'grounded', 'judge_failure', 'max_concurrency', 'max_response_bytes', "
+            "'max_response_chars', 'max_tokens', 'prompt', 'prompt_version', 'rule_mode', 'temperature']"
+        ],
+    ),
+    (
+        "gsm8k_api_judge",
+        [KW + "judge_failure=skip", KW + "rule_mode=bogus"],
+        [
+            LLM + "judge_failure must be 'fallback' or 'abstain', got 'skip'",
+            LLM + "rule_mode must be one of ('strict', 'flexible'), got 'bogus'",
+        ],
+    ),
     ("gsm8k_api_judge", [KW + "fallback=rulez"], [LLM + "fallback must be 'rule' or a number, got 'rulez'"]),
-    ("gsm8k_api_judge", [KW + "parse_fail_score=0.9"],
-     [LLM + "parse_fail_score=0.9 is above the reward of the lowest real verdict in mode 'judge' (0.0): a policy would "
-      "learn to break the judge's reply"]),
+    (
+        "gsm8k_api_judge",
+        [KW + "parse_fail_score=0.9"],
+        [
+            LLM
+            + "parse_fail_score=0.9 is above the reward of the lowest real verdict in mode 'judge' (0.0): a policy would "
+            "learn to break the judge's reply"
+        ],
+    ),
     ("gsm8k_api_judge", [KW + "timeout=-5"], [LLM + "timeout must be > 0, got -5"]),
     ("gsm8k_api_judge", [KW + "max_concurrency=0"], [LLM + "max_concurrency must be >= 1, got 0"]),
-    ("gsm8k_rule", [KW + "mode=bogus"],
-     ["reward.custom_reward_function.reward_kwargs (pkg://reward_fns.gsm8k): mode must be one of ('strict', 'flexible'), "
-      "got 'bogus'"]),
-    ("judge_pairwise", [KW + "format_penalty=0"],
-     ["reward.custom_reward_function.reward_kwargs (pkg://reward_fns.pairwise): format_penalty must be < 0 (below every "
-      "well-formed reward), got 0"]),
+    (
+        "gsm8k_rule",
+        [KW + "mode=bogus"],
+        [
+            "reward.custom_reward_function.reward_kwargs (pkg://reward_fns.gsm8k): mode must be one of ('strict', 'flexible'), "
+            "got 'bogus'"
+        ],
+    ),
+    (
+        "judge_pairwise",
+        [KW + "format_penalty=0"],
+        [
+            "reward.custom_reward_function.reward_kwargs (pkg://reward_fns.pairwise): format_penalty must be < 0 (below every "
+            "well-formed reward), got 0"
+        ],
+    ),
     ("gsm8k_rule", ["verl_judge.fail_fast.threshold=2"], ["verl_judge.fail_fast.threshold must be in [0, 1], got 2"]),
     ("gsm8k_rule", ["verl_judge.fail_fast.steps=0"], ["verl_judge.fail_fast.steps must be >= 1, got 0"]),
-    ("gsm8k_rule", ["verl_judge.hacking_watch.window=1"], ["verl_judge.hacking_watch.window must be >= 3 steps, got 1"]),
+    (
+        "gsm8k_rule",
+        ["verl_judge.hacking_watch.window=1"],
+        ["verl_judge.hacking_watch.window must be >= 3 steps, got 1"],
+    ),
     # valid options still pass
     ("gsm8k_api_judge", [KW + "mode=hybrid", KW + "parse_fail_score=0.5", KW + "judge_failure=abstain"], []),
     ("gsm8k_api_judge", [KW + "mode=route", KW + "prompt_version=v2", KW + "fallback=0"], []),
@@ -424,8 +666,12 @@ D8_CASES = [
 
 @pytest.mark.parametrize("recipe, extra, errors", D8_CASES)
 def test_d8_values_a_run_refuses_fail_the_check(recipe, extra, errors, model_path, data_files):
-    overrides = [f"actor_rollout_ref.model.path={model_path}", f"data.train_files={data_files[0]}",
-                 f"data.val_files={data_files[1]}", *extra]
+    overrides = [
+        f"actor_rollout_ref.model.path={model_path}",
+        f"data.train_files={data_files[0]}",
+        f"data.val_files={data_files[1]}",
+        *extra,
+    ]
     if not errors:
         verl_config.check(overrides, recipe=recipe)
         return
@@ -434,8 +680,17 @@ def test_d8_values_a_run_refuses_fail_the_check(recipe, extra, errors, model_pat
     assert ei.value.errors == errors
 
 
-@pytest.mark.parametrize("kwargs", [{"mode": "bogus"}, {"modee": "judge"}, {"judge_failure": "skip", "rule_mode": "x"},
-                                    {"fallback": "rulez"}, {"parse_fail_score": 0.9}, {"mode": "hybrid", "fallback": "nan"}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"mode": "bogus"},
+        {"modee": "judge"},
+        {"judge_failure": "skip", "rule_mode": "x"},
+        {"fallback": "rulez"},
+        {"parse_fail_score": 0.9},
+        {"mode": "hybrid", "fallback": "nan"},
+    ],
+)
 def test_d8_check_options_says_what_compute_score_raises(kwargs):
     """One home for each rule: the config check's messages are the ValueError the reward function raises at a call."""
     import asyncio
@@ -449,11 +704,28 @@ def test_d8_check_options_says_what_compute_score_raises(kwargs):
 
 
 def test_d8_dry_run_stops_on_a_bad_reward_option(model_path, data_files, tmp_path):
-    env = {**os.environ, "DRY_RUN": "1", "MODEL": model_path, "TRAIN_FILES": data_files[0], "VAL_FILES": data_files[1],
-           "OUTPUT_DIR": str(tmp_path)}
-    r = subprocess.run([sys.executable, "-m", "scripts.launch", "gsm8k_api_judge",
-                        "+reward.custom_reward_function.reward_kwargs.mode=bogus"],
-                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "DRY_RUN": "1",
+        "MODEL": model_path,
+        "TRAIN_FILES": data_files[0],
+        "VAL_FILES": data_files[1],
+        "OUTPUT_DIR": str(tmp_path),
+    }
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scripts.launch",
+            "gsm8k_api_judge",
+            "+reward.custom_reward_function.reward_kwargs.mode=bogus",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 2, r.stdout + r.stderr
     lines = r.stdout.splitlines()
     assert f"[launch] CONFIG ERROR: {LLM}mode must be one of ('judge', 'hybrid', 'route'), got 'bogus'" in lines

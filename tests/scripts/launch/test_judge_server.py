@@ -59,14 +59,21 @@ ray_head.start = lambda env, log, **kw: (None, "stand-in")
 ray_head.stop = lambda proc, **kw: None
 sys.exit(launch.main(sys.argv[1:]))
 """
-SERVER = ["judge_placement=server", "verl_judge.judge_server.engine=cpu_judge", "verl_judge.judge_server.start_timeout=240"]
+SERVER = [
+    "judge_placement=server",
+    "verl_judge.judge_server.engine=cpu_judge",
+    "verl_judge.judge_server.start_timeout=240",
+]
 
 
-@pytest.mark.parametrize("placement, enable, pool, manager, base_url, served", [
-    ("colocated", True, False, "naive", None, False),
-    ("pool", True, True, "naive", None, False),
-    ("server", False, False, "rate_limited", "http://127.0.0.1:0/v1", True),
-])
+@pytest.mark.parametrize(
+    "placement, enable, pool, manager, base_url, served",
+    [
+        ("colocated", True, False, "naive", None, False),
+        ("pool", True, True, "naive", None, False),
+        ("server", False, False, "rate_limited", "http://127.0.0.1:0/v1", True),
+    ],
+)
 def test_placement_switch_composes(placement, enable, pool, manager, base_url, served, monkeypatch):
     monkeypatch.setenv("MODEL", "/m")
     monkeypatch.setenv("TRAIN_FILES", "t.parquet")
@@ -81,16 +88,28 @@ def test_placement_switch_composes(placement, enable, pool, manager, base_url, s
     assert verl_config.value_errors(cfg) == [] and verl_config.verl_checks(cfg) == []
 
 
-@pytest.mark.parametrize("settings, message", [
-    ({"engine": "tgi", "model": "/m"}, "engine must be one of ('vllm', 'cpu_judge')"),
-    ({"engine": "vllm", "model": None}, "verl_judge.judge_server.model is empty"),
-    ({"engine": "vllm", "model": "/m", "gpu_memory_utilization": 1.5}, "gpu_memory_utilization must be in (0, 1]"),
-    ({"engine": "vllm", "model": "/m", "start_timeout": "soon"}, "start_timeout must be a number of seconds > 0, got 'soon'"),
-    ({"engine": "vllm", "model": "/m", "wait_for_timeout": 0}, "wait_for_timeout must be a number of seconds > 0, got 0"),
-    ({"engine": "vllm", "model": "/m", "port": 70000}, "port must be 0 (a free port) or a port number, got 70000"),
-    ({"engine": "vllm", "model": "/m", "max_num_seqs": "many"}, "max_num_seqs must be a whole number >= 1 or null"),
-    ({"engine": "vllm", "model": "/m", "kv_cache_memory_bytes": 0}, "kv_cache_memory_bytes must be a whole number >= 1"),
-])
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"engine": "tgi", "model": "/m"}, "engine must be one of ('vllm', 'cpu_judge')"),
+        ({"engine": "vllm", "model": None}, "verl_judge.judge_server.model is empty"),
+        ({"engine": "vllm", "model": "/m", "gpu_memory_utilization": 1.5}, "gpu_memory_utilization must be in (0, 1]"),
+        (
+            {"engine": "vllm", "model": "/m", "start_timeout": "soon"},
+            "start_timeout must be a number of seconds > 0, got 'soon'",
+        ),
+        (
+            {"engine": "vllm", "model": "/m", "wait_for_timeout": 0},
+            "wait_for_timeout must be a number of seconds > 0, got 0",
+        ),
+        ({"engine": "vllm", "model": "/m", "port": 70000}, "port must be 0 (a free port) or a port number, got 70000"),
+        ({"engine": "vllm", "model": "/m", "max_num_seqs": "many"}, "max_num_seqs must be a whole number >= 1 or null"),
+        (
+            {"engine": "vllm", "model": "/m", "kv_cache_memory_bytes": 0},
+            "kv_cache_memory_bytes must be a whole number >= 1",
+        ),
+    ],
+)
 def test_bad_server_settings(settings, message):
     with pytest.raises(ValueError) as e:
         judge_server.command(settings, 8000)
@@ -98,13 +117,43 @@ def test_bad_server_settings(settings, message):
 
 
 def test_vllm_command():
-    cmd = judge_server.command({"engine": "vllm", "model": "/j", "gpu_memory_utilization": 0.25, "kv_cache_memory_bytes":
-                                2**30, "max_num_seqs": 64, "enable_prefix_caching": True, "enforce_eager": False,
-                                "extra_args": ["--seed", 0]}, 8011, python="py")
-    assert cmd == ["py", "-m", "vllm.entrypoints.openai.api_server", "--model", "/j", "--served-model-name", "judge",
-                   "--host", "127.0.0.1", "--port", "8011", "--gpu-memory-utilization", "0.25", "--max-num-seqs", "64",
-                   "--disable-uvicorn-access-log", "--kv-cache-memory-bytes", "1073741824", "--enable-prefix-caching",
-                   "--seed", "0"]
+    cmd = judge_server.command(
+        {
+            "engine": "vllm",
+            "model": "/j",
+            "gpu_memory_utilization": 0.25,
+            "kv_cache_memory_bytes": 2**30,
+            "max_num_seqs": 64,
+            "enable_prefix_caching": True,
+            "enforce_eager": False,
+            "extra_args": ["--seed", 0],
+        },
+        8011,
+        python="py",
+    )
+    assert cmd == [
+        "py",
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        "/j",
+        "--served-model-name",
+        "judge",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8011",
+        "--gpu-memory-utilization",
+        "0.25",
+        "--max-num-seqs",
+        "64",
+        "--disable-uvicorn-access-log",
+        "--kv-cache-memory-bytes",
+        "1073741824",
+        "--enable-prefix-caching",
+        "--seed",
+        "0",
+    ]
 
 
 def _alive(pid: int) -> bool:
@@ -131,7 +180,9 @@ def _server_pids(port: str) -> list[int]:
 
 @pytest.fixture()
 def launcher(fake):
-    tmp_path, env = fake  # tests/scripts/workflows/test_pipeline.py's: a GSM8K fixture folder as GSM8K_DIR, the test model as MODEL
+    tmp_path, env = (
+        fake  # tests/scripts/workflows/test_pipeline.py's: a GSM8K fixture folder as GSM8K_DIR, the test model as MODEL
+    )
     py = tmp_path / "python"
     py.write_text(TRAINER.format(python=sys.executable))
     py.chmod(0o755)
@@ -141,8 +192,15 @@ def launcher(fake):
         env["FAKE_STEPS"] = str(steps)
         if gpus is None:
             env.pop("CUDA_VISIBLE_DEVICES", None)
-        return subprocess.Popen([sys.executable, "-c", DRIVER, "gsm8k_local_judge", *SERVER, *args], cwd=ROOT, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        return subprocess.Popen(
+            [sys.executable, "-c", DRIVER, "gsm8k_local_judge", *SERVER, *args],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+
     return tmp_path, start
 
 
@@ -168,41 +226,47 @@ def test_server_lives_exactly_as_long_as_training(launcher):
     assert (tmp / "out" / "launch.judge_server.log").exists()  # beside the run's own log, named after it
 
 
-@pytest.mark.parametrize("devices, visible, n_train, machine, split", [
-    (None, None, 1, 2, None),
-    ("", "0,1", 1, 0, None),
-    ([], "0,1", 1, 0, None),
-    (1, None, 1, 2, ("1", "0")),
-    (1, None, 1, 0, ("1", "0")),                    # GPUs unknown (no nvidia-smi): 0 .. n_train + k - 1
-    (1, None, 1, 4, ("1", "0,2,3")),                # training gets every other GPU of the machine
-    (3, None, 1, 4, ("3", "0,1,2")),
-    ("1", "0,1", 1, 0, ("1", "0")),
-    ("3", "2,3", 1, 0, ("3", "2")),
-    ("0", "0,1,2", 2, 0, ("0", "1,2")),
-    (" 2 , 3", None, 2, 0, ("2,3", "0,1")),
-    ([2, 3], "0,1,2,3", 2, 0, ("2,3", "0,1")),      # Hydra's list form
-    ("GPU-bbb", "GPU-aaa,GPU-bbb", 1, 0, ("GPU-bbb", "GPU-aaa")),  # UUIDs, as device plugins set them
-    ("5", "4,5,6,7", 3, 0, ("5", "4,6,7")),
-])
+@pytest.mark.parametrize(
+    "devices, visible, n_train, machine, split",
+    [
+        (None, None, 1, 2, None),
+        ("", "0,1", 1, 0, None),
+        ([], "0,1", 1, 0, None),
+        (1, None, 1, 2, ("1", "0")),
+        (1, None, 1, 0, ("1", "0")),  # GPUs unknown (no nvidia-smi): 0 .. n_train + k - 1
+        (1, None, 1, 4, ("1", "0,2,3")),  # training gets every other GPU of the machine
+        (3, None, 1, 4, ("3", "0,1,2")),
+        ("1", "0,1", 1, 0, ("1", "0")),
+        ("3", "2,3", 1, 0, ("3", "2")),
+        ("0", "0,1,2", 2, 0, ("0", "1,2")),
+        (" 2 , 3", None, 2, 0, ("2,3", "0,1")),
+        ([2, 3], "0,1,2,3", 2, 0, ("2,3", "0,1")),  # Hydra's list form
+        ("GPU-bbb", "GPU-aaa,GPU-bbb", 1, 0, ("GPU-bbb", "GPU-aaa")),  # UUIDs, as device plugins set them
+        ("5", "4,5,6,7", 3, 0, ("5", "4,6,7")),
+    ],
+)
 def test_server_devices_split(devices, visible, n_train, machine, split):
     """devices=: the server gets those GPUs, training the rest of CUDA_VISIBLE_DEVICES (unset: the machine's)."""
     assert judge_server.split_devices(devices, visible, n_train, machine=machine) == split
 
 
-@pytest.mark.parametrize("devices, visible, n_train, machine, message", [
-    (True, None, 1, 0, "devices must be GPU ids such as 1, \"2,3\" or [2,3] (distinct), got True"),
-    ("1,1", None, 1, 0, "(distinct), got '1,1'"),
-    ("1,", None, 1, 0, "(distinct), got '1,'"),
-    (-1, None, 1, 0, "got -1"),
-    ("gpu1", None, 1, 0, "devices=gpu1: GPU gpu1 is not visible (CUDA_VISIBLE_DEVICES is unset)"),
-    (5, None, 1, 0, "GPU 5 is not visible (CUDA_VISIBLE_DEVICES is unset)"),
-    (5, None, 1, 4, "GPU 5 is not visible (this machine has 4)"),
-    ("1", "2,3", 1, 0, "GPU 1 is not visible (CUDA_VISIBLE_DEVICES=2,3)"),
-    ("1", "", 1, 0, "GPU 1 is not visible (CUDA_VISIBLE_DEVICES=)"),
-    ("1", "0,1", 2, 0, "devices=1 leaves 1 GPU(s) of 0,1 for training, which needs trainer.n_gpus_per_node=2"),
-    ("1", "0,0,1", 2, 0, "leaves 1 GPU(s) of 0,1 for training"),  # a GPU named twice is one GPU
-    ("0,1", "0,1", 1, 0, "leaves 0 GPU(s)"),
-])
+@pytest.mark.parametrize(
+    "devices, visible, n_train, machine, message",
+    [
+        (True, None, 1, 0, 'devices must be GPU ids such as 1, "2,3" or [2,3] (distinct), got True'),
+        ("1,1", None, 1, 0, "(distinct), got '1,1'"),
+        ("1,", None, 1, 0, "(distinct), got '1,'"),
+        (-1, None, 1, 0, "got -1"),
+        ("gpu1", None, 1, 0, "devices=gpu1: GPU gpu1 is not visible (CUDA_VISIBLE_DEVICES is unset)"),
+        (5, None, 1, 0, "GPU 5 is not visible (CUDA_VISIBLE_DEVICES is unset)"),
+        (5, None, 1, 4, "GPU 5 is not visible (this machine has 4)"),
+        ("1", "2,3", 1, 0, "GPU 1 is not visible (CUDA_VISIBLE_DEVICES=2,3)"),
+        ("1", "", 1, 0, "GPU 1 is not visible (CUDA_VISIBLE_DEVICES=)"),
+        ("1", "0,1", 2, 0, "devices=1 leaves 1 GPU(s) of 0,1 for training, which needs trainer.n_gpus_per_node=2"),
+        ("1", "0,0,1", 2, 0, "leaves 1 GPU(s) of 0,1 for training"),  # a GPU named twice is one GPU
+        ("0,1", "0,1", 1, 0, "leaves 0 GPU(s)"),
+    ],
+)
 def test_bad_server_devices(devices, visible, n_train, machine, message):
     with pytest.raises(ValueError) as e:
         judge_server.split_devices(devices, visible, n_train, machine=machine)
@@ -270,17 +334,44 @@ def test_server_that_cannot_start_stops_training(launcher):
 
 def test_ray_job_refuses_server_placement(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "DRY_RUN"}
-    env.update(RAY_ADDRESS="http://127.0.0.1:8265", DRY_RUN="1", MODEL=MODEL or "/m",
-               TRAIN_FILES="t.parquet", VAL_FILES="v.parquet")
-    r = subprocess.run([sys.executable, "-m", "scripts.launch", "gsm8k_local_judge", "judge_placement=server"], cwd=ROOT,
-                       env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 2 and "judge_placement=server starts the judge server beside a local run" in r.stdout + r.stderr
+    env.update(
+        RAY_ADDRESS="http://127.0.0.1:8265",
+        DRY_RUN="1",
+        MODEL=MODEL or "/m",
+        TRAIN_FILES="t.parquet",
+        VAL_FILES="v.parquet",
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "scripts.launch", "gsm8k_local_judge", "judge_placement=server"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert (
+        r.returncode == 2 and "judge_placement=server starts the judge server beside a local run" in r.stdout + r.stderr
+    )
 
 
 @needs_model
 def test_command_line_serves_until_sigterm(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "scripts.launch.judge_server", "--model", MODEL, "--engine", "cpu_judge",
-                             "--log", str(tmp_path / "server.log")], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "scripts.launch.judge_server",
+            "--model",
+            MODEL,
+            "--engine",
+            "cpu_judge",
+            "--log",
+            str(tmp_path / "server.log"),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     lines = [proc.stdout.readline() for _ in range(3)]  # starting ..., ready at ..., READY <url>
     line = lines[-1]
     assert line.startswith("READY http://127.0.0.1:") and "ready at" in lines[1], lines
@@ -318,8 +409,11 @@ STANDIN = textwrap.dedent("""\
 def _standin(tmp_path, monkeypatch, mode, delay=0.0):
     script = tmp_path / "standin.py"
     script.write_text(STANDIN)
-    monkeypatch.setattr(judge_server, "command", lambda settings, port, python=sys.executable: [
-        sys.executable, str(script), mode, str(port), str(delay)])
+    monkeypatch.setattr(
+        judge_server,
+        "command",
+        lambda settings, port, python=sys.executable: [sys.executable, str(script), mode, str(port), str(delay)],
+    )
     return {"engine": "cpu_judge", "model": "/m", "served_model_name": "judge", "start_timeout": 5}
 
 
@@ -352,7 +446,9 @@ def test_every_server_process_is_stopped(mode, tmp_path, monkeypatch):
 def test_a_server_that_never_answers_stops_the_run(tmp_path, monkeypatch):
     settings = _standin(tmp_path, monkeypatch, "never_ready")
     victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    with judge_server.Served({**settings, "start_timeout": 2}, dict(os.environ), str(tmp_path / "s.log"), grace=1.0) as served:
+    with judge_server.Served(
+        {**settings, "start_timeout": 2}, dict(os.environ), str(tmp_path / "s.log"), grace=1.0
+    ) as served:
         served.attach(victim)
         assert victim.wait(timeout=30) != 0  # the training process is stopped
         leader = served.server.proc.pid
@@ -364,16 +460,21 @@ def test_a_port_someone_else_answers_is_not_ready(tmp_path, monkeypatch):
     answer (another model) never counts as ours being ready."""
     settings = _standin(tmp_path, monkeypatch, "plain")
     port = services.free_port()
-    other = subprocess.Popen([sys.executable, str(tmp_path / "standin.py"), "plain", str(port), "0"],
-                             env={**os.environ, "STANDIN_NAME": "someone-else"})
+    other = subprocess.Popen(
+        [sys.executable, str(tmp_path / "standin.py"), "plain", str(port), "0"],
+        env={**os.environ, "STANDIN_NAME": "someone-else"},
+    )
     try:
         for _ in range(100):
             if judge_server.ready(f"http://127.0.0.1:{port}/v1"):
                 break
             time.sleep(0.1)
         assert judge_server.ready(f"http://127.0.0.1:{port}/v1") and not judge_server.ready(
-            f"http://127.0.0.1:{port}/v1", "judge")
-        with judge_server.Served({**settings, "port": port}, dict(os.environ), str(tmp_path / "s.log"), grace=1.0) as served:
+            f"http://127.0.0.1:{port}/v1", "judge"
+        )
+        with judge_server.Served(
+            {**settings, "port": port}, dict(os.environ), str(tmp_path / "s.log"), grace=1.0
+        ) as served:
             for _ in range(100):
                 if served.cause:
                     break
@@ -399,15 +500,26 @@ def test_sigterm_while_the_server_starts_leaves_nothing(launcher):
     assert _server_pids(port) == [] and not (tmp / "state.steps").exists()
 
 
-@pytest.mark.parametrize("setting, message", [
-    ("verl_judge.judge_server.start_timeout=soon", "start_timeout must be a number of seconds > 0, got 'soon'"),
-    ("verl_judge.judge_server.port=70000", "port must be 0 (a free port) or a port number, got 70000"),
-    ("verl_judge.judge_server.devices=5", "devices=5: GPU 5 is not visible (CUDA_VISIBLE_DEVICES is unset)"),
-])
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ("verl_judge.judge_server.start_timeout=soon", "start_timeout must be a number of seconds > 0, got 'soon'"),
+        ("verl_judge.judge_server.port=70000", "port must be 0 (a free port) or a port number, got 70000"),
+        ("verl_judge.judge_server.devices=5", "devices=5: GPU 5 is not visible (CUDA_VISIBLE_DEVICES is unset)"),
+    ],
+)
 def test_bad_server_setting_stops_the_plan(setting, message, tmp_path):
     """C5: checked when the run is planned (dry runs too): a clear error, exit 2, no traceback."""
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "CUDA_VISIBLE_DEVICES")}
-    env.update(DRY_RUN="1", MODEL=MODEL or "/m", TRAIN_FILES="t.parquet", VAL_FILES="v.parquet", OUTPUT_DIR=str(tmp_path))
-    r = subprocess.run([sys.executable, "-m", "scripts.launch", "gsm8k_local_judge", "judge_placement=server", setting],
-                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    env.update(
+        DRY_RUN="1", MODEL=MODEL or "/m", TRAIN_FILES="t.parquet", VAL_FILES="v.parquet", OUTPUT_DIR=str(tmp_path)
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "scripts.launch", "gsm8k_local_judge", "judge_placement=server", setting],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 2 and message in r.stdout + r.stderr and "Traceback" not in r.stdout + r.stderr

@@ -45,21 +45,43 @@ pytest.importorskip("verl")
 
 # recipe -> (verl_judge.default_data, data_prep module, data folder, train file, val file, max prompt length)
 DATA = {
-    "judge_pointwise": ("verify_pointwise", "data_prep.gsm8k_verify", "gsm8k_verify_p1280", "pointwise_train.parquet",
-                        "pointwise_test.parquet", 1280),
-    "judge_pairwise": ("verify_pairwise", "data_prep.gsm8k_verify", "gsm8k_verify_p1280", "pairwise_train.parquet",
-                       "pairwise_test.parquet", 1280),
+    "judge_pointwise": (
+        "verify_pointwise",
+        "data_prep.gsm8k_verify",
+        "gsm8k_verify_p1280",
+        "pointwise_train.parquet",
+        "pointwise_test.parquet",
+        1280,
+    ),
+    "judge_pairwise": (
+        "verify_pairwise",
+        "data_prep.gsm8k_verify",
+        "gsm8k_verify_p1280",
+        "pairwise_train.parquet",
+        "pairwise_test.parquet",
+        1280,
+    ),
     "gsm8k_rule": ("gsm8k", "data_prep.gsm8k", "gsm8k_p512", "train.parquet", "test.parquet", 512),
     "gsm8k_api_judge": ("gsm8k", "data_prep.gsm8k", "gsm8k_p512", "train.parquet", "test.parquet", 512),
     "gsm8k_local_judge": ("gsm8k", "data_prep.gsm8k", "gsm8k_p512", "train.parquet", "test.parquet", 512),
 }
 GSM8K_ROWS = [
-    {"question": "Tom has 3 apples and buys 4 more. How many apples does he have?",
-     "answer": "Tom has 3+4=<<3+4=7>>7 apples.\n#### 7"},
-    {"question": "A box holds 12 pens. How many pens are in 5 boxes?", "answer": "5 boxes hold 5*12=<<5*12=60>>60 pens.\n#### 60"},
-    {"question": "A book costs 8 dollars. How much do 6 books cost?", "answer": "6 books cost 6*8=<<6*8=48>>48 dollars.\n#### 48"},
-    {"question": "Ann reads 10 pages a day for 3 days, then 5 pages a day for 2 days. How many pages?",
-     "answer": "First she reads 10*3=<<10*3=30>>30 pages.\nThen 5*2=<<5*2=10>>10 pages.\nIn total 30+10=<<30+10=40>>40 pages.\n#### 40"},
+    {
+        "question": "Tom has 3 apples and buys 4 more. How many apples does he have?",
+        "answer": "Tom has 3+4=<<3+4=7>>7 apples.\n#### 7",
+    },
+    {
+        "question": "A box holds 12 pens. How many pens are in 5 boxes?",
+        "answer": "5 boxes hold 5*12=<<5*12=60>>60 pens.\n#### 60",
+    },
+    {
+        "question": "A book costs 8 dollars. How much do 6 books cost?",
+        "answer": "6 books cost 6*8=<<6*8=48>>48 dollars.\n#### 48",
+    },
+    {
+        "question": "Ann reads 10 pages a day for 3 days, then 5 pages a day for 2 days. How many pages?",
+        "answer": "First she reads 10*3=<<10*3=30>>30 pages.\nThen 5*2=<<5*2=10>>10 pages.\nIn total 30+10=<<30+10=40>>40 pages.\n#### 40",
+    },
 ]
 
 
@@ -67,16 +89,25 @@ GSM8K_ROWS = [
 def base_env(**extra) -> dict:
     """The current environment without any knob, knob-like variable or secret, plus PYTHON = this interpreter."""
     drop = set(knobs.BY_NAME) | {"VERL_FILE_LOGGER_PATH", "RAY_ADDRESS"}
-    env = {k: v for k, v in os.environ.items()
-           if k not in drop and not k.startswith(knobs.PREFIXES) and not console.SECRET_NAME.search(k)}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in drop and not k.startswith(knobs.PREFIXES) and not console.SECRET_NAME.search(k)
+    }
     env["PYTHON"] = sys.executable
     env.update({k: str(v) for k, v in extra.items()})
     return env
 
 
 def run_recipe(recipe, env, *args, timeout=300) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", os.path.join(ROOT, "recipes", recipe, "run.sh"), *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        ["bash", os.path.join(ROOT, "recipes", recipe, "run.sh"), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def plan(recipe, env, *args) -> launch.Plan:
@@ -113,13 +144,33 @@ def fx(tmp_path_factory):
     d = tmp_path_factory.mktemp("recipe_data")
     q = "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How many clips did she sell altogether?"
     sol = "In May she sold 48 / 2 = 24 clips. Altogether 48 + 24 = 72.\n#### 72"
-    policy = [{"data_source": "openai/gsm8k", "prompt": [{"role": "user", "content": q + " End with #### <number>."}],
-               "ability": "math", "reward_model": {"style": "rule", "ground_truth": "72"},
-               "extra_info": {"split": "train", "index": 0, "question": q, "answer": sol}}]
-    point = [{"data_source": "gsm8k_verify/pointwise", "prompt": [{"role": "user", "content": f"# Query\n{q}\n# Response\n{sol}"}],
-              "ability": "judge", "reward_model": {"style": "rule", "ground_truth": "4"}, "extra_info": {"split": "train", "index": 0}}]
-    pair = [{"data_source": "gsm8k_verify/pairwise", "prompt": [{"role": "user", "content": f"{q}\nA: {sol}\nB: 48 + 48 = 96\n#### 96"}],
-             "ability": "judge", "reward_model": {"style": "rule", "ground_truth": "A"}, "extra_info": {"split": "train", "index": 0}}]
+    policy = [
+        {
+            "data_source": "openai/gsm8k",
+            "prompt": [{"role": "user", "content": q + " End with #### <number>."}],
+            "ability": "math",
+            "reward_model": {"style": "rule", "ground_truth": "72"},
+            "extra_info": {"split": "train", "index": 0, "question": q, "answer": sol},
+        }
+    ]
+    point = [
+        {
+            "data_source": "gsm8k_verify/pointwise",
+            "prompt": [{"role": "user", "content": f"# Query\n{q}\n# Response\n{sol}"}],
+            "ability": "judge",
+            "reward_model": {"style": "rule", "ground_truth": "4"},
+            "extra_info": {"split": "train", "index": 0},
+        }
+    ]
+    pair = [
+        {
+            "data_source": "gsm8k_verify/pairwise",
+            "prompt": [{"role": "user", "content": f"{q}\nA: {sol}\nB: 48 + 48 = 96\n#### 96"}],
+            "ability": "judge",
+            "reward_model": {"style": "rule", "ground_truth": "A"},
+            "extra_info": {"split": "train", "index": 0},
+        }
+    ]
     files = {}
     for name, rows in (("policy", policy), ("pointwise", point), ("pairwise", pair)):
         for split in ("train", "test"):
@@ -196,8 +247,10 @@ def test_dry_run_passes(dry_runs, recipe, model_path):
     if recipe == "judge_to_reward":
         judge, policy = [ln for ln in r.stdout.splitlines() if "-m scripts.train" in ln]
         assert "actor_rollout_ref.rollout.n=2" in judge and "actor_rollout_ref.rollout.n=3" in policy
-        assert f"[pipeline] DRY_RUN: would run: python -m scripts.pipeline judge_to_reward --out " \
-               f"{ROOT}/outputs/judge_to_reward {' '.join(J2R_ARGS)}" in text
+        assert (
+            f"[pipeline] DRY_RUN: would run: python -m scripts.pipeline judge_to_reward --out "
+            f"{ROOT}/outputs/judge_to_reward {' '.join(J2R_ARGS)}" in text
+        )
         assert not os.path.exists(os.path.join(ROOT, "outputs", "judge_to_reward", "grpo"))
 
 
@@ -210,8 +263,16 @@ def test_plan_per_recipe(recipe, fx, model_path, tmp_path):
     metrics = tmp_path / "metrics.jsonl"
     assert p.overrides == [f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH={metrics}"]
     assert p.knobs == {"MODEL": model_path, **files, "NO_FLASH_ATTN": "0"}
-    assert p.command == [sys.executable, "-m", "scripts.train", "--config-path", os.path.join(ROOT, "recipes", recipe),
-                         "--config-name", "config", *p.overrides]
+    assert p.command == [
+        sys.executable,
+        "-m",
+        "scripts.train",
+        "--config-path",
+        os.path.join(ROOT, "recipes", recipe),
+        "--config-name",
+        "config",
+        *p.overrides,
+    ]
     assert (p.mode, p.metrics_file, p.output_dir, p.data, p.notes) == ("local", str(metrics), str(tmp_path), None, [])
     assert p.env == {"PYTHONPATH": ROOT, "RAY_ADDRESS": "<private local head>"}
 
@@ -230,11 +291,27 @@ def test_default_data_plan(recipe, local_gsm8k, model_path, tmp_path, monkeypatc
     p = plan(recipe, sdpa_off(MODEL=model_path, DATA_DIR=tmp_path, **extra))
     d = tmp_path / folder
     source = ["--train", "/data/gsm8k/train.jsonl", "--test", "/data/gsm8k/test.jsonl"] if local_gsm8k else ["--hf"]
-    assert p.data == [sys.executable, "-m", module, "--out", str(d), "--no-progress", *source,
-                      "--max-prompt-length", str(max_len), "--tokenizer", model_path]
+    assert p.data == [
+        sys.executable,
+        "-m",
+        module,
+        "--out",
+        str(d),
+        "--no-progress",
+        *source,
+        "--max-prompt-length",
+        str(max_len),
+        "--tokenizer",
+        model_path,
+    ]
     assert (p.knobs["TRAIN_FILES"], p.knobs["VAL_FILES"]) == (str(d / train), str(d / val))
     # an argument naming the files: nothing to build, the argument is used as given
-    p = plan(recipe, sdpa_off(MODEL=model_path, DATA_DIR=tmp_path), "data.train_files=/x/a.parquet", "data.val_files=/x/b.parquet")
+    p = plan(
+        recipe,
+        sdpa_off(MODEL=model_path, DATA_DIR=tmp_path),
+        "data.train_files=/x/a.parquet",
+        "data.val_files=/x/b.parquet",
+    )
     assert p.data is None and p.overrides[-2:] == ["data.train_files=/x/a.parquet", "data.val_files=/x/b.parquet"]
     assert "TRAIN_FILES" not in p.knobs and "VAL_FILES" not in p.knobs
     # files that exist: used, not rebuilt
@@ -248,9 +325,15 @@ def test_default_data_plan(recipe, local_gsm8k, model_path, tmp_path, monkeypatc
 def test_recipe_without_default_data_needs_files(tmp_path, model_path, fx):
     rdir = tmp_path / "my_recipe"
     rdir.mkdir()
-    text = open(os.path.join(ROOT, "recipes", "gsm8k_rule", "config.yaml")).read().replace("default_data: gsm8k", "default_data: null")
+    text = (
+        open(os.path.join(ROOT, "recipes", "gsm8k_rule", "config.yaml"))
+        .read()
+        .replace("default_data: gsm8k", "default_data: null")
+    )
     (rdir / "config.yaml").write_text(text)
-    with pytest.raises(launch.LaunchError, match=r"has no default data \(verl_judge.default_data=None\): set TRAIN_FILES"):
+    with pytest.raises(
+        launch.LaunchError, match=r"has no default data \(verl_judge.default_data=None\): set TRAIN_FILES"
+    ):
         plan(str(rdir), sdpa_off(MODEL=model_path))
     assert plan(str(rdir), sdpa_off(MODEL=model_path, **recipe_files(fx, "gsm8k_rule"))).data is None
 
@@ -260,25 +343,46 @@ def test_recipe_without_default_data_needs_files(tmp_path, model_path, fx):
 KNOB_VALUES = {
     "MODEL": ("/tmp/vj-test-model", {"actor_rollout_ref.model.path": "/tmp/vj-test-model"}),
     "JUDGE_MODEL": ("/tmp/vj-judge", {"reward.reward_model.model_path": "/tmp/vj-judge"}),
-    "TRAIN_FILES": ("/tmp/vj-a.parquet,/tmp/vj-b.parquet", {"data.train_files": ["/tmp/vj-a.parquet", "/tmp/vj-b.parquet"]}),
+    "TRAIN_FILES": (
+        "/tmp/vj-a.parquet,/tmp/vj-b.parquet",
+        {"data.train_files": ["/tmp/vj-a.parquet", "/tmp/vj-b.parquet"]},
+    ),
     "VAL_FILES": ("/tmp/vj-v.parquet", {"data.val_files": "/tmp/vj-v.parquet"}),
     "REWARD_FN": ("/tmp/vj-reward.py", {"reward.custom_reward_function.path": "/tmp/vj-reward.py"}),
     "REWARD_FN_NAME": ("my_score", {"reward.custom_reward_function.name": "my_score"}),
     "N_GPUS": ("2", {"trainer.n_gpus_per_node": 2}),
     "NNODES": ("3", {"trainer.nnodes": 3}),
-    "JUDGE_GPUS": ("2", {"reward.reward_model.enable_resource_pool": True, "reward.reward_model.n_gpus_per_node": 2,
-                         "reward.reward_model.nnodes": 1, "reward.reward_model.rollout.free_cache_engine": False}),
-    "JUDGE_BASE_URL": ("http://127.0.0.1:9/v1", {"reward.custom_reward_function.reward_kwargs.base_url": "http://127.0.0.1:9/v1"}),
-    "NO_FLASH_ATTN": ("1", {"actor_rollout_ref.model.use_remove_padding": False,
-                            "actor_rollout_ref.model.override_config.attn_implementation": "sdpa"}),
+    "JUDGE_GPUS": (
+        "2",
+        {
+            "reward.reward_model.enable_resource_pool": True,
+            "reward.reward_model.n_gpus_per_node": 2,
+            "reward.reward_model.nnodes": 1,
+            "reward.reward_model.rollout.free_cache_engine": False,
+        },
+    ),
+    "JUDGE_BASE_URL": (
+        "http://127.0.0.1:9/v1",
+        {"reward.custom_reward_function.reward_kwargs.base_url": "http://127.0.0.1:9/v1"},
+    ),
+    "NO_FLASH_ATTN": (
+        "1",
+        {
+            "actor_rollout_ref.model.use_remove_padding": False,
+            "actor_rollout_ref.model.override_config.attn_implementation": "sdpa",
+        },
+    ),
 }
 
 
 def test_config_knobs_are_the_ones_the_recipes_read():
     """Every knob of the table marked "config" is read by a recipe YAML file (``${oc.env:NAME``), each one a
     YAML file reads is in the table, and each has a test value here."""
-    texts = [open(f).read() for f in [os.path.join(ROOT, "recipes", "base.yaml")] +
-             [f for r in RECIPES for f in glob.glob(os.path.join(ROOT, "recipes", r, "**", "*.yaml"), recursive=True)]]
+    texts = [
+        open(f).read()
+        for f in [os.path.join(ROOT, "recipes", "base.yaml")]
+        + [f for r in RECIPES for f in glob.glob(os.path.join(ROOT, "recipes", r, "**", "*.yaml"), recursive=True)]
+    ]
     read = {n for t in texts for n in re.findall(r"oc\.env:([A-Z0-9_]+)", t)}
     config = {k.name for k in knobs.KNOBS if k.where == "config"}
     assert read == config == set(KNOB_VALUES)
@@ -294,13 +398,19 @@ def test_every_knob_sets_its_keys(recipe, fx, model_path):
         before = {k: select(before, k) for _, keys in KNOB_VALUES.values() for k in keys}
     env = {**base, **{k: v for k, (v, _) in KNOB_VALUES.items()}}
     p = plan(recipe, env)
-    text = "".join(open(f).read() for f in [os.path.join(ROOT, "recipes", "base.yaml")] +  # config.yaml and its groups
-                   glob.glob(os.path.join(ROOT, "recipes", recipe, "**", "*.yaml"), recursive=True))
+    text = "".join(
+        open(f).read()
+        for f in [os.path.join(ROOT, "recipes", "base.yaml")]  # config.yaml and its groups
+        + glob.glob(os.path.join(ROOT, "recipes", recipe, "**", "*.yaml"), recursive=True)
+    )
     with knobs.environ({**env, **p.knobs}):
         after = verl_config.compose(p.overrides, recipe)
         after = {k: select(after, k) for _, keys in KNOB_VALUES.values() for k in keys}
     problems = []
-    already = {("JUDGE_GPUS", "reward.reward_model.rollout.free_cache_engine"), ("JUDGE_GPUS", "reward.reward_model.nnodes")}
+    already = {
+        ("JUDGE_GPUS", "reward.reward_model.rollout.free_cache_engine"),
+        ("JUDGE_GPUS", "reward.reward_model.nnodes"),
+    }
     for name, (value, expected) in KNOB_VALUES.items():
         if f"oc.env:{name}" not in text:
             assert f"{name} ignored: recipe {recipe} does not read it (no ${{oc.env:{name}}} in its config)" in p.notes
@@ -315,14 +425,21 @@ def test_every_knob_sets_its_keys(recipe, fx, model_path):
 
 
 def test_judge_knobs_on_a_recipe_without_a_judge(fx, model_path):
-    p = plan("gsm8k_rule", sdpa_off(MODEL=model_path, JUDGE_MODEL="/tmp/j", JUDGE_GPUS="1", **recipe_files(fx, "gsm8k_rule")))
-    assert p.notes == ["JUDGE_MODEL ignored: recipe gsm8k_rule does not read it (no ${oc.env:JUDGE_MODEL} in its config)",
-                       "JUDGE_GPUS ignored: recipe gsm8k_rule does not read it (no ${oc.env:JUDGE_GPUS} in its config)"]
+    p = plan(
+        "gsm8k_rule", sdpa_off(MODEL=model_path, JUDGE_MODEL="/tmp/j", JUDGE_GPUS="1", **recipe_files(fx, "gsm8k_rule"))
+    )
+    assert p.notes == [
+        "JUDGE_MODEL ignored: recipe gsm8k_rule does not read it (no ${oc.env:JUDGE_MODEL} in its config)",
+        "JUDGE_GPUS ignored: recipe gsm8k_rule does not read it (no ${oc.env:JUDGE_GPUS} in its config)",
+    ]
     env = sdpa_off(MODEL=model_path, JUDGE_GPUS="0", **recipe_files(fx, "gsm8k_local_judge"))
     with knobs.environ(env):
         colocated = verl_config.compose(plan("gsm8k_local_judge", env).overrides, "gsm8k_local_judge")
-        assert (colocated.reward.reward_model.enable_resource_pool, colocated.reward.reward_model.rollout.free_cache_engine,
-                colocated.reward.reward_model.model_path) == (False, False, model_path)
+        assert (
+            colocated.reward.reward_model.enable_resource_pool,
+            colocated.reward.reward_model.rollout.free_cache_engine,
+            colocated.reward.reward_model.model_path,
+        ) == (False, False, model_path)
 
 
 def test_swanlab_key_adds_the_logger(fx, model_path):
@@ -334,61 +451,139 @@ def test_swanlab_key_adds_the_logger(fx, model_path):
 
 def test_arguments_win_over_the_knobs(fx, model_path, monkeypatch):
     monkeypatch.chdir(ROOT)
-    env = sdpa_off(MODEL=model_path, N_GPUS=2, NO_FLASH_ATTN=1, REWARD_FN="reward_fns/gsm8k.py", **recipe_files(fx, "gsm8k_rule"))
-    args = ["trainer.n_gpus_per_node=3", "actor_rollout_ref.model.override_config.attn_implementation=eager",
-            "trainer.logger=[console]", "trainer.n_gpus_per_node=4"]  # a later argument for a key wins
+    env = sdpa_off(
+        MODEL=model_path, N_GPUS=2, NO_FLASH_ATTN=1, REWARD_FN="reward_fns/gsm8k.py", **recipe_files(fx, "gsm8k_rule")
+    )
+    args = [
+        "trainer.n_gpus_per_node=3",
+        "actor_rollout_ref.model.override_config.attn_implementation=eager",
+        "trainer.logger=[console]",
+        "trainer.n_gpus_per_node=4",
+    ]  # a later argument for a key wins
     p = plan("gsm8k_rule", env, *args)
     assert p.overrides[1:] == args[1:]
     assert p.knobs["REWARD_FN"] == os.path.join(ROOT, "reward_fns", "gsm8k.py")  # cwd-relative -> absolute
     with knobs.environ({**env, **p.knobs}):
         cfg = verl_config.compose(p.overrides, "gsm8k_rule")
-        assert (cfg.trainer.n_gpus_per_node, cfg.actor_rollout_ref.model.override_config.attn_implementation,
-                list(cfg.trainer.logger), cfg.actor_rollout_ref.model.use_remove_padding) == (4, "eager", ["console"], False)
+        assert (
+            cfg.trainer.n_gpus_per_node,
+            cfg.actor_rollout_ref.model.override_config.attn_implementation,
+            list(cfg.trainer.logger),
+            cfg.actor_rollout_ref.model.use_remove_padding,
+        ) == (4, "eager", ["console"], False)
         assert cfg.reward.custom_reward_function.path == os.path.join(ROOT, "reward_fns", "gsm8k.py")
     assert p.notes == ["trainer.logger has no 'file': no metrics JSONL is written"]
 
 
 # a variable that looks like a knob (JUDGE_*, TRAIN_*, ROLLOUT_*, ...) but is none: a misspelt or a removed one
-NOT_KNOBS = {"JUDGE_MODE": "hybrid", "TRAIN_BATCH_SIZE": "8", "ROLLOUT_N": "3", "JUDGE_MODEL_NAME": "judge",
-             "REWARD_MANAGER": "naive", "JUDGE_MODLE": "/tmp/j"}
+NOT_KNOBS = {
+    "JUDGE_MODE": "hybrid",
+    "TRAIN_BATCH_SIZE": "8",
+    "ROLLOUT_N": "3",
+    "JUDGE_MODEL_NAME": "judge",
+    "REWARD_MANAGER": "naive",
+    "JUDGE_MODLE": "/tmp/j",
+}
 
 
 @pytest.mark.parametrize("name", list(NOT_KNOBS))
 def test_a_variable_that_is_no_knob_stops_the_launcher(name, capsys, fx, model_path):
     value = NOT_KNOBS[name]
-    rc = launch.main(["gsm8k_rule"], sdpa_off(MODEL=model_path, DRY_RUN="1", **{name: value}, **recipe_files(fx, "gsm8k_rule")))
+    rc = launch.main(
+        ["gsm8k_rule"], sdpa_off(MODEL=model_path, DRY_RUN="1", **{name: value}, **recipe_files(fx, "gsm8k_rule"))
+    )
     out = capsys.readouterr().out
-    assert rc == 2 and f"[launch] ERROR: {name}={value} is set, but no script reads it: it is not one of the knobs " \
-                       f"(python -m scripts.launch --knobs); give the setting as a Hydra override argument (KEY=VALUE), " \
-                       f"or unset {name}" in out, out
+    assert (
+        rc == 2
+        and f"[launch] ERROR: {name}={value} is set, but no script reads it: it is not one of the knobs "
+        f"(python -m scripts.launch --knobs); give the setting as a Hydra override argument (KEY=VALUE), "
+        f"or unset {name}"
+        in out
+    ), out
 
 
 # (recipe, knobs, arguments, the message); each of these passed as "config OK" or crashed verl before
 OUT_OF_RANGE = {
-    "n_gpus_negative": ("gsm8k_rule", {"N_GPUS": "-1"}, [], "trainer.n_gpus_per_node=-1: must be an integer >= 1 (set by N_GPUS=-1)"),
-    "n_gpus_zero": ("gsm8k_rule", {"N_GPUS": "0"}, [], "trainer.n_gpus_per_node=0: must be an integer >= 1 (set by N_GPUS=0)"),
-    "n_gpus_word": ("gsm8k_rule", {"N_GPUS": "two"}, [], "trainer.n_gpus_per_node='two': must be an integer >= 1 (set by N_GPUS=two)"),
-    "nnodes_zero": ("judge_pairwise", {"NNODES": "0"}, [], "trainer.nnodes=0: must be an integer >= 1 (set by NNODES=0)"),
-    "judge_pool_negative_override": ("gsm8k_local_judge", {"JUDGE_GPUS": "1"}, ["reward.reward_model.n_gpus_per_node=-2"],
-                                     "reward.reward_model.n_gpus_per_node=-2: must be an integer >= 1"),
-    "judge_gpus_negative": ("gsm8k_local_judge", {"JUDGE_GPUS": "-1"}, [],
-                            "reward.reward_model.enable_resource_pool: JUDGE_GPUS='-1': expected an integer >= 0 "
-                            "(set by JUDGE_GPUS=-1)"),
-    "no_flash_attn_word": ("gsm8k_rule", {"NO_FLASH_ATTN": "maybe"}, [],
-                           "actor_rollout_ref.model.use_remove_padding: NO_FLASH_ATTN='maybe': expected 1, 0 or auto "
-                           "(set by NO_FLASH_ATTN=maybe)"),
-    "temperature_negative": ("gsm8k_rule", {}, ["actor_rollout_ref.rollout.temperature=-1"],
-                             "actor_rollout_ref.rollout.temperature=-1: must be a number >= 0"),
-    "gpu_mem_over_one": ("gsm8k_api_judge", {}, ["actor_rollout_ref.rollout.gpu_memory_utilization=1.5"],
-                         "actor_rollout_ref.rollout.gpu_memory_utilization=1.5: must be a number in (0, 1]"),
-    "judge_gpu_mem_zero": ("gsm8k_local_judge", {}, ["reward.reward_model.rollout.gpu_memory_utilization=0"],
-                           "reward.reward_model.rollout.gpu_memory_utilization=0: must be a number in (0, 1]"),
-    "lr_negative": ("judge_pointwise", {}, ["actor_rollout_ref.actor.optim.lr=-1e-6"],
-                    "actor_rollout_ref.actor.optim.lr=-1e-06: must be a number > 0"),
+    "n_gpus_negative": (
+        "gsm8k_rule",
+        {"N_GPUS": "-1"},
+        [],
+        "trainer.n_gpus_per_node=-1: must be an integer >= 1 (set by N_GPUS=-1)",
+    ),
+    "n_gpus_zero": (
+        "gsm8k_rule",
+        {"N_GPUS": "0"},
+        [],
+        "trainer.n_gpus_per_node=0: must be an integer >= 1 (set by N_GPUS=0)",
+    ),
+    "n_gpus_word": (
+        "gsm8k_rule",
+        {"N_GPUS": "two"},
+        [],
+        "trainer.n_gpus_per_node='two': must be an integer >= 1 (set by N_GPUS=two)",
+    ),
+    "nnodes_zero": (
+        "judge_pairwise",
+        {"NNODES": "0"},
+        [],
+        "trainer.nnodes=0: must be an integer >= 1 (set by NNODES=0)",
+    ),
+    "judge_pool_negative_override": (
+        "gsm8k_local_judge",
+        {"JUDGE_GPUS": "1"},
+        ["reward.reward_model.n_gpus_per_node=-2"],
+        "reward.reward_model.n_gpus_per_node=-2: must be an integer >= 1",
+    ),
+    "judge_gpus_negative": (
+        "gsm8k_local_judge",
+        {"JUDGE_GPUS": "-1"},
+        [],
+        "reward.reward_model.enable_resource_pool: JUDGE_GPUS='-1': expected an integer >= 0 (set by JUDGE_GPUS=-1)",
+    ),
+    "no_flash_attn_word": (
+        "gsm8k_rule",
+        {"NO_FLASH_ATTN": "maybe"},
+        [],
+        "actor_rollout_ref.model.use_remove_padding: NO_FLASH_ATTN='maybe': expected 1, 0 or auto "
+        "(set by NO_FLASH_ATTN=maybe)",
+    ),
+    "temperature_negative": (
+        "gsm8k_rule",
+        {},
+        ["actor_rollout_ref.rollout.temperature=-1"],
+        "actor_rollout_ref.rollout.temperature=-1: must be a number >= 0",
+    ),
+    "gpu_mem_over_one": (
+        "gsm8k_api_judge",
+        {},
+        ["actor_rollout_ref.rollout.gpu_memory_utilization=1.5"],
+        "actor_rollout_ref.rollout.gpu_memory_utilization=1.5: must be a number in (0, 1]",
+    ),
+    "judge_gpu_mem_zero": (
+        "gsm8k_local_judge",
+        {},
+        ["reward.reward_model.rollout.gpu_memory_utilization=0"],
+        "reward.reward_model.rollout.gpu_memory_utilization=0: must be a number in (0, 1]",
+    ),
+    "lr_negative": (
+        "judge_pointwise",
+        {},
+        ["actor_rollout_ref.actor.optim.lr=-1e-6"],
+        "actor_rollout_ref.actor.optim.lr=-1e-06: must be a number > 0",
+    ),
     "batch_zero": ("gsm8k_rule", {}, ["data.train_batch_size=0"], "data.train_batch_size=0: must be an integer >= 1"),
-    "mini_batch_zero": ("gsm8k_rule", {}, ["actor_rollout_ref.actor.ppo_mini_batch_size=0"],
-                        "actor_rollout_ref.actor.ppo_mini_batch_size=0: must be an integer >= 1"),
-    "rollout_n_zero": ("judge_pairwise", {}, ["actor_rollout_ref.rollout.n=0"], "actor_rollout_ref.rollout.n=0: must be an integer >= 1"),
+    "mini_batch_zero": (
+        "gsm8k_rule",
+        {},
+        ["actor_rollout_ref.actor.ppo_mini_batch_size=0"],
+        "actor_rollout_ref.actor.ppo_mini_batch_size=0: must be an integer >= 1",
+    ),
+    "rollout_n_zero": (
+        "judge_pairwise",
+        {},
+        ["actor_rollout_ref.rollout.n=0"],
+        "actor_rollout_ref.rollout.n=0: must be an integer >= 1",
+    ),
 }
 
 
@@ -396,8 +591,17 @@ OUT_OF_RANGE = {
 def test_values_out_of_range_stop_before_anything_starts(name, capsys, model_path, tmp_path):
     """Checked on the composed config (knobs and arguments alike), before data is built."""
     recipe, env, args, msg = OUT_OF_RANGE[name]
-    rc = launch.main([recipe, *args], sdpa_off(MODEL=model_path, DRY_RUN="1", DATA_DIR=tmp_path / "data",
-                                               OUTPUT_DIR=tmp_path / "run", GSM8K_DIR=tmp_path / "none", **env))
+    rc = launch.main(
+        [recipe, *args],
+        sdpa_off(
+            MODEL=model_path,
+            DRY_RUN="1",
+            DATA_DIR=tmp_path / "data",
+            OUTPUT_DIR=tmp_path / "run",
+            GSM8K_DIR=tmp_path / "none",
+            **env,
+        ),
+    )
     out = capsys.readouterr().out
     assert rc == 2, out
     assert f"[launch] CONFIG ERROR: {msg}\n" in out
@@ -410,17 +614,33 @@ def test_an_unset_knob_the_config_needs_is_named(capsys, fx):
     with knobs.environ(base_env(**recipe_files(fx, "gsm8k_rule"))):
         with pytest.raises(verl_config.ConfigError) as e:
             verl_config.check([], recipe="gsm8k_rule")
-    assert e.value.errors == ["actor_rollout_ref.model.path: the environment variable MODEL is not set (set it, or pass "
-                              "actor_rollout_ref.model.path=...)"]
+    assert e.value.errors == [
+        "actor_rollout_ref.model.path: the environment variable MODEL is not set (set it, or pass "
+        "actor_rollout_ref.model.path=...)"
+    ]
 
 
 # (recipe, knobs, arguments) -> the CONFIG ERROR the dry run stops with (None: config OK)
 DRY_RUN_CHECKS = {
     "plus_outside_allowlist": ("gsm8k_rule", {}, ["+trainer.my_knob=1"], "adds key 'trainer.my_knob'"),
-    "legacy_reward_key": ("gsm8k_rule", {}, ["custom_reward_function.path=x.py"], "legacy reward key 'custom_reward_function.path'"),
-    "missing_file": ("gsm8k_rule", {"TRAIN_FILES": "/nonexistent/t.parquet"}, [],
-                     "data.train_files: file not found: /nonexistent/t.parquet (set by TRAIN_FILES=/nonexistent/t.parquet)"),
-    "colocated_judge_on_v1": ("gsm8k_local_judge", {}, ["trainer.use_v1=true"], "set trainer.use_v1=False (legacy trainer"),
+    "legacy_reward_key": (
+        "gsm8k_rule",
+        {},
+        ["custom_reward_function.path=x.py"],
+        "legacy reward key 'custom_reward_function.path'",
+    ),
+    "missing_file": (
+        "gsm8k_rule",
+        {"TRAIN_FILES": "/nonexistent/t.parquet"},
+        [],
+        "data.train_files: file not found: /nonexistent/t.parquet (set by TRAIN_FILES=/nonexistent/t.parquet)",
+    ),
+    "colocated_judge_on_v1": (
+        "gsm8k_local_judge",
+        {},
+        ["trainer.use_v1=true"],
+        "set trainer.use_v1=False (legacy trainer",
+    ),
     "judge_pool": ("gsm8k_local_judge", {"JUDGE_GPUS": "1"}, [], None),
 }
 
@@ -465,17 +685,24 @@ def test_each_default_is_written_once():
 
     base = _leaves(yaml.safe_load(open(os.path.join(ROOT, "recipes", "base.yaml"))))
     judge = dict(llm_judge.DEFAULTS)
-    judge.update({k: p.default for k, p in inspect.signature(llm_judge.compute_score).parameters.items()
-                  if p.default is not inspect.Parameter.empty and p.kind == p.KEYWORD_ONLY})
+    judge.update(
+        {
+            k: p.default
+            for k, p in inspect.signature(llm_judge.compute_score).parameters.items()
+            if p.default is not inspect.Parameter.empty and p.kind == p.KEYWORD_ONLY
+        }
+    )
     judge["model"] = llm_judge.DEFAULT_REMOTE_MODEL
     repeated = []
     for recipe in RECIPES:
         leaves = _leaves(yaml.safe_load(open(os.path.join(ROOT, "recipes", recipe, "config.yaml"))))
         groups = sorted(glob.glob(os.path.join(ROOT, "recipes", recipe, "*", "*.yaml")))  # config groups after _self_
         assert leaves.pop("defaults") == ["ppo_trainer", "base", "_self_"] + (
-            [{"judge_placement": "colocated"}] if groups else []), recipe
-        sources = [(recipe, leaves)] + [(os.path.relpath(f, os.path.join(ROOT, "recipes")), _leaves(yaml.safe_load(open(f))))
-                                        for f in groups]
+            [{"judge_placement": "colocated"}] if groups else []
+        ), recipe
+        sources = [(recipe, leaves)] + [
+            (os.path.relpath(f, os.path.join(ROOT, "recipes")), _leaves(yaml.safe_load(open(f)))) for f in groups
+        ]
         for where, found in sources:
             for key, value in found.items():
                 if key == "defaults":
@@ -494,12 +721,29 @@ def test_each_default_is_written_once():
 def test_the_launcher_holds_no_training_defaults():
     """The default learning rate (and every other training value) lives in the recipe configs only:
     changing the default is one line of recipes/base.yaml."""
-    configs = {f: open(os.path.join(ROOT, f)).read() for f in [f"recipes/{r}/config.yaml" for r in RECIPES] + ["recipes/base.yaml"]}
-    assert [f for f, text in configs.items() if re.search(r"^\s+lr: ", text, re.M)] == \
-        ["recipes/judge_pointwise/config.yaml", "recipes/judge_pairwise/config.yaml", "recipes/base.yaml"]
+    configs = {
+        f: open(os.path.join(ROOT, f)).read()
+        for f in [f"recipes/{r}/config.yaml" for r in RECIPES] + ["recipes/base.yaml"]
+    }
+    assert [f for f, text in configs.items() if re.search(r"^\s+lr: ", text, re.M)] == [
+        "recipes/judge_pointwise/config.yaml",
+        "recipes/judge_pairwise/config.yaml",
+        "recipes/base.yaml",
+    ]
     lrs = {m for text in configs.values() for m in re.findall(r"^\s+lr: (\S+)$", text, re.M)}
-    launcher = ["scripts/launch/launcher.py", "scripts/launch.sh", "scripts/launch/knobs.py", "scripts/launch/defaults.py", "scripts/launch/ray_job.py",
-                "scripts/launch/verl_config.py", "scripts/main.sh", "runtime_env.yaml"]
-    hits = [f for f in (*launcher, *[f"recipes/{r}/run.sh" for r in ALL_RECIPES])
-            if any(lr in open(os.path.join(ROOT, f)).read() for lr in lrs)]
+    launcher = [
+        "scripts/launch/launcher.py",
+        "scripts/launch.sh",
+        "scripts/launch/knobs.py",
+        "scripts/launch/defaults.py",
+        "scripts/launch/ray_job.py",
+        "scripts/launch/verl_config.py",
+        "scripts/main.sh",
+        "runtime_env.yaml",
+    ]
+    hits = [
+        f
+        for f in (*launcher, *[f"recipes/{r}/run.sh" for r in ALL_RECIPES])
+        if any(lr in open(os.path.join(ROOT, f)).read() for lr in lrs)
+    ]
     assert len(lrs) == 2 and hits == []

@@ -38,17 +38,20 @@ SETTINGS = {"startup_s": 100.0, "step_s": 60.0, "min_step_s": 10.0, "factor": 4.
 
 
 # (what happens: list of (advance clock by, step seen or None)), expected limit, expected overdue
-@pytest.mark.parametrize("events, limit, overdue", [
-    ([], 100.0, None),                                      # starting: startup_s
-    ([(100.5, None)], 100.0, 100.5),                        # no step within startup_s
-    ([(50, 0)], 60.0, None),                                # step 0 (validation): step_s until there is a median
-    ([(50, 0), (61, None)], 60.0, 61.0),                    # then no step 2 within step_s
-    ([(50, 1), (2, 2), (2, 3)], 10.0, None),                # median 2 s x 4 = 8 -> floor min_step_s
-    ([(50, 1), (2, 2), (2, 3), (10.5, None)], 10.0, 10.5),  # ... overdue past the floor
-    ([(50, 1), (5, 2), (5, 3)], 20.0, None),                # median 5 s x 4 = 20
-    ([(50, 1), (30, 2), (30, 3)], 60.0, None),              # median 30 s x 4 = 120 -> ceiling step_s
-    ([(50, 1), (5, 2), (5, 2), (5, 1)], 20.0, None),        # a step reported again, or an older one: not progress
-])
+@pytest.mark.parametrize(
+    "events, limit, overdue",
+    [
+        ([], 100.0, None),  # starting: startup_s
+        ([(100.5, None)], 100.0, 100.5),  # no step within startup_s
+        ([(50, 0)], 60.0, None),  # step 0 (validation): step_s until there is a median
+        ([(50, 0), (61, None)], 60.0, 61.0),  # then no step 2 within step_s
+        ([(50, 1), (2, 2), (2, 3)], 10.0, None),  # median 2 s x 4 = 8 -> floor min_step_s
+        ([(50, 1), (2, 2), (2, 3), (10.5, None)], 10.0, 10.5),  # ... overdue past the floor
+        ([(50, 1), (5, 2), (5, 3)], 20.0, None),  # median 5 s x 4 = 20
+        ([(50, 1), (30, 2), (30, 3)], 60.0, None),  # median 30 s x 4 = 120 -> ceiling step_s
+        ([(50, 1), (5, 2), (5, 2), (5, 1)], 20.0, None),  # a step reported again, or an older one: not progress
+    ],
+)
 def test_stall_limits(events, limit, overdue):
     clock = Clock()
     s = stall.Stall(SETTINGS, "run", clock=clock)
@@ -60,14 +63,17 @@ def test_stall_limits(events, limit, overdue):
     assert s.overdue() == overdue
 
 
-@pytest.mark.parametrize("line, step", [
-    ("step:12 - critic/score/mean:0.5 - timing_s/step:4.7\n", 12),
-    ("(TaskRunner pid=4242) step:3 - actor/lr:1e-06\n", 3),
-    ("global_step:7 saved\n", None),                   # a checkpoint line is not a step
-    ("training/global_step:9\n", None),
-    ("[validate] step:0 - val-core/x:0.2\n", 0),
-    ("steps: 4\n", None),
-])
+@pytest.mark.parametrize(
+    "line, step",
+    [
+        ("step:12 - critic/score/mean:0.5 - timing_s/step:4.7\n", 12),
+        ("(TaskRunner pid=4242) step:3 - actor/lr:1e-06\n", 3),
+        ("global_step:7 saved\n", None),  # a checkpoint line is not a step
+        ("training/global_step:9\n", None),
+        ("[validate] step:0 - val-core/x:0.2\n", 0),
+        ("steps: 4\n", None),
+    ],
+)
 def test_step_lines(line, step):
     clock = Clock()
     s = stall.Stall(SETTINGS, "run", clock=clock)
@@ -87,13 +93,19 @@ def test_metrics_tail_reads_whole_new_lines(tmp_path):
     assert stall.MetricsTail(str(tmp_path / "absent.jsonl")).steps() == []
 
 
-@pytest.mark.parametrize("settings, errors", [
-    ({}, []),
-    ({"startup_s": 0}, ["verl_judge.watchdog.startup_s must be a number > 0, got 0"]),
-    ({"factor": "20"}, ["verl_judge.watchdog.factor must be a number > 0, got '20'"]),
-    ({"enable": "yes"}, ["verl_judge.watchdog.enable must be true or false, got 'yes'"]),
-    ({"step": 5}, ["verl_judge.watchdog.step: unknown setting (known: enable, startup_s, step_s, min_step_s, factor)"]),
-])
+@pytest.mark.parametrize(
+    "settings, errors",
+    [
+        ({}, []),
+        ({"startup_s": 0}, ["verl_judge.watchdog.startup_s must be a number > 0, got 0"]),
+        ({"factor": "20"}, ["verl_judge.watchdog.factor must be a number > 0, got '20'"]),
+        ({"enable": "yes"}, ["verl_judge.watchdog.enable must be true or false, got 'yes'"]),
+        (
+            {"step": 5},
+            ["verl_judge.watchdog.step: unknown setting (known: enable, startup_s, step_s, min_step_s, factor)"],
+        ),
+    ],
+)
 def test_settings_errors(settings, errors):
     assert stall.settings_errors(settings) == errors
 
@@ -101,7 +113,7 @@ def test_settings_errors(settings, errors):
 # ------------------------------------------------------------------------------------------- through the launcher
 # A stand-in trainer: connects to the run's Ray head (through scripts.train's job id), prints steps as verl's console
 # logger does, writes them to the metrics file, then sleeps (a stall) or makes actor calls for a while.
-TRAINER = r'''
+TRAINER = r"""
 import json, os, sys, time
 import ray
 from scripts.train.trainer import unique_job_id
@@ -134,8 +146,8 @@ while time.time() < t_end:
     time.sleep(0.25)
 print("actor calls after the steps:", calls, flush=True)
 ray.shutdown()
-'''
-DRIVER = r'''
+"""
+DRIVER = r"""
 import json, os, sys
 from scripts.launch import launcher as launch
 env = dict(os.environ)
@@ -144,17 +156,27 @@ p = launch.plan(env, args["overrides"], "gsm8k_rule", output_dir=args["out"], lo
 i = p.command.index("scripts.train") - 1
 p.command = p.command[:i] + args["swap"] + p.command[i + 2:]
 sys.exit(launch.execute(p, env))
-'''
+"""
 
 
 def _launcher(fx, tmp_path, name, swap, overrides=()) -> subprocess.Popen:
     out = tmp_path / "run"
     out.mkdir(exist_ok=True)
     env = base_env(MODEL=tmp_path, PYTHONPATH=ROOT, **recipe_files(fx, "gsm8k_rule"))
-    args = {"overrides": [f"trainer.experiment_name={name}", *overrides], "out": str(out),
-            "log": str(out / "logs" / f"{name}.log"), "swap": swap}
-    return subprocess.Popen([sys.executable, "-c", DRIVER, json.dumps(args)], cwd=ROOT, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    args = {
+        "overrides": [f"trainer.experiment_name={name}", *overrides],
+        "out": str(out),
+        "log": str(out / "logs" / f"{name}.log"),
+        "swap": swap,
+    }
+    return subprocess.Popen(
+        [sys.executable, "-c", DRIVER, json.dumps(args)],
+        cwd=ROOT,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
 
 
 def _trainer(tmp_path, *args) -> list[str]:
@@ -174,11 +196,18 @@ def _gone(pid: int, seconds: float = 60) -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case, steps, overrides, last", [
-    ("startup", 0, ["verl_judge.watchdog.startup_s=8"], "last step: none yet (still starting)"),
-    ("mid_run", 3, ["verl_judge.watchdog.startup_s=600", "verl_judge.watchdog.step_s=6",
-                    "verl_judge.watchdog.min_step_s=5"], "last step: 3"),
-])
+@pytest.mark.parametrize(
+    "case, steps, overrides, last",
+    [
+        ("startup", 0, ["verl_judge.watchdog.startup_s=8"], "last step: none yet (still starting)"),
+        (
+            "mid_run",
+            3,
+            ["verl_judge.watchdog.startup_s=600", "verl_judge.watchdog.step_s=6", "verl_judge.watchdog.min_step_s=5"],
+            "last step: 3",
+        ),
+    ],
+)
 def test_stalled_run_is_stopped(fx, tmp_path, case, steps, overrides, last):
     t0 = time.time()
     proc = _launcher(fx, tmp_path, "stuck", _trainer(tmp_path, "stall", steps, 0), overrides)
@@ -230,7 +259,8 @@ def test_a_node_that_exits_while_starting_is_started_again(tmp_path, monkeypatch
         "if not os.path.exists(marker):\n"
         "    open(marker, 'w').close(); print('Failed to bind port: address already in use'); sys.exit(1)\n"
         "print('Ray runtime started.'); print(\"  ray start --address='127.0.0.1:6399'\"); sys.stdout.flush()\n"
-        "time.sleep(60)\n")
+        "time.sleep(60)\n"
+    )
     monkeypatch.setattr(ray_head, "RAY_CLI", (sys.executable, str(fake)))
     env = {}
     proc, address = ray_head.start(env, str(tmp_path / "head.log"))
@@ -240,7 +270,10 @@ def test_a_node_that_exits_while_starting_is_started_again(tmp_path, monkeypatch
         ray_head.stop(proc)
     assert proc.poll() is not None and not os.path.exists(proc.temp_dir)
     monkeypatch.setattr(ray_head, "RAY_CLI", (sys.executable, "-c", "import sys; print('no'); sys.exit(1)"))
-    with pytest.raises(ray_head.RayStartError, match=r"ray start \(a Ray head\) exited with 1 before it was ready; its log .* ends:\nno \(after 3 tries\)"):
+    with pytest.raises(
+        ray_head.RayStartError,
+        match=r"ray start \(a Ray head\) exited with 1 before it was ready; its log .* ends:\nno \(after 3 tries\)",
+    ):
         ray_head.start({}, str(tmp_path / "head2.log"))
 
 
@@ -257,7 +290,9 @@ def test_a_node_interrupted_while_starting_is_stopped(interrupt, tmp_path, monke
     monkeypatch.setattr(ray_head, "RAY_CLI", (sys.executable, str(fake)))
     started = []
     real_popen = ray_head.subprocess.Popen
-    monkeypatch.setattr(ray_head.subprocess, "Popen", lambda *a, **k: started.append(real_popen(*a, **k)) or started[-1])
+    monkeypatch.setattr(
+        ray_head.subprocess, "Popen", lambda *a, **k: started.append(real_popen(*a, **k)) or started[-1]
+    )
 
     def interrupted(_seconds):
         raise interrupt()

@@ -56,22 +56,42 @@ def build_loaders(config):
 
     model = omega_conf_to_dataclass(config.actor_rollout_ref.model)
     tokenizer, processor = model.tokenizer, model.processor
-    train_ds = create_rl_dataset(config.data.train_files, config.data, tokenizer, processor, is_train=True,
-                                 max_samples=config.data.get("train_max_samples", -1))
-    val_ds = create_rl_dataset(config.data.val_files, config.data, tokenizer, processor, is_train=False,
-                               max_samples=config.data.get("val_max_samples", -1))
+    train_ds = create_rl_dataset(
+        config.data.train_files,
+        config.data,
+        tokenizer,
+        processor,
+        is_train=True,
+        max_samples=config.data.get("train_max_samples", -1),
+    )
+    val_ds = create_rl_dataset(
+        config.data.val_files,
+        config.data,
+        tokenizer,
+        processor,
+        is_train=False,
+        max_samples=config.data.get("val_max_samples", -1),
+    )
     num_workers = config.data["dataloader_num_workers"]
     train_loader = StatefulDataLoader(
         dataset=train_ds,
         batch_size=config.data.get("gen_batch_size", None) or config.data.train_batch_size,
-        num_workers=num_workers, drop_last=True, collate_fn=collate_fn,
-        sampler=create_rl_sampler(config.data, train_ds))
+        num_workers=num_workers,
+        drop_last=True,
+        collate_fn=collate_fn,
+        sampler=create_rl_sampler(config.data, train_ds),
+    )
     val_batch_size = config.data.val_batch_size
     if val_batch_size is None:
         val_batch_size = len(val_ds)
     val_loader = StatefulDataLoader(
-        dataset=val_ds, batch_size=val_batch_size, num_workers=num_workers,
-        shuffle=config.data.get("validation_shuffle", True), drop_last=False, collate_fn=collate_fn)
+        dataset=val_ds,
+        batch_size=val_batch_size,
+        num_workers=num_workers,
+        shuffle=config.data.get("validation_shuffle", True),
+        drop_last=False,
+        collate_fn=collate_fn,
+    )
     return train_loader, val_loader
 
 
@@ -99,16 +119,27 @@ def test_recipe_config_loads_rows_in_process(recipe):
 # The train loader keeps its iterator (and so its workers) for its checkpoint state, as in a training run.
 LOADER_CASES = {
     "recipe defaults (base.yaml)": ([], 0, {"train": (16, 0), "val": (60, 0)}),
-    "2 workers (control: the count sees workers)": (["data.dataloader_num_workers=2"], 2,
-                                                    {"train": (16, 2), "val": (60, 4)}),
+    "2 workers (control: the count sees workers)": (
+        ["data.dataloader_num_workers=2"],
+        2,
+        {"train": (16, 2), "val": (60, 4)},
+    ),
 }
 
 
 @pytest.mark.parametrize("case", list(LOADER_CASES))
 def test_dataloaders_fork_no_worker_processes(case, model_path):
     overrides, want_workers_cfg, want = LOADER_CASES[case]
-    config = compose_recipe(RECIPE, [f"data.train_files={DATA}", f"data.val_files={DATA}", "data.train_batch_size=16",
-                                     f"actor_rollout_ref.model.path={model_path}", *overrides])
+    config = compose_recipe(
+        RECIPE,
+        [
+            f"data.train_files={DATA}",
+            f"data.val_files={DATA}",
+            "data.train_batch_size=16",
+            f"actor_rollout_ref.model.path={model_path}",
+            *overrides,
+        ],
+    )
     assert config.data.dataloader_num_workers == want_workers_cfg
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     train_loader, val_loader = build_loaders(config)
@@ -144,8 +175,14 @@ def silent_error() -> JudgeSilentError:
 
 def ray_task_error(cause: BaseException, dual: bool = True):
     """What ``ray.get`` raises when the remote task raised ``cause`` (Ray subclasses the cause's type)."""
-    err = ray.exceptions.RayTaskError("JudgeTaskRunner.run", "Traceback (most recent call last):\n  (remote)\n",
-                                      cause, proctitle="ray::JudgeTaskRunner.run", pid=4242, ip="127.0.0.1")
+    err = ray.exceptions.RayTaskError(
+        "JudgeTaskRunner.run",
+        "Traceback (most recent call last):\n  (remote)\n",
+        cause,
+        proctitle="ray::JudgeTaskRunner.run",
+        pid=4242,
+        ip="127.0.0.1",
+    )
     return err.as_instanceof_cause() if dual else err
 
 
@@ -165,11 +202,15 @@ EXIT_CASES = {
     "RayTaskError(JudgeSilentError) from ray.get": (ray_task_error(SILENT), True),
     "RayTaskError whose cause is JudgeSilentError": (ray_task_error(SILENT, dual=False), True),
     "JudgeSilentError raised in this process": (SILENT, True),
-    "RuntimeError raised from RayTaskError(JudgeSilentError)":
-        (chained(RuntimeError("wrapped"), ray_task_error(SILENT)), True),
+    "RuntimeError raised from RayTaskError(JudgeSilentError)": (
+        chained(RuntimeError("wrapped"), ray_task_error(SILENT)),
+        True,
+    ),
     "RayTaskError(ValueError)": (ray_task_error(ValueError("bad batch")), False),
-    "RayTaskError(RuntimeError) worker killed":
-        (ray_task_error(RuntimeError("DataLoader worker (pid 1) is killed")), False),
+    "RayTaskError(RuntimeError) worker killed": (
+        ray_task_error(RuntimeError("DataLoader worker (pid 1) is killed")),
+        False,
+    ),
     "KeyError": (KeyError("reward"), False),
 }
 
@@ -207,8 +248,11 @@ train.main()
 
 # the remote error -> (exit status, last stderr line)
 ENTRY_CASES = {
-    "silent judge": ("stopping: the judge answered without a valid verdict for 90% of samples",
-                     3, "error: stopping: the judge answered without a valid verdict for 90% of samples"),
+    "silent judge": (
+        "stopping: the judge answered without a valid verdict for 90% of samples",
+        3,
+        "error: stopping: the judge answered without a valid verdict for 90% of samples",
+    ),
     "other error": ("bad batch", 1, "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace."),
 }
 
@@ -221,10 +265,19 @@ def test_entry_point_exit_status(case, model_path, tmp_path):
     message, want_rc, want_last = ENTRY_CASES[case]
     env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
     env["PYTHONPATH"] = ROOT
-    argv = ["--config-path", os.path.join(RECIPES, RECIPE), "--config-name", "config", f"data.train_files={DATA}",
-            f"data.val_files={DATA}", f"actor_rollout_ref.model.path={model_path}", f"hydra.run.dir={tmp_path}",
-            message]
-    r = subprocess.run([sys.executable, "-c", ENTRY, *argv], cwd=tmp_path, env=env, capture_output=True, text=True,
-                       timeout=300)
+    argv = [
+        "--config-path",
+        os.path.join(RECIPES, RECIPE),
+        "--config-name",
+        "config",
+        f"data.train_files={DATA}",
+        f"data.val_files={DATA}",
+        f"actor_rollout_ref.model.path={model_path}",
+        f"hydra.run.dir={tmp_path}",
+        message,
+    ]
+    r = subprocess.run(
+        [sys.executable, "-c", ENTRY, *argv], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert (r.returncode, lines[-1]) == (want_rc, want_last), r.stderr[-3000:]

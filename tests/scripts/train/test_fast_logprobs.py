@@ -83,11 +83,14 @@ def test_verls_entry_point_reaches_the_chunked_version():
     assert torch.equal(verl_F.logprobs_from_logits(logits, labels), VERL_ROW_LOOP(logits, labels))
 
 
-@pytest.mark.parametrize("rows,verl_calls,chunked_calls", [
-    (1, 1, 1),
-    (CHUNK_ROWS, CHUNK_ROWS, 1),
-    (3 * CHUNK_ROWS + 1, 3 * CHUNK_ROWS + 1, 4),
-])
+@pytest.mark.parametrize(
+    "rows,verl_calls,chunked_calls",
+    [
+        (1, 1, 1),
+        (CHUNK_ROWS, CHUNK_ROWS, 1),
+        (3 * CHUNK_ROWS + 1, 3 * CHUNK_ROWS + 1, 4),
+    ],
+)
 def test_kernel_count_is_per_chunk_not_per_token(rows, verl_calls, chunked_calls):
     """The cause of the slow step: verl's loop runs one logsumexp per row (per token), forward and backward."""
     logits, labels = case((rows, 5), torch.float32)
@@ -103,9 +106,11 @@ def test_loaded_by_verls_external_lib_hook_in_grpo_and_sft():
     pipeline = open(os.path.join(ROOT, "scripts", "workflows", "pipeline.py")).read()
     assert '"model.external_lib=scripts.train.fast_logprobs"' in pipeline
     # a fresh process, as a verl worker is: verl's own hook imports the module, which installs itself
-    code = ("import verl.utils.torch_functional as F; before = F.logprobs_from_logits_v2.__module__; "
-            "from verl.utils.import_utils import import_external_libs; import_external_libs('scripts.train.fast_logprobs'); "
-            "print(before, F.logprobs_from_logits_v2.__module__)")
+    code = (
+        "import verl.utils.torch_functional as F; before = F.logprobs_from_logits_v2.__module__; "
+        "from verl.utils.import_utils import import_external_libs; import_external_libs('scripts.train.fast_logprobs'); "
+        "print(before, F.logprobs_from_logits_v2.__module__)"
+    )
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split()[-2:] == ["verl.utils.torch_functional", "scripts.train.fast_logprobs"]

@@ -142,8 +142,13 @@ SHARES = {"down": (1.0, 0.0), "mute": (0.0, 1.0), "half": (2 / 8, 2 / 8), "ok": 
 
 # a policy that learns to game the judge: right answers (c4) and honest wrong ones (w1) give way to wrong
 # answers the judge accepts (w4); the reward climbs while the rule's accuracy falls
-GAMED = [["c4"] * 4 + ["w1"] * 4, ["c4"] * 4 + ["w1"] * 4, ["c4"] * 3 + ["w4"] * 2 + ["w1"] * 3,
-         ["c4"] * 2 + ["w4"] * 4 + ["w1"] * 2, ["c4"] + ["w4"] * 6 + ["w1"]]
+GAMED = [
+    ["c4"] * 4 + ["w1"] * 4,
+    ["c4"] * 4 + ["w1"] * 4,
+    ["c4"] * 3 + ["w4"] * 2 + ["w1"] * 3,
+    ["c4"] * 2 + ["w4"] * 4 + ["w1"] * 2,
+    ["c4"] + ["w4"] * 6 + ["w1"],
+]
 HONEST = [["c4"] * k + ["w1"] * (8 - k) for k in (2, 3, 4, 5, 6)]  # the policy learns; the judge agrees
 HACKING_WATCH = {"enable": True, "window": 4, "min_rise": 0.05, "min_fall": 0.02}
 
@@ -155,16 +160,20 @@ def judge(ray_cluster, model_path, tokenizer):
     from verl.experimental.reward_loop import RewardLoopManager
 
     with FakeOpenAIServer() as srv:
-        cfg = compose(model_path, [
-            "algorithm.adv_estimator=grpo",
-            f"actor_rollout_ref.rollout.n={N}",
-            "reward.num_workers=1",
-            "reward.reward_manager.name=naive",
-            f"+reward.custom_reward_function.reward_kwargs.base_url={srv.base_url}",
-            "+reward.custom_reward_function.reward_kwargs.model=judge",
-            "+reward.custom_reward_function.reward_kwargs.api_key_env=null",
-            "+reward.custom_reward_function.reward_kwargs.mode=judge",
-        ], path="pkg://reward_fns.llm_judge")
+        cfg = compose(
+            model_path,
+            [
+                "algorithm.adv_estimator=grpo",
+                f"actor_rollout_ref.rollout.n={N}",
+                "reward.num_workers=1",
+                "reward.reward_manager.name=naive",
+                f"+reward.custom_reward_function.reward_kwargs.base_url={srv.base_url}",
+                "+reward.custom_reward_function.reward_kwargs.model=judge",
+                "+reward.custom_reward_function.reward_kwargs.api_key_env=null",
+                "+reward.custom_reward_function.reward_kwargs.mode=judge",
+            ],
+            path="pkg://reward_fns.llm_judge",
+        )
         mgr = RewardLoopManager(cfg)
         try:
             yield Judge(cfg, mgr, tokenizer, srv)
@@ -184,8 +193,9 @@ class Judge:
         from verl.trainer.ppo.ray_trainer import compute_response_mask
 
         assert len(tokens) == 2 * N
-        batch = make_batch(self.tokenizer, [(f"[{tag}-{i}] {SPEC[t][0]}", GROUND_TRUTH, None)
-                                            for i, t in enumerate(tokens)])
+        batch = make_batch(
+            self.tokenizer, [(f"[{tag}-{i}] {SPEC[t][0]}", GROUND_TRUTH, None) for i, t in enumerate(tokens)]
+        )
         batch.non_tensor_batch["uid"] = np.array(["p0"] * N + ["p1"] * N, dtype=object)
         batch.batch["response_mask"] = compute_response_mask(batch)
         return batch
@@ -205,9 +215,14 @@ class Judge:
             batch.non_tensor_batch.update({k: np.array(v) for k, v in extras.items()})
         batch.batch["token_level_rewards"] = batch.batch["token_level_scores"]  # use_kl_in_reward=False
         batch = ray_trainer.compute_advantage(
-            batch, adv_estimator=cfg.algorithm.adv_estimator, gamma=cfg.algorithm.gamma, lam=cfg.algorithm.lam,
+            batch,
+            adv_estimator=cfg.algorithm.adv_estimator,
+            gamma=cfg.algorithm.gamma,
+            lam=cfg.algorithm.lam,
             num_repeat=cfg.actor_rollout_ref.rollout.n,
-            norm_adv_by_std_in_grpo=cfg.algorithm.get("norm_adv_by_std_in_grpo", True), config=cfg.algorithm)
+            norm_adv_by_std_in_grpo=cfg.algorithm.get("norm_adv_by_std_in_grpo", True),
+            config=cfg.algorithm,
+        )
         metrics = ray_trainer.compute_data_metrics(batch=batch, use_critic=need_critic(cfg))
         return metrics, extras, batch
 
@@ -229,8 +244,13 @@ def hooks(monkeypatch, judge):
     def _install(threshold: float = 0.5, steps: int = 3, enable: bool = True, hacking_watch: dict | None = None):
         cfg = copy.deepcopy(judge.cfg)  # the trainer config, with the recipe's verl_judge section
         with open_dict(cfg):
-            cfg.verl_judge = OmegaConf.create({"pair_groups": False, "fail_fast": {
-                "enable": enable, "threshold": threshold, "steps": steps}, "hacking_watch": hacking_watch or {}})
+            cfg.verl_judge = OmegaConf.create(
+                {
+                    "pair_groups": False,
+                    "fail_fast": {"enable": enable, "threshold": threshold, "steps": steps},
+                    "hacking_watch": hacking_watch or {},
+                }
+            )
         install(cfg)
         assert ray_trainer.compute_data_metrics is not metric_utils.compute_data_metrics  # patched
         assert ray_trainer.extract_reward is not reward.extract_reward
@@ -269,18 +289,45 @@ def test_step_metrics_count_judge_failures(case, judge, hooks):
     assert not any(k.startswith(("judge_health/", "reward/", "grpo/")) for k in verl_metrics)
 
 
-@pytest.mark.parametrize("threshold, steps, seq, stops_at, message", [
-    pytest.param(0.5, 3, ["down"] * 5, 3, r"judge requests failed for 100% of samples .* for 3 consecutive steps",
-                 id="every request fails, K=3"),
-    pytest.param(0.5, 2, ["mute"] * 5, 2, r"judge answered without a valid verdict for 100% of samples.*max_tokens",
-                 id="every reply without a verdict, K=2"),
-    # an answering step resets the count; 2/8 errors + 2/8 parse failures = 0.5 is not above threshold 0.5
-    pytest.param(0.5, 2, ["down", "ok", "down", "half", "down", "mute", "down"], 6,
-                 r"without a valid verdict for 100% .*threshold=0\.5 for 2 consecutive", id="answered steps reset"),
-    # ... but is above threshold 0.25 (errors >= parse failures: named as transport failures)
-    pytest.param(0.25, 2, ["half", "ok", "half", "half", "half"], 4, r"judge requests failed for 25% .*threshold=0\.25",
-                 id="threshold from the config"),
-])
+@pytest.mark.parametrize(
+    "threshold, steps, seq, stops_at, message",
+    [
+        pytest.param(
+            0.5,
+            3,
+            ["down"] * 5,
+            3,
+            r"judge requests failed for 100% of samples .* for 3 consecutive steps",
+            id="every request fails, K=3",
+        ),
+        pytest.param(
+            0.5,
+            2,
+            ["mute"] * 5,
+            2,
+            r"judge answered without a valid verdict for 100% of samples.*max_tokens",
+            id="every reply without a verdict, K=2",
+        ),
+        # an answering step resets the count; 2/8 errors + 2/8 parse failures = 0.5 is not above threshold 0.5
+        pytest.param(
+            0.5,
+            2,
+            ["down", "ok", "down", "half", "down", "mute", "down"],
+            6,
+            r"without a valid verdict for 100% .*threshold=0\.5 for 2 consecutive",
+            id="answered steps reset",
+        ),
+        # ... but is above threshold 0.25 (errors >= parse failures: named as transport failures)
+        pytest.param(
+            0.25,
+            2,
+            ["half", "ok", "half", "half", "half"],
+            4,
+            r"judge requests failed for 25% .*threshold=0\.25",
+            id="threshold from the config",
+        ),
+    ],
+)
 def test_fail_fast_stops_at_step_k(threshold, steps, seq, stops_at, message, judge, hooks):
     hooks(threshold=threshold, steps=steps)
     for i, kind in enumerate(seq, 1):
@@ -327,18 +374,41 @@ def test_ray_wrapped_silent_judge_exits_3(judge, hooks, capsys):
     assert train.exit_on_silent_judge(RuntimeError("something else")) is None  # other errors: unchanged
 
 
-@pytest.mark.parametrize("seq, rule, accept_rule_reject, reward, alarms", [
-    pytest.param(GAMED, [4 / 8, 4 / 8, 3 / 8, 2 / 8, 1 / 8], [0.0, 0.0, 2 / 8, 4 / 8, 6 / 8],
-                 [0.625, 0.625, 0.71875, 0.8125, 0.90625], [0.0, 0.0, 0.0, 1.0, 1.0], id="gamed judge"),
-    pytest.param(HONEST, [2 / 8, 3 / 8, 4 / 8, 5 / 8, 6 / 8], [0.0] * 5,
-                 [0.4375, 0.53125, 0.625, 0.71875, 0.8125], [0.0] * 5, id="honest judge"),
-])
+@pytest.mark.parametrize(
+    "seq, rule, accept_rule_reject, reward, alarms",
+    [
+        pytest.param(
+            GAMED,
+            [4 / 8, 4 / 8, 3 / 8, 2 / 8, 1 / 8],
+            [0.0, 0.0, 2 / 8, 4 / 8, 6 / 8],
+            [0.625, 0.625, 0.71875, 0.8125, 0.90625],
+            [0.0, 0.0, 0.0, 1.0, 1.0],
+            id="gamed judge",
+        ),
+        pytest.param(
+            HONEST,
+            [2 / 8, 3 / 8, 4 / 8, 5 / 8, 6 / 8],
+            [0.0] * 5,
+            [0.4375, 0.53125, 0.625, 0.71875, 0.8125],
+            [0.0] * 5,
+            id="honest judge",
+        ),
+    ],
+)
 def test_hacking_watch_on_a_scripted_judge(seq, rule, accept_rule_reject, reward, alarms, judge, hooks, capsys):
     """The fake judge scripted to accept wrong answers (JUDGE_SAYS:4): per-step shares through verl's reward
     loop and trainer functions, the alarm from the first full window (4 steps), one warning in the log."""
     hooks(hacking_watch=dict(HACKING_WATCH, fail=False))
-    got = {k: [] for k in ("reward/rule_score/mean", "judge_health/accept_rule_reject", "critic/score/mean",
-                           "judge_health/hacking_alarm", "judge_health/agree_rule")}
+    got = {
+        k: []
+        for k in (
+            "reward/rule_score/mean",
+            "judge_health/accept_rule_reject",
+            "critic/score/mean",
+            "judge_health/hacking_alarm",
+            "judge_health/agree_rule",
+        )
+    }
     for i, tokens in enumerate(seq):
         metrics, _, _ = judge.step(f"hw-{'gamed' if seq is GAMED else 'honest'}-{i}", tokens)
         for k in got:

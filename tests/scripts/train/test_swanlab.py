@@ -38,52 +38,105 @@ EXPERIMENT = "judge_pointwise"
 # One row per training step: the reward function's extra keys for 4 samples, verl's critic/score/mean,
 # and the exact metrics reward_metrics derives from them.
 STEPS = [
-    {   # one transport error, one unparseable reply, two answered samples that agree with the rule
-        "extras": {"score": [1.0, 0.0, 0.0, 0.0],
-                   "judge_error": [0, 0, 0, 1], "judge_parse_fail": [0, 1, 0, 0], "judge_skipped": [0, 0, 0, 0],
-                   "judge_fallback": [0, 0, 0, 1], "judge_score": [4, 0, 1, 0], "rule_score": [1, 0, 0, 1]},
+    {  # one transport error, one unparseable reply, two answered samples that agree with the rule
+        "extras": {
+            "score": [1.0, 0.0, 0.0, 0.0],
+            "judge_error": [0, 0, 0, 1],
+            "judge_parse_fail": [0, 1, 0, 0],
+            "judge_skipped": [0, 0, 0, 0],
+            "judge_fallback": [0, 0, 0, 1],
+            "judge_score": [4, 0, 1, 0],
+            "rule_score": [1, 0, 0, 1],
+        },
         "critic/score/mean": -0.5,
         "metrics": {
-            "reward/judge_error/mean": 0.25, "reward/judge_fallback/mean": 0.25,
-            "reward/judge_parse_fail/mean": 0.25, "reward/judge_score/mean": 1.25,
-            "reward/judge_skipped/mean": 0.0, "reward/rule_score/mean": 0.5,
-            "judge_health/error_rate": 0.25, "judge_health/parse_fail_rate": 0.25,
-            "judge_health/skipped_rate": 0.0, "judge_health/fallback_rate": 0.25,
-            "judge_health/answered_rate": 0.5, "judge_health/score_mean": 2.5, "judge_health/agree_rule": 1.0,
-            "judge_health/accept_rule_reject": 0.0, "judge_health/reject_rule_accept": 0.0},
+            "reward/judge_error/mean": 0.25,
+            "reward/judge_fallback/mean": 0.25,
+            "reward/judge_parse_fail/mean": 0.25,
+            "reward/judge_score/mean": 1.25,
+            "reward/judge_skipped/mean": 0.0,
+            "reward/rule_score/mean": 0.5,
+            "judge_health/error_rate": 0.25,
+            "judge_health/parse_fail_rate": 0.25,
+            "judge_health/skipped_rate": 0.0,
+            "judge_health/fallback_rate": 0.25,
+            "judge_health/answered_rate": 0.5,
+            "judge_health/score_mean": 2.5,
+            "judge_health/agree_rule": 1.0,
+            "judge_health/accept_rule_reject": 0.0,
+            "judge_health/reject_rule_accept": 0.0,
+        },
     },
-    {   # every sample answered; the verdict disagrees with the rule on one of four
-        "extras": {"score": [1.0, 1.0, 0.0, 0.0],
-                   "judge_error": [0, 0, 0, 0], "judge_parse_fail": [0, 0, 0, 0], "judge_skipped": [0, 0, 0, 0],
-                   "judge_fallback": [0, 0, 0, 0], "judge_score": [3, 4, 2, 0], "rule_score": [1, 0, 0, 0]},
+    {  # every sample answered; the verdict disagrees with the rule on one of four
+        "extras": {
+            "score": [1.0, 1.0, 0.0, 0.0],
+            "judge_error": [0, 0, 0, 0],
+            "judge_parse_fail": [0, 0, 0, 0],
+            "judge_skipped": [0, 0, 0, 0],
+            "judge_fallback": [0, 0, 0, 0],
+            "judge_score": [3, 4, 2, 0],
+            "rule_score": [1, 0, 0, 0],
+        },
         "critic/score/mean": 1.0,
         "metrics": {
-            "reward/judge_error/mean": 0.0, "reward/judge_fallback/mean": 0.0,
-            "reward/judge_parse_fail/mean": 0.0, "reward/judge_score/mean": 2.25,
-            "reward/judge_skipped/mean": 0.0, "reward/rule_score/mean": 0.25,
-            "judge_health/error_rate": 0.0, "judge_health/parse_fail_rate": 0.0,
-            "judge_health/skipped_rate": 0.0, "judge_health/fallback_rate": 0.0,
-            "judge_health/answered_rate": 1.0, "judge_health/score_mean": 2.25, "judge_health/agree_rule": 0.75,
-            "judge_health/accept_rule_reject": 0.25, "judge_health/reject_rule_accept": 0.0},
+            "reward/judge_error/mean": 0.0,
+            "reward/judge_fallback/mean": 0.0,
+            "reward/judge_parse_fail/mean": 0.0,
+            "reward/judge_score/mean": 2.25,
+            "reward/judge_skipped/mean": 0.0,
+            "reward/rule_score/mean": 0.25,
+            "judge_health/error_rate": 0.0,
+            "judge_health/parse_fail_rate": 0.0,
+            "judge_health/skipped_rate": 0.0,
+            "judge_health/fallback_rate": 0.0,
+            "judge_health/answered_rate": 1.0,
+            "judge_health/score_mean": 2.25,
+            "judge_health/agree_rule": 0.75,
+            "judge_health/accept_rule_reject": 0.25,
+            "judge_health/reject_rule_accept": 0.0,
+        },
     },
-    {   # a silent judge: errors, a parse failure, a skip; nothing answered
-        "extras": {"score": [0.0, 0.0, 0.0, 0.0],
-                   "judge_error": [1, 1, 0, 0], "judge_parse_fail": [0, 0, 1, 0], "judge_skipped": [0, 0, 0, 1],
-                   "judge_fallback": [1, 1, 0, 1], "judge_score": [0, 0, 0, 0], "rule_score": [1, 1, 1, 1]},
+    {  # a silent judge: errors, a parse failure, a skip; nothing answered
+        "extras": {
+            "score": [0.0, 0.0, 0.0, 0.0],
+            "judge_error": [1, 1, 0, 0],
+            "judge_parse_fail": [0, 0, 1, 0],
+            "judge_skipped": [0, 0, 0, 1],
+            "judge_fallback": [1, 1, 0, 1],
+            "judge_score": [0, 0, 0, 0],
+            "rule_score": [1, 1, 1, 1],
+        },
         "critic/score/mean": 0.25,
         "metrics": {
-            "reward/judge_error/mean": 0.5, "reward/judge_fallback/mean": 0.75,
-            "reward/judge_parse_fail/mean": 0.25, "reward/judge_score/mean": 0.0,
-            "reward/judge_skipped/mean": 0.25, "reward/rule_score/mean": 1.0,
-            "judge_health/error_rate": 0.5, "judge_health/parse_fail_rate": 0.25,
-            "judge_health/skipped_rate": 0.25, "judge_health/fallback_rate": 0.75,
-            "judge_health/answered_rate": 0.0, "judge_health/score_mean": 0.0, "judge_health/agree_rule": 0.0,
-            "judge_health/accept_rule_reject": 0.0, "judge_health/reject_rule_accept": 0.0},
+            "reward/judge_error/mean": 0.5,
+            "reward/judge_fallback/mean": 0.75,
+            "reward/judge_parse_fail/mean": 0.25,
+            "reward/judge_score/mean": 0.0,
+            "reward/judge_skipped/mean": 0.25,
+            "reward/rule_score/mean": 1.0,
+            "judge_health/error_rate": 0.5,
+            "judge_health/parse_fail_rate": 0.25,
+            "judge_health/skipped_rate": 0.25,
+            "judge_health/fallback_rate": 0.75,
+            "judge_health/answered_rate": 0.0,
+            "judge_health/score_mean": 0.0,
+            "judge_health/agree_rule": 0.0,
+            "judge_health/accept_rule_reject": 0.0,
+            "judge_health/reject_rule_accept": 0.0,
+        },
     },
 ]
-JUDGE_HEALTH_KEYS = {"judge_health/error_rate", "judge_health/parse_fail_rate", "judge_health/skipped_rate",
-                     "judge_health/fallback_rate", "judge_health/answered_rate", "judge_health/score_mean",
-                     "judge_health/agree_rule", "judge_health/accept_rule_reject", "judge_health/reject_rule_accept"}
+JUDGE_HEALTH_KEYS = {
+    "judge_health/error_rate",
+    "judge_health/parse_fail_rate",
+    "judge_health/skipped_rate",
+    "judge_health/fallback_rate",
+    "judge_health/answered_rate",
+    "judge_health/score_mean",
+    "judge_health/agree_rule",
+    "judge_health/accept_rule_reject",
+    "judge_health/reject_rule_accept",
+}
 
 # mode -> whether the run also feeds the local dashboard store that `swanlab watch` serves
 MODES = {"local": True, "offline": False}
@@ -191,7 +244,7 @@ def read_dashboard_store(log_dir: str, run_dir: str) -> dict:
     try:
         projects = [r[0] for r in con.execute("select name from project")]
         experiments = con.execute("select id, run_id, name from experiment").fetchall()
-        (exp_id, run_id, name), = experiments
+        ((exp_id, run_id, name),) = experiments
         tags = dict(con.execute("select name, folder from tag where experiment_id = ?", (exp_id,)).fetchall())
     finally:
         con.close()
@@ -219,8 +272,12 @@ def test_verl_tracking_writes_judge_metrics_to_swanlab(mode, swanlab_env, networ
 
     monkeypatch.setenv("SWANLAB_MODE", mode)
     log_dir = str(swanlab_env / "swanlog")
-    tracking = Tracking(project_name=PROJECT, experiment_name=EXPERIMENT, default_backend=["swanlab", "file"],
-                        config={"trainer": {"project_name": PROJECT, "experiment_name": EXPERIMENT}})
+    tracking = Tracking(
+        project_name=PROJECT,
+        experiment_name=EXPERIMENT,
+        default_backend=["swanlab", "file"],
+        config={"trainer": {"project_name": PROJECT, "experiment_name": EXPERIMENT}},
+    )
     try:
         for step, row in enumerate(STEPS, start=1):
             tracking.log(data=step_metrics(row), step=step)

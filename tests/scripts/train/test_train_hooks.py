@@ -24,42 +24,101 @@ from scripts.train.hooks import (
     reward_metrics,
 )
 
-JUDGE = dict(judge_error=[0, 1, 0, 0], judge_parse_fail=[0, 0, 1, 0], judge_skipped=[0, 0, 0, 0],
-             judge_fallback=[0, 1, 0, 0], judge_score=[4, -1, -1, 0], rule_score=[1, 1, 0, 1])
+JUDGE = dict(
+    judge_error=[0, 1, 0, 0],
+    judge_parse_fail=[0, 0, 1, 0],
+    judge_skipped=[0, 0, 0, 0],
+    judge_fallback=[0, 1, 0, 0],
+    judge_score=[4, -1, -1, 0],
+    rule_score=[1, 1, 0, 1],
+)
 
 
-@pytest.mark.parametrize("extras, want", [
-    # plain rule reward: one mean per extra key, `score` left to verl's critic/score
-    ({"score": [1, 0], "acc": [1, 0], "format_ok": [1, 1]},
-     {"reward/acc/mean": 0.5, "reward/format_ok/mean": 1.0}),
-    # the LLM-judge keys: health rates; agreement over the 2 answered samples (4 & rule 1: agree; 0 & rule 1: not)
-    (JUDGE, {"reward/judge_error/mean": 0.25, "reward/judge_fallback/mean": 0.25, "reward/judge_parse_fail/mean": 0.25,
-             "reward/judge_score/mean": 0.5, "reward/judge_skipped/mean": 0.0, "reward/rule_score/mean": 0.75,
-             "judge_health/error_rate": 0.25, "judge_health/parse_fail_rate": 0.25, "judge_health/skipped_rate": 0.0,
-             "judge_health/fallback_rate": 0.25, "judge_health/answered_rate": 0.5, "judge_health/score_mean": 2.0,
-             "judge_health/agree_rule": 0.5, "judge_health/accept_rule_reject": 0.0,
-             "judge_health/reject_rule_accept": 0.5}),
-    # a judge that never answers: stable keys, zero agreement and score (nothing answered)
-    ({"judge_error": [1, 1], "judge_parse_fail": [0, 0], "judge_score": [-1, -1], "rule_score": [1, 0]},
-     {"reward/judge_error/mean": 1.0, "reward/judge_parse_fail/mean": 0.0, "reward/judge_score/mean": -1.0,
-      "reward/rule_score/mean": 0.5, "judge_health/error_rate": 1.0, "judge_health/parse_fail_rate": 0.0,
-      "judge_health/skipped_rate": 0.0, "judge_health/fallback_rate": 1.0, "judge_health/answered_rate": 0.0,
-      "judge_health/score_mean": 0.0, "judge_health/agree_rule": 0.0, "judge_health/accept_rule_reject": 0.0,
-      "judge_health/reject_rule_accept": 0.0}),
-    # verdict 4 on a wrong answer (accepts what the rule rejects), 1 on a right one (the reverse), 2 agreeing
-    ({"judge_error": [0] * 4, "judge_parse_fail": [0] * 4, "judge_score": [4, 1, 4, 0], "rule_score": [0, 1, 1, 0]},
-     {"reward/judge_error/mean": 0.0, "reward/judge_parse_fail/mean": 0.0, "reward/judge_score/mean": 2.25,
-      "reward/rule_score/mean": 0.5, "judge_health/error_rate": 0.0, "judge_health/parse_fail_rate": 0.0,
-      "judge_health/skipped_rate": 0.0, "judge_health/fallback_rate": 0.0, "judge_health/answered_rate": 1.0,
-      "judge_health/score_mean": 2.25, "judge_health/agree_rule": 0.5, "judge_health/accept_rule_reject": 0.25,
-      "judge_health/reject_rule_accept": 0.25}),
-    # pairwise judge: verdict A-share over well-formed verdicts only, label A-share over all
-    ({"acc": [1, 0, 0, 1], "pred_a": [1, 0, 0, 0], "label_a": [1, 1, 0, 0], "format_ok": [1, 1, 0, 1]},
-     {"reward/acc/mean": 0.5, "reward/pred_a/mean": 0.25, "reward/label_a/mean": 0.5, "reward/format_ok/mean": 0.75,
-      "position/verdict_a_share": 1 / 3, "position/label_a_share": 0.5}),
-    # non-numeric extras are left out
-    ({"acc": [1.0], "note": ["x"]}, {"reward/acc/mean": 1.0}),
-])
+@pytest.mark.parametrize(
+    "extras, want",
+    [
+        # plain rule reward: one mean per extra key, `score` left to verl's critic/score
+        ({"score": [1, 0], "acc": [1, 0], "format_ok": [1, 1]}, {"reward/acc/mean": 0.5, "reward/format_ok/mean": 1.0}),
+        # the LLM-judge keys: health rates; agreement over the 2 answered samples (4 & rule 1: agree; 0 & rule 1: not)
+        (
+            JUDGE,
+            {
+                "reward/judge_error/mean": 0.25,
+                "reward/judge_fallback/mean": 0.25,
+                "reward/judge_parse_fail/mean": 0.25,
+                "reward/judge_score/mean": 0.5,
+                "reward/judge_skipped/mean": 0.0,
+                "reward/rule_score/mean": 0.75,
+                "judge_health/error_rate": 0.25,
+                "judge_health/parse_fail_rate": 0.25,
+                "judge_health/skipped_rate": 0.0,
+                "judge_health/fallback_rate": 0.25,
+                "judge_health/answered_rate": 0.5,
+                "judge_health/score_mean": 2.0,
+                "judge_health/agree_rule": 0.5,
+                "judge_health/accept_rule_reject": 0.0,
+                "judge_health/reject_rule_accept": 0.5,
+            },
+        ),
+        # a judge that never answers: stable keys, zero agreement and score (nothing answered)
+        (
+            {"judge_error": [1, 1], "judge_parse_fail": [0, 0], "judge_score": [-1, -1], "rule_score": [1, 0]},
+            {
+                "reward/judge_error/mean": 1.0,
+                "reward/judge_parse_fail/mean": 0.0,
+                "reward/judge_score/mean": -1.0,
+                "reward/rule_score/mean": 0.5,
+                "judge_health/error_rate": 1.0,
+                "judge_health/parse_fail_rate": 0.0,
+                "judge_health/skipped_rate": 0.0,
+                "judge_health/fallback_rate": 1.0,
+                "judge_health/answered_rate": 0.0,
+                "judge_health/score_mean": 0.0,
+                "judge_health/agree_rule": 0.0,
+                "judge_health/accept_rule_reject": 0.0,
+                "judge_health/reject_rule_accept": 0.0,
+            },
+        ),
+        # verdict 4 on a wrong answer (accepts what the rule rejects), 1 on a right one (the reverse), 2 agreeing
+        (
+            {
+                "judge_error": [0] * 4,
+                "judge_parse_fail": [0] * 4,
+                "judge_score": [4, 1, 4, 0],
+                "rule_score": [0, 1, 1, 0],
+            },
+            {
+                "reward/judge_error/mean": 0.0,
+                "reward/judge_parse_fail/mean": 0.0,
+                "reward/judge_score/mean": 2.25,
+                "reward/rule_score/mean": 0.5,
+                "judge_health/error_rate": 0.0,
+                "judge_health/parse_fail_rate": 0.0,
+                "judge_health/skipped_rate": 0.0,
+                "judge_health/fallback_rate": 0.0,
+                "judge_health/answered_rate": 1.0,
+                "judge_health/score_mean": 2.25,
+                "judge_health/agree_rule": 0.5,
+                "judge_health/accept_rule_reject": 0.25,
+                "judge_health/reject_rule_accept": 0.25,
+            },
+        ),
+        # pairwise judge: verdict A-share over well-formed verdicts only, label A-share over all
+        (
+            {"acc": [1, 0, 0, 1], "pred_a": [1, 0, 0, 0], "label_a": [1, 1, 0, 0], "format_ok": [1, 1, 0, 1]},
+            {
+                "reward/acc/mean": 0.5,
+                "reward/pred_a/mean": 0.25,
+                "reward/label_a/mean": 0.5,
+                "reward/format_ok/mean": 0.75,
+                "position/verdict_a_share": 1 / 3,
+                "position/label_a_share": 0.5,
+            },
+        ),
+        # non-numeric extras are left out
+        ({"acc": [1.0], "note": ["x"]}, {"reward/acc/mean": 1.0}),
+    ],
+)
 def test_reward_metrics(extras, want):
     got = reward_metrics(extras)
     assert got.keys() == want.keys()
@@ -67,23 +126,29 @@ def test_reward_metrics(extras, want):
         assert math.isclose(got[k], v), (k, got[k], v)
 
 
-@pytest.mark.parametrize("scores, groups, want", [
-    ([1, 1, 0, 1, 0, 0], ["a", "a", "b", "b", "c", "c"], 2 / 3),
-    ([1, 0, 1, 0], ["p", "p", "p", "p"], 0.0),  # both orders in one group: no longer identical
-    ([1, 1], ["a", "b"], 0.0),  # singleton groups are not counted
-    ([0.5, 0.5, 0.5], ["a", "a", "a"], 1.0),
-])
+@pytest.mark.parametrize(
+    "scores, groups, want",
+    [
+        ([1, 1, 0, 1, 0, 0], ["a", "a", "b", "b", "c", "c"], 2 / 3),
+        ([1, 0, 1, 0], ["p", "p", "p", "p"], 0.0),  # both orders in one group: no longer identical
+        ([1, 1], ["a", "b"], 0.0),  # singleton groups are not counted
+        ([0.5, 0.5, 0.5], ["a", "a", "a"], 1.0),
+    ],
+)
 def test_identical_group_share(scores, groups, want):
     assert identical_group_share(scores, groups) == pytest.approx(want)
 
 
-@pytest.mark.parametrize("shares, threshold, steps, stops_at", [
-    ([(0.0, 1.0)] * 5, 0.5, 3, 3),  # parse failures every step: stops at step 3
-    ([(1.0, 0.0)] * 5, 0.5, 2, 2),  # transport errors
-    ([(0.3, 0.3)] * 5, 0.5, 3, 3),  # sum counts
-    ([(0.0, 1.0), (0.0, 1.0), (0.0, 0.0), (0.0, 1.0), (0.0, 1.0)], 0.5, 3, None),  # not consecutive
-    ([(0.0, 0.5)] * 5, 0.5, 3, None),  # at the threshold is fine
-])
+@pytest.mark.parametrize(
+    "shares, threshold, steps, stops_at",
+    [
+        ([(0.0, 1.0)] * 5, 0.5, 3, 3),  # parse failures every step: stops at step 3
+        ([(1.0, 0.0)] * 5, 0.5, 2, 2),  # transport errors
+        ([(0.3, 0.3)] * 5, 0.5, 3, 3),  # sum counts
+        ([(0.0, 1.0), (0.0, 1.0), (0.0, 0.0), (0.0, 1.0), (0.0, 1.0)], 0.5, 3, None),  # not consecutive
+        ([(0.0, 0.5)] * 5, 0.5, 3, None),  # at the threshold is fine
+    ],
+)
 def test_fail_fast(shares, threshold, steps, stops_at):
     ff = FailFast(threshold, steps)
     stopped = None
@@ -116,19 +181,26 @@ def test_fail_fast_rejects_bad_settings(threshold, steps):
 GAMED = ([0.30, 0.30, 0.30, 0.40, 0.50, 0.60, 0.70], [0.30, 0.30, 0.30, 0.25, 0.20, 0.15, 0.10])
 
 
-@pytest.mark.parametrize("reward, rule, alarms, warned_at", [
-    # the judge's reward climbs while the rule's accuracy drops: on from the first full window (step 4)
-    (*GAMED, [0, 0, 0, 1, 1, 1, 1], [4]),
-    # an honest run: both rise together
-    ([0.1, 0.2, 0.3, 0.4, 0.5, 0.6], [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], [0] * 6, []),
-    # rule falls but the reward does not rise (the judge tracks it): no alarm
-    ([0.5, 0.5, 0.5, 0.5, 0.5], [0.5, 0.4, 0.3, 0.2, 0.1], [0] * 5, []),
-    # reward rises by 0.09 but the rule falls by only 0.009 (< min_fall 0.02): noise, no alarm
-    ([0.30, 0.33, 0.36, 0.39], [0.500, 0.497, 0.494, 0.491], [0] * 4, []),
-    # the alarm turns off when the rule recovers and warns again when it turns back on
-    ([0.3, 0.4, 0.5, 0.6, 0.6, 0.6, 0.6, 0.6, 0.7, 0.8, 0.9], [0.3, 0.2, 0.1, 0.0, 0.3, 0.6, 0.9, 0.9, 0.6, 0.3, 0.0],
-     [0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1], [4, 10]),
-])
+@pytest.mark.parametrize(
+    "reward, rule, alarms, warned_at",
+    [
+        # the judge's reward climbs while the rule's accuracy drops: on from the first full window (step 4)
+        (*GAMED, [0, 0, 0, 1, 1, 1, 1], [4]),
+        # an honest run: both rise together
+        ([0.1, 0.2, 0.3, 0.4, 0.5, 0.6], [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], [0] * 6, []),
+        # rule falls but the reward does not rise (the judge tracks it): no alarm
+        ([0.5, 0.5, 0.5, 0.5, 0.5], [0.5, 0.4, 0.3, 0.2, 0.1], [0] * 5, []),
+        # reward rises by 0.09 but the rule falls by only 0.009 (< min_fall 0.02): noise, no alarm
+        ([0.30, 0.33, 0.36, 0.39], [0.500, 0.497, 0.494, 0.491], [0] * 4, []),
+        # the alarm turns off when the rule recovers and warns again when it turns back on
+        (
+            [0.3, 0.4, 0.5, 0.6, 0.6, 0.6, 0.6, 0.6, 0.7, 0.8, 0.9],
+            [0.3, 0.2, 0.1, 0.0, 0.3, 0.6, 0.9, 0.9, 0.6, 0.3, 0.0],
+            [0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1],
+            [4, 10],
+        ),
+    ],
+)
 def test_hacking_watch(reward, rule, alarms, warned_at):
     said = []
     watch = HackingWatch(window=4, min_rise=0.05, min_fall=0.02, fail=False, log=lambda msg, **_: said.append(msg))
@@ -160,10 +232,13 @@ def test_hacking_watch_fails_and_ignores_runs_without_a_rule():
     assert m == {"critic/score/mean": 1.0}
 
 
-@pytest.mark.parametrize("settings, message", [
-    ({"window": 2, "min_rise": 0.05, "min_fall": 0.02, "fail": False}, "window must be >= 3"),
-    ({"window": 5, "min_rise": 0.0, "min_fall": 0.02, "fail": False}, "must be > 0"),
-])
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"window": 2, "min_rise": 0.05, "min_fall": 0.02, "fail": False}, "window must be >= 3"),
+        ({"window": 5, "min_rise": 0.0, "min_fall": 0.02, "fail": False}, "must be > 0"),
+    ],
+)
 def test_hacking_watch_rejects_bad_settings(settings, message):
     with pytest.raises(ValueError, match=message):
         HackingWatch(**settings)
@@ -178,7 +253,11 @@ def test_install_rejects_unknown_hacking_watch_setting():
 
 def test_pair_ids_and_sampler():
     assert list(pair_ids([{"pair_id": "p1"}, {"pair_id": "p1"}, {}, None], ["u1", "u2", "u3", "u4"])) == [
-        "pair:p1", "pair:p1", "u3", "u4"]
+        "pair:p1",
+        "pair:p1",
+        "u3",
+        "u4",
+    ]
 
     class Data:
         dataframe = {"extra_info": [{"pair_id": "x"}, {"pair_id": "y"}, {"pair_id": "x"}, {"pair_id": "y"}, {}]}
@@ -216,14 +295,26 @@ def test_install_wires_verl_trainer(monkeypatch):
         monkeypatch.setattr(ray_trainer, name, getattr(ray_trainer, name))
     monkeypatch.setattr(main_ppo_v0, "create_rl_sampler", main_ppo_v0.create_rl_sampler)
     seen = {}
-    monkeypatch.setattr(ray_trainer, "extract_reward", lambda b: ("T", {"judge_error": [0, 0], "judge_parse_fail": [1, 1]}))
-    monkeypatch.setattr(ray_trainer, "compute_advantage", lambda d, *a, **k: seen.setdefault("uid", list(d.non_tensor_batch["uid"])))
+    monkeypatch.setattr(
+        ray_trainer, "extract_reward", lambda b: ("T", {"judge_error": [0, 0], "judge_parse_fail": [1, 1]})
+    )
+    monkeypatch.setattr(
+        ray_trainer, "compute_advantage", lambda d, *a, **k: seen.setdefault("uid", list(d.non_tensor_batch["uid"]))
+    )
     monkeypatch.setattr(ray_trainer, "compute_data_metrics", lambda batch, use_critic=True: {"critic/score/mean": 0.0})
-    cfg = OmegaConf.create({"data": {"train_batch_size": 2},
-                            "verl_judge": {"pair_groups": True, "fail_fast": {"enable": True, "threshold": 0.5, "steps": 2}}})
+    cfg = OmegaConf.create(
+        {
+            "data": {"train_batch_size": 2},
+            "verl_judge": {"pair_groups": True, "fail_fast": {"enable": True, "threshold": 0.5, "steps": 2}},
+        }
+    )
     install(cfg)
-    b = FakeBatch([1.0, 0.0], ["u1", "u2"], [{"pair_id": "p"}, {"pair_id": "p"}],
-                  {"judge_error": [0, 0], "judge_parse_fail": [1, 1]})
+    b = FakeBatch(
+        [1.0, 0.0],
+        ["u1", "u2"],
+        [{"pair_id": "p"}, {"pair_id": "p"}],
+        {"judge_error": [0, 0], "judge_parse_fail": [1, 1]},
+    )
     assert ray_trainer.extract_reward(b) == ("T", {"judge_error": [0, 0], "judge_parse_fail": [1, 1]})
     ray_trainer.compute_advantage(b)
     assert seen["uid"] == ["pair:p", "pair:p"]
@@ -232,8 +323,15 @@ def test_install_wires_verl_trainer(monkeypatch):
     assert m["judge_health/parse_fail_rate"] == 1.0 and m["grpo/identical_reward_groups"] == 0.0
     with pytest.raises(JudgeSilentError):
         ray_trainer.compute_data_metrics(batch=b, use_critic=False)
-    assert isinstance(main_ppo_v0.create_rl_sampler(OmegaConf.create({"seed": 1}), type("D", (), {
-        "dataframe": {"extra_info": [{"pair_id": "a"}, {"pair_id": "a"}]}, "__len__": lambda self: 2})()), PairSampler)
+    assert isinstance(
+        main_ppo_v0.create_rl_sampler(
+            OmegaConf.create({"seed": 1}),
+            type(
+                "D", (), {"dataframe": {"extra_info": [{"pair_id": "a"}, {"pair_id": "a"}]}, "__len__": lambda self: 2}
+            )(),
+        ),
+        PairSampler,
+    )
 
 
 def test_install_rejects_odd_batch_with_pair_groups():
@@ -246,19 +344,24 @@ def test_install_rejects_odd_batch_with_pair_groups():
 # A judge-rewarded run that was gamed (scripts.workflows.policy_learns on one H100, 2026-11-25; docs/results/2026-11-25-policy_learns_gamed):
 # per step the reward, the rule's accuracy of the same samples, the judge-accepts-rule-rejects share, and the alarm
 # that run logged (the trend rule alone, the settings of recipes/base.yaml then).
-GAMED_RUN = [json.loads(line) for line in open(os.path.join(scripts.ROOT, "tests", "fixtures", "hacking",
-                                                              "gamed_judge_run.jsonl"))]
+GAMED_RUN = [
+    json.loads(line)
+    for line in open(os.path.join(scripts.ROOT, "tests", "fixtures", "hacking", "gamed_judge_run.jsonl"))
+]
 BASE = {"window": 10, "min_rise": 0.05, "min_fall": 0.02, "fail": False}
 
 
-@pytest.mark.parametrize("level, on_steps", [
-    # the trend rule alone replays what the run logged: on while the rule still fell, off once it sat at 0.000
-    (None, list(range(11, 18)) + [24, 26, 27, 28, 29]),
-    # with the level rule (recipes/base.yaml: 0.2) the alarm turns on at step 11 and stays on to the end (step 87)
-    (0.2, list(range(11, 88))),
-    # a stricter level turns it on at the first full window (step 10): the judge already took 0.12 of wrong answers
-    (0.1, list(range(10, 88))),
-])
+@pytest.mark.parametrize(
+    "level, on_steps",
+    [
+        # the trend rule alone replays what the run logged: on while the rule still fell, off once it sat at 0.000
+        (None, list(range(11, 18)) + [24, 26, 27, 28, 29]),
+        # with the level rule (recipes/base.yaml: 0.2) the alarm turns on at step 11 and stays on to the end (step 87)
+        (0.2, list(range(11, 88))),
+        # a stricter level turns it on at the first full window (step 10): the judge already took 0.12 of wrong answers
+        (0.1, list(range(10, 88))),
+    ],
+)
 def test_hacking_watch_on_the_gamed_run(level, on_steps):
     said = []
     watch = HackingWatch(**BASE, max_accept_rule_reject=level, log=lambda msg, **_: said.append(msg))
@@ -274,12 +377,15 @@ def test_hacking_watch_on_the_gamed_run(level, on_steps):
 
 
 # ----------------------------------------------------------------------------------------- the judge server gate
-@pytest.mark.parametrize("answers_after, limit, waited, stops", [
-    (None, 600, None, False),  # no judge server: nothing to wait for
-    (0, 600, 0.0, False),      # answering already
-    (3, 600, 6.0, False),      # answers at the 4th look, 2 s apart
-    (400, 10, None, True),     # never within wait_for_timeout + start_timeout: the run stops, naming the server
-])
+@pytest.mark.parametrize(
+    "answers_after, limit, waited, stops",
+    [
+        (None, 600, None, False),  # no judge server: nothing to wait for
+        (0, 600, 0.0, False),  # answering already
+        (3, 600, 6.0, False),  # answers at the 4th look, 2 s apart
+        (400, 10, None, True),  # never within wait_for_timeout + start_timeout: the run stops, naming the server
+    ],
+)
 def test_wait_for_judge(answers_after, limit, waited, stops, monkeypatch):
     from scripts.launch import judge_server
     from scripts.train.hooks import StopRun, wait_for_judge
@@ -292,34 +398,51 @@ def test_wait_for_judge(answers_after, limit, waited, stops, monkeypatch):
         return clock["looks"] > answers_after
 
     monkeypatch.setattr(judge_server, "ready", ready)
-    opts = {} if answers_after is None else {"judge_server": {"enable": True, "port": 4321, "wait_for_timeout": 0,
-                                                             "start_timeout": limit}}
+    opts = (
+        {}
+        if answers_after is None
+        else {"judge_server": {"enable": True, "port": 4321, "wait_for_timeout": 0, "start_timeout": limit}}
+    )
     said = []
-    kw = dict(clock=lambda: clock["t"], sleep=lambda s: clock.__setitem__("t", clock["t"] + s),
-              say=lambda msg, flush: said.append(msg))
+    kw = dict(
+        clock=lambda: clock["t"],
+        sleep=lambda s: clock.__setitem__("t", clock["t"] + s),
+        say=lambda msg, flush: said.append(msg),
+    )
     if stops:
         with pytest.raises(StopRun, match=r"the judge server at http://127.0.0.1:4321/v1 did not answer within 10s"):
             wait_for_judge(opts, **kw)
         return
     assert wait_for_judge(opts, **kw) == waited
-    assert said == ([] if waited is None else [f"[train] the judge server at http://127.0.0.1:4321/v1 answers "
-                                               f"({waited:.0f}s waited); training"])
+    assert said == (
+        []
+        if waited is None
+        else [f"[train] the judge server at http://127.0.0.1:4321/v1 answers ({waited:.0f}s waited); training"]
+    )
 
 
-@pytest.mark.parametrize("unverified, canary, alarms", [
-    ([0.6, 0.6, 0.6, 0.6], [0, 0, 0, 0], [0, 0, 0, 1]),        # the guard could not check most verdicts (>= 0.5)
-    ([0.4, 0.6, 0.4, 0.6], [0, 0, 0, 0], [0, 0, 0, 1]),        # ... on average over the window: 0.5
-    ([0.4, 0.4, 0.4, 0.4], [0, 0, 0, 0], [0, 0, 0, 0]),
-    ([0.0, 0.0, 0.0, 0.0], [0, 0.5, 0, 0], [0, 1, 0, 0]),      # a wrong canary paid: on that step, before a full window
-])
+@pytest.mark.parametrize(
+    "unverified, canary, alarms",
+    [
+        ([0.6, 0.6, 0.6, 0.6], [0, 0, 0, 0], [0, 0, 0, 1]),  # the guard could not check most verdicts (>= 0.5)
+        ([0.4, 0.6, 0.4, 0.6], [0, 0, 0, 0], [0, 0, 0, 1]),  # ... on average over the window: 0.5
+        ([0.4, 0.4, 0.4, 0.4], [0, 0, 0, 0], [0, 0, 0, 0]),
+        ([0.0, 0.0, 0.0, 0.0], [0, 0.5, 0, 0], [0, 1, 0, 0]),  # a wrong canary paid: on that step, before a full window
+    ],
+)
 def test_hacking_watch_unverified_and_canaries(unverified, canary, alarms):
     said = []
-    watch = HackingWatch(window=4, min_rise=0.05, min_fall=0.02, fail=False, max_unverified=0.5,
-                         log=lambda msg, **_: said.append(msg))
+    watch = HackingWatch(
+        window=4, min_rise=0.05, min_fall=0.02, fail=False, max_unverified=0.5, log=lambda msg, **_: said.append(msg)
+    )
     got = []
     for u, c in zip(unverified, canary):
-        m = {"critic/score/mean": 0.3, "reward/rule_score/mean": 0.3, "judge_health/unverified_rate": u,
-             "judge_health/canary_accept": c}
+        m = {
+            "critic/score/mean": 0.3,
+            "reward/rule_score/mean": 0.3,
+            "judge_health/unverified_rate": u,
+            "judge_health/canary_accept": c,
+        }
         watch.update(m)
         got.append(m["judge_health/hacking_alarm"])
     assert got == alarms
@@ -333,13 +456,23 @@ def test_hacking_watch_unverified_and_canaries(unverified, canary, alarms):
 def test_judge_health_guard_and_canary_rates():
     n = 8
     extras = {k: [0.0] * n for k in ("judge_error", "judge_parse_fail", "judge_skipped", "judge_fallback")}
-    extras.update(judge_score=[4.0] * n, rule_score=[1.0] * n, judge_ungrounded=[1, 0, 0, 0, 0, 0, 0, 0],
-                  judge_contradiction=[1, 1, 0, 0, 0, 0, 0, 0], judge_unverified=[1, 1, 1, 0, 0, 0, 0, 0],
-                  canary_wrong=[1, 1, 1, 0, 0, 0, 0, 0], canary_wrong_accepted=[1, 0, 0, 0, 0, 0, 0, 0],
-                  canary_right=[0, 0, 0, 1, 1, 0, 0, 0], canary_right_rejected=[0, 0, 0, 0, 1, 0, 0, 0])
+    extras.update(
+        judge_score=[4.0] * n,
+        rule_score=[1.0] * n,
+        judge_ungrounded=[1, 0, 0, 0, 0, 0, 0, 0],
+        judge_contradiction=[1, 1, 0, 0, 0, 0, 0, 0],
+        judge_unverified=[1, 1, 1, 0, 0, 0, 0, 0],
+        canary_wrong=[1, 1, 1, 0, 0, 0, 0, 0],
+        canary_wrong_accepted=[1, 0, 0, 0, 0, 0, 0, 0],
+        canary_right=[0, 0, 0, 1, 1, 0, 0, 0],
+        canary_right_rejected=[0, 0, 0, 0, 1, 0, 0, 0],
+    )
     m = reward_metrics(extras)
-    assert (m["judge_health/ungrounded_rate"], m["judge_health/contradiction_rate"], m["judge_health/unverified_rate"]) == (
-        0.125, 0.25, 0.375)
+    assert (
+        m["judge_health/ungrounded_rate"],
+        m["judge_health/contradiction_rate"],
+        m["judge_health/unverified_rate"],
+    ) == (0.125, 0.25, 0.375)
     assert (m["judge_health/canary_accept"], m["judge_health/canary_accept_n"]) == (1 / 3, 3.0)
     assert (m["judge_health/canary_reject"], m["judge_health/canary_reject_n"]) == (0.5, 2.0)
 
@@ -353,17 +486,21 @@ def _grpo_batch(scores, uids, abstained):
     rewards[:, -1] = torch.tensor(scores)
     return DataProto.from_dict(
         tensors={"token_level_rewards": rewards, "response_mask": torch.ones(n, length)},
-        non_tensors={"uid": np.array(uids, dtype=object), "judge_abstained": np.array(abstained, dtype=np.float64)})
+        non_tensors={"uid": np.array(uids, dtype=object), "judge_abstained": np.array(abstained, dtype=np.float64)},
+    )
 
 
-@pytest.mark.parametrize("scores, abstained, advantages", [
-    # group "a" of 4: one abstains; the other three (1, 0, 0) give its mean 1/3 and std; the abstainer gets 0
-    ([1.0, 0.0, 0.0, 0.0], [0, 0, 0, 1], [1.1547, -0.5774, -0.5774, 0.0]),
-    # without abstention the same scores give a group of four
-    ([1.0, 0.0, 0.0, 0.0], [0, 0, 0, 0], [1.5, -0.5, -0.5, -0.5]),
-    # every sample but one abstains: the one left is a group of one (verl: mean 0, std 1), the rest 0
-    ([1.0, 1.0, 0.0, 0.0], [0, 1, 1, 1], [1.0, 0.0, 0.0, 0.0]),
-])
+@pytest.mark.parametrize(
+    "scores, abstained, advantages",
+    [
+        # group "a" of 4: one abstains; the other three (1, 0, 0) give its mean 1/3 and std; the abstainer gets 0
+        ([1.0, 0.0, 0.0, 0.0], [0, 0, 0, 1], [1.1547, -0.5774, -0.5774, 0.0]),
+        # without abstention the same scores give a group of four
+        ([1.0, 0.0, 0.0, 0.0], [0, 0, 0, 0], [1.5, -0.5, -0.5, -0.5]),
+        # every sample but one abstains: the one left is a group of one (verl: mean 0, std 1), the rest 0
+        ([1.0, 1.0, 0.0, 0.0], [0, 1, 1, 1], [1.0, 0.0, 0.0, 0.0]),
+    ],
+)
 def test_abstained_samples_leave_their_group_and_the_loss(scores, abstained, advantages, monkeypatch):
     """verl's own GRPO advantage through the installed hook: an abstained sample is out of its group's mean and std,
     and its advantage and response mask are 0 (it adds nothing to the policy loss)."""

@@ -23,8 +23,6 @@ ROOT = scripts.ROOT
 pytestmark = pytest.mark.slow
 
 
-
-
 def compose_config(model_path: str, overrides: list[str]):
     import verl
     from hydra import compose, initialize_config_dir
@@ -57,8 +55,8 @@ def make_batch(tokenizer, rows, prompt_len=96, response_len=48):
         p_ids = p_ids[-prompt_len:]
         r_ids = tokenizer(row["response"], add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
         assert len(r_ids) <= response_len, "test response too long for the fixture"
-        prompts[i, prompt_len - len(p_ids):] = torch.tensor(p_ids)
-        p_mask[i, prompt_len - len(p_ids):] = 1
+        prompts[i, prompt_len - len(p_ids) :] = torch.tensor(p_ids)
+        p_mask[i, prompt_len - len(p_ids) :] = 1
         responses[i, : len(r_ids)] = torch.tensor(r_ids)
         r_mask[i, : len(r_ids)] = 1
         valid.append(len(r_ids))
@@ -66,8 +64,13 @@ def make_batch(tokenizer, rows, prompt_len=96, response_len=48):
     input_ids = torch.cat([prompts, responses], dim=1)
     position_ids = torch.clamp(torch.cumsum(attention_mask, dim=1) - 1, min=0)
     data = DataProto.from_dict(
-        tensors={"prompts": prompts, "responses": responses, "input_ids": input_ids,
-                 "attention_mask": attention_mask, "position_ids": position_ids},
+        tensors={
+            "prompts": prompts,
+            "responses": responses,
+            "input_ids": input_ids,
+            "attention_mask": attention_mask,
+            "position_ids": position_ids,
+        },
         non_tensors={
             "data_source": np.array([r["data_source"] for r in rows], dtype=object),
             "reward_model": np.array([{"style": "rule", "ground_truth": r["gt"]} for r in rows], dtype=object),
@@ -84,26 +87,57 @@ def user(text):
 
 CASES = {
     "pointwise": (
-        "reward_fns/pointwise.py", [],
+        "reward_fns/pointwise.py",
+        [],
         [
-            ("<think>fine</think><score>4</score>", 4, {"score": 1.0, "acc": 1.0, "pred": 4, "label": 4, "format_ok": 1.0}),
-            ("<think>meh</think><score>1</score>", 0, {"score": 0.0, "acc": 0.0, "pred": 1, "label": 0, "format_ok": 1.0}),
-            ("<think>ok</think><score>3</score>", 2, {"score": 0.75, "acc": 0.0, "pred": 3, "label": 2, "format_ok": 1.0}),
+            (
+                "<think>fine</think><score>4</score>",
+                4,
+                {"score": 1.0, "acc": 1.0, "pred": 4, "label": 4, "format_ok": 1.0},
+            ),
+            (
+                "<think>meh</think><score>1</score>",
+                0,
+                {"score": 0.0, "acc": 0.0, "pred": 1, "label": 0, "format_ok": 1.0},
+            ),
+            (
+                "<think>ok</think><score>3</score>",
+                2,
+                {"score": 0.75, "acc": 0.0, "pred": 3, "label": 2, "format_ok": 1.0},
+            ),
             ("I think it is a 0", 0, {"score": -1.0, "acc": 0.0, "pred": -1, "label": 0, "format_ok": 0.0}),
-            ("<think>unclosed <score>0</score>", 0, {"score": -1.0, "acc": 0.0, "pred": -1, "label": 0, "format_ok": 0.0}),
+            (
+                "<think>unclosed <score>0</score>",
+                0,
+                {"score": -1.0, "acc": 0.0, "pred": -1, "label": 0, "format_ok": 0.0},
+            ),
         ],
     ),
     "pairwise": (
-        "reward_fns/pairwise.py", ["+reward.custom_reward_function.reward_kwargs.format_penalty=-0.5"],
+        "reward_fns/pairwise.py",
+        ["+reward.custom_reward_function.reward_kwargs.format_penalty=-0.5"],
         [
-            ("<think>x</think><better>A</better>", "A", {"score": 1.0, "acc": 1.0, "pred_a": 1.0, "label_a": 1.0, "format_ok": 1.0}),
-            ("<think>x</think><better>a</better>", "B", {"score": 0.0, "acc": 0.0, "pred_a": 1.0, "label_a": 0.0, "format_ok": 1.0}),
+            (
+                "<think>x</think><better>A</better>",
+                "A",
+                {"score": 1.0, "acc": 1.0, "pred_a": 1.0, "label_a": 1.0, "format_ok": 1.0},
+            ),
+            (
+                "<think>x</think><better>a</better>",
+                "B",
+                {"score": 0.0, "acc": 0.0, "pred_a": 1.0, "label_a": 0.0, "format_ok": 1.0},
+            ),
             ("<better>tie</better>", "B", {"score": -0.5, "acc": 0.0, "pred_a": 0.0, "label_a": 0.0, "format_ok": 0.0}),
-            ("<better>A</better><better>B</better>", "A", {"score": -0.5, "acc": 0.0, "pred_a": 0.0, "label_a": 1.0, "format_ok": 0.0}),
+            (
+                "<better>A</better><better>B</better>",
+                "A",
+                {"score": -0.5, "acc": 0.0, "pred_a": 0.0, "label_a": 1.0, "format_ok": 0.0},
+            ),
         ],
     ),
     "gsm8k_flexible": (
-        "reward_fns/gsm8k.py", ["+reward.custom_reward_function.reward_kwargs.mode=flexible"],
+        "reward_fns/gsm8k.py",
+        ["+reward.custom_reward_function.reward_kwargs.mode=flexible"],
         [
             ("48 / 2 = 24, 48 + 24 = 72\n#### 72", "72", {"score": 1.0, "acc": 1.0, "format_ok": 1.0}),
             ("The answer is $1,234.", "1234", {"score": 1.0, "acc": 1.0, "format_ok": 1.0}),
@@ -112,7 +146,8 @@ CASES = {
         ],
     ),
     "gsm8k_strict": (
-        "reward_fns/gsm8k.py", [],
+        "reward_fns/gsm8k.py",
+        [],
         [
             ("#### 18.00", "18", {"score": 1.0, "acc": 1.0, "format_ok": 1.0}),
             ("The answer is 18", "18", {"score": 0.0, "acc": 0.0, "format_ok": 0.0}),
@@ -126,14 +161,19 @@ def test_reward_through_verl_reward_loop(name, ray_cluster, model_path, tokenize
     from verl.experimental.reward_loop.reward_loop import RewardLoopManager
 
     path, extra_overrides, cases = CASES[name]
-    cfg = compose_config(model_path, [
-        f"reward.custom_reward_function.path={os.path.join(ROOT, path)}",
-        "reward.custom_reward_function.name=compute_score",
-        "reward.reward_manager.name=naive",
-        *extra_overrides,
-    ])
-    rows = [{"data_source": "test", "prompt": user(f"question {i}"), "response": resp, "gt": gt}
-            for i, (resp, gt, _) in enumerate(cases)]
+    cfg = compose_config(
+        model_path,
+        [
+            f"reward.custom_reward_function.path={os.path.join(ROOT, path)}",
+            "reward.custom_reward_function.name=compute_score",
+            "reward.reward_manager.name=naive",
+            *extra_overrides,
+        ],
+    )
+    rows = [
+        {"data_source": "test", "prompt": user(f"question {i}"), "response": resp, "gt": gt}
+        for i, (resp, gt, _) in enumerate(cases)
+    ]
     data, valid = make_batch(tokenizer, rows)
     manager = RewardLoopManager(cfg)
     try:
@@ -145,7 +185,7 @@ def test_reward_through_verl_reward_loop(name, ray_cluster, model_path, tokenize
     assert rm.shape == data.batch["responses"].shape
     for i, (_, _, expected) in enumerate(cases):
         assert rm[i, valid[i] - 1].item() == pytest.approx(expected["score"])
-        others = torch.cat([rm[i, : valid[i] - 1], rm[i, valid[i]:]])
+        others = torch.cat([rm[i, : valid[i] - 1], rm[i, valid[i] :]])
         assert torch.count_nonzero(others).item() == 0
     assert out.meta_info["reward_extra_keys"] == list(cases[0][2])
     for key in cases[0][2]:

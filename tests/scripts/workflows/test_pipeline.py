@@ -138,15 +138,24 @@ def fake(tmp_path):
             row = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if isinstance(row, dict) and isinstance(row.get("question"), str) and normalize_number(hash_answer(row.get("answer"))) is not None:
+        if (
+            isinstance(row, dict)
+            and isinstance(row.get("question"), str)
+            and normalize_number(hash_answer(row.get("answer"))) is not None
+        ):
             rows.append(row)
     for split in ("train", "test"):
         with open(gsm / f"{split}.jsonl", "w") as f:
             for r in rows:
                 f.write(json.dumps(r) + "\n")
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "DRY_RUN")}
-    env.update(PYTHON=str(py), FAKE_LOG=str(tmp_path / "calls.jsonl"), GSM8K_DIR=str(gsm),
-               MODEL=os.environ.get("VERL_JUDGE_MODEL", ""), NO_FLASH_ATTN="1")
+    env.update(
+        PYTHON=str(py),
+        FAKE_LOG=str(tmp_path / "calls.jsonl"),
+        GSM8K_DIR=str(gsm),
+        MODEL=os.environ.get("VERL_JUDGE_MODEL", ""),
+        NO_FLASH_ATTN="1",
+    )
     return tmp_path, env
 
 
@@ -162,8 +171,9 @@ sys.exit(pipeline.main(sys.argv[1:]))
 
 
 def run(env, *args):
-    return subprocess.run([sys.executable, "-c", DRIVER, *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-c", DRIVER, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
+    )
 
 
 def calls(tmp):
@@ -175,12 +185,25 @@ def modules(tmp):
     return [c[1] for c in calls(tmp) if c[:1] == ["-m"]]
 
 
-@pytest.mark.skipif(not os.environ.get("VERL_JUDGE_MODEL"), reason=os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model"))
+@pytest.mark.skipif(
+    not os.environ.get("VERL_JUDGE_MODEL"), reason=os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model")
+)
 def test_judge_pipeline_stages_commands_and_resume(fake):
     tmp, env = fake
     out = tmp / "run"
-    r = run(env, "judge", "--task", "pairwise_ref", "--out", str(out), "--grpo-steps", "3", "--eval-pairs", "2",
-            "actor_rollout_ref.rollout.n=2")
+    r = run(
+        env,
+        "judge",
+        "--task",
+        "pairwise_ref",
+        "--out",
+        str(out),
+        "--grpo-steps",
+        "3",
+        "--eval-pairs",
+        "2",
+        "actor_rollout_ref.rollout.n=2",
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     mods = modules(tmp)  # the start model's evaluation runs beside the SFT: those two in either order
     assert mods[:2] == ["data_prep.gsm8k_verify", "data_prep.judge_sft"]  # stages data, sft_data
@@ -193,11 +216,15 @@ def test_judge_pipeline_stages_commands_and_resume(fake):
     assert "model.external_lib=scripts.train.fast_logprobs" in sft  # chunked log-probabilities without flash-attn
     grpo = by["scripts.train"]
     assert grpo[grpo.index("--config-path") + 1] == os.path.join(ROOT, "recipes", "judge_pairwise")
-    assert f"actor_rollout_ref.model.path={out}/sft/global_step_100/huggingface" in grpo  # GRPO starts from the SFT model
+    assert (
+        f"actor_rollout_ref.model.path={out}/sft/global_step_100/huggingface" in grpo
+    )  # GRPO starts from the SFT model
     assert "verl_judge.pair_groups=true" in grpo and "trainer.total_training_steps=3" in grpo
     assert "trainer.save_freq=3" in grpo  # min(steps, 10): a long run keeps a checkpoint every 10 steps
     assert grpo[-1] == "actor_rollout_ref.rollout.n=2"  # the user's override comes last and wins
-    assert by["verl.model_merger"][by["verl.model_merger"].index("--local_dir") + 1] == f"{out}/grpo/global_step_3/actor"
+    assert (
+        by["verl.model_merger"][by["verl.model_merger"].index("--local_dir") + 1] == f"{out}/grpo/global_step_3/actor"
+    )
     assert "--pairs" in by["scripts.eval.judge"]
     compare = (out / "compare.md").read_text()
     assert "| eval_before |" in compare and "| eval_after |" in compare
@@ -210,35 +237,72 @@ def test_judge_pipeline_stages_commands_and_resume(fake):
     assert r.returncode == 0 and modules(tmp) == [] and r.stdout.count("skipped") == 8
 
 
-@pytest.mark.skipif(not os.environ.get("VERL_JUDGE_MODEL"), reason=os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model"))
+@pytest.mark.skipif(
+    not os.environ.get("VERL_JUDGE_MODEL"), reason=os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model")
+)
 def test_failed_stage_stops_and_is_not_marked_done(fake):
     tmp, env = fake
     out = tmp / "run"
     env["FAKE_FAIL"] = "grpo"
-    r = run(env, "judge", "--task", "pointwise", "--out", str(out), "--grpo-steps", "2", "--eval-pairs", "2",
-            "--no-eval-before")
+    r = run(
+        env,
+        "judge",
+        "--task",
+        "pointwise",
+        "--out",
+        str(out),
+        "--grpo-steps",
+        "2",
+        "--eval-pairs",
+        "2",
+        "--no-eval-before",
+    )
     assert r.returncode != 0 and "stage failed (exit 7)" in r.stdout + r.stderr
     assert (out / ".sft.done").exists() and not (out / ".grpo.done").exists() and not (out / ".merge.done").exists()
 
 
-@pytest.mark.skipif(not os.environ.get("VERL_JUDGE_MODEL"), reason=os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model"))
+@pytest.mark.skipif(
+    not os.environ.get("VERL_JUDGE_MODEL"), reason=os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model")
+)
 def test_given_warm_start_skips_sft(fake):
     tmp, env = fake
     warm = tmp / "other" / "sft" / "global_step_40" / "huggingface"
     shutil.copytree(env["MODEL"], warm, ignore=shutil.ignore_patterns("*.safetensors", "*.bin", "*.gguf"))
     out = tmp / "off"
-    r = run(env, "judge", "--task", "pairwise_ref", "--out", str(out), "--grpo-steps", "12", "--eval-pairs", "2",
-            "--no-eval-before", "--pair-groups", "false", "--sft-model", str(warm))
+    r = run(
+        env,
+        "judge",
+        "--task",
+        "pairwise_ref",
+        "--out",
+        str(out),
+        "--grpo-steps",
+        "12",
+        "--eval-pairs",
+        "2",
+        "--no-eval-before",
+        "--pair-groups",
+        "false",
+        "--sft-model",
+        str(warm),
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert modules(tmp) == ["data_prep.gsm8k_verify", "data_prep.judge_sft", "scripts.train", "verl.model_merger",
-                            "scripts.eval.judge"]
+    assert modules(tmp) == [
+        "data_prep.gsm8k_verify",
+        "data_prep.judge_sft",
+        "scripts.train",
+        "verl.model_merger",
+        "scripts.eval.judge",
+    ]
     grpo = next(c for c in calls(tmp) if c[1] == "scripts.train")
     assert f"actor_rollout_ref.model.path={warm}" in grpo and "verl_judge.pair_groups=false" in grpo
     assert "trainer.save_freq=10" in grpo and "trainer.total_training_steps=12" in grpo
     assert not (out / ".sft.done").exists() and not (out / "sft").exists()
 
 
-@pytest.mark.skipif(not os.environ.get("VERL_JUDGE_MODEL"), reason=os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model"))
+@pytest.mark.skipif(
+    not os.environ.get("VERL_JUDGE_MODEL"), reason=os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model")
+)
 def test_model_solutions_are_mixed_into_sft_and_grpo(fake):
     import pyarrow.parquet as pq
 
@@ -248,35 +312,77 @@ def test_model_solutions_are_mixed_into_sft_and_grpo(fake):
     with open(samples, "w") as f:
         for i, row in enumerate(gsm[:3]):
             final = hash_answer(row["answer"])
-            f.write(json.dumps({"question_idx": i, "sample": 0, "question": row["question"], "answer": row["answer"],
-                                "response": f"Some working.\nThe answer is {final}." if i == 0 else "12\n#### 12\n#### 12",
-                                "status": "ok"}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "question_idx": i,
+                        "sample": 0,
+                        "question": row["question"],
+                        "answer": row["answer"],
+                        "response": f"Some working.\nThe answer is {final}." if i == 0 else "12\n#### 12\n#### 12",
+                        "status": "ok",
+                    }
+                )
+                + "\n"
+            )
     out = tmp / "mix"
-    r = run(env, "judge", "--task", "pointwise", "--out", str(out), "--grpo-steps", "2", "--eval-pairs", "2",
-            "--no-eval-before", "--model-solutions", str(samples))
+    r = run(
+        env,
+        "judge",
+        "--task",
+        "pointwise",
+        "--out",
+        str(out),
+        "--grpo-steps",
+        "2",
+        "--eval-pairs",
+        "2",
+        "--no-eval-before",
+        "--model-solutions",
+        str(samples),
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     model_rows = pq.read_table(out / "data" / "model_solutions" / "pointwise_train.parquet").to_pylist()
     # graded by final answer: 'The answer is N.' (no '####') is correct, the repeated wrong '#### 12' is not
-    assert [(r_["extra_info"]["kind"] if "kind" in r_["extra_info"] else r_["extra_info"]["candidate"],
-             r_["reward_model"]["ground_truth"]) for r_ in model_rows][:1] == [("model", 4)]
+    assert [
+        (
+            r_["extra_info"]["kind"] if "kind" in r_["extra_info"] else r_["extra_info"]["candidate"],
+            r_["reward_model"]["ground_truth"],
+        )
+        for r_ in model_rows
+    ][:1] == [("model", 4)]
     assert sorted(r_["reward_model"]["ground_truth"] for r_ in model_rows) == [0, 0, 4]
     sft = pq.read_table(out / "data" / "sft_train.parquet").to_pylist()
     n_perturbed = pq.read_table(out / "data" / "pointwise_train.parquet").num_rows
     assert len(sft) == n_perturbed + 3  # every row of both kinds has a rationale
     assert sum("Candidate: 12. Different." in s_["messages"][-1]["content"] for s_ in sft) == 2
     grpo = next(c for c in calls(tmp) if c[1] == "scripts.train")
-    assert f"data.train_files=[{out}/data/pointwise_train.parquet,{out}/data/model_solutions/pointwise_train.parquet]" in grpo
+    assert (
+        f"data.train_files=[{out}/data/pointwise_train.parquet,{out}/data/model_solutions/pointwise_train.parquet]"
+        in grpo
+    )
 
 
-@pytest.mark.skipif(not os.environ.get("VERL_JUDGE_MODEL"), reason=os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model"))
+@pytest.mark.skipif(
+    not os.environ.get("VERL_JUDGE_MODEL"), reason=os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model")
+)
 def test_judge_to_reward_samples_the_start_model_first(fake):
     import pyarrow.parquet as pq
 
     tmp, env = fake
     out = tmp / "j2r"
     env.update(FAKE_EVAL_WAIT="eval_sft=policy")
-    r = run(env, "judge_to_reward", "--out", str(out), "--eval-pairs", "2", "--no-eval-before",
-            "--model-solution-questions", "3")
+    r = run(
+        env,
+        "judge_to_reward",
+        "--out",
+        str(out),
+        "--eval-pairs",
+        "2",
+        "--no-eval-before",
+        "--model-solution-questions",
+        "3",
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     # GSM8K with the policy's prompt first (local files or the hub), the start model's answers to it beside the
     # perturbed verification data, then the model-solution rows, the SFT parquet and the judge
@@ -291,7 +397,9 @@ def test_judge_to_reward_samples_the_start_model_first(fake):
     assert "stage samples ... (in the background" in r.stdout
     gen = next(c for c in calls(tmp) if c[1] == "scripts.eval.gsm8k")
     assert gen[gen.index("--limit") + 1] == "3" and gen[gen.index("--temperature") + 1] == "1.0"
-    assert gen[gen.index("--n-samples") + 1] == "2" and gen[gen.index("--data") + 1] == f"{out}/policy_data/train.parquet"
+    assert (
+        gen[gen.index("--n-samples") + 1] == "2" and gen[gen.index("--data") + 1] == f"{out}/policy_data/train.parquet"
+    )
     assert "stage policy_data skipped" in r.stdout  # made once, used by the samples and the policy stage
     model_rows = pq.read_table(out / "data" / "model_solutions" / "pointwise_train.parquet").to_pylist()
     assert sorted(r_["reward_model"]["ground_truth"] for r_ in model_rows) == [0, 0, 0, 4, 4, 4]  # 'A: N' is right
@@ -301,18 +409,38 @@ def test_judge_to_reward_samples_the_start_model_first(fake):
     assert (out / "summary.md").exists() and (out / ".samples.done").exists()
     # --model-solutions none: no samples stage, perturbed references only
     (tmp / "calls.jsonl").unlink()
-    r = run(env, "judge_to_reward", "--out", str(tmp / "plain"), "--eval-pairs", "2", "--no-eval-before",
-            "--model-solutions", "none", "--sft-steps", "40")
-    assert r.returncode == 0 and modules(tmp)[:4] == ["data_prep.gsm8k", "data_prep.gsm8k_verify", "data_prep.judge_sft",
-                                                      "torch.distributed.run"]
+    r = run(
+        env,
+        "judge_to_reward",
+        "--out",
+        str(tmp / "plain"),
+        "--eval-pairs",
+        "2",
+        "--no-eval-before",
+        "--model-solutions",
+        "none",
+        "--sft-steps",
+        "40",
+    )
+    assert r.returncode == 0 and modules(tmp)[:4] == [
+        "data_prep.gsm8k",
+        "data_prep.gsm8k_verify",
+        "data_prep.judge_sft",
+        "torch.distributed.run",
+    ]
 
 
-@pytest.mark.skipif(not os.environ.get("VERL_JUDGE_MODEL"), reason=os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model"))
-@pytest.mark.parametrize("flag, beside, kv_cache", [
-    ([], "True", ["--kv-cache-gb", "4.0"]),  # default: beside the SFT, with a fixed KV cache
-    (["--eval-kv-cache-gb", "2.5"], "True", ["--kv-cache-gb", "2.5"]),
-    (["--no-parallel-eval"], "False", []),  # before the SFT, vLLM sizes its own cache
-])
+@pytest.mark.skipif(
+    not os.environ.get("VERL_JUDGE_MODEL"), reason=os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model")
+)
+@pytest.mark.parametrize(
+    "flag, beside, kv_cache",
+    [
+        ([], "True", ["--kv-cache-gb", "4.0"]),  # default: beside the SFT, with a fixed KV cache
+        (["--eval-kv-cache-gb", "2.5"], "True", ["--kv-cache-gb", "2.5"]),
+        (["--no-parallel-eval"], "False", []),  # before the SFT, vLLM sizes its own cache
+    ],
+)
 def test_start_model_is_evaluated_beside_the_sft(fake, flag, beside, kv_cache):
     tmp, env = fake
     out = tmp / "run"
@@ -320,8 +448,10 @@ def test_start_model_is_evaluated_beside_the_sft(fake, flag, beside, kv_cache):
     r = run(env, "judge", "--task", "pointwise", "--out", str(out), "--grpo-steps", "0", "--eval-pairs", "2", *flag)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert (out / "eval_before_saw_sft").read_text() == beside
-    before = next(c for c in calls(tmp) if c[1] == "scripts.eval.judge" and c[c.index("--out") + 1].endswith("eval_before"))
-    tail = before[before.index("--no-progress") + 1:]
+    before = next(
+        c for c in calls(tmp) if c[1] == "scripts.eval.judge" and c[c.index("--out") + 1].endswith("eval_before")
+    )
+    tail = before[before.index("--no-progress") + 1 :]
     assert tail == kv_cache
     assert ("in the background, beside the next stage" in r.stdout) == (beside == "True")
     mods = modules(tmp)
@@ -348,13 +478,22 @@ def test_background_stage_failure_stops_the_pipeline(tmp_path):
     assert [p.name for p in sorted(tmp_path.glob(".*.done"))] == [".next.done", ".ok.done"]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["judge", "--out", "x", "--model-solutions", "/nonexistent.jsonl"], "--model-solutions /nonexistent.jsonl: no such file"),
-    (["judge", "--out", "x", "--sft-model", "/nonexistent"], "--sft-model /nonexistent: not a Hugging Face model folder"),
-    (["judge", "--out", "x", "not-an-override"], "unrecognized arguments: not-an-override"),
-    (["judge_to_reward", "--task", "pairwise", "--out", "x"], "judge_to_reward trains the pointwise judge"),
-    (["judge", "--task", "nope", "--out", "x"], "invalid choice: 'nope'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["judge", "--out", "x", "--model-solutions", "/nonexistent.jsonl"],
+            "--model-solutions /nonexistent.jsonl: no such file",
+        ),
+        (
+            ["judge", "--out", "x", "--sft-model", "/nonexistent"],
+            "--sft-model /nonexistent: not a Hugging Face model folder",
+        ),
+        (["judge", "--out", "x", "not-an-override"], "unrecognized arguments: not-an-override"),
+        (["judge_to_reward", "--task", "pairwise", "--out", "x"], "judge_to_reward trains the pointwise judge"),
+        (["judge", "--task", "nope", "--out", "x"], "invalid choice: 'nope'"),
+    ],
+)
 def test_bad_arguments(args, message):
     r = subprocess.run([sys.executable, "-m", "scripts.pipeline", *args], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 2 and message in r.stderr
@@ -365,13 +504,26 @@ def test_help():
     assert r.returncode == 0 and "--sft-steps" in r.stdout and "judge_to_reward" in r.stdout
 
 
-@pytest.mark.skipif(not os.environ.get("VERL_JUDGE_MODEL"), reason=os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model"))
+@pytest.mark.skipif(
+    not os.environ.get("VERL_JUDGE_MODEL"), reason=os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model")
+)
 def test_training_stage_is_checked_before_it_starts(fake):
     """A GRPO stage whose composed config does not pass verl's schema stops before the trainer runs."""
     tmp, env = fake
     out = tmp / "bad"
-    r = run(env, "judge", "--task", "pointwise", "--out", str(out), "--grpo-steps", "2", "--no-eval-before", "--skip-eval",
-            "trainer.save_freqq=3")
+    r = run(
+        env,
+        "judge",
+        "--task",
+        "pointwise",
+        "--out",
+        str(out),
+        "--grpo-steps",
+        "2",
+        "--no-eval-before",
+        "--skip-eval",
+        "trainer.save_freqq=3",
+    )
     assert r.returncode != 0 and "unknown key 'trainer.save_freqq'" in r.stdout, r.stdout[-3000:]
     assert "stage failed (exit 2): recipe judge_pointwise" in r.stdout + r.stderr
     assert "scripts.train" not in modules(tmp) and not (out / ".grpo.done").exists()
@@ -383,18 +535,27 @@ def test_policy_stage_takes_another_recipe(tmp_path, monkeypatch):
     from scripts.workflows import pipeline
 
     calls = []
-    monkeypatch.setattr(launch, "run_recipe", lambda recipe, overrides, env, **where: calls.append(
-        (recipe, overrides, env["PYTHON"], where)) or 0)
+    monkeypatch.setattr(
+        launch,
+        "run_recipe",
+        lambda recipe, overrides, env, **where: calls.append((recipe, overrides, env["PYTHON"], where)) or 0,
+    )
     monkeypatch.setenv("MODEL", "/models/base")
     pipe = pipeline.JudgeToReward(pipeline.build_parser().parse_args(["judge_to_reward", "--out", str(tmp_path)]), [])
     pipe.policy("/models/judge", recipe="gsm8k_api_judge", name="policy_api")
     recipe, overrides, python, where = calls[0]
     assert recipe == "gsm8k_api_judge" and python == pipe.py
-    assert overrides[:2] == ["actor_rollout_ref.model.path=/models/base", "reward.reward_model.model_path=/models/judge"]
+    assert overrides[:2] == [
+        "actor_rollout_ref.model.path=/models/base",
+        "reward.reward_model.model_path=/models/judge",
+    ]
     assert f"trainer.default_local_dir={tmp_path}/policy_api" in overrides
     assert "trainer.experiment_name=judge_to_reward-policy_api" in overrides
-    assert where == {"output_dir": str(tmp_path), "metrics_file": f"{tmp_path}/policy_api_metrics.jsonl",
-                     "log_file": f"{tmp_path}/logs/policy_api.log"}
+    assert where == {
+        "output_dir": str(tmp_path),
+        "metrics_file": f"{tmp_path}/policy_api_metrics.jsonl",
+        "log_file": f"{tmp_path}/logs/policy_api.log",
+    }
     pipe.policy("/models/judge")  # the default: the local judge's recipe, the stage's usual outputs
     assert calls[1][0] == pipeline.POLICY_RECIPE == "gsm8k_local_judge"
     assert calls[1][3]["metrics_file"] == f"{tmp_path}/policy_metrics.jsonl"

@@ -25,21 +25,40 @@ ray_head.start = lambda env, log, **kw: (None, "stand-in")
 ray_head.stop = lambda proc, **kw: None
 sys.exit(policy_learns.main(sys.argv[1:]))
 """
-SMALL = ["--steps", "3", "--test-freq", "1", "--eval-questions", "4", "--eval-pairs", "2",
-         "--policy-sft-rows", "8", "--testbed-arg=--train-size=60", "--testbed-arg=--test-size=20",
-         # the stand-in trainer serves no judge and samples no answers (test_judge_server runs a real server)
-         "--judge-placement", "colocated", "--model-solutions", "none"]
-needs_model = pytest.mark.skipif(not os.environ.get("VERL_JUDGE_MODEL"),
-                                 reason=os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model"))
+SMALL = [
+    "--steps",
+    "3",
+    "--test-freq",
+    "1",
+    "--eval-questions",
+    "4",
+    "--eval-pairs",
+    "2",
+    "--policy-sft-rows",
+    "8",
+    "--testbed-arg=--train-size=60",
+    "--testbed-arg=--test-size=20",
+    # the stand-in trainer serves no judge and samples no answers (test_judge_server runs a real server)
+    "--judge-placement",
+    "colocated",
+    "--model-solutions",
+    "none",
+]
+needs_model = pytest.mark.skipif(
+    not os.environ.get("VERL_JUDGE_MODEL"), reason=os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model")
+)
 
 
 def run(env, *args):
-    return subprocess.run([sys.executable, "-c", DRIVER, *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=900)
+    return subprocess.run(
+        [sys.executable, "-c", DRIVER, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
+    )
 
 
 def train_call(tmp, name):
-    return next(c for c in calls(tmp) if c[1] == "scripts.train" and f"trainer.experiment_name=policy_learns-{name}" in c)
+    return next(
+        c for c in calls(tmp) if c[1] == "scripts.train" and f"trainer.experiment_name=policy_learns-{name}" in c
+    )
 
 
 @needs_model
@@ -50,9 +69,23 @@ def test_side_by_side_stages_settings_report_and_resume(fake):
     r = run(env, "--out", str(out), *SMALL, "actor_rollout_ref.actor.optim.lr=1e-5")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     done = sorted(p.name for p in out.glob(".*.done"))
-    assert done == sorted(f".{s}.done" for s in (
-        "testbed", "policy_data", "eval_data", "policy_sft", "data", "sft_data", "eval_before", "sft", "eval_sft",
-        "judge_model", "rule", "judge"))
+    assert done == sorted(
+        f".{s}.done"
+        for s in (
+            "testbed",
+            "policy_data",
+            "eval_data",
+            "policy_sft",
+            "data",
+            "sft_data",
+            "eval_before",
+            "sft",
+            "eval_sft",
+            "judge_model",
+            "rule",
+            "judge",
+        )
+    )
     mods = modules(tmp)
     # the policy's warm start (torchrun) runs before either GRPO run; the judge's (torchrun) beside the rule run
     assert mods.count("torch.distributed.run") == 2 and mods.count("scripts.train") == 2
@@ -62,9 +95,17 @@ def test_side_by_side_stages_settings_report_and_resume(fake):
     assert judge[judge.index("--config-path") + 1].endswith("recipes/gsm8k_local_judge")
     start = f"actor_rollout_ref.model.path={out}/policy_sft/global_step_16/huggingface"
     assert start in rule and start in judge  # the same start policy, data and settings
-    per_run = ("trainer.default_local_dir=", "trainer.experiment_name=", "trainer.rollout_data_dir=", "+ray_kwargs.",
-               "reward.", "+reward.", "trainer.validation_data_dir=", "trainer.val_before_train=")
-    same = lambda c: [a for a in c[c.index("--config-name") + 2:] if not a.startswith(per_run)]  # noqa: E731
+    per_run = (
+        "trainer.default_local_dir=",
+        "trainer.experiment_name=",
+        "trainer.rollout_data_dir=",
+        "+ray_kwargs.",
+        "reward.",
+        "+reward.",
+        "trainer.validation_data_dir=",
+        "trainer.val_before_train=",
+    )
+    same = lambda c: [a for a in c[c.index("--config-name") + 2 :] if not a.startswith(per_run)]  # noqa: E731
     assert same(rule) == same(judge)
     assert f"reward.reward_model.model_path={out}/judge_model" in judge
     assert os.readlink(out / "judge_model") == f"{out}/sft/global_step_100/huggingface"
@@ -73,15 +114,24 @@ def test_side_by_side_stages_settings_report_and_resume(fake):
     # validation: the first 4 test questions and the first 4 of the held-out stories (wordings training never has)
     assert f"data.val_files=[{out}/eval_data/test/test.parquet,{out}/eval_data/heldout/test.parquet]" in rule
     import pyarrow.parquet as pq
-    held = [r["extra_info"]["question"] for r in pq.read_table(out / "eval_data" / "heldout" / "test.parquet").to_pylist()]
+
+    held = [
+        r["extra_info"]["question"] for r in pq.read_table(out / "eval_data" / "heldout" / "test.parquet").to_pylist()
+    ]
     train = [json.loads(x)["question"] for x in open(out / "testbed" / "train.jsonl")]
     assert len(held) == 4 and not set(held) & set(train)
     assert {r["data_source"] for r in pq.read_table(out / "eval_data" / "heldout" / "test.parquet").to_pylist()} == {
-        "word_problems_heldout"}
-    assert "reward.reward_model.rollout.enforce_eager=true" in judge and "actor_rollout_ref.rollout.enforce_eager=false" in rule
+        "word_problems_heldout"
+    }
+    assert (
+        "reward.reward_model.rollout.enforce_eager=true" in judge
+        and "actor_rollout_ref.rollout.enforce_eager=false" in rule
+    )
     assert f"data.train_files={out}/policy_data/train.parquet" in rule and "trainer.total_training_steps=3" in rule
     assert rule[-1] == judge[-1] == "actor_rollout_ref.actor.optim.lr=1e-5"  # the user's override last: it wins
-    assert not any(c[1] in ("scripts.eval.gsm8k", "verl.model_merger") for c in calls(tmp))  # verl's validation is the evaluation
+    assert not any(
+        c[1] in ("scripts.eval.gsm8k", "verl.model_merger") for c in calls(tmp)
+    )  # verl's validation is the evaluation
     # the testbed is what the policy and the judge's data were built from
     assert json.load(open(out / "testbed" / "settings.json"))["train"] == 60
     res = json.load(open(out / "report.json"))
@@ -90,17 +140,32 @@ def test_side_by_side_stages_settings_report_and_resume(fake):
     assert res["runs"]["judge"]["after"] == {"strict": 0.75, "flexible": 0.75, "n": 4, "step": 3, "heldout": half}
     assert res["runs"]["rule"]["after"] == {"strict": 0.5, "flexible": 0.75, "n": 4, "step": 3, "heldout": quarter}
     assert (res["runs"]["rule"]["gain_heldout_strict"], res["runs"]["judge"]["gain_heldout_strict"]) == (0.25, 0.5)
-    assert [(res["runs"][n]["steps"], res["runs"][n]["gain_strict"]) for n in ("rule", "judge")] == [(3, 0.25), (3, 0.5)]
+    assert [(res["runs"][n]["steps"], res["runs"][n]["gain_strict"]) for n in ("rule", "judge")] == [
+        (3, 0.25),
+        (3, 0.5),
+    ]
     assert res["runs"]["judge"]["agree_rule"] == [[1, 1.0], [2, 1.0], [3, 1.0]]
     assert res["judge_gain_over_rule_gain"] == {"strict": 2.0, "flexible": 1.0}
-    assert f"trainer.rollout_data_dir={out}/judge_rollouts" in judge and f"trainer.rollout_data_dir={out}/rule_rollouts" in rule
+    assert (
+        f"trainer.rollout_data_dir={out}/judge_rollouts" in judge
+        and f"trainer.rollout_data_dir={out}/rule_rollouts" in rule
+    )
     report = (out / "report.md").read_text()
     assert "| rule | 3 |" in report and (out / "policy_learns.png").stat().st_size > 0
-    assert ("Judge run, step 3: samples the judge accepted and the rule rejected (first 2):\n\n"
-            '- ground truth 7, verdict 4: `"noise 1 2 3"`\n- ground truth 7, verdict 4: `"The answer is 7."`') in report
-    assert res["judge_paid_audit"] == {"steps": 1, "samples": 4, "paid_rule_rejects": 2, "paid_flexible_right": 1,
-                                       "paid_wrong": 1, "paid_wrong_share": 0.25, "paid_wrong_max_step_share": 0.25,
-                                       "paid_agree_flexible_min": 0.75}
+    assert (
+        "Judge run, step 3: samples the judge accepted and the rule rejected (first 2):\n\n"
+        '- ground truth 7, verdict 4: `"noise 1 2 3"`\n- ground truth 7, verdict 4: `"The answer is 7."`'
+    ) in report
+    assert res["judge_paid_audit"] == {
+        "steps": 1,
+        "samples": 4,
+        "paid_rule_rejects": 2,
+        "paid_flexible_right": 1,
+        "paid_wrong": 1,
+        "paid_wrong_share": 0.25,
+        "paid_wrong_max_step_share": 0.25,
+        "paid_agree_flexible_min": 0.75,
+    }
     assert "Judge-run gain / rule-run gain: strict 2.000, flexible 1.000." in report
     assert "judge gain / rule gain: strict 2.000, flexible 1.000" in r.stdout.splitlines()[-4]  # the console's end
     assert r.stdout.splitlines()[-2] == f"report: {out}/report.md (report.json, policy_learns.png)"
@@ -135,9 +200,16 @@ def test_judge_run_starts_beside_the_judges_training(fake):
     env.pop("GSM8K_DIR")
     env.update(FAKE_SFT_WEIGHTS="1", FAKE_SFT_AFTER_TRAIN="1")
     out = tmp / "early"
-    small = SMALL[:SMALL.index("--judge-placement")] + SMALL[SMALL.index("--judge-placement") + 2:]
-    r = run(env, "--out", str(out), *small, "--no-rule", "verl_judge.judge_server.engine=cpu_judge",
-            "verl_judge.judge_server.start_timeout=300")
+    small = SMALL[: SMALL.index("--judge-placement")] + SMALL[SMALL.index("--judge-placement") + 2 :]
+    r = run(
+        env,
+        "--out",
+        str(out),
+        *small,
+        "--no-rule",
+        "verl_judge.judge_server.engine=cpu_judge",
+        "verl_judge.judge_server.start_timeout=300",
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     text = r.stdout
     waited = f"the judge server starts once {out}/.judge_model.done exists (the judge is still being made)"
@@ -157,27 +229,48 @@ def test_defaults_of_the_experiment():
 
     args, overrides = policy_learns.build_parser().parse_known_args(["--out", "x"])
     assert (args.judge_placement, args.model_solutions, args.steps, args.policy_sft_rows, overrides) == (
-        "server", "base", 100, 500, [])
+        "server",
+        "base",
+        100,
+        500,
+        [],
+    )
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--steps", "0"], "--steps must be >= 1"),
-    (["--policy-sft-rows", "-1"], "--policy-sft-rows must be >= 0"),
-    (["--model-solutions", "/no/such.jsonl"], "--model-solutions /no/such.jsonl: no such file"),
-    (["notanoverride"], "extra arguments are Hydra overrides"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--steps", "0"], "--steps must be >= 1"),
+        (["--policy-sft-rows", "-1"], "--policy-sft-rows must be >= 0"),
+        (["--model-solutions", "/no/such.jsonl"], "--model-solutions /no/such.jsonl: no such file"),
+        (["notanoverride"], "extra arguments are Hydra overrides"),
+    ],
+)
 def test_bad_arguments(args, message, tmp_path):
     r = run(dict(os.environ), "--out", str(tmp_path / "x"), *args)
     assert r.returncode == 2 and message in r.stderr, r.stderr
 
 
 @needs_model
-@pytest.mark.parametrize("placement, expect, absent", [
-    ("colocated", ["reward.reward_model.rollout.enforce_eager=true", "reward.reward_model.rollout.free_cache_engine=false"],
-     "judge_placement=server"),
-    ("server", ["judge_placement=server", "verl_judge.judge_server.gpu_memory_utilization=0.1",
-                "verl_judge.judge_server.kv_cache_memory_bytes=4294967296"], "reward.reward_model.rollout."),
-])
+@pytest.mark.parametrize(
+    "placement, expect, absent",
+    [
+        (
+            "colocated",
+            ["reward.reward_model.rollout.enforce_eager=true", "reward.reward_model.rollout.free_cache_engine=false"],
+            "judge_placement=server",
+        ),
+        (
+            "server",
+            [
+                "judge_placement=server",
+                "verl_judge.judge_server.gpu_memory_utilization=0.1",
+                "verl_judge.judge_server.kv_cache_memory_bytes=4294967296",
+            ],
+            "reward.reward_model.rollout.",
+        ),
+    ],
+)
 def test_judge_placement_of_the_judge_run(placement, expect, absent, fake):
     tmp, env = fake
     env["DRY_RUN"] = "1"
@@ -188,11 +281,20 @@ def test_judge_placement_of_the_judge_run(placement, expect, absent, fake):
     assert "config OK: recipe gsm8k_local_judge" in r.stdout
 
 
-@pytest.mark.parametrize("row, series", [
-    ({"step": 20, "val-core/word_problems/acc/mean@1": 0.3, "val-core/word_problems_heldout/acc/mean@1": 0.5}, [(20, 0.3)]),
-    ({"step": 20, "val-core/word_problems_heldout/acc/mean@1": 0.5, "val-core/word_problems/acc/mean@1": 0.3}, [(20, 0.3)]),
-    ({"step": 40, "val-aux/openai/gsm8k/rule_score/mean@1": 0.25}, [(40, 0.25)]),
-])
+@pytest.mark.parametrize(
+    "row, series",
+    [
+        (
+            {"step": 20, "val-core/word_problems/acc/mean@1": 0.3, "val-core/word_problems_heldout/acc/mean@1": 0.5},
+            [(20, 0.3)],
+        ),
+        (
+            {"step": 20, "val-core/word_problems_heldout/acc/mean@1": 0.5, "val-core/word_problems/acc/mean@1": 0.3},
+            [(20, 0.3)],
+        ),
+        ({"step": 40, "val-aux/openai/gsm8k/rule_score/mean@1": 0.25}, [(40, 0.25)]),
+    ],
+)
 def test_validation_series_is_the_test_split(row, series):
     """The validation curve is the test split's, whichever order verl logs the held-out stories' key in."""
     from scripts.report import policy_learns as report

@@ -28,6 +28,7 @@ def _fails_after(seconds: float, what: str):
     def fn() -> None:
         time.sleep(seconds)
         raise RuntimeError(what)
+
     return fn
 
 
