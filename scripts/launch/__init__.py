@@ -5,6 +5,6 @@
 ``launcher`` (plan, check, run one recipe), ``knobs`` (the environment variables), ``overrides``, ``defaults``
 (default model and data), ``config_paths`` and ``verl_config`` (the config check), ``ray_head`` and ``ray_job`` (a
 private Ray head, or a job on a cluster), ``judge_server`` (the judge served beside a run), ``local_run`` (a local
-run and its retries), ``stall`` (the watchdog), ``children`` and ``services`` (starting, waiting for and stopping
-background processes).
+run and its retries, the services a config enables), ``stall`` (the watchdog), ``services`` (starting, waiting for
+and stopping background processes; the child processes to stop on every exit path).
 """
