@@ -24,10 +24,10 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from data_prep.errors import DataError
+from data_prep.files.errors import DataError
+from data_prep.files.outputs import check_output_file, check_output_folder, output_set, write_json, write_parquet
+from data_prep.files.readers import Source, hf_source, local_source
 from data_prep.lengths import TRUNCATION_MARKER, LengthGate, default_tokenizer_path, load_tokenizer
-from data_prep.outputs import check_output_file, check_output_folder, output_set, write_json, write_parquet
-from data_prep.readers import Source, hf_source, local_source
 from data_prep.rows import Builder, Draft, Unit, load_exclusion, make_rows, read_units
 from data_prep.summary import Stats, describe_empty, format_summary
 

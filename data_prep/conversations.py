@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from data_prep.errors import BadRow
+from data_prep.files.errors import BadRow
 
 _ROLE_LABEL = {"user": "Human", "human": "Human", "assistant": "Assistant", "system": "System"}
 

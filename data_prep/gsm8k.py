@@ -19,7 +19,7 @@ from collections.abc import Mapping
 import pyarrow as pa
 
 from data_prep.cli import Conversion, HFPreset, SplitRun, add_common_args, cli, load_template, run_conversion
-from data_prep.errors import BadRow
+from data_prep.files.errors import BadRow
 from data_prep.rows import Draft, Unit, row_schema
 from data_prep.text import require_str, stable_hash
 from reward_fns.parse import hash_answer, normalize_number

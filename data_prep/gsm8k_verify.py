@@ -41,13 +41,13 @@ from collections.abc import Mapping
 import pyarrow as pa
 
 from data_prep.cli import add_common_args, cli, finish, make_gate, resolve_sources
-from data_prep.errors import BadRow, DataError, SkipRow
+from data_prep.files.errors import BadRow, DataError, SkipRow
+from data_prep.files.outputs import write_parquet
+from data_prep.files.readers import InvalidRow, local_source
 from data_prep.gsm8k import PRESETS, gsm8k_fields
 from data_prep.lengths import LengthGate
-from data_prep.outputs import write_parquet
 from data_prep.pairwise import PAIR_EXTRA, pair_builder, pair_unit, select_orders
 from data_prep.perturb import perturb, pick_style, restyle, strip_annotations, truncate
-from data_prep.readers import InvalidRow, local_source
 from data_prep.rows import JUDGE_ABILITY, Draft, Unit, load_exclusion, make_rows, read_units, row_schema
 from data_prep.summary import Stats
 from data_prep.text import normalize_text, require_str, stable_hash

@@ -30,8 +30,8 @@ from collections import Counter
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from data_prep.errors import DataError
-from data_prep.outputs import write_parquet
+from data_prep.files.errors import DataError
+from data_prep.files.outputs import write_parquet
 from reward_fns import verdicts
 
 PROG = "data_prep.judge_sft"
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     try:
-        write_parquet(out, args.out, SCHEMA)  # deterministic, atomic (data_prep.outputs)
+        write_parquet(out, args.out, SCHEMA)  # deterministic, atomic (data_prep.files.outputs)
     except DataError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2

@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
-from data_prep.errors import DataError, SkipRow
+from data_prep.files.errors import DataError, SkipRow
 from data_prep.progress import progress_bar
 from data_prep.rows import Builder, Draft, Unit
 from data_prep.summary import Stats

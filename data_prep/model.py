@@ -103,8 +103,8 @@ def check_out(out: str, force: bool = False) -> bool:
 
     ``DataError`` when ``out`` is a file or its folder cannot be made (``check_output_folder``), or when it is a
     non-empty folder without the model and ``force`` is off: it is not replaced without being asked."""
-    from data_prep.errors import DataError
-    from data_prep.outputs import check_output_folder
+    from data_prep.files.errors import DataError
+    from data_prep.files.outputs import check_output_folder
 
     check_output_folder(out, "--out")
     if is_complete(out):
@@ -176,7 +176,7 @@ def main(argv=None, prog: str | None = None) -> int:
         help="convert again even if the folder is complete; replace a non-empty --out without the model",
     )
     args = ap.parse_args(argv)
-    from data_prep.errors import DataError
+    from data_prep.files.errors import DataError
 
     try:
         print(materialize(args.out, args.force))

@@ -26,10 +26,10 @@ from collections import Counter
 
 from data_prep.cli import add_empty_args, cli
 from data_prep.conversations import QUERY_FIELDS, query_text
-from data_prep.errors import DataError
-from data_prep.outputs import check_output_file, write_json
+from data_prep.files.errors import DataError
+from data_prep.files.outputs import check_output_file, write_json
+from data_prep.files.readers import InvalidRow, local_source
 from data_prep.progress import progress_bar
-from data_prep.readers import InvalidRow, local_source
 from data_prep.text import normalize_text
 
 PROG = "data_prep.overlap"

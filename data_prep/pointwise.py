@@ -35,7 +35,7 @@ from data_prep.cli import (
     run_conversion,
 )
 from data_prep.conversations import format_turns, messages_to_turns
-from data_prep.errors import BadRow
+from data_prep.files.errors import BadRow
 from data_prep.rows import JUDGE_ABILITY, Draft, Unit, row_schema
 from data_prep.text import neutralize, require_str, stable_hash
 from reward_fns._labels import score_label

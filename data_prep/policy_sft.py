@@ -20,8 +20,8 @@ import sys
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from data_prep.errors import DataError
-from data_prep.outputs import write_parquet
+from data_prep.files.errors import DataError
+from data_prep.files.outputs import write_parquet
 
 PROG = "data_prep.policy_sft"
 SCHEMA = pa.schema(

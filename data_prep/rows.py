@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from data_prep.conversations import query_text
-from data_prep.errors import BadRow, DataError, SkipRow
+from data_prep.files.errors import BadRow, DataError, SkipRow
+from data_prep.files.readers import InvalidRow, Source, local_source
 from data_prep.progress import progress_bar
-from data_prep.readers import InvalidRow, Source, local_source
 from data_prep.summary import Stats
 from data_prep.text import normalize_text
 

@@ -8,7 +8,7 @@ import re
 import unicodedata
 from collections.abc import Mapping
 
-from data_prep.errors import BadRow
+from data_prep.files.errors import BadRow
 from reward_fns.prompts import neutralize as _neutralize
 
 #: Look-alike tags defused in every untrusted text placed in a judge prompt.

@@ -28,8 +28,8 @@ import random
 import sys
 
 from data_prep import stories
-from data_prep.errors import DataError
-from data_prep.outputs import check_output_folder, output_set
+from data_prep.files.errors import DataError
+from data_prep.files.outputs import check_output_folder, output_set
 from data_prep.stories import STORIES
 
 PROG = "data_prep.word_problems"

@@ -27,7 +27,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from data_prep.readers import read_jsonl
+from data_prep.files.readers import read_jsonl
 from scripts.report.scorecard import dumped_steps
 
 MODES = ("fallback=rule", "fallback=0", "abstain")

@@ -40,7 +40,7 @@ import time
 
 import aiohttp
 
-from data_prep.outputs import write_json
+from data_prep.files.outputs import write_json
 from reward_fns import llm_judge
 from reward_fns.llm_judge import build_messages, compute_score
 

@@ -17,7 +17,7 @@ import random
 import sys
 import time
 
-from data_prep.readers import read_jsonl
+from data_prep.files.readers import read_jsonl
 from reward_fns import gsm8k, pairwise, pointwise
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

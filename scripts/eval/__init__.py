@@ -3,4 +3,4 @@
 share, one concern a module: ``rows`` (reading the data), ``backends`` (endpoint / vLLM / transformers
 generation), ``predictions`` (resume log, stop signals, ``--out``), ``figures`` (their PNGs) and ``cli``
 (``InputError``, exit status); Markdown tables come from ``scripts.report.render``, atomic writes from
-``data_prep.outputs``."""
+``data_prep.files.outputs``."""

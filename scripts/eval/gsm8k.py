@@ -52,7 +52,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from data_prep.outputs import write_json, write_jsonl, write_text
+from data_prep.files.outputs import write_json, write_jsonl, write_text
 from reward_fns import gsm8k, llm_judge
 from reward_fns.judge_client import JudgeResult, chat_completions_url
 from reward_fns.parse import parse_score

@@ -63,7 +63,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 
-from data_prep.outputs import write_json, write_text
+from data_prep.files.outputs import write_json, write_text
 from reward_fns import verdicts
 from reward_fns.judge_metrics import ACCEPT_AT, SCORES, ratio
 from scripts.eval.backends import (

@@ -17,9 +17,9 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from data_prep.errors import DataError
-from data_prep.outputs import write_json, write_jsonl
-from data_prep.readers import read_jsonl
+from data_prep.files.errors import DataError
+from data_prep.files.outputs import write_json, write_jsonl
+from data_prep.files.readers import read_jsonl
 from scripts.eval.cli import InputError
 
 

@@ -1,5 +1,5 @@
 """Reading the rows an evaluator scores: a ``.parquet`` or ``.jsonl[.gz]`` file as plain dicts (through
-``data_prep.readers``), dotted column access (``extra_info.pair_id``), column checks that name what is
+``data_prep.files.readers``), dotted column access (``extra_info.pair_id``), column checks that name what is
 missing, chat messages from a row's ``prompt``. Every problem is an ``InputError`` (exit status 2).
 Used by ``python -m scripts.eval.judge --data FILE`` and ``python -m scripts.eval.gsm8k --data FILE``.
 """
@@ -10,8 +10,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from data_prep.errors import DataError
-from data_prep.readers import InvalidRow, local_source
+from data_prep.files.errors import DataError
+from data_prep.files.readers import InvalidRow, local_source
 from scripts.eval.cli import InputError
 
 

@@ -19,7 +19,7 @@ import json
 import os
 import sys
 
-from data_prep.outputs import write_json, write_text
+from data_prep.files.outputs import write_json, write_text
 from scripts.eval.cli import InputError, cli_main
 from scripts.report.render import fmt, md_table
 

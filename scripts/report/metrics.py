@@ -10,14 +10,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 
-from data_prep.readers import read_jsonl
+from data_prep.files.readers import read_jsonl
 
 
 def read_metrics(path: str, on_bad: Callable[[int, str], None] | None = None) -> list[dict]:
     """Each line's ``data`` dict (a flat line: the line itself) in file order, with ``"step"`` added when
     absent: the line's ``step``, else ``data["training/global_step"]``, else the record's position (from 1).
 
-    A missing file gives ``[]``. A line that is not a JSON object is a ``data_prep.errors.DataError``, or,
+    A missing file gives ``[]``. A line that is not a JSON object is a ``data_prep.files.errors.DataError``, or,
     with ``on_bad``, skipped after ``on_bad(line_number, problem)`` (a file still being written).
     """
     if not os.path.exists(path):

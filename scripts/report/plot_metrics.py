@@ -48,8 +48,8 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 
-from data_prep.errors import DataError
-from data_prep.outputs import write_json, write_text
+from data_prep.files.errors import DataError
+from data_prep.files.outputs import write_json, write_text
 from scripts.eval.cli import InputError, cli_main
 from scripts.report.metrics import read_metrics
 from scripts.report.render import md_table, pyplot, save_fig

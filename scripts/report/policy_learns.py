@@ -18,8 +18,8 @@ import sys
 
 import numpy as np
 
-from data_prep.outputs import write_json, write_text
-from data_prep.readers import read_jsonl
+from data_prep.files.outputs import write_json, write_text
+from data_prep.files.readers import read_jsonl
 from reward_fns import gsm8k
 from scripts.report import scorecard
 from scripts.report.metrics import read_metrics

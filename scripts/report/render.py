@@ -12,7 +12,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from data_prep.outputs import write_file
+from data_prep.files.outputs import write_file
 from reward_fns.judge_metrics import ratio  # noqa: F401  (the reports' ratio)
 
 

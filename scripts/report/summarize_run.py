@@ -20,7 +20,7 @@ import os
 import statistics
 import sys
 
-from data_prep.errors import DataError
+from data_prep.files.errors import DataError
 from scripts.report.metrics import read_metrics
 
 STAGES = (

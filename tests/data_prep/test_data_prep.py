@@ -21,7 +21,7 @@ import pytest
 import scripts
 from data_prep import gsm8k, gsm8k_verify, overlap, pairwise, pointwise
 from data_prep.conversations import query_text
-from data_prep.errors import DataError
+from data_prep.files.errors import DataError
 from data_prep.lengths import TRUNCATION_MARKER, LengthGate, load_tokenizer, middle_cut
 from data_prep.perturb import perturb, safe_eval, strip_annotations
 from data_prep.text import neutralize, normalize_text

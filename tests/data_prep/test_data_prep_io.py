@@ -1,5 +1,5 @@
-"""data_prep.readers (line splitting and numbering as in text mode, per-row UTF-8 errors, ``read_jsonl``)
-and data_prep.outputs (atomic writes, all-or-nothing output sets: rollback, cleanup, file modes)."""
+"""data_prep.files.readers (line splitting and numbering as in text mode, per-row UTF-8 errors, ``read_jsonl``)
+and data_prep.files.outputs (atomic writes, all-or-nothing output sets: rollback, cleanup, file modes)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import os
 
 import pytest
 
-from data_prep.errors import DataError
-from data_prep.outputs import output_set, write_json, write_jsonl, write_parquet, write_text
-from data_prep.readers import InvalidRow, local_source, read_jsonl
+from data_prep.files.errors import DataError
+from data_prep.files.outputs import output_set, write_json, write_jsonl, write_parquet, write_text
+from data_prep.files.readers import InvalidRow, local_source, read_jsonl
 
 LINE_CASES = [
     # (file bytes, [(row number, row or InvalidRow reason)])
@@ -124,7 +124,7 @@ def test_error_removes_temp_files_and_created_folders(tmp_path):
 
 
 def test_rename_failure_rolls_back_every_file(tmp_path, monkeypatch):
-    import data_prep.outputs as outputs
+    import data_prep.files.outputs as outputs
 
     for name in ("a.json", "b.json"):
         (tmp_path / name).write_text(f"old {name}\n")

@@ -15,10 +15,10 @@ import scripts
 from tests.layout_helpers import imports
 
 ROOT = scripts.ROOT
-DATA_PREP_FILES = sorted(glob.glob(os.path.join(ROOT, "data_prep", "*.py")))
+DATA_PREP_FILES = sorted(glob.glob(os.path.join(ROOT, "data_prep", "**", "*.py"), recursive=True))
 
 
-@pytest.mark.parametrize("path", DATA_PREP_FILES, ids=[os.path.basename(p) for p in DATA_PREP_FILES])
+@pytest.mark.parametrize("path", DATA_PREP_FILES, ids=[os.path.relpath(p, ROOT) for p in DATA_PREP_FILES])
 def test_self_contained(path):
     tree = ast.parse(open(path, encoding="utf-8").read())
     path_edits = [

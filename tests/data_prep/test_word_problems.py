@@ -11,7 +11,7 @@ import string
 import pytest
 
 from data_prep import stories, word_problems
-from data_prep.errors import DataError
+from data_prep.files.errors import DataError
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import scripts
-from data_prep.errors import DataError
+from data_prep.files.errors import DataError
 from scripts.report import plot_metrics
 from scripts.report.metrics import read_metrics
 

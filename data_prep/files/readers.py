@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from data_prep.errors import DataError
+from data_prep.files.errors import DataError
 
 GZIP_MAGIC = b"\x1f\x8b"
 _GZIP_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error)

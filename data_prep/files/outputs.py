@@ -27,7 +27,7 @@ import shutil
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import IO, TYPE_CHECKING, Any
 
-from data_prep.errors import DataError
+from data_prep.files.errors import DataError
 
 if TYPE_CHECKING:
     import pyarrow as pa
