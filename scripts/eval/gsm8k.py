@@ -49,244 +49,36 @@ import argparse
 import os
 import sys
 import time
-from collections import Counter
-from collections.abc import Mapping, Sequence
 
 from data_prep.files.outputs import write_json, write_jsonl, write_text
 from reward_fns import gsm8k, llm_judge
 from reward_fns.judge_client import JudgeResult, chat_completions_url
-from reward_fns.parse import parse_score
-from reward_fns.prompts import load as load_prompt
 from reward_fns.redact import mask_url
-from scripts.eval.backends import (
-    add_endpoint_args,
-    add_offline_args,
-    backend_info,
-    backend_settings,
-    check_backend,
-    generate,
-    make_client,
-    run_chats,
-)
+from scripts.eval.backends import backend_info, backend_settings, check_backend, generate
 from scripts.eval.cli import InputError, cli_main
+from scripts.eval.endpoint import add_endpoint_args, make_client, run_chats
 from scripts.eval.figures import gsm8k_figures
+from scripts.eval.gsm8k_data import load_items
+from scripts.eval.gsm8k_grading import REPLY_KEEP_CHARS, conversation_hash, judge_fields, policy_record, score_record
+from scripts.eval.gsm8k_report import judge_metrics, policy_metrics, render_md
+from scripts.eval.offline import add_offline_args
 from scripts.eval.predictions import PredictionLog, StopSignals, add_output_args, prepare_out_dir, request_ids
-from scripts.eval.rows import MISSING, as_messages, get_path, read_rows
-from scripts.report.render import fmt, md_table, ratio
-
-POLICY_TEMPLATE = "gsm8k_policy"
-REPLY_KEEP_CHARS = 4000
 
 
-# ----------------------------------------------------------------------------- data
-def load_items(path: str, limit: int | None, policy_prompt_version: str = "v1") -> list[dict]:
-    """``[{prompt, ground_truth, question, answer}]`` from a verl parquet or raw GSM8K rows."""
-    rows = read_rows(path, limit)
-    first = rows[0]
-    items = []
-    if "prompt" in first:
-        for i, r in enumerate(rows):
-            where = f"{path}: row {i + 1}"
-            gt = get_path(r, "reward_model.ground_truth")
-            if gt is MISSING:
-                raise InputError(f"{where}: missing column 'reward_model.ground_truth'; the file has columns {sorted(r)}")
-            try:
-                gsm8k.reference_number(gt)
-            except ValueError as e:
-                raise InputError(f"{where}: reward_model.ground_truth: {e}") from None
-            question = get_path(r, "extra_info.question", None) or r.get("question")
-            answer = get_path(r, "extra_info.answer", None) or r.get("answer")
-            items.append({"prompt": as_messages(r["prompt"], f"{where}: prompt"), "ground_truth": str(gt),
-                          "question": question, "answer": answer})
-        return items
-    if "question" in first or "answer" in first:
-        template = load_prompt(POLICY_TEMPLATE, policy_prompt_version)
-        for i, r in enumerate(rows):
-            where = f"{path}: row {i + 1}"
-            for col in ("question", "answer"):
-                if not isinstance(r.get(col), str) or not r[col].strip():
-                    raise InputError(f"{where}: missing column '{col}' (raw GSM8K rows need 'question' and 'answer')")
-            try:
-                ref = gsm8k.reference_number(r["answer"])
-            except ValueError:
-                raise InputError(f"{where}: column 'answer' has no final '#### <number>'") from None
-            items.append({"prompt": template.render(question=r["question"]), "ground_truth": str(ref),
-                          "question": r["question"], "answer": r["answer"]})
-        return items
-    raise InputError(f"{path}: missing column 'prompt' (verl parquet from data_prep.gsm8k) or 'question' + "
-                     f"'answer' (raw GSM8K); the file has columns {sorted(first)}")
-
-
-# ----------------------------------------------------------------------------- metrics
-def policy_record(q: int, k: int, row_id: str, res: JudgeResult) -> dict:
-    """The ``predictions.jsonl`` record of answer ``k`` to question ``q`` (the full answer text)."""
-    rec = {"kind": "policy", "row_id": row_id, "question_idx": q, "sample": k}
-    if res.ok:
-        rec.update(status="ok", response=res.text, finish_reason=res.finish_reason)
-    else:
-        rec.update(status="error", error=str(res.error))
-    return rec
-
-
-def score_record(item: Mapping, prec: Mapping) -> dict:
-    """The ``samples.jsonl`` record of a policy record: strict / flexible rule scores."""
-    rec = {"question_idx": prec["question_idx"], "sample": prec["sample"], "ground_truth": item["ground_truth"],
-           "status": prec["status"]}
-    # question and reference solution too, so samples.jsonl is data_prep.gsm8k_verify --candidates solutions input
-    rec.update({k: item[k] for k in ("question", "answer") if item.get(k) is not None})
-    if prec["status"] != "ok":
-        rec.update(error=prec.get("error"), response=None, strict=0.0, flexible=0.0, strict_format=0.0,
-                   flexible_format=0.0)
-    else:
-        text = prec["response"]
-        s = gsm8k.compute_score(solution_str=text, ground_truth=item["ground_truth"], mode="strict")
-        f = gsm8k.compute_score(solution_str=text, ground_truth=item["ground_truth"], mode="flexible")
-        rec.update(response=text, strict=s["score"], flexible=f["score"], strict_format=s["format_ok"],
-                   flexible_format=f["format_ok"], finish_reason=prec.get("finish_reason"))
-    return rec
-
-
-def score_samples(items: Sequence[Mapping], results: Sequence[Sequence[JudgeResult]]) -> list[dict]:
-    """One record per (question, sample) with strict / flexible rule scores."""
-    return [score_record(item, policy_record(qi, si, "", res))
-            for qi, (item, per) in enumerate(zip(items, results)) for si, res in enumerate(per)]
-
-
-def judge_fields(res: JudgeResult) -> dict:
-    """``judge_*`` fields of a sample record from the judge's reply."""
-    if not res.ok:
-        return {"judge_status": "error", "judge_reason": res.error.kind, "judge_score": None,
-                "judge_error": str(res.error)}
-    out = {"judge_reply": res.text[:REPLY_KEEP_CHARS]}
-    parsed = parse_score(res.text)
-    if parsed.ok:
-        out.update(judge_status="ok", judge_reason="ok", judge_score=parsed.value)
-    else:
-        out.update(judge_status="parse_fail", judge_reason=parsed.reason, judge_score=None)
-    return out
-
-
-def conversation_hash(messages: Sequence[Mapping]) -> str:
-    """Content hash of a judge request: a saved grade is reused only for the very same request."""
-    return request_ids([messages])[0]
-
-
-def policy_metrics(recs: Sequence[Mapping], n_questions: int, n_samples: int) -> dict:
-    n = len(recs)
-    ok = [r for r in recs if r["status"] == "ok"]
-    out = {
-        "n_questions": n_questions,
-        "n_samples_per_question": n_samples,
-        "n_samples": n,
-        "n_error": n - len(ok),
-        "error_rate": ratio(n - len(ok), n),
-        "strict_acc": ratio(sum(r["strict"] for r in recs), n),
-        "flexible_acc": ratio(sum(r["flexible"] for r in recs), n),
-        "strict_format_rate": ratio(sum(r["strict_format"] for r in recs), n),
-        "flexible_format_rate": ratio(sum(r["flexible_format"] for r in recs), n),
-        "mean_response_chars": ratio(sum(len(r["response"]) for r in ok), len(ok)),
-        "truncated_rate": ratio(sum(r.get("finish_reason") == "length" for r in ok), len(ok)),
-    }
-    if n_samples > 1:
-        by_q: dict[int, list[Mapping]] = {}
-        for r in recs:
-            by_q.setdefault(r["question_idx"], []).append(r)
-        out[f"strict_pass@{n_samples}"] = ratio(sum(any(r["strict"] for r in rs) for rs in by_q.values()), len(by_q))
-        out[f"flexible_pass@{n_samples}"] = ratio(sum(any(r["flexible"] for r in rs) for rs in by_q.values()), len(by_q))
-    return out
-
-
-def judge_metrics(recs: Sequence[Mapping], threshold: int, rule_key: str) -> dict:
-    """Judge (score >= threshold) vs rule (``rule_key`` record field) over samples with a judge verdict."""
-    asked = [r for r in recs if r.get("judge_status") is not None]
-    graded = [r for r in asked if r["judge_status"] == "ok"]
-    n_err = sum(r["judge_status"] == "error" for r in asked)
-    n_pf = sum(r["judge_status"] == "parse_fail" for r in asked)
-    tp = sum(r["judge_score"] >= threshold and r[rule_key] == 1.0 for r in graded)
-    fp = sum(r["judge_score"] >= threshold and r[rule_key] != 1.0 for r in graded)
-    fn = sum(r["judge_score"] < threshold and r[rule_key] == 1.0 for r in graded)
-    tn = len(graded) - tp - fp - fn
-    precision, recall = ratio(tp, tp + fp), ratio(tp, tp + fn)
-    f1 = None if precision is None or recall is None or precision + recall == 0 else 2 * precision * recall / (precision + recall)
-    right = [r["judge_score"] for r in graded if r[rule_key] == 1.0]
-    wrong = [r["judge_score"] for r in graded if r[rule_key] != 1.0]
-    hist = {"rule_correct": Counter(right), "rule_wrong": Counter(wrong)}
-    return {
-        "threshold": threshold,
-        "rule": rule_key,
-        "n_asked": len(asked),
-        "n_graded": len(graded),
-        "n_error": n_err,
-        "n_parse_fail": n_pf,
-        "error_rate": ratio(n_err, len(asked)),
-        "parse_fail_rate": ratio(n_pf, len(asked) - n_err),
-        "agreement": ratio(tp + tn, len(graded)),
-        "precision": precision,
-        "recall": recall,
-        "f1": f1,
-        "tp": tp, "fp": fp, "fn": fn, "tn": tn,
-        "judge_says_correct_rate": ratio(tp + fp, len(graded)),
-        "rule_correct_rate": ratio(tp + fn, len(graded)),
-        "mean_score_rule_correct": ratio(sum(right), len(right)),
-        "mean_score_rule_wrong": ratio(sum(wrong), len(wrong)),
-        "score_histogram": {k: {str(s): v.get(s, 0) for s in range(5)} for k, v in hist.items()},
-        "parse_fail_reasons": dict(Counter(r["judge_reason"] for r in asked if r["judge_status"] == "parse_fail")),
-        "error_kinds": dict(Counter(r["judge_reason"] for r in asked if r["judge_status"] == "error")),
-    }
-
-
-# ----------------------------------------------------------------------------- report
-def render_md(report: dict) -> str:
-    p = report["policy"]
-    prog = report.get("progress") or {}
-    title = "# GSM8K evaluation"
-    if report.get("partial"):
-        title += f" (PARTIAL: {prog.get('done')} of {prog.get('samples')} answers"
-        title += f", {prog.get('judge_done')} of {prog.get('judge_total')} judge grades)" if report.get("judge") else ")"
-    lines = [title, "",
-             f"- data: `{report['data']}` ({p['n_questions']} questions x {p['n_samples_per_question']} samples)",
-             f"- policy: `{report['policy_endpoint']['model']}` via {report['policy_endpoint']['endpoint']}",
-             f"- wall time: {fmt(report['wall_s'], 1)} s"]
-    if prog.get("reused") or prog.get("judge_reused"):
-        lines.append(f"- resumed: {prog.get('reused', 0)} answers and {prog.get('judge_reused', 0)} judge grades reused "
-                     "from predictions.jsonl")
-    if report.get("partial"):
-        why = f"stopped by {report['stopped_by']}" if report.get("stopped_by") else "not every request finished"
-        lines.append(f"- **partial** ({why}): the metrics cover the finished answers and grades only. Rerun the same "
-                     "command to finish.")
-    lines += ["", "## Policy", ""]
-    keys = [k for k in p if k not in ("n_questions", "n_samples_per_question")]
-    lines += [md_table(["metric", "value"], [(k, p[k]) for k in keys]), ""]
-    j = report.get("judge")
-    if j:
-        lines += ["## Judge vs rule", "",
-                  f"- judge: `{report['judge_endpoint']['model']}` via {report['judge_endpoint']['endpoint']}",
-                  f"- judge says correct: score >= {j['threshold']}; rule: `{j['rule']}`", ""]
-        keys = ["n_asked", "n_graded", "agreement", "precision", "recall", "f1", "judge_says_correct_rate",
-                "rule_correct_rate", "mean_score_rule_correct", "mean_score_rule_wrong", "parse_fail_rate", "error_rate"]
-        lines += [md_table(["metric", "value"], [(k, j[k]) for k in keys]), "",
-                  md_table(["", "rule correct", "rule wrong"],
-                           [("judge correct", j["tp"], j["fp"]), ("judge wrong", j["fn"], j["tn"])]), ""]
-        h = j["score_histogram"]
-        lines += [md_table(["judge score"] + [str(s) for s in range(5)],
-                           [["rule correct"] + [h["rule_correct"][str(s)] for s in range(5)],
-                            ["rule wrong"] + [h["rule_wrong"][str(s)] for s in range(5)]]), ""]
-        for k, v in sorted(j["error_kinds"].items()):
-            lines.append(f"- judge request error `{k}`: {v}")
-        for k, v in sorted(j["parse_fail_reasons"].items()):
-            lines.append(f"- judge parse failure `{k}`: {v}")
-    return "\n".join(lines)
-
-
-# ----------------------------------------------------------------------------- CLI
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m scripts.eval.gsm8k", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m scripts.eval.gsm8k", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     g = ap.add_argument_group("data")
     g.add_argument("--data", required=True, metavar="FILE", help="GSM8K test: verl .parquet or raw .jsonl")
     g.add_argument("--limit", type=int, default=None, metavar="N", help="first N questions only")
-    g.add_argument("--n-samples", type=int, default=1, metavar="N",
-                   help="answers per question (default 1; >1 also reports pass@N; use --temperature > 0)")
+    g.add_argument(
+        "--n-samples",
+        type=int,
+        default=1,
+        metavar="N",
+        help="answers per question (default 1; >1 also reports pass@N; use --temperature > 0)",
+    )
     g.add_argument("--policy-prompt-version", default="v1", help="gsm8k_policy template version for raw rows")
     g = ap.add_argument_group("policy endpoint (or --vllm-offline / --hf-offline)")
     add_endpoint_args(g, what="policy", max_tokens=512, concurrency=16)
@@ -294,17 +86,36 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, default=0, help="offline sampling seed (default 0)")
     g = ap.add_argument_group("judge (optional)")
     add_endpoint_args(g, prefix="judge-", what="judge", max_tokens=512, concurrency=16)
-    g.add_argument("--judge-threshold", type=int, default=3, choices=range(5), metavar="S",
-                   help="judge says correct when score >= S (default 3)")
-    g.add_argument("--judge-prompt", default=llm_judge.DEFAULTS["prompt"],
-                   help=f"judge prompt template (default {llm_judge.DEFAULTS['prompt']})")
-    g.add_argument("--judge-prompt-version", default=llm_judge.DEFAULTS["prompt_version"],
-                   help=f"template version (default {llm_judge.DEFAULTS['prompt_version']})")
-    g.add_argument("--rule-mode", choices=gsm8k.MODES, default=llm_judge.DEFAULTS["rule_mode"],
-                   help="rule the judge is compared with (default strict, as the reward's rule_score)")
-    g.add_argument("--allow-judge-errors", action="store_true",
-                   help="exit 0 even when the judge gives no verdict at all (every judge request failed or every "
-                        "reply unparseable, e.g. an untrained judge); without it such a run exits 4")
+    g.add_argument(
+        "--judge-threshold",
+        type=int,
+        default=3,
+        choices=range(5),
+        metavar="S",
+        help="judge says correct when score >= S (default 3)",
+    )
+    g.add_argument(
+        "--judge-prompt",
+        default=llm_judge.DEFAULTS["prompt"],
+        help=f"judge prompt template (default {llm_judge.DEFAULTS['prompt']})",
+    )
+    g.add_argument(
+        "--judge-prompt-version",
+        default=llm_judge.DEFAULTS["prompt_version"],
+        help=f"template version (default {llm_judge.DEFAULTS['prompt_version']})",
+    )
+    g.add_argument(
+        "--rule-mode",
+        choices=gsm8k.MODES,
+        default=llm_judge.DEFAULTS["rule_mode"],
+        help="rule the judge is compared with (default strict, as the reward's rule_score)",
+    )
+    g.add_argument(
+        "--allow-judge-errors",
+        action="store_true",
+        help="exit 0 even when the judge gives no verdict at all (every judge request failed or every "
+        "reply unparseable, e.g. an untrained judge); without it such a run exits 4",
+    )
     g = add_output_args(ap, default_out="outputs/eval/gsm8k-<data stem>", reused="answers and grades")
     g.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     g.add_argument("--no-progress", action="store_true", help="no progress bars (stderr)")
@@ -322,16 +133,23 @@ def _run(argv: list[str] | None) -> tuple[dict, int, str | None]:
         print("warning: --n-samples > 1 with --temperature 0 gives (near) identical samples", file=sys.stderr)
     if args.judge_model:  # a bad template name fails before any request is sent
         try:
-            llm_judge.build_messages("", "0", {"question": "q", "answer": "a"}, prompt=args.judge_prompt,
-                                     prompt_version=args.judge_prompt_version)
+            llm_judge.build_messages(
+                "",
+                "0",
+                {"question": "q", "answer": "a"},
+                prompt=args.judge_prompt,
+                prompt_version=args.judge_prompt_version,
+            )
         except (FileNotFoundError, ValueError) as e:
             raise InputError(f"--judge-prompt: {e}") from None
     items = load_items(args.data, args.limit, args.policy_prompt_version)
     if args.judge_model:
         missing = next((i for i, it in enumerate(items) if not it["question"]), None)
         if missing is not None:
-            raise InputError(f"{args.data}: row {missing + 1}: the judge needs the question: missing column "
-                             "'extra_info.question' (or 'question')")
+            raise InputError(
+                f"{args.data}: row {missing + 1}: the judge needs the question: missing column "
+                "'extra_info.question' (or 'question')"
+            )
     out_dir = args.out or os.path.join("outputs", "eval", "gsm8k-" + os.path.basename(args.data).split(".")[0])
     prepare_out_dir(out_dir)  # before any request: an unwritable --out costs nothing
     n = args.n_samples
@@ -340,18 +158,30 @@ def _run(argv: list[str] | None) -> tuple[dict, int, str | None]:
     qids = request_ids([it["prompt"] for it in items])
     units = [(q, k) for q in range(len(items)) for k in range(n)]
     uid = {(q, k): f"{qids[q]}/s{k}" for q, k in units}
-    judge_settings = {"model": args.judge_model, "temperature": float(args.judge_temperature),
-                      "max_tokens": int(args.judge_max_tokens),
-                      "endpoint": mask_url(chat_completions_url(args.judge_base_url))} if judge_on else None
-    log = PredictionLog(out_dir, "eval_gsm8k", {"policy": backend_settings(args), "judge": judge_settings},
-                        resume=not args.no_resume)
+    judge_settings = (
+        {
+            "model": args.judge_model,
+            "temperature": float(args.judge_temperature),
+            "max_tokens": int(args.judge_max_tokens),
+            "endpoint": mask_url(chat_completions_url(args.judge_base_url)),
+        }
+        if judge_on
+        else None
+    )
+    log = PredictionLog(
+        out_dir, "eval_gsm8k", {"policy": backend_settings(args), "judge": judge_settings}, resume=not args.no_resume
+    )
     saved = log.load()
 
     def judge_conv(u: tuple[int, int]) -> list[dict]:
         it = items[u[0]]
-        return llm_judge.build_messages(policy[u]["response"], it["ground_truth"],
-                                        {"question": it["question"], "answer": it["answer"]},
-                                        prompt=args.judge_prompt, prompt_version=args.judge_prompt_version)
+        return llm_judge.build_messages(
+            policy[u]["response"],
+            it["ground_truth"],
+            {"question": it["question"], "answer": it["answer"]},
+            prompt=args.judge_prompt,
+            prompt_version=args.judge_prompt_version,
+        )
 
     policy: dict[tuple[int, int], dict] = {}
     for q, k in units:
@@ -362,14 +192,22 @@ def _run(argv: list[str] | None) -> tuple[dict, int, str | None]:
     if judge_on:
         for u in policy:
             old = saved.get(("judge", uid[u]))
-            if (old is not None and old.get("judge_status") != "error"
-                    and old.get("request") == conversation_hash(judge_conv(u))):
+            if (
+                old is not None
+                and old.get("judge_status") != "error"
+                and old.get("request") == conversation_hash(judge_conv(u))
+            ):
                 graded[u] = {**old, "question_idx": u[0], "sample": u[1]}
     reused, judge_reused = len(policy), len(graded)
     if saved or log.skipped_lines:
         skipped = f"; {log.skipped_lines} lines skipped (cut off, or without a row id)" if log.skipped_lines else ""
-        print(f"resume: {reused} of {len(units)} answers" + (f" and {judge_reused} judge grades" if judge_on else "")
-              + f" reused from {log.path}" + skipped, file=sys.stderr)
+        print(
+            f"resume: {reused} of {len(units)} answers"
+            + (f" and {judge_reused} judge grades" if judge_on else "")
+            + f" reused from {log.path}"
+            + skipped,
+            file=sys.stderr,
+        )
     log.begin([policy[u] for u in units if u in policy] + [graded[u] for u in units if u in graded])
 
     def record_policy(u: tuple[int, int], res: JudgeResult) -> None:
@@ -384,32 +222,69 @@ def _run(argv: list[str] | None) -> tuple[dict, int, str | None]:
             todo = [u for u in units if u not in policy]
             if todo and (args.vllm_offline or args.hf_offline):  # n samples per conversation in one go
                 qs = sorted({q for q, _ in todo})
-                _, policy_ep = generate(args, [items[q]["prompt"] for q in qs], n=n, desc="policy",
-                                        progress=not args.no_progress, seed=args.seed, stop=stop,
-                                        on_result=lambda i, k, res: record_policy((qs[i], k), res),
-                                        done=len(items) - len(qs), total=len(items))
+                _, policy_ep = generate(
+                    args,
+                    [items[q]["prompt"] for q in qs],
+                    n=n,
+                    desc="policy",
+                    progress=not args.no_progress,
+                    seed=args.seed,
+                    stop=stop,
+                    on_result=lambda i, k, res: record_policy((qs[i], k), res),
+                    done=len(items) - len(qs),
+                    total=len(items),
+                )
             elif todo:  # one request per missing answer (no cache when a question has several samples)
-                _, policy_ep = generate(args, [items[q]["prompt"] for q, _ in todo], n=1, desc="policy",
-                                        progress=not args.no_progress, seed=args.seed, cache=n == 1, stop=stop,
-                                        on_result=lambda j, _k, res: record_policy(todo[j], res),
-                                        done=reused, total=len(units))
+                _, policy_ep = generate(
+                    args,
+                    [items[q]["prompt"] for q, _ in todo],
+                    n=1,
+                    desc="policy",
+                    progress=not args.no_progress,
+                    seed=args.seed,
+                    cache=n == 1,
+                    stop=stop,
+                    on_result=lambda j, _k, res: record_policy(todo[j], res),
+                    done=reused,
+                    total=len(units),
+                )
             if judge_on and not stop.stopped:
                 jtodo = [u for u in units if u in policy and policy[u]["status"] == "ok" and u not in graded]
                 convs = [judge_conv(u) for u in jtodo]
 
                 def record_judge(j: int, res: JudgeResult) -> None:
                     u = jtodo[j]
-                    graded[u] = {"kind": "judge", "row_id": uid[u], "question_idx": u[0], "sample": u[1],
-                                 "request": conversation_hash(convs[j]), **judge_fields(res)}
+                    graded[u] = {
+                        "kind": "judge",
+                        "row_id": uid[u],
+                        "question_idx": u[0],
+                        "sample": u[1],
+                        "request": conversation_hash(convs[j]),
+                        **judge_fields(res),
+                    }
                     log.append(graded[u])
 
                 if jtodo:
-                    jclient = make_client(args.judge_base_url, args.judge_model, api_key_env=args.judge_api_key_env,
-                                          concurrency=args.judge_concurrency, timeout=args.judge_timeout,
-                                          max_retries=args.judge_max_retries, max_tokens=args.judge_max_tokens,
-                                          temperature=args.judge_temperature)
-                    run_chats(jclient, convs, desc="judge", progress=not args.no_progress, on_result=record_judge,
-                              stop=stop, done=len(graded), total=len(graded) + len(jtodo))
+                    jclient = make_client(
+                        args.judge_base_url,
+                        args.judge_model,
+                        api_key_env=args.judge_api_key_env,
+                        concurrency=args.judge_concurrency,
+                        timeout=args.judge_timeout,
+                        max_retries=args.judge_max_retries,
+                        max_tokens=args.judge_max_tokens,
+                        temperature=args.judge_temperature,
+                    )
+                    run_chats(
+                        jclient,
+                        convs,
+                        desc="judge",
+                        progress=not args.no_progress,
+                        on_result=record_judge,
+                        stop=stop,
+                        done=len(graded),
+                        total=len(graded) + len(jtodo),
+                    )
         except KeyboardInterrupt:  # a second signal: stop at once, keep what finished
             pass
     wall = time.monotonic() - start
@@ -426,18 +301,28 @@ def _run(argv: list[str] | None) -> tuple[dict, int, str | None]:
     log.finalize([policy[u] for u in done] + [graded[u] for u in done if u in graded])
     judge_total = sum(policy[u]["status"] == "ok" for u in done) if judge_on else 0
     judge_done = sum(u in graded for u in done) if judge_on else 0
-    report: dict = {"data": os.path.abspath(args.data), "policy_endpoint": policy_ep,
-                    "policy": policy_metrics(recs, len({q for q, _ in done}), n),
-                    "partial": len(done) < len(units) or judge_done < judge_total,
-                    "stopped_by": stop.name,
-                    "progress": {"samples": len(units), "done": len(done), "reused": reused,
-                                 **({"judge_total": judge_total, "judge_done": judge_done, "judge_reused": judge_reused}
-                                    if judge_on else {})}}
+    report: dict = {
+        "data": os.path.abspath(args.data),
+        "policy_endpoint": policy_ep,
+        "policy": policy_metrics(recs, len({q for q, _ in done}), n),
+        "partial": len(done) < len(units) or judge_done < judge_total,
+        "stopped_by": stop.name,
+        "progress": {
+            "samples": len(units),
+            "done": len(done),
+            "reused": reused,
+            **(
+                {"judge_total": judge_total, "judge_done": judge_done, "judge_reused": judge_reused} if judge_on else {}
+            ),
+        },
+    }
     if judge_on:
-        report["judge_endpoint"] = {"endpoint": mask_url(jclient.url if jclient else chat_completions_url(args.judge_base_url)),
-                                    "model": args.judge_model,
-                                    "prompt": f"{args.judge_prompt}.{args.judge_prompt_version}",
-                                    **({"client_stats": dict(jclient.stats)} if jclient else {})}
+        report["judge_endpoint"] = {
+            "endpoint": mask_url(jclient.url if jclient else chat_completions_url(args.judge_base_url)),
+            "model": args.judge_model,
+            "prompt": f"{args.judge_prompt}.{args.judge_prompt_version}",
+            **({"client_stats": dict(jclient.stats)} if jclient else {}),
+        }
         report["judge"] = judge_metrics(recs, args.judge_threshold, args.rule_mode)
     report["wall_s"] = wall
 
@@ -450,32 +335,51 @@ def _run(argv: list[str] | None) -> tuple[dict, int, str | None]:
     write_jsonl(os.path.join(out_dir, "samples.jsonl"), recs)
     report["figures"] = [] if args.no_plots or not recs else gsm8k_figures(report, out_dir)
     print(md)
-    print(f"wrote {out_dir}/report.json, report.md, samples.jsonl, predictions.jsonl"
-          + "".join(f", {os.path.basename(f)}" for f in report["figures"]))
+    print(
+        f"wrote {out_dir}/report.json, report.md, samples.jsonl, predictions.jsonl"
+        + "".join(f", {os.path.basename(f)}" for f in report["figures"])
+    )
     if report["policy"]["n_error"]:
-        print(f"warning: {report['policy']['n_error']}/{report['policy']['n_samples']} policy requests failed",
-              file=sys.stderr)
+        print(
+            f"warning: {report['policy']['n_error']}/{report['policy']['n_samples']} policy requests failed",
+            file=sys.stderr,
+        )
     if report.get("judge") and report["judge"]["n_error"]:
-        print(f"warning: {report['judge']['n_error']}/{report['judge']['n_asked']} judge requests failed", file=sys.stderr)
-    return (report, *exit_status(report, stop_status=stop.exit_status if stop.stopped else None,
-                                 allow_judge_errors=args.allow_judge_errors))
+        print(
+            f"warning: {report['judge']['n_error']}/{report['judge']['n_asked']} judge requests failed", file=sys.stderr
+        )
+    return (
+        report,
+        *exit_status(
+            report, stop_status=stop.exit_status if stop.stopped else None, allow_judge_errors=args.allow_judge_errors
+        ),
+    )
 
 
-def exit_status(report: dict, stop_status: int | None = None, allow_judge_errors: bool = False) -> tuple[int, str | None]:
+def exit_status(
+    report: dict, stop_status: int | None = None, allow_judge_errors: bool = False
+) -> tuple[int, str | None]:
     """(exit status, reason printed on stderr) of a finished run (see the module doc)."""
     p, prog, j = report["policy"], report["progress"], report.get("judge")
     if stop_status:
-        return stop_status, (f"stopped by {report['stopped_by']} after {prog['done']} of {prog['samples']} answers"
-                             + (f" and {prog['judge_done']} of {prog['judge_total']} judge grades" if j else "")
-                             + "; the reports cover those (partial); rerun the same command to resume")
+        return stop_status, (
+            f"stopped by {report['stopped_by']} after {prog['done']} of {prog['samples']} answers"
+            + (f" and {prog['judge_done']} of {prog['judge_total']} judge grades" if j else "")
+            + "; the reports cover those (partial); rerun the same command to resume"
+        )
     if p["n_samples"] and p["n_error"] == p["n_samples"]:
         return 3, f"all {p['n_samples']} policy requests failed; see {report['policy_endpoint']['endpoint']}"
     if j and j["n_asked"] and j["n_graded"] == 0 and not allow_judge_errors:
-        what = (f"all {j['n_asked']} judge requests failed" if j["n_error"] == j["n_asked"] else
-                f"no judge reply had a parseable score ({j['n_parse_fail']} unparseable, {j['n_error']} failed of "
-                f"{j['n_asked']})")
-        return 4, (f"{what}; see {report['judge_endpoint']['endpoint']}: the judge measured nothing "
-                   "(--allow-judge-errors accepts this, e.g. for an untrained judge)")
+        what = (
+            f"all {j['n_asked']} judge requests failed"
+            if j["n_error"] == j["n_asked"]
+            else f"no judge reply had a parseable score ({j['n_parse_fail']} unparseable, {j['n_error']} failed of "
+            f"{j['n_asked']})"
+        )
+        return 4, (
+            f"{what}; see {report['judge_endpoint']['endpoint']}: the judge measured nothing "
+            "(--allow-judge-errors accepts this, e.g. for an untrained judge)"
+        )
     return 0, None
 
 

@@ -66,16 +66,11 @@ from collections.abc import Mapping, Sequence
 from data_prep.files.outputs import write_json, write_text
 from reward_fns import verdicts
 from reward_fns.judge_metrics import ACCEPT_AT, SCORES, ratio
-from scripts.eval.backends import (
-    add_endpoint_args,
-    add_offline_args,
-    backend_info,
-    backend_settings,
-    check_backend,
-    generate,
-)
+from scripts.eval.backends import backend_info, backend_settings, check_backend, generate
 from scripts.eval.cli import InputError, cli_main
+from scripts.eval.endpoint import add_endpoint_args
 from scripts.eval.figures import judge_figures
+from scripts.eval.offline import add_offline_args
 from scripts.eval.predictions import PredictionLog, StopSignals, add_output_args, prepare_out_dir, request_ids
 from scripts.eval.rows import as_messages, get_path, read_rows, require_columns
 from scripts.report.render import fmt, md_table

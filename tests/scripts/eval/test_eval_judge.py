@@ -14,7 +14,8 @@ import pytest
 import scripts
 from reward_fns.llm_judge import DEFAULTS as _JUDGE_DEFAULTS
 from scripts.eval import judge as eval_judge
-from scripts.serve.fake_openai import FakeOpenAIServer, Reply, markers
+from scripts.serve.fake_openai import FakeOpenAIServer
+from scripts.serve.fake_replies import Reply, markers
 from tests.fixtures.eval.make_fixtures import pairwise_rows, pointwise_row, write_parquet
 from tests.fixtures.eval.stoppable import Gate, run_and_signal
 
@@ -837,7 +838,7 @@ def test_resume_needs_the_same_endpoint(pairs_file, tmp_path, capsys):
 def test_every_request_has_a_deadline():
     """D2: a server that sends a byte now and then (each resets the read timeout) cannot hold an evaluation: each
     request's whole time is bounded, retries and backoff included."""
-    from scripts.eval.backends import make_client, request_deadline
+    from scripts.eval.endpoint import make_client, request_deadline
 
     c = make_client(
         "http://127.0.0.1:9/v1",

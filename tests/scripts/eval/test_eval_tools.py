@@ -1,4 +1,4 @@
-"""scripts.report.compare_evals and the --vllm-offline options of scripts.eval.backends (CPU; vLLM faked)."""
+"""scripts.report.compare_evals and the --vllm-offline options of scripts.eval.offline / backends (CPU; vLLM faked)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ import types
 import pytest
 
 import scripts
-from scripts.eval import backends
+from scripts.eval import backends, offline
 from scripts.eval import judge as eval_judge
 from scripts.eval.cli import InputError
 from scripts.report import compare_evals
-from scripts.serve.fake_openai import FakeOpenAIServer, markers
+from scripts.serve.fake_openai import FakeOpenAIServer
+from scripts.serve.fake_replies import markers
 from tests.fixtures.eval.make_fixtures import pairwise_rows, pointwise_row, write_parquet
 
 ROOT = scripts.ROOT
@@ -216,7 +217,7 @@ def _args(**kw):
     ],
 )
 def test_vllm_kwargs(kw, expected):
-    assert backends.vllm_kwargs(_args(**kw)) == expected
+    assert offline.vllm_kwargs(_args(**kw)) == expected
 
 
 @pytest.mark.parametrize(

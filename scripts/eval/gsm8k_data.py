@@ -1,0 +1,68 @@
+"""The questions ``python -m scripts.eval.gsm8k --data FILE`` asks: ``load_items`` reads a verl parquet from
+``python -m data_prep.gsm8k`` (``prompt``, ``reward_model.ground_truth``, ``extra_info.question``/``answer``) or raw
+GSM8K rows (``question``, ``answer`` ending in ``#### N``; the prompt is then the ``gsm8k_policy`` template, as data
+prep builds it) and checks each reference number. No command of its own; used by ``scripts.eval.gsm8k``.
+"""
+
+from __future__ import annotations
+
+from reward_fns import gsm8k
+from reward_fns.prompts import load as load_prompt
+from scripts.eval.cli import InputError
+from scripts.eval.rows import MISSING, as_messages, get_path, read_rows
+
+POLICY_TEMPLATE = "gsm8k_policy"
+
+
+def load_items(path: str, limit: int | None, policy_prompt_version: str = "v1") -> list[dict]:
+    """``[{prompt, ground_truth, question, answer}]`` from a verl parquet or raw GSM8K rows."""
+    rows = read_rows(path, limit)
+    first = rows[0]
+    items = []
+    if "prompt" in first:
+        for i, r in enumerate(rows):
+            where = f"{path}: row {i + 1}"
+            gt = get_path(r, "reward_model.ground_truth")
+            if gt is MISSING:
+                raise InputError(
+                    f"{where}: missing column 'reward_model.ground_truth'; the file has columns {sorted(r)}"
+                )
+            try:
+                gsm8k.reference_number(gt)
+            except ValueError as e:
+                raise InputError(f"{where}: reward_model.ground_truth: {e}") from None
+            question = get_path(r, "extra_info.question", None) or r.get("question")
+            answer = get_path(r, "extra_info.answer", None) or r.get("answer")
+            items.append(
+                {
+                    "prompt": as_messages(r["prompt"], f"{where}: prompt"),
+                    "ground_truth": str(gt),
+                    "question": question,
+                    "answer": answer,
+                }
+            )
+        return items
+    if "question" in first or "answer" in first:
+        template = load_prompt(POLICY_TEMPLATE, policy_prompt_version)
+        for i, r in enumerate(rows):
+            where = f"{path}: row {i + 1}"
+            for col in ("question", "answer"):
+                if not isinstance(r.get(col), str) or not r[col].strip():
+                    raise InputError(f"{where}: missing column '{col}' (raw GSM8K rows need 'question' and 'answer')")
+            try:
+                ref = gsm8k.reference_number(r["answer"])
+            except ValueError:
+                raise InputError(f"{where}: column 'answer' has no final '#### <number>'") from None
+            items.append(
+                {
+                    "prompt": template.render(question=r["question"]),
+                    "ground_truth": str(ref),
+                    "question": r["question"],
+                    "answer": r["answer"],
+                }
+            )
+        return items
+    raise InputError(
+        f"{path}: missing column 'prompt' (verl parquet from data_prep.gsm8k) or 'question' + "
+        f"'answer' (raw GSM8K); the file has columns {sorted(first)}"
+    )

@@ -1,0 +1,87 @@
+"""Grading one GSM8K answer: its ``predictions.jsonl`` record (``policy_record``), its rule scores
+(``score_record``: strict and flexible, ``reward_fns.gsm8k``), the judge's grade of it (``judge_fields``, parsed by
+``reward_fns.parse``) and the hash that ties a saved grade to its judge request (``conversation_hash``). No command
+of its own; used by ``scripts.eval.gsm8k``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from reward_fns import gsm8k
+from reward_fns.judge_client import JudgeResult
+from reward_fns.parse import parse_score
+from scripts.eval.predictions import request_ids
+
+REPLY_KEEP_CHARS = 4000
+
+
+def policy_record(q: int, k: int, row_id: str, res: JudgeResult) -> dict:
+    """The ``predictions.jsonl`` record of answer ``k`` to question ``q`` (the full answer text)."""
+    rec = {"kind": "policy", "row_id": row_id, "question_idx": q, "sample": k}
+    if res.ok:
+        rec.update(status="ok", response=res.text, finish_reason=res.finish_reason)
+    else:
+        rec.update(status="error", error=str(res.error))
+    return rec
+
+
+def score_record(item: Mapping, prec: Mapping) -> dict:
+    """The ``samples.jsonl`` record of a policy record: strict / flexible rule scores."""
+    rec = {
+        "question_idx": prec["question_idx"],
+        "sample": prec["sample"],
+        "ground_truth": item["ground_truth"],
+        "status": prec["status"],
+    }
+    # question and reference solution too, so samples.jsonl is data_prep.gsm8k_verify --candidates solutions input
+    rec.update({k: item[k] for k in ("question", "answer") if item.get(k) is not None})
+    if prec["status"] != "ok":
+        rec.update(
+            error=prec.get("error"), response=None, strict=0.0, flexible=0.0, strict_format=0.0, flexible_format=0.0
+        )
+    else:
+        text = prec["response"]
+        s = gsm8k.compute_score(solution_str=text, ground_truth=item["ground_truth"], mode="strict")
+        f = gsm8k.compute_score(solution_str=text, ground_truth=item["ground_truth"], mode="flexible")
+        rec.update(
+            response=text,
+            strict=s["score"],
+            flexible=f["score"],
+            strict_format=s["format_ok"],
+            flexible_format=f["format_ok"],
+            finish_reason=prec.get("finish_reason"),
+        )
+    return rec
+
+
+def score_samples(items: Sequence[Mapping], results: Sequence[Sequence[JudgeResult]]) -> list[dict]:
+    """One record per (question, sample) with strict / flexible rule scores."""
+    return [
+        score_record(item, policy_record(qi, si, "", res))
+        for qi, (item, per) in enumerate(zip(items, results))
+        for si, res in enumerate(per)
+    ]
+
+
+def judge_fields(res: JudgeResult) -> dict:
+    """``judge_*`` fields of a sample record from the judge's reply."""
+    if not res.ok:
+        return {
+            "judge_status": "error",
+            "judge_reason": res.error.kind,
+            "judge_score": None,
+            "judge_error": str(res.error),
+        }
+    out = {"judge_reply": res.text[:REPLY_KEEP_CHARS]}
+    parsed = parse_score(res.text)
+    if parsed.ok:
+        out.update(judge_status="ok", judge_reason="ok", judge_score=parsed.value)
+    else:
+        out.update(judge_status="parse_fail", judge_reason=parsed.reason, judge_score=None)
+    return out
+
+
+def conversation_hash(messages: Sequence[Mapping]) -> str:
+    """Content hash of a judge request: a saved grade is reused only for the very same request."""
+    return request_ids([messages])[0]

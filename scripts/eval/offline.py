@@ -1,0 +1,227 @@
+"""Replies generated on this machine instead of an endpoint: ``vllm_chat`` (``vllm.LLM.chat`` on the GPU,
+``--vllm-offline MODEL_PATH``) and ``hf_chat`` (transformers on CPU or GPU, ``--hf-offline MODEL_PATH``), each
+``n`` ``JudgeResult`` objects per conversation, handed over batch by batch; their flags (``add_offline_args``) and
+the ``vllm.LLM`` options those give (``vllm_kwargs``). No command of its own; used by ``scripts.eval.backends`` and,
+for the flags, by ``python -m scripts.eval.judge`` and ``python -m scripts.eval.gsm8k``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from reward_fns.judge_client import JudgeResult
+from reward_fns.judge_errors import JudgeError
+from scripts.eval.cli import InputError
+
+if TYPE_CHECKING:
+    from scripts.eval.predictions import StopSignals
+
+
+#: conversations per ``vllm.LLM.chat`` call: replies are saved (and a stop request honoured) between calls
+VLLM_CHUNK = 1024
+
+
+OnResult = Callable[[int, int, JudgeResult], None]
+
+
+def vllm_chat(
+    model_path: str,
+    conversations: Sequence[Sequence[dict]],
+    *,
+    max_tokens: int,
+    temperature: float,
+    n: int = 1,
+    seed: int = 0,
+    llm_kwargs: Mapping | None = None,
+    on_result: OnResult | None = None,
+    stop: StopSignals | None = None,
+) -> list[list[JudgeResult] | None]:
+    """Offline generation with ``vllm.LLM.chat`` (GPU machine): ``n`` results per conversation.
+
+    Conversations go in chunks of ``VLLM_CHUNK``; after each chunk ``on_result(i, k, result)`` runs
+    for its replies and a stop request (``stop``) ends the loop (unfinished slots stay ``None``).
+    """
+    try:
+        from vllm import LLM, SamplingParams
+    except ImportError as e:
+        raise InputError(
+            f"--vllm-offline needs the 'vllm' package, which is not importable here ({e}). Install the GPU "
+            "profile on a CUDA machine (bash scripts/setup_env.sh gpu), use --hf-offline MODEL_PATH "
+            "(transformers, CPU or GPU), or serve the model (vllm serve MODEL_PATH) and use --base-url/--model."
+        ) from None
+    if not os.path.exists(model_path):
+        raise InputError(f"--vllm-offline: model path not found: {model_path}")
+    results: list[list[JudgeResult] | None] = [None] * len(conversations)
+    if not conversations or (stop is not None and stop.stopped):
+        return results
+    llm = LLM(model=model_path, seed=seed, **dict(llm_kwargs or {}))
+    params = SamplingParams(n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
+    for lo in range(0, len(conversations), VLLM_CHUNK):
+        if stop is not None and stop.stopped:
+            break
+        chunk = [list(c) for c in conversations[lo : lo + VLLM_CHUNK]]
+        start = time.monotonic()
+        outputs = llm.chat(chunk, params, use_tqdm=True)
+        elapsed = time.monotonic() - start
+        for j, out in enumerate(outputs):
+            per = []
+            for comp in out.outputs:
+                per.append(
+                    JudgeResult(
+                        comp.text,
+                        None,
+                        attempts=1,
+                        latency_s=elapsed / max(1, len(outputs)),
+                        finish_reason=getattr(comp, "finish_reason", None),
+                    )
+                )
+            while len(per) < n:  # defensive: never fewer than asked
+                per.append(JudgeResult(None, JudgeError("bad_response", "vLLM returned fewer completions than n")))
+            results[lo + j] = per
+            if on_result is not None:
+                for k, res in enumerate(per):
+                    on_result(lo + j, k, res)
+    return results
+
+
+def hf_chat(
+    model_path: str,
+    conversations: Sequence[Sequence[dict]],
+    *,
+    max_tokens: int,
+    temperature: float,
+    n: int = 1,
+    seed: int = 0,
+    batch_size: int = 8,
+    progress: bool = True,
+    desc: str = "generate",
+    on_result: OnResult | None = None,
+    stop: StopSignals | None = None,
+    done: int = 0,
+    total: int | None = None,
+) -> list[list[JudgeResult] | None]:
+    """Offline generation with transformers (CPU or GPU): the model's chat template, left-padded batches
+    of similar length, greedy at temperature 0. ``n`` results per conversation.
+
+    After each batch ``on_result(i, k, result)`` runs for its replies; a stop request (``stop``) ends
+    the loop before the next batch (unfinished slots stay ``None``)."""
+    if not os.path.isdir(model_path):
+        raise InputError(f"--hf-offline: model folder not found: {model_path}")
+    results: list[list[JudgeResult] | None] = [None] * len(conversations)
+    if not conversations or (stop is not None and stop.stopped):
+        return results
+    import torch
+    from tqdm import tqdm
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype = torch.float32 if device == "cpu" else torch.bfloat16
+    tok = AutoTokenizer.from_pretrained(model_path)
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).to(device).eval()
+    torch.manual_seed(seed)
+    ids = [
+        tok.apply_chat_template(list(c), add_generation_prompt=True, tokenize=True, return_dict=False)
+        for c in conversations
+    ]
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    gen_eos = getattr(model.generation_config, "eos_token_id", None)
+    eos = {tok.eos_token_id} | set(gen_eos if isinstance(gen_eos, (list, tuple)) else [gen_eos])
+    eos.discard(None)
+    bar = tqdm(
+        total=done + len(ids) if total is None else total,
+        initial=done,
+        desc=desc,
+        unit="conv",
+        disable=not progress,
+        file=sys.stderr,
+        dynamic_ncols=True,
+    )
+    try:
+        for b in range(0, len(order), max(1, batch_size)):
+            if stop is not None and stop.stopped:
+                break
+            chunk = order[b : b + batch_size]
+            width = max(len(ids[i]) for i in chunk)
+            input_ids = torch.full((len(chunk), width), tok.pad_token_id, dtype=torch.long)
+            mask = torch.zeros((len(chunk), width), dtype=torch.long)
+            for row, i in enumerate(chunk):
+                input_ids[row, width - len(ids[i]) :] = torch.tensor(ids[i])
+                mask[row, width - len(ids[i]) :] = 1
+            start = time.monotonic()
+            gen_kwargs = {"max_new_tokens": max_tokens, "num_return_sequences": n, "pad_token_id": tok.pad_token_id}
+            if temperature > 0:
+                gen_kwargs.update(do_sample=True, temperature=temperature)
+            else:
+                gen_kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+            with torch.no_grad():
+                out = model.generate(input_ids=input_ids.to(device), attention_mask=mask.to(device), **gen_kwargs)
+            elapsed = time.monotonic() - start
+            new = out[:, width:].tolist()
+            for row, i in enumerate(chunk):
+                per = []
+                for k in range(n):
+                    toks = new[row * n + k]
+                    stop_at = next((j for j, t in enumerate(toks) if t in eos), None)
+                    finish = "stop" if stop_at is not None else "length"
+                    text = tok.decode(toks if stop_at is None else toks[:stop_at], skip_special_tokens=True)
+                    per.append(
+                        JudgeResult(text, None, attempts=1, latency_s=elapsed / len(chunk), finish_reason=finish)
+                    )
+                results[i] = per
+                if on_result is not None:
+                    for k, res in enumerate(per):
+                        on_result(i, k, res)
+            bar.update(len(chunk))
+    finally:
+        bar.close()
+    return results
+
+
+def add_offline_args(group) -> None:
+    group.add_argument(
+        "--vllm-offline",
+        metavar="MODEL_PATH",
+        default=None,
+        help="generate with vllm.LLM on this machine's GPU instead of an endpoint",
+    )
+    group.add_argument(
+        "--hf-offline",
+        metavar="MODEL_PATH",
+        default=None,
+        help="generate with transformers on this machine (CPU or GPU) instead of an endpoint",
+    )
+    group.add_argument("--batch-size", type=int, default=8, metavar="N", help="--hf-offline batch size (default 8)")
+    group.add_argument(
+        "--gpu-memory-utilization",
+        type=float,
+        default=0.9,
+        metavar="F",
+        help="--vllm-offline: share of GPU memory vLLM may take (default 0.9; lower it to share the GPU)",
+    )
+    group.add_argument(
+        "--kv-cache-gb",
+        type=float,
+        default=None,
+        metavar="GB",
+        help="--vllm-offline: fixed KV-cache size instead of vLLM's memory profiling (needed when "
+        "other processes allocate GPU memory while vLLM starts)",
+    )
+    group.add_argument(
+        "--enforce-eager",
+        action="store_true",
+        help="--vllm-offline: no CUDA graphs / compilation (faster start, slower decoding)",
+    )
+
+
+def vllm_kwargs(args) -> dict:
+    """``vllm.LLM`` keyword arguments from the ``--vllm-offline`` options."""
+    kw = {"gpu_memory_utilization": args.gpu_memory_utilization, "enforce_eager": args.enforce_eager}
+    if args.kv_cache_gb is not None:
+        kw["kv_cache_memory_bytes"] = int(args.kv_cache_gb * 2**30)
+    return kw
