@@ -4,7 +4,7 @@ Machine knobs live in the recipe configs as OmegaConf resolvers (``${oc.env:N_GP
 ``recipes/base.yaml`` and the like), so Hydra reads them wherever the config is composed; the few the
 launcher needs before Hydra (default data, output folder, secrets, ``ray job submit``) it reads itself.
 ``register()`` adds the project's resolvers (``vj.*``) and ``SEARCH_PATH`` is where a recipe's
-``defaults`` are found; ``scripts/launch/verl_config.py`` and ``scripts/train/trainer.py`` use both. A variable that
+``defaults`` are found; ``scripts/launch/config_compose.py`` and ``scripts/train/trainer.py`` use both. A variable that
 looks like one of ours (``JUDGE_*``, ``TRAIN_*``, ...) but is not a knob is an error that names it.
 
     python -m scripts.launch.knobs                 # the table (Markdown), as python -m scripts.launch --knobs

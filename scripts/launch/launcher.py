@@ -43,7 +43,17 @@ import time
 from dataclasses import dataclass, field
 
 from scripts.console import KEY_ENV, mask, say
-from scripts.launch import defaults, knobs, local_run, ray_head, ray_job, stall, verl_config
+from scripts.launch import (
+    config_checks,
+    config_compose,
+    defaults,
+    knobs,
+    local_run,
+    ray_head,
+    ray_job,
+    stall,
+    verl_config,
+)
 from scripts.launch import overrides as ov
 from scripts.launch.local_run import Tee, run_child
 
@@ -97,8 +107,8 @@ def knob_value(k: knobs.Knob, raw: str, env) -> str:
 def compose(recipe: str, overrides: list[str], env):
     try:
         with knobs.environ(env):
-            return verl_config.compose(overrides, recipe)
-    except verl_config.ConfigError as e:
+            return config_compose.compose(overrides, recipe)
+    except config_compose.ConfigError as e:
         raise LaunchError("; ".join(e.errors)) from None
 
 
@@ -123,8 +133,8 @@ def knob_sources(cfg, names) -> dict[str, str]:
 
 def check_values(cfg, p: Plan, env) -> None:
     with knobs.environ({**env, **p.knobs}):
-        errors = verl_config.resolution_errors(cfg)
-        errors = errors or verl_config.value_errors(cfg)
+        errors = config_checks.resolution_errors(cfg)
+        errors = errors or config_checks.value_errors(cfg)
     for msg in errors:
         say("launch", f"CONFIG ERROR: {annotate(msg, p)}", env)
     if errors:
@@ -184,8 +194,8 @@ def plan(
 
     job = bool(env.get("RAY_ADDRESS"))
     try:
-        rdir = verl_config.recipe_dir(recipe)
-    except verl_config.ConfigError as e:
+        rdir = config_compose.recipe_dir(recipe)
+    except config_compose.ConfigError as e:
         hint = (
             f" (a pipeline: bash recipes/{recipe}/run.sh)"
             if os.path.isfile(os.path.join(knobs.RECIPES, recipe, "run.sh"))
@@ -291,7 +301,7 @@ def validate(p: Plan, env) -> None:
             verl_config.check(
                 p.overrides, paths="warn" if p.mode == "job" else "error", notes=notes, recipe=p.recipe_dir
             )
-    except verl_config.ConfigError as e:
+    except config_compose.ConfigError as e:
         for msg in e.errors:
             say("launch", f"CONFIG ERROR: {annotate(msg, p)}", env)
         raise LaunchError(

@@ -17,7 +17,7 @@ import sys
 import pytest
 
 import scripts
-from scripts.launch import verl_config
+from scripts.launch import config_compose, verl_config
 
 ROOT = scripts.ROOT
 RECIPES = ["judge_pointwise", "judge_pairwise", "gsm8k_rule", "gsm8k_api_judge", "gsm8k_local_judge"]
@@ -335,7 +335,7 @@ BAD = {
 @pytest.mark.parametrize("name", list(BAD))
 def test_bad_cases_fail_with_message(good, name):
     transform, expected = BAD[name]
-    with pytest.raises(verl_config.ConfigError) as ei:
+    with pytest.raises(config_compose.ConfigError) as ei:
         verl_config.check(transform(list(good)))
     text = str(ei.value)
     assert expected in text, text
@@ -371,7 +371,7 @@ def test_value_rules_accept_the_edges(good):
 def test_value_errors_reported_together_before_verl_runs(good):
     """Every out-of-range value at once, and verl's own checks (which divide by the GPU count) not reached."""
     bad = replace(good, "trainer.n_gpus_per_node", "trainer.n_gpus_per_node=0") + ["actor_rollout_ref.rollout.n=0"]
-    with pytest.raises(verl_config.ConfigError) as ei:
+    with pytest.raises(config_compose.ConfigError) as ei:
         verl_config.check(bad)
     assert ei.value.errors == [
         "trainer.n_gpus_per_node=0: must be an integer >= 1",
@@ -388,7 +388,8 @@ def test_value_errors_reported_together_before_verl_runs(good):
         (
             ["trainer.n_gpus_per_node=2", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64"],
             [
-                "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64 does not divide the actor's mini-batch (16 x 4) over "
+                "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64 does not divide the actor's mini-batch "
+                "(16 x 4) over "
                 "2 GPU(s) = 32 a GPU: verl would stop at its first update; use a divisor of that"
             ],
         ),
@@ -399,7 +400,8 @@ def test_value_errors_reported_together_before_verl_runs(good):
                 "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=32",
             ],
             [
-                "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=32 does not divide a step's samples (16 x 4) over "
+                "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=32 does not divide a step's samples "
+                "(16 x 4) over "
                 "4 GPU(s) = 16 a GPU: verl would stop at its first update; use a divisor of that"
             ],
         ),
@@ -419,7 +421,7 @@ def test_micro_batches_must_divide_each_gpus_share(good, extra, errors):
     stop the run at its first update after minutes of start-up."""
     overrides = [o for o in good if o.split("=", 1)[0] not in {e.split("=", 1)[0] for e in extra}] + extra
     if errors:
-        with pytest.raises(verl_config.ConfigError) as ei:
+        with pytest.raises(config_compose.ConfigError) as ei:
             verl_config.check(overrides, paths="off")
         assert ei.value.errors == errors
     else:
@@ -500,13 +502,13 @@ def test_recipe_yaml_keys_are_checked(name, recipe_copy, model_path, data_files)
     if expected is None:
         verl_config.check(overrides, recipe=str(recipe_copy))
         return
-    with pytest.raises(verl_config.ConfigError) as ei:
+    with pytest.raises(config_compose.ConfigError) as ei:
         verl_config.check(overrides, recipe=str(recipe_copy))
     assert any(expected in e for e in ei.value.errors), ei.value.errors
 
 
 def test_the_checker_composes_as_the_trainer_does(model_path, data_files):
-    """python -m scripts.train --cfg job --resolve prints the config verl_config.compose checks (same search path,
+    """python -m scripts.train --cfg job --resolve prints the config config_compose.compose checks (same search path,
     same resolvers, the knobs read from the environment)."""
     import yaml
     from omegaconf import OmegaConf
@@ -541,7 +543,7 @@ def test_the_checker_composes_as_the_trainer_does(model_path, data_files):
     )
     assert r.returncode == 0, r.stderr[-3000:]
     with knobs.environ(env):
-        checked = OmegaConf.to_container(verl_config.compose(overrides, "gsm8k_rule"), resolve=True)
+        checked = OmegaConf.to_container(config_compose.compose(overrides, "gsm8k_rule"), resolve=True)
     trained = yaml.safe_load(r.stdout)
     assert trained == checked
     assert (
@@ -560,7 +562,7 @@ def test_paths_warn_and_off(good):
 
 
 def test_all_problems_reported_at_once(good):
-    with pytest.raises(verl_config.ConfigError) as ei:
+    with pytest.raises(config_compose.ConfigError) as ei:
         verl_config.check(good + ["reward_model.enable=True", "+foo=1", "custom_reward_function.name=x"])
     assert len(ei.value.errors) == 3
 
@@ -607,8 +609,8 @@ D8_CASES = [
         "gsm8k_api_judge",
         [KW + "modee=judge"],
         [
-            LLM
-            + "llm_judge.compute_score: unknown option(s) ['modee']; known: ['cache_size', 'cache_ttl', 'canary_every', "
+            LLM + "llm_judge.compute_score: unknown option(s) ['modee']; known: "
+            "['cache_size', 'cache_ttl', 'canary_every', "
             "'deadline', 'extra_body', 'grounded', 'judge_failure', 'max_concurrency', 'max_response_bytes', "
             "'max_response_chars', 'max_tokens', 'prompt', 'prompt_version', 'rule_mode', 'temperature']"
         ],
@@ -626,8 +628,8 @@ D8_CASES = [
         "gsm8k_api_judge",
         [KW + "parse_fail_score=0.9"],
         [
-            LLM
-            + "parse_fail_score=0.9 is above the reward of the lowest real verdict in mode 'judge' (0.0): a policy would "
+            LLM + "parse_fail_score=0.9 is above the reward of the lowest real verdict in mode 'judge' (0.0): "
+            "a policy would "
             "learn to break the judge's reply"
         ],
     ),
@@ -637,7 +639,8 @@ D8_CASES = [
         "gsm8k_rule",
         [KW + "mode=bogus"],
         [
-            "reward.custom_reward_function.reward_kwargs (pkg://reward_fns.gsm8k): mode must be one of ('strict', 'flexible'), "
+            "reward.custom_reward_function.reward_kwargs (pkg://reward_fns.gsm8k): "
+            "mode must be one of ('strict', 'flexible'), "
             "got 'bogus'"
         ],
     ),
@@ -645,7 +648,8 @@ D8_CASES = [
         "judge_pairwise",
         [KW + "format_penalty=0"],
         [
-            "reward.custom_reward_function.reward_kwargs (pkg://reward_fns.pairwise): format_penalty must be < 0 (below every "
+            "reward.custom_reward_function.reward_kwargs (pkg://reward_fns.pairwise): "
+            "format_penalty must be < 0 (below every "
             "well-formed reward), got 0"
         ],
     ),
@@ -675,7 +679,7 @@ def test_d8_values_a_run_refuses_fail_the_check(recipe, extra, errors, model_pat
     if not errors:
         verl_config.check(overrides, recipe=recipe)
         return
-    with pytest.raises(verl_config.ConfigError) as ei:
+    with pytest.raises(config_compose.ConfigError) as ei:
         verl_config.check(overrides, recipe=recipe)
     assert ei.value.errors == errors
 

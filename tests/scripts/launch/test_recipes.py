@@ -28,7 +28,7 @@ import pytest
 
 import scripts
 from scripts import console
-from scripts.launch import knobs, verl_config
+from scripts.launch import config_compose, knobs, verl_config
 from scripts.launch import launcher as launch
 
 ROOT = scripts.ROOT
@@ -80,7 +80,8 @@ GSM8K_ROWS = [
     },
     {
         "question": "Ann reads 10 pages a day for 3 days, then 5 pages a day for 2 days. How many pages?",
-        "answer": "First she reads 10*3=<<10*3=30>>30 pages.\nThen 5*2=<<5*2=10>>10 pages.\nIn total 30+10=<<30+10=40>>40 pages.\n#### 40",
+        "answer": "First she reads 10*3=<<10*3=30>>30 pages.\nThen 5*2=<<5*2=10>>10 pages.\n"
+        "In total 30+10=<<30+10=40>>40 pages.\n#### 40",
     },
 ]
 
@@ -142,7 +143,10 @@ def fx(tmp_path_factory):
     import pyarrow.parquet as pq
 
     d = tmp_path_factory.mktemp("recipe_data")
-    q = "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How many clips did she sell altogether?"
+    q = (
+        "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
+        "How many clips did she sell altogether?"
+    )
     sol = "In May she sold 48 / 2 = 24 clips. Altogether 48 + 24 = 72.\n#### 72"
     policy = [
         {
@@ -394,7 +398,7 @@ def test_every_knob_sets_its_keys(recipe, fx, model_path):
     a knob the recipe does not read is noted, not used."""
     base = sdpa_off(MODEL=model_path, **recipe_files(fx, recipe))
     with knobs.environ({**base, **plan(recipe, base).knobs}):
-        before = verl_config.compose([], recipe)
+        before = config_compose.compose([], recipe)
         before = {k: select(before, k) for _, keys in KNOB_VALUES.values() for k in keys}
     env = {**base, **{k: v for k, (v, _) in KNOB_VALUES.items()}}
     p = plan(recipe, env)
@@ -404,7 +408,7 @@ def test_every_knob_sets_its_keys(recipe, fx, model_path):
         + glob.glob(os.path.join(ROOT, "recipes", recipe, "**", "*.yaml"), recursive=True)
     )
     with knobs.environ({**env, **p.knobs}):
-        after = verl_config.compose(p.overrides, recipe)
+        after = config_compose.compose(p.overrides, recipe)
         after = {k: select(after, k) for _, keys in KNOB_VALUES.values() for k in keys}
     problems = []
     already = {
@@ -434,7 +438,7 @@ def test_judge_knobs_on_a_recipe_without_a_judge(fx, model_path):
     ]
     env = sdpa_off(MODEL=model_path, JUDGE_GPUS="0", **recipe_files(fx, "gsm8k_local_judge"))
     with knobs.environ(env):
-        colocated = verl_config.compose(plan("gsm8k_local_judge", env).overrides, "gsm8k_local_judge")
+        colocated = config_compose.compose(plan("gsm8k_local_judge", env).overrides, "gsm8k_local_judge")
         assert (
             colocated.reward.reward_model.enable_resource_pool,
             colocated.reward.reward_model.rollout.free_cache_engine,
@@ -464,7 +468,7 @@ def test_arguments_win_over_the_knobs(fx, model_path, monkeypatch):
     assert p.overrides[1:] == args[1:]
     assert p.knobs["REWARD_FN"] == os.path.join(ROOT, "reward_fns", "gsm8k.py")  # cwd-relative -> absolute
     with knobs.environ({**env, **p.knobs}):
-        cfg = verl_config.compose(p.overrides, "gsm8k_rule")
+        cfg = config_compose.compose(p.overrides, "gsm8k_rule")
         assert (
             cfg.trainer.n_gpus_per_node,
             cfg.actor_rollout_ref.model.override_config.attn_implementation,
@@ -612,7 +616,7 @@ def test_values_out_of_range_stop_before_anything_starts(name, capsys, model_pat
 def test_an_unset_knob_the_config_needs_is_named(capsys, fx):
     """python -m scripts.launch.verl_config without MODEL: the key and the variable it reads are named."""
     with knobs.environ(base_env(**recipe_files(fx, "gsm8k_rule"))):
-        with pytest.raises(verl_config.ConfigError) as e:
+        with pytest.raises(config_compose.ConfigError) as e:
             verl_config.check([], recipe="gsm8k_rule")
     assert e.value.errors == [
         "actor_rollout_ref.model.path: the environment variable MODEL is not set (set it, or pass "
@@ -738,6 +742,8 @@ def test_the_launcher_holds_no_training_defaults():
         "scripts/launch/defaults.py",
         "scripts/launch/ray_job.py",
         "scripts/launch/verl_config.py",
+        "scripts/launch/config_checks.py",
+        "scripts/launch/config_compose.py",
         "scripts/main.sh",
         "runtime_env.yaml",
     ]

@@ -1,0 +1,356 @@
+"""The checks of the config check, one function per kind of problem, each returning one message per problem.
+
+Against verl 0.9.1's ``ppo_trainer`` schema, on CPU: ``check_override_keys`` (legacy top-level reward keys, ``+key``
+additions outside ``ALLOWED_ADDITIONS``, ``~key`` deletions), ``unknown_recipe_keys`` (keys a recipe's YAML files add
+that neither verl nor ``recipes/base.yaml`` define), ``resolution_errors`` (values that do not resolve),
+``value_errors`` (``VALUE_RULES`` ranges, reward options, ``verl_judge`` settings), ``batch_errors`` (micro-batches
+that do not divide a GPU's share) and ``verl_checks`` (verl's own ``validate_config``, its config dataclasses, the
+reward manager, a colocated judge on the V1 trainer). No command of its own; run in order by
+``scripts/launch/verl_config.py`` (``check``), and by the launcher:
+
+    from scripts.launch import config_checks; errors = config_checks.value_errors(cfg)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import functools
+import io
+import json
+import math
+import os
+import re
+import warnings
+from typing import Iterable, Sequence
+
+from scripts.launch import knobs
+from scripts.launch.config_compose import ConfigError, compose, recipe_dir
+from scripts.launch.config_paths import reward_option_errors
+from scripts.train import hooks as train_hooks
+
+ROOT, RECIPES = knobs.ROOT, knobs.RECIPES
+#: The project's own section of a recipe config (read by scripts/train/hooks.py and scripts/launch/launcher.py).
+PROJECT_SECTION = "verl_judge"
+
+# Keys that may be *added* with `+key=value` (verl reads them but its yaml does not declare them).
+ALLOWED_ADDITIONS: tuple[str, ...] = (
+    # model config passed to transformers (e.g. attn_implementation=sdpa on machines without flash-attn)
+    "actor_rollout_ref.model.override_config.*",
+    "critic.model.override_config.*",
+    # kwargs forwarded to the custom reward function (read by verl/trainer/ppo/reward.py)
+    "reward.custom_reward_function.reward_kwargs",
+    "reward.custom_reward_function.reward_kwargs.*",
+    # `rate_limited` reward manager (verl/experimental/reward_loop/reward_manager/limited.py)
+    "reward.max_concurrent",
+    "reward.max_rpm",
+    "reward.max_tpm",
+    "reward.estimated_tokens_per_request",
+    "reward.timeout",
+    # engine kwargs for vLLM / SGLang
+    "actor_rollout_ref.rollout.engine_kwargs.*",
+    "reward.reward_model.rollout.engine_kwargs.*",
+    # ray.init kwargs
+    "ray_kwargs.ray_init.*",
+)
+
+LEGACY_TOP_LEVEL = ("reward_model", "custom_reward_function", "sandbox_fusion")
+
+# Value ranges verl does not check itself (a negative GPU count or temperature, a memory share of 1.5
+# would otherwise start a run). (key, kind, None allowed, keys that must all be true for the rule to apply)
+COUNT, FRACTION, NON_NEGATIVE, POSITIVE = "count", "fraction", "non_negative", "positive"
+REQUIREMENT = {
+    COUNT: "an integer >= 1",
+    FRACTION: "a number in (0, 1]",
+    NON_NEGATIVE: "a number >= 0",
+    POSITIVE: "a number > 0",
+}
+_RM, _POOL = "reward.reward_model.enable", "reward.reward_model.enable_resource_pool"
+VALUE_RULES: tuple[tuple[str, str, bool, tuple[str, ...]], ...] = (
+    ("trainer.n_gpus_per_node", COUNT, False, ()),
+    ("trainer.nnodes", COUNT, False, ()),
+    ("reward.reward_model.n_gpus_per_node", COUNT, False, (_RM, _POOL)),
+    ("reward.reward_model.nnodes", COUNT, False, (_RM, _POOL)),
+    ("actor_rollout_ref.rollout.gpu_memory_utilization", FRACTION, False, ()),
+    ("reward.reward_model.rollout.gpu_memory_utilization", FRACTION, False, (_RM,)),
+    ("actor_rollout_ref.rollout.temperature", NON_NEGATIVE, False, ()),
+    ("actor_rollout_ref.rollout.val_kwargs.temperature", NON_NEGATIVE, False, ()),
+    ("actor_rollout_ref.actor.optim.lr", POSITIVE, False, ()),
+    ("data.train_batch_size", COUNT, False, ()),
+    ("data.val_batch_size", COUNT, True, ()),
+    ("actor_rollout_ref.actor.ppo_mini_batch_size", COUNT, False, ()),
+    ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", COUNT, True, ()),
+    ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", COUNT, True, ()),
+    ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", COUNT, True, ()),
+    ("actor_rollout_ref.rollout.n", COUNT, False, ()),
+)
+
+
+# ---------------------------------------------------------------------------------------------- overrides
+def parse_overrides(overrides: Sequence[str]):
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        return OverridesParser.create().parse_overrides(list(overrides))
+    except Exception as e:  # hydra.errors.OverrideParseException
+        raise ConfigError([f"cannot parse overrides: {e}"]) from None
+
+
+def check_override_keys(overrides: Sequence[str], allowed: Iterable[str] = ALLOWED_ADDITIONS) -> list[str]:
+    """Static checks on the override keys (before composing): legacy keys, additions, deletions."""
+    allowed = tuple(allowed)
+    errors = []
+    for ov in parse_overrides(overrides):
+        key = ov.key_or_group
+        top = key.split(".", 1)[0]
+        if top in LEGACY_TOP_LEVEL:
+            errors.append(
+                f"legacy reward key '{key}' ({ov.input_line}): verl 0.9.1 reads reward settings under reward.*; "
+                f"use 'reward.{key}' instead (top-level {top}.* is migrated or ignored, never set it)"
+            )
+            continue
+        if ov.is_delete():
+            errors.append(f"deleting keys is not allowed: '{ov.input_line}'")
+        elif ov.is_add() or ov.is_force_add():
+            if not any(fnmatch.fnmatchcase(key, pat) for pat in allowed):
+                errors.append(
+                    f"'{ov.input_line}' adds key '{key}' that verl's schema does not define and that is not in "
+                    f"the allowlist ({', '.join('+' + p for p in allowed)}); drop the '+' if the key exists, "
+                    "or fix the name"
+                )
+    return errors
+
+
+# ---------------------------------------------------------------------------------------------- recipe keys
+def leaf_keys(node, prefix: str = "") -> list[str]:
+    """Dotted paths of the leaves of a config (an empty mapping counts as a leaf), unresolved."""
+    from omegaconf import OmegaConf
+
+    data = OmegaConf.to_container(node, resolve=False) if OmegaConf.is_config(node) else node
+    out = []
+    for k, v in data.items():
+        path = f"{prefix}{k}"
+        if isinstance(v, dict) and v:
+            out += leaf_keys(v, path + ".")
+        else:
+            out.append(path)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def schema_keys() -> frozenset:
+    """Every key of verl's ppo_trainer config plus the ``verl_judge`` keys recipes/base.yaml declares."""
+    from omegaconf import OmegaConf
+
+    keys = set(leaf_keys(compose([])))
+    base = OmegaConf.load(os.path.join(RECIPES, "base.yaml"))
+    keys |= {f"{PROJECT_SECTION}.{k}" for k in leaf_keys(base.get(PROJECT_SECTION) or {})}
+    return frozenset(keys)
+
+
+def unknown_recipe_keys(cfg, recipe: str, allowed: Iterable[str] = ALLOWED_ADDITIONS) -> list[str]:
+    """Keys a recipe's YAML files add that neither verl nor recipes/base.yaml define (typos)."""
+    known, allowed = schema_keys(), tuple(allowed)
+    errors = []
+    for key in leaf_keys(cfg):
+        if key in known:
+            continue
+        if any(fnmatch.fnmatchcase(key, pat) or fnmatch.fnmatchcase(key, pat + ".*") for pat in allowed):
+            continue
+        errors.append(
+            f"unknown key '{key}' in recipe '{recipe}' ({os.path.relpath(recipe_dir(recipe), ROOT)}/config.yaml or "
+            f"recipes/base.yaml): neither verl's ppo_trainer schema nor base.yaml's {PROJECT_SECTION} section "
+            "defines it (check the spelling)"
+        )
+    return errors
+
+
+# ---------------------------------------------------------------------------------------------- values
+def resolution_errors(cfg) -> list[str]:
+    """Values that do not resolve, one message per key that reads a knob (``${oc.env:MODEL}`` unset, a bad
+    value for a ``vj.*`` resolver); keys that only refer to such a key are not repeated."""
+    from omegaconf import OmegaConf
+
+    errors, readers, tree = [], [], OmegaConf.to_container(cfg, resolve=False)
+    for key in leaf_keys(cfg):
+        try:
+            OmegaConf.select(cfg, key)
+        except Exception as e:
+            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+            msg = re.sub(r"^\w+ raised while resolving interpolation: ", "", msg).strip('"')
+            m = re.match(r"Environment variable '([^']+)' not found", msg)
+            if m:
+                msg = f"the environment variable {m.group(1)} is not set (set it, or pass {key}=...)"
+            errors.append(f"{key}: {msg}")
+            raw = tree
+            for part in key.split("."):
+                raw = raw[part]
+            if re.search(r"\$\{(oc\.env|vj\.)", str(raw)):
+                readers.append(errors[-1])
+    return readers or errors
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def value_errors(cfg) -> list[str]:
+    """Values out of range (``VALUE_RULES``), reward options and ``verl_judge`` settings refused; one message each."""
+    from omegaconf import OmegaConf
+
+    missing = object()
+    errors = []
+    for key, kind, optional, when in VALUE_RULES:
+        if not all(OmegaConf.select(cfg, w, default=None) is True for w in when):
+            continue
+        try:
+            v = OmegaConf.select(cfg, key, default=missing)
+        except Exception:  # an interpolation that does not resolve: verl's own checks report it
+            continue
+        if v is missing or (v is None and optional):
+            continue
+        if kind == COUNT:
+            ok = isinstance(v, int) and not isinstance(v, bool) and v >= 1
+        elif kind == FRACTION:
+            ok = _number(v) and 0 < v <= 1
+        elif kind == NON_NEGATIVE:
+            ok = _number(v) and v >= 0
+        else:
+            ok = _number(v) and v > 0
+        if not ok:
+            errors.append(f"{key}={v!r}: must be {REQUIREMENT[kind]}")
+    return errors + reward_option_errors(cfg) + train_hooks.settings_errors(cfg)
+
+
+def batch_errors(cfg) -> list[str]:
+    """Micro-batches that do not divide what each GPU gets (verl 0.9.1 asserts this only after start-up, in the
+    first update): the actor's mini-batch, ``ppo_mini_batch_size * rollout.n / GPUs``, and a step's samples,
+    ``train_batch_size * rollout.n / GPUs``, for the log-prob passes. Skipped with dynamic batch sizes."""
+    from omegaconf import OmegaConf
+
+    def get(key):
+        try:
+            return OmegaConf.select(cfg, key, default=None)
+        except Exception:  # an interpolation that does not resolve: reported elsewhere
+            return None
+
+    gpus = (get("trainer.n_gpus_per_node") or 0) * (get("trainer.nnodes") or 0)
+    n, mini, batch = (
+        get("actor_rollout_ref.rollout.n"),
+        get("actor_rollout_ref.actor.ppo_mini_batch_size"),
+        get("data.train_batch_size"),
+    )
+    if not all(isinstance(v, int) and v > 0 for v in (gpus, n, mini, batch)):
+        return []
+    errors = []
+    for micro_key, size, what in (
+        ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", mini * n, f"the actor's mini-batch ({mini} x {n})"),
+        ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", batch * n, f"a step's samples ({batch} x {n})"),
+        ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", batch * n, f"a step's samples ({batch} x {n})"),
+    ):
+        micro, dynamic = (
+            get(micro_key),
+            get(
+                micro_key.rsplit(".", 1)[0]
+                + (".use_dynamic_bsz" if "actor." in micro_key else ".log_prob_use_dynamic_bsz")
+            ),
+        )
+        if not isinstance(micro, int) or dynamic:
+            continue
+        if size % gpus or (size // gpus) % micro:
+            errors.append(
+                f"{micro_key}={micro} does not divide {what} over {gpus} GPU(s) = {size / gpus:g} a GPU: "
+                "verl would stop at its first update; use a divisor of that"
+            )
+    return errors
+
+
+# ---------------------------------------------------------------------------------------------- verl checks
+@contextlib.contextmanager
+def _quiet():
+    buf_out, buf_err = io.StringIO(), io.StringIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with contextlib.redirect_stdout(buf_out), contextlib.redirect_stderr(buf_err):
+            yield buf_out
+
+
+_BUILT: set = set()
+
+
+def verl_checks(cfg) -> list[str]:
+    """verl's own validate_config plus the dataclasses that instantiate on CPU."""
+    from omegaconf import OmegaConf
+
+    errors = []
+    legacy = [k for k in LEGACY_TOP_LEVEL if k in cfg and _has_value(cfg[k])]
+    for k in legacy:
+        errors.append(f"legacy top-level '{k}' has values set; move them under reward.*")
+
+    work = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))  # a copy verl may touch
+    try:
+        with _quiet():
+            from verl.trainer.ppo.utils import need_critic, need_reference_policy
+            from verl.utils.config import validate_config
+
+            validate_config(work, use_reference_policy=need_reference_policy(work), use_critic=need_critic(work))
+    except Exception as e:
+        errors.append(f"verl validate_config: {type(e).__name__}: {' '.join(str(e).split())}")
+
+    from verl.utils.config import omega_conf_to_dataclass
+
+    targets = ["algorithm", "actor_rollout_ref.rollout", "reward.sandbox_fusion"]
+    if OmegaConf.select(cfg, "reward.reward_model.enable"):
+        targets.append("reward.reward_model")
+    model_path = str(OmegaConf.select(cfg, "actor_rollout_ref.model.path") or "")
+    if os.path.isdir(os.path.expanduser(model_path)):
+        targets.append("actor_rollout_ref.model")  # loads the HF config + tokenizer: local folders only
+    for key in targets:
+        node = OmegaConf.select(work, key)
+        memo = (key, json.dumps(OmegaConf.to_container(node, resolve=True), sort_keys=True, default=str))
+        if memo in _BUILT:  # the HF model config loads config + tokenizer from disk: once per process
+            continue
+        try:
+            with _quiet():
+                omega_conf_to_dataclass(node)
+            _BUILT.add(memo)
+        except Exception as e:
+            errors.append(f"{key}: cannot build verl's dataclass: {type(e).__name__}: {' '.join(str(e).split())[:500]}")
+
+    rm = OmegaConf.select(cfg, "reward.reward_manager")
+    if rm.source == "register":
+        try:
+            with _quiet():
+                from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls
+
+                get_reward_manager_cls(rm.name)
+        except Exception as e:
+            errors.append(f"reward.reward_manager.name: '{rm.name}' is not a registered reward manager ({e})")
+    elif rm.source != "importlib":
+        errors.append(f"reward.reward_manager.source must be 'register' or 'importlib', got '{rm.source}'")
+    if OmegaConf.select(cfg, "reward.reward_model.enable") and OmegaConf.is_missing(
+        OmegaConf.select(cfg, "reward.reward_model.rollout"), "name"
+    ):
+        errors.append("reward.reward_model.enable=True needs reward.reward_model.rollout.name (e.g. vllm)")
+    if (
+        OmegaConf.select(cfg, "reward.reward_model.enable")
+        and not OmegaConf.select(cfg, "reward.reward_model.enable_resource_pool")
+        and OmegaConf.select(cfg, "trainer.use_v1")
+        and OmegaConf.select(cfg, "reward.custom_reward_function.path")
+    ):
+        errors.append(
+            "colocated reward model + custom reward function + trainer.use_v1=True: verl 0.9.1's V1 trainer calls the "
+            "reward function with prompts/responses only (KeyError 'data_source' at the first step); set "
+            "trainer.use_v1=False (legacy trainer, whole batch) or reward.reward_model.enable_resource_pool=True"
+        )
+    if OmegaConf.is_missing(OmegaConf.select(cfg, "actor_rollout_ref.rollout"), "name"):
+        errors.append("actor_rollout_ref.rollout.name is not set (e.g. vllm)")
+    return errors
+
+
+def _has_value(node) -> bool:
+    from omegaconf import DictConfig
+
+    if isinstance(node, DictConfig):
+        return any(_has_value(node[k]) for k in node.keys())
+    return node is not None

@@ -1,0 +1,72 @@
+"""Compose a recipe's Hydra config (or verl 0.9.1's bare ``ppo_trainer``) on CPU, as the trainer will see it.
+
+``compose(overrides, recipe=None)`` composes, with the Hydra compose API and the *installed* verl, either
+``recipes/<recipe>/config.yaml`` (``defaults: [ppo_trainer, base, _self_]``, found on
+``scripts.launch.knobs.SEARCH_PATH`` as ``scripts/train/trainer.py`` finds them, with the ``vj.*`` resolvers) or
+verl's bare ``ppo_trainer.yaml``, and applies the overrides in struct mode (an unknown key raises). Every problem
+is raised as ``ConfigError``. No command of its own; used by the config check (``scripts/launch/verl_config.py``,
+``scripts/launch/config_checks.py``) and the launcher:
+
+    from scripts.launch.config_compose import compose; cfg = compose(["trainer.nnodes=1"], "gsm8k_rule")
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import sys
+from typing import Sequence
+
+from scripts.launch import knobs
+
+
+class ConfigError(Exception):
+    """One or more problems with a set of overrides; ``.errors`` holds one message per problem."""
+
+    def __init__(self, errors: Sequence[str]):
+        self.errors = list(errors)
+        super().__init__("\n".join(self.errors))
+
+
+def verl_config_dir() -> str:
+    spec = importlib.util.find_spec("verl")
+    if spec is None or not spec.origin:
+        raise ConfigError(["verl is not importable by this interpreter (" + sys.executable + ")"])
+    return os.path.join(os.path.dirname(spec.origin), "trainer", "config")
+
+
+def recipe_dir(recipe: str) -> str:
+    """A recipe name (``recipes/<name>``) or a folder, as the absolute folder holding its config.yaml."""
+    d = os.path.abspath(recipe if os.sep in recipe or os.path.isdir(recipe) else os.path.join(knobs.RECIPES, recipe))
+    if not os.path.isfile(os.path.join(d, "config.yaml")):
+        raise ConfigError([f"recipe '{recipe}': no config.yaml in {d}"])
+    return d
+
+
+def compose(overrides: Sequence[str], recipe: str | None = None):
+    """The recipe's config (``recipes/<recipe>/config.yaml``) or, without a recipe, verl's bare
+    ``ppo_trainer`` config, with the overrides applied (struct mode: unknown keys raise)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    if recipe is None:
+        config_dir, name, extra = verl_config_dir(), "ppo_trainer", []
+    else:
+        config_dir, name, extra = recipe_dir(recipe), "config", [knobs.SEARCH_PATH]
+    knobs.register()
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=config_dir, version_base=None):
+            return hydra_compose(config_name=name, overrides=[*extra, *overrides])
+    except ConfigError:
+        raise
+    except Exception as e:
+        msg = " ".join(str(e).split())
+        m = re.search(r"Could not override '([^']+)'", msg)
+        if m:
+            msg = f"unknown key '{m.group(1)}': not in verl's ppo_trainer schema (check the spelling)"
+        raise ConfigError([msg]) from None
+    finally:
+        GlobalHydra.instance().clear()
