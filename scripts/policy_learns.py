@@ -1,4 +1,5 @@
-"""``python -m scripts.policy_learns``, the documented command of the side-by-side experiment: scripts/workflows/policy_learns.py."""
+"""``python -m scripts.policy_learns``, the documented command of the side-by-side experiment:
+scripts/workflows/policy_learns.py."""
 
 import sys
 

@@ -8,7 +8,8 @@
 
 The same start policy, data, seed and GRPO settings are trained twice: with the ``#### N`` rule
 (recipes/gsm8k_rule) and with the judge that the judge pipeline trains (recipes/gsm8k_local_judge, served on the
-same GPU: ``--judge-placement server``, default, or ``colocated``). Stages (resumable, as in ``scripts.workflows.pipeline``):
+same GPU: ``--judge-placement server``, default, or ``colocated``). Stages (resumable, as in
+``scripts.workflows.pipeline``):
 
 1. ``testbed``: ``data_prep.word_problems`` (``--testbed-arg`` passes settings; ``--testbed none``: GSM8K from
    ``GSM8K_DIR`` / the hub), then ``policy_data`` (``data_prep.gsm8k``);
@@ -17,7 +18,7 @@ same GPU: ``--judge-placement server``, default, or ``colocated``). Stages (resu
    ``rule`` (the rule run) and, with the judge served, ``judge`` (the judge run: its Ray, workers, vLLM and the
    policy's own start-up go on while the judge is still being trained; its judge server starts once stage
    ``judge_model`` is done, and the reward waits for it);
-3. the judge's stages of ``scripts.workflows.pipeline judge_to_reward``: verification data plus the start policy's own answers
+3. the judge's stages (``scripts.workflows.pipeline.judge``): verification data plus the start policy's own answers
    (``samples``, graded by the last number; ``--model-solutions none``: verification data only), SFT warm start,
    evaluation before / after, then ``judge_model`` (a link to the trained judge);
 4. ``report.md``, ``report.json``, ``policy_learns.png`` (``scripts.report.policy_learns``), its table printed last.
@@ -33,17 +34,18 @@ runs. Any stage that fails stops the experiment at once, naming the stage (exit 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 import shutil
 import sys
 
-from scripts.launch import knobs
 from scripts.launch import launcher as launch
 from scripts.report import policy_learns as report
 from scripts.report import scorecard
 from scripts.report.scorecard import run_name
-from scripts.workflows import pipeline
+from scripts.workflows import cli, pipeline, steps
+from scripts.workflows.stages import Stages, say
 
 # GRPO settings of both runs, one place (the recipes' own defaults otherwise): 16 questions x 8 answers a step, two
 # optimizer steps of 8 questions each, short answers (GSM8K itself: data.max_prompt_length=512
@@ -97,200 +99,170 @@ ARMS = {
 JUDGED = ("judge", "route", "flaky_fallback", "flaky_abstain")  # rewarded by the trained judge (gsm8k_local_judge)
 
 
-class PolicyLearns(pipeline.JudgeToReward):
-    def __init__(self, args, overrides: list[str]):
-        super().__init__(args, overrides)
-        if args.testbed != "none":
-            self.env["GSM8K_DIR"] = self.path("testbed")
+def start_policy(flow: Stages, a: argparse.Namespace, base: str) -> str:
+    """The policy every run starts from: the warm-started one (stage ``policy_sft``), else the start model."""
+    return steps.last_checkpoint(flow.path("policy_sft"), "huggingface") if a.policy_sft_rows > 0 else base
 
-    def solver(self) -> str:
-        return self.start
 
-    @property
-    def start(self) -> str:
-        return self.sft_model("policy_sft") if self.args.policy_sft_rows > 0 else self.base
+def testbed(flow: Stages, a: argparse.Namespace) -> None:
+    cmd = [flow.py, "-m", "data_prep.word_problems", "--out", flow.path("testbed"), *a.testbed_arg]
+    flow.sh(cmd, "testbed")
 
-    def testbed(self) -> None:
-        self.sh(
-            [self.py, "-m", "data_prep.word_problems", "--out", self.path("testbed"), *self.args.testbed_arg],
-            self.path("logs", "testbed.log"),
-        )
 
-    def eval_data(self) -> None:
-        """The validation's questions: the first ``--eval-questions`` of the testbed's test split and of its held-out
-        stories, one file each (``eval_data/test``, ``eval_data/heldout``)."""
-        n = str(self.args.eval_questions)
-        for split, source in (("test", "word_problems"), ("heldout", "word_problems_heldout")):
-            self.sh(
-                [
-                    self.py,
-                    "-m",
-                    "data_prep.gsm8k",
-                    "--out",
-                    self.path("eval_data", split),
-                    "--tokenizer",
-                    self.base,
-                    "--test",
-                    self.path("testbed", f"{split}.jsonl"),
-                    "--limit",
-                    n,
-                    "--data-source",
-                    source,
-                    "--no-progress",
-                ],
-                self.path("logs", f"eval_data_{split}.log"),
-            )
+def eval_data(flow: Stages, a: argparse.Namespace, base: str) -> None:
+    """The validation's questions: the first ``--eval-questions`` of the testbed's test split and of its held-out
+    stories, one file each (``eval_data/test``, ``eval_data/heldout``)."""
+    for split, source in (("test", "word_problems"), ("heldout", "word_problems_heldout")):
+        cmd = [flow.py, "-m", "data_prep.gsm8k", "--out", flow.path("eval_data", split), "--tokenizer", base]
+        cmd += ["--test", flow.path("testbed", f"{split}.jsonl"), "--limit", str(a.eval_questions)]
+        flow.sh(cmd + ["--data-source", source, "--no-progress"], f"eval_data_{split}")
 
-    def val_settings(self) -> list[str]:
-        """verl's validation files: the testbed's test split and held-out stories (each cut to ``--eval-questions``),
-        or GSM8K's test split's first ``--eval-questions``."""
-        if self.args.testbed == "none":
-            return [
-                f"data.val_max_samples={self.args.eval_questions}",
-                f"data.val_files={self.path('policy_data', 'test.parquet')}",
-            ]
-        files = ",".join(self.path("eval_data", s, "test.parquet") for s in ("test", "heldout"))
-        return ["data.val_max_samples=-1", f"data.val_files=[{files}]"]
 
-    def policy_sft(self) -> None:
-        a = self.args
-        data = self.path("policy_sft_data", "train.parquet")
-        self.sh(
-            [
-                self.py,
-                "-m",
-                "data_prep.policy_sft",
-                "--in",
-                self.path("policy_data", "train.parquet"),
-                "--out",
-                data,
-                "--max-rows",
-                str(a.policy_sft_rows),
-            ],
-            self.path("logs", "policy_sft.log"),
-        )
-        self.sft("policy_sft", data, steps=0, max_length=512)
-
-    def runs(self) -> list[tuple[str, str, int]]:
-        """``(name, arm, seed)`` of every GRPO run, seed by seed."""
-        return [(run_name(arm, seed), arm, seed) for seed in self.args.seeds for arm in self.args.arms]
-
-    def run_settings(self, name: str, arm: str | None = None, seed: int = 0) -> list[str]:
-        a = self.args
-        arm = arm or name
-        kv = f"kv_cache_memory_bytes={int(a.kv_cache_gb * 2**30)}"
-        before = name == self.runs()[0][0]  # the start policy's validation ("before"): once, in the first run
-        settings = [
-            *RUN,
-            f"data.seed={seed}",
-            f"+actor_rollout_ref.rollout.engine_kwargs.vllm.{kv}",
-            f"trainer.total_training_steps={a.steps}",
-            f"trainer.test_freq={a.test_freq}",
-            f"trainer.val_before_train={str(before).lower()}",
-            f"trainer.save_freq={a.steps}",
-            *self.val_settings(),
-            f"trainer.validation_data_dir={self.path(name + '_val')}",
-            f"trainer.default_local_dir={self.path(name)}",
-            f"trainer.experiment_name=policy_learns-{name}",
-            f"trainer.rollout_data_dir={self.path(name + '_rollouts')}",  # every sample, per step: what was paid for
-            f"data.train_files={self.path('policy_data', 'train.parquet')}",
-            *ARMS[arm],
-        ]
-        if arm in JUDGED and a.judge_placement == "server":  # the launcher serves the judge beside the policy
-            settings += [
-                *JUDGE_SERVER_RUN,
-                f"verl_judge.judge_server.kv_cache_memory_bytes={int(a.kv_cache_gb * 2**30)}",
-                f"verl_judge.judge_server.wait_for={self.path('.judge_model.done')}",
-            ]
-        elif arm in JUDGED:
-            settings += [*JUDGE_RUN, f"+reward.reward_model.rollout.engine_kwargs.vllm.{kv}"]
-        return settings + self.overrides
-
-    def policy_run(self, name: str, arm: str | None = None, seed: int = 0, gpu: str | None = None) -> None:
-        arm = arm or name
-        recipe = "gsm8k_local_judge" if arm in JUDGED else "gsm8k_rule"
-        models = [f"actor_rollout_ref.model.path={self.start}"]
-        if arm in JUDGED:
-            models.append(f"reward.reward_model.model_path={self.path('judge_model')}")
-        env = dict(self.env, CUDA_VISIBLE_DEVICES=gpu) if gpu is not None else None
-        self.train(name, recipe, models + self.run_settings(name, arm, seed), f"{name}_metrics.jsonl", env=env)
-
-    def run_chains(self, runs: list[tuple[str, str, int]]) -> list[dict]:
-        """``runs`` in ``--parallel`` chains started now, round robin; chain i on GPU ``--gpus[i % n]`` when given."""
-        a = self.args
-        lanes = [runs[i :: a.parallel] for i in range(min(a.parallel, len(runs)))]
-        gpus = a.gpus.split(",") if a.gpus else []
+def val_settings(flow: Stages, a: argparse.Namespace) -> list[str]:
+    """verl's validation files: the testbed's test split and held-out stories (each cut to ``--eval-questions``),
+    or GSM8K's test split's first ``--eval-questions``."""
+    if a.testbed == "none":
         return [
-            self.chain(
-                f"runs{i}",
-                [
-                    (
-                        name,
-                        self.path(name),
-                        lambda n=name, r=arm, s=seed, g=(gpus[i % len(gpus)] if gpus else None): self.policy_run(
-                            n, r, s, g
-                        ),
-                    )
-                    for name, arm, seed in lane
-                ],
-            )
-            for i, lane in enumerate(lanes)
+            f"data.val_max_samples={a.eval_questions}",
+            f"data.val_files={flow.path('policy_data', 'test.parquet')}",
         ]
+    files = ",".join(flow.path("eval_data", s, "test.parquet") for s in ("test", "heldout"))
+    return ["data.val_max_samples=-1", f"data.val_files=[{files}]"]
 
-    def reuse(self, src: str) -> list[str]:
-        """Every finished stage of experiment ``src`` but its GRPO runs (the testbed, the data, the start policy, the
-        judge's stages), linked into this one with its ``.done`` marker, so that only the runs are made here. Returns
-        the stages linked; stages this folder already has are kept."""
-        runs = re.compile(rf"(?:{'|'.join(ARMS)})(?:_s\d+)?")  # run_name's folders
-        os.makedirs(self.out, exist_ok=True)
-        linked = []
-        for marker in sorted(os.listdir(src)):
-            name = marker[1:-5] if marker.startswith(".") and marker.endswith(".done") else None
-            if not name or runs.fullmatch(name) or os.path.exists(self.path(marker)):
-                continue
-            product = os.path.join(src, name)
-            if os.path.lexists(product) and not os.path.lexists(self.path(name)):
-                os.symlink(os.path.realpath(product), self.path(name))
-            shutil.copyfile(os.path.join(src, marker), self.path(marker))
-            linked.append(name)
-        return linked
 
-    def link_judge(self, judge: str) -> None:
-        """``judge_model``: a link to the judge the judge's stages made (the judge run's reward model)."""
-        link, tmp = self.path("judge_model"), self.path(".judge_model.tmp")
-        if os.path.lexists(tmp):
-            os.remove(tmp)
-        os.symlink(os.path.abspath(judge), tmp)
-        os.replace(tmp, link)
+def policy_sft(flow: Stages, a: argparse.Namespace, base: str) -> None:
+    """The policy's warm start: ``--policy-sft-rows`` worked solutions (``data_prep.policy_sft``), one epoch."""
+    data = flow.path("policy_sft_data", "train.parquet")
+    cmd = [flow.py, "-m", "data_prep.policy_sft", "--in", flow.path("policy_data", "train.parquet"), "--out", data]
+    flow.sh(cmd + ["--max-rows", str(a.policy_sft_rows)], "policy_sft")
+    pipeline.sft(flow, a, "policy_sft", base, data, 0, 512)
 
-    def run(self) -> str:
-        a = self.args
-        if a.reuse:
-            pipeline.say(f"stages reused from {a.reuse}: {', '.join(self.reuse(a.reuse)) or 'none new'}")
-        if a.testbed != "none":
-            self.stage("testbed", self.path("testbed"), self.testbed)
-        self.stage("policy_data", self.path("policy_data"), self.policy_data)
-        if a.testbed != "none":
-            self.stage("eval_data", self.path("eval_data"), self.eval_data)
-        if a.policy_sft_rows > 0:  # the start policy: the runs and the judge's samples need it
-            self.stage("policy_sft", self.path("policy_sft"), self.policy_sft)
-        early = a.judge_placement == "server"  # judge runs start now; their server waits for stage judge_model
-        now = [r for r in self.runs() if early or r[1] not in JUDGED]
-        chains = self.run_chains(now)
-        judge = self.run_judge(beside_next=True)
-        self.marked("judge_model", self.path("judge_model"), lambda: self.link_judge(judge))
-        for name, arm, seed in self.runs():
-            if (name, arm, seed) not in now:  # colocated: the judge is loaded with the run, so it must exist first
-                self.stage(name, self.path(name), lambda n=name, r=arm, s=seed: self.policy_run(n, r, s))
-        self.finish_judge()
-        for job in chains:
-            self.join(job)
-        names = [name for name, _, _ in self.runs()]
-        out = report.write(self.out, names, log=print)
-        if len(a.seeds) > 1 or len(a.arms) > 2:
-            out = scorecard.write(self.out, a.arms, a.seeds, log=print)
-        print(report.console(out, self.out), flush=True)
-        return judge
+
+def runs(a: argparse.Namespace) -> list[tuple[str, str, int]]:
+    """``(name, arm, seed)`` of every GRPO run, seed by seed."""
+    return [(run_name(arm, seed), arm, seed) for seed in a.seeds for arm in a.arms]
+
+
+def run_settings(flow: Stages, a: argparse.Namespace, name: str, arm: str, seed: int) -> list[str]:
+    """Run ``name``'s settings (its models: ``policy_run``); the user's overrides last."""
+    kv = f"kv_cache_memory_bytes={int(a.kv_cache_gb * 2**30)}"
+    before = name == runs(a)[0][0]  # the start policy's validation ("before"): once, in the first run
+    settings = [
+        *RUN,
+        f"data.seed={seed}",
+        f"+actor_rollout_ref.rollout.engine_kwargs.vllm.{kv}",
+        f"trainer.total_training_steps={a.steps}",
+        f"trainer.test_freq={a.test_freq}",
+        f"trainer.val_before_train={str(before).lower()}",
+        f"trainer.save_freq={a.steps}",
+        *val_settings(flow, a),
+        f"trainer.validation_data_dir={flow.path(name + '_val')}",
+        f"trainer.default_local_dir={flow.path(name)}",
+        f"trainer.experiment_name=policy_learns-{name}",
+        f"trainer.rollout_data_dir={flow.path(name + '_rollouts')}",  # every sample, per step: what was paid for
+        f"data.train_files={flow.path('policy_data', 'train.parquet')}",
+        *ARMS[arm],
+    ]
+    if arm in JUDGED and a.judge_placement == "server":  # the launcher serves the judge beside the policy
+        settings += [
+            *JUDGE_SERVER_RUN,
+            f"verl_judge.judge_server.kv_cache_memory_bytes={int(a.kv_cache_gb * 2**30)}",
+            f"verl_judge.judge_server.wait_for={flow.path('.judge_model.done')}",
+        ]
+    elif arm in JUDGED:
+        settings += [*JUDGE_RUN, f"+reward.reward_model.rollout.engine_kwargs.vllm.{kv}"]
+    return settings + a.overrides
+
+
+def recipe_of(arm: str) -> str:
+    return "gsm8k_local_judge" if arm in JUDGED else "gsm8k_rule"
+
+
+def policy_run(
+    flow: Stages, a: argparse.Namespace, start: str, name: str, arm: str, seed: int, gpu: str | None = None
+) -> None:
+    """GRPO run ``name``: the policy from ``start`` with ``arm``'s reward; ``gpu``: its CUDA_VISIBLE_DEVICES."""
+    models = [f"actor_rollout_ref.model.path={start}"]
+    if arm in JUDGED:
+        models.append(f"reward.reward_model.model_path={flow.path('judge_model')}")
+    env = dict(flow.env, CUDA_VISIBLE_DEVICES=gpu) if gpu is not None else None
+    settings = models + run_settings(flow, a, name, arm, seed)
+    flow.train(name, recipe_of(arm), settings, f"{name}_metrics.jsonl", env=env)
+
+
+def run_chains(flow: Stages, a: argparse.Namespace, start: str, todo: list[tuple[str, str, int]]) -> list[dict]:
+    """``todo`` in ``--parallel`` chains started now, round robin; chain i on GPU ``--gpus[i % n]`` when given."""
+    lanes = [todo[i :: a.parallel] for i in range(min(a.parallel, len(todo)))]
+    gpus = a.gpus.split(",") if a.gpus else []
+    chains = []
+    for i, lane in enumerate(lanes):
+        gpu = gpus[i % len(gpus)] if gpus else None
+        lane_stages = [
+            (name, flow.path(name), functools.partial(policy_run, flow, a, start, name, arm, seed, gpu))
+            for name, arm, seed in lane
+        ]
+        chains.append(flow.chain(f"runs{i}", lane_stages))
+    return chains
+
+
+def reuse(flow: Stages, src: str) -> list[str]:
+    """Every finished stage of experiment ``src`` but its GRPO runs (the testbed, the data, the start policy, the
+    judge's stages), linked into this one with its ``.done`` marker, so that only the runs are made here. Returns
+    the stages linked; stages this folder already has are kept."""
+    run_folders = re.compile(rf"(?:{'|'.join(ARMS)})(?:_s\d+)?")  # run_name's folders
+    os.makedirs(flow.out, exist_ok=True)
+    linked = []
+    for marker in sorted(os.listdir(src)):
+        name = marker[1:-5] if marker.startswith(".") and marker.endswith(".done") else None
+        if not name or run_folders.fullmatch(name) or os.path.exists(flow.path(marker)):
+            continue
+        product = os.path.join(src, name)
+        if os.path.lexists(product) and not os.path.lexists(flow.path(name)):
+            os.symlink(os.path.realpath(product), flow.path(name))
+        shutil.copyfile(os.path.join(src, marker), flow.path(marker))
+        linked.append(name)
+    return linked
+
+
+def link_judge(flow: Stages, judge: str) -> None:
+    """``judge_model``: a link to the judge the judge's stages made (the judge run's reward model)."""
+    link, tmp = flow.path("judge_model"), flow.path(".judge_model.tmp")
+    if os.path.lexists(tmp):
+        os.remove(tmp)
+    os.symlink(os.path.abspath(judge), tmp)
+    os.replace(tmp, link)
+
+
+def experiment(flow: Stages, a: argparse.Namespace) -> str:
+    """The side-by-side experiment: the testbed and the start policy, the runs in chains beside the judge's
+    stages (a served judge's runs start at once and wait for stage ``judge_model``), then the report."""
+    if a.reuse:
+        say(f"stages reused from {a.reuse}: {', '.join(reuse(flow, a.reuse)) or 'none new'}")
+    base = steps.start_model(flow.env)
+    if a.testbed != "none":
+        flow.stage("testbed", flow.path("testbed"), lambda: testbed(flow, a))
+    flow.stage("policy_data", flow.path("policy_data"), lambda: steps.policy_data(flow, flow.path("policy_data"), base))
+    if a.testbed != "none":
+        flow.stage("eval_data", flow.path("eval_data"), lambda: eval_data(flow, a, base))
+    if a.policy_sft_rows > 0:  # the start policy: the runs and the judge's samples need it
+        flow.stage("policy_sft", flow.path("policy_sft"), lambda: policy_sft(flow, a, base))
+    start = start_policy(flow, a, base)
+    early = a.judge_placement == "server"  # judge runs start now; their server waits for stage judge_model
+    now = [r for r in runs(a) if early or r[1] not in JUDGED]
+    chains = run_chains(flow, a, start, now)
+    judge = pipeline.judge(flow, a, solver=start, beside_next=True)
+    flow.marked("judge_model", flow.path("judge_model"), lambda: link_judge(flow, judge))
+    for name, arm, seed in runs(a):
+        if (name, arm, seed) not in now:  # colocated: the judge is loaded with the run, so it must exist first
+            flow.stage(name, flow.path(name), functools.partial(policy_run, flow, a, start, name, arm, seed))
+    pipeline.finish_judge(flow, a)
+    for job in chains:
+        flow.join(job)
+    out = report.write(flow.out, [name for name, _, _ in runs(a)], log=print)
+    if len(a.seeds) > 1 or len(a.arms) > 2:
+        out = scorecard.write(flow.out, a.arms, a.seeds, log=print)
+    print(report.console(out, flow.out), flush=True)
+    return judge
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -299,7 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    pipeline.add_judge_args(p)
+    cli.add_judge_args(p)
     p.add_argument(
         "--testbed",
         choices=("word_problems", "none"),
@@ -378,7 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
         grpo_steps=0,
         eval_pairs=100,
         sft_model=None,
-        eval_kv_cache_gb=pipeline.SHARED_KV_CACHE_GB,
+        eval_kv_cache_gb=steps.SHARED_KV_CACHE_GB,
     )
     return p
 
@@ -386,17 +358,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
-    args, overrides = parser.parse_known_args(argv)
-    bad = [o for o in overrides if "=" not in o or o.startswith("-")]
-    if bad:
-        parser.error(f"unrecognized arguments: {' '.join(bad)} (extra arguments are Hydra overrides KEY=VALUE)")
+    args = cli.parse(parser, argv)
     for name in ("steps", "test_freq", "eval_questions"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    if args.model_solutions == "none":
-        args.model_solutions = None
-    elif args.model_solutions != "base" and not os.path.isfile(args.model_solutions):
-        parser.error(f"--model-solutions {args.model_solutions}: no such file")
+    args.model_solutions = None if args.model_solutions == "none" else args.model_solutions
     if args.policy_sft_rows < 0 or not args.kv_cache_gb > 0:
         parser.error("--policy-sft-rows must be >= 0 and --kv-cache-gb > 0")
     args.arms = args.arms or (["rule", "judge"] if args.rule else ["judge"])
@@ -411,38 +377,35 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--reuse {args.reuse}: no finished experiment there (no .judge_model.done)")
     if args.parallel < 1:
         parser.error(f"--parallel must be >= 1, got {args.parallel}")
-    unknown = knobs.unknown(os.environ)
-    if unknown:
-        parser.error("; ".join(unknown))
-    pipe = PolicyLearns(args, overrides)
+    testbed_dir = {} if args.testbed == "none" else {"GSM8K_DIR": os.path.abspath(os.path.join(args.out, "testbed"))}
+    flow = cli.run_of(args, **testbed_dir)
     if launch.truthy(os.environ.get("DRY_RUN") or "0"):
-        return dry_run(pipe)
-    pipe.guarded(pipe.run)
+        return dry_run(flow, args)
+    flow.guarded(lambda: experiment(flow, args))
     return 0
 
 
-def dry_run(pipe: PolicyLearns) -> int:
+def dry_run(flow: Stages, a: argparse.Namespace) -> int:
     """Each run's recipe checked with the settings it gets (the default model and data stand for the stages' own)."""
-    env = dict(pipe.env)
+    env = dict(flow.env)
     if not os.path.isdir(env.get("GSM8K_DIR", "")):  # the testbed is not built yet: the GSM8K default stands for it
         env.pop("GSM8K_DIR", None)
         if os.environ.get("GSM8K_DIR"):  # the user's GSM8K folder, as the launcher's default data would use it
             env["GSM8K_DIR"] = os.environ["GSM8K_DIR"]
     checked = set()
-    for name, arm, seed in pipe.runs():
+    for name, arm, seed in runs(a):
         if arm in checked:  # the seeds of an arm differ in data.seed alone
             continue
         checked.add(arm)
-        recipe = "gsm8k_local_judge" if arm in JUDGED else "gsm8k_rule"
         settings = [
             s
-            for s in pipe.run_settings(name, arm, seed)
+            for s in run_settings(flow, a, name, arm, seed)
             if not s.startswith(("data.train_files=", "data.val_files=", "data.val_max_samples="))
         ]
-        pipeline.say(f"policy_learns run {name}: recipe {recipe}")
+        say(f"policy_learns run {name}: recipe {recipe_of(arm)}")
         try:
-            launch.check_recipe(recipe, settings, dict(env), **pipe.where(name, f"{name}_metrics.jsonl"))
+            launch.check_recipe(recipe_of(arm), settings, dict(env), **flow.where(name, f"{name}_metrics.jsonl"))
         except launch.LaunchError as e:
-            pipeline.say(f"ERROR: {e}")
+            say(f"ERROR: {e}")
             return 2
     return 0

@@ -1,5 +1,8 @@
-"""Resumable stages, for the workflows of ``scripts.workflows.pipeline`` and ``scripts.workflows.policy_learns`` (no command of its own).
+"""Resumable stages, for the workflows of ``scripts.workflows.pipeline`` and ``scripts.workflows.policy_learns`` (no
+command of its own).
 
+``Stages(out, env, py, quiet)`` is one workflow's run: its folder, the environment and interpreter its commands get,
+and the runner of its stages. ``sh`` runs a stage's command with its log, ``train`` a recipe through the launcher.
 A stage is a named step with an output: it runs unless ``<out>/.<name>.done`` exists, and writes that marker (its
 seconds) when it succeeds, so a rerun resumes. ``stage(..., background=True)`` runs one beside the next stage and
 joins it before the stage after; ``chain`` runs a list of stages one after the other in a thread of its own, beside
@@ -10,26 +13,36 @@ A stage that fails stops the workflow at once, naming it: ``guarded(fn)`` runs t
 (``scripts/launch/services.py``; each training's launcher then stops its own judge server and Ray head), waits for the
 threads, and exits non-zero with ``stage <name> failed: ...``, the first failure.
 
-    class MyFlow(Stages): ...; flow.stage("data", flow.path("data"), build_data)
+    flow = Stages("runs/x"); flow.guarded(lambda: flow.stage("data", flow.path("data"), build_data))
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import shlex
 import signal
+import subprocess
+import sys
 import threading
 import time
 
+import scripts
 from scripts import console
+from scripts.launch import launcher as launch
 from scripts.launch import services
 
 say = functools.partial(console.say, "pipeline")
 
 
 class Stages:
-    def __init__(self, out: str):
+    def __init__(self, out: str, env: dict | None = None, py: str | None = None, quiet: bool = False):
         self.out = os.path.abspath(out)
+        self.env = dict(os.environ if env is None else env)  # every command's environment
+        self.py = py or sys.executable
+        self.quiet = quiet  # stage output only to the logs
+        self.t0 = time.time()
         self._background: list[dict] = []  # stages running in a thread beside the next stage
         self._local = threading.local()  # .background: this thread runs a background stage (its output: log only)
         self._jobs: list[dict] = []  # every chain started
@@ -37,6 +50,53 @@ class Stages:
 
     def path(self, *parts: str) -> str:
         return os.path.join(self.out, *parts)
+
+    def sh(self, cmd: list[str], log: str, env: dict | None = None, ok=None) -> None:
+        """Run ``cmd``, its output to the terminal and to ``logs/<log>.log``; a non-zero exit stops the workflow
+        unless ``ok()`` says the stage's output was written anyway (an evaluator's report)."""
+        say("$ " + " ".join(shlex.quote(c) for c in cmd))
+        log = self.log(log)
+        os.makedirs(os.path.dirname(log), exist_ok=True)
+        proc = subprocess.Popen(
+            cmd,
+            cwd=scripts.ROOT,
+            env=env or self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            bufsize=1,
+        )
+        with services.tracked(proc), open(log, "a", encoding="utf-8") as f:
+            echo = not self.quiet and not getattr(self._local, "background", False)
+            for line in proc.stdout:
+                f.write(line)
+                if echo:
+                    sys.stdout.write(line)
+            rc = proc.wait()
+        if rc != 0 and ok is not None and ok():
+            say(f"exit {rc}, output written: continuing (see {log})")
+        elif rc != 0:
+            raise SystemExit(f"[pipeline] stage failed (exit {rc}): {cmd[0]} ... ; log: {log}")
+
+    def train(self, name: str, recipe: str, overrides: list[str], metrics: str, env: dict | None = None) -> None:
+        """A training stage: ``recipe`` with ``overrides`` through the launcher (checked, then run), its metrics in
+        ``<metrics>``, its log ``logs/<name>.log``; ``env``: the stage's environment instead of the run's (another
+        GPU)."""
+        quiet = contextlib.redirect_stdout(open(os.devnull, "w")) if self.quiet else contextlib.nullcontext()
+        with quiet:
+            rc = launch.run_recipe(
+                recipe, overrides, dict(env or self.env, PYTHON=self.py), **self.where(name, metrics)
+            )
+        if rc != 0:
+            raise SystemExit(f"[pipeline] stage failed (exit {rc}): recipe {recipe}; log: {self.log(name)}")
+
+    def where(self, name: str, metrics: str) -> dict:
+        """The launcher's outputs of training stage ``name``: the run folder, its metrics file and its log."""
+        return {"output_dir": self.out, "metrics_file": self.path(metrics), "log_file": self.log(name)}
+
+    def log(self, name: str) -> str:
+        return self.path("logs", f"{name}.log")
 
     def stage(self, name: str, output: str, fn, background: bool = False) -> str:
         """Run stage ``name`` unless its ``.done`` marker exists. ``background``: start it in a thread and return;
@@ -54,7 +114,8 @@ class Stages:
         return output
 
     def marked(self, name: str, output: str, fn, note: str = "") -> str:
-        """Stage ``name`` without ``stage``'s joins (a chain in a thread of its own): skipped if marked done, else ``fn()``."""
+        """Stage ``name`` without ``stage``'s joins (a chain in a thread of its own): skipped if marked done, else
+        ``fn()``."""
         done = self.path(f".{name}.done")
         os.makedirs(self.out, exist_ok=True)
         if os.path.exists(done):
@@ -77,8 +138,9 @@ class Stages:
         return output
 
     def chain(self, name: str, stages: list[tuple], note: str = "") -> dict:
-        """Start ``stages`` (``(name, output, fn)``) one after the other in a thread of their own (log only); ``join``
-        waits for it and re-raises its first error; ``done[stage]`` is set when that stage is done (or the chain failed)."""
+        """Start ``stages`` (``(name, output, fn)``) one after the other in a thread of their own (log only);
+        ``join`` waits for it and re-raises its first error; ``done[stage]`` is set when that stage is done (or the
+        chain failed)."""
         job = {"name": name, "errors": [], "done": {s[0]: threading.Event() for s in stages}}
 
         def target() -> None:

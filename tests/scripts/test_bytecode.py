@@ -40,7 +40,8 @@ def _py(site, env_flag: bool, *args):
 
 WARN = (
     f"PYTHONDONTWRITEBYTECODE is set and these packages have no bytecode: vjbc_plain; every process compiles "
-    f"them from source at start (measured: ~11 s more per process). Compile once: {os.path.basename(sys.executable)} -m "
+    f"them from source at start (measured: ~11 s more per process). "
+    f"Compile once: {os.path.basename(sys.executable)} -m "
     f"scripts.bytecode --compile"
 )
 
@@ -106,7 +107,7 @@ def test_a_folder_that_cannot_be_written_is_an_error(site, monkeypatch, capsys):
 
 def test_pipeline_prints_the_warning_before_any_stage(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(bytecode, "warning", lambda env=None: "SLOW START")
-    monkeypatch.setattr(pipeline.Pipeline, "run_judge", lambda self: "judge")
+    monkeypatch.setattr(pipeline, "judge", lambda flow, args: "judge")
     assert pipeline.main(["judge", "--task", "pointwise", "--out", str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "[pipeline] WARNING: SLOW START"

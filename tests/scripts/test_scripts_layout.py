@@ -52,6 +52,8 @@ def test_the_groups_hold_these_modules():
         "launch": [
             "__init__.py",
             "__main__.py",
+            "config_checks.py",
+            "config_compose.py",
             "config_paths.py",
             "defaults.py",
             "judge_server.py",
@@ -66,14 +68,19 @@ def test_the_groups_hold_these_modules():
             "verl_config.py",
         ],
         "train": ["__init__.py", "__main__.py", "fast_logprobs.py", "hooks.py", "trainer.py"],
-        "workflows": ["__init__.py", "pipeline.py", "policy_learns.py", "stages.py"],
+        "workflows": ["__init__.py", "cli.py", "pipeline.py", "policy_learns.py", "stages.py", "steps.py"],
         "eval": [
             "__init__.py",
             "backends.py",
             "cli.py",
+            "endpoint.py",
             "figures.py",
             "gsm8k.py",
+            "gsm8k_data.py",
+            "gsm8k_grading.py",
+            "gsm8k_report.py",
             "judge.py",
+            "offline.py",
             "predictions.py",
             "rows.py",
         ],
@@ -96,7 +103,7 @@ def test_the_groups_hold_these_modules():
             "ray_cluster.py",
             "rewards.py",
         ],
-        "serve": ["__init__.py", "cpu_judge.py", "fake_openai.py"],
+        "serve": ["__init__.py", "cpu_judge.py", "fake_faults.py", "fake_openai.py", "fake_replies.py"],
     }
     # at the top: the package's ROOT, the two shared modules, the two documented workflow commands, one converter
     assert sorted(os.path.basename(f) for f in glob.glob(os.path.join(ROOT, "scripts", "*.py"))) == [

@@ -14,7 +14,6 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
@@ -24,111 +23,13 @@ from reward_fns.parse import hash_answer, normalize_number
 ROOT = scripts.ROOT
 GSM8K = os.path.join(ROOT, "tests", "fixtures", "data_prep", "gsm8k.jsonl")
 
-FAKE = textwrap.dedent("""\
-    #!{python}
-    import json, os, shutil, sys
-    args = sys.argv[1:]
-    with open(os.environ["FAKE_LOG"], "a") as f:
-        f.write(json.dumps(args) + "\\n")
-    mod = args[1] if args[:1] == ["-m"] else None
-    def val(flag):
-        return args[args.index(flag) + 1]
-    def over(key):
-        return next(a.split("=", 1)[1] for a in args if a.startswith(key + "="))
-    if mod == "torch.distributed.run":  # an HF folder the launcher's check can load: config and tokenizer
-        steps = next((a.split("=", 1)[1] for a in args if a.startswith("trainer.total_training_steps=")), "16")
-        hf = os.path.join(over("trainer.default_local_dir"), f"global_step_{{steps}}", "huggingface")
-        if os.environ.get("FAKE_SFT_AFTER_TRAIN") and over("trainer.default_local_dir").endswith("/sft"):
-            import time  # the judge's SFT ends only once a GRPO run has started (a real SFT takes minutes)
-            end = time.time() + 120
-            while time.time() < end and '"-m", "scripts.train"' not in open(os.environ["FAKE_LOG"]).read():
-                time.sleep(0.2)
-        weights = os.environ.get("FAKE_SFT_WEIGHTS")  # a judge that a real (CPU) server can load
-        shutil.copytree(os.environ["MODEL"], hf, ignore=None if weights else shutil.ignore_patterns("*.safetensors", "*.bin", "*.gguf"))
-    elif mod == "scripts.train":
-        steps = int(over("trainer.total_training_steps"))
-        os.makedirs(os.path.join(over("trainer.default_local_dir"), f"global_step_{{steps}}", "actor"))
-        with open(over("+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH"), "a") as f:
-            for step in range(1, steps + 1):  # the judge's reward keys only in a judge-rewarded run
-                judged = {{"judge_health/agree_rule": 1.0, "judge_health/accept_rule_reject": 0.0,
-                          "reward/rule_score/mean": 0.1 * step}} if "reward.reward_model.model_path" in " ".join(args) else {{}}
-                f.write(json.dumps({{"step": step, "data": {{"critic/score/mean": 0.1 * step, **judged}}}}) + "\\n")
-        dump = next((a.split("=", 1)[1] for a in args if a.startswith("trainer.rollout_data_dir=")), None)
-        if dump:  # verl's rollout dump: the last step, one sample the judge accepts and the rule rejects
-            os.makedirs(dump, exist_ok=True)
-            with open(os.path.join(dump, f"{{steps}}.jsonl"), "w") as f:
-                for out, judge, rule in (("#### 7", 4.0, 1.0), ("noise 1 2 3", 4.0, 0.0), ("#### 9", 0.0, 0.0),
-                                         ("The answer is 7.", 4.0, 0.0)):
-                    f.write(json.dumps({{"output": out, "gts": "7", "score": judge / 4, "judge_score": judge,
-                                        "rule_score": rule}}) + "\\n")
-        val = next((a.split("=", 1)[1] for a in args if a.startswith("trainer.validation_data_dir=")), None)
-        if val:  # verl's validation dump (greedy answers to 4 questions): step 0 if asked, and the last step
-            os.makedirs(val, exist_ok=True)
-            judged = "reward.reward_model.model_path" in " ".join(args)  # the judge run learns more than the rule run
-            last = {{"random_reward": ("#### 7", "so 7", "#### 9", "no idea"), "format_only": ("#### 7", "#### 9", "#### 9", "#### 9")}}
-            fn = next((a.split("=", 1)[1] for a in args if a.startswith("reward.custom_reward_function.name=")), "")
-            answers = {{0: ("#### 7", "so 7", "#### 9", "no idea"),
-                       steps: last.get(fn) or (("#### 7", "#### 7", "#### 7", "#### 9") if judged else ("#### 7", "#### 7", "so 7", "#### 9"))}}
-            if "trainer.val_before_train=false" in args:
-                answers.pop(0)
-            files = next((a.split("=", 1)[1].strip("[]").split(",") for a in args if a.startswith("data.val_files=")), [])
-            import pyarrow.parquet as pq  # the prompts of the validation files' first 4 questions (else q0..q3)
-            asked = [[f"user\\n{{r['extra_info']['question']}}\\n\\nassistant" for r in pq.read_table(p).to_pylist()[:4]]
-                     for p in files if os.path.isfile(p)] or [[f"q{{i}}" for i in range(4)]]
-            held = {{0: ("#### 9",) * 4, steps: ("#### 7", "#### 7", "#### 9", "#### 9") if judged else ("#### 7", "#### 9", "#### 9", "#### 9")}}
-            for step, outs in answers.items():  # a second file (the held-out stories): answered as ``held``
-                with open(os.path.join(val, f"{{step}}.jsonl"), "w") as f:
-                    f.writelines(json.dumps({{"input": q, "output": o, "gts": "7", "score": 0.0, "step": step}}) + "\\n"
-                                 for k, qs in enumerate(asked) for q, o in zip(qs, outs if k == 0 else held[step]))
-        port = next((a.split("=", 1)[1] for a in args if a.startswith("verl_judge.judge_server.port=")), None)
-        if port:  # a judge served beside the run: the first step waits for it (scripts.train.hooks)
-            from scripts.train.hooks import wait_for_judge
-            wait_for_judge({{"judge_server": {{"enable": True, "port": port, "start_timeout": 300}}}})
-            print("the judge answered", flush=True)
-        if os.environ.get("FAKE_FAIL") == "grpo":
-            sys.exit(7)
-    elif mod == "scripts.eval.gsm8k":  # the start model's answers: one right ('A: N'), one wrong, per question
-        out = val("--out")
-        os.makedirs(out, exist_ok=True)
-        acc = 0.5 if "_hf" in val("--vllm-offline") else 0.25  # a trained policy (merged) vs the start policy
-        json.dump({{"policy": {{"strict_acc": acc, "flexible_acc": acc + 0.1, "n_questions": int(val("--limit"))}}}},
-                  open(os.path.join(out, "report.json"), "w"))
-        import pyarrow.parquet as pq
-        rows = [r["extra_info"] for r in pq.read_table(val("--data")).to_pylist()][: int(val("--limit"))]
-        with open(os.path.join(out, "samples.jsonl"), "w") as f:
-            for i, r in enumerate(rows):
-                final = r["answer"].rsplit("#### ", 1)[1].strip()
-                for k, resp in enumerate((f"Working.\\nA: {{final}}", "99991\\n#### 99991\\n#### 99991")):
-                    f.write(json.dumps({{"question_idx": i, "sample": k, "question": r["question"],
-                                        "answer": r["answer"], "response": resp, "status": "ok"}}) + "\\n")
-    elif mod == "verl.model_merger":
-        os.makedirs(val("--target_dir"))
-    elif mod == "scripts.eval.judge":
-        out = val("--out")
-        os.makedirs(out, exist_ok=True)
-        # FAKE_EVAL_WAIT="eval_before=sft,...": did that stage's folder appear while this evaluation ran?
-        waits = dict(w.split("=") for w in os.environ.get("FAKE_EVAL_WAIT", "").split(",") if w)
-        if os.path.basename(out) in waits:
-            import time
-            other = os.path.join(os.path.dirname(out), waits[os.path.basename(out)])
-            end = time.time() + float(os.environ.get("FAKE_EVAL_WAIT_S", "20"))
-            while time.time() < end and not os.path.isdir(other):
-                time.sleep(0.05)
-            open(out + "_saw_" + os.path.basename(other), "w").write(str(os.path.isdir(other)))
-        n = {{"eval_before": 0.0, "eval_sft": 0.9, "eval_after": 0.95}}[os.path.basename(out)]
-        json.dump({{"overall": {{"balanced_accuracy": n, "precision": n, "recall": n, "specificity": n,
-                                "parse_fail_rate": 1.0 - n, "exact": n, "n": 8}}}}, open(os.path.join(out, "report.json"), "w"))
-        if os.path.basename(out) == "eval_before":
-            sys.exit(4)  # an untrained judge measures nothing: the pipeline goes on
-    else:
-        os.execv({python!r}, [{python!r}] + args)
-    """)
+FAKE = os.path.join(ROOT, "tests", "fixtures", "workflows", "fake_python.py")
 
 
 @pytest.fixture()
 def fake(tmp_path):
     py = tmp_path / "python"
-    py.write_text(FAKE.format(python=sys.executable))
+    py.write_text(f"#!{sys.executable}\n" + open(FAKE).read())
     py.chmod(0o755)
     gsm = tmp_path / "gsm8k"
     gsm.mkdir()
@@ -159,6 +60,11 @@ def fake(tmp_path):
     return tmp_path, env
 
 
+# the tests that run a stage with the test model (tests/conftest.py materialises it, or says why it cannot)
+needs_model = pytest.mark.skipif(
+    not os.environ.get("VERL_JUDGE_MODEL"), reason=os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model")
+)
+
 # python -m scripts.pipeline, with the launcher's private Ray head a stand-in (the fake trainer needs none)
 DRIVER = """
 import sys
@@ -185,9 +91,7 @@ def modules(tmp):
     return [c[1] for c in calls(tmp) if c[:1] == ["-m"]]
 
 
-@pytest.mark.skipif(
-    not os.environ.get("VERL_JUDGE_MODEL"), reason=os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model")
-)
+@needs_model
 def test_judge_pipeline_stages_commands_and_resume(fake):
     tmp, env = fake
     out = tmp / "run"
@@ -237,9 +141,7 @@ def test_judge_pipeline_stages_commands_and_resume(fake):
     assert r.returncode == 0 and modules(tmp) == [] and r.stdout.count("skipped") == 8
 
 
-@pytest.mark.skipif(
-    not os.environ.get("VERL_JUDGE_MODEL"), reason=os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model")
-)
+@needs_model
 def test_failed_stage_stops_and_is_not_marked_done(fake):
     tmp, env = fake
     out = tmp / "run"
@@ -261,9 +163,7 @@ def test_failed_stage_stops_and_is_not_marked_done(fake):
     assert (out / ".sft.done").exists() and not (out / ".grpo.done").exists() and not (out / ".merge.done").exists()
 
 
-@pytest.mark.skipif(
-    not os.environ.get("VERL_JUDGE_MODEL"), reason=os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model")
-)
+@needs_model
 def test_given_warm_start_skips_sft(fake):
     tmp, env = fake
     warm = tmp / "other" / "sft" / "global_step_40" / "huggingface"
@@ -300,9 +200,7 @@ def test_given_warm_start_skips_sft(fake):
     assert not (out / ".sft.done").exists() and not (out / "sft").exists()
 
 
-@pytest.mark.skipif(
-    not os.environ.get("VERL_JUDGE_MODEL"), reason=os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model")
-)
+@needs_model
 def test_model_solutions_are_mixed_into_sft_and_grpo(fake):
     import pyarrow.parquet as pq
 
@@ -363,9 +261,7 @@ def test_model_solutions_are_mixed_into_sft_and_grpo(fake):
     )
 
 
-@pytest.mark.skipif(
-    not os.environ.get("VERL_JUDGE_MODEL"), reason=os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model")
-)
+@needs_model
 def test_judge_to_reward_samples_the_start_model_first(fake):
     import pyarrow.parquet as pq
 
@@ -430,9 +326,7 @@ def test_judge_to_reward_samples_the_start_model_first(fake):
     ]
 
 
-@pytest.mark.skipif(
-    not os.environ.get("VERL_JUDGE_MODEL"), reason=os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model")
-)
+@needs_model
 @pytest.mark.parametrize(
     "flag, beside, kv_cache",
     [
@@ -460,9 +354,9 @@ def test_start_model_is_evaluated_beside_the_sft(fake, flag, beside, kv_cache):
 
 
 def test_background_stage_failure_stops_the_pipeline(tmp_path):
-    from scripts.workflows.pipeline import Pipeline, build_parser
+    from scripts.workflows.stages import Stages
 
-    pipe = Pipeline(build_parser().parse_args(["judge", "--out", str(tmp_path)]), [])
+    pipe = Stages(str(tmp_path))
     ran = []
 
     def fails():
@@ -504,9 +398,7 @@ def test_help():
     assert r.returncode == 0 and "--sft-steps" in r.stdout and "judge_to_reward" in r.stdout
 
 
-@pytest.mark.skipif(
-    not os.environ.get("VERL_JUDGE_MODEL"), reason=os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model")
-)
+@needs_model
 def test_training_stage_is_checked_before_it_starts(fake):
     """A GRPO stage whose composed config does not pass verl's schema stops before the trainer runs."""
     tmp, env = fake
@@ -530,9 +422,10 @@ def test_training_stage_is_checked_before_it_starts(fake):
 
 
 def test_policy_stage_takes_another_recipe(tmp_path, monkeypatch):
-    """JudgeToReward.policy(judge, recipe=..., name=...): the recipe, its inputs and outputs, through run_recipe."""
+    """pipeline.policy(flow, args, base, judge, recipe=..., name=...): the recipe, its inputs and outputs, through
+    run_recipe."""
     from scripts.launch import launcher as launch
-    from scripts.workflows import pipeline
+    from scripts.workflows import cli, pipeline
 
     calls = []
     monkeypatch.setattr(
@@ -540,11 +433,11 @@ def test_policy_stage_takes_another_recipe(tmp_path, monkeypatch):
         "run_recipe",
         lambda recipe, overrides, env, **where: calls.append((recipe, overrides, env["PYTHON"], where)) or 0,
     )
-    monkeypatch.setenv("MODEL", "/models/base")
-    pipe = pipeline.JudgeToReward(pipeline.build_parser().parse_args(["judge_to_reward", "--out", str(tmp_path)]), [])
-    pipe.policy("/models/judge", recipe="gsm8k_api_judge", name="policy_api")
+    args = cli.parse(pipeline.build_parser(), ["judge_to_reward", "--out", str(tmp_path)])
+    flow = cli.run_of(args)
+    pipeline.policy(flow, args, "/models/base", "/models/judge", recipe="gsm8k_api_judge", name="policy_api")
     recipe, overrides, python, where = calls[0]
-    assert recipe == "gsm8k_api_judge" and python == pipe.py
+    assert recipe == "gsm8k_api_judge" and python == flow.py
     assert overrides[:2] == [
         "actor_rollout_ref.model.path=/models/base",
         "reward.reward_model.model_path=/models/judge",
@@ -556,6 +449,6 @@ def test_policy_stage_takes_another_recipe(tmp_path, monkeypatch):
         "metrics_file": f"{tmp_path}/policy_api_metrics.jsonl",
         "log_file": f"{tmp_path}/logs/policy_api.log",
     }
-    pipe.policy("/models/judge")  # the default: the local judge's recipe, the stage's usual outputs
+    pipeline.policy(flow, args, "/models/base", "/models/judge")  # the default: the local judge's recipe and outputs
     assert calls[1][0] == pipeline.POLICY_RECIPE == "gsm8k_local_judge"
     assert calls[1][3]["metrics_file"] == f"{tmp_path}/policy_metrics.jsonl"

@@ -1,9 +1,9 @@
-"""scripts/workflows/policy_learns.py on CPU: the side-by-side experiment's stages, their order and concurrency, the exact
-settings both runs get, the report, resume and a failing run.
+"""scripts/workflows/policy_learns.py on CPU: the side-by-side experiment's stages, their order and concurrency, the
+exact settings both runs get, the report, resume and a failing run.
 
-The GPU steps are the fake interpreter of ``tests/scripts/workflows/test_pipeline.py`` (it records its arguments and writes what the
-real step writes); the testbed, the policy's data and warm-start rows and the judge's data are built for real, and
-each run's config is checked by the launcher for real (its private Ray head is a stand-in).
+The GPU steps are the fake interpreter of ``tests/fixtures/workflows/fake_python.py`` (it records its arguments and
+writes what the real step writes); the testbed, the policy's data and warm-start rows and the judge's data are built
+for real, and each run's config is checked by the launcher for real (its private Ray head is a stand-in).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from tests.scripts.workflows.test_pipeline import ROOT, calls, fake, modules  # noqa: F401  (fake: the fixture)
+from tests.scripts.workflows.test_pipeline import ROOT, calls, fake, modules, needs_model  # noqa: F401  (fake: the fixture)
 
 DRIVER = """
 import sys
@@ -44,9 +44,6 @@ SMALL = [
     "--model-solutions",
     "none",
 ]
-needs_model = pytest.mark.skipif(
-    not os.environ.get("VERL_JUDGE_MODEL"), reason=os.environ.get("VERL_JUDGE_MODEL_MISSING", "no test model")
-)
 
 
 def run(env, *args):

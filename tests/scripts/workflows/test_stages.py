@@ -1,5 +1,5 @@
-"""scripts/workflows/stages.py: a stage that fails stops the whole workflow at once, naming the stage, with every child process
-it started stopped (``Stages.guarded``), whether the failure is in the main thread or in a chain beside it."""
+"""scripts/workflows/stages.py: a stage that fails stops the whole workflow at once, naming the stage, with every child
+process it started stopped (``Stages.guarded``), whether the failure is in the main thread or in a chain beside it."""
 
 from __future__ import annotations
 

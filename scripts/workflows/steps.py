@@ -1,0 +1,217 @@
+"""The stage bodies of the workflows, each a plain function of its inputs and outputs (no command of its own; wired
+by ``scripts.workflows.pipeline`` and ``scripts.workflows.policy_learns``).
+
+Every function takes the run (``stages.Stages``: folder, environment, interpreter, logs) and the paths and settings
+of its step, runs one command (or the launcher) and writes its output where it is told. Nothing here reads the
+command line: a workflow passes what a step needs.
+
+    steps.merge(flow, checkpoints=flow.path("grpo"), target=flow.path("hf"))
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import time
+
+from reward_fns import verdicts
+from scripts.launch import defaults, knobs
+from scripts.report.metrics import read_metrics
+from scripts.report.render import md_table
+from scripts.workflows.stages import Stages, say
+
+SHARED_KV_CACHE_GB = 4.0  # an evaluator beside a training stage: ~170k tokens of KV cache for a 135M judge
+
+
+def start_model(env: dict) -> str:
+    """The start model (judge and policy): MODEL, else the offline SmolLM2-135M-Instruct, materialised once."""
+    try:
+        return defaults.model(env)
+    except defaults.DefaultsError as e:
+        raise SystemExit(f"[pipeline] {e}") from None
+
+
+def verify_data(flow: Stages, out: str, tokenizer: str, max_prompt_length: int, prompt_args: list[str]) -> None:
+    """The judge's verification parquets (``data_prep.gsm8k_verify``) from GSM8K (``GSM8K_DIR`` / the hub)."""
+    cmd = [flow.py, "-m", "data_prep.gsm8k_verify", "--out", out, "--tokenizer", tokenizer]
+    cmd += ["--max-prompt-length", str(max_prompt_length), *prompt_args, *defaults.gsm8k_args(flow.env)]
+    flow.sh(cmd, "data")
+
+
+def solution_data(
+    flow: Stages, solutions: str, out: str, tokenizer: str, max_prompt_length: int, prompt_args: list[str]
+) -> None:
+    """Verification rows from a model's own answers (``scripts.eval.gsm8k``'s ``samples.jsonl``), graded by their
+    final answer."""
+    cmd = [flow.py, "-m", "data_prep.gsm8k_verify", "--candidates", "solutions", "--train", solutions]
+    cmd += ["--grade", "flexible", "--on-bad-row", "skip", "--no-fail-on-empty", "--out", out, "--tokenizer", tokenizer]
+    cmd += ["--max-prompt-length", str(max_prompt_length), *prompt_args]
+    flow.sh(cmd, "sft_data")
+
+
+def judge_sft_data(flow: Stages, inputs: list[str], out: str, max_rows: int) -> None:
+    """The judge's SFT rows (``data_prep.judge_sft``) from verification parquets."""
+    flow.sh(
+        [flow.py, "-m", "data_prep.judge_sft", "--in", *inputs, "--out", out, "--max-rows", str(max_rows)], "sft_data"
+    )
+
+
+def judge_train_files(data: str, verdict: verdicts.Verdict, with_solutions: bool) -> list[str]:
+    """The judge's training parquet(s) under ``data``: the verification split, plus the model-solution rows when
+    asked and there are any (pairs need a right and a wrong answer to one question)."""
+    files = [os.path.join(data, f"{verdict.name}_train.parquet")]
+    extra = os.path.join(data, "model_solutions", f"{verdict.name}_train.parquet")
+    if with_solutions and os.path.exists(extra):
+        import pyarrow.parquet as pq
+
+        if pq.ParquetFile(extra).metadata.num_rows:
+            files.append(extra)
+    return files
+
+
+def policy_data(flow: Stages, out: str, tokenizer: str, log: str = "policy_data") -> None:
+    """GSM8K as the policy sees it (``data_prep.gsm8k``: ``GSM8K_DIR``, else the hub)."""
+    cmd = [flow.py, "-m", "data_prep.gsm8k", "--out", out, "--tokenizer", tokenizer, *defaults.gsm8k_args(flow.env)]
+    flow.sh(cmd, log)
+
+
+def samples(
+    flow: Stages, data: str, solver: str, out: str, questions: int, gpu_mem: float, kv_cache_gb: float | None
+) -> None:
+    """``solver``'s own answers to the first ``questions`` of ``data`` (the policy's prompt), two each, sampled as
+    GRPO rollouts are, for the judge's data."""
+    cmd = [flow.py, "-m", "scripts.eval.gsm8k", "--data", data, "--limit", str(questions)]
+    cmd += ["--n-samples", "2", "--temperature", "1.0", "--max-tokens", "512", "--vllm-offline", solver]
+    cmd += ["--gpu-memory-utilization", str(gpu_mem), *(["--kv-cache-gb", str(kv_cache_gb)] if kv_cache_gb else [])]
+    flow.sh(cmd + ["--out", out, "--no-progress", "--no-plots"], "samples")
+
+
+def evaluate(
+    flow: Stages,
+    model: str,
+    data: str,
+    out: str,
+    selection: list[str],
+    max_tokens: int,
+    gpu_mem: float,
+    kv_cache_gb: float | None,
+) -> None:
+    """``scripts.eval.judge`` of ``model`` on ``selection`` (``--pairs N`` / ``--limit N``) of the held-out rows,
+    greedy, log ``logs/<out's name>.log``. ``kv_cache_gb``: a fixed vLLM KV cache (another stage trains on the GPU
+    meanwhile) instead of one sized from the memory free while it profiles. An evaluation that fails (or measured
+    nothing, e.g. an untrained judge) does not stop training."""
+    cmd = [flow.py, "-m", "scripts.eval.judge", "--data", data, *selection, "--seed", "0", "--vllm-offline", model]
+    cmd += ["--max-tokens", str(max_tokens), "--temperature", "0", "--gpu-memory-utilization", str(gpu_mem)]
+    cmd += ["--out", out, "--no-progress", *(["--kv-cache-gb", str(kv_cache_gb)] if kv_cache_gb else [])]
+    flow.sh(cmd, os.path.basename(out), ok=lambda: True)
+
+
+def sft(
+    flow: Stages,
+    name: str,
+    model: str,
+    train_file: str,
+    experiment: str,
+    steps: int,
+    max_length: int,
+    batch: int,
+    lr: float,
+    epochs: int,
+    extra: list[str],
+) -> None:
+    """verl's SFT trainer (``torchrun -m verl.trainer.sft_trainer``) on ``train_file`` from ``model``: checkpoints in
+    ``<name>/``, metrics ``<name>_metrics.jsonl``, log ``logs/<name>.log``; ``steps`` 0 = the whole epoch(s)."""
+    n_gpus = flow.env.get("N_GPUS", "1")
+    cmd = [flow.py, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n_gpus}"]
+    cmd += ["-m", "verl.trainer.sft_trainer", f"data.train_files={train_file}", "data.val_files=null"]
+    cmd += [f"data.max_length={max_length}", "data.truncation=right", f"data.train_batch_size={batch}"]
+    cmd += ["data.micro_batch_size_per_gpu=8", "data.num_workers=0", f"model.path={model}"]
+    cmd += ["model.external_lib=scripts.train.fast_logprobs", f"optim.lr={lr}", f"trainer.total_epochs={epochs}"]
+    cmd += [f"trainer.default_local_dir={flow.path(name)}", "trainer.project_name=verl-judge"]
+    cmd += [f"trainer.experiment_name={experiment}", "trainer.logger=[console,file]", "trainer.save_freq=-1"]
+    cmd += ["trainer.resume_mode=disable", "checkpoint.save_contents=[model,hf_model]"]
+    cmd += [f"trainer.n_gpus_per_node={n_gpus}", *sdpa(flow.env), *extra]
+    if steps > 0:
+        cmd.append(f"trainer.total_training_steps={steps}")
+    flow.sh(cmd, name, dict(flow.env, VERL_FILE_LOGGER_PATH=flow.path(f"{name}_metrics.jsonl")))
+
+
+def sdpa(env: dict) -> list[str]:
+    """The SFT trainer's overrides without flash-attn (NO_FLASH_ATTN's rule, as the recipes apply it)."""
+    if knobs.flash_attn(env.get("NO_FLASH_ATTN", "auto")):
+        return []
+    say("no flash-attn (NO_FLASH_ATTN / --no-flash-attn, or not importable): torch SDPA attention, no remove-padding")
+    return ["model.use_remove_padding=False", "+model.override_config.attn_implementation=sdpa"]
+
+
+def last_checkpoint(folder: str, inside: str = "") -> str:
+    """``folder/global_step_<N>[/inside]`` of the highest N (an SFT model: ``inside="huggingface"``)."""
+    found = glob.glob(os.path.join(folder, "global_step_*", inside))
+    if not found:
+        raise SystemExit(f"[pipeline] no checkpoint under {folder}" + (f" (global_step_*/{inside})" if inside else ""))
+    return max(found, key=lambda p: int(os.path.relpath(p, folder).split(os.sep)[0].rsplit("_", 1)[1]))
+
+
+def merge(flow: Stages, checkpoints: str, target: str) -> None:
+    """The last GRPO checkpoint under ``checkpoints`` as a Hugging Face model in ``target`` (``verl.model_merger``)."""
+    actor = os.path.join(last_checkpoint(checkpoints), "actor")
+    cmd = [
+        flow.py,
+        "-m",
+        "verl.model_merger",
+        "merge",
+        "--backend",
+        "fsdp",
+        "--local_dir",
+        actor,
+        "--target_dir",
+        target,
+    ]
+    flow.sh(cmd, "merge")
+
+
+def compare(flow: Stages, title: str, keys: tuple[str, ...]) -> str:
+    """``compare.md``: the held-out evaluations (``eval_before``, ``eval_sft``, ``eval_after``) found, one row each;
+    printed and returned."""
+    rows = []
+    for name in ("eval_before", "eval_sft", "eval_after"):
+        f = flow.path(name, "report.json")
+        if os.path.exists(f):
+            rep = json.load(open(f))
+            overall = rep.get("overall", rep)
+            rows.append([name, *(overall.get(k) for k in keys)])
+    text = f"# {title}\n\n" + md_table(["stage", *keys], rows) + "\n"
+    open(flow.path("compare.md"), "w").write(text)
+    print(text, end="")
+    return text
+
+
+HEALTH = (
+    "judge_health/parse_fail_rate",
+    "judge_health/error_rate",
+    "judge_health/fallback_rate",
+    "judge_health/agree_rule",
+    "judge_health/score_mean",
+    "critic/score/mean",
+    "reward/rule_score/mean",
+    "reward/rule_format/mean",
+)
+
+
+def summary(flow: Stages, metrics: str, title: str, t0: float) -> None:
+    """``summary.md``: the judge's held-out comparison (``compare.md``), then the judge's health over the training
+    steps of the judge-rewarded run whose metrics are ``metrics``; printed."""
+    steps = [m for m in read_metrics(flow.path(metrics)) if "judge_health/parse_fail_rate" in m]
+    compared = flow.path("compare.md")
+    lines = [f"# {title}", "", open(compared).read().split("\n", 2)[-1] if os.path.exists(compared) else "", ""]
+    lines += [f"Policy stage ({len(steps)} training steps, {flow.path(metrics)}):", ""]
+    rows = [
+        [f"`{k}`", steps[0][k], steps[-1][k], sum(m[k] for m in steps) / len(steps)]
+        for k in HEALTH
+        if steps and k in steps[-1]
+    ]
+    lines += [md_table(["judge as the reward", "first step", "last step", "mean over steps"], rows), ""]
+    lines += [f"Wall time of this invocation (the stages it ran): {time.time() - t0:.0f} s."]
+    open(flow.path("summary.md"), "w").write("\n".join(lines) + "\n")
+    print("\n".join(lines))
