@@ -30,6 +30,7 @@ NO_FLASH_ATTN, ...), with its defaults (``scripts/launch/defaults.py``). ``DRY_R
 training stage's recipe with the arguments that stage gets (the default model and data stand for what earlier stages
 make).
 """
+
 from __future__ import annotations
 
 import argparse
