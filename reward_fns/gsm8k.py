@@ -39,7 +39,8 @@ def extract_answer(solution_str: object, mode: str = "strict"):
 
 def check_options(**kwargs) -> list[str]:
     """What ``compute_score`` would raise for these ``reward_kwargs`` at its first call ([] or one message: an unknown
-    ``mode``), asked before a run (``scripts/launch/verl_config.py``). Other names are ignored, as ``compute_score`` does."""
+    ``mode``), asked before a run (``scripts/launch/verl_config.py``). Other names are ignored, as ``compute_score``
+    does."""
     try:
         extract_answer("", kwargs.get("mode", "strict"))
     except ValueError as e:
@@ -58,7 +59,9 @@ def compute_score(
     {'score': 0.0, 'acc': 0.0, 'format_ok': 0.0}
     >>> compute_score("openai/gsm8k", "So she sold 72 clips.", "72", mode="flexible")
     {'score': 1.0, 'acc': 1.0, 'format_ok': 1.0}
-    >>> compute_score("openai/gsm8k", "#### 1,000", "1000"), compute_score("openai/gsm8k", "#### 1,0,0,0", "1000")["score"]
+    >>> compute_score("openai/gsm8k", "#### 1,000", "1000"), compute_score(
+    ...     "openai/gsm8k", "#### 1,0,0,0", "1000"
+    ... )["score"]
     ({'score': 1.0, 'acc': 1.0, 'format_ok': 1.0}, 0.0)
     """
     ref = reference_number(ground_truth)

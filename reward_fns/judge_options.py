@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from reward_fns import gsm8k
-from reward_fns.judge_client import DEFAULT_MAX_RESPONSE_BYTES
+from reward_fns.judge_transport import DEFAULT_MAX_RESPONSE_BYTES
 
 MODES = ("judge", "hybrid", "route")
 JUDGE_FAILURES = ("fallback", "abstain")

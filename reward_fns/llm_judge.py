@@ -31,7 +31,7 @@ Scores (``judge`` is the parsed 0-4 grade):
 Failures are split by whether the policy's answer can cause them, so that no failure pays a policy
 more than the worst real verdict would:
 
-* **Transport failures** the answer cannot cause -- ``judge_client.outcome(error) == "fallback"``:
+* **Transport failures** the answer cannot cause -- ``judge_errors.outcome(error) == "fallback"``:
   timeout, connection error, HTTP 429/408/409/5xx after the openai SDK's retries, a malformed or
   over-size (``max_response_bytes``) 2xx reply -- and **no endpoint**: ``score = fallback``,
   ``fallback="rule"`` (default, the GSM8K rule reward) or a constant (``fallback=0.0``). Flags:
@@ -100,7 +100,8 @@ from typing import Any
 
 from reward_fns import canaries, gsm8k
 from reward_fns.guard import CONTRADICTION, UNGROUNDED, guard
-from reward_fns.judge_client import JudgeClient, JudgeConfigError, JudgeResult, outcome
+from reward_fns.judge_client import JudgeClient, JudgeResult
+from reward_fns.judge_errors import JudgeConfigError, outcome
 from reward_fns.judge_options import DEFAULTS, MODES, combine, errors, fallback_value, parse_fail_value
 from reward_fns.parse import FINAL_OK, final_answer, parse_score, reference_answer
 from reward_fns.prompts import NEUTRALIZED_TAGS, load, neutralize
@@ -440,7 +441,8 @@ async def compute_score(
         if not judge_model:
             raise JudgeConfigError(
                 f"judge configuration error: reward_router_address {url!r} given but no model name. Likely fix: set "
-                "`model` to the served model, or pass reward_model_tokenizer (verl does when reward.reward_model.enable=True)"
+                "`model` to the served model, or pass reward_model_tokenizer "
+                "(verl does when reward.reward_model.enable=True)"
             )
     else:
         _warn_once("skip", "llm_judge: no base_url and no reward_router_address (validation?): using the fallback")

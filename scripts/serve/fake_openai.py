@@ -1,42 +1,21 @@
-"""A fake OpenAI-compatible chat server on 127.0.0.1: scripted replies and injected faults, for the
-tests, the benchmarks and the README figures.
+"""A fake OpenAI-compatible chat server on 127.0.0.1: scripted replies and injected faults, for the tests, the
+benchmarks and the README figures.
 
-It serves ``POST /v1/chat/completions`` and ``GET /v1/models`` (aiohttp, in a background thread
-with its own event loop, so sync tests, async tests, subprocesses and Ray actors in other processes
-can all use it) and records every request it receives (``requests``: body, headers, arrival time;
-``bodies``: the request bodies alone).
+It serves ``POST /v1/chat/completions`` and ``GET /v1/models`` (aiohttp, in a background thread with its own event
+loop, so sync tests, async tests, subprocesses and Ray actors in other processes can all use it) and records every
+request it receives (``requests``: body, headers, arrival time; ``bodies``: the request bodies alone).
 
-What it answers, unless a fault applies (below):
+What it answers: the reply function ``reply(body) -> str | Reply``, a replies file (``--replies``) or the built-in
+grader (``scripts.serve.fake_replies``), unless a fault applies (``scripts.serve.fake_faults``: ``FAULT:<kind>``
+markers in the request, ``push``, ``mode``). The reply function runs in a worker thread, so it may block (e.g. hold a
+request until the test releases it); an exception in it is answered with 500 naming it. ``api_key`` (401 without
+``Authorization: Bearer <key>``) and ``expect_model`` (404 for another ``model``) act like a real endpoint's
+configuration errors; ``retry_after`` (default ``"1"``) and ``retry_after_ms`` set the 429 / 5xx retry headers.
 
-* ``reply(body) -> str | Reply`` when given: the test states exactly what the "judge" or "policy"
-  says. A ``Reply`` can also be an HTTP error status (``Reply(status=503)``), a raw body sent as is
-  (``Reply(raw=b"<html>")``), extra headers or a ``finish_reason``. The function runs in a worker
-  thread, so it may block (e.g. hold a request until the test releases it); an exception in it is
-  answered with 500 naming it.
-* ``table_reply(table, default)``: the replies of a replies file ``{"<model>": {"<marker>":
-  "<reply>"}}``: the entry, for the request's ``model``, of the last ``[[marker]]`` found in its
-  messages (``markers``); ``default`` when none is in the table.
-* ``default_reply`` otherwise: a tiny deterministic "grader". It reads the user message the way a
-  judge would, takes the candidate between ``<candidate>`` and the last ``</candidate>``, and answers
-  ``<think>...</think><score>4</score>`` when the candidate's ``#### N`` equals the reference's, else
-  ``<score>1</score>``. ``JUDGE_SAYS:<n>`` in the request -> ``<think>marker</think><score>n</score>``
-  (``n`` any text, so ``JUDGE_SAYS:x`` is an unparseable verdict).
-
-Faults: ``FAULT:<kind>`` in the request text -> that fault on every request carrying it; ``FAULT:<kind>x<k>`` ->
-only on the first ``k`` requests with the same body (then the normal reply: tests retries); ``push`` queues
-faults (a ``(status, body_bytes)`` tuple is answered as is), ``mode`` sets one for all. Kinds (``FAULTS``):
-delays (``latency:<s>``, ``hang``), HTTP errors (``429`` with ``Retry-After``, ``500``, ``503``, ``400``-``422``
-with a JSON body, ``echo_headers``: a 400 that reflects the request headers, as a leaky proxy might), broken
-replies (``malformed_json``, ``truncated``: cut mid-verdict, ``truncated_body``, ``drop``, ``no_choices``,
-``empty``, ``echo``: the judge quotes the candidate's look-alike tags) and size (``big:<n>``, ``big_chunked:<n>``,
-``endless``, ``big_error:<n>``). ``api_key`` (401 without ``Authorization: Bearer <key>``) and ``expect_model``
-(404 for another ``model``) act like a real endpoint's configuration errors; ``retry_after`` (default ``"1"``)
-and ``retry_after_ms`` set the 429 / 5xx retry headers.
-
-``capacity=C`` and ``latency=L`` make a server of known throughput ``C / L`` requests per second (FIFO queue
-beyond ``C``), the benchmark's reference. In a test: ``with FakeOpenAIServer(latency=0.01) as srv:`` gives
-``srv.base_url`` (``http://127.0.0.1:PORT/v1``), ``srv.address`` (verl's ``reward_router_address``),
-``srv.requests`` (``Captured``) and ``srv.bodies``. As a command it prints ``READY <host:port>`` and serves until killed:
+``capacity=C`` and ``latency=L`` make a server of known throughput ``C / L`` requests per second (FIFO queue beyond
+``C``), the benchmark's reference. In a test: ``with FakeOpenAIServer(latency=0.01) as srv:`` gives ``srv.base_url``
+(``http://127.0.0.1:PORT/v1``), ``srv.address`` (verl's ``reward_router_address``), ``srv.requests`` (``Captured``)
+and ``srv.bodies``. As a command it prints ``READY <host:port>`` and serves until killed:
 
     python -m scripts.serve.fake_openai --port 0 --capacity 16 --latency 0.05
     python -m scripts.serve.fake_openai --replies tests/fixtures/eval/replies.json --port 18555
@@ -46,43 +25,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import json
-import re
 import socket
 import sys
 import threading
 import time
-from collections import Counter, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from aiohttp import web
 
-__all__ = ["FakeOpenAIServer", "Captured", "Reply", "FAULTS", "default_reply", "table_reply", "candidate_of", "completion", "all_text", "markers"]  # noqa: E501
+from scripts.serve.fake_faults import FAULTS, FaultSchedule, fault_response
+from scripts.serve.fake_replies import Reply, all_text, completion, default_reply, table_reply
 
-FAULTS = ("latency", "429", "500", "503", "malformed_json", "truncated", "truncated_body", "drop", "hang", "no_choices",
-          "echo", "echo_headers", "empty", "400", "401", "403", "404", "413", "422", "big", "big_chunked", "endless", "big_error")
-_STATUS_FAULTS = {"400": "bad request", "401": "invalid api key", "403": "forbidden", "404": "not found",
-                  "413": "request too large", "422": "unprocessable request"}
-_MARK_FAULT = re.compile(r"FAULT:((?:\d{3}|[a-z_]+?)(?::[0-9.]+)?)(?:x(\d+))?\b")
-_MARK_SAYS = re.compile(r"JUDGE_SAYS:(\S+)")
-_HASH_NUM = re.compile(r"####\s*(-?[\d,]*\.?\d+)")
-MARKER = re.compile(r"\[\[([A-Za-z0-9_.:-]+)\]\]")
+__all__ = ["FakeOpenAIServer", "Captured"]
+
 #: threads that run reply functions (one per request being answered; a blocked reply holds one)
 REPLY_THREADS = 64
-
-
-@dataclass
-class Reply:
-    """What a reply function may return instead of the reply text."""
-
-    text: str | None = None
-    status: int = 200
-    raw: bytes | None = None  # sent as is (with ``status``) instead of a chat completion
-    headers: dict = field(default_factory=dict)
-    finish_reason: str = "stop"
 
 
 @dataclass
@@ -100,73 +60,6 @@ class Captured:
     @property
     def system(self) -> str | None:
         return next((m["content"] for m in self.body.get("messages", []) if m.get("role") == "system"), None)
-
-
-def candidate_of(user_text: str) -> str | None:
-    """The text between the first ``<candidate>`` line and the last ``</candidate>``, as a judge reads it."""
-    start = user_text.find("<candidate>\n")
-    end = user_text.rfind("\n</candidate>")
-    if start < 0 or end < start:
-        return None
-    return user_text[start + len("<candidate>\n") : end]
-
-
-def _num(s: str | None) -> str | None:
-    if not s:
-        return None
-    m = _HASH_NUM.findall(s)
-    return m[-1].replace(",", "") if m else None
-
-
-def all_text(body: Mapping) -> str:
-    """Every message content of a request body, one per line."""
-    return "\n".join(str(m.get("content", "")) for m in body.get("messages", []) if isinstance(m, Mapping))
-
-
-def markers(body: Mapping) -> list[str]:
-    """The ``[[marker]]`` names in a request's messages, in order."""
-    return MARKER.findall(all_text(body))
-
-
-def default_reply(body: dict) -> str:
-    """Deterministic judge reply for a request body (see the module docstring)."""
-    msgs = body.get("messages") or []
-    user = next((m.get("content", "") for m in reversed(msgs) if m.get("role") == "user"), "")
-    said = _MARK_SAYS.search(user)
-    if said:
-        return f"<think>told to say {said.group(1)}</think><score>{said.group(1)}</score>"
-    cand = candidate_of(user)
-    ref_m = re.search(r"<reference>\n(.*?)\n</reference>", user, re.DOTALL)
-    ref = _num(ref_m.group(1)) if ref_m else None
-    got = _num(cand)
-    if ref is not None and got is not None and float(got) == float(ref):
-        return f"<think>Reference: {ref}. Candidate: {got}. Same.</think><score>4</score>"
-    return f"<think>Reference: {ref}. Candidate: {got}. Different.</think><score>1</score>"
-
-
-def table_reply(table: Mapping[str, Mapping[str, str]], default: str = "") -> Callable[[dict], str]:
-    """Reply function of a replies file: the entry of the last known marker for the request's model."""
-
-    def reply(body: dict) -> str:
-        per_model = table.get(body.get("model"), {})
-        for m in reversed(markers(body)):
-            if m in per_model:
-                return per_model[m]
-        return default
-
-    return reply
-
-
-def completion(body: Mapping, text: str, finish: str = "stop") -> dict:
-    """An OpenAI chat-completion response body answering ``body`` with ``text``."""
-    return {
-        "id": "chatcmpl-fake",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": body.get("model"),
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
-        "usage": {"prompt_tokens": 0, "completion_tokens": len(text.split()), "total_tokens": len(text.split())},
-    }
 
 
 class FakeOpenAIServer:
@@ -197,9 +90,7 @@ class FakeOpenAIServer:
         self.api_key = api_key
         self.requests: list[Captured] = []
         self.served = 0  # 200 replies sent
-        self._queue: deque = deque()
-        self._seen: Counter[str] = Counter()
-        self._lock = threading.Lock()
+        self._faults = FaultSchedule()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
@@ -312,16 +203,13 @@ class FakeOpenAIServer:
     # ------------------------------------------------------------------ control
     def push(self, *faults) -> None:
         """Queue one-shot faults for the next requests, in order."""
-        with self._lock:
-            self._queue.extend(faults)
+        self._faults.push(faults)
 
     def reset(self) -> None:
-        with self._lock:
-            self.requests.clear()
-            self._queue.clear()
-            self._seen.clear()
-            self.served = 0
-            self.max_inflight = 0
+        self._faults.clear()
+        self.requests.clear()
+        self.served = 0
+        self.max_inflight = 0
 
     # ------------------------------------------------------------------ handlers
     async def _retry_hint(self, request: web.Request, response: web.StreamResponse) -> None:
@@ -330,20 +218,6 @@ class FakeOpenAIServer:
 
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": self.expect_model or "judge", "object": "model"}]})
-
-    def _fault_for(self, raw: bytes, text: str):
-        with self._lock:
-            if self._queue:
-                return self._queue.popleft()
-            m = _MARK_FAULT.search(text)
-            if m:
-                limit = m.group(2)
-                if limit is None:
-                    return m.group(1)
-                key = hashlib.sha256(raw).hexdigest()
-                self._seen[key] += 1
-                return m.group(1) if self._seen[key] <= int(limit) else None
-            return self.mode
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
@@ -360,7 +234,7 @@ class FakeOpenAIServer:
         if self.expect_model is not None and body.get("model") != self.expect_model:
             msg = f"The model `{body.get('model')}` does not exist."
             return web.json_response({"error": {"message": msg, "code": 404}}, status=404)
-        fault = self._fault_for(raw, all_text(body))
+        fault = self._faults.pick(raw, all_text(body), self.mode)
         if self._sem is not None:
             async with self._sem:
                 return await self._serve(request, body, fault)
@@ -380,7 +254,7 @@ class FakeOpenAIServer:
         finally:
             self.inflight -= 1
 
-    async def _scripted(self, body: dict) -> Reply:
+    async def scripted(self, body: dict) -> Reply:
         """The reply function's answer (run in a worker thread: it may block), as a ``Reply``."""
         try:
             out = await asyncio.get_running_loop().run_in_executor(self._pool, self.reply, body)
@@ -392,84 +266,15 @@ class FakeOpenAIServer:
         if out.raw is not None:
             return web.Response(body=out.raw, status=out.status, headers=out.headers, content_type="application/json")
         if out.status != 200:
-            return web.json_response({"error": {"message": out.text or "scripted error"}}, status=out.status,
-                                     headers=out.headers)
+            return web.json_response(
+                {"error": {"message": out.text or "scripted error"}}, status=out.status, headers=out.headers
+            )
         self.served += 1
         return web.json_response(completion(body, out.text or "", out.finish_reason), headers=out.headers)
 
     async def _respond(self, request: web.Request, body: dict, fault) -> web.StreamResponse:
-        if isinstance(fault, tuple):
-            status, raw = fault
-            return web.Response(body=raw, status=status, content_type="application/json")
-        if fault == "429":
-            return web.json_response(
-                {"error": {"message": "Rate limit reached", "type": "rate_limit"}},
-                status=429,
-                headers={"Retry-After": self.retry_after},
-            )
-        if fault in ("500", "503"):
-            return web.json_response({"error": {"message": "internal error"}}, status=int(fault))
-        if fault == "hang":
-            await asyncio.sleep(3600)
-        if fault == "drop":
-            request.transport.close()
-            raise asyncio.CancelledError()
-        if fault == "malformed_json":
-            return web.Response(body=b'{"choices": [{"message": {"content": "<score>4</sc', content_type="application/json")
-        if fault == "echo_headers":  # a leaky proxy that reflects the request headers in its error
-            return web.json_response({"error": {"message": f"bad request, headers: {dict(request.headers)}"}}, status=400)
-        if fault == "no_choices":
-            return web.json_response({"choices": []})
-        if fault in _STATUS_FAULTS:
-            return web.json_response({"error": {"message": _STATUS_FAULTS[fault]}}, status=int(fault))
-        if fault == "empty":
-            self.served += 1
-            return web.json_response(completion(body, ""))
-        if fault and fault.split(":")[0] in ("big", "big_chunked", "big_error"):
-            kind, size = fault.split(":")[0], int(float(fault.split(":")[1]))
-            if kind == "big_error":
-                return web.Response(body=b"e" * size, status=503, content_type="text/plain")
-            pad = "x" * max(0, size - 300)
-            raw = json.dumps(completion(body, f"<think>{pad}</think><score>4</score>")).encode()
-            if kind == "big":
-                return web.Response(body=raw, content_type="application/json")
-            resp = web.StreamResponse(headers={"Content-Type": "application/json"})
-            resp.enable_chunked_encoding()
-            await resp.prepare(request)
-            for i in range(0, len(raw), 8192):
-                await resp.write(raw[i : i + 8192])
-            await resp.write_eof()
-            return resp
-        if fault == "endless":
-            resp = web.StreamResponse(headers={"Content-Type": "application/json"})
-            resp.enable_chunked_encoding()
-            await resp.prepare(request)
-            chunk = b'{"choices": [{"message": {"content": "' + b"x" * 65536
-            try:
-                while True:  # until the client closes the connection
-                    await resp.write(chunk)
-                    self.endless_bytes += len(chunk)
-                    chunk = b"x" * 65536
-            except (ConnectionError, RuntimeError):
-                pass
-            return resp
-        if fault == "truncated_body":
-            resp = web.StreamResponse(headers={"Content-Type": "application/json", "Content-Length": "4096"})
-            await resp.prepare(request)
-            await resp.write(b'{"choices": [{"message": {"content": "<think>')
-            request.transport.close()
-            return resp
-        if fault == "truncated":
-            text = (await self._scripted(body)).text or ""
-            cut = text[: max(1, text.find("<score>") + 8)] if "<score>" in text else text[: len(text) // 2]
-            self.served += 1
-            return web.json_response(completion(body, cut, "length"))
-        if fault == "echo":
-            cand = candidate_of(next((m["content"] for m in reversed(body["messages"]) if m["role"] == "user"), "")) or ""
-            text = f"<think>The candidate wrote: {cand}</think>Quoting it again: {cand}\n<score>1</score>"
-            self.served += 1
-            return web.json_response(completion(body, text))
-        return self._answer(body, await self._scripted(body))
+        response = await fault_response(self, request, body, fault)
+        return self._answer(body, await self.scripted(body)) if response is None else response
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -478,10 +283,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int, default=0, help="0 (default) picks a free port")
     ap.add_argument("--latency", type=float, default=0.0, help="seconds per request (service time)")
     ap.add_argument("--capacity", type=int, default=None, help="requests served at once (others queue)")
-    ap.add_argument("--mode", default=None, metavar="FAULT",
-                    help="fault applied to every request (" + ", ".join(FAULTS) + "; latency/big*: KIND:N)")
-    ap.add_argument("--replies", default=None, metavar="FILE",
-                    help='replies file {"<model>": {"<marker>": "<reply>"}} (default: the built-in grader)')
+    ap.add_argument(
+        "--mode",
+        default=None,
+        metavar="FAULT",
+        help="fault applied to every request (" + ", ".join(FAULTS) + "; latency/big*: KIND:N)",
+    )
+    ap.add_argument(
+        "--replies",
+        default=None,
+        metavar="FILE",
+        help='replies file {"<model>": {"<marker>": "<reply>"}} (default: the built-in grader)',
+    )
     ap.add_argument("--default", default="", metavar="TEXT", help="--replies: the reply when no marker matches")
     args = ap.parse_args(argv)
     reply = None
@@ -491,8 +304,9 @@ def main(argv: list[str] | None = None) -> int:
                 reply = table_reply(json.load(f), args.default)
         except (OSError, ValueError) as e:
             ap.error(f"--replies {args.replies}: {e}")
-    FakeOpenAIServer(reply, host=args.host, port=args.port, latency=args.latency, capacity=args.capacity,
-                     mode=args.mode).serve_forever()
+    FakeOpenAIServer(
+        reply, host=args.host, port=args.port, latency=args.latency, capacity=args.capacity, mode=args.mode
+    ).serve_forever()
     return 0
 
 

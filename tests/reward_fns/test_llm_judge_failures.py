@@ -1,34 +1,30 @@
-"""Judge failures that cannot be gamed, the SDK's exceptions mapped to a fallback or a stop, configuration
-errors that stop a run, bounded reply bodies, and secrets kept out of error texts.
+"""The LLM-judge reward when its judge fails: no failure the policy can cause pays more than a verdict of 0,
+transport failures get the fallback, configuration errors stop the run (with no piece of the key in the message),
+and under injected faults every sample of a batch gets a score with the right flags, and nothing hangs.
 
-Everything runs against the fake server ``scripts.serve.fake_openai`` on 127.0.0.1 (no network).
+Everything runs against the fake server ``scripts.serve.fake_openai`` on 127.0.0.1 (no network). Short per-attempt
+timeouts (reward kwargs) and a test server whose 429/5xx replies ask for a retry after 10 ms (``retry-after-ms``,
+honoured by the openai SDK) keep the whole file to seconds; timeouts and dropped connections wait for the SDK's own
+backoff (0.5 s, then 1 s, less up to 25% jitter). Each fault-suite test asserts a wall-time bound.
 """
 
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import json
-import logging
+import socket
+import threading
 import time
 
-import httpx
-import openai
 import pytest
 
 from reward_fns import llm_judge
-from reward_fns.judge_client import (
-    OUTCOMES,
-    JudgeClient,
-    JudgeConfigError,
-    JudgeError,
-    ReplyRefused,
-    chat_completions_url,
-    outcome,
-    scrub_secrets,
-)
+from reward_fns.judge_client import chat_completions_url
+from reward_fns.judge_errors import JudgeConfigError
 from reward_fns.llm_judge import KEYS, compute_score
-from reward_fns.parse import parse_score
 from scripts.serve.fake_openai import FakeOpenAIServer
+from tests.reward_fns.test_judge_errors import KEY, KEY_VAR, WITHHELD
 
 INFO = {"question": "What is 6 * 12?", "answer": "6 * 12 = 72\n#### 72"}
 FAST = dict(timeout=0.3, max_retries=1, max_response_bytes=2048, canary_every=0)
@@ -145,7 +141,6 @@ def test_no_endpoint_fallback(mode, answer, fallback, expected):
 
 
 # ----------------------------------------------------------------------------- configuration errors stop the run
-KEY_VAR = "VERL_JUDGE_TEST_CONFIG_KEY"
 SERVER_KEY = "sk-" + "test-server-side-key-0000"  # fake
 
 
@@ -170,8 +165,8 @@ def _config_case(name):
             "sk-wrong-0000",
             "/v1",
             401,
-            f"the API key was rejected or is missing: check the environment variable '{KEY_VAR}' (api_key_env, set), and "
-            "that it is exported to the reward workers",
+            f"the API key was rejected or is missing: check the environment variable '{KEY_VAR}' (api_key_env, set), "
+            "and that it is exported to the reward workers",
             '{"error": {"message": "invalid api key"}}',
             20,
         ),
@@ -181,8 +176,8 @@ def _config_case(name):
             "sk-some-0000",
             "/v1",
             403,
-            f"the key may not use this model or endpoint: check the environment variable '{KEY_VAR}' (api_key_env, set), "
-            "`model` ('judge') and base_url",
+            f"the key may not use this model or endpoint: check the environment variable '{KEY_VAR}' "
+            "(api_key_env, set), `model` ('judge') and base_url",
             '{"error": {"message": "forbidden"}}',
             20,
         ),
@@ -192,9 +187,9 @@ def _config_case(name):
             None,
             "/v1",
             404,
-            "the model 'judge' is not served at this URL, or rejects a request field (the server's message says which): "
-            "check `model` (for a judge served by verl's reward loop, the served name is the reward model's local path) "
-            "and extra_body",
+            "the model 'judge' is not served at this URL, or rejects a request field (the server's message says "
+            "which): check `model` (for a judge served by verl's reward loop, the served name is the reward model's "
+            "local path) and extra_body",
             '{"error": {"message": "The model `judge` does not exist.", "code": 404}}',
             20,
         ),
@@ -252,187 +247,24 @@ def test_config_error_stops_a_gathered_batch():
             asyncio.run(main())
 
 
-# ----------------------------------------------------------------------------- the SDK's exceptions -> outcome
-REQUEST = httpx.Request("POST", "http://judge/v1/chat/completions")
-
-
-def _status(cls, status, body=b'{"error": {"message": "x"}}'):
-    return cls("x", response=httpx.Response(status, request=REQUEST, content=body), body=None)
-
-
-def _connection(cause):
-    error = openai.APIConnectionError(request=REQUEST)
-    error.__cause__ = cause  # as the SDK raises it: `raise APIConnectionError(...) from err`
-    return error
-
-
-X = '{"error": {"message": "x"}}'
-# (what the SDK raises after its retries, the JudgeError it becomes, the outcome)
-SDK_ERRORS = [
-    (openai.APITimeoutError(request=REQUEST), JudgeError("timeout", "no reply within timeout=5.0s"), "fallback"),
-    (
-        _connection(httpx.ConnectError("All connection attempts failed")),
-        JudgeError("connection", "ConnectError: All connection attempts failed"),
-        "fallback",
-    ),
-    (_connection(ReplyRefused("too_large", "over")), JudgeError("too_large", "over", 200), "fallback"),
-    (
-        _connection(ReplyRefused("bad_response", "reply has no choices")),
-        JudgeError("bad_response", "reply has no choices", 200),
-        "fallback",
-    ),
-    (_status(openai.RateLimitError, 429), JudgeError("rate_limited", X, 429), "fallback"),
-    (_status(openai.InternalServerError, 500), JudgeError("server_error", X, 500), "fallback"),
-    (
-        _status(openai.InternalServerError, 503, b"model not found"),
-        JudgeError("server_error", "model not found", 503),
-        "fallback",
-    ),
-    (_status(openai.APIStatusError, 408), JudgeError("server_error", X, 408), "fallback"),
-    (_status(openai.ConflictError, 409), JudgeError("server_error", X, 409), "fallback"),
-    (_status(openai.AuthenticationError, 401), JudgeError("config", X, 401), "stop"),
-    (_status(openai.PermissionDeniedError, 403), JudgeError("config", X, 403), "stop"),
-    (_status(openai.NotFoundError, 404), JudgeError("config", X, 404), "stop"),
-    (_status(openai.APIStatusError, 405), JudgeError("config", X, 405), "stop"),
-    (
-        _status(openai.BadRequestError, 400, b'{"error": {"code": "model_not_found"}}'),
-        JudgeError("config", '{"error": {"code": "model_not_found"}}', 400),
-        "stop",
-    ),
-    (
-        _status(openai.UnprocessableEntityError, 422, b"The model `judge` does not exist."),
-        JudgeError("config", "The model `judge` does not exist.", 422),
-        "stop",
-    ),
-    (
-        _status(openai.BadRequestError, 400, b"Unknown model: judge"),
-        JudgeError("config", "Unknown model: judge", 400),
-        "stop",
-    ),
-    (
-        _status(openai.BadRequestError, 400, b"This model's maximum context length is 4096 tokens"),
-        JudgeError("client_error", "This model's maximum context length is 4096 tokens", 400),
-        "refused",
-    ),
-    (
-        _status(openai.BadRequestError, 400, b"content filtered"),
-        JudgeError("client_error", "content filtered", 400),
-        "refused",
-    ),
-    (_status(openai.APIStatusError, 413), JudgeError("client_error", X, 413), "refused"),
-    (_status(openai.UnprocessableEntityError, 422), JudgeError("client_error", X, 422), "refused"),
-    (ValueError("boom"), JudgeError("unexpected", "ValueError: boom"), "refused"),
-]
-
-
-@pytest.mark.parametrize(
-    "exc,error,expected", SDK_ERRORS, ids=[f"{type(e).__name__}-{i}" for i, (e, _, _) in enumerate(SDK_ERRORS)]
-)
-def test_sdk_exception_mapping(exc, error, expected):
-    client = JudgeClient("http://judge/v1", "judge", timeout=5.0)
-    assert client.error_from(exc) == error
-    assert outcome(error) == OUTCOMES[error.kind] == expected
-    assert (client.config_error(error) is None) is (expected != "stop")
-
-
-def test_outcomes():
-    assert outcome(None) == "ok"
-    assert {k for k, v in OUTCOMES.items() if v == "fallback"} == {
-        "timeout",
-        "connection",
-        "rate_limited",
-        "server_error",
-        "bad_response",
-        "too_large",
-    }
-    assert {k for k, v in OUTCOMES.items() if v == "stop"} == {"config"}
-    assert {k for k, v in OUTCOMES.items() if v == "refused"} == {"client_error", "unexpected"}
-
-
-OK = '{"error": {"message": "%s"}}'
-# the same, end to end: test-server fault -> (kind, status, message, attempts) with max_retries=1
-FAULT_ERRORS = [
-    ("hang", ("timeout", None, "no reply within timeout=0.3s", 2)),
-    ("drop", ("connection", None, "RemoteProtocolError: Server disconnected without sending a response.", 2)),
-    ("429", ("rate_limited", 429, '{"error": {"message": "Rate limit reached", "type": "rate_limit"}}', 2)),
-    ("500", ("server_error", 500, OK % "internal error", 2)),
-    ("503", ("server_error", 503, OK % "internal error", 2)),
-    ("malformed_json", ("bad_response", 200, "malformed JSON (JSONDecodeError, 50 bytes)", 2)),
-    ("no_choices", ("bad_response", 200, "reply has no choices", 2)),
-    ("big:5000", ("too_large", 200, "reply body over max_response_bytes=2048 (reading stopped)", 2)),
-    ("401", ("config", 401, OK % "invalid api key", 1)),
-    ("403", ("config", 403, OK % "forbidden", 1)),
-    ("404", ("config", 404, OK % "not found", 1)),
-    ("400", ("client_error", 400, OK % "bad request", 1)),
-    ("413", ("client_error", 413, OK % "request too large", 1)),
-    ("422", ("client_error", 422, OK % "unprocessable request", 1)),
-]
-
-
-@pytest.mark.parametrize("fault,expected", FAULT_ERRORS, ids=[f for f, _ in FAULT_ERRORS])
-def test_fault_to_error(fault, expected):
-    with FakeOpenAIServer(**QUICK) as srv:
-        client = JudgeClient(srv.base_url, "judge", timeout=0.3, max_retries=1, max_response_bytes=2048, cache_size=0)
-        (res,) = client.run_batch([[{"role": "user", "content": f"FAULT:{fault}"}]])
-    assert (res.error.kind, res.error.status, res.error.message, res.attempts) == expected
-    assert res.text is None and client.stats["requests"] == expected[3]
+def test_config_error_message_holds_no_piece_of_the_key(monkeypatch):
+    """A 401 whose body echoes the key's head, at a URL that carries the key: neither is quoted."""
+    monkeypatch.setenv(KEY_VAR, KEY)
+    with FakeOpenAIServer() as srv:
+        srv.push((401, json.dumps({"error": {"message": f"Incorrect API key provided: {KEY[:20]}****"}}).encode()))
+        base = f"{srv.base_url}/chat/completions?api-key={KEY}"
+        (out,) = run_all(base, ["#### 72"], api_key_env=KEY_VAR)
+    url = chat_completions_url(base)
+    assert KEY in url and srv.requests[0].headers["Authorization"] == f"Bearer {KEY}"
+    assert isinstance(out, JudgeConfigError)
+    assert str(out) == (
+        f"judge configuration error: POST {url.replace(KEY, '***')} answered HTTP 401. Likely fix: "
+        f"the API key was rejected or is missing: check the environment variable '{KEY_VAR}' (api_key_env, set), and "
+        f"that it is exported to the reward workers. Server said: {WITHHELD}"
+    )
 
 
 # ----------------------------------------------------------------------------- bounded reply bodies
-CAP = 4096
-# (fault, max_response_bytes, expected (kind, status, message) or the verdict of a good reply, attempts)
-BODY_TABLE = [
-    ("big:3000", CAP, 4, 1),
-    ("big:10000", CAP, ("too_large", 200, f"reply body over max_response_bytes={CAP} (reading stopped)"), 2),
-    ("big_chunked:10000", CAP, ("too_large", 200, f"reply body over max_response_bytes={CAP} (reading stopped)"), 2),
-    ("endless", CAP, ("too_large", 200, f"reply body over max_response_bytes={CAP} (reading stopped)"), 2),
-    ("big:10000x1", CAP, 1, 2),  # over-size is retried like a transport error (then the usual reply: 1)
-    ("big:10000", 1 << 20, 4, 1),
-    ("big_chunked:10000", 1 << 20, 4, 1),
-    ("big_error:10000", CAP, ("server_error", 503, "e" * 300), 2),  # an error body is cut at the cap
-]
-
-
-@pytest.mark.parametrize("fault,cap,expected,attempts", BODY_TABLE, ids=[f"{f}-{c}" for f, c, _, _ in BODY_TABLE])
-def test_reply_body_is_capped(fault, cap, expected, attempts):
-    with FakeOpenAIServer(**QUICK) as srv:
-        client = JudgeClient(srv.base_url, "judge", timeout=5.0, max_retries=1, max_response_bytes=cap, cache_size=0)
-
-        async def main():
-            try:
-                return await client.complete([{"role": "user", "content": f"FAULT:{fault}"}])
-            finally:
-                await client.aclose()
-
-        t0 = time.monotonic()
-        res = asyncio.run(main())
-        wall = time.monotonic() - t0
-    assert res.attempts == attempts
-    if isinstance(expected, int):
-        assert res.ok and parse_score(res.text).value == expected
-    else:
-        assert (res.error.kind, res.error.status, res.error.message) == expected
-        assert res.text is None
-    assert wall < 2.5, wall  # an endless body is not read until the 5 s timeout
-
-
-def test_oversize_reply_closes_its_connection():
-    """Reading stops at the cap and that connection is dropped; a reply within the cap keeps its connection."""
-    with FakeOpenAIServer() as srv:
-        client = JudgeClient(srv.base_url, "judge", max_retries=1, max_response_bytes=CAP, cache_size=0)
-
-        async def main():
-            return [
-                await client.complete([{"role": "user", "content": f"FAULT:{f}"}])
-                for f in ("big_chunked:10000x1", "big:3000")
-            ]
-
-        results = asyncio.run(main())
-        peers = [r.peer for r in srv.requests]
-    assert [(r.ok, r.attempts) for r in results] == [(True, 2), (True, 1)]
-    assert peers[0] != peers[1] == peers[2]  # over-size: closed, the retry opened another, then kept for the next
-
-
 # (response, expected flags): an over-size reply is a transport failure for the reward
 OVERSIZE_REWARD = [
     (
@@ -461,105 +293,171 @@ def test_oversize_reply_is_a_transport_failure(response, expected):
     assert {k: out[k] for k in expected} == expected
 
 
-# ----------------------------------------------------------------------------- secrets in error texts
-KEY = "sk-" + "test-SECRET123456-abcdefghij"  # fake, assembled so secret scanners do not flag it
-
-# (text, scrubbed, found): any piece of the key of 8+ characters, in any case, becomes ***
-SCRUB_TABLE = [
-    (f"bad key {KEY[:20]}****", "bad key *******", True),  # a server echoing the key's first 20 characters
-    (KEY, "***", True),
-    (f"x{KEY[3:15]}y", "x***y", True),  # a middle piece
-    (f"[{KEY[-9:]}]", "[***]", True),  # a suffix
-    (KEY.upper(), "***", True),
-    (f"{KEY[:10]} and {KEY[12:22]}", "*** and ***", True),
-    (f"{KEY[:8]}", "***", True),  # 8 characters: a piece
-    (f"{KEY[:7]}", KEY[:7], False),  # 7: not a piece
-    (f"{KEY[9:16]}!", f"{KEY[9:16]}!", False),
-    ("no secret here", "no secret here", False),
-    ("", "", False),
-]
+# ----------------------------------------------------------------------------- fault suite: a score for every sample
+RETRYING = dict(timeout=0.5, max_retries=2, canary_every=0)
 
 
-@pytest.mark.parametrize("text,scrubbed,found", SCRUB_TABLE, ids=range(len(SCRUB_TABLE)))
-def test_scrub_secrets(text, scrubbed, found):
-    assert scrub_secrets(text, [KEY]) == (scrubbed, found)
-
-
-def test_scrub_secrets_short_secret_and_several():
-    assert scrub_secrets("a abc123 b", ["abc123"]) == ("a *** b", True)  # shorter than 8: the whole secret
-    assert scrub_secrets("a abc12 b", ["abc123"]) == ("a abc12 b", False)
-    assert scrub_secrets("h-value-1234 k-value-5678", ["h-value-1234", "k-value-5678"]) == ("*** ***", True)
-
-
-WITHHELD = "(reply text withheld: it contains part of a secret)"
-# (status, body the server sends, expected (kind, message)) with max_retries=0
-ECHO_TABLE = [
-    (
-        400,
-        json.dumps({"error": {"message": f"Incorrect API key provided: {KEY[:20]}****"}}),
-        ("client_error", WITHHELD),
-    ),
-    (500, f"upstream rejected ...{KEY[10:22]}...", ("server_error", WITHHELD)),
-    (429, f"slow down {KEY.upper()}", ("rate_limited", WITHHELD)),
-    (200, json.dumps({"error": {"message": f"key {KEY[-12:]} revoked"}}), ("bad_response", WITHHELD)),
-    (
-        400,
-        json.dumps({"error": {"message": f"Incorrect API key provided: {KEY[:7]}****"}}),
-        ("client_error", '{"error": {"message": "Incorrect API key provided: ' + KEY[:7] + '****"}}'),
-    ),
-    (200, json.dumps({"error": {"message": "overloaded"}}), ("bad_response", "reply has no choices: overloaded")),
-]
-
-
-@pytest.mark.parametrize("status,body,expected", ECHO_TABLE, ids=range(len(ECHO_TABLE)))
-def test_no_piece_of_the_key_is_echoed(status, body, expected, monkeypatch, caplog):
-    monkeypatch.setenv(KEY_VAR, KEY)
-    caplog.set_level(logging.DEBUG)
-    with FakeOpenAIServer() as srv:
-        client = JudgeClient(srv.base_url, "judge", api_key_env=KEY_VAR, max_retries=0, cache_size=0)
-        srv.push((status, body.encode()))
-
-        async def main():
-            try:
-                return await client.complete([{"role": "user", "content": "hi"}])
-            finally:
-                await client.aclose()
-
-        res = asyncio.run(main())
-        assert srv.requests[0].headers["Authorization"] == f"Bearer {KEY}"
-    assert (res.error.kind, res.error.message) == expected
-    for text in (str(res.error), repr(res), repr(client), caplog.text):
-        assert scrub_secrets(text, [KEY])[1] is False, text
-
-
-def test_config_error_message_holds_no_piece_of_the_key(monkeypatch):
-    """A 401 whose body echoes the key's head, at a URL that carries the key: neither is quoted."""
-    monkeypatch.setenv(KEY_VAR, KEY)
-    with FakeOpenAIServer() as srv:
-        srv.push((401, json.dumps({"error": {"message": f"Incorrect API key provided: {KEY[:20]}****"}}).encode()))
-        base = f"{srv.base_url}/chat/completions?api-key={KEY}"
-        (out,) = run_all(base, ["#### 72"], api_key_env=KEY_VAR)
-    url = chat_completions_url(base)
-    assert KEY in url and srv.requests[0].headers["Authorization"] == f"Bearer {KEY}"
-    assert isinstance(out, JudgeConfigError)
-    assert str(out) == (
-        f"judge configuration error: POST {url.replace(KEY, '***')} answered HTTP 401. Likely fix: "
-        f"the API key was rejected or is missing: check the environment variable '{KEY_VAR}' (api_key_env, set), and "
-        f"that it is exported to the reward workers. Server said: {WITHHELD}"
-    )
-
-
-def test_deeply_nested_reply_is_a_transport_failure():
-    """B1: a 2xx body nested past Python's JSON recursion limit is a malformed reply: retried, then the fallback."""
-    from scripts.serve.fake_openai import Reply
-
-    deep = b"[" * 50_000 + b"]" * 50_000
-    with FakeOpenAIServer(reply=lambda body: Reply(raw=deep)) as srv:
-        client = JudgeClient(
-            srv.base_url, "judge", timeout=5.0, max_retries=1, max_response_bytes=1 << 20, cache_size=0
+def run_batch(base_url, responses, **kw):
+    async def main():
+        return await asyncio.gather(
+            *(
+                compute_score("openai/gsm8k", r, "72", INFO, base_url=base_url, model="judge", **{**RETRYING, **kw})
+                for r in responses
+            )
         )
-        result = asyncio.run(client.complete([{"role": "user", "content": "hi"}]))
-    assert (result.error.kind, result.error.status, result.attempts) == ("bad_response", 200, 2)
-    assert (
-        result.error.message == "malformed JSON (RecursionError, 100000 bytes)" and outcome(result.error) == "fallback"
-    )
+
+    t0 = time.monotonic()
+    outs = asyncio.run(main())
+    return outs, time.monotonic() - t0
+
+
+def flags(out):
+    return (out["score"], out["judge_score"], out["judge_error"], out["judge_parse_fail"], out["judge_attempts"])
+
+
+# response -> (score, judge_score, judge_error, judge_parse_fail, attempts); "#### 72" is right (rule 1).
+# Transport failures get the fallback (the rule reward); a reply without a verdict earns what a real 0
+# earns (0.0 in judge mode), right answer or not.
+FAULT_TABLE = {
+    "#### 72": (1.0, 4.0, 0.0, 0.0, 1.0),
+    "#### 71": (0.25, 1.0, 0.0, 0.0, 1.0),
+    "FAULT:latency:0.2\n#### 72": (1.0, 4.0, 0.0, 0.0, 1.0),  # slow but inside the 0.5 s timeout
+    "FAULT:latency:0.8\n#### 72": (1.0, -1.0, 1.0, 0.0, 3.0),  # every attempt times out
+    "FAULT:hang\n#### 71": (0.0, -1.0, 1.0, 0.0, 3.0),
+    "FAULT:429\n#### 72": (1.0, -1.0, 1.0, 0.0, 3.0),
+    "FAULT:429x2\n#### 72": (1.0, 4.0, 0.0, 0.0, 3.0),
+    "FAULT:500\n#### 72": (1.0, -1.0, 1.0, 0.0, 3.0),
+    "FAULT:500x1\n#### 71": (0.25, 1.0, 0.0, 0.0, 2.0),
+    "FAULT:503x2\n#### 72": (1.0, 4.0, 0.0, 0.0, 3.0),
+    "FAULT:malformed_json\n#### 72": (1.0, -1.0, 1.0, 0.0, 3.0),
+    "FAULT:malformed_jsonx1\n#### 71": (0.25, 1.0, 0.0, 0.0, 2.0),
+    "FAULT:no_choices\n#### 72": (1.0, -1.0, 1.0, 0.0, 3.0),
+    "FAULT:truncated\n#### 72": (0.0, -1.0, 0.0, 1.0, 1.0),  # a reply, cut mid-verdict: parse failure
+    "FAULT:truncated\n#### 71": (0.0, -1.0, 0.0, 1.0, 1.0),
+    "FAULT:truncated_body\n#### 72": (1.0, -1.0, 1.0, 0.0, 3.0),  # body shorter than Content-Length
+    "FAULT:truncated_bodyx1\n#### 72": (1.0, 4.0, 0.0, 0.0, 2.0),
+    "FAULT:drop\n#### 72": (1.0, -1.0, 1.0, 0.0, 3.0),  # connection closed without a reply
+    "FAULT:dropx2\n#### 71": (0.25, 1.0, 0.0, 0.0, 3.0),
+    "#### 72 JUDGE_SAYS:junk": (0.0, -1.0, 0.0, 1.0, 1.0),
+    "FAULT:empty\n#### 72": (0.0, -1.0, 0.0, 1.0, 1.0),
+    "FAULT:big:2000000\n#### 72": (1.0, -1.0, 1.0, 0.0, 3.0),  # over the default 1 MiB body cap: transport
+}
+
+
+def test_mixed_fault_batch():
+    """One batch, every fault at once: exact flags per sample, bounded wall time."""
+    responses = list(FAULT_TABLE) * 2  # duplicates share one request (or its retries)
+    with FakeOpenAIServer(**QUICK) as srv:
+        outs, wall = run_batch(srv.base_url, responses)
+    n = len(FAULT_TABLE)
+    assert {r: flags(o) for r, o in zip(responses[:n], outs[:n])} == FAULT_TABLE
+    # the second copy of each sample rode on the first one's request: same verdict, no attempts of its own
+    assert {r: flags(o) for r, o in zip(responses[n:], outs[n:])} == {r: f[:4] + (0.0,) for r, f in FAULT_TABLE.items()}
+    assert [o["judge_cached"] for o in outs] == [0.0] * n + [1.0] * n
+    # every judge_error here is a transport failure: each one, and only those, got the fallback
+    assert [o["judge_fallback"] for o in outs] == [o["judge_error"] for o in outs]
+    assert sum(o["judge_fallback"] for o in outs) == 2 * 9
+    # the slowest samples: 3 timed-out attempts of 0.5 s + the SDK's two backoff sleeps (at most 0.5 + 1 s)
+    assert wall < 4.0, wall
+    for o in outs:
+        assert list(o)[0] == "score" and all(type(v) is float for v in o.values())
+
+
+# (server options, fault, least and most seconds between the failed attempt and its retry): the SDK
+# waits what the server says -- retry-after-ms before Retry-After, seconds or an HTTP date, for 429 and 5xx
+RETRY_AFTER = [
+    (dict(retry_after="1"), "429x1", 1.0, 1.4),
+    (dict(retry_after="0.3"), "429x1", 0.3, 0.7),
+    (dict(retry_after="5", retry_after_ms="200"), "429x1", 0.2, 0.6),
+    (dict(retry_after_ms="400"), "500x1", 0.4, 0.8),
+    (dict(retry_after_ms="300"), "503x1", 0.3, 0.7),
+    (dict(retry_after="HTTP-DATE+2"), "429x1", 0.9, 2.4),  # whole seconds: 1 to 2 s from now
+]
+
+
+@pytest.mark.parametrize("server_kw,fault,least,most", RETRY_AFTER, ids=range(len(RETRY_AFTER)))
+def test_retry_after_is_honoured(server_kw, fault, least, most):
+    if server_kw.get("retry_after") == "HTTP-DATE+2":
+        server_kw = {**server_kw, "retry_after": email.utils.formatdate(time.time() + 2, usegmt=True)}
+    with FakeOpenAIServer(**server_kw) as srv:
+        outs, wall = run_batch(srv.base_url, [f"FAULT:{fault}\n#### 72"], timeout=2.0)
+        t = [r.t for r in srv.requests]
+    assert flags(outs[0]) == (1.0, 4.0, 0.0, 0.0, 2.0)
+    assert least <= t[1] - t[0] <= most, t
+    assert wall < most + 0.5
+
+
+def _free_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_connection_refused():
+    outs, wall = run_batch(f"http://127.0.0.1:{_free_port()}/v1", ["#### 72", "#### 71"] * 8, cache_size=0)
+    assert [flags(o) for o in outs[:2]] == [(1.0, -1.0, 1.0, 0.0, 3.0), (0.0, -1.0, 1.0, 0.0, 3.0)]
+    assert {flags(o) for o in outs} == {(1.0, -1.0, 1.0, 0.0, 3.0), (0.0, -1.0, 1.0, 0.0, 3.0)}
+    assert wall < 2.5, wall  # three refused attempts and the SDK's two backoff sleeps (at most 0.5 + 1 s)
+
+
+def test_server_stopped_mid_batch():
+    """The server dies while requests are in flight and queued: all samples still finish."""
+    responses = [f"step {i}\n#### {72 if i % 2 == 0 else 70 + i}" for i in range(32)]
+    with FakeOpenAIServer(latency=0.3, capacity=8) as srv:
+
+        def stop_in_the_second_wave():
+            end = time.monotonic() + 10
+            while srv.served < 8 and time.monotonic() < end:
+                time.sleep(0.01)
+            time.sleep(0.1)  # the first wave's replies are delivered, the second wave is being served
+            srv.stop()
+
+        stopper = threading.Thread(target=stop_in_the_second_wave)
+        stopper.start()
+        outs, wall = run_batch(srv.base_url, responses, cache_size=0)
+        stopper.join()
+        served = srv.served
+    assert 8 <= served < 32  # the first wave was answered, the rest was not
+    ok = [o for o in outs if o["judge_error"] == 0.0]
+    failed = [o for o in outs if o["judge_error"] == 1.0]
+    assert len(ok) == served and len(ok) + len(failed) == 32
+    for i, o in enumerate(outs):
+        rule = 1.0 if i % 2 == 0 else 0.0
+        assert o["rule_score"] == rule
+        if o["judge_error"]:
+            assert (o["score"], o["judge_score"]) == (rule, -1.0)  # fallback = rule reward
+        else:
+            assert (o["score"], o["judge_score"]) == ((1.0, 4.0) if rule else (0.25, 1.0))
+    assert wall < 3.0, wall
+
+
+def test_deadline_bounds_a_call_end_to_end():
+    """deadline caps one sample (queueing + attempts + sleeps) whatever timeout/max_retries say."""
+    with FakeOpenAIServer() as srv:
+        outs, wall = run_batch(srv.base_url, ["FAULT:hang\n#### 72"], timeout=30.0, max_retries=10, deadline=0.6)
+    assert flags(outs[0]) == (1.0, -1.0, 1.0, 0.0, 1.0)
+    assert 0.55 <= wall < 1.2, wall
+
+
+def test_deadline_counts_queueing():
+    """With one slot and a slow server, queued samples give up at the deadline instead of waiting."""
+    with FakeOpenAIServer(latency=0.4) as srv:
+        outs, wall = run_batch(
+            srv.base_url, [f"#### 7{i}" for i in range(6)], max_concurrency=1, timeout=2.0, deadline=1.0, cache_size=0
+        )
+    errors = [o["judge_error"] for o in outs]
+    assert errors[0] == 0.0 and sum(errors) >= 3  # 0.4 s each, one at a time: at most 2 fit in 1 s
+    assert wall < 2.0, wall
+
+
+def test_all_failing_server_many_samples_is_fast():
+    """256 samples against a server that always 500s: all fall back, no pile-up."""
+    with FakeOpenAIServer(mode="500", **QUICK) as srv:
+        # a generous per-call timeout: on a loaded 2-core machine 256 concurrent calls may wait > 0.5 s to be read
+        outs, wall = run_batch(srv.base_url, [f"#### {i}" for i in range(256)], cache_size=0, timeout=5.0)
+        n = len(srv.requests)
+    assert n == 3 * 256 and sum(o["judge_attempts"] for o in outs) == 3 * 256
+    assert sum(o["judge_error"] for o in outs) == 256
+    assert wall < 10.0, wall

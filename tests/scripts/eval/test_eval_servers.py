@@ -13,7 +13,8 @@ import pytest
 import scripts
 from scripts.eval import gsm8k as eval_gsm8k
 from scripts.eval import judge as eval_judge
-from scripts.serve.fake_openai import FakeOpenAIServer, all_text
+from scripts.serve.fake_openai import FakeOpenAIServer
+from scripts.serve.fake_replies import all_text
 from tests.fixtures.eval.make_fixtures import gsm8k_row, pairwise_rows, write_parquet
 
 ROOT = scripts.ROOT

@@ -185,11 +185,13 @@ def test_job_notes_for_paths_and_checkpoints_the_job_cannot_upload(fx, model_pat
     out = f"{ROOT}/outputs/verl-judge/gsm8k_rule"
     assert (p.knobs["TRAIN_FILES"], p.knobs["VAL_FILES"]) == (f"{ROOT}/data/t.parquet", "tests/fixtures/v.parquet")
     assert [n for n in p.notes if "not uploaded" in n] == [
-        "Ray job: not uploaded with the repo (runtime_env excludes / .gitignore), so the job opens these where they are; "
+        "Ray job: not uploaded with the repo (runtime_env excludes / .gitignore), "
+        "so the job opens these where they are; "
         f"every node must see them (one host, or shared storage): {ROOT}/data/t.parquet, {out}"
     ]
     assert [n for n in p.notes if "checkpoints go to" in n] == [
-        "Ray job: checkpoints go to checkpoints/verl-judge/gsm8k_rule inside the job's temporary working_dir on the node "
+        "Ray job: checkpoints go to checkpoints/verl-judge/gsm8k_rule inside the job's temporary working_dir "
+        "on the node "
         "running verl's TaskRunner: set trainer.default_local_dir=<shared storage> to keep them"
     ]
     p = plan("gsm8k_rule", env, "trainer.default_local_dir=/shared/ckpt")
@@ -231,7 +233,8 @@ open(metrics, "a").write(json.dumps({"step": 1, "data": {"critic/score/mean": 0.
 ray.shutdown()
 sys.exit(3)
 """
-# plan() of a recipe, its trainer command swapped for a stand-in (argv[1]: the stand-in's command, as JSON), then execute()
+# plan() of a recipe, its trainer command swapped for a stand-in (argv[1]: the stand-in's command, as JSON),
+# then execute()
 DRIVER = r"""
 import json, os, sys
 from scripts.launch import launcher as launch
@@ -577,10 +580,11 @@ def test_mask_urls_and_escaped_secrets(text, env, masked):
 
 def test_judge_client_repr_and_errors_mask_url_credentials():
     from reward_fns.judge_client import JudgeClient
+    from reward_fns.judge_errors import scrub_message
 
     c = JudgeClient("https://user:pw@judge.example/v1?key=k123", "m", api_key_env=None)
     assert "pw" not in repr(c) and "k123" not in repr(c) and "https://***@judge.example" in repr(c)
-    assert c._scrub(f"failed at {c.url}") == "failed at https://***@judge.example/v1/chat/completions?key=***"
+    assert scrub_message(f"failed at {c.url}", []) == "failed at https://***@judge.example/v1/chat/completions?key=***"
 
 
 @pytest.mark.parametrize(
