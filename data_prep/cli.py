@@ -180,7 +180,8 @@ def make_gate(args) -> LengthGate:
 
 
 def check_outputs(args, files: Sequence[str] = ()) -> None:
-    """Before any work: ``--out`` can hold files, each of ``files`` (names in it) and ``--summary-json`` can be written."""
+    """Before any work: ``--out`` can hold files, each of ``files`` (names in it) and ``--summary-json`` can be
+    written."""
     check_output_folder(args.out, "--out")
     for name in files:
         check_output_file(os.path.join(args.out, name))

@@ -134,7 +134,8 @@ def format_report(r: dict) -> str:
             f"    exact overlap       {e['exact_train_rows']} train rows ({e['exact_distinct']} distinct texts)"
         )
         lines.append(
-            f"    normalized overlap  {e['normalized_train_rows']} train rows ({e['normalized_distinct']} distinct texts)"
+            f"    normalized overlap  {e['normalized_train_rows']} train rows "
+            f"({e['normalized_distinct']} distinct texts)"
         )
         for s in e["examples"]:
             lines.append(f"      train row {s['train_row']} = eval row {s['eval_row']} [{s['match']}]: {s['text']}")

@@ -4,7 +4,8 @@ A story is a template family: ``data_prep.word_problems`` draws one story per pr
 sentence. Whole stories are held out (``HELDOUT``): their problems go to ``heldout.jsonl`` alone, so that split tests
 wordings and settings the train split never has (a shop's shelf, a bus, packs of batteries, teams, day-by-day
 comparisons: "twice as many as on Monday"). Fields a wording may use: ``{name}`` (a person), ``{p}`` / ``{q}`` / ``{o}``
-(He / he / him or She / she / her), ``{pos}`` (his / her), ``{name_pos}`` ("Tom's"), ``{n}`` (the operand), ``{item}`` (the story's noun), ``{times}`` ("twice",
+(He / he / him or She / she / her), ``{pos}`` (his / her), ``{name_pos}`` ("Tom's"), ``{n}`` (the operand),
+``{item}`` (the story's noun), ``{times}`` ("twice",
 "three times", "6 times"), ``{part}`` ("half", "a third", "one sixth"), ``{day}`` / ``{prev}`` (this step's day and
 the one before; the opening's day is Monday). Every wording leaves the running count as the story's subject: after
 ``div`` it is one of the equal shares.

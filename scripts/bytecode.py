@@ -12,7 +12,8 @@ Measured on one H100 (2026-11-23, ``PYTHONDONTWRITEBYTECODE=1`` set by the image
 With the packages compiled, ``bash scripts/main.sh`` took 538 s
 (``docs/results/2026-11-23-main-bytecode``).
 
-    python -m scripts.bytecode             # report; exit 1 when the cost applies (the flag is set and bytecode is missing)
+    python -m scripts.bytecode             # report; exit 1 when the cost applies
+                                           # (the flag is set and bytecode is missing)
     python -m scripts.bytecode --compile   # byte-compile the install folders of those packages, all cores
 
 ``scripts.workflows.pipeline`` and ``scripts.launch`` print :func:`warning` before they start training.
@@ -124,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if not compile_folders(folders, a.workers):
             print(
-                "[bytecode] note: some files did not compile (compileall printed them); modules that do import are cached"
+                "[bytecode] note: some files did not compile (compileall printed them); "
+                "modules that do import are cached"
             )
         left = uncompiled(a.packages)
         print(f"[bytecode] without bytecode now: {', '.join(n for n, _ in left) or 'none'}")

@@ -390,9 +390,9 @@ def test_awake_judge_numbers_come_from_the_kept_runs():
     ) == (1.23, 1.24, 1.13, 1.15)
     assert "| timing_s/step | 1.23 | 1.24 |" in open(os.path.join(AWAKE, "cost.md")).read()
     assert "reward stage 2.58 → **2.34 s**; colocated step / rule step **1.23×** (sleeping 1.24×" in open(INDEX).read()
-    from scripts.launch import verl_config
+    from scripts.launch import config_compose
 
-    assert verl_config.compose([], "gsm8k_local_judge").reward.reward_model.rollout.free_cache_engine is False
+    assert config_compose.compose([], "gsm8k_local_judge").reward.reward_model.rollout.free_cache_engine is False
 
 
 def test_ray_cluster_run_is_kept():
@@ -460,7 +460,8 @@ def test_scorecard_numbers_come_from_the_kept_report():
             [1.63, 1.35, 1.17],
             0.137,
             341,
-            "colocated **1.63×**, server **1.35×**, `mode=route` **1.17×**, asking the judge about **13.7%** of the samples",
+            "colocated **1.63×**, server **1.35×**, `mode=route` **1.17×**, "
+            "asking the judge about **13.7%** of the samples",
         ),
         (
             "busy_host",

@@ -97,7 +97,8 @@ def measure(steps: list[list[dict]], fail: float, seed: int = 0) -> dict:
 
 def table(res: dict) -> str:
     rows = [
-        f"| {m} | {res[m]['gradient']:.3f} | {res[m]['lost']:.3f} | {res[m]['flipped']:.3f} | {res[m]['abs_error']:.3f} |"
+        f"| {m} | {res[m]['gradient']:.3f} | {res[m]['lost']:.3f} | {res[m]['flipped']:.3f} "
+        f"| {res[m]['abs_error']:.3f} |"
         for m in MODES
     ]
     return "\n".join(

@@ -1,7 +1,8 @@
 """The LLM-judge reward with a share of its calls failing in transport: a judge outage on demand, to measure
 ``judge_failure=fallback`` against ``abstain`` in a real run.
 
-    python -m scripts.policy_learns --out runs/outage --reuse runs/card --arms flaky_fallback,flaky_abstain --seeds 0,1,2
+    python -m scripts.policy_learns --out runs/outage --reuse runs/card \\
+        --arms flaky_fallback,flaky_abstain --seeds 0,1,2
 
 As a reward function (``reward.custom_reward_function.path=pkg://scripts.bench.flaky_judge``), it takes every
 ``reward_fns.llm_judge`` option plus ``fail_share`` (default 0.2). A sample is picked to fail by a hash of its text,

@@ -168,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         proc, base_url = start_test_server(args.capacity, args.latency)
         label = (
             args.label
-            or f"test server, capacity {args.capacity} x latency {args.latency}s (nominal {args.capacity / args.latency:.0f} req/s)"
+            or f"test server, capacity {args.capacity} x latency {args.latency}s "
+            f"(nominal {args.capacity / args.latency:.0f} req/s)"
         )
     from reward_fns.judge_client import chat_completions_url
 
@@ -211,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     seq_note = "" if seq_n == n else f" (extrapolated from {seq_n})"
     print(f"\n{row['date']} | {label} | N={n}, max_tokens={args.max_tokens} | {row['host']}\n")
     print(
-        "| client | wall (s) | req/s | floor N/throughput (s) | ratio to floor | speed-up vs sequential | judge errors |"
+        "| client | wall (s) | req/s | floor N/throughput (s) | ratio to floor "
+        "| speed-up vs sequential | judge errors |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|")
     print(f"| probe (bare, saturating) | {probe_wall:.2f} | {thr:.1f} | {floor:.2f} | 1.00 | - | {probe_err} |")

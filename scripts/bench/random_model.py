@@ -15,8 +15,8 @@ The folder is written atomically (a temporary folder next to ``--out``, renamed 
 0); a different model there is an error (exit 2), it is never overwritten. The last line printed is
 the folder, so ``JUDGE=$(python -m scripts.bench.random_model ... | tail -n 1)`` works.
 
-    python -m scripts.bench.random_model --arch smollm2-360m --tokenizer-from "$(python -m data_prep.model | tail -n 1)" \\
-        --out models/random-smollm2-360m
+    python -m scripts.bench.random_model --arch smollm2-360m \\
+        --tokenizer-from "$(python -m data_prep.model | tail -n 1)" --out models/random-smollm2-360m
     python -m scripts.bench.random_model --arch smollm2-1.7b --tokenizer-from DIR --out DIR2 --device cuda
 """
 
@@ -259,7 +259,8 @@ def write_random_model(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     log(
-        f"[random_model] wrote {out}: LlamaForCausalLM, {params:,} parameters ({dtype}, seed {seed}, built on {device}),"
+        f"[random_model] wrote {out}: LlamaForCausalLM, {params:,} parameters "
+        f"({dtype}, seed {seed}, built on {device}),"
         f" tokenizer from {tokenizer_from}"
     )
     return {"out": out, "params": params, "skipped": False, "tokenizer_files": copied}

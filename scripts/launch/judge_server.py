@@ -14,8 +14,8 @@ and their defaults are in ``recipes/base.yaml`` (``verl_judge.judge_server``).
 * ``Served`` (the launcher's) starts the server in a thread beside the training's own start-up, once its model
   exists (``wait_for``), waits until ``GET /v1/models`` lists it, and stops training at once when the server cannot
   start or dies mid-run, naming its exit code and log tail (no silent fallback to the rule for many steps); the
-  trainer's first step waits for the server (``scripts/train/hooks.py``). ``start`` (the command line's) starts and waits;
-  ``stop`` ends the server's whole process group, its leader gone or not.
+  trainer's first step waits for the server (``scripts/train/hooks.py``). ``start`` (the command line's) starts and
+  waits; ``stop`` ends the server's whole process group, its leader gone or not.
 
 * ``devices`` (``split_devices``): the server on GPUs of its own (e.g. ``devices=1`` on a two-GPU machine); training
   gets the other visible GPUs. Unset, the server shares training's GPUs.

@@ -94,7 +94,8 @@ def side_log(log_file: str, service: str) -> str:
 
 
 def run(p, cenv: dict, env, tee: Tee, log_file: str, start_tries: int = START_TRIES) -> int:
-    """Plan ``p`` (``scripts.launch.launcher.Plan``) run locally, started again after a port race at start-up (see above)."""
+    """Plan ``p`` (``scripts.launch.launcher.Plan``) run locally, started again after a port race at start-up (see
+    above)."""
     rc = 1
     for attempt in range(1, max(1, start_tries) + 1):
         tee.port_taken = tee.stepped = False

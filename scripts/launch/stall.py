@@ -1,6 +1,6 @@
 """The stall watchdog: a training run that completes no step for too long is stopped, with a message saying which
-run, its last step, how long it waited and the last lines of its log. The launcher (``scripts/launch/launcher.py``) runs one
-beside every local training run; no command of its own.
+run, its last step, how long it waited and the last lines of its log. The launcher (``scripts/launch/launcher.py``) runs
+one beside every local training run; no command of its own.
 
 A step counts when verl reports it: a new ``step`` in the run's metrics JSONL (verl's ``file`` logger) or a
 ``step:N`` line in its console output (verl's ``console`` logger), whichever comes first. The limits are

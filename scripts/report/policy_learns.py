@@ -1,6 +1,6 @@
-"""The side-by-side table and figure of ``scripts.workflows.policy_learns``: held-out accuracy before / after each run (verl's
-greedy validation answers, ``<run>_val/<step>.jsonl``, graded here by the strict and the flexible rule: step 0 of the
-rule run, or of the judge run without one, is "before"; each run's last validation is "after"), the judge run's
+"""The side-by-side table and figure of ``scripts.workflows.policy_learns``: held-out accuracy before / after each run
+(verl's greedy validation answers, ``<run>_val/<step>.jsonl``, graded here by the strict and the flexible rule: step 0
+of the rule run, or of the judge run without one, is "before"; each run's last validation is "after"), the judge run's
 agreement with the rule and its hacking shares per step, what the judge paid for that the rule did not (right answers
 in another format vs wrong answers, from verl's rollout dumps), wall time; ``report.md``, ``report.json``,
 ``policy_learns.png`` in the experiment folder. Rerun on a finished (or copied) folder:
@@ -346,7 +346,8 @@ def write(out: str, names: list[str], log=print) -> dict:
             f"dumped steps): {paid['paid_rule_rejects']:,}; right answers in another format (the flexible rule: "
             f"the last number) {paid['paid_flexible_right']:,}; wrong answers {paid['paid_wrong']:,} (a share of "
             f"{paid['paid_wrong_share']:.4f}; at most {paid['paid_wrong_max_step_share']:.4f} in one step). Paid or "
-            f"not agrees with the flexible rule on at least {paid['paid_agree_flexible_min']:.3f} of every step's samples.",
+            f"not agrees with the flexible rule on at least {paid['paid_agree_flexible_min']:.3f} "
+            f"of every step's samples.",
         ]
     step, picked = examples(out, "judge")
     if picked:

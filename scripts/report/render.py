@@ -1,5 +1,6 @@
 """Numbers into reports: ``ratio`` (``None`` for a zero denominator: JSON ``null``, Markdown ``n/a``; its home is
-``reward_fns.judge_metrics``), ``fmt`` and ``md_table`` (Markdown), ``pyplot`` (matplotlib on the non-interactive Agg backend) and
+``reward_fns.judge_metrics``), ``fmt`` and ``md_table`` (Markdown), ``pyplot`` (matplotlib on the non-interactive Agg
+backend) and
 ``save_fig`` (a figure written atomically). Used by the reports the evaluators write
 (``python -m scripts.eval.judge``, ``python -m scripts.eval.gsm8k``) and by
 ``python -m scripts.report.plot_metrics`` / ``python -m scripts.report.compare_evals``.

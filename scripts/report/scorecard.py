@@ -4,7 +4,8 @@ with a 95% bootstrap interval over seeds and questions (targets: the judge's mea
 each control's <= 0.3). Accuracy is the strict rule's grade of verl's greedy validation answers
 (``<run>_val/<step>.jsonl``), paired by question; "before" is the start policy, shared by every run. With the
 testbed's held-out stories in the validation (``eval_data/heldout``), the same again for them (key ``heldout``) beside
-the test split. Writes ``scorecard.md`` and the ``arms``, ``ratios`` and ``heldout`` keys of ``report.json``. Rerun on a finished folder:
+the test split. Writes ``scorecard.md`` and the ``arms``, ``ratios`` and ``heldout`` keys of ``report.json``. Rerun on
+a finished folder:
 
     python -m scripts.report.scorecard runs/scorecard --arms rule,judge,random,format --seeds 0,1,2
 """

@@ -403,7 +403,8 @@ def _settings(config) -> tuple[dict, FailFast, HackingWatch | None, bool]:
 
 def settings_errors(config) -> list[str]:
     """What ``install`` would refuse in ``config.verl_judge`` ([] or one message naming the setting): the config check
-    (``scripts/launch/verl_config.py``) asks before a run starts; ``install`` raises it in the trainer, after Ray's start-up."""
+    (``scripts/launch/verl_config.py``) asks before a run starts; ``install`` raises it in the trainer, after Ray's
+    start-up."""
     try:
         _settings(config)
     except ValueError as e:

@@ -3,6 +3,21 @@
     python -m scripts.pipeline judge_to_reward --out runs/j2r        # train a judge, then reuse it as the reward
     python -m scripts.policy_learns --out runs/pl                    # the policy trained by the rule and by the judge
 
-``stages`` (resumable stages, background chains), ``pipeline`` (the judge's stages and the judge pipelines),
-``policy_learns`` (the side-by-side experiment).
+``stages`` (one run: its folder, environment, resumable stages, background chains, ``sh`` and ``train``), ``steps``
+(the stage bodies, plain functions of their inputs and outputs), ``cli`` (the options both commands share),
+``pipeline`` (the judge's stages, ``judge`` and ``judge_to_reward``), ``policy_learns`` (the side-by-side experiment).
+
+A new experiment is a short function over these, not a subclass; e.g. a judge, then a policy rewarded by it
+through the API-judge recipe:
+
+    def judge_then_api_policy(flow, args):
+        base, data = steps.start_model(flow.env), flow.path("policy_data")
+        flow.stage("policy_data", data, lambda: steps.policy_data(flow, data, base))
+        judge = pipeline.judge(flow, args)
+        run = functools.partial(pipeline.policy, flow, args, base, judge, "gsm8k_api_judge", "policy_api")
+        flow.stage("policy_api", flow.path("policy_api"), run)
+
+    args = cli.parse(pipeline.build_parser(), ["judge_to_reward", "--out", "runs/x"])
+    flow = cli.run_of(args)
+    flow.guarded(lambda: judge_then_api_policy(flow, args))
 """

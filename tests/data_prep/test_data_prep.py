@@ -584,9 +584,11 @@ PERTURB_CASES = [
         "final_step",
     ),
     (
-        "First he reads 10*3=<<10*3=30>>30 pages.\nThen he reads 5*2=<<5*2=10>>10 pages.\nIn total he reads 30+10=<<30+10=40>>40 pages.\n#### 40",
+        "First he reads 10*3=<<10*3=30>>30 pages.\nThen he reads 5*2=<<5*2=10>>10 pages.\n"
+        "In total he reads 30+10=<<30+10=40>>40 pages.\n#### 40",
         0,
-        "First he reads 10*3=<<10*3=30>>30 pages.\nThen he reads 5*2=<<5*2=9>>9 pages.\nIn total he reads 30+9=<<30+9=39>>39 pages.\n#### 39",
+        "First he reads 10*3=<<10*3=30>>30 pages.\nThen he reads 5*2=<<5*2=9>>9 pages.\n"
+        "In total he reads 30+9=<<30+9=39>>39 pages.\n#### 39",
         "step",
     ),
     ("No calculator steps here, so the result is 12.\n#### 12", 0, None, "final_line"),
@@ -750,7 +752,8 @@ def test_normalize_text():
     assert normalize_text("Well-known  e.g.\tsnake_case") == "wellknown eg snakecase"
 
 
-# ----------------------------------------------------------------------------- HF hub path (no network: load_dataset faked)
+# ----------------------------------------------------------------------------- HF hub path
+# (no network: load_dataset faked)
 @pytest.mark.parametrize(
     "module,argv,calls",
     [

@@ -156,8 +156,10 @@ def test_gsm8k_verify_reference_guided_pairs_and_sft(tmp_path):
     gsm.write_text(
         "\n".join(
             [
-                '{"question": "Tom has 3 apples and buys 4 more. How many?", "answer": "Tom has 3+4=<<3+4=7>>7 apples.\\n#### 7"}',
-                '{"question": "A box holds 12 pens. How many pens are in 5 boxes?", "answer": "5 boxes hold 5*12=<<5*12=60>>60 pens.\\n#### 60"}',
+                '{"question": "Tom has 3 apples and buys 4 more. How many?", '
+                '"answer": "Tom has 3+4=<<3+4=7>>7 apples.\\n#### 7"}',
+                '{"question": "A box holds 12 pens. How many pens are in 5 boxes?", '
+                '"answer": "5 boxes hold 5*12=<<5*12=60>>60 pens.\\n#### 60"}',
             ]
         )
         + "\n"

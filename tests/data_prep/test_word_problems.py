@@ -50,7 +50,8 @@ def test_every_wording_uses_known_fields(story):
             3,
             "Emma reads 12 pages of a book on Monday. On Tuesday, she reads 20 more pages than on Monday. On "
             "Wednesday, she reads one eighth as many pages as on Tuesday. How many pages does Emma read on Wednesday?",
-            "Start: 12 pages.\n20 more: 12 + 20 = <<12+20=32>>32 pages.\nOne of 8 equal shares: 32 / 8 = <<32/8=4>>4 pages."
+            "Start: 12 pages.\n20 more: 12 + 20 = <<12+20=32>>32 pages.\n"
+            "One of 8 equal shares: 32 / 8 = <<32/8=4>>4 pages."
             "\n#### 4",
         ),
         ("bus", 0, None, None),

@@ -197,7 +197,9 @@ write() {  # metrics file, steps, test_freq, reward keys
   local f=$1 n=$2 tf=$3 k step="" val=""; shift 3
   for k in "$@"; do step+=", \"reward/$k/mean\": 0.5"; val+=", \"val-aux/src/$k/mean@1\": 1.0"; done
   [ "$1" = judge_error ] && step+=", \"judge_health/error_rate\": 0.0"
-  for i in $(seq 1 "$n"); do echo "{\"step\": $i, \"data\": {\"critic/score/mean\": 0.5, \"timing_s/step\": 2.0$step}}"; done > "$f"
+  for i in $(seq 1 "$n"); do
+    echo "{\"step\": $i, \"data\": {\"critic/score/mean\": 0.5, \"timing_s/step\": 2.0$step}}"
+  done > "$f"
   if [ "$tf" -gt 0 ]; then echo "{\"step\": $n, \"data\": {\"val-core/src/acc/mean@1\": 0.5$val}}" >> "$f"; fi
 }
 case $name in
@@ -484,7 +486,8 @@ def test_judge_cost_run_names_and_the_shapes_benchmark(tmp_path, model_path):
         (
             ("RULE_NAME", "base"),
             ("VARIANTS", "base:trainer.test_freq=1"),
-        ): "VARIANTS: bad entry 'base:trainer.test_freq=1': the name 'base' is taken (want name:KEY=VALUE[,KEY=VALUE...] "
+        ): "VARIANTS: bad entry 'base:trainer.test_freq=1': the name 'base' is taken "
+        "(want name:KEY=VALUE[,KEY=VALUE...] "
         "with Hydra keys, e.g. tok128:+reward.custom_reward_function.reward_kwargs.max_tokens=128)",
     }
     for kw, msg in bad.items():

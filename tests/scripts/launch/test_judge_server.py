@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from scripts.launch import judge_server, services, verl_config
+from scripts.launch import config_checks, config_compose, judge_server, services
 from tests.scripts.workflows.test_pipeline import ROOT, fake  # noqa: F401  (fake: the fixture)
 
 MODEL = os.environ.get("VERL_JUDGE_MODEL", "")
@@ -78,14 +78,14 @@ def test_placement_switch_composes(placement, enable, pool, manager, base_url, s
     monkeypatch.setenv("MODEL", "/m")
     monkeypatch.setenv("TRAIN_FILES", "t.parquet")
     monkeypatch.setenv("VAL_FILES", "v.parquet")
-    cfg = verl_config.compose([f"judge_placement={placement}"], recipe="gsm8k_local_judge")
+    cfg = config_compose.compose([f"judge_placement={placement}"], recipe="gsm8k_local_judge")
     rm = cfg.reward.reward_model
     assert (rm.enable, rm.enable_resource_pool, cfg.reward.reward_manager.name) == (enable, pool, manager)
     kwargs = cfg.reward.custom_reward_function.get("reward_kwargs") or {}
     assert kwargs.get("base_url") == base_url and cfg.verl_judge.judge_server.enable is served
     assert cfg.verl_judge.judge_server.model == "/m" == rm.model_path  # the judge model knob serves both
-    assert verl_config.unknown_recipe_keys(cfg, "gsm8k_local_judge") == []
-    assert verl_config.value_errors(cfg) == [] and verl_config.verl_checks(cfg) == []
+    assert config_checks.unknown_recipe_keys(cfg, "gsm8k_local_judge") == []
+    assert config_checks.value_errors(cfg) == [] and config_checks.verl_checks(cfg) == []
 
 
 @pytest.mark.parametrize(

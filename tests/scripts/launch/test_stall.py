@@ -1,5 +1,5 @@
-"""The stall watchdog (``scripts/launch/stall.py``) and runs that cannot disturb each other (``scripts/launch/ray_head.py``,
-``scripts/train/trainer.py``'s job id), on CPU.
+"""The stall watchdog (``scripts/launch/stall.py``) and runs that cannot disturb each other
+(``scripts/launch/ray_head.py``, ``scripts/train/trainer.py``'s job id), on CPU.
 
 * ``Stall``: limits at start-up and between steps, steps read from console lines and from the metrics JSONL.
 * Through the launcher with a stand-in trainer against a real private Ray head: a trainer that stalls at start-up
@@ -120,7 +120,8 @@ from scripts.train.trainer import unique_job_id
 mode, steps, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 job = unique_job_id()
 ray.init()
-print("job id", ray.get_runtime_context().get_job_id(), "temp dir", ray.get_runtime_context().get_temp_dir(), flush=True)
+print("job id", ray.get_runtime_context().get_job_id(),
+      "temp dir", ray.get_runtime_context().get_temp_dir(), flush=True)
 metrics = [a.split("=", 1)[1] for a in sys.argv if "VERL_FILE_LOGGER_PATH=" in a][0]
 @ray.remote
 class Counter:

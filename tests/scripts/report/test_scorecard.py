@@ -1,6 +1,6 @@
-"""The scorecard (scripts/report/scorecard.py and ``scripts.workflows.policy_learns --arms ... --seeds ...``): each arm's
-before / after per seed, gains, the gain ratio's bootstrap interval, the targets' verdicts; and the experiment that
-makes it, with the stand-in trainer of tests/scripts/workflows/test_pipeline.py."""
+"""The scorecard (scripts/report/scorecard.py and ``scripts.workflows.policy_learns --arms ... --seeds ...``): each
+arm's before / after per seed, gains, the gain ratio's bootstrap interval, the targets' verdicts; and the experiment
+that makes it, with the stand-in trainer of tests/scripts/workflows/test_pipeline.py."""
 
 from __future__ import annotations
 

@@ -41,9 +41,9 @@ RECIPE = "judge_pointwise"
 def compose_recipe(recipe: str, overrides: list[str]):
     """The recipe's config as ``python -m scripts.train --config-path recipes/<recipe> --config-name config``
     composes it: verl's ppo_trainer, recipes/base.yaml, the recipe, then the overrides."""
-    from scripts.launch import verl_config
+    from scripts.launch import config_compose
 
-    return verl_config.compose(overrides, recipe)
+    return config_compose.compose(overrides, recipe)
 
 
 def build_loaders(config):

@@ -341,7 +341,8 @@ def test_install_rejects_odd_batch_with_pair_groups():
         install(OmegaConf.create({"data": {"train_batch_size": 3}, "verl_judge": {"pair_groups": True}}))
 
 
-# A judge-rewarded run that was gamed (scripts.workflows.policy_learns on one H100, 2026-11-25; docs/results/2026-11-25-policy_learns_gamed):
+# A judge-rewarded run that was gamed (scripts.workflows.policy_learns on one H100, 2026-11-25;
+# docs/results/2026-11-25-policy_learns_gamed):
 # per step the reward, the rule's accuracy of the same samples, the judge-accepts-rule-rejects share, and the alarm
 # that run logged (the trend rule alone, the settings of recipes/base.yaml then).
 GAMED_RUN = [
