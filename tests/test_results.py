@@ -578,6 +578,49 @@ def test_main_job_and_policy_learns_numbers_come_from_the_kept_runs():
         assert cell in index, cell
 
 
+MAIN_JOB_FUNCTIONS = os.path.join(ROOT, "docs", "results", "2026-11-26-main_job_functions")
+
+
+def test_main_job_after_the_redesign_numbers_come_from_the_kept_runs():
+    """The main job beside a second pipeline after the workflow redesign: exit codes, walls, the gains, and the
+    same-host A/B of step times that README, the index and the folder's README quote."""
+    runs = {d: json.load(open(os.path.join(MAIN_JOB_FUNCTIONS, d, "run.json"))) for d in ("gpu0", "gpu1")}
+    assert [(r["exit_code"], r["wall_s"], r["commit"]) for r in runs.values()] == [
+        (0, 904, "413012b"),
+        (0, 896, "413012b"),
+    ]
+    assert round(runs["gpu0"]["stage_s"]["sft"]) == 108 and round(runs["gpu0"]["stage_s"]["samples"]) == 106
+    gains = []
+    for d in ("gpu0", "gpu1"):
+        r = json.load(open(os.path.join(MAIN_JOB_FUNCTIONS, d, "report.json")))
+        gains.append(
+            (
+                r["before"]["strict"],
+                r["runs"]["rule"]["after"]["strict"],
+                r["runs"]["judge"]["after"]["strict"],
+                round(r["judge_gain_over_rule_gain"]["strict"], 2),
+                r["judge_paid_audit"]["paid_wrong"],
+            )
+        )
+    assert gains == [(0.158, 0.354, 0.298, 0.71, 0), (0.15, 0.286, 0.284, 0.99, 0)]
+    ab = {
+        n: _median(_metrics(MAIN_JOB_FUNCTIONS, "ab", f"{n}_metrics.jsonl"), "timing_s/step")
+        for n in ("f7c62f3", "new")
+    }
+    assert (round(ab["f7c62f3"], 2), round(ab["new"], 2), round(ab["new"] / ab["f7c62f3"], 2)) == (4.03, 4.18, 1.04)
+    assert len(_metrics(MAIN_JOB_FUNCTIONS, "ab", "new_metrics.jsonl")) == 30
+    folder = open(os.path.join(MAIN_JOB_FUNCTIONS, "README.md")).read()
+    for phrase in (
+        "| 0 | **904 s** |",
+        "| 0 | **896 s** |",
+        "median step **4.03 s** (`f7c62f3`) and **4.18 s**",
+        "the same 24 commands",
+    ):
+        assert phrase in folder, phrase
+    assert "**904 s / 896 s** side by side on a slower host" in open(os.path.join(ROOT, "README.md")).read()
+    assert "exit 0 both: **904 s / 896 s**" in open(INDEX).read()
+
+
 TWO_GPU_TRAINED = os.path.join(ROOT, "docs", "results", "2026-11-26-judge_cost_2gpu", "trained")
 
 
