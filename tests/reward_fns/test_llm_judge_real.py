@@ -317,6 +317,7 @@ def warm_server(model_path, tmp_path_factory):
         yield f"http://{address}/v1", model, str(folder / "prompts")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "response, ground_truth, verdict, score",
     [

@@ -469,6 +469,7 @@ def test_judge_needs_question_and_both_flags(tmp_path, capsys):
     assert "missing column 'extra_info.question'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_hf_offline_real_policy(model_path, tmp_path):
     data = _write(tmp_path, "jsonl")
     out = tmp_path / "hf"

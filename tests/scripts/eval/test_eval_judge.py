@@ -779,6 +779,7 @@ def test_help(module, mentions):
 
 
 # ----------------------------------------------------------------------------- a real model, offline
+@pytest.mark.slow
 def test_hf_offline_real_model(model_path, pairs_file, tmp_path):
     """SmolLM2-135M through transformers on CPU: replies are produced and parsed (or counted as failures)."""
     out = tmp_path / "hf"

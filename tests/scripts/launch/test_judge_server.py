@@ -212,6 +212,7 @@ def _wait(path, proc, timeout=240):
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 @needs_model
 def test_server_lives_exactly_as_long_as_training(launcher):
     tmp, start = launcher
@@ -273,6 +274,7 @@ def test_bad_server_devices(devices, visible, n_train, machine, message):
     assert message in str(e.value)
 
 
+@pytest.mark.slow
 @needs_model
 def test_server_on_a_gpu_of_its_own(launcher, monkeypatch):
     """devices=1 on a two-GPU machine: the server runs with CUDA_VISIBLE_DEVICES=1, training (and its Ray head)
@@ -291,6 +293,7 @@ def test_server_on_a_gpu_of_its_own(launcher, monkeypatch):
     assert len(steps) == 4 and all(s["judge_error"] == 0.0 for s in steps), steps
 
 
+@pytest.mark.slow
 @needs_model
 @pytest.mark.parametrize("stop", ["server dies", "launcher gets SIGTERM"])
 def test_run_stopped_mid_training(stop, launcher):
@@ -317,6 +320,7 @@ def test_run_stopped_mid_training(stop, launcher):
         assert "judge server stopped" in out
 
 
+@pytest.mark.slow
 @needs_model
 def test_server_that_cannot_start_stops_training(launcher):
     """The server starts beside training; one that exits before it answers stops training at once (exit 4), and
@@ -332,6 +336,7 @@ def test_server_that_cannot_start_stops_training(launcher):
     assert (tmp / "state.port").exists() and not (tmp / "state.steps").exists()  # started, never scored
 
 
+@pytest.mark.slow
 def test_ray_job_refuses_server_placement(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "DRY_RUN"}
     env.update(
@@ -485,6 +490,7 @@ def test_a_port_someone_else_answers_is_not_ready(tmp_path, monkeypatch):
         other.wait()
 
 
+@pytest.mark.slow
 @needs_model
 def test_sigterm_while_the_server_starts_leaves_nothing(launcher):
     """C1: the launcher gets SIGTERM while its judge server is still loading the model (the trainer has started and
@@ -500,6 +506,7 @@ def test_sigterm_while_the_server_starts_leaves_nothing(launcher):
     assert _server_pids(port) == [] and not (tmp / "state.steps").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "setting, message",
     [

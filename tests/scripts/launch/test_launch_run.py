@@ -66,6 +66,7 @@ def test_runtime_env_has_no_secret_values():
     assert not any(SECRET_VALUE.fullmatch(tok) for tok in re.findall(r"\S+", text) if not tok.startswith("#"))
 
 
+@pytest.mark.slow
 def test_job_submission_passes_secrets_by_name_never_prints_or_writes_them(fx, model_path, tmp_path):
     rt_path = os.path.join(ROOT, "runtime_env.yaml")
     before = open(rt_path, "rb").read()

@@ -225,6 +225,7 @@ def dry_runs(fx, model_path, gsm8k_dir, tmp_path_factory):
 
 
 # ----------------------------------------------------------------------------------------------- dry runs
+@pytest.mark.slow
 @pytest.mark.parametrize("recipe", ALL_RECIPES)
 def test_dry_run_passes(dry_runs, recipe, model_path):
     from data_prep.model import default_out

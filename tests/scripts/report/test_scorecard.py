@@ -78,6 +78,7 @@ def test_summarize_needs_the_start_policy_and_every_run(tmp_path):
         scorecard.summarize(str(tmp_path), ["rule"], [0])
 
 
+@pytest.mark.slow
 @needs_model
 def test_scorecard_experiment(fake):
     """Four arms x two seeds in two chains: the testbed, the warm start and the judge once; each run its seed and

@@ -259,6 +259,7 @@ def hooks(monkeypatch, judge):
 
 
 # ------------------------------------------------------------------------------------------ tests
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
 def test_step_metrics_count_judge_failures(case, judge, hooks):
     from verl.trainer.ppo.metric_utils import compute_data_metrics as verl_compute_data_metrics

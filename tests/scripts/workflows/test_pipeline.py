@@ -141,6 +141,7 @@ def test_judge_pipeline_stages_commands_and_resume(fake):
     assert r.returncode == 0 and modules(tmp) == [] and r.stdout.count("skipped") == 8
 
 
+@pytest.mark.slow
 @needs_model
 def test_failed_stage_stops_and_is_not_marked_done(fake):
     tmp, env = fake
@@ -163,6 +164,7 @@ def test_failed_stage_stops_and_is_not_marked_done(fake):
     assert (out / ".sft.done").exists() and not (out / ".grpo.done").exists() and not (out / ".merge.done").exists()
 
 
+@pytest.mark.slow
 @needs_model
 def test_given_warm_start_skips_sft(fake):
     tmp, env = fake
@@ -200,6 +202,7 @@ def test_given_warm_start_skips_sft(fake):
     assert not (out / ".sft.done").exists() and not (out / "sft").exists()
 
 
+@pytest.mark.slow
 @needs_model
 def test_model_solutions_are_mixed_into_sft_and_grpo(fake):
     import pyarrow.parquet as pq
@@ -261,6 +264,7 @@ def test_model_solutions_are_mixed_into_sft_and_grpo(fake):
     )
 
 
+@pytest.mark.slow
 @needs_model
 def test_judge_to_reward_samples_the_start_model_first(fake):
     import pyarrow.parquet as pq

@@ -171,6 +171,7 @@ def test_side_by_side_stages_settings_report_and_resume(fake):
     assert r.returncode == 0 and modules(tmp) == [], r.stdout[-2000:]
 
 
+@pytest.mark.slow
 @needs_model
 def test_judge_run_alone_and_a_failing_run(fake):
     tmp, env = fake
