@@ -4,7 +4,7 @@ cached) and the recipe's ``verl_judge.default_data`` set, built by ``data_prep``
 word-problem testbed in GSM8K's shape, ``data_prep.word_problems``, built once into ``DATA_DIR/word_problems``) into
 ``DATA_DIR/<set>_p<max prompt length>/``. Used by the launcher and the pipeline (no command):
 
-    from scripts import defaults; model = defaults.model(env); gsm8k = defaults.gsm8k_args(env)
+    from scripts.launch import defaults; model = defaults.model(env); gsm8k = defaults.gsm8k_args(env)
 """
 
 from __future__ import annotations

@@ -7,17 +7,23 @@
 (the stage bodies, plain functions of their inputs and outputs), ``cli`` (the options both commands share),
 ``pipeline`` (the judge's stages, ``judge`` and ``judge_to_reward``), ``policy_learns`` (the side-by-side experiment).
 
-A new experiment is a short function over these, not a subclass; e.g. a judge, then a policy rewarded by it
-through the API-judge recipe:
+A new experiment is a short function over these, not a subclass; e.g. a judge, then two policies it rewards, one
+with the trained judge, the other with the same judge asked only where the rule cannot read the answer:
 
-    def judge_then_api_policy(flow, args):
+    import functools
+    from scripts.workflows import cli, pipeline, steps
+
+    ROUTE = "++reward.custom_reward_function.reward_kwargs.mode=route"
+
+    def judge_then_two_policies(flow, args):
         base, data = steps.start_model(flow.env), flow.path("policy_data")
         flow.stage("policy_data", data, lambda: steps.policy_data(flow, data, base))
         judge = pipeline.judge(flow, args)
-        run = functools.partial(pipeline.policy, flow, args, base, judge, "gsm8k_api_judge", "policy_api")
-        flow.stage("policy_api", flow.path("policy_api"), run)
+        for name, extra in (("policy", ()), ("policy_route", (ROUTE,))):
+            run = functools.partial(pipeline.policy, flow, args, base, judge, name=name, extra=extra)
+            flow.stage(name, flow.path(name), run)
 
-    args = cli.parse(pipeline.build_parser(), ["judge_to_reward", "--out", "runs/x"])
+    args = pipeline.parse_args(["judge_to_reward", "--out", "runs/x"])
     flow = cli.run_of(args)
-    flow.guarded(lambda: judge_then_api_policy(flow, args))
+    flow.guarded(lambda: judge_then_two_policies(flow, args))
 """

@@ -66,10 +66,10 @@ POLICY_RECIPE = "gsm8k_local_judge"
 POLICY_STAGE = ["reward.reward_model.rollout.enforce_eager=true"]
 
 
-def judge(flow: Stages, a: argparse.Namespace, solver: str | None = None, beside_next: bool = False) -> str:
-    """The judge's stages; returns the judge they make. ``solver``: the model whose answers stage ``samples``
-    collects (default the start model). ``beside_next``: the last evaluation runs in the background, beside the
-    caller's next stage (the caller then calls ``finish_judge``)."""
+def judge(flow: Stages, a: argparse.Namespace, solver=None, beside_next: bool = False) -> str:
+    """The judge's stages; returns the judge they make. ``solver``: a function giving the model whose answers stage
+    ``samples`` collects, asked when the stage runs (default the start model). ``beside_next``: the last evaluation
+    runs in the background, beside the caller's next stage (the caller then calls ``finish_judge``)."""
     task, base = TASKS[a.task], steps.start_model(flow.env)
     data, test = flow.path("data"), flow.path("data", f"{task.verdict.name}_test.parquet")
     if a.model_solutions == "base":  # GPU work beside the CPU-bound data stage
@@ -79,7 +79,9 @@ def judge(flow: Stages, a: argparse.Namespace, solver: str | None = None, beside
         def answers() -> None:
             questions = os.path.join(policy_data, "train.parquet")
             kv = (a.eval_gpu_mem, a.eval_kv_cache_gb)
-            steps.samples(flow, questions, solver or base, flow.path("samples"), a.model_solution_questions, *kv)
+            steps.samples(
+                flow, questions, solver() if solver else base, flow.path("samples"), a.model_solution_questions, *kv
+            )
 
         flow.stage("samples", flow.path("samples"), answers, background=True)
     flow.stage("data", data, lambda: steps.verify_data(flow, data, base, a.max_prompt_length, task.prompt_args))
@@ -180,17 +182,24 @@ def policy_settings(flow: Stages, a: argparse.Namespace, name: str = "policy") -
 
 
 def policy(
-    flow: Stages, a: argparse.Namespace, base: str, judge: str, recipe: str = POLICY_RECIPE, name: str = "policy"
+    flow: Stages,
+    a: argparse.Namespace,
+    base: str,
+    judge: str,
+    recipe: str = POLICY_RECIPE,
+    name: str = "policy",
+    extra: tuple[str, ...] = (),
 ) -> None:
     """A GSM8K policy from ``base`` trained with ``recipe`` (default the local judge's, ``judge`` as its reward
-    model); outputs ``<name>/`` (checkpoints), ``<name>_metrics.jsonl``, ``logs/<name>.log``."""
+    model) and ``extra`` overrides last; outputs ``<name>/`` (checkpoints), ``<name>_metrics.jsonl``,
+    ``logs/<name>.log``."""
     inputs = [
         f"actor_rollout_ref.model.path={base}",
         f"reward.reward_model.model_path={judge}",
         f"data.train_files={flow.path('policy_data', 'train.parquet')}",
         f"data.val_files={flow.path('policy_data', 'test.parquet')}",
     ]
-    flow.train(name, recipe, inputs + policy_settings(flow, a, name), f"{name}_metrics.jsonl")
+    flow.train(name, recipe, [*inputs, *policy_settings(flow, a, name), *extra], f"{name}_metrics.jsonl")
 
 
 def judge_to_reward(flow: Stages, a: argparse.Namespace) -> str:
@@ -244,8 +253,8 @@ def dry_run(flow: Stages, a: argparse.Namespace, argv: list[str]) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The command line checked, with the defaults that depend on the workflow filled in."""
     parser = build_parser()
     args = cli.parse(parser, argv)
     j2r = args.workflow == "judge_to_reward"
@@ -256,6 +265,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("judge_to_reward trains the pointwise judge the llm_judge reward asks (--task pointwise)")
     args.grpo_steps = (0 if j2r else 30) if args.grpo_steps is None else args.grpo_steps
     args.eval_pairs = (100 if j2r else 300) if args.eval_pairs is None else args.eval_pairs
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    j2r = args.workflow == "judge_to_reward"
     flow = cli.run_of(args)
     if launch.truthy(os.environ.get("DRY_RUN") or "0"):
         return dry_run(flow, args, argv)

@@ -179,10 +179,11 @@ def recipe_of(arm: str) -> str:
 
 
 def policy_run(
-    flow: Stages, a: argparse.Namespace, start: str, name: str, arm: str, seed: int, gpu: str | None = None
+    flow: Stages, a: argparse.Namespace, base: str, name: str, arm: str, seed: int, gpu: str | None = None
 ) -> None:
-    """GRPO run ``name``: the policy from ``start`` with ``arm``'s reward; ``gpu``: its CUDA_VISIBLE_DEVICES."""
-    models = [f"actor_rollout_ref.model.path={start}"]
+    """GRPO run ``name``: the start policy (``start_policy``, looked up when the run starts) with ``arm``'s reward;
+    ``gpu``: its CUDA_VISIBLE_DEVICES."""
+    models = [f"actor_rollout_ref.model.path={start_policy(flow, a, base)}"]
     if arm in JUDGED:
         models.append(f"reward.reward_model.model_path={flow.path('judge_model')}")
     env = dict(flow.env, CUDA_VISIBLE_DEVICES=gpu) if gpu is not None else None
@@ -190,7 +191,7 @@ def policy_run(
     flow.train(name, recipe_of(arm), settings, f"{name}_metrics.jsonl", env=env)
 
 
-def run_chains(flow: Stages, a: argparse.Namespace, start: str, todo: list[tuple[str, str, int]]) -> list[dict]:
+def run_chains(flow: Stages, a: argparse.Namespace, base: str, todo: list[tuple[str, str, int]]) -> list[dict]:
     """``todo`` in ``--parallel`` chains started now, round robin; chain i on GPU ``--gpus[i % n]`` when given."""
     lanes = [todo[i :: a.parallel] for i in range(min(a.parallel, len(todo)))]
     gpus = a.gpus.split(",") if a.gpus else []
@@ -198,7 +199,7 @@ def run_chains(flow: Stages, a: argparse.Namespace, start: str, todo: list[tuple
     for i, lane in enumerate(lanes):
         gpu = gpus[i % len(gpus)] if gpus else None
         lane_stages = [
-            (name, flow.path(name), functools.partial(policy_run, flow, a, start, name, arm, seed, gpu))
+            (name, flow.path(name), functools.partial(policy_run, flow, a, base, name, arm, seed, gpu))
             for name, arm, seed in lane
         ]
         chains.append(flow.chain(f"runs{i}", lane_stages))
@@ -246,15 +247,14 @@ def experiment(flow: Stages, a: argparse.Namespace) -> str:
         flow.stage("eval_data", flow.path("eval_data"), lambda: eval_data(flow, a, base))
     if a.policy_sft_rows > 0:  # the start policy: the runs and the judge's samples need it
         flow.stage("policy_sft", flow.path("policy_sft"), lambda: policy_sft(flow, a, base))
-    start = start_policy(flow, a, base)
     early = a.judge_placement == "server"  # judge runs start now; their server waits for stage judge_model
     now = [r for r in runs(a) if early or r[1] not in JUDGED]
-    chains = run_chains(flow, a, start, now)
-    judge = pipeline.judge(flow, a, solver=start, beside_next=True)
+    chains = run_chains(flow, a, base, now)
+    judge = pipeline.judge(flow, a, solver=functools.partial(start_policy, flow, a, base), beside_next=True)
     flow.marked("judge_model", flow.path("judge_model"), lambda: link_judge(flow, judge))
     for name, arm, seed in runs(a):
         if (name, arm, seed) not in now:  # colocated: the judge is loaded with the run, so it must exist first
-            flow.stage(name, flow.path(name), functools.partial(policy_run, flow, a, start, name, arm, seed))
+            flow.stage(name, flow.path(name), functools.partial(policy_run, flow, a, base, name, arm, seed))
     pipeline.finish_judge(flow, a)
     for job in chains:
         flow.join(job)

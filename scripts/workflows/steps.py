@@ -10,6 +10,7 @@ command line: a workflow passes what a step needs.
 
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import os
@@ -26,8 +27,13 @@ SHARED_KV_CACHE_GB = 4.0  # an evaluator beside a training stage: ~170k tokens o
 
 def start_model(env: dict) -> str:
     """The start model (judge and policy): MODEL, else the offline SmolLM2-135M-Instruct, materialised once."""
+    return _start_model(env.get("MODEL") or "")
+
+
+@functools.lru_cache(maxsize=None)
+def _start_model(model: str) -> str:
     try:
-        return defaults.model(env)
+        return defaults.model({"MODEL": model} if model else {})
     except defaults.DefaultsError as e:
         raise SystemExit(f"[pipeline] {e}") from None
 
@@ -122,7 +128,7 @@ def sft(
 ) -> None:
     """verl's SFT trainer (``torchrun -m verl.trainer.sft_trainer``) on ``train_file`` from ``model``: checkpoints in
     ``<name>/``, metrics ``<name>_metrics.jsonl``, log ``logs/<name>.log``; ``steps`` 0 = the whole epoch(s)."""
-    n_gpus = flow.env.get("N_GPUS", "1")
+    n_gpus = int(flow.env.get("N_GPUS", "1"))
     cmd = [flow.py, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n_gpus}"]
     cmd += ["-m", "verl.trainer.sft_trainer", f"data.train_files={train_file}", "data.val_files=null"]
     cmd += [f"data.max_length={max_length}", "data.truncation=right", f"data.train_batch_size={batch}"]

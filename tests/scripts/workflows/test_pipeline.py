@@ -456,3 +456,47 @@ def test_policy_stage_takes_another_recipe(tmp_path, monkeypatch):
     pipeline.policy(flow, args, "/models/base", "/models/judge")  # the default: the local judge's recipe and outputs
     assert calls[1][0] == pipeline.POLICY_RECIPE == "gsm8k_local_judge"
     assert calls[1][3]["metrics_file"] == f"{tmp_path}/policy_metrics.jsonl"
+
+
+def test_the_documented_new_experiment_runs(tmp_path, monkeypatch):
+    """scripts/workflows/__init__.py's example (a judge, then two policies it rewards) wires real stages: each stage
+    once, marked done, both policies through the launcher with their own outputs, the route one's override last."""
+    import textwrap
+
+    import scripts.workflows
+    from scripts.launch import launcher as launch
+    from scripts.workflows import cli, pipeline
+    from scripts.workflows.stages import Stages
+
+    doc = scripts.workflows.__doc__
+    code = textwrap.dedent(doc[doc.index("    import functools") : doc.index("    args = pipeline.parse_args")])
+    example = {}
+    exec(code, example)
+    ran, trained = [], []
+    monkeypatch.setattr(Stages, "sh", lambda self, cmd, log, env=None, ok=None: ran.append((cmd[2], log)))
+    monkeypatch.setattr(
+        launch, "run_recipe", lambda recipe, overrides, env, **where: trained.append((recipe, overrides, where)) or 0
+    )
+    monkeypatch.setenv("MODEL", "/models/base")
+    args = pipeline.parse_args(["judge_to_reward", "--out", str(tmp_path), "--no-sft", "--skip-eval"])
+    args.model_solutions = None  # no samples stage: its model answers need a GPU
+    flow = cli.run_of(args)
+    flow.guarded(lambda: example["judge_then_two_policies"](flow, args))
+    assert ran == [
+        ("data_prep.gsm8k", "policy_data"),
+        ("data_prep.gsm8k_verify", "data"),
+        ("data_prep.judge_sft", "sft_data"),
+    ]
+    assert [(r, w["log_file"]) for r, _, w in trained] == [
+        ("gsm8k_local_judge", f"{tmp_path}/logs/policy.log"),
+        ("gsm8k_local_judge", f"{tmp_path}/logs/policy_route.log"),
+    ]
+    assert "reward.reward_model.model_path=/models/base" in trained[0][1]  # no SFT, no GRPO: the start model judges
+    assert trained[1][1][-1] == example["ROUTE"] and example["ROUTE"] not in trained[0][1]
+    assert sorted(p.name for p in tmp_path.glob(".*.done")) == [
+        ".data.done",
+        ".policy.done",
+        ".policy_data.done",
+        ".policy_route.done",
+        ".sft_data.done",
+    ]
