@@ -115,9 +115,11 @@ def test_settings_errors(settings, errors):
 # logger does, writes them to the metrics file, then sleeps (a stall) or makes actor calls for a while.
 TRAINER = r"""
 import json, os, sys, time
+mode, steps, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+if mode == "stall" and steps == 0:  # stuck while starting: said at once, however slow the machine is
+    print("waiting for weights that never come", flush=True)
 import ray
 from scripts.train.trainer import unique_job_id
-mode, steps, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 job = unique_job_id()
 ray.init()
 print("job id", ray.get_runtime_context().get_job_id(),
@@ -137,7 +139,8 @@ for step in range(1, steps + 1):
     open(metrics, "a").write(json.dumps({"step": step, "data": {}}) + "\n")
     time.sleep(0.2)
 if mode == "stall":
-    print("waiting for weights that never come", flush=True)
+    if steps:
+        print("waiting for weights that never come", flush=True)
     time.sleep(3600)
 t_end = time.time() + seconds
 calls = 0

@@ -271,7 +271,7 @@ def test_judge_to_reward_samples_the_start_model_first(fake):
 
     tmp, env = fake
     out = tmp / "j2r"
-    env.update(FAKE_EVAL_WAIT="eval_sft=policy")
+    env.update(FAKE_EVAL_WAIT="eval_sft=policy", FAKE_EVAL_WAIT_S="90")  # ends as soon as the folder appears
     r = run(
         env,
         "judge_to_reward",
@@ -342,7 +342,7 @@ def test_judge_to_reward_samples_the_start_model_first(fake):
 def test_start_model_is_evaluated_beside_the_sft(fake, flag, beside, kv_cache):
     tmp, env = fake
     out = tmp / "run"
-    env.update(FAKE_EVAL_WAIT="eval_before=sft", FAKE_EVAL_WAIT_S="20" if beside == "True" else "1")
+    env.update(FAKE_EVAL_WAIT="eval_before=sft", FAKE_EVAL_WAIT_S="90" if beside == "True" else "1")
     r = run(env, "judge", "--task", "pointwise", "--out", str(out), "--grpo-steps", "0", "--eval-pairs", "2", *flag)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert (out / "eval_before_saw_sft").read_text() == beside
