@@ -55,15 +55,6 @@ def score_record(item: Mapping, prec: Mapping) -> dict:
     return rec
 
 
-def score_samples(items: Sequence[Mapping], results: Sequence[Sequence[JudgeResult]]) -> list[dict]:
-    """One record per (question, sample) with strict / flexible rule scores."""
-    return [
-        score_record(item, policy_record(qi, si, "", res))
-        for qi, (item, per) in enumerate(zip(items, results))
-        for si, res in enumerate(per)
-    ]
-
-
 def judge_fields(res: JudgeResult) -> dict:
     """``judge_*`` fields of a sample record from the judge's reply."""
     if not res.ok:

@@ -83,8 +83,10 @@ class Stages:
         """A training stage: ``recipe`` with ``overrides`` through the launcher (checked, then run), its metrics in
         ``<metrics>``, its log ``logs/<name>.log``; ``env``: the stage's environment instead of the run's (another
         GPU)."""
-        quiet = contextlib.redirect_stdout(open(os.devnull, "w")) if self.quiet else contextlib.nullcontext()
-        with quiet:
+        with (
+            open(os.devnull, "w") as null,
+            contextlib.redirect_stdout(null) if self.quiet else contextlib.nullcontext(),
+        ):
             rc = launch.run_recipe(
                 recipe, overrides, dict(env or self.env, PYTHON=self.py), **self.where(name, metrics)
             )
