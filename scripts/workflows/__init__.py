@@ -16,8 +16,8 @@ with the trained judge, the other with the same judge asked only where the rule 
     ROUTE = "++reward.custom_reward_function.reward_kwargs.mode=route"
 
     def judge_then_two_policies(flow, args):
-        base, data = steps.start_model(flow.env), flow.path("policy_data")
-        flow.stage("policy_data", data, lambda: steps.policy_data(flow, data, base))
+        base = steps.start_model(flow.env)
+        pipeline.policy_data_stage(flow, base)
         judge = pipeline.judge(flow, args)
         for name, extra in (("policy", ()), ("policy_route", (ROUTE,))):
             run = functools.partial(pipeline.policy, flow, args, base, judge, name=name, extra=extra)

@@ -71,10 +71,9 @@ def judge(flow: Stages, a: argparse.Namespace, solver=None, beside_next: bool = 
     ``samples`` collects, asked when the stage runs (default the start model). ``beside_next``: the last evaluation
     runs in the background, beside the caller's next stage (the caller then calls ``finish_judge``)."""
     task, base = TASKS[a.task], steps.start_model(flow.env)
-    data, test = flow.path("data"), flow.path("data", f"{task.verdict.name}_test.parquet")
+    data, test = flow.path("data"), test_file(flow, a)
     if a.model_solutions == "base":  # GPU work beside the CPU-bound data stage
-        policy_data = flow.path("policy_data")
-        flow.stage("policy_data", policy_data, lambda: steps.policy_data(flow, policy_data, base))
+        policy_data = policy_data_stage(flow, base)
 
         def answers() -> None:
             questions = os.path.join(policy_data, "train.parquet")
@@ -113,6 +112,17 @@ def judge(flow: Stages, a: argparse.Namespace, solver=None, beside_next: bool = 
     return judge_model
 
 
+def policy_data_stage(flow: Stages, base: str) -> str:
+    """Stage ``policy_data``: GSM8K as the policy sees it (made once, for the samples and the policy runs)."""
+    out = flow.path("policy_data")
+    return flow.stage("policy_data", out, lambda: steps.policy_data(flow, out, base))
+
+
+def test_file(flow: Stages, a: argparse.Namespace) -> str:
+    """The judge's held-out verification rows (evaluations, GRPO validation, ``compare.md``)."""
+    return flow.path("data", f"{TASKS[a.task].verdict.name}_test.parquet")
+
+
 def sft_data(flow: Stages, a: argparse.Namespace, base: str) -> None:
     """The judge's SFT rows: the verification split, plus the rows of a model's own answers when asked."""
     task, solutions = TASKS[a.task], a.model_solutions
@@ -134,7 +144,7 @@ def evaluation(flow: Stages, a: argparse.Namespace, name: str, model: str, besid
     """Evaluation stage ``name`` of ``model``; ``beside`` (and ``--parallel-eval``): in the background, beside the
     next stage, with a fixed KV cache."""
     task, background = TASKS[a.task], beside and a.parallel_eval
-    test = flow.path("data", f"{task.verdict.name}_test.parquet")
+    test = test_file(flow, a)
     rows = ["--pairs", str(a.eval_pairs)] if task.verdict.paired else ["--limit", str(2 * a.eval_pairs)]
     kv_cache_gb = a.eval_kv_cache_gb or (steps.SHARED_KV_CACHE_GB if background else None)
     settings = (a.max_response_length, a.eval_gpu_mem, kv_cache_gb)
@@ -165,8 +175,8 @@ def finish_judge(flow: Stages, a: argparse.Namespace) -> None:
     """Join the judge's background evaluations, then write ``compare.md``."""
     flow.wait_background()
     if not a.skip_eval:
-        test = flow.path("data", f"{TASKS[a.task].verdict.name}_test.parquet")
-        steps.compare(flow, f"{a.task}: held-out evaluation ({test})", TASKS[a.task].verdict.compare_keys)
+        title = f"{a.task}: held-out evaluation ({test_file(flow, a)})"
+        steps.compare(flow, title, TASKS[a.task].verdict.compare_keys)
 
 
 def policy_settings(flow: Stages, a: argparse.Namespace, name: str = "policy") -> list[str]:
@@ -205,7 +215,7 @@ def policy(
 def judge_to_reward(flow: Stages, a: argparse.Namespace) -> str:
     """The judge's stages, then a GSM8K policy trained with the merged judge as its reward; ``summary.md``."""
     base = steps.start_model(flow.env)
-    flow.stage("policy_data", flow.path("policy_data"), lambda: steps.policy_data(flow, flow.path("policy_data"), base))
+    policy_data_stage(flow, base)
     judge_model = judge(flow, a, beside_next=True)  # the judge's last evaluation runs beside the policy stage
     flow.stage("policy", flow.path("policy"), lambda: policy(flow, a, base, judge_model))
     finish_judge(flow, a)

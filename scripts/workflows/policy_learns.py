@@ -242,7 +242,7 @@ def experiment(flow: Stages, a: argparse.Namespace) -> str:
     base = steps.start_model(flow.env)
     if a.testbed != "none":
         flow.stage("testbed", flow.path("testbed"), lambda: testbed(flow, a))
-    flow.stage("policy_data", flow.path("policy_data"), lambda: steps.policy_data(flow, flow.path("policy_data"), base))
+    pipeline.policy_data_stage(flow, base)
     if a.testbed != "none":
         flow.stage("eval_data", flow.path("eval_data"), lambda: eval_data(flow, a, base))
     if a.policy_sft_rows > 0:  # the start policy: the runs and the judge's samples need it

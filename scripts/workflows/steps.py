@@ -76,10 +76,10 @@ def judge_train_files(data: str, verdict: verdicts.Verdict, with_solutions: bool
     return files
 
 
-def policy_data(flow: Stages, out: str, tokenizer: str, log: str = "policy_data") -> None:
+def policy_data(flow: Stages, out: str, tokenizer: str) -> None:
     """GSM8K as the policy sees it (``data_prep.gsm8k``: ``GSM8K_DIR``, else the hub)."""
     cmd = [flow.py, "-m", "data_prep.gsm8k", "--out", out, "--tokenizer", tokenizer, *defaults.gsm8k_args(flow.env)]
-    flow.sh(cmd, log)
+    flow.sh(cmd, "policy_data")
 
 
 def samples(
