@@ -102,8 +102,8 @@ def wait_until(
 
 def stop(proc: subprocess.Popen | None, grace: float = 30.0, group: bool = False) -> bool:
     """SIGTERM (to its process group with ``group``), SIGKILL after ``grace`` seconds, also when a second signal
-    interrupts the wait; with ``group``, SIGKILL to whatever is left in the group once its leader is gone. Whether it
-    was running."""
+    interrupts the wait; with ``group``, SIGKILL to whatever is left in the group once its leader is gone, and return
+    once the group is gone (at most 10 s more). Whether it was running."""
     if proc is None:
         return False
     running = proc.poll() is None
@@ -120,7 +120,22 @@ def stop(proc: subprocess.Popen | None, grace: float = 30.0, group: bool = False
         elif proc.poll() is None:
             proc.kill()
         proc.wait()
+        if group and not _group_gone(proc.pid, 10.0):
+            say("children", f"process group {proc.pid} still has members 10 s after SIGKILL")
     return running
+
+
+def _group_gone(pgid: int, seconds: float) -> bool:
+    """Wait until no process of group ``pgid`` is left (SIGKILLed ones included, until they are reaped)."""
+    end = time.monotonic() + seconds
+    while True:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return True
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.02)
 
 
 _live: set[subprocess.Popen] = set()

@@ -68,8 +68,8 @@ def test_wait_until(case, seconds, ready, timeout, cancel, outcome, tmp_path):
 
 
 def test_stop_takes_the_whole_group_and_says_whether_it_ran(tmp_path):
-    """A leader and its child that both ignore SIGTERM (as a stuck engine does): both are gone within the grace
-    period after ``stop(group=True)``."""
+    """A leader and its child that both ignore SIGTERM (as a stuck engine does): both are gone when
+    ``stop(group=True)`` returns, within the grace period."""
     code = (
         "import signal, subprocess, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
         "c = subprocess.Popen([sys.executable, '-c', 'import signal, time; "
@@ -95,12 +95,5 @@ def test_tracked_children_are_stopped_on_the_way_out():
 
 
 def _alive(pid: int) -> bool:
-    for _ in range(100):  # the group's SIGKILL is delivered, then init reaps the orphan
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().split()[2] == "Z":
-                    return False
-        except FileNotFoundError:
-            return False
-        time.sleep(0.05)
-    return True
+    """Whether ``pid`` exists now (a zombie not yet reaped counts: it is still in its process group)."""
+    return os.path.exists(f"/proc/{pid}")
