@@ -3,9 +3,9 @@
 Against verl 0.9.1's ``ppo_trainer`` schema, on CPU: ``check_override_keys`` (legacy top-level reward keys, ``+key``
 additions outside ``ALLOWED_ADDITIONS``, ``~key`` deletions), ``unknown_recipe_keys`` (keys a recipe's YAML files add
 that neither verl nor ``recipes/base.yaml`` define), ``resolution_errors`` (values that do not resolve),
-``value_errors`` (``VALUE_RULES`` ranges, reward options, ``verl_judge`` settings), ``batch_errors`` (micro-batches
-that do not divide a GPU's share) and ``verl_checks`` (verl's own ``validate_config``, its config dataclasses, the
-reward manager, a colocated judge on the V1 trainer). No command of its own; run in order by
+``value_errors`` (``VALUE_RULES`` ranges, reward options, ``verl_judge`` settings, ``watchdog_errors``),
+``batch_errors`` (micro-batches that do not divide a GPU's share) and ``verl_checks`` (verl's own ``validate_config``,
+its config dataclasses, the reward manager, a colocated judge on the V1 trainer). No command of its own; run in order by
 ``scripts/launch/verl_config.py`` (``check``), and by the launcher:
 
     from scripts.launch import config_checks; errors = config_checks.value_errors(cfg)
@@ -24,7 +24,7 @@ import re
 import warnings
 from typing import Iterable, Sequence
 
-from scripts.launch import knobs
+from scripts.launch import knobs, stall
 from scripts.launch.config_compose import ConfigError, compose, recipe_dir
 from scripts.launch.config_paths import reward_option_errors
 from scripts.train import hooks as train_hooks
@@ -219,7 +219,24 @@ def value_errors(cfg) -> list[str]:
             ok = _number(v) and v > 0
         if not ok:
             errors.append(f"{key}={v!r}: must be {REQUIREMENT[kind]}")
-    return errors + reward_option_errors(cfg) + train_hooks.settings_errors(cfg)
+    return errors + reward_option_errors(cfg) + train_hooks.settings_errors(cfg) + watchdog_errors(cfg)
+
+
+def watchdog_errors(cfg) -> list[str]:
+    """``verl_judge.watchdog`` settings the stall watchdog refuses (``stall.settings_errors``: not a number > 0,
+    ``startup_s`` under a few seconds, ``min_step_s`` above ``step_s``) and an enabled watchdog with no step source
+    (``trainer.logger`` without ``console`` and ``file``)."""
+    from omegaconf import OmegaConf
+
+    try:
+        node = OmegaConf.select(cfg, "verl_judge.watchdog", default=None)
+        settings = OmegaConf.to_container(node, resolve=True) if node is not None else {}
+        loggers = OmegaConf.select(cfg, "trainer.logger", default=None)
+        loggers = OmegaConf.to_container(loggers, resolve=True) if OmegaConf.is_config(loggers) else loggers
+    except Exception:  # an interpolation that does not resolve: reported by resolution_errors
+        return []
+    errors = stall.settings_errors(settings)
+    return errors or stall.source_errors(settings, loggers)
 
 
 def batch_errors(cfg) -> list[str]:

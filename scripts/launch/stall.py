@@ -2,13 +2,18 @@
 run, its last step, how long it waited and the last lines of its log. The launcher (``scripts/launch/launcher.py``) runs
 one beside every local training run; no command of its own.
 
-A step counts when verl reports it: a new ``step`` in the run's metrics JSONL (verl's ``file`` logger) or a
-``step:N`` line in its console output (verl's ``console`` logger), whichever comes first. The limits are
-``verl_judge.watchdog`` in ``recipes/base.yaml``:
+A step counts when verl reports it: a ``step`` in the run's metrics JSONL (verl's ``file`` logger) or a ``step:N``
+line in its console output (verl's ``console`` logger), whichever comes first; so the watchdog needs one of the two in
+``trainer.logger``. Progress is a step number not reported before (each step is reported twice, once by each; and
+Ray forwards every worker's output, so a stray ``step:999999`` is one more new number, never a mark that later real
+steps must pass). The limits are ``verl_judge.watchdog`` in ``recipes/base.yaml``:
 
-* ``startup_s`` until the first step (Ray, workers, vLLM, a judge being trained or served, the first validation);
+* ``startup_s`` (at least ``MIN_STARTUP_S``) until the first step (Ray, workers, vLLM, a judge being trained or
+  served, the first validation);
 * after it, ``factor`` x the median step so far, never below ``min_step_s`` (a validation or checkpoint step is
-  slower than the rest) nor above ``step_s`` (before there is a median, ``step_s``).
+  slower than the rest) nor above ``step_s`` (before there is a median, ``step_s``); ``min_step_s <= step_s``.
+
+A run may go exactly its limit without a step; past it, it is overdue.
 
 A stalled run's trainer is stopped (SIGTERM, SIGKILL after ``KILL_GRACE_S``); the launcher then stops its judge
 server and Ray head, keeps its checkpoints and Ray's session logs, and exits with ``STALL_EXIT``.
@@ -32,13 +37,16 @@ from scripts.launch import services
 STALL_EXIT = 5  # scripts.train's silent judge is 3, a dead judge server 4
 KILL_GRACE_S = 30.0
 DEFAULTS = {"enable": True, "startup_s": 1800.0, "step_s": 600.0, "min_step_s": 300.0, "factor": 20.0}
+MIN_STARTUP_S = 5.0  # no trainer reports a step sooner: a smaller startup_s is a typo (ms for s, a dropped digit)
+STEP_LOGGERS = ("console", "file")  # verl's loggers the watchdog reads steps from
 STEP_LINE = re.compile(r"(?<![\w.])step:(\d+)\b")
 
 
 def settings_errors(settings: dict) -> list[str]:
-    """Messages naming each ``verl_judge.watchdog`` value that is not a positive number (or a boolean ``enable``)."""
-    errors = []
-    for key, value in {**DEFAULTS, **settings}.items():
+    """Messages naming each ``verl_judge.watchdog`` value that is not a positive number (or a boolean ``enable``),
+    a ``startup_s`` under ``MIN_STARTUP_S`` and a ``min_step_s`` above ``step_s``."""
+    errors, s = [], {**DEFAULTS, **settings}
+    for key, value in s.items():
         if key not in DEFAULTS:
             errors.append(f"verl_judge.watchdog.{key}: unknown setting (known: {', '.join(DEFAULTS)})")
         elif key == "enable":
@@ -46,7 +54,34 @@ def settings_errors(settings: dict) -> list[str]:
                 errors.append(f"verl_judge.watchdog.enable must be true or false, got {value!r}")
         elif isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             errors.append(f"verl_judge.watchdog.{key} must be a number > 0, got {value!r}")
+    if errors:
+        return errors
+    if s["startup_s"] < MIN_STARTUP_S:
+        errors.append(
+            f"verl_judge.watchdog.startup_s must be at least {MIN_STARTUP_S:g} seconds (the time until a run's first "
+            f"step), got {s['startup_s']!r}"
+        )
+    if s["min_step_s"] > s["step_s"]:
+        errors.append(
+            f"verl_judge.watchdog.min_step_s ({s['min_step_s']!r}) is above step_s ({s['step_s']!r}): the limit "
+            "between steps lies within [min_step_s, step_s]"
+        )
     return errors
+
+
+def source_errors(settings: dict, loggers) -> list[str]:
+    """An enabled watchdog whose run reports no steps it can read: ``trainer.logger`` (``loggers``, a list or one
+    name) without ``console`` and ``file``."""
+    if not {**DEFAULTS, **(settings or {})}["enable"]:
+        return []
+    names = [loggers] if isinstance(loggers, str) else list(loggers or ())
+    if any(str(n) in STEP_LOGGERS for n in names):
+        return []
+    return [
+        f"verl_judge.watchdog has no step source: trainer.logger={names} has neither console nor file, so every run "
+        "would be stopped as stalled after startup_s; add console or file to trainer.logger, or set "
+        "verl_judge.watchdog.enable=false"
+    ]
 
 
 class Stall:
@@ -58,16 +93,19 @@ class Stall:
         self.startup_s, self.step_s = float(s["startup_s"]), float(s["step_s"])
         self.min_step_s, self.factor = float(s["min_step_s"]), float(s["factor"])
         self.t0 = clock()
-        self.last_step: int | None = None
+        self.last_step: int | None = None  # the last new step number seen
         self.last_t: float | None = None
+        self.seen: set[int] = set()
         self.gaps: list[float] = []
         self._lock = threading.Lock()
 
     def saw(self, step: int) -> None:
-        """Step ``step`` was reported (again, or out of order: nothing new)."""
+        """Step ``step`` was reported: progress when no report named it before (a step reported again by the other
+        logger, or late, is nothing new; a stray huge number does not hide the steps after it)."""
         with self._lock:
-            if self.last_step is not None and step <= self.last_step:
+            if step in self.seen:
                 return
+            self.seen.add(step)
             now = self.clock()
             if self.last_t is not None:
                 self.gaps.append(now - self.last_t)
@@ -125,7 +163,7 @@ class MetricsTail:
                 step = json.loads(raw).get("step")
             except (ValueError, AttributeError):
                 continue
-            if isinstance(step, int):
+            if isinstance(step, int) and not isinstance(step, bool):
                 out.append(step)
         return out
 
