@@ -8,7 +8,6 @@ Everything runs against the fake server ``scripts.serve.fake_openai`` on 127.0.0
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
@@ -47,16 +46,14 @@ def test_reply_body_is_capped(fault, cap, expected, attempts):
             finally:
                 await client.aclose()
 
-        t0 = time.monotonic()
         res = asyncio.run(main())
-        wall = time.monotonic() - t0
     assert res.attempts == attempts
     if isinstance(expected, int):
         assert res.ok and parse_score(res.text).value == expected
     else:
         assert (res.error.kind, res.error.status, res.error.message) == expected
+        # "reading stopped", not a timeout: an endless body read on would end in the 5 s timeout (kind "timeout")
         assert res.text is None
-    assert wall < 2.5, wall  # an endless body is not read until the 5 s timeout
 
 
 @pytest.mark.parametrize("fault", ["big:3000", "big_chunked:3000"])

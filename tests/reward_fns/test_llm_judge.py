@@ -22,7 +22,7 @@ from reward_fns.llm_judge import KEYS, build_messages, compute_score, defuse
 from reward_fns.parse import parse_score
 from reward_fns.prompts import load
 from scripts.serve.fake_openai import FakeOpenAIServer
-from scripts.serve.fake_replies import candidate_of
+from scripts.serve.fake_replies import candidate_of, default_reply
 
 QUESTION = "Natalia sold 48 clips in April and half as many in May. How many clips did she sell altogether?"
 REFERENCE = "In May she sold 48/2 = <<48/2=24>>24 clips.\nAltogether 48+24 = <<48+24=72>>72 clips.\n#### 72"
@@ -673,28 +673,39 @@ def test_unencodable_policy_text_is_judged(server):
 
 
 # ----------------------------------------------------------------------------- cache and dedup
-def test_identical_requests_judged_once(server):
-    server.latency = 0.2
+def overlapping(parties: int):
+    """A reply function that answers only while ``parties`` requests are being answered at once: each one waits for
+    the others (up to 10 s, then a 500), so requests sent one after another fail and overlapping ones pass."""
+    barrier = threading.Barrier(parties, timeout=10)
 
-    async def main():
-        same = [
-            compute_score("gsm8k", "#### 72", "72", INFO, base_url=server.base_url, model="judge", **FAST)
-            for _ in range(8)
-        ]
-        other = compute_score("gsm8k", "#### 71", "72", INFO, base_url=server.base_url, model="judge", **FAST)
-        return await asyncio.gather(*same, other)
+    def reply(body):
+        barrier.wait()
+        return default_reply(body)
 
-    t0 = time.monotonic()
-    outs = asyncio.run(main())
-    assert time.monotonic() - t0 < 1.5
-    assert len(server.requests) == 2
-    assert sum(o["judge_cached"] for o in outs[:8]) == 7.0
-    assert {o["score"] for o in outs[:8]} == {1.0} and outs[8]["score"] == 0.25
-    # later, in another event loop: served from the LRU
-    out = score(server, "#### 72")
-    assert out == expect(1.0, judge=4.0, rule=1.0, cached=1.0, attempts=0.0) and len(server.requests) == 2
-    # a different mode reuses the cached verdict (the request is the same)
-    assert score(server, "#### 72", mode="hybrid")["judge_cached"] == 1.0 and len(server.requests) == 2
+    return reply
+
+
+def test_identical_requests_judged_once():
+    """8 identical samples and another, gathered: one request each for the two, both in flight together (the
+    server answers neither until it holds both), the 7 copies riding on the first one's request."""
+    with FakeOpenAIServer(reply=overlapping(2), **QUICK) as server:
+        slow = dict(timeout=30.0, max_retries=0)  # no retry of one request can make up the pair
+
+        async def main():
+            kw = dict(base_url=server.base_url, model="judge", **{**FAST, **slow})
+            same = [compute_score("gsm8k", "#### 72", "72", INFO, **kw) for _ in range(8)]
+            return await asyncio.gather(*same, compute_score("gsm8k", "#### 71", "72", INFO, **kw))
+
+        outs = asyncio.run(main())
+        assert [o["judge_error"] for o in outs] == [0.0] * 9 and server.max_inflight == 2
+        assert len(server.requests) == 2
+        assert sum(o["judge_cached"] for o in outs[:8]) == 7.0
+        assert {o["score"] for o in outs[:8]} == {1.0} and outs[8]["score"] == 0.25
+        # later, in another event loop: served from the LRU
+        out = score(server, "#### 72", **slow)
+        assert out == expect(1.0, judge=4.0, rule=1.0, cached=1.0, attempts=0.0) and len(server.requests) == 2
+        # a different mode reuses the cached verdict (the request is the same)
+        assert score(server, "#### 72", mode="hybrid", **slow)["judge_cached"] == 1.0 and len(server.requests) == 2
 
 
 def test_errors_are_not_cached_and_cache_can_be_disabled(server):
@@ -863,7 +874,9 @@ def test_bench_judge_reward_cli_runs(tmp_path, repo_root):
     data = json.loads((tmp_path / "b.json").read_text())
     assert data["n"] == 24 and data["sequential_measured_on"] == 6
     assert data["errors"] == {"probe": 0, "ours": 0, "ours_parse_fail": 0, "sequential": 0}
-    assert data["floor_s"] > 0 and data["ratio_to_floor"] > 0 and data["speedup_vs_sequential"] > 1
+    # speeds are reported, not asserted (a loaded machine may make any of them slow): each is a positive number
+    speeds = ("server_throughput_rps", "floor_s", "ours_s", "ratio_to_floor", "sequential_s", "speedup_vs_sequential")
+    assert [type(data[k]) is float and 0 < data[k] < float("inf") for k in speeds] == [True] * len(speeds)
 
 
 @pytest.mark.parametrize(

