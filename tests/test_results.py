@@ -1,6 +1,7 @@
 """The numbers the README, docs/results/README.md and each results folder quote come from the runs kept under
 docs/results/<date>-<name>/: each test recomputes them from the kept metrics, reports and logs."""
 
+import gzip
 import json
 import os
 import re
@@ -15,13 +16,25 @@ from tests.scripts.bench.test_bench_cli import _summ  # scripts.report.summarize
 ROOT = scripts.ROOT
 
 
+def _text(*parts):
+    """A kept file's text; a ``.gz`` file (every kept JSONL is ``.jsonl.gz``) is read through gzip."""
+    path = os.path.join(*parts)
+    with gzip.open(path, "rt") if path.endswith(".gz") else open(path) as f:
+        return f.read()
+
+
+def _jsonl(*parts):
+    """The records of a kept ``.jsonl.gz``, one a line."""
+    return [json.loads(line) for line in _text(*parts).splitlines() if line.strip()]
+
+
 INDEX = os.path.join(ROOT, "docs", "results", "README.md")  # every kept run, with the numbers it gave
 JUDGE_COST = os.path.join(ROOT, "docs", "results", "2026-11-22-judge_cost")
 
 
 def test_judge_cost_numbers_in_readme_come_from_the_committed_h100_metrics():
     """README "Judge cost" is the output of scripts.report.summarize_run on the metrics the H100 runs wrote."""
-    files = [os.path.join(JUDGE_COST, r, "metrics.jsonl") for r in ("rule", "local", "hybrid")]
+    files = [os.path.join(JUDGE_COST, r, "metrics.jsonl.gz") for r in ("rule", "local", "hybrid")]
     r = _summ(*files, "--labels", "rule", "local", "hybrid", "--ratio", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
@@ -96,7 +109,7 @@ def test_learning_numbers_in_readme_come_from_the_committed_h100_reports(run, ro
             for s in ("eval_before", "eval_after")
         )
         assert got == (before, after), metric
-    steps = [json.loads(line)["step"] for line in open(os.path.join(d, "metrics.jsonl")) if line.strip()]
+    steps = [r["step"] for r in _jsonl(d, "metrics.jsonl.gz")]
     assert max(steps) == 50
     if run == "judge_pairwise":
         assert "answered B to 599/600 (accuracy 0.502)" in open(INDEX).read()
@@ -106,8 +119,8 @@ def test_judge_to_reward_h100_run_in_readme():
     """The judge_to_reward end-to-end run: both stages' metrics are kept and the README quotes them."""
     d = os.path.join(ROOT, "docs", "results", "2026-11-22-judge_to_reward")
     r = _summ(
-        os.path.join(d, "judge", "metrics.jsonl"),
-        os.path.join(d, "policy", "metrics.jsonl"),
+        os.path.join(d, "judge", "metrics.jsonl.gz"),
+        os.path.join(d, "policy", "metrics.jsonl.gz"),
         "--labels",
         "judge",
         "policy",
@@ -180,7 +193,7 @@ def test_judge_numbers_in_readme_come_from_the_kept_reports(folder, parts, metri
 
 
 def test_judge_health_numbers_come_from_the_kept_policy_metrics():
-    steps = [json.loads(line)["data"] for line in open(os.path.join(JUDGES, "judge_to_reward", "metrics.jsonl"))]
+    steps = _metrics(JUDGES, "judge_to_reward", "metrics.jsonl.gz")
     assert len(steps) == 6 and all("judge_health/agree_rule" in d for d in steps)  # every training step
     mean = lambda k: round(sum(d[k] for d in steps) / len(steps), 3)  # noqa: E731
     assert (
@@ -196,7 +209,7 @@ def test_judge_health_numbers_come_from_the_kept_policy_metrics():
 
 
 def test_main_job_numbers_come_from_the_kept_metrics_and_reports():
-    steps = [json.loads(line)["data"] for line in open(os.path.join(MODEL_SOLUTIONS, "main", "metrics.jsonl"))]
+    steps = _metrics(MODEL_SOLUTIONS, "main", "metrics.jsonl.gz")
     assert len(steps) == 6 and all("reward/rule_format/mean" in d for d in steps)
     mean = lambda k, rows=steps: round(sum(d[k] for d in rows) / len(rows), 3)  # noqa: E731
     assert (
@@ -204,10 +217,7 @@ def test_main_job_numbers_come_from_the_kept_metrics_and_reports():
         mean("judge_health/parse_fail_rate"),
         mean("judge_health/fallback_rate"),
     ) == (0.969, 0.003, 0.0)
-    old = [
-        json.loads(line)["data"]
-        for line in open(os.path.join(MODEL_SOLUTIONS, "judge_to_reward_perturbed_only", "metrics.jsonl"))
-    ]
+    old = _metrics(MODEL_SOLUTIONS, "judge_to_reward_perturbed_only", "metrics.jsonl.gz")
     assert mean("judge_health/agree_rule", old) == 0.539
     stages = dict(line.split() for line in open(os.path.join(MODEL_SOLUTIONS, "main", "stage_seconds.txt")))
     assert round(sum(float(v) for v in stages.values())) == 1367 and set(stages) == {
@@ -241,7 +251,7 @@ def test_main_job_numbers_come_from_the_kept_metrics_and_reports():
 
 
 def _metrics(*parts):
-    return [json.loads(line)["data"] for line in open(os.path.join(*parts))]
+    return [r["data"] for r in _jsonl(*parts)]
 
 
 def _median(rows, key):
@@ -278,16 +288,18 @@ def test_main_speed_numbers_come_from_the_kept_runs(run, wall, stages, step, upd
     assert open(os.path.join(d, "wall.txt")).read() == f"main.sh exit 0 wall {wall} s\n"
     kept = {k: float(v) for k, v in (line.split() for line in open(os.path.join(d, "stage_seconds.txt")))}
     assert {k: kept[k] for k in stages} == stages and round(sum(stages.values())) == wall
-    policy = _metrics(d, "policy_metrics.jsonl")
+    policy = _metrics(d, "policy_metrics.jsonl.gz")
     assert len(policy) == 6
     assert (_median(policy, "timing_s/step"), _median(policy, "timing_s/update_actor")) == (step, update_actor)
     assert round(sum(r["judge_health/agree_rule"] for r in policy) / 6, 3) == agree
     assert max(r["judge_health/parse_fail_rate"] for r in policy) == 0.0
-    sft = _metrics(d, "sft_metrics.jsonl")
+    sft = _metrics(d, "sft_metrics.jsonl.gz")
     assert len(sft) == 100 and round(sum(r["train/mfu"] for r in sft) / 100, 4) == mfu
-    earlier = _metrics(MODEL_SOLUTIONS, "main", "metrics.jsonl")
+    earlier = _metrics(MODEL_SOLUTIONS, "main", "metrics.jsonl.gz")
     assert (_median(earlier, "timing_s/step"), _median(earlier, "timing_s/update_actor")) == (29.24, 8.13)
-    assert round(sum(r["train/mfu"] for r in _metrics(MODEL_SOLUTIONS, "main", "sft_metrics.jsonl")) / 100, 4) == 0.0055
+    assert (
+        round(sum(r["train/mfu"] for r in _metrics(MODEL_SOLUTIONS, "main", "sft_metrics.jsonl.gz")) / 100, 4) == 0.0055
+    )
     readme = open(INDEX).read()
     assert (
         "| 983 s and 1,021 s (was 1,367 s); SFT MFU 0.0055 → 0.0226, policy step "
@@ -313,13 +325,13 @@ def test_main_bytecode_numbers_come_from_the_kept_run():
         "import run 4: 8.7 s",
     ):
         assert line in imports, line
-    policy = _metrics(d, "policy_metrics.jsonl")
+    policy = _metrics(d, "policy_metrics.jsonl.gz")
     assert len(policy) == 6 and max(r["judge_health/parse_fail_rate"] for r in policy) == 0.0
     assert round(sum(r["judge_health/agree_rule"] for r in policy) / 6, 3) == 0.953
     assert (_median(policy, "timing_s/step"), _median(policy, "timing_s/reward")) == (14.87, 1.09)
     assert round(282 - sum(r["timing_s/step"] for r in policy)) == 170  # the policy stage's start-up
     assert [round(r["reward/rule_format/mean"], 3) for r in policy] == [0.0, 0.156, 0.094, 0.125, 0.094, 0.203]
-    sft = _metrics(d, "sft_metrics.jsonl")
+    sft = _metrics(d, "sft_metrics.jsonl.gz")
     assert len(sft) == 100 and round(sum(r["train/mfu"] for r in sft) / 100, 4) == 0.0289
     readme = open(INDEX).read()
     assert (
@@ -357,7 +369,7 @@ ANCHOR_RUNS = {
 @pytest.mark.parametrize("name", list(ANCHOR_RUNS))
 def test_anchor_shape_medians_come_from_the_kept_runs(name):
     folder, names, medians, step_minus_gen = ANCHOR_RUNS[name]
-    runs = [_metrics(ROOT, "docs", "results", folder, n, "metrics.jsonl") for n in names]
+    runs = [_metrics(ROOT, "docs", "results", folder, n, "metrics.jsonl.gz") for n in names]
     assert [len(r) for r in runs] == [4, 4, 4]
     assert {k: [_median(r, k) for r in runs] for k in medians} == medians
     rest = [sorted(x["timing_s/step"] - x["timing_s/gen"] for x in r[1:])[1] for r in runs]
@@ -367,7 +379,9 @@ def test_anchor_shape_medians_come_from_the_kept_runs(name):
 def test_shapes_numbers_come_from_the_kept_runs():
     assert (round(16.52 / 15.48, 2), round(19.61 / 15.48, 2), round((15.48 + 2.57) / 15.48, 2)) == (1.07, 1.27, 1.17)
     assert "| timing_s/step | 1.07 | 1.27 |" in open(os.path.join(SHAPES, "cost.md")).read()
-    old_rule, old_colocated = (_metrics(SHAPES, "two_machines", n, "metrics.jsonl") for n in ("rule_1gpu", "colocated"))
+    old_rule, old_colocated = (
+        _metrics(SHAPES, "two_machines", n, "metrics.jsonl.gz") for n in ("rule_1gpu", "colocated")
+    )
     assert [_median(old_rule, "timing_s/step"), _median(old_colocated, "timing_s/step")] == [19.18, 20.32]
     assert "| timing_s/step | 1.06 |" in open(os.path.join(SHAPES, "two_machines", "cost.md")).read()
     assert (
@@ -377,7 +391,7 @@ def test_shapes_numbers_come_from_the_kept_runs():
 
 
 def test_awake_judge_numbers_come_from_the_kept_runs():
-    awake, asleep = (_metrics(AWAKE, n, "metrics.jsonl") for n in ("colocated", "colocated_sleep"))
+    awake, asleep = (_metrics(AWAKE, n, "metrics.jsonl.gz") for n in ("colocated", "colocated_sleep"))
     assert [[round(x["timing_s/reward"], 2) for x in r[1:]] for r in (awake, asleep)] == [
         [2.32, 2.34, 2.35],
         [2.63, 2.58, 2.55],
@@ -396,7 +410,7 @@ def test_awake_judge_numbers_come_from_the_kept_runs():
 
 
 def test_ray_cluster_run_is_kept():
-    rows = [json.loads(line) for line in open(os.path.join(RAY_CLUSTER, "metrics.jsonl"))]
+    rows = _jsonl(RAY_CLUSTER, "metrics.jsonl.gz")
     assert [r["step"] for r in rows] == [1, 2, 3]
     assert [round(r["data"]["timing_s/step"], 2) for r in rows] == [37.26, 17.23, 18.46]
     assert [round(r["data"]["timing_s/gen"], 2) for r in rows] == [29.94, 12.25, 11.6]
@@ -410,7 +424,7 @@ def test_ray_cluster_run_is_kept():
         "[launch] exit 0; metrics: <output dir>/verl-judge/gsm8k_rule.jsonl"
     )
     for name in os.listdir(RAY_CLUSTER):  # no machine paths kept
-        assert "/tmp/" not in open(os.path.join(RAY_CLUSTER, name)).read(), name
+        assert "/tmp/" not in _text(RAY_CLUSTER, name), name
 
 
 SCORECARD = os.path.join(ROOT, "docs", "results", "2026-11-26-scorecard")
@@ -437,8 +451,6 @@ def test_scorecard_numbers_come_from_the_kept_report():
     ]
     assert (round(r["arms"]["rule"]["gain_sd"], 3), round(r["arms"]["judge"]["gain_sd"], 3)) == (0.018, 0.004)
     assert r["commit"].startswith("2da08fa") and r["questions"] == 500 and r["heldout"]["questions"] == 500
-    import gzip
-
     canary = [
         json.loads(line)["data"].get("judge_health/canary_accept")
         for s in ("", "_s1", "_s2")
@@ -480,12 +492,12 @@ def test_trained_judge_cost_numbers_come_from_the_kept_metrics(folder, steps, ra
 
     d = os.path.join(TRAINED_COST, folder)
     got = {
-        n: summarize_run.summarize(summarize_run.load(os.path.join(d, n, "metrics.jsonl")))["median timing_s/step"]
+        n: summarize_run.summarize(summarize_run.load(os.path.join(d, n, "metrics.jsonl.gz")))["median timing_s/step"]
         for n in steps
     }  # steps 2-20 (a validation at step 0 is no training step)
     assert {n: round(v, 2) for n, v in got.items()} == steps
     assert [round(got[n] / got["rule"], 2) for n in ("colocated", "server", "route")] == ratios
-    route = [r for r in _metrics(d, "route", "metrics.jsonl") if "reward/judge_skipped/mean" in r]
+    route = [r for r in _metrics(d, "route", "metrics.jsonl.gz") if "reward/judge_skipped/mean" in r]
     share = sorted(1 - r["reward/judge_skipped/mean"] for r in route)
     assert (
         round((share[9] + share[10]) / 2, 3) == judged
@@ -510,10 +522,10 @@ def test_two_gpu_numbers_come_from_the_kept_metrics():
             2,
         )
 
-    cost = {n: step("2026-11-26-judge_cost_2gpu", n, "metrics.jsonl") for n in ("rule_pool", "pool", "server_gpu1")}
+    cost = {n: step("2026-11-26-judge_cost_2gpu", n, "metrics.jsonl.gz") for n in ("rule_pool", "pool", "server_gpu1")}
     assert cost == {"rule_pool": 10.55, "pool": 15.5, "server_gpu1": 17.1}
     assert [round(cost[n] / cost["rule_pool"], 2) for n in ("pool", "server_gpu1")] == [1.47, 1.62]
-    pol = {n: step("2026-11-26-policy_2gpu", n, "metrics.jsonl") for n in ("gpu1", "gpu2")}
+    pol = {n: step("2026-11-26-policy_2gpu", n, "metrics.jsonl.gz") for n in ("gpu1", "gpu2")}
     assert pol == {"gpu1": 2.74, "gpu2": 2.62} and round(pol["gpu1"] / pol["gpu2"], 2) == 1.05
     index = open(INDEX).read()
     assert "pool **1.47×**, server on GPU 1 **1.62×**" in index and "**1.05×** the samples a second" in index
@@ -521,8 +533,6 @@ def test_two_gpu_numbers_come_from_the_kept_metrics():
 
 def test_outage_numbers_come_from_the_kept_report():
     """judge_failure=fallback against abstain under a 20% outage: gains per arm and the share of failed calls."""
-    import gzip
-
     d = os.path.join(ROOT, "docs", "results", "2026-11-26-judge_failure_outage")
     r = json.load(open(os.path.join(d, "report.json")))
     gains = {
@@ -562,7 +572,7 @@ def test_main_job_and_policy_learns_numbers_come_from_the_kept_runs():
     assert round(r["judge_gain_over_rule_gain"]["strict"], 2) == 0.83 and r["judge_paid_audit"]["paid_wrong"] == 20
     assert round(100 * r["judge_paid_audit"]["paid_wrong_share"], 2) == 0.16
     cost = {
-        n: _median(_metrics(ONE_GPU_COST, n, "metrics.jsonl"), "timing_s/step")
+        n: _median(_metrics(ONE_GPU_COST, n, "metrics.jsonl.gz"), "timing_s/step")
         for n in ("rule_1gpu", "colocated", "server")
     }
     assert (round(cost["colocated"] / cost["rule_1gpu"], 2), round(cost["server"] / cost["rule_1gpu"], 2)) == (
@@ -604,11 +614,11 @@ def test_main_job_after_the_redesign_numbers_come_from_the_kept_runs():
         )
     assert gains == [(0.158, 0.354, 0.298, 0.71, 0), (0.15, 0.286, 0.284, 0.99, 0)]
     ab = {
-        n: _median(_metrics(MAIN_JOB_FUNCTIONS, "ab", f"{n}_metrics.jsonl"), "timing_s/step")
+        n: _median(_metrics(MAIN_JOB_FUNCTIONS, "ab", f"{n}_metrics.jsonl.gz"), "timing_s/step")
         for n in ("f7c62f3", "new")
     }
     assert (round(ab["f7c62f3"], 2), round(ab["new"], 2), round(ab["new"] / ab["f7c62f3"], 2)) == (4.03, 4.18, 1.04)
-    assert len(_metrics(MAIN_JOB_FUNCTIONS, "ab", "new_metrics.jsonl")) == 30
+    assert len(_metrics(MAIN_JOB_FUNCTIONS, "ab", "new_metrics.jsonl.gz")) == 30
     folder = open(os.path.join(MAIN_JOB_FUNCTIONS, "README.md")).read()
     for phrase in (
         "| 0 | **904 s** |",
@@ -637,14 +647,14 @@ def test_judge_on_its_own_gpu_trained_numbers_come_from_the_kept_metrics(judged,
     from scripts.report import summarize_run
 
     got = [
-        summarize_run.summarize(summarize_run.load(os.path.join(TWO_GPU_TRAINED, n, "metrics.jsonl")))[
+        summarize_run.summarize(summarize_run.load(os.path.join(TWO_GPU_TRAINED, n, "metrics.jsonl.gz")))[
             "median timing_s/step"
         ]
         for n in (judged, *rules)
     ]  # steps 2-20
     assert tuple(round(v, 2) for v in got) == steps
     assert (round(got[0] / got[1], 2), round(got[0] / ((got[1] + got[2]) / 2), 2), round(got[2] / got[1], 2)) == ratios
-    rows = [r for r in _metrics(TWO_GPU_TRAINED, judged, "metrics.jsonl") if "reward/judge_attempts/mean" in r]
+    rows = [r for r in _metrics(TWO_GPU_TRAINED, judged, "metrics.jsonl.gz") if "reward/judge_attempts/mean" in r]
     assert len(rows) == 20 and round(sum(r["reward/judge_attempts/mean"] * 128 for r in rows)) == calls
     per_step = sorted(r["reward/judge_seconds/mean"] * 128 for r in rows[1:])
     assert round(per_step[len(per_step) // 2], 1) == seconds
@@ -667,7 +677,7 @@ def test_ray_cluster_two_gpu_runs_are_kept(name, nodes, job, job_s, steps):
     """The cluster of one node with two GPUs and the one of two nodes with one GPU each: exit 0, three steps, the
     settings the job ran with, and the durations their READMEs and docs/ray_cluster.md quote."""
     d = os.path.join(ROOT, "docs", "results", f"2026-11-26-ray_cluster_{name}")
-    rows = [json.loads(line) for line in open(os.path.join(d, "metrics.jsonl"))]
+    rows = _jsonl(d, "metrics.jsonl.gz")
     assert [r["step"] for r in rows] == [1, 2, 3] and [round(r["data"]["timing_s/step"], 2) for r in rows] == steps
     status = open(os.path.join(d, "ray_status.txt")).read().split("Pending:")[0]
     assert (
@@ -687,7 +697,7 @@ def test_ray_cluster_two_gpu_runs_are_kept(name, nodes, job, job_s, steps):
     assert f"(job {job_s} s)" in open(os.path.join(ROOT, "docs", "ray_cluster.md")).read()
     assert f"Job '{job}' succeeded" in open(os.path.join(d, "submit_log.txt")).read()
     for f in os.listdir(d):  # no machine paths kept
-        assert "/tmp/" not in open(os.path.join(d, f)).read(), f
+        assert "/tmp/" not in _text(d, f), f
 
 
 def test_anchor_shape_rerun_numbers_come_from_the_kept_runs():
@@ -696,7 +706,7 @@ def test_anchor_shape_rerun_numbers_come_from_the_kept_runs():
 
     d = os.path.join(ROOT, "docs", "results", "2026-11-26-judge_cost_2gpu", "h100_rerun")
     got = {
-        n: summarize_run.summarize(summarize_run.load(os.path.join(d, n, "metrics.jsonl")))
+        n: summarize_run.summarize(summarize_run.load(os.path.join(d, n, "metrics.jsonl.gz")))
         for n in ("rule_pool", "pool", "rule_pool2")
     }
     steps = {n: round(s["median timing_s/step"], 2) for n, s in got.items()}
