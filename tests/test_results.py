@@ -718,3 +718,67 @@ def test_anchor_shape_rerun_numbers_come_from_the_kept_runs():
     for n, ratio in (("rule_pool", "1"), ("pool", "0.86"), ("rule_pool2", "1.02")):
         assert f"| [{n}]({n}/) | {steps[n]:.2f} s | {ratio} |" in readme
     assert "beside two rule runs gave pool 0.86×, not clean either" in open(INDEX).read()
+
+
+RESULTS = os.path.join(ROOT, "docs", "results")
+MAX_RESULTS_BYTES = 8_000_000  # the whole folder, as `du -sb docs/results` counts it
+MAX_PLAIN_JSONL = 100_000  # a larger JSONL is kept as .jsonl.gz
+DIR_BYTES = 4096  # what `du -sb` counts for a folder on ext4; fixed here so the figure is the same on any file system
+
+
+def _weight(folder):
+    """``(bytes, plain, stamped)`` of a folder: its files' sizes plus ``DIR_BYTES`` per folder (itself included), the
+    uncompressed ``.jsonl`` files over ``MAX_PLAIN_JSONL`` and the ``.gz`` files whose header keeps a name or a time
+    (so compressing the same data again gives other bytes), both as paths relative to ``folder``."""
+    total, plain, stamped = 0, [], []
+    for d, _, names in os.walk(folder):
+        total += DIR_BYTES
+        for n in names:
+            p = os.path.join(d, n)
+            size = os.lstat(p).st_size
+            total += size
+            rel = os.path.relpath(p, folder)
+            if n.endswith(".jsonl") and size > MAX_PLAIN_JSONL:
+                plain.append(rel)
+            if n.endswith(".gz"):
+                with open(p, "rb") as f:
+                    head = f.read(8)
+                if head[3] & 0x08 or head[4:8] != b"\0\0\0\0":  # FNAME flag, MTIME
+                    stamped.append(rel)
+    return total, sorted(plain), sorted(stamped)
+
+
+def test_results_folder_stays_light():
+    """Every clone and every accelerator call carries docs/results: at most 8 MB in all, kept JSONL compressed
+    (``gzip -9 -n`` or ``zopfli --gzip``, no name or time in the header), and each .gz a whole gzip stream."""
+    total, plain, stamped = _weight(RESULTS)
+    assert plain == [] and stamped == []
+    assert total <= MAX_RESULTS_BYTES, f"docs/results weighs {total:,} bytes"
+    for d, _, names in os.walk(RESULTS):
+        for n in names:
+            if n.endswith(".gz"):
+                with gzip.open(os.path.join(d, n), "rb") as f:
+                    while f.read(1 << 20):  # a truncated or corrupt stream raises here
+                        pass
+
+
+@pytest.mark.parametrize(
+    "files, weight",
+    [
+        ({}, (DIR_BYTES, [], [])),
+        ({"a/metrics.jsonl": b"x" * MAX_PLAIN_JSONL}, (2 * DIR_BYTES + MAX_PLAIN_JSONL, [], [])),
+        (
+            {"a/metrics.jsonl": b"x" * (MAX_PLAIN_JSONL + 1)},
+            (2 * DIR_BYTES + MAX_PLAIN_JSONL + 1, ["a/metrics.jsonl"], []),
+        ),
+        ({"a/b/0.jsonl.gz": gzip.compress(b"{}\n", mtime=0)}, (3 * DIR_BYTES + 23, [], [])),
+        ({"m.jsonl.gz": gzip.compress(b"{}\n", mtime=1)}, (DIR_BYTES + 23, [], ["m.jsonl.gz"])),
+        ({"m.gz": b"\x1f\x8b\x08\x08" + bytes(4)}, (DIR_BYTES + 8, [], ["m.gz"])),  # FNAME set
+        ({"big.png": bytes(MAX_RESULTS_BYTES)}, (DIR_BYTES + MAX_RESULTS_BYTES, [], [])),
+    ],
+)
+def test_results_weight_counts_files_folders_and_plain_jsonl(tmp_path, files, weight):
+    for rel, data in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(data)
+    assert _weight(str(tmp_path)) == weight
