@@ -76,10 +76,15 @@ def wait_until(
     setting: str = "",
     poll: float = 0.5,
     lines: int = 20,
+    clock: Callable[[], float] | None = None,
+    sleep: Callable[[float], None] | None = None,
 ) -> bool:
     """Wait until ``ready()``; False when ``cancel`` is set first. ``what`` names the service in every message,
-    ``setting`` the knob of its deadline."""
-    t0 = shown = time.time()
+    ``setting`` the knob of its deadline. ``ready()`` is asked every ``poll`` seconds; the deadline passes once
+    more than ``timeout`` seconds of ``clock`` have gone by (``clock`` and ``sleep``: the time it reads and waits
+    by; None: ``time.time`` and ``time.sleep``)."""
+    clock, sleep = clock or time.time, sleep or time.sleep
+    t0 = shown = clock()
     while not ready():
         if cancel is not None and cancel.is_set():
             return False
@@ -88,15 +93,15 @@ def wait_until(
                 f"{what} exited with {proc.returncode} before it was ready; its log ({log_path}) ends:"
                 f"\n{tail(log_path, lines)}"
             )
-        if time.time() - t0 > timeout:
+        if clock() - t0 > timeout:
             raise ServiceError(
                 f"{what} was not ready within {timeout:.0f}s{f' ({setting})' if setting else ''}; its "
                 f"log ({log_path}) ends:\n{tail(log_path, lines)}"
             )
-        if time.time() - shown >= 30:
-            say(who, f"waiting for {what} ({time.time() - t0:.0f}s) ...")
-            shown = time.time()
-        time.sleep(poll)
+        if clock() - shown >= 30:
+            say(who, f"waiting for {what} ({clock() - t0:.0f}s) ...")
+            shown = clock()
+        sleep(poll)
     return True
 
 
