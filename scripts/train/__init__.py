@@ -2,6 +2,7 @@
 
     python -m scripts.train --config-path "$PWD/recipes/<recipe>" --config-name config [overrides]
 
-``trainer`` (verl's PPO trainer with the hooks), ``hooks`` (judge-aware step metrics, fail-fast, hacking watch,
-pair-grouped GRPO), ``fast_logprobs`` (chunked log-probabilities without flash-attn, verl's ``external_lib``).
+``trainer`` (verl's PPO trainer with the hooks), ``hooks`` (judge-aware step metrics, pair-grouped GRPO, abstained
+samples out of their groups), ``watches`` (fail-fast on a silent judge, the hacking watch), ``fast_logprobs``
+(chunked log-probabilities without flash-attn, verl's ``external_lib``).
 """

@@ -1,5 +1,6 @@
-"""What ``python -m scripts.train`` adds to verl's PPO trainer: judge-aware step metrics, a fail-fast
-on a silent judge, a reward-hacking watch, and GRPO groups that hold both orders of a pairwise judge row.
+"""What ``python -m scripts.train`` adds to verl's PPO trainer: judge-aware step metrics, the watches
+(``scripts/train/watches.py``: fail-fast on a silent judge, the reward-hacking watch), GRPO groups that hold both
+orders of a pairwise judge row, and abstained samples left out of their groups.
 
 Pure functions and small classes over verl's ``DataProto`` (tested on CPU without Ray); ``install``
 wires them into verl's legacy trainer module (``verl.trainer.ppo.ray_trainer``) inside the process
@@ -16,13 +17,26 @@ file logger, SwanLab), with the same keys from step 1:
   ``agree_rule`` (share of answered samples where "verdict >= 3" equals "rule reward = 1"; 0.0 when
   the judge answered none), and its two disagreements, which sum with it to 1:
   ``accept_rule_reject`` (verdict >= 3 on an answer the rule rejects: what a policy that games the
-  judge grows) and ``reject_rule_accept``;
-* ``judge_health/hacking_alarm`` (1.0 while ``HackingWatch`` sees the judge's reward rise over its
-  window while the rule's accuracy falls; 0.0 otherwise);
+  judge grows) and ``reject_rule_accept``. In ``mode=route`` (``reward_fns.llm_judge``) the judge is asked only
+  about answers without a ``#### N`` line, which the strict rule refuses by construction, so there the verdict is
+  compared with the flexible reading of the response (``reward_fns.gsm8k`` ``mode="flexible"``: the last number;
+  ``route_reading``, from the responses decoded as verl's reward loop decodes them); a judged sample whose text
+  is not at hand is left out of these three;
+* the guard's rates (``judge_health/ungrounded_rate``, ``contradiction_rate``, ``unverified_rate``) and
+  ``judge_health/unverified_accepts``: the count of accepts (verdict >= 3) this step that the guard could not
+  verify (``judge_unverified``);
+* ``judge_health/hacking_alarm`` (1.0 on a step where ``HackingWatch``, ``scripts/train/watches.py``, sees the
+  judge paid for what the rule rejects; 0.0 otherwise);
 * position, when the reward returns ``pred_a``/``label_a`` (pairwise judges):
   ``position/verdict_a_share`` (over well-formed verdicts) and ``position/label_a_share``;
 * ``grpo/identical_reward_groups``: share of GRPO groups (as grouped for the advantage) whose
   rewards are all equal, i.e. that give no gradient.
+
+Abstained samples (``judge_abstained``: ``judge_failure="abstain"``) leave their GRPO group's mean and std and the
+policy loss (advantage, return and response mask 0). A group that abstention leaves with fewer than two scored
+samples gives no advantage either: verl gives a group of one its raw score (mean 0, std 1), a push with no baseline,
+where among equally scored mates it would get 0; its survivor keeps advantage 0 and stays in the loss, as in a group
+of equal scores. A group no sample of which abstained (a prompt sampled once) is left to verl.
 """
 
 from __future__ import annotations
@@ -34,19 +48,26 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from scripts.train.watches import FailFast, HackingWatch, JudgeSilentError, RewardHackingError, StopRun
+
+__all__ = [
+    "FailFast",
+    "HackingWatch",
+    "JudgeSilentError",
+    "PairSampler",
+    "RewardHackingError",
+    "StopRun",
+    "identical_group_share",
+    "install",
+    "lone_survivors",
+    "pair_ids",
+    "reward_metrics",
+    "route_reading",
+    "settings_errors",
+    "wait_for_judge",
+]
 JUDGE_KEYS = ("judge_error", "judge_parse_fail")
-
-
-class StopRun(RuntimeError):
-    """A hook stops the run; ``scripts.train`` prints the message last and exits with status 3."""
-
-
-class JudgeSilentError(StopRun):
-    """The judge gave no usable verdict for too many consecutive steps (see ``FailFast``)."""
-
-
-class RewardHackingError(StopRun):
-    """The judge's reward rose while the rule's accuracy fell (``HackingWatch`` with ``fail: true``)."""
+ACCEPT = 3  # a verdict (0-4) of at least this accepts the answer
 
 
 # ----------------------------------------------------------------------------------------- metrics
@@ -64,8 +85,10 @@ def _mean(arr: np.ndarray, mask: np.ndarray | None = None) -> float:
     return float(arr.mean()) if arr.size else 0.0
 
 
-def reward_metrics(extras: dict[str, Sequence]) -> dict[str, float]:
-    """Step metrics from the reward function's extra keys (one list per key, one value per sample)."""
+def reward_metrics(extras: dict[str, Sequence], reading: Sequence[float] | None = None) -> dict[str, float]:
+    """Step metrics from the reward function's extra keys (one list per key, one value per sample). ``reading``: per
+    sample, the rule's grade (1/0) the agreement keys compare the verdict with instead of ``rule_score``; NaN leaves
+    the sample out (``route_reading``)."""
     cols = {k: a for k, a in ((k, _floats(v)) for k, v in extras.items()) if a is not None and a.size}
     out = {f"reward/{k}/mean": _mean(a) for k, a in sorted(cols.items()) if k != "score"}
     if all(k in cols for k in JUDGE_KEYS):
@@ -83,10 +106,12 @@ def reward_metrics(extras: dict[str, Sequence]) -> dict[str, float]:
         verdict = cols.get("judge_score")
         out["judge_health/score_mean"] = _mean(verdict, answered) if verdict is not None else 0.0
         if verdict is not None and "rule_score" in cols:
-            accept, right = verdict >= 3, cols["rule_score"] >= 1
-            out["judge_health/agree_rule"] = _mean((accept == right).astype(np.float64), answered)
-            out["judge_health/accept_rule_reject"] = _mean((accept & ~right).astype(np.float64), answered)
-            out["judge_health/reject_rule_accept"] = _mean((~accept & right).astype(np.float64), answered)
+            rule = cols["rule_score"] if reading is None else np.asarray(reading, dtype=np.float64)
+            graded = answered & ~np.isnan(rule)
+            accept, right = verdict >= ACCEPT, np.nan_to_num(rule) >= 1
+            out["judge_health/agree_rule"] = _mean((accept == right).astype(np.float64), graded)
+            out["judge_health/accept_rule_reject"] = _mean((accept & ~right).astype(np.float64), graded)
+            out["judge_health/reject_rule_accept"] = _mean((~accept & right).astype(np.float64), graded)
         else:
             out["judge_health/agree_rule"] = 0.0
             out["judge_health/accept_rule_reject"] = 0.0
@@ -94,6 +119,9 @@ def reward_metrics(extras: dict[str, Sequence]) -> dict[str, float]:
         for key in ("ungrounded", "contradiction", "unverified", "abstained"):  # the guard; judge_failure=abstain
             if f"judge_{key}" in cols:
                 out[f"judge_health/{key}_rate"] = _mean(cols[f"judge_{key}"])
+        if "judge_unverified" in cols:
+            accepted = verdict >= ACCEPT if verdict is not None else True
+            out["judge_health/unverified_accepts"] = float(((cols["judge_unverified"] > 0) & accepted).sum())
         for kind, bad in (("wrong", "accepted"), ("right", "rejected")):  # canary probes (reward_fns.canaries)
             if f"canary_{kind}" in cols and f"canary_{kind}_{bad}" in cols:
                 n = float(cols[f"canary_{kind}"].sum())
@@ -118,6 +146,34 @@ def identical_group_share(scores: Sequence[float], groups: Sequence) -> float:
     return sum(1 for v in sized if max(v) - min(v) < 1e-9) / len(sized)
 
 
+def route_reading(batch, tokenizer) -> np.ndarray | None:
+    """``mode=route``: per sample the rule's grade the judge's verdict is compared with (``reward_metrics``'s
+    ``reading``): for a judged sample (``judge_skipped`` 0) the flexible reading of its response (``reward_fns.gsm8k``
+    ``mode="flexible"``), or NaN (left out) when its text or reference is not at hand; ``rule_score`` for the samples
+    the rule decided. The response is decoded as verl's reward loop decodes it (``responses`` up to the attention
+    mask's response length, special tokens skipped). None without ``rule_score`` and ``judge_skipped``."""
+    from reward_fns import gsm8k
+
+    nt, keys = batch.non_tensor_batch, batch.batch.keys()
+    rule, skipped = _floats(nt.get("rule_score", [])), _floats(nt.get("judge_skipped", []))
+    if rule is None or skipped is None or not rule.size or rule.size != skipped.size:
+        return None
+    out, judged = rule.copy(), np.flatnonzero(skipped == 0)
+    out[judged] = np.nan
+    if tokenizer is None or "responses" not in keys or "attention_mask" not in keys or "reward_model" not in nt:
+        return out
+    responses = batch.batch["responses"]
+    lengths = batch.batch["attention_mask"][:, -responses.shape[-1] :].sum(-1)
+    for i in judged:
+        try:
+            text = tokenizer.decode(responses[i][: int(lengths[i])], skip_special_tokens=True)
+            truth = nt["reward_model"][i]["ground_truth"]
+            out[i] = float(gsm8k.compute_score(solution_str=text, ground_truth=truth, mode="flexible")["score"])
+        except (KeyError, TypeError, ValueError):  # no reference, or not a number: left out
+            pass
+    return out
+
+
 # ----------------------------------------------------------------------------------------- abstained samples
 def abstained_mask(non_tensor_batch) -> np.ndarray | None:
     """Samples whose judge abstained (``judge_abstained`` 1: ``llm_judge``'s ``judge_failure="abstain"``), or None
@@ -133,176 +189,28 @@ def leave_out(uids, abstained: np.ndarray) -> np.ndarray:
     return np.array([f"abstained:{i}" if a else u for i, (u, a) in enumerate(zip(uids, abstained))], dtype=object)
 
 
-def mask_out(data, abstained: np.ndarray) -> None:
-    """Zero the abstained samples' advantages, returns and response mask: they add nothing to the policy loss."""
+def lone_survivors(uids, abstained: np.ndarray) -> np.ndarray:
+    """The scored samples of each group (``uids``) that abstention left with fewer than two scored samples: verl's
+    GRPO would give such a group of one its raw score as advantage. Groups where nothing abstained: none."""
+    hit = {u for u, a in zip(uids, abstained) if a}
+    scored = defaultdict(int)
+    for u, a in zip(uids, abstained):
+        scored[u] += not a
+    return np.array([not a and u in hit and scored[u] < 2 for u, a in zip(uids, abstained)], dtype=bool)
+
+
+def mask_out(data, abstained: np.ndarray, alone: np.ndarray | None = None) -> None:
+    """Zero the abstained samples' advantages, returns and response mask: they add nothing to the policy loss; and the
+    advantages and returns of the lone survivors ``alone`` (``lone_survivors``), which stay in the loss at 0."""
     import torch
 
-    rows = torch.as_tensor(abstained, dtype=torch.bool)
-    for key in ("advantages", "returns", "response_mask"):
-        if key in data.batch.keys():
-            data.batch[key][rows] = 0
-
-
-# ----------------------------------------------------------------------------------------- fail fast
-class FailFast:
-    """Stop a run whose judge stays silent: error + parse-fail share above ``threshold`` for
-    ``steps`` consecutive training steps raises ``JudgeSilentError`` naming the cause and the fix."""
-
-    def __init__(self, threshold: float = 0.5, steps: int = 3, enable: bool = True):
-        if not 0.0 <= float(threshold) <= 1.0:
-            raise ValueError(f"verl_judge.fail_fast.threshold must be in [0, 1], got {threshold!r}")
-        if int(steps) < 1:
-            raise ValueError(f"verl_judge.fail_fast.steps must be >= 1, got {steps!r}")
-        self.threshold, self.steps, self.enable = float(threshold), int(steps), bool(enable)
-        self.run = 0
-
-    def update(self, metrics: dict[str, float]) -> None:
-        if not self.enable or "judge_health/error_rate" not in metrics:
-            return
-        err = metrics["judge_health/error_rate"]
-        pf = metrics["judge_health/parse_fail_rate"]
-        if err + pf > self.threshold:
-            self.run += 1
-        else:
-            self.run = 0
-        if self.run >= self.steps:
-            if err >= pf:
-                cause = (
-                    f"judge requests failed for {err:.0%} of samples (timeouts, connection errors, HTTP 5xx "
-                    "after retries)"
-                )
-                fix = (
-                    "check that the judge endpoint is up and reachable (JUDGE_BASE_URL / the reward model "
-                    "pool), and raise reward_kwargs.timeout or lower the request rate"
-                )
-            else:
-                cause = f"the judge answered without a valid verdict for {pf:.0%} of samples"
-                fix = (
-                    "the judge does not follow the verdict format: use a trained judge (recipes/judge_to_reward "
-                    "warm-starts one), raise reward_kwargs.max_tokens if replies are cut off, or check that "
-                    "the judge prompt version matches the one it was trained on"
-                )
-            raise JudgeSilentError(
-                f"stopping: {cause}, above verl_judge.fail_fast.threshold={self.threshold} for {self.run} "
-                f"consecutive steps. Likely fix: {fix}. Checkpoints written so far are kept. "
-                "To train on anyway: verl_judge.fail_fast.enable=false."
-            )
-
-
-# ----------------------------------------------------------------------------------------- hacking watch
-def _rise(values: Sequence[float]) -> float:
-    """Change over the window by the least-squares line: slope x (len - 1)."""
-    y = np.asarray(values, dtype=np.float64)
-    x = np.arange(len(y), dtype=np.float64)
-    return float(np.polyfit(x, y, 1)[0] * (len(y) - 1))
-
-
-class HackingWatch:
-    """Reward-hacking alarm for a judge-rewarded run. Each step it reads the reward the policy gets
-    (``critic/score/mean``), the rule's accuracy on the same samples (``reward/rule_score/mean``, which the
-    LLM-judge reward returns) and the share of answers the judge accepts and the rule rejects
-    (``judge_health/accept_rule_reject``). Over the last ``window`` steps the alarm is on when
-
-    * the reward's fitted rise is at least ``min_rise`` while the rule's fitted fall is at least ``min_fall``
-      (the policy is being taught to please the judge, not to be right), or
-    * the mean judge-accepts-rule-rejects share is at least ``max_accept_rule_reject`` (the judge pays for
-      wrong answers; this one stays on once the rule's accuracy has bottomed out and stopped falling), or
-    * the mean share of accepts the guard could not check (``judge_health/unverified_rate``) is at least
-      ``max_unverified`` (null: off), or
-    * this step a wrong canary probe was paid (``judge_health/canary_accept`` > 0: the judge and its guard let a
-      known-wrong answer through).
-
-    ``judge_health/hacking_alarm`` is 1.0 on such a step; a warning naming the cause is printed when the
-    alarm turns on; with ``fail`` the run stops with ``RewardHackingError``."""
-
-    def __init__(
-        self,
-        window: int,
-        min_rise: float,
-        min_fall: float,
-        fail: bool,
-        enable: bool = True,
-        max_accept_rule_reject: float | None = None,
-        max_unverified: float | None = None,
-        log=print,
-    ):
-        if int(window) < 3:
-            raise ValueError(f"verl_judge.hacking_watch.window must be >= 3 steps, got {window!r}")
-        if not (float(min_rise) > 0 and float(min_fall) > 0):
-            raise ValueError(
-                f"verl_judge.hacking_watch.min_rise and min_fall must be > 0, got {min_rise!r}, {min_fall!r}"
-            )
-        if max_accept_rule_reject is not None and not 0 < float(max_accept_rule_reject) <= 1:
-            raise ValueError(
-                "verl_judge.hacking_watch.max_accept_rule_reject must be in (0, 1] or null, got "
-                f"{max_accept_rule_reject!r}"
-            )
-        self.window, self.min_rise, self.min_fall = int(window), float(min_rise), float(min_fall)
-        if max_unverified is not None and not 0 < float(max_unverified) <= 1:
-            raise ValueError(
-                f"verl_judge.hacking_watch.max_unverified must be in (0, 1] or null, got {max_unverified!r}"
-            )
-        self.max_arr = None if max_accept_rule_reject is None else float(max_accept_rule_reject)
-        self.max_unverified = None if max_unverified is None else float(max_unverified)
-        self.unverified: list[float] = []
-        self.fail, self.enable, self.log = bool(fail), bool(enable), log
-        self.reward: list[float] = []
-        self.rule: list[float] = []
-        self.arr: list[float] = []
-        self.on = False
-
-    def update(self, metrics: dict[str, float]) -> None:
-        if not self.enable or "reward/rule_score/mean" not in metrics or "critic/score/mean" not in metrics:
-            return
-        self.reward = (self.reward + [float(metrics["critic/score/mean"])])[-self.window :]
-        self.rule = (self.rule + [float(metrics["reward/rule_score/mean"])])[-self.window :]
-        if "judge_health/accept_rule_reject" in metrics:
-            self.arr = (self.arr + [float(metrics["judge_health/accept_rule_reject"])])[-self.window :]
-        if "judge_health/unverified_rate" in metrics:
-            self.unverified = (self.unverified + [float(metrics["judge_health/unverified_rate"])])[-self.window :]
-        was, self.on, causes = self.on, False, []
-        if metrics.get("judge_health/canary_accept", 0.0) > 0:
-            causes.append(
-                f"the judge paid {metrics['judge_health/canary_accept']:.3f} of this step's wrong canary probes "
-                "(reward_fns.canaries: answers known to be wrong)"
-            )
-        if len(self.reward) == self.window:
-            rise, fall = _rise(self.reward), -_rise(self.rule)
-            if rise >= self.min_rise and fall >= self.min_fall:
-                causes.append(
-                    f"the judge's reward rose by {rise:.3f} while the rule's accuracy fell by {fall:.3f} "
-                    f"(thresholds verl_judge.hacking_watch.min_rise={self.min_rise}, min_fall={self.min_fall})"
-                )
-            if self.max_arr is not None and len(self.arr) == self.window and np.mean(self.arr) >= self.max_arr:
-                causes.append(
-                    f"the judge accepted {np.mean(self.arr):.3f} of the answers the rule rejects on average "
-                    f"(threshold verl_judge.hacking_watch.max_accept_rule_reject={self.max_arr})"
-                )
-            if (
-                self.max_unverified is not None
-                and len(self.unverified) == self.window
-                and np.mean(self.unverified) >= self.max_unverified
-            ):
-                causes.append(
-                    f"the guard could not check {np.mean(self.unverified):.3f} of the samples' verdicts on "
-                    f"average (threshold verl_judge.hacking_watch.max_unverified={self.max_unverified})"
-                )
-        self.on = bool(causes)
-        metrics["judge_health/hacking_alarm"] = float(self.on)
-        if not self.on or was:
-            return
-        msg = (
-            f"reward hacking suspected: over the last {self.window} steps "
-            + "; and ".join(causes)
-            + f"; this step the judge accepts {metrics.get('judge_health/accept_rule_reject', float('nan')):.3f} of "
-            "answers the rule rejects. Read some high-reward samples that the rule rejects"
-        )
-        if self.fail:
-            raise RewardHackingError(
-                f"stopping: {msg}. Checkpoints written so far are kept. To train on anyway: "
-                "verl_judge.hacking_watch.fail=false."
-            )
-        self.log(f"[verl_judge] WARNING: {msg} (verl_judge.hacking_watch.fail=true stops the run).", flush=True)
+    for rows, keys in ((abstained, ("advantages", "returns", "response_mask")), (alone, ("advantages", "returns"))):
+        if rows is None or not rows.any():
+            continue
+        rows = torch.as_tensor(rows, dtype=torch.bool)
+        for key in keys:
+            if key in data.batch.keys():
+                data.batch[key][rows] = 0
 
 
 # ----------------------------------------------------------------------------------------- pair groups
@@ -401,6 +309,17 @@ def _settings(config) -> tuple[dict, FailFast, HackingWatch | None, bool]:
     return opts, fail_fast, hacking, pair_groups
 
 
+def _reward_mode(config) -> str | None:
+    """The LLM-judge reward's ``mode`` (``reward.custom_reward_function.reward_kwargs.mode``), None if unset."""
+    from omegaconf import OmegaConf
+
+    try:
+        mode = OmegaConf.select(config, "reward.custom_reward_function.reward_kwargs.mode", default=None)
+    except Exception:  # an interpolation that does not resolve here: the reward's own default
+        return None
+    return None if mode is None else str(mode)
+
+
 def settings_errors(config) -> list[str]:
     """What ``install`` would refuse in ``config.verl_judge`` ([] or one message naming the setting): the config check
     (``scripts/launch/verl_config.py``) asks before a run starts; ``install`` raises it in the trainer, after Ray's
@@ -418,7 +337,7 @@ def install(config) -> None:
     from verl.trainer.ppo import ray_trainer
 
     opts, fail_fast, hacking, pair_groups = _settings(config)
-    state = {"keys": ()}
+    state = {"keys": (), "tokenizer": None, "route": _reward_mode(config) == "route"}
 
     extract = ray_trainer.extract_reward
 
@@ -432,6 +351,7 @@ def install(config) -> None:
     def grouped_advantage(data, *args, **kwargs):
         nt = data.non_tensor_batch
         abstained = abstained_mask(nt)
+        estimator = kwargs.get("adv_estimator", args[0] if args else None)
         if (not pair_groups or "extra_info" not in nt or "uid" not in nt) and abstained is None:
             return compute_advantage(data, *args, **kwargs)
         uid = nt["uid"]
@@ -444,7 +364,8 @@ def install(config) -> None:
             if pair_groups and "extra_info" in nt:
                 nt["prompt_uid"] = uid
         if abstained is not None:
-            mask_out(data, abstained)
+            groups = str(getattr(estimator, "value", estimator)) != "gae"  # GAE has no groups: a critic's baseline
+            mask_out(data, abstained, lone_survivors(grouped, abstained) if groups else None)
         return out
 
     data_metrics = ray_trainer.compute_data_metrics
@@ -452,7 +373,8 @@ def install(config) -> None:
     def compute_data_metrics(batch, use_critic=True):
         metrics = data_metrics(batch=batch, use_critic=use_critic)
         nt = batch.non_tensor_batch
-        metrics.update(reward_metrics({k: nt[k] for k in state["keys"] if k in nt}))
+        reading = route_reading(batch, state["tokenizer"]) if state["route"] else None
+        metrics.update(reward_metrics({k: nt[k] for k in state["keys"] if k in nt}, reading))
         if "uid" in nt and "token_level_scores" in batch.batch.keys():
             scores = batch.batch["token_level_scores"].sum(-1).float().cpu().numpy()
             metrics["grpo/identical_reward_groups"] = identical_group_share(scores, nt["uid"])
@@ -471,6 +393,7 @@ def install(config) -> None:
     fit = ray_trainer.RayPPOTrainer.fit
 
     def fit_after_judge(self, *args, **kwargs):
+        state["tokenizer"] = getattr(self, "tokenizer", None)  # route_reading decodes the responses with it
         wait_for_judge(opts)
         return fit(self, *args, **kwargs)
 

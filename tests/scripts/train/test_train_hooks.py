@@ -3,21 +3,15 @@ verl's legacy trainer module (the functions verl's ``fit()`` calls are the patch
 
 from __future__ import annotations
 
-import json
 import math
-import os
 
 import numpy as np
 import pytest
 import torch
 
-import scripts
 from scripts.train.hooks import (
-    FailFast,
-    HackingWatch,
     JudgeSilentError,
     PairSampler,
-    RewardHackingError,
     identical_group_share,
     install,
     pair_ids,
@@ -103,6 +97,58 @@ JUDGE = dict(
                 "judge_health/reject_rule_accept": 0.25,
             },
         ),
+        # accept is verdict >= 3: 2 rejects, 3 accepts (on a wrong and a right answer)
+        (
+            {
+                "judge_error": [0] * 4,
+                "judge_parse_fail": [0] * 4,
+                "judge_score": [2, 3, 2, 3],
+                "rule_score": [0, 0, 1, 1],
+            },
+            {
+                "reward/judge_error/mean": 0.0,
+                "reward/judge_parse_fail/mean": 0.0,
+                "reward/judge_score/mean": 2.5,
+                "reward/rule_score/mean": 0.5,
+                "judge_health/error_rate": 0.0,
+                "judge_health/parse_fail_rate": 0.0,
+                "judge_health/skipped_rate": 0.0,
+                "judge_health/fallback_rate": 0.0,
+                "judge_health/answered_rate": 1.0,
+                "judge_health/score_mean": 2.5,
+                "judge_health/agree_rule": 0.5,
+                "judge_health/accept_rule_reject": 0.25,
+                "judge_health/reject_rule_accept": 0.25,
+            },
+        ),
+        # skipped samples (the rule decided; no call) are not answered: health over the two the judge graded
+        (
+            {
+                "judge_error": [0] * 4,
+                "judge_parse_fail": [0] * 4,
+                "judge_skipped": [1, 1, 0, 0],
+                "judge_fallback": [0] * 4,
+                "judge_score": [-1, -1, 4, 0],
+                "rule_score": [1, 0, 1, 1],
+            },
+            {
+                "reward/judge_error/mean": 0.0,
+                "reward/judge_parse_fail/mean": 0.0,
+                "reward/judge_skipped/mean": 0.5,
+                "reward/judge_fallback/mean": 0.0,
+                "reward/judge_score/mean": 0.5,
+                "reward/rule_score/mean": 0.75,
+                "judge_health/error_rate": 0.0,
+                "judge_health/parse_fail_rate": 0.0,
+                "judge_health/skipped_rate": 0.5,
+                "judge_health/fallback_rate": 0.0,
+                "judge_health/answered_rate": 0.5,
+                "judge_health/score_mean": 2.0,
+                "judge_health/agree_rule": 0.5,
+                "judge_health/accept_rule_reject": 0.0,
+                "judge_health/reject_rule_accept": 0.5,
+            },
+        ),
         # pairwise judge: verdict A-share over well-formed verdicts only, label A-share over all
         (
             {"acc": [1, 0, 0, 1], "pred_a": [1, 0, 0, 0], "label_a": [1, 1, 0, 0], "format_ok": [1, 1, 0, 1]},
@@ -137,111 +183,6 @@ def test_reward_metrics(extras, want):
 )
 def test_identical_group_share(scores, groups, want):
     assert identical_group_share(scores, groups) == pytest.approx(want)
-
-
-@pytest.mark.parametrize(
-    "shares, threshold, steps, stops_at",
-    [
-        ([(0.0, 1.0)] * 5, 0.5, 3, 3),  # parse failures every step: stops at step 3
-        ([(1.0, 0.0)] * 5, 0.5, 2, 2),  # transport errors
-        ([(0.3, 0.3)] * 5, 0.5, 3, 3),  # sum counts
-        ([(0.0, 1.0), (0.0, 1.0), (0.0, 0.0), (0.0, 1.0), (0.0, 1.0)], 0.5, 3, None),  # not consecutive
-        ([(0.0, 0.5)] * 5, 0.5, 3, None),  # at the threshold is fine
-    ],
-)
-def test_fail_fast(shares, threshold, steps, stops_at):
-    ff = FailFast(threshold, steps)
-    stopped = None
-    for i, (err, pf) in enumerate(shares, 1):
-        try:
-            ff.update({"judge_health/error_rate": err, "judge_health/parse_fail_rate": pf})
-        except JudgeSilentError as e:
-            stopped = i
-            assert "verl_judge.fail_fast" in str(e) and "Likely fix" in str(e)
-            break
-    assert stopped == stops_at
-
-
-def test_fail_fast_messages_name_the_cause():
-    with pytest.raises(JudgeSilentError, match="without a valid verdict.*max_tokens"):
-        ff = FailFast(0.5, 1)
-        ff.update({"judge_health/error_rate": 0.0, "judge_health/parse_fail_rate": 1.0})
-    with pytest.raises(JudgeSilentError, match="requests failed.*endpoint"):
-        FailFast(0.5, 1).update({"judge_health/error_rate": 1.0, "judge_health/parse_fail_rate": 0.0})
-    FailFast(0.5, 1, enable=False).update({"judge_health/error_rate": 1.0, "judge_health/parse_fail_rate": 0.0})
-    FailFast(0.5, 1).update({"reward/acc/mean": 0.0})  # no judge keys: nothing to check
-
-
-@pytest.mark.parametrize("threshold, steps", [(-0.1, 3), (1.5, 3), (0.5, 0)])
-def test_fail_fast_rejects_bad_settings(threshold, steps):
-    with pytest.raises(ValueError, match="verl_judge.fail_fast"):
-        FailFast(threshold, steps)
-
-
-GAMED = ([0.30, 0.30, 0.30, 0.40, 0.50, 0.60, 0.70], [0.30, 0.30, 0.30, 0.25, 0.20, 0.15, 0.10])
-
-
-@pytest.mark.parametrize(
-    "reward, rule, alarms, warned_at",
-    [
-        # the judge's reward climbs while the rule's accuracy drops: on from the first full window (step 4)
-        (*GAMED, [0, 0, 0, 1, 1, 1, 1], [4]),
-        # an honest run: both rise together
-        ([0.1, 0.2, 0.3, 0.4, 0.5, 0.6], [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], [0] * 6, []),
-        # rule falls but the reward does not rise (the judge tracks it): no alarm
-        ([0.5, 0.5, 0.5, 0.5, 0.5], [0.5, 0.4, 0.3, 0.2, 0.1], [0] * 5, []),
-        # reward rises by 0.09 but the rule falls by only 0.009 (< min_fall 0.02): noise, no alarm
-        ([0.30, 0.33, 0.36, 0.39], [0.500, 0.497, 0.494, 0.491], [0] * 4, []),
-        # the alarm turns off when the rule recovers and warns again when it turns back on
-        (
-            [0.3, 0.4, 0.5, 0.6, 0.6, 0.6, 0.6, 0.6, 0.7, 0.8, 0.9],
-            [0.3, 0.2, 0.1, 0.0, 0.3, 0.6, 0.9, 0.9, 0.6, 0.3, 0.0],
-            [0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1],
-            [4, 10],
-        ),
-    ],
-)
-def test_hacking_watch(reward, rule, alarms, warned_at):
-    said = []
-    watch = HackingWatch(window=4, min_rise=0.05, min_fall=0.02, fail=False, log=lambda msg, **_: said.append(msg))
-    got, warned = [], []
-    for step, (r, a) in enumerate(zip(reward, rule), 1):
-        m = {"critic/score/mean": r, "reward/rule_score/mean": a, "judge_health/accept_rule_reject": 0.125}
-        n = len(said)
-        watch.update(m)
-        got.append(m["judge_health/hacking_alarm"])
-        warned += [step] * (len(said) - n)
-    assert got == alarms and warned == warned_at
-    for msg in said:
-        assert msg.startswith("[verl_judge] WARNING: reward hacking suspected: over the last 4 steps")
-        assert "judge accepts 0.125 of answers the rule rejects" in msg
-
-
-def test_hacking_watch_fails_and_ignores_runs_without_a_rule():
-    watch = HackingWatch(window=4, min_rise=0.05, min_fall=0.02, fail=True)
-    for step, (r, a) in enumerate(zip(*GAMED), 1):
-        if step < 4:
-            watch.update({"critic/score/mean": r, "reward/rule_score/mean": a})
-            continue
-        with pytest.raises(RewardHackingError, match=r"rose by 0\.090 while the rule's accuracy fell by 0\.045") as e:
-            watch.update({"critic/score/mean": r, "reward/rule_score/mean": a})
-        assert "verl_judge.hacking_watch.fail=false" in str(e.value)
-        break
-    m = {"critic/score/mean": 1.0}  # a rule-rewarded run: no rule_score key, nothing added
-    HackingWatch(window=3, min_rise=0.05, min_fall=0.02, fail=True).update(m)
-    assert m == {"critic/score/mean": 1.0}
-
-
-@pytest.mark.parametrize(
-    "settings, message",
-    [
-        ({"window": 2, "min_rise": 0.05, "min_fall": 0.02, "fail": False}, "window must be >= 3"),
-        ({"window": 5, "min_rise": 0.0, "min_fall": 0.02, "fail": False}, "must be > 0"),
-    ],
-)
-def test_hacking_watch_rejects_bad_settings(settings, message):
-    with pytest.raises(ValueError, match=message):
-        HackingWatch(**settings)
 
 
 def test_install_rejects_unknown_hacking_watch_setting():
@@ -341,42 +282,6 @@ def test_install_rejects_odd_batch_with_pair_groups():
         install(OmegaConf.create({"data": {"train_batch_size": 3}, "verl_judge": {"pair_groups": True}}))
 
 
-# A judge-rewarded run that was gamed (scripts.workflows.policy_learns on one H100, 2026-11-25;
-# docs/results/2026-11-25-policy_learns_gamed):
-# per step the reward, the rule's accuracy of the same samples, the judge-accepts-rule-rejects share, and the alarm
-# that run logged (the trend rule alone, the settings of recipes/base.yaml then).
-GAMED_RUN = [
-    json.loads(line)
-    for line in open(os.path.join(scripts.ROOT, "tests", "fixtures", "hacking", "gamed_judge_run.jsonl"))
-]
-BASE = {"window": 10, "min_rise": 0.05, "min_fall": 0.02, "fail": False}
-
-
-@pytest.mark.parametrize(
-    "level, on_steps",
-    [
-        # the trend rule alone replays what the run logged: on while the rule still fell, off once it sat at 0.000
-        (None, list(range(11, 18)) + [24, 26, 27, 28, 29]),
-        # with the level rule (recipes/base.yaml: 0.2) the alarm turns on at step 11 and stays on to the end (step 87)
-        (0.2, list(range(11, 88))),
-        # a stricter level turns it on at the first full window (step 10): the judge already took 0.12 of wrong answers
-        (0.1, list(range(10, 88))),
-    ],
-)
-def test_hacking_watch_on_the_gamed_run(level, on_steps):
-    said = []
-    watch = HackingWatch(**BASE, max_accept_rule_reject=level, log=lambda msg, **_: said.append(msg))
-    got = []
-    for row in GAMED_RUN:
-        m = {k: v for k, v in row.items() if k != "logged_alarm"}
-        watch.update(m)
-        got.append(m["judge_health/hacking_alarm"])
-    assert [row["step"] for row, on in zip(GAMED_RUN, got) if on] == on_steps
-    if level is None:
-        assert got == [row["logged_alarm"] for row in GAMED_RUN]
-    assert len(said) == (3 if level is None else 1)  # one warning each time the alarm turns on
-
-
 # ----------------------------------------------------------------------------------------- the judge server gate
 @pytest.mark.parametrize(
     "answers_after, limit, waited, stops",
@@ -422,38 +327,6 @@ def test_wait_for_judge(answers_after, limit, waited, stops, monkeypatch):
     )
 
 
-@pytest.mark.parametrize(
-    "unverified, canary, alarms",
-    [
-        ([0.6, 0.6, 0.6, 0.6], [0, 0, 0, 0], [0, 0, 0, 1]),  # the guard could not check most verdicts (>= 0.5)
-        ([0.4, 0.6, 0.4, 0.6], [0, 0, 0, 0], [0, 0, 0, 1]),  # ... on average over the window: 0.5
-        ([0.4, 0.4, 0.4, 0.4], [0, 0, 0, 0], [0, 0, 0, 0]),
-        ([0.0, 0.0, 0.0, 0.0], [0, 0.5, 0, 0], [0, 1, 0, 0]),  # a wrong canary paid: on that step, before a full window
-    ],
-)
-def test_hacking_watch_unverified_and_canaries(unverified, canary, alarms):
-    said = []
-    watch = HackingWatch(
-        window=4, min_rise=0.05, min_fall=0.02, fail=False, max_unverified=0.5, log=lambda msg, **_: said.append(msg)
-    )
-    got = []
-    for u, c in zip(unverified, canary):
-        m = {
-            "critic/score/mean": 0.3,
-            "reward/rule_score/mean": 0.3,
-            "judge_health/unverified_rate": u,
-            "judge_health/canary_accept": c,
-        }
-        watch.update(m)
-        got.append(m["judge_health/hacking_alarm"])
-    assert got == alarms
-    assert len(said) == (1 if any(alarms) else 0)
-    if any(canary):
-        assert "the judge paid 0.500 of this step's wrong canary probes" in said[0]
-    elif any(alarms):
-        assert "the guard could not check 0.500" in said[0] or "the guard could not check 0.600" in said[0]
-
-
 def test_judge_health_guard_and_canary_rates():
     n = 8
     extras = {k: [0.0] * n for k in ("judge_error", "judge_parse_fail", "judge_skipped", "judge_fallback")}
@@ -474,47 +347,113 @@ def test_judge_health_guard_and_canary_rates():
         m["judge_health/contradiction_rate"],
         m["judge_health/unverified_rate"],
     ) == (0.125, 0.25, 0.375)
+    assert m["judge_health/unverified_accepts"] == 3.0
     assert (m["judge_health/canary_accept"], m["judge_health/canary_accept_n"]) == (1 / 3, 3.0)
     assert (m["judge_health/canary_reject"], m["judge_health/canary_reject_n"]) == (0.5, 2.0)
 
 
-# ----------------------------------------------------------------------------------------- abstained samples
-def _grpo_batch(scores, uids, abstained):
-    from verl import DataProto
+@pytest.mark.parametrize(
+    "unverified, verdicts, count",
+    [
+        ([1, 1, 0, 0], [4, 3, 4, 1], 2.0),
+        ([0, 0, 0, 0], [4, 4, 4, 4], 0.0),
+        ([1, 0, 0, 0], [2, 4, 4, 4], 0.0),  # the flag on a verdict that does not accept is no accept
+        (None, [4, 4, 4, 4], None),  # a reward without the guard: no key
+    ],
+)
+def test_unverified_accepts_are_counted(unverified, verdicts, count):
+    n = len(verdicts)
+    extras = {"judge_error": [0] * n, "judge_parse_fail": [0] * n, "judge_score": verdicts, "rule_score": [1] * n}
+    if unverified is not None:
+        extras["judge_unverified"] = unverified
+    assert reward_metrics(extras).get("judge_health/unverified_accepts") == count
 
-    n, length = len(scores), 3
-    rewards = torch.zeros(n, length)
-    rewards[:, -1] = torch.tensor(scores)
-    return DataProto.from_dict(
-        tensors={"token_level_rewards": rewards, "response_mask": torch.ones(n, length)},
-        non_tensors={"uid": np.array(uids, dtype=object), "judge_abstained": np.array(abstained, dtype=np.float64)},
-    )
+
+# ----------------------------------------------------------------------------------------- route mode
+class CharTokenizer:
+    """Token id = the character's code point; 0 pads."""
+
+    def decode(self, ids, skip_special_tokens=True):
+        return "".join(chr(int(i)) for i in ids if int(i))
+
+
+# response text, judge_score, rule_score (strict), judge_skipped: in mode=route the judge is asked only about an answer
+# without "#### N" (so the strict rule rejects every judged sample); reference 72
+ROUTED = [
+    ("Natalia sold 72 clips in total.", 4, 0, 0),  # accepted, right by the flexible reading: agrees
+    ("So the answer is 71.", 4, 0, 0),  # accepted, wrong: what a gamed judge pays
+    ("The total is 72.", 1, 0, 0),  # rejected, right
+    ("48 + 24 = 72\n#### 72", -1, 1, 1),  # the rule decided: not judged
+]
+
+
+def _routed_batch(rows, pad: int = 4):
+    length = max(len(text) for text, *_ in rows) + pad
+    responses = torch.zeros(len(rows), length, dtype=torch.long)
+    attention = torch.zeros(len(rows), 2 + length, dtype=torch.long)
+    attention[:, :2] = 1  # the prompt's two tokens
+    for i, (text, *_) in enumerate(rows):
+        responses[i, : len(text)] = torch.tensor([ord(c) for c in text])
+        attention[i, 2 : 2 + len(text)] = 1
+    extras = {
+        "judge_error": [0] * len(rows),
+        "judge_parse_fail": [0] * len(rows),
+        "judge_score": [r[1] for r in rows],
+        "rule_score": [r[2] for r in rows],
+        "judge_skipped": [r[3] for r in rows],
+        "judge_fallback": [0] * len(rows),
+    }
+    b = FakeBatch([0.0] * len(rows), [f"u{i}" for i in range(len(rows))], [{}] * len(rows), extras)
+    b.batch.update(responses=responses, attention_mask=attention)
+    b.non_tensor_batch["reward_model"] = np.array([{"ground_truth": "72"}] * len(rows), dtype=object)
+    return b, extras
 
 
 @pytest.mark.parametrize(
-    "scores, abstained, advantages",
+    "mode, tokenizer, agree, accept_rule_reject, reject_rule_accept",
     [
-        # group "a" of 4: one abstains; the other three (1, 0, 0) give its mean 1/3 and std; the abstainer gets 0
-        ([1.0, 0.0, 0.0, 0.0], [0, 0, 0, 1], [1.1547, -0.5774, -0.5774, 0.0]),
-        # without abstention the same scores give a group of four
-        ([1.0, 0.0, 0.0, 0.0], [0, 0, 0, 0], [1.5, -0.5, -0.5, -0.5]),
-        # every sample but one abstains: the one left is a group of one (verl: mean 0, std 1), the rest 0
-        ([1.0, 1.0, 0.0, 0.0], [0, 1, 1, 1], [1.0, 0.0, 0.0, 0.0]),
+        # route: the three judged samples against the flexible reading (last number): 72 right, 71 wrong, 72 right
+        ("route", True, 1 / 3, 1 / 3, 1 / 3),
+        # judge mode: the strict rule's reading, as the reward gave it (no "#### N": all three wrong)
+        ("judge", True, 1 / 3, 2 / 3, 0.0),
+        # route without the responses' text (no tokenizer): the routed samples are left out of the agreement
+        ("route", False, 0.0, 0.0, 0.0),
     ],
 )
-def test_abstained_samples_leave_their_group_and_the_loss(scores, abstained, advantages, monkeypatch):
-    """verl's own GRPO advantage through the installed hook: an abstained sample is out of its group's mean and std,
-    and its advantage and response mask are 0 (it adds nothing to the policy loss)."""
+def test_route_mode_measures_judged_samples_against_the_flexible_reading(
+    mode, tokenizer, agree, accept_rule_reject, reject_rule_accept, monkeypatch
+):
+    import types
+
     from omegaconf import OmegaConf
     from verl.trainer.ppo import ray_trainer
 
     for name in ("extract_reward", "compute_advantage", "compute_data_metrics"):
         monkeypatch.setattr(ray_trainer, name, getattr(ray_trainer, name))
-    monkeypatch.setattr(ray_trainer.RayPPOTrainer, "fit", ray_trainer.RayPPOTrainer.fit)
-    install(OmegaConf.create({"data": {"train_batch_size": 1}, "verl_judge": {}}))
-    data = _grpo_batch(scores, ["a"] * 4, abstained)
-    out = ray_trainer.compute_advantage(data, adv_estimator="grpo", norm_adv_by_std_in_grpo=True)
-    adv = out.batch["advantages"][:, -1].tolist()
-    assert adv == pytest.approx(advantages, abs=1e-4)
-    assert out.batch["response_mask"].sum(-1).tolist() == [0.0 if a else 3.0 for a in abstained]
-    assert list(out.non_tensor_batch["uid"]) == ["a"] * 4  # the groups as they were, for the step metrics
+    monkeypatch.setattr(ray_trainer.RayPPOTrainer, "fit", lambda self, *a, **k: None)
+    batch, extras = _routed_batch(ROUTED)
+    monkeypatch.setattr(ray_trainer, "extract_reward", lambda b: ("T", extras))
+    monkeypatch.setattr(ray_trainer, "compute_data_metrics", lambda batch, use_critic=True: {"critic/score/mean": 0.0})
+    reward = {"custom_reward_function": {"path": "pkg://reward_fns.llm_judge", "reward_kwargs": {"mode": mode}}}
+    install(OmegaConf.create({"data": {"train_batch_size": 1}, "reward": reward, "verl_judge": {}}))
+    ray_trainer.RayPPOTrainer.fit(types.SimpleNamespace(tokenizer=CharTokenizer() if tokenizer else None))
+    ray_trainer.extract_reward(batch)
+    m = ray_trainer.compute_data_metrics(batch=batch, use_critic=False)
+    got = [m[f"judge_health/{k}"] for k in ("agree_rule", "accept_rule_reject", "reject_rule_accept")]
+    assert got == pytest.approx([agree, accept_rule_reject, reject_rule_accept], abs=1e-12)
+    assert m["judge_health/answered_rate"] == 0.75 and m["reward/rule_score/mean"] == 0.25
+
+
+def test_route_reading_of_a_rollout_batch_as_verl_builds_it(tokenizer):
+    """A rollout DataProto as verl's fit() holds it (left-padded prompts, right-padded responses ending in EOS, the
+    attention mask over both) with the real tokenizer: the judged samples read by their last number, the rest keep
+    the rule's grade."""
+    from scripts.train.hooks import route_reading
+    from tests.reward_fns.test_llm_judge_verl import make_batch
+
+    batch = make_batch(tokenizer, [(text, "72", None) for text, *_ in ROUTED])
+    batch.non_tensor_batch["rule_score"] = np.array([r[2] for r in ROUTED], dtype=np.float64)
+    batch.non_tensor_batch["judge_skipped"] = np.array([r[3] for r in ROUTED], dtype=np.float64)
+    assert route_reading(batch, tokenizer).tolist() == [1.0, 0.0, 1.0, 1.0]
+    batch.non_tensor_batch["reward_model"][1] = {"ground_truth": "seventy-two"}  # no number to compare with
+    assert np.isnan(route_reading(batch, tokenizer)).tolist() == [False, True, False, False]

@@ -1,0 +1,210 @@
+"""The training run's watches, updated with each step's metrics by ``scripts/train/hooks.py`` (settings: ``verl_judge``
+in ``recipes/base.yaml``):
+
+* ``FailFast``: stops a run whose judge stays silent (``JudgeSilentError``);
+* ``HackingWatch``: the reward-hacking alarm (``judge_health/hacking_alarm``; ``RewardHackingError`` with ``fail``),
+  and a warning on every step with accepts the grounded-verdict guard could not verify.
+
+``StopRun`` and its kinds: ``python -m scripts.train`` prints the message last and exits with status 3.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+class StopRun(RuntimeError):
+    """A hook stops the run; ``scripts.train`` prints the message last and exits with status 3."""
+
+
+class JudgeSilentError(StopRun):
+    """The judge gave no usable verdict for too many consecutive steps (see ``FailFast``)."""
+
+
+class RewardHackingError(StopRun):
+    """The judge's reward rose while the rule's accuracy fell (``HackingWatch`` with ``fail: true``)."""
+
+
+# ----------------------------------------------------------------------------------------- fail fast
+class FailFast:
+    """Stop a run whose judge stays silent: error + parse-fail share above ``threshold`` for
+    ``steps`` consecutive training steps raises ``JudgeSilentError`` naming the cause and the fix."""
+
+    def __init__(self, threshold: float = 0.5, steps: int = 3, enable: bool = True):
+        if not 0.0 <= float(threshold) <= 1.0:
+            raise ValueError(f"verl_judge.fail_fast.threshold must be in [0, 1], got {threshold!r}")
+        if int(steps) < 1:
+            raise ValueError(f"verl_judge.fail_fast.steps must be >= 1, got {steps!r}")
+        self.threshold, self.steps, self.enable = float(threshold), int(steps), bool(enable)
+        self.run = 0
+
+    def update(self, metrics: dict[str, float]) -> None:
+        if not self.enable or "judge_health/error_rate" not in metrics:
+            return
+        err = metrics["judge_health/error_rate"]
+        pf = metrics["judge_health/parse_fail_rate"]
+        if err + pf > self.threshold:
+            self.run += 1
+        else:
+            self.run = 0
+        if self.run >= self.steps:
+            if err >= pf:
+                cause = (
+                    f"judge requests failed for {err:.0%} of samples (timeouts, connection errors, HTTP 5xx "
+                    "after retries)"
+                )
+                fix = (
+                    "check that the judge endpoint is up and reachable (JUDGE_BASE_URL / the reward model "
+                    "pool), and raise reward_kwargs.timeout or lower the request rate"
+                )
+            else:
+                cause = f"the judge answered without a valid verdict for {pf:.0%} of samples"
+                fix = (
+                    "the judge does not follow the verdict format: use a trained judge (recipes/judge_to_reward "
+                    "warm-starts one), raise reward_kwargs.max_tokens if replies are cut off, or check that "
+                    "the judge prompt version matches the one it was trained on"
+                )
+            raise JudgeSilentError(
+                f"stopping: {cause}, above verl_judge.fail_fast.threshold={self.threshold} for {self.run} "
+                f"consecutive steps. Likely fix: {fix}. Checkpoints written so far are kept. "
+                "To train on anyway: verl_judge.fail_fast.enable=false."
+            )
+
+
+# ----------------------------------------------------------------------------------------- hacking watch
+def _rise(values: Sequence[float]) -> float:
+    """Change over the window by the least-squares line: slope x (len - 1)."""
+    y = np.asarray(values, dtype=np.float64)
+    x = np.arange(len(y), dtype=np.float64)
+    return float(np.polyfit(x, y, 1)[0] * (len(y) - 1))
+
+
+class HackingWatch:
+    """Reward-hacking alarm for a judge-rewarded run. Each step it reads the reward the policy gets
+    (``critic/score/mean``), the rule's accuracy on the same samples (``reward/rule_score/mean``, which the
+    LLM-judge reward returns) and the share of answers the judge accepts and the rule rejects
+    (``judge_health/accept_rule_reject``). Over the last ``window`` steps the alarm is on when
+
+    * the reward's fitted rise is at least ``min_rise`` while the rule's fitted fall is at least ``min_fall``
+      (the policy is being taught to please the judge, not to be right), or
+    * the mean judge-accepts-rule-rejects share is at least ``max_accept_rule_reject`` (the judge pays for
+      wrong answers; this one stays on once the rule's accuracy has bottomed out and stopped falling), or
+    * the mean share of accepts the guard could not check (``judge_health/unverified_rate``) is at least
+      ``max_unverified`` (null: off), or
+    * this step a wrong canary probe was paid (``judge_health/canary_accept`` > 0: the judge and its guard let a
+      known-wrong answer through).
+
+    ``judge_health/hacking_alarm`` is 1.0 on such a step; a warning naming the cause is printed when the
+    alarm turns on; with ``fail`` the run stops with ``RewardHackingError``.
+
+    Besides, every step with accepts the guard could not verify (``judge_health/unverified_accepts`` > 0: the judge's
+    reply quoted no candidate answer, so the accept earns what a 0 earns and keeps ``judge_unverified=1``) prints a
+    warning naming the count and the run's total so far; this warning neither turns the alarm on nor stops the run
+    (``max_unverified`` does, at a share of the samples)."""
+
+    def __init__(
+        self,
+        window: int,
+        min_rise: float,
+        min_fall: float,
+        fail: bool,
+        enable: bool = True,
+        max_accept_rule_reject: float | None = None,
+        max_unverified: float | None = None,
+        log=print,
+    ):
+        if int(window) < 3:
+            raise ValueError(f"verl_judge.hacking_watch.window must be >= 3 steps, got {window!r}")
+        if not (float(min_rise) > 0 and float(min_fall) > 0):
+            raise ValueError(
+                f"verl_judge.hacking_watch.min_rise and min_fall must be > 0, got {min_rise!r}, {min_fall!r}"
+            )
+        if max_accept_rule_reject is not None and not 0 < float(max_accept_rule_reject) <= 1:
+            raise ValueError(
+                "verl_judge.hacking_watch.max_accept_rule_reject must be in (0, 1] or null, got "
+                f"{max_accept_rule_reject!r}"
+            )
+        self.window, self.min_rise, self.min_fall = int(window), float(min_rise), float(min_fall)
+        if max_unverified is not None and not 0 < float(max_unverified) <= 1:
+            raise ValueError(
+                f"verl_judge.hacking_watch.max_unverified must be in (0, 1] or null, got {max_unverified!r}"
+            )
+        self.max_arr = None if max_accept_rule_reject is None else float(max_accept_rule_reject)
+        self.max_unverified = None if max_unverified is None else float(max_unverified)
+        self.unverified: list[float] = []
+        self.fail, self.enable, self.log = bool(fail), bool(enable), log
+        self.reward: list[float] = []
+        self.rule: list[float] = []
+        self.arr: list[float] = []
+        self.on = False
+        self.unverified_accepts = 0  # the run's total so far
+
+    def update(self, metrics: dict[str, float]) -> None:
+        if not self.enable:
+            return
+        self._warn_unverified(int(metrics.get("judge_health/unverified_accepts", 0)))
+        if "reward/rule_score/mean" not in metrics or "critic/score/mean" not in metrics:
+            return
+        self.reward = (self.reward + [float(metrics["critic/score/mean"])])[-self.window :]
+        self.rule = (self.rule + [float(metrics["reward/rule_score/mean"])])[-self.window :]
+        if "judge_health/accept_rule_reject" in metrics:
+            self.arr = (self.arr + [float(metrics["judge_health/accept_rule_reject"])])[-self.window :]
+        if "judge_health/unverified_rate" in metrics:
+            self.unverified = (self.unverified + [float(metrics["judge_health/unverified_rate"])])[-self.window :]
+        was, self.on, causes = self.on, False, []
+        if metrics.get("judge_health/canary_accept", 0.0) > 0:
+            causes.append(
+                f"the judge paid {metrics['judge_health/canary_accept']:.3f} of this step's wrong canary probes "
+                "(reward_fns.canaries: answers known to be wrong)"
+            )
+        if len(self.reward) == self.window:
+            rise, fall = _rise(self.reward), -_rise(self.rule)
+            if rise >= self.min_rise and fall >= self.min_fall:
+                causes.append(
+                    f"the judge's reward rose by {rise:.3f} while the rule's accuracy fell by {fall:.3f} "
+                    f"(thresholds verl_judge.hacking_watch.min_rise={self.min_rise}, min_fall={self.min_fall})"
+                )
+            if self.max_arr is not None and len(self.arr) == self.window and np.mean(self.arr) >= self.max_arr:
+                causes.append(
+                    f"the judge accepted {np.mean(self.arr):.3f} of the answers the rule rejects on average "
+                    f"(threshold verl_judge.hacking_watch.max_accept_rule_reject={self.max_arr})"
+                )
+            if (
+                self.max_unverified is not None
+                and len(self.unverified) == self.window
+                and np.mean(self.unverified) >= self.max_unverified
+            ):
+                causes.append(
+                    f"the guard could not check {np.mean(self.unverified):.3f} of the samples' verdicts on "
+                    f"average (threshold verl_judge.hacking_watch.max_unverified={self.max_unverified})"
+                )
+        self.on = bool(causes)
+        metrics["judge_health/hacking_alarm"] = float(self.on)
+        if not self.on or was:
+            return
+        msg = (
+            f"reward hacking suspected: over the last {self.window} steps "
+            + "; and ".join(causes)
+            + f"; this step the judge accepts {metrics.get('judge_health/accept_rule_reject', float('nan')):.3f} of "
+            "answers the rule rejects. Read some high-reward samples that the rule rejects"
+        )
+        if self.fail:
+            raise RewardHackingError(
+                f"stopping: {msg}. Checkpoints written so far are kept. To train on anyway: "
+                "verl_judge.hacking_watch.fail=false."
+            )
+        self.log(f"[verl_judge] WARNING: {msg} (verl_judge.hacking_watch.fail=true stops the run).", flush=True)
+
+    def _warn_unverified(self, n: int) -> None:
+        if n <= 0:
+            return
+        self.unverified_accepts += n
+        self.log(
+            f"[verl_judge] WARNING: {n} accept{'s' if n != 1 else ''} this step ({self.unverified_accepts} so far) "
+            "that the guard could not verify (judge_unverified=1: the judge's reply quoted no candidate answer; such "
+            "an accept earns what a 0 earns). Read these samples' judge replies; "
+            "verl_judge.hacking_watch.max_unverified turns the alarm on at a share of the samples",
+            flush=True,
+        )

@@ -1,0 +1,91 @@
+"""``verl_judge``'s abstained samples (``judge_failure="abstain"``) through verl's own GRPO advantage: out of their
+group's mean and std and out of the policy loss; a group that abstention leaves with fewer than two scored samples
+gives no advantage (verl would give a group of one its raw score: a push without a baseline)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from scripts.train.hooks import install
+
+
+def _grpo_batch(scores, uids, abstained):
+    from verl import DataProto
+
+    n, length = len(scores), 3
+    rewards = torch.zeros(n, length)
+    rewards[:, -1] = torch.tensor(scores)
+    return DataProto.from_dict(
+        tensors={"token_level_rewards": rewards, "response_mask": torch.ones(n, length)},
+        non_tensors={"uid": np.array(uids, dtype=object), "judge_abstained": np.array(abstained, dtype=np.float64)},
+    )
+
+
+@pytest.mark.parametrize(
+    "scores, abstained, advantages",
+    [
+        # group "a" of 4: one abstains; the other three (1, 0, 0) give its mean 1/3 and std; the abstainer gets 0
+        ([1.0, 0.0, 0.0, 0.0], [0, 0, 0, 1], [1.1547, -0.5774, -0.5774, 0.0]),
+        # without abstention the same scores give a group of four
+        ([1.0, 0.0, 0.0, 0.0], [0, 0, 0, 0], [1.5, -0.5, -0.5, -0.5]),
+    ],
+)
+def test_abstained_samples_leave_their_group_and_the_loss(scores, abstained, advantages, monkeypatch):
+    """verl's own GRPO advantage through the installed hook: an abstained sample is out of its group's mean and std,
+    and its advantage and response mask are 0 (it adds nothing to the policy loss)."""
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo import ray_trainer
+
+    for name in ("extract_reward", "compute_advantage", "compute_data_metrics"):
+        monkeypatch.setattr(ray_trainer, name, getattr(ray_trainer, name))
+    monkeypatch.setattr(ray_trainer.RayPPOTrainer, "fit", ray_trainer.RayPPOTrainer.fit)
+    install(OmegaConf.create({"data": {"train_batch_size": 1}, "verl_judge": {}}))
+    data = _grpo_batch(scores, ["a"] * 4, abstained)
+    out = ray_trainer.compute_advantage(data, adv_estimator="grpo", norm_adv_by_std_in_grpo=True)
+    adv = out.batch["advantages"][:, -1].tolist()
+    assert adv == pytest.approx(advantages, abs=1e-4)
+    assert out.batch["response_mask"].sum(-1).tolist() == [0.0 if a else 3.0 for a in abstained]
+    assert list(out.non_tensor_batch["uid"]) == ["a"] * 4  # the groups as they were, for the step metrics
+
+
+H = 0.5 / (math.sqrt(0.5) + 1e-6)  # a group of two scored 1 and 0: (1 - 0.5) / (std + verl's epsilon)
+
+
+def _advantages(monkeypatch, uids, scores, abstained, **kwargs):
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo import ray_trainer
+
+    for name in ("extract_reward", "compute_advantage", "compute_data_metrics"):
+        monkeypatch.setattr(ray_trainer, name, getattr(ray_trainer, name))
+    monkeypatch.setattr(ray_trainer.RayPPOTrainer, "fit", ray_trainer.RayPPOTrainer.fit)
+    install(OmegaConf.create({"data": {"train_batch_size": 1}, "verl_judge": {}}))
+    return ray_trainer.compute_advantage(_grpo_batch(scores, uids, abstained), **kwargs)
+
+
+@pytest.mark.parametrize(
+    "uids, scores, abstained, norm, advantages",
+    [
+        # the issue's case: three of a group of four abstain; the one left gets 0, not its raw score 1.0
+        (["a"] * 4, [1.0, 0.0, 0.0, 0.0], [0, 1, 1, 1], True, [0.0, 0.0, 0.0, 0.0]),
+        (["a"] * 4, [1.0, 0.0, 0.0, 0.0], [0, 1, 1, 1], False, [0.0, 0.0, 0.0, 0.0]),  # Dr.GRPO (no std) alike
+        (["a"] * 4, [0.0, 0.0, 0.0, 0.0], [1, 1, 1, 0], True, [0.0, 0.0, 0.0, 0.0]),
+        # a lone survivor beside a whole group: that group keeps its advantages
+        (["a", "a", "b", "b"], [1.0, 0.0, 1.0, 0.0], [0, 1, 0, 0], True, [0.0, 0.0, H, -H]),
+        # two survivors are a group: their own mean and std
+        (["a"] * 4, [1.0, 0.0, 1.0, 0.0], [0, 0, 1, 1], True, [H, -H, 0.0, 0.0]),
+        (["a"] * 4, [1.0, 0.0, 1.0, 0.0], [0, 0, 1, 1], False, [0.5, -0.5, 0.0, 0.0]),
+        # a whole group abstains: nothing for it, the other group as without abstention
+        (["a", "a", "b", "b"], [1.0, 0.0, 1.0, 0.0], [1, 1, 0, 0], True, [0.0, 0.0, H, -H]),
+        # a prompt sampled once (rollout.n=1) that no abstention touched keeps verl's own reading of a group of one
+        (["a", "b", "b"], [1.0, 1.0, 0.0], [0, 0, 1], True, [1 / (1 + 1e-6), 0.0, 0.0]),
+    ],
+)
+def test_abstain_leaves_no_lone_survivor_a_push(uids, scores, abstained, norm, advantages, monkeypatch):
+    out = _advantages(monkeypatch, uids, scores, abstained, adv_estimator="grpo", norm_adv_by_std_in_grpo=norm)
+    assert out.batch["advantages"][:, -1].tolist() == pytest.approx(advantages, abs=1e-7)
+    assert out.batch["returns"][:, -1].tolist() == pytest.approx(advantages, abs=1e-7)
+    assert out.batch["response_mask"].sum(-1).tolist() == [0.0 if a else 3.0 for a in abstained]  # survivors stay
