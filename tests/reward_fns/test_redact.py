@@ -1,0 +1,83 @@
+"""reward_fns/redact.py: every credential a judge URL can carry is masked, and nothing else is: user info (a password
+holding ``@`` or ``/`` too), secret query and fragment parameters, keys in the path; the client's repr and the
+failure log line print the masked URL."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from reward_fns.judge_client import JudgeClient, JudgeResult
+from reward_fns.judge_errors import JudgeError
+from reward_fns.redact import mask_url
+
+
+@pytest.mark.parametrize(
+    "text, masked",
+    [
+        # user info, wholly, up to the last @ before the host
+        ("https://user:pass@judge.example/v1", "https://***@judge.example/v1"),
+        ("https://user:p@ss@judge.example/v1", "https://***@judge.example/v1"),
+        ("https://user:p@s@s@judge.example:8443/v1", "https://***@judge.example:8443/v1"),
+        ("https://user:pa/ss@judge.example/v1", "https://***@judge.example/v1"),
+        ("https://token@judge.example/v1", "https://***@judge.example/v1"),
+        # query parameters with a secret name (any case, inside a longer name too)
+        ("https://h/v1?key=abc&model=m", "https://h/v1?key=***&model=m"),
+        ("https://h/v1?pw=hunter2&model=m", "https://h/v1?pw=***&model=m"),
+        ("https://h/v1?jwt=eyJhbGciOi.e30.sig&x=1", "https://h/v1?jwt=***&x=1"),
+        ("https://h/v1?PWD=1&Api-Key=2&x_auth_token=3", "https://h/v1?PWD=***&Api-Key=***&x_auth_token=***"),
+        ("https://h/v1?password=a;sig=b&signature=c", "https://h/v1?password=***;sig=***&signature=***"),
+        ("https://h/v1?X-Amz-Credential=a&access_token=b", "https://h/v1?X-Amz-Credential=***&access_token=***"),
+        ("https://h/v1?client_secret=a&code=b", "https://h/v1?client_secret=***&code=***"),
+        # fragment parameters (an OAuth implicit grant), a plain anchor kept
+        ("https://h/cb#access_token=abc&token_type=bearer", "https://h/cb#access_token=***&token_type=bearer"),
+        ("https://h/docs#section-2", "https://h/docs#section-2"),
+        # keys in the path
+        ("https://h/sk-proj-abc123def456/v1", "https://h/***/v1"),
+        ("https://h/v1/hf_AbCdEfGhIjKl/chat", "https://h/v1/***/chat"),
+        ("https://h/key/AbC123dEf456GhI789jKl0/v1", "https://h/key/***/v1"),
+        ("https://h/eyJhbGciOiJIUzI1NiJ9.e30.x/v1", "https://h/***/v1"),
+        # all at once, inside running text and a repr's quotes
+        (
+            "call to 'https://u:p@w@h:8/sk-live-0123456789ab/v1?pw=1&model=m#jwt=2' failed",
+            "call to 'https://***@h:8/***/v1?pw=***&model=m#jwt=***' failed",
+        ),
+        # nothing to mask: names, numbers, model names, IPv6 hosts, an @ in the path
+        ("http://127.0.0.1:8000/v1/chat/completions", "http://127.0.0.1:8000/v1/chat/completions"),
+        (
+            "http://h/v1/models/Qwen2.5-0.5B-Instruct?model=m&n=2",
+            "http://h/v1/models/Qwen2.5-0.5B-Instruct?model=m&n=2",
+        ),
+        ("http://[::1]:8000/v1?key=a", "http://[::1]:8000/v1?key=***"),
+        ("http://[::1]/v1/models/a@b", "http://[::1]/v1/models/a@b"),
+        ("no URL here, key=value", "no URL here, key=value"),
+        # outside a full URL: a relative URL's query
+        ("POST /v1/chat?api_key=abc ok", "POST /v1/chat?api_key=*** ok"),
+        # masking twice changes nothing
+        ("https://***@h/***/v1?key=***", "https://***@h/***/v1?key=***"),
+    ],
+)
+def test_mask_url(text, masked):
+    assert mask_url(text) == masked
+
+
+def test_client_repr_and_failure_log_line_mask_the_url(caplog, monkeypatch):
+    """The client's repr and the reward's failure log line show the URL masked (password with @, key in the path,
+    pw and jwt parameters)."""
+    from reward_fns import llm_judge
+
+    url = "https://user:p@ss@judge.example/sk-proj-abc123def456/v1?pw=hunter2&jwt=eyJ.e30.s"
+    client = JudgeClient(url, "m", api_key_env=None)
+    masked = "https://***@judge.example/***/v1/chat/completions?pw=***&jwt=***"
+    assert repr(client) == (
+        f"JudgeClient(url='{masked}', model='m', api_key_env=None, timeout=60.0, max_retries=4, max_concurrency=64)"
+    )
+    monkeypatch.setattr(llm_judge, "_fail_count", 0)  # the first failures of a process are logged
+    with caplog.at_level(logging.WARNING, logger=llm_judge.logger.name):
+        llm_judge._log_failure(
+            JudgeResult(None, JudgeError("timeout", f"no answer from {client.url}")), client.url, "x"
+        )
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "hunter2" not in line and "ss@" not in line and "sk-proj" not in line and "eyJ" not in line
+    assert line.startswith(f"llm_judge: judge call to {masked} failed (#")
