@@ -1,8 +1,11 @@
 """Canary probes: answers whose right verdict is known, graded by the judge beside the policy's own samples.
 
-``reward_fns.llm_judge`` sends one probe with every ``canary_every``-th sample it grades in a process (default 20:
-at most 1 in 21 judge calls), built from that sample's question and reference answer ``r`` and graded exactly as a
-policy answer is (same prompt, same grounded-verdict guard). The probe is not in the policy's batch: only the
+``reward_fns.llm_judge`` sends one probe beside a judged sample with probability ``1/canary_every`` (default 20),
+drawn by a hash of the sample (``llm_judge.probe_index``: the same sample always draws the same), built from that
+sample's question and reference answer ``r`` and graded exactly as a policy answer is (same prompt, same
+grounded-verdict guard). So probes are 1 in 21 judge calls on average, not at most: the draw is per sample, and a
+batch's share spreads around that (binomially: of a batch of 128 judged samples, 6.4 probes expected; about 1
+batch in 9 has 10 or more, 7.2% or more of its judge calls). The probe is not in the policy's batch: only the
 sample's ``canary_*`` keys carry its outcome, and ``scripts/train/hooks.py`` turns them into
 ``judge_health/canary_accept`` (wrong probes paid) and ``judge_health/canary_reject`` (right probes not paid); the
 hacking watch fires on a paid wrong probe. No public recipe probes its judge like this during training.
@@ -20,7 +23,7 @@ whether the final answer matches, and the flexible rule agrees that it does.
 
 from __future__ import annotations
 
-from decimal import Decimal
+from decimal import Decimal, localcontext
 
 _NOISE = "the of and 3 to a in 12 is it you 5 that he was for on are 41 as with his they"
 
@@ -39,20 +42,33 @@ PROBES: tuple[tuple[str, bool], ...] = (
 )
 
 
+#: a reference whose plain form needs more digits than this gets no probe (no answer a judge reads is that long)
+MAX_DIGITS = 100
+
+
+def plain(v: Decimal) -> str:
+    """``v`` written out exactly, with no exponent: ``1E+3`` -> ``1000``, ``72.00`` -> ``72``, ``1E-7`` ->
+    ``0.0000001``, 34 digits -> the same 34 digits (never rounded to a context's precision)."""
+    return str(int(v)) if v == v.to_integral_value() else format(v, "f")
+
+
 def wrong_value(r: Decimal) -> Decimal:
-    """A value that is not ``r`` (and not a rounding of it)."""
-    return r + 1 if r >= 0 else r - 1
+    """A value that is not ``r`` (and not a rounding of it), exact for any ``r`` of up to ``MAX_DIGITS`` digits."""
+    with localcontext(prec=MAX_DIGITS + 2):
+        return r + 1 if r >= 0 else r - 1
 
 
 def probe(reference: object, k: int) -> tuple[str, bool] | None:
     """The ``k``-th probe (cycling through ``PROBES``) for reference answer ``reference``: ``(text, right)``, or
-    None when the reference is not a number."""
+    None when the reference is not a number (or needs more than ``MAX_DIGITS`` digits written out)."""
     try:
         r = Decimal(str(reference).replace(",", ""))
     except ArithmeticError:
         return None
     if not r.is_finite():
         return None
+    _sign, digits, exponent = r.as_tuple()
+    if len(digits) + abs(exponent) + 1 > MAX_DIGITS:
+        return None
     template, right = PROBES[k % len(PROBES)]
-    show = lambda v: format(v.normalize(), "f") if v == v.to_integral() else str(v)  # noqa: E731
-    return template.format(r=show(r), w=show(wrong_value(r))), right
+    return template.format(r=plain(r), w=plain(wrong_value(r))), right

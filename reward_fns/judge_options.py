@@ -8,6 +8,7 @@ option stops a dry run rather than the first reward call, minutes into training.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,8 +35,9 @@ DEFAULTS: dict[str, Any] = {
     # an accepting verdict (3-4) is checked against the text the judge was shown: its quoted "Candidate: N" must be the
     # candidate's one final answer (parse.final_answer) and the reference's; else it earns a 0's reward (see guard())
     "grounded": True,
-    # one canary probe (reward_fns.canaries: an answer whose right verdict is known) with every Nth judged sample of a
-    # process, graded like the sample; its outcome in the sample's canary_* keys; 0: none
+    # one canary probe (reward_fns.canaries: an answer whose right verdict is known) beside a judged sample with
+    # probability 1/N (a hash of the sample draws it: 1 in N+1 judge calls on average, more in some batches), graded
+    # like the sample; its outcome in the sample's canary_* keys; 0: none; 1 is refused (see canary_every_value)
     "canary_every": 20,
     # a transport failure (after the retries): "fallback" (the fallback score) or "abstain" (judge_abstained=1: the
     # trainer's hooks leave the sample out of its GRPO group and of the policy loss, TRL's "reward None")
@@ -85,6 +87,27 @@ def parse_fail_value(parse_fail_score: object, mode: str) -> float | None:
     return value
 
 
+def canary_every_value(value: object) -> int:
+    """``canary_every`` as ``compute_score`` reads it (``int``): 0 / None (no probes) or a whole number >= 2 (an int,
+    a whole float, digits). 1 is refused: every judged sample would carry a probe, half of all judge calls."""
+    if value is None:
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool):
+        n = value
+    elif isinstance(value, float) and value.is_integer():
+        n = int(value)
+    elif isinstance(value, str) and re.fullmatch(r"\s*[0-9]+\s*", value):
+        n = int(value)
+    else:
+        raise ValueError(f"canary_every must be a whole number (0: no probes, else >= 2), got {value!r}")
+    if n == 1 or n < 0:
+        raise ValueError(
+            f"canary_every must be 0 (no probes) or >= 2, got {value!r}"
+            + (": 1 would send a probe with every judged sample, half of all judge calls" if n == 1 else "")
+        )
+    return n
+
+
 def errors(mode: object, fallback: object, parse_fail_score: object, options: Mapping[str, Any]) -> list[str]:
     """One message per invalid option (``options``: the knobs of ``DEFAULTS`` given); [] when all are valid."""
     unknown = options.keys() - DEFAULTS.keys()
@@ -98,7 +121,7 @@ def errors(mode: object, fallback: object, parse_fail_score: object, options: Ma
         found.append(f"judge_failure must be 'fallback' or 'abstain', got {opt['judge_failure']!r}")
     if opt["rule_mode"] not in gsm8k.MODES:
         found.append(f"rule_mode must be one of {gsm8k.MODES}, got {opt['rule_mode']!r}")
-    checks = [lambda: fallback_value(fallback, 0.0)] + (
+    checks = [lambda: fallback_value(fallback, 0.0), lambda: canary_every_value(opt["canary_every"])] + (
         [lambda: parse_fail_value(parse_fail_score, mode)] if mode in MODES else []
     )
     for check in checks:

@@ -98,3 +98,82 @@ def test_a_sample_with_a_probe_carries_its_outcome():
         assert len(srv.requests) == 2  # the sample's and the probe's
     assert out["canary_wrong"] + out["canary_right"] == 1.0 and out["canary_wrong_accepted"] == 0.0
     assert list(out) == list(llm_judge.KEYS)
+
+
+@pytest.mark.parametrize(
+    "reference, wrong_probe, right_probe",
+    [
+        # over 28 significant digits: neither the reference nor the wrong value is rounded to the context's precision
+        (
+            "1234567890123456789012345678901234",
+            "The answer is 1234567890123456789012345678901235 or 1234567890123456789012345678901234.",
+            "\\boxed{1234567890123456789012345678901234}",
+        ),
+        (
+            "1E+30",
+            "The answer is 1000000000000000000000000000001 or 1000000000000000000000000000000.",
+            "\\boxed{1000000000000000000000000000000}",
+        ),
+        # under 1e-6: written out, not in an exponent notation a reader takes for other numbers
+        ("0.0000001", "The answer is 1.0000001 or 0.0000001.", "\\boxed{0.0000001}"),
+        ("-0.00000025", "The answer is -1.00000025 or -0.00000025.", "\\boxed{-0.00000025}"),
+        ("72.00", "The answer is 73 or 72.", "\\boxed{72}"),
+        ("1e200", None, None),  # 200 digits written out: no probe
+    ],
+)
+def test_probe_states_the_reference_exactly(reference, wrong_probe, right_probe):
+    """Each probe states exactly the reference (right probes) or exactly reference + 1 (wrong ones), as
+    parse.final_answer reads them."""
+    wrong, right = canaries.probe(reference, 0), canaries.probe(reference, 1)
+    assert (wrong and wrong[0], right and right[0]) == (wrong_probe, right_probe)
+    if right_probe is not None:
+        assert final_answer(right_probe) == (Decimal(reference), FINAL_OK)
+
+
+@pytest.mark.parametrize("verdict, wrong_paid, right_unpaid", [(4, 6, 0), (3, 6, 0), (2, 0, 4), (0, 0, 4)])
+def test_a_probe_is_accepted_from_verdict_3(verdict, wrong_paid, right_unpaid):
+    """A probe counts as paid at an accepting verdict, 3 or 4 (as a policy's answer is), not only at 4; the guard off,
+    so the verdict alone decides."""
+    opt = {**llm_judge.DEFAULTS, "grounded": False}
+    reply = f"<think>Reference: 72. Candidate: 72. Same.</think><score>{verdict}</score>"
+    got = {"canary_wrong_accepted": 0.0, "canary_right_rejected": 0.0}
+    with FakeOpenAIServer(reply=lambda body: reply) as srv:
+        client = llm_judge.get_client(srv.base_url, "judge", api_key_env=None, timeout=5.0, max_retries=0)
+        for k in range(len(canaries.PROBES)):
+            out = asyncio.run(llm_judge._canary(client, k, "72", "72", INFO, opt))
+            for key in got:
+                got[key] += out.get(key, 0.0)
+    assert got == {"canary_wrong_accepted": float(wrong_paid), "canary_right_rejected": float(right_unpaid)}
+
+
+@pytest.mark.parametrize("solution, requests", [("#### 21", 2), ("#### 0", 1)])
+def test_default_probe_rate_is_1_in_20(solution, requests):
+    """Without ``canary_every``, a sample draws a probe at 1 in 20: ``#### 21`` draws one at 20 (not at 40),
+    ``#### 0`` none."""
+    assert llm_judge.probe_index("#### 21", "72", 20) is not None and llm_judge.probe_index("#### 21", "72", 40) is None
+    with FakeOpenAIServer(reply=lambda body: COPY) as srv:
+        kw = dict(base_url=srv.base_url, model="judge", api_key_env=None, timeout=5.0, max_retries=0)
+        out = asyncio.run(llm_judge.compute_score("openai/gsm8k", solution, "72", INFO, **kw))
+        assert len(srv.requests) == requests
+    assert out["canary_wrong"] + out["canary_right"] == requests - 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="reward_fns/llm_judge.py _canary counts a probe answered from the client's cache or a shared in-flight "
+    "request (result.cached) again: it must return {} for a cached result",
+)
+def test_a_repeated_probe_is_counted_once():
+    """Eight samples of one group with the same answer draw the same probe: the judge is asked once (the client's
+    cache), and the probe is counted once, not eight times."""
+
+    async def group(kw):
+        return await asyncio.gather(
+            *(llm_judge.compute_score("openai/gsm8k", "#### 21", "72", INFO, **kw) for _ in range(8))
+        )
+
+    with FakeOpenAIServer(reply=lambda body: COPY) as srv:
+        kw = dict(base_url=srv.base_url, model="judge", api_key_env=None, timeout=5.0, max_retries=0)
+        outs = asyncio.run(group(kw))
+        assert len(srv.requests) == 2  # the sample's and the probe's, each once
+    assert sum(o["canary_wrong"] + o["canary_right"] for o in outs) == 1.0
