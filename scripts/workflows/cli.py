@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 
@@ -89,12 +90,22 @@ def add_judge_args(p: argparse.ArgumentParser) -> None:
 
 def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
     """``parser``'s options; the rest must be Hydra overrides (``args.overrides``). Checks what both workflows
-    take: a ``--model-solutions`` file exists, ``--sft-model`` is a model folder, the machine knobs are known."""
+    take: a ``--model-solutions`` file exists, ``--sft-model`` is a model folder, the machine knobs are known, the
+    memory and learning-rate numbers are finite and positive (``inf`` and ``nan`` are refused here, not mid-run)."""
     args, overrides = parser.parse_known_args(argv)
     bad = [o for o in overrides if "=" not in o or o.startswith("-")]
     if bad:
         parser.error(f"unrecognized arguments: {' '.join(bad)} (extra arguments are Hydra overrides KEY=VALUE)")
     args.overrides = overrides
+    for flag, value, most in (
+        ("--eval-kv-cache-gb", args.eval_kv_cache_gb, math.inf),
+        ("--eval-gpu-mem", args.eval_gpu_mem, 1.0),
+        ("--sft-lr", args.sft_lr, math.inf),
+    ):
+        if value is not None and not (0 < value <= most and math.isfinite(value)):
+            parser.error(
+                f"{flag} must be a finite number > 0{'' if most == math.inf else f' and <= {most:g}'}, got {value}"
+            )
     if args.model_solutions not in (None, "base", "none") and not os.path.isfile(args.model_solutions):
         parser.error(f"--model-solutions {args.model_solutions}: no such file")
     if args.sft_model and not os.path.isfile(os.path.join(args.sft_model, "config.json")):

@@ -35,11 +35,15 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
+import math
 import os
 import re
 import shutil
 import sys
+import tempfile
 
+from data_prep.files.outputs import write_json
 from scripts.launch import launcher as launch
 from scripts.report import policy_learns as report
 from scripts.report import scorecard
@@ -206,21 +210,148 @@ def run_chains(flow: Stages, a: argparse.Namespace, base: str, todo: list[tuple[
     return chains
 
 
+#: what an experiment records of the settings that make the stages ``--reuse`` links (``stage_settings``)
+SETTINGS_FILE = "stage_settings.json"
+#: the options that make those stages: the testbed and the validation questions, the policy's warm start, the
+#: judge's data, warm start, GRPO and evaluations (the runs' own options may differ: steps, arms, seeds, placement)
+STAGE_OPTIONS = (
+    "testbed",
+    "testbed_arg",
+    "eval_questions",
+    "policy_sft_rows",
+    "task",
+    "model_solutions",
+    "model_solution_questions",
+    "sft",
+    "sft_model",
+    "sft_rows",
+    "sft_epochs",
+    "sft_steps",
+    "sft_batch",
+    "sft_lr",
+    "sft_override",
+    "grpo_steps",
+    "pair_groups",
+    "max_prompt_length",
+    "max_response_length",
+    "eval_pairs",
+    "skip_eval",
+    "eval_before",
+)
+#: a stage whose product is not the folder of its name (the folder that holds it first)
+PRODUCTS = {"sft_data": os.path.join("data", "sft_train.parquet"), "merge": "hf"}
+
+
+def stage_settings(a: argparse.Namespace, env: dict) -> dict:
+    """The settings that make the stages ``--reuse`` links: ``STAGE_OPTIONS``, the start model (``MODEL``; "" for the
+    default), GSM8K's folder with ``--testbed none``, the Hydra overrides when the judge has GRPO steps."""
+    settings = {k: getattr(a, k) for k in STAGE_OPTIONS}
+    settings["model"] = env.get("MODEL") or ""
+    if a.testbed == "none":
+        settings["gsm8k_dir"] = env.get("GSM8K_DIR") or ""
+    if a.grpo_steps > 0:
+        settings["judge_grpo_overrides"] = list(a.overrides)
+    return json.loads(json.dumps(settings))  # as the record reads back (tuples as lists)
+
+
+def record_settings(out: str, a: argparse.Namespace, env: dict) -> None:
+    """``SETTINGS_FILE`` in ``out``: written by the attempt that starts the folder, kept by the ones that resume it
+    (its stages are that attempt's); a resume with other settings is told which."""
+    path, now = os.path.join(out, SETTINGS_FILE), stage_settings(a, env)
+    if os.path.exists(path):
+        for diff in settings_differences(read_settings(path), now):
+            say(f"WARNING: {out} was started with other settings; its finished stages keep theirs: {diff}")
+        return
+    os.makedirs(out, exist_ok=True)
+    write_json(path, now)
+
+
+def read_settings(path: str, what: str = "settings record") -> dict:
+    """A JSON object (a settings record, a report); ``ValueError`` naming the file when it is not one."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            record = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: not a {what} ({e})") from None
+    if not isinstance(record, dict):
+        raise ValueError(f"{path}: not a {what} (a JSON object), got a {type(record).__name__}")
+    return record
+
+
+def settings_differences(there: dict, here: dict) -> list[str]:
+    """``setting: X there, Y here`` for each setting the two records do not share."""
+    missing = "(not recorded)"
+    return [
+        f"{k}: {json.dumps(there.get(k, missing))} there, {json.dumps(here.get(k, missing))} here"
+        for k in sorted(there.keys() | here.keys(), key=lambda k: (k not in STAGE_OPTIONS, k))
+        if there.get(k, missing) != here.get(k, missing)
+    ]
+
+
+def reuse_problems(src: str, a: argparse.Namespace, env: dict) -> list[str]:
+    """Why experiment ``src``'s stages cannot serve this one ([]: they can): no finished experiment there, or its
+    recorded settings differ from these (each difference named)."""
+    if not os.path.isfile(os.path.join(src, ".judge_model.done")):
+        return [f"--reuse {src}: no finished experiment there (no .judge_model.done)"]
+    path = os.path.join(src, SETTINGS_FILE)
+    if not os.path.exists(path):  # made before experiments recorded them: said when the stages are linked
+        return []
+    try:
+        there = read_settings(path)
+    except ValueError as e:
+        return [f"--reuse {src}: {e}"]
+    diffs = settings_differences(there, stage_settings(a, env))
+    return [f"--reuse {src}: its stages were made with other settings: {'; '.join(diffs)}"] if diffs else []
+
+
+def _finished(folder: str) -> list[str]:
+    """The stages marked done in ``folder`` (``.NAME.done``), sorted."""
+    return [m[1:-5] for m in sorted(os.listdir(folder)) if m.startswith(".") and m.endswith(".done") and len(m) > 6]
+
+
 def reuse(flow: Stages, src: str) -> list[str]:
     """Every finished stage of experiment ``src`` but its GRPO runs (the testbed, the data, the start policy, the
     judge's stages), linked into this one with its ``.done`` marker, so that only the runs are made here. Returns
-    the stages linked; stages this folder already has are kept."""
+    the stages linked. Stages this folder has finished are kept. A stage marked done in ``src`` whose product is
+    missing there is made here, and so is any stage whose product shares its folder with such a stage or with one
+    finished here (``data`` holds stages ``data`` and ``sft_data``): nothing is ever written into ``src``. A
+    half-written stage here (its folder without its ``.done`` marker: an interrupted attempt) is removed and replaced
+    by the link. Each of these is said."""
     run_folders = re.compile(rf"(?:{'|'.join(ARMS)})(?:_s\d+)?")  # run_name's folders
     os.makedirs(flow.out, exist_ok=True)
+    if not os.path.exists(os.path.join(src, SETTINGS_FILE)):
+        say(
+            f"WARNING: {src} records no settings ({SETTINGS_FILE}: made before experiments wrote it): its stages' "
+            "settings are not compared with these; they must match"
+        )
+    stages = [n for n in _finished(src) if not run_folders.fullmatch(n)]
+    here = set(_finished(flow.out))
+    folder = lambda name: PRODUCTS.get(name, name).split(os.sep)[0]  # noqa: E731
+    missing = {n for n in stages if not os.path.exists(os.path.join(src, PRODUCTS.get(n, n)))}
+    kept = {folder(n) for n in missing | here}  # folders that stages made or finished here write into
     linked = []
-    for marker in sorted(os.listdir(src)):
-        name = marker[1:-5] if marker.startswith(".") and marker.endswith(".done") else None
-        if not name or run_folders.fullmatch(name) or os.path.exists(flow.path(marker)):
+    for name in stages:
+        local, target = flow.path(folder(name)), os.path.realpath(os.path.join(src, folder(name)))
+        if name in here:
             continue
-        product = os.path.join(src, name)
-        if os.path.lexists(product) and not os.path.lexists(flow.path(name)):
-            os.symlink(os.path.realpath(product), flow.path(name))
-        shutil.copyfile(os.path.join(src, marker), flow.path(marker))
+        if name in missing:
+            say(
+                f"stage {name}: marked done in {src}, but {os.path.join(src, PRODUCTS.get(name, name))} is missing: "
+                "made here"
+            )
+            continue
+        if folder(name) in kept:
+            say(f"stage {name}: made here, as {local} also holds a stage made or finished here")
+            continue
+        if os.path.lexists(local) and os.path.realpath(local) != target:
+            say(f"stage {name}: {local} is half-written (no .{name}.done here): replaced by a link to {target}")
+            if os.path.isdir(local) and not os.path.islink(local):
+                shutil.rmtree(local)
+            else:
+                os.remove(local)
+        if not os.path.lexists(local):
+            os.symlink(target, local)
+        shutil.copyfile(os.path.join(src, f".{name}.done"), flow.path(f".{name}.done"))
         linked.append(name)
     return linked
 
@@ -265,6 +396,24 @@ def experiment(flow: Stages, a: argparse.Namespace) -> str:
     return judge
 
 
+def arm_list(value: str) -> list[str]:
+    """``--arms``: one arm or more, comma-separated (an empty list is an error, not the default arms)."""
+    arms = [x.strip() for x in value.split(",") if x.strip()]
+    if not arms:
+        raise argparse.ArgumentTypeError(f"needs at least one arm of {', '.join(ARMS)}, got {value!r}")
+    return arms
+
+
+def gpu_list(value: str) -> str:
+    """``--gpus``: GPU ids, non-negative integers, comma-separated (``0,1``), no empty ones."""
+    ids = [x.strip() for x in value.split(",")]
+    if not all(re.fullmatch(r"[0-9]+", x) for x in ids):
+        raise argparse.ArgumentTypeError(
+            f"GPU ids are non-negative integers, comma-separated, none empty (e.g. 0,1), got {value!r}"
+        )
+    return ",".join(ids)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m scripts.policy_learns",
@@ -299,7 +448,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--arms",
-        type=lambda v: [x.strip() for x in v.split(",") if x.strip()],
+        type=arm_list,
         default=None,
         help="rewards to train with, comma-separated, of: " + ", ".join(ARMS) + " (default rule,judge; random "
         "and format are controls: reward_fns/controls.py)",
@@ -313,6 +462,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--parallel", type=int, default=2, help="GRPO runs at a time (default 2)")
     p.add_argument(
         "--gpus",
+        type=gpu_list,
         default=None,
         metavar="0,1",
         help="spread the runs' chains over these GPUs (CUDA_VISIBLE_DEVICES of each chain; default: all runs "
@@ -323,7 +473,10 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="DIR",
         help="a finished experiment whose stages (testbed, data, start policy, judge) this one links instead "
-        "of making them again: only the GRPO runs are made (settings must match)",
+        f"of making them again: only the GRPO runs are made. The settings that make those stages must match the "
+        f"ones it recorded ({SETTINGS_FILE}: the testbed, the model, the warm starts, the judge's options), else "
+        "exit 2 naming each difference; a stage marked done there whose folder is missing is made here; a "
+        "half-written stage here (no .done marker) is replaced by the link",
     )
     p.add_argument("--steps", type=int, default=100, help="GRPO steps of each run (default 100)")
     p.add_argument(
@@ -363,8 +516,10 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     args.model_solutions = None if args.model_solutions == "none" else args.model_solutions
-    if args.policy_sft_rows < 0 or not args.kv_cache_gb > 0:
-        parser.error("--policy-sft-rows must be >= 0 and --kv-cache-gb > 0")
+    if args.policy_sft_rows < 0:
+        parser.error(f"--policy-sft-rows must be >= 0, got {args.policy_sft_rows}")
+    if not (args.kv_cache_gb > 0 and math.isfinite(args.kv_cache_gb)):
+        parser.error(f"--kv-cache-gb must be a finite number > 0, got {args.kv_cache_gb}")
     args.arms = args.arms or (["rule", "judge"] if args.rule else ["judge"])
     bad_arms = [x for x in args.arms if x not in ARMS]
     if bad_arms or len(set(args.arms)) != len(args.arms):
@@ -373,21 +528,34 @@ def main(argv: list[str] | None = None) -> int:
         args.arms.remove("rule")
     if not args.arms or not args.seeds or len(set(args.seeds)) != len(args.seeds) or min(args.seeds) < 0:
         parser.error("--arms and --seeds need at least one value each; seeds distinct and >= 0")
-    if args.reuse and not os.path.isfile(os.path.join(args.reuse, ".judge_model.done")):
-        parser.error(f"--reuse {args.reuse}: no finished experiment there (no .judge_model.done)")
+    for problem in reuse_problems(args.reuse, args, os.environ) if args.reuse else []:
+        parser.error(problem)
+    report_json = os.path.join(args.out, "report.json")  # the report adds to it: an unreadable one fails now
+    if os.path.exists(report_json):
+        try:
+            read_settings(report_json, "report")
+        except ValueError as e:
+            parser.error(f"--out {args.out}: {e}; move it away")
     if args.parallel < 1:
         parser.error(f"--parallel must be >= 1, got {args.parallel}")
     testbed_dir = {} if args.testbed == "none" else {"GSM8K_DIR": os.path.abspath(os.path.join(args.out, "testbed"))}
     flow = cli.run_of(args, **testbed_dir)
     if launch.truthy(os.environ.get("DRY_RUN") or "0"):
         return dry_run(flow, args)
+    record_settings(flow.out, args, os.environ)
     flow.guarded(lambda: experiment(flow, args))
     return 0
 
 
 def dry_run(flow: Stages, a: argparse.Namespace) -> int:
-    """Each run's recipe checked with the settings it gets (the default model and data stand for the stages' own)."""
-    env = dict(flow.env)
+    """Each run's recipe checked with the settings it gets (the default model and data stand for the stages' own).
+    Writes nothing outside a temporary folder: the default data the launcher builds (``DATA_DIR``) go there."""
+    with tempfile.TemporaryDirectory(prefix="policy_learns_dry_") as data_dir:
+        return _dry_run(flow, a, data_dir)
+
+
+def _dry_run(flow: Stages, a: argparse.Namespace, data_dir: str) -> int:
+    env = dict(flow.env, DATA_DIR=data_dir)
     if not os.path.isdir(env.get("GSM8K_DIR", "")):  # the testbed is not built yet: the GSM8K default stands for it
         env.pop("GSM8K_DIR", None)
         if os.environ.get("GSM8K_DIR"):  # the user's GSM8K folder, as the launcher's default data would use it
