@@ -59,6 +59,7 @@ NAMES = (
 )
 HE = {"Tom", "Ben", "Sam", "Jack", "Noah", "Leo", "Omar", "Chen", "Ivan", "Paul"}  # every other name: she
 SPLITS = ("train", "test", "heldout")
+HELDOUT_SIZE = 1000  # --heldout-size's default when there are held-out stories
 # the worked solution's lines, the same for every story (the question's wording varies, the working does not)
 WORKING = {
     "add": "{n} more: {a} + {n} = <<{a}+{n}={r}>>{r} {item}.",
@@ -143,8 +144,10 @@ def generate(
     if not 2 <= max_number <= MAX_NUMBER:
         raise DataError(f"--max-number must be 2-{MAX_NUMBER:,}, got {max_number}")
     bad = [op for op in ops if op not in OPS]
-    if bad or not ops:
-        raise DataError(f"--ops must be a comma-separated subset of {','.join(OPS)}, got {','.join(ops) or 'nothing'}")
+    if bad or not ops or len(set(ops)) != len(ops):  # a repeated op would be drawn more often than the others
+        raise DataError(
+            f"--ops must be a comma-separated subset of {','.join(OPS)}, each once, got {','.join(ops) or 'nothing'}"
+        )
     if min(n_train, n_test, n_heldout) < 0 or n_train + n_test + n_heldout == 0:
         raise DataError(
             "--train-size / --test-size / --heldout-size must be >= 0 and not all 0, got "
@@ -199,8 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--heldout-size",
         type=int,
-        default=1000,
-        help="problems of the held-out stories, heldout.jsonl (default 1000; 0 = none)",
+        default=None,
+        help=f"problems of the held-out stories, heldout.jsonl (default {HELDOUT_SIZE}; 0 = none, the default with no "
+        "held-out stories; a size with none is an error)",
     )
     p.add_argument(
         "--heldout-stories",
@@ -225,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
             max_number=args.max_number,
             ops=ops,
             seed=args.seed,
-            n_heldout=args.heldout_size if heldout else 0,
+            n_heldout=(HELDOUT_SIZE if heldout else 0) if args.heldout_size is None else args.heldout_size,
             heldout=heldout,
         )
         settings = {

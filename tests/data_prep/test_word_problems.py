@@ -120,6 +120,12 @@ def test_same_seed_same_files_and_settings(tmp_path):
         (["--heldout-stories", ",".join(stories.STORIES)], "--heldout-stories must name some, not all"),
         (["--heldout-size", "-1"], "must be >= 0"),
         (["--train-size", "0", "--test-size", "0", "--heldout-size", "0"], "not all 0"),
+        # a repeated op would be drawn twice as often as the others
+        (["--ops", "add,add"], "--ops must be a comma-separated subset of add,sub,mul,div, each once, got add,add"),
+        (["--ops", "add,sub,add"], "each once, got add,sub,add"),
+        # a held-out size with no held-out stories would write no held-out split, silently
+        (["--heldout-stories", "", "--heldout-size", "5"], "--heldout-size 5 needs --heldout-stories"),
+        (["--heldout-stories", " , ", "--heldout-size", "1000"], "--heldout-size 1000 needs --heldout-stories"),
     ],
 )
 def test_bad_settings_are_errors(args, message, tmp_path, capsys):
