@@ -21,6 +21,9 @@ and their defaults are in ``recipes/base.yaml`` (``verl_judge.judge_server``).
   gets the other visible GPUs. Unset, the server shares training's GPUs.
 
     python -m scripts.launch.judge_server --model PATH [--engine cpu_judge] [--port 0]   # serve until Ctrl-C / SIGTERM
+
+  The command line prints ``READY <url>`` once the server answers and exits 0 when stopped; a Ctrl-C before that
+  stops the server and exits 130 with one line on stderr.
 """
 
 from __future__ import annotations
@@ -240,13 +243,41 @@ def start(
     """Start the server and wait until it answers. The port: ``port``, else ``settings["port"]``, else a free one
     (``Server.port`` says which)."""
     port = port or int(settings.get("port") or 0) or free_port()
-    server = spawn(settings, env, log_path, port, python)
+    release = hold_signals()
     try:
+        server = spawn(settings, env, log_path, port, python)
+    except BaseException:
+        release()
+        raise
+    try:
+        release()  # a signal noted while the process was made is delivered now: the server is known, and stopped
         wait_ready(server, float(timeout if timeout is not None else settings.get("start_timeout", 600)))
     except BaseException:
         stop(server)
         raise
     return server
+
+
+def hold_signals():
+    """Until the function it returns is called, SIGINT, SIGTERM and SIGHUP are only noted, where their handlers are
+    Python's (the main thread; elsewhere nothing changes); the call restores the handlers and delivers the noted
+    signals. Held around the server's spawn: a Ctrl-C while the process is being made (between its fork and
+    ``Popen`` returning) would otherwise leave it running with nothing to stop it."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    noted: list[int] = []
+    held = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    held = {s: h for s, h in held.items() if callable(h)}
+    for s in held:
+        signal.signal(s, lambda signum, _frame: noted.append(signum))
+
+    def release() -> None:
+        for s, handler in held.items():
+            signal.signal(s, handler)
+        for signum in dict.fromkeys(noted):
+            signal.raise_signal(signum)
+
+    return release
 
 
 def stop(server: Server | None, grace: float = 20.0) -> None:
@@ -391,7 +422,12 @@ def main(argv: list[str] | None = None) -> int:
     except (services.ServiceError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except (KeyboardInterrupt, SystemExit):
+    except KeyboardInterrupt:
+        print(
+            "judge_server: interrupted (Ctrl-C) before the server was ready; no server is left running", file=sys.stderr
+        )
+        return 130
+    except SystemExit:
         return 0
     print(f"READY {server.url}", flush=True)
     try:

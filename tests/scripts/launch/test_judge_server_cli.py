@@ -1,0 +1,70 @@
+"""scripts/launch/judge_server.py's command line, interrupted (Ctrl-C) before its server is ready: one line on
+stderr, exit 130, and no server process left, also when the Ctrl-C comes while the process is being made (between
+its fork and ``Popen`` returning, where it used to be left running with nothing to stop it)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.scripts.workflows.test_pipeline import ROOT
+
+# the command line with a stand-in server that never answers; "spawning": the Ctrl-C arrives inside services.spawn,
+# once the process exists and before spawn returns it
+DRIVER = """
+import signal, sys
+from scripts.launch import judge_server, services
+mode, pid_file, log = sys.argv[1:4]
+judge_server.command = lambda settings, port, python=None: [sys.executable, "-c", "import time; time.sleep(600)"]
+real_spawn = services.spawn
+def spawn(*args, **kwargs):
+    proc = real_spawn(*args, **kwargs)
+    open(pid_file, "w").write(str(proc.pid))
+    if mode == "spawning":
+        signal.raise_signal(signal.SIGINT)
+    return proc
+services.spawn = spawn
+sys.exit(judge_server.main(["--model", "/m", "--engine", "cpu_judge", "--log", log]))
+"""
+LINE = "judge_server: interrupted (Ctrl-C) before the server was ready; no server is left running\n"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:  # a zombie has exited
+        return f.read().split(")")[-1].split()[0] != "Z"
+
+
+@pytest.mark.parametrize("mode", ["spawning", "waiting"])
+def test_ctrl_c_before_the_server_is_ready(mode, tmp_path):
+    pid_file = tmp_path / "server.pid"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, mode, str(pid_file), str(tmp_path / "server.log")],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    server = None
+    try:
+        while not (pid_file.exists() and pid_file.read_text()) and proc.poll() is None:
+            time.sleep(0.05)
+        server = int(pid_file.read_text())
+        if mode == "waiting":
+            proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+        assert (proc.returncode, err) == (130, LINE), out + err
+        assert not _alive(server)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if server is not None and _alive(server):  # left running (the bug): ours to end
+            os.killpg(server, signal.SIGKILL)
