@@ -3,8 +3,10 @@
 * ``mode="strict"`` (default): the number right after the last ``#### `` in the response.
 * ``mode="flexible"``: the last number anywhere in the response.
 
-Numbers compare numerically after removing ``$``, thousands commas and one trailing period
-(``18.00`` == ``18``, ``1,234`` == ``1234``, ``-3`` works). The ground truth may be a number
+The response is read after ``parse.normalize_text`` (NFKC, invisible characters removed, digits of any script in
+ASCII), the same reading the LLM judge and its guard get. Numbers compare numerically after removing ``$``,
+thousands commas and one trailing period (``18.00`` == ``18``, ``1,234`` == ``1234``, ``-3`` works). The ground
+truth may be a number
 (string or numeric) or a full GSM8K solution ending in ``#### N``.
 
 Returned keys, always the same and in this order: ``score``, ``acc``, ``format_ok`` (1.0 when a
@@ -13,7 +15,7 @@ number was found by the chosen mode).
 
 from __future__ import annotations
 
-from reward_fns.parse import hash_answer, last_number, normalize_number
+from reward_fns.parse import hash_answer, last_number, normalize_number, normalize_text
 
 MODES = ("strict", "flexible")
 
@@ -29,11 +31,13 @@ def reference_number(ground_truth: object):
 
 
 def extract_answer(solution_str: object, mode: str = "strict"):
-    """The policy's answer as a Decimal, or None when the chosen mode finds no number."""
+    """The policy's answer as a Decimal, or None when the chosen mode finds no number. Read in
+    ``parse.normalize_text``'s reading, as the judge and the guard read it (``#### 1\u200b8`` and ``#### １８`` are
+    18)."""
     if mode == "strict":
-        return normalize_number(hash_answer(solution_str))
+        return normalize_number(hash_answer(normalize_text(solution_str)))
     if mode == "flexible":
-        return normalize_number(last_number(solution_str))
+        return normalize_number(last_number(normalize_text(solution_str)))
     raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
 
 

@@ -62,19 +62,23 @@ did not pay it: ``reward_fns.canaries``, about 1 sample in ``canary_every``; all
 ``scripts/train/hooks.py`` leaves it out of its GRPO group and masks it out of the policy loss), ``judge_seconds``
 (the wall time of this sample's judge call, 0 without one: the cost ledger).
 
-**Grounded verdicts** (``grounded=True``, default; ``guard``): an accepting verdict (3-4) is checked against the
-candidate text the judge was shown (clipped to ``max_response_chars``, defused) and the reference answer it was
-shown. The ``gsm8k_grade`` prompts ask the judge to quote ``Candidate: N`` in its think block.
+**Grounded verdicts** (``grounded=True``, default; ``reward_fns.guard``): every paying verdict (1-4) is checked against
+the candidate's whole answer, in the one reading the rule, the prompt and the guard share (``parse.normalize_text``:
+NFKC, invisible characters removed; the prompt's copy is clipped at whitespace only), and the reference answer the
+judge was shown. The ``gsm8k_grade`` prompts ask the judge to quote ``Candidate: N`` in its think block. The guard
+fails closed: each problem below earns what a 0 earns and sets its flag.
 
+* the reply quotes no candidate answer that reads as one number (``Candidate: seventeen``, ``Candidate: none``,
+  ``Candidate: 17/1``, no quote): ``judge_unverified=1``. A quote wrapped in punctuation, markdown or a unit
+  (``17,``, ``(17)``, ``**17**``, ``17kg``) reads as the number;
 * the quoted ``N`` differs from the reference's answer: a contradiction (``Reference: 18. Candidate: 17. Same.``
-  then 4). It earns what a 0 earns; ``judge_contradiction=1``;
+  then 4); ``judge_contradiction=1``;
 * the candidate does not state exactly one final answer, ``N`` (``reward_fns.parse.final_answer``: every number
-  after an answer cue and the last number must agree; hedges such as ``The answer is 5 or 7 or 18``, two ``####``
-  lines, two ``\\boxed{}``, a trailing ``Candidate: 18`` line or noise line ``0 1 2 ... 999`` are not one): it
-  earns what a 0 earns; ``judge_ungrounded=1``. A policy trained against a 135M judge learned to game it with
-  noise-like replies that hold the reference's number (docs/results/2026-11-25-policy_learns_gamed);
-* the reply quotes no candidate answer (free-form reasoning): the verdict stands, ``judge_unverified=1``, shown in
-  judge health (``judge_health/unverified_rate``), where the hacking watch can act on it.
+  after an answer cue and the last number must agree, except after a last ``#### N``, where working, a check line or
+  units may follow; hedges such as ``The answer is 5 or 7 or 18``, two ``####`` lines, two ``\\boxed{}``, a
+  trailing ``Candidate: 18`` line or noise line ``0 1 2 ... 999`` are not one): ``judge_ungrounded=1``. A policy
+  trained against a 135M judge learned to game it with noise-like replies that hold the reference's number
+  (docs/results/2026-11-25-policy_learns_gamed).
 
 ``judge_score`` keeps the judge's own verdict, so the judge-health metrics still show how often it accepted.
 
@@ -94,16 +98,15 @@ import math
 import re
 import threading
 import time
-import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
 from reward_fns import canaries, gsm8k
-from reward_fns.guard import CONTRADICTION, UNGROUNDED, guard
+from reward_fns.guard import guard
 from reward_fns.judge_client import JudgeClient, JudgeResult
 from reward_fns.judge_errors import JudgeConfigError, outcome
 from reward_fns.judge_options import DEFAULTS, MODES, combine, errors, fallback_value, parse_fail_value
-from reward_fns.parse import FINAL_OK, final_answer, parse_score, reference_answer
+from reward_fns.parse import FINAL_OK, final_answer, normalize_text, parse_score, reference_answer
 from reward_fns.prompts import NEUTRALIZED_TAGS, load, neutralize
 from reward_fns.redact import mask_url
 
@@ -146,29 +149,32 @@ KEYS = (
 DEFAULT_REMOTE_MODEL = "gpt-4o-mini"
 
 _SPECIAL_TOKEN = re.compile(r"<\|([^<>|\n]{1,64})\|>")
-_INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u2028\u2029\u2060-\u2064\ufeff]")
 _BRACKET_MARKER = re.compile(r"\[/?(?:INST|SYS|AVAILABLE_TOOLS|TOOL_CALLS|TOOL_RESULTS)\]|<</?SYS>>", re.IGNORECASE)
 
 
 # ---------------------------------------------------------------------------- prompt
 def _clip(text: str, limit: int) -> str:
-    """Keep the head and (longer) tail of an over-long response: the final answer is at the end."""
+    """Keep the head and (longer) tail of an over-long response, cut at whitespace only (a number is shown whole
+    or not at all): the final answer is at the end."""
     if limit <= 0 or len(text) <= limit:
         return text
-    head = limit // 4
-    tail = limit - head
-    return text[:head] + "\n[... middle of the response omitted ...]\n" + text[-tail:]
+    head, tail = text[: limit // 4], text[len(text) - (limit - limit // 4) :]
+    cut = max(head.rfind(c) for c in " \t\n\r")  # back to the last whitespace of the head ...
+    head = head[:cut] if cut >= 0 else ""
+    starts = [i for i in (tail.find(c) for c in " \t\n\r") if i >= 0]  # ... on from the first of the tail
+    tail = tail[min(starts) :] if starts else ""
+    return head + "\n[... middle of the response omitted ...]\n" + tail
 
 
 def defuse(text: object, max_chars: int = DEFAULTS["max_response_chars"]) -> str:
-    """Untrusted candidate text -> prompt-safe text: look-alikes normalised first (NFKC: fullwidth ``＜/candidate＞``
-    and ``｜``; invisible characters such as zero-width spaces and soft hyphens removed), then look-alike tags
-    (``< /candidate>``, ``<start_of_turn>``, ``</s>``), chat special tokens (``<|im_end|>``, DeepSeek's
-    ``<｜end▁of▁sentence｜>``) and bracket markers (``[INST]``, ``<<SYS>>``) defused."""
+    """Untrusted candidate text -> prompt-safe text: read as the rule reads it first (``parse.normalize_text``: NFKC
+    turns fullwidth ``＜/candidate＞`` and ``｜`` into ASCII, invisible characters such as zero-width spaces and soft
+    hyphens go), clipped at whitespace to ``max_chars``, then look-alike tags (``< /candidate>``,
+    ``<start_of_turn>``, ``</s>``), chat special tokens (``<|im_end|>``, DeepSeek's ``<｜end▁of▁sentence｜>``) and
+    bracket markers (``[INST]``, ``<<SYS>>``) defused."""
     s = text if isinstance(text, str) else ("" if text is None else str(text))
     s = s.encode("utf-8", "replace").decode("utf-8")  # lone surrogates cannot be sent as UTF-8 JSON
-    s = _clip(s, int(max_chars))
-    s = _INVISIBLE.sub("", unicodedata.normalize("NFKC", s))
+    s = _clip(normalize_text(s), int(max_chars))
     s = neutralize(s, NEUTRALIZED_TAGS)
     s = _BRACKET_MARKER.sub(lambda m: f"\u27e6{m.group(0)[1:-1]}\u27e7", s)
     return _SPECIAL_TOKEN.sub(lambda m: f"\u2039|{m.group(1)}|\u203a", s)
@@ -273,12 +279,9 @@ async def _canary(
         parsed is not None
         and parsed.ok
         and parsed.value >= 3
-        and not (
-            opt["grounded"]
-            and guard(result.text, defuse(text, opt["max_response_chars"]), reference) in (UNGROUNDED, CONTRADICTION)
-        )
+        and not (opt["grounded"] and guard(result.text, text, reference) is not None)
     )
-    if not result.ok:  # no verdict: nothing learned about the judge from this probe
+    if not result.ok or result.cached:  # no verdict, or one already counted: nothing new learned about the judge
         return {}
     return (
         {"canary_right": 1.0, "canary_right_rejected": float(not accepted)}
@@ -490,10 +493,8 @@ async def compute_score(
         return out
     out["judge_score"] = float(parsed.value)
     out["score"] = combine(mode, parsed.value, rule_score)
-    if opt["grounded"] and parsed.value >= 3:
-        problem = guard(result.text, defuse(solution_str, opt["max_response_chars"]), reference)
+    if opt["grounded"] and parsed.value > 0:  # every paying verdict is checked; the guard fails closed
+        problem = guard(result.text, _text(solution_str), reference)
         if problem is not None:
-            out[problem] = 1.0
-        if problem in (UNGROUNDED, CONTRADICTION):
-            out["score"] = no_verdict
+            out.update({problem: 1.0, "score": no_verdict})
     return out

@@ -38,6 +38,7 @@ __all__ = [
     "last_number",
     "quoted_candidate",
     "ascii_digits",
+    "normalize_text",
     "final_answer",
     "hash_answer",
     "reference_answer",
@@ -206,17 +207,36 @@ def last_number(text: object) -> str | None:
     return found.group(0) if found is not None else None
 
 
-_QUOTED_CANDIDATE = re.compile(r"Candidate(?:'s final answer)?\s*:\s*([^\s<]+)", re.IGNORECASE)
+# "Candidate: 17", "Candidate answer: 17", "Candidate's final answer: 17", "**Candidate:** 17"
+_QUOTED_CANDIDATE = re.compile(
+    r"candidate(?:'s)?(?:[ \t]+final)?(?:[ \t]+answer)?[ \t*_]{0,8}:[ \t*_]{0,8}([^\s<]{0,64})", re.IGNORECASE
+)
+# what may wrap a quoted number: markdown, brackets, quotes, sentence punctuation, a trailing unit
+_QUOTE_LEAD = "*_([{\"'`"
+_QUOTE_PUNCT = "*_)]}\"'`.,;:!?%\u3002\uff0c\uff1b"
+_QUOTE_UNIT = re.compile(r"[^\W\d_]+$")
 
 
 def quoted_candidate(judge_text: object) -> Decimal | None:
     """The candidate's final answer as a judge's reply quotes it in its think block (the ``gsm8k_grade``
     prompts ask for ``<think>Reference: 18. Candidate: 18. Same.</think>``): the number after the first
-    ``Candidate:`` (digits of any script); ``None`` when the reply quotes none or something that is not a number."""
+    ``Candidate:`` (also ``Candidate answer:``, ``**Candidate:**``), read after ``normalize_text`` and after
+    stripping markdown, brackets, quotes, sentence punctuation and a trailing unit (``17,``, ``(17)``, ``**17**``,
+    ``17kg``, ``17。``); ``None`` when the reply quotes none or something that is not one plain number
+    (``seventeen``, ``none``, ``17/1``): a guard that reads ``None`` fails closed.
+
+    >>> quoted_candidate("<think>Reference: 18, Candidate: (17), Same.</think><score>4</score>")
+    Decimal('17')
+    >>> quoted_candidate("<think>Candidate: seventeen.</think><score>4</score>") is None
+    True
+    """
     if not isinstance(judge_text, str):
         return None
-    m = _QUOTED_CANDIDATE.search(ascii_digits(judge_text))
-    return normalize_number(m.group(1)) if m else None
+    m = _QUOTED_CANDIDATE.search(normalize_text(judge_text))
+    if m is None:
+        return None
+    token = _QUOTE_UNIT.sub("", m.group(1).lstrip(_QUOTE_LEAD).rstrip(_QUOTE_PUNCT)).rstrip(_QUOTE_PUNCT)
+    return normalize_number(token) if token else None
 
 
 # An answer cue and the number right after it: "#### 18", "The answer is $18.", "Final answer: 18",
@@ -236,15 +256,35 @@ def ascii_digits(text: str) -> str:
     return _OTHER_DIGIT.sub(lambda m: str(unicodedata.decimal(m.group(0))), text)
 
 
+# invisible characters: soft hyphen, Mongolian vowel separator, zero-width spaces and joiners, direction marks, line
+# and paragraph separators, word joiner and invisible operators, byte-order mark
+_INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u2028\u2029\u2060-\u2064\ufeff]")
+
+
+def normalize_text(text: object) -> str:
+    """The one reading of a policy's answer that the rule, the judge's prompt and the guard share: NFKC (fullwidth
+    ``１８`` -> ``18``, superscript ``1⁸`` -> ``18``), invisible characters removed (``1\u200b8`` -> ``18``), every
+    decimal digit of another script written in ASCII; a non-string is ``""``.
+
+    >>> normalize_text("#### 1\u200b8"), normalize_text("１⁸")
+    ('#### 18', '18')
+    """
+    if not isinstance(text, str):
+        return ""
+    return ascii_digits(_INVISIBLE.sub("", unicodedata.normalize("NFKC", text)))
+
+
 def final_answer(text: object) -> tuple[Decimal | None, str]:
     """The one final answer ``text`` states, as the strict and the flexible rules read it: ``(value, "ok")``;
     ``(None, "none")`` when it states no number; ``(None, "conflict")`` when it states different final answers.
 
-    Read (digits of any script count): every number right after an answer cue (``####``, ``answer is``,
+    Read in ``normalize_text``'s reading: every number right after an answer cue (``####``, ``answer is``,
     ``answer:``, a line starting ``A:``, ``\\boxed{``, ``Candidate:``) and the last number of the text (the
-    flexible rule's reading; the strict rule's is the last ``####``). All of them must be one value: ``The answer is
-    5. The answer is 18.``, ``#### 18 ... #### 7``, two different ``\\boxed{}``, ``A: 18`` then ``#### 20``, a
-    ``#### 7`` followed by a line ``Candidate: 18`` or by any other last number are conflicts. Without any cue, the
+    flexible rule's reading), unless the last cue is ``####`` (the strict rule's answer: what follows it, such as
+    ``(10 + 8)``, a line ``Check: 18 - 8 = 10`` or a unit ``m²``, is no answer). All of them must be one value:
+    ``The answer is 5. The answer is 18.``, ``#### 18 ... #### 7``, two different ``\\boxed{}``, ``A: 18`` then
+    ``#### 20``, a ``#### 7`` followed by a line ``Candidate: 18``, ``The answer is 18`` followed by another last
+    number are conflicts. Without any cue, the
     last non-empty line must hold one value, or end on the result of a computation (``3 + 15 = 18``): a line
     ``0 1 2 ... 999`` is a conflict. Number words (``eighteen``) are not numbers. Total and linear-time.
 
@@ -257,9 +297,12 @@ def final_answer(text: object) -> tuple[Decimal | None, str]:
     """
     if not isinstance(text, str):
         return None, FINAL_NONE
-    t = ascii_digits(text)
-    cued = [v for v in (normalize_number(m.group(1)) for m in _ANSWER_CUE.finditer(t)) if v is not None]
-    flexible = normalize_number(last_number(t))
+    t = normalize_text(text)
+    cues = list(_ANSWER_CUE.finditer(t))
+    cued = [v for v in (normalize_number(m.group(1)) for m in cues) if v is not None]
+    # after a last "#### N" (the strict rule's answer) come working, a check line or units, not another answer
+    hash_last = bool(cued) and cues[-1].group(0).startswith("####")
+    flexible = None if hash_last else normalize_number(last_number(t))
     values = set(cued) | ({flexible} if flexible is not None else set())
     if not values:
         return None, FINAL_NONE

@@ -11,7 +11,9 @@ used by ``scripts.serve.fake_openai`` (``--replies FILE``, ``--default TEXT``) a
 * ``default_reply`` otherwise: it reads the user message the way a judge would, takes the candidate between
   ``<candidate>`` and the last ``</candidate>``, and answers ``<think>...</think><score>4</score>`` when the
   candidate's ``#### N`` equals the reference's, else ``<score>1</score>``. ``JUDGE_SAYS:<n>`` in the request ->
-  ``<think>marker</think><score>n</score>`` (``n`` any text, so ``JUDGE_SAYS:x`` is an unparseable verdict).
+  ``<think>told to say n. Reference: R. Candidate: C.</think><score>n</score>`` (``C``: the candidate's one final
+  answer without the marker, ``reward_fns.parse.final_answer``, or ``none``; ``n`` any text, so ``JUDGE_SAYS:x`` is an
+  unparseable verdict).
 
     >>> markers({"messages": [{"role": "user", "content": "[[q1]] and [[q2]]"}]})
     ['q1', 'q2']
@@ -23,6 +25,8 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+
+from reward_fns.parse import final_answer
 
 __all__ = ["Reply", "default_reply", "table_reply", "candidate_of", "completion", "all_text", "markers"]
 
@@ -73,11 +77,14 @@ def default_reply(body: dict) -> str:
     msgs = body.get("messages") or []
     user = next((m.get("content", "") for m in reversed(msgs) if m.get("role") == "user"), "")
     said = _MARK_SAYS.search(user)
-    if said:
-        return f"<think>told to say {said.group(1)}</think><score>{said.group(1)}</score>"
     cand = candidate_of(user)
     ref_m = re.search(r"<reference>\n(.*?)\n</reference>", user, re.DOTALL)
     ref = _num(ref_m.group(1)) if ref_m else None
+    if said:  # told what to say; it quotes the candidate's one final answer (without the marker) truthfully
+        value, _ = final_answer(_MARK_SAYS.sub("", cand or user))
+        quote = "none" if value is None else format(value, "f")
+        n = said.group(1)
+        return f"<think>told to say {n}. Reference: {ref}. Candidate: {quote}.</think><score>{n}</score>"
     got = _num(cand)
     if ref is not None and got is not None and float(got) == float(ref):
         return f"<think>Reference: {ref}. Candidate: {got}. Same.</think><score>4</score>"

@@ -158,11 +158,6 @@ def test_default_probe_rate_is_1_in_20(solution, requests):
     assert out["canary_wrong"] + out["canary_right"] == requests - 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reward_fns/llm_judge.py _canary counts a probe answered from the client's cache or a shared in-flight "
-    "request (result.cached) again: it must return {} for a cached result",
-)
 def test_a_repeated_probe_is_counted_once():
     """Eight samples of one group with the same answer draw the same probe: the judge is asked once (the client's
     cache), and the probe is counted once, not eight times."""

@@ -1,0 +1,160 @@
+"""The guard fails closed (``reward_fns/guard.py`` through ``reward_fns.llm_judge.compute_score``): every case of the
+audit of the first fail-open guard, against the fake OpenAI server. A judge that is told how to answer (an
+instruction-following judge the policy can steer) pays an answer whatever its quote says; only a quote that reads as
+the reference's number, of an answer that states that one final answer, is paid."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from reward_fns import gsm8k, llm_judge
+from reward_fns.guard import guard
+from reward_fns.llm_judge import compute_score, defuse
+from scripts.serve.fake_openai import FakeOpenAIServer
+
+INFO = {"question": "Tom has 10 apples and buys 8 more. How many now?", "answer": "10 + 8 = 18\n#### 18"}
+FLAGS = ("judge_ungrounded", "judge_contradiction", "judge_unverified")
+
+
+def said(quote: str, verdict: int = 4) -> str:
+    """A judge reply that quotes ``quote`` as the candidate and pays ``verdict``."""
+    return f"<think>Reference: 18. Candidate: {quote} Same.</think><score>{verdict}</score>"
+
+
+def run(candidate: str, reply: str, **kw) -> dict:
+    llm_judge._CLIENTS.clear()
+    with FakeOpenAIServer(reply=lambda body: reply) as srv:
+        return asyncio.run(
+            compute_score(
+                "openai/gsm8k",
+                candidate,
+                "18",
+                INFO,
+                base_url=srv.base_url,
+                model="judge",
+                timeout=5.0,
+                max_retries=0,
+                canary_every=0,
+                **kw,
+            )
+        )
+
+
+# the wrong answer "#### 17" (or "The answer is 17." where route asks the judge), paid by a judge that says "Same":
+# (the quote as the judge writes it, the flag the guard sets)
+WRONG_QUOTES = [
+    ("17,", "judge_contradiction"),
+    ("17;", "judge_contradiction"),
+    ("(17)", "judge_contradiction"),
+    ("**17**", "judge_contradiction"),
+    ("*17*", "judge_contradiction"),
+    ("`17`", "judge_contradiction"),
+    ('"17"', "judge_contradiction"),
+    ("[17]", "judge_contradiction"),
+    ("17!", "judge_contradiction"),
+    ("17。", "judge_contradiction"),
+    ("１７", "judge_contradiction"),
+    ("17kg", "judge_contradiction"),
+    ("17%", "judge_contradiction"),
+    ("$17.", "judge_contradiction"),
+    ("17.0,", "judge_contradiction"),
+    ("seventeen", "judge_unverified"),
+    ("none", "judge_unverified"),
+    ("None.", "judge_unverified"),
+    ("n/a", "judge_unverified"),
+    ("17/1", "judge_unverified"),
+    ("17-ish", "judge_unverified"),
+    ("", "judge_unverified"),
+]
+
+
+@pytest.mark.parametrize("mode, candidate", [("judge", "#### 17"), ("route", "The answer is 17.")])
+@pytest.mark.parametrize("quote, flag", WRONG_QUOTES)
+def test_a_wrong_answer_is_never_paid_whatever_the_quote(mode, candidate, quote, flag):
+    out = run(candidate, said(quote), mode=mode)
+    assert (out["score"], out["judge_score"], [k for k in FLAGS if out[k]]) == (0.0, 4.0, [flag])
+
+
+# other ways to write the quote (the judge's own words): each reads as the number it names
+QUOTE_FORMS = [
+    "<think>Reference: 18, Candidate: 17, Same.</think><score>4</score>",
+    "<think>Candidate answer: 17. Same.</think><score>4</score>",
+    "<think>Candidate's final answer: 17. Same.</think><score>4</score>",
+    "<think>**Candidate:** 17. Same.</think><score>4</score>",
+    "<think>candidate: 17 apples. Same.</think><score>4</score>",
+    "<think>Candidate ： 17. Same.</think><score>4</score>",
+]
+
+
+@pytest.mark.parametrize("reply", QUOTE_FORMS)
+def test_quote_forms_read_as_the_number(reply):
+    out = run("#### 17", reply)
+    assert (out["score"], out["judge_contradiction"]) == (0.0, 1.0)
+
+
+def test_a_reply_without_any_quote_fails_closed():
+    out = run("#### 17", "<think>Looks right.</think><score>4</score>")
+    assert (out["score"], out["judge_unverified"]) == (0.0, 1.0)
+
+
+@pytest.mark.parametrize(
+    "verdict, score",
+    [(1, 0.0), (2, 0.0), (3, 0.0), (4, 0.0), (0, 0.0)],
+)
+def test_every_paying_verdict_is_checked(verdict, score):
+    """``Candidate: 17. Close.`` with a partial verdict paid 0.5 before; a 0 is never checked (nothing to take)."""
+    out = run("#### 17", f"<think>Reference: 18. Candidate: 17. Close.</think><score>{verdict}</score>")
+    assert (out["score"], out["judge_contradiction"]) == (score, float(verdict > 0))
+
+
+# right answers followed by working, a check line or units: one final answer, paid in judge mode (the default) by a
+# truthful judge, and the full 1.0 in hybrid mode
+RIGHT_ANSWERS = [
+    "#### 18 (10 + 8)",
+    "#### 18\nCheck: 18 - 8 = 10",
+    "#### 18 dollars and 0 cents",
+    "#### 18 m²",
+    "10 + 8 = 18\n#### 18\nI used 3 steps.",
+    "#### 1\u200b8",
+    "#### １８",
+]
+
+
+@pytest.mark.parametrize("mode", ["judge", "hybrid"])
+@pytest.mark.parametrize("candidate", RIGHT_ANSWERS)
+def test_right_answers_with_working_after_them_are_paid(candidate, mode):
+    out = run(candidate, said("18."), mode=mode)
+    assert (out["score"], out["rule_score"], [k for k in FLAGS if out[k]]) == (1.0, 1.0, [])
+
+
+def test_the_rule_and_the_judge_read_the_same_text():
+    """``1⁸`` is 18 for the rule, the prompt and the guard alike (it was 1 for the rule and 18 for the judge)."""
+    assert gsm8k.compute_score(solution_str="#### 1⁸", ground_truth="18")["score"] == 1.0
+    assert "#### 18" in defuse("#### 1⁸")
+    assert guard(said("18."), "#### 1⁸", "18") is None
+
+
+def test_a_clipped_answer_is_cut_at_whitespace_and_judged_whole():
+    """An answer over ``max_response_chars`` was clipped inside a number (``answer is 2|18``: 218 shown as 18 and
+    paid); now the prompt shows whole words and the guard reads the whole answer."""
+    long = "Let me think. " * 300 + "So the answer is 218"
+    shown = defuse(long, 1000)
+    assert shown.endswith(" 218") and "answer is 218" in shown
+    out = run(long, said("18."), max_response_chars=1000)
+    assert (out["score"], out["judge_ungrounded"]) == (0.0, 1.0)
+
+
+@pytest.mark.parametrize(
+    "candidate, skipped, score",
+    [
+        ("#### 1\u200b8", 1.0, 1.0),  # invisible characters go before the route check: the rule reads 18
+        ("#### 18/1", 0.0, 1.0),  # no number the strict rule reads: the judge is asked, quotes 18, is paid
+        ("The answer is 18.", 0.0, 1.0),
+        ("The answer is eighteen.", 1.0, 0.0),  # number words: no final answer any reader here takes (a limit)
+    ],
+)
+def test_route_strips_invisible_characters_first(candidate, skipped, score):
+    out = run(candidate, said("18."), mode="route")
+    assert (out["judge_skipped"], out["score"]) == (skipped, score)
