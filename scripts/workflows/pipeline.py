@@ -87,7 +87,7 @@ def judge(flow: Stages, a: argparse.Namespace, solver=None, beside_next: bool = 
     flow.stage("sft_data", flow.path("data", "sft_train.parquet"), lambda: sft_data(flow, a, base))
     if not a.skip_eval and a.eval_before:
         # the start model's evaluation needs nothing the SFT makes: it runs beside it when SFT will run
-        beside = a.sft and not a.sft_model and not os.path.exists(flow.path(".sft.done"))
+        beside = a.sft and not a.sft_model and not flow.done("sft", flow.path("sft"))
         evaluation(flow, a, "eval_before", base, beside)
     start = base
     if a.sft_model:  # a warm start trained elsewhere (e.g. the same SFT for GRPO with pair groups on and off)
@@ -210,6 +210,9 @@ def policy(
         f"data.val_files={flow.path('policy_data', 'test.parquet')}",
     ]
     flow.train(name, recipe, [*inputs, *policy_settings(flow, a, name), *extra], f"{name}_metrics.jsonl")
+    # its output: verl makes this folder only when it saves a checkpoint (none here: save_freq=-1), and a stage whose
+    # output is missing is made again on a resume
+    os.makedirs(flow.path(name), exist_ok=True)
 
 
 def judge_to_reward(flow: Stages, a: argparse.Namespace) -> str:

@@ -3,10 +3,11 @@ command of its own).
 
 ``Stages(out, env, py, quiet)`` is one workflow's run: its folder, the environment and interpreter its commands get,
 and the runner of its stages. ``sh`` runs a stage's command with its log, ``train`` a recipe through the launcher.
-A stage is a named step with an output: it runs unless ``<out>/.<name>.done`` exists, and writes that marker (its
-seconds) when it succeeds, so a rerun resumes. ``stage(..., background=True)`` runs one beside the next stage and
-joins it before the stage after; ``chain`` runs a list of stages one after the other in a thread of its own, beside
-everything else, until ``join``. Errors in a thread are re-raised in the main thread.
+A stage is a named step with an output: it runs unless ``<out>/.<name>.done`` exists and its output too, and writes
+that marker (its seconds) when it succeeds, so a rerun resumes (and remakes a stage whose output was removed).
+``stage(..., background=True)`` runs one beside the next stage and joins it before the stage after, run or skipped;
+``chain`` runs a list of stages one after the other in a thread of its own, beside everything else, until ``join``.
+Errors in a thread are re-raised in the main thread.
 
 A stage that fails stops the workflow at once, naming it: ``guarded(fn)`` runs the workflow, and when a stage fails
 (in any thread) or the process gets SIGTERM / SIGHUP / Ctrl-C, it stops every child process still running
@@ -101,28 +102,39 @@ class Stages:
         return self.path("logs", f"{name}.log")
 
     def stage(self, name: str, output: str, fn, background: bool = False) -> str:
-        """Run stage ``name`` unless its ``.done`` marker exists. ``background``: start it in a thread and return;
-        it runs beside the next stage (its output goes to its log only) and is joined before the stage after."""
-        if os.path.exists(self.path(f".{name}.done")):
-            return self.marked(name, output, fn)  # says it is skipped
-        if background:
+        """Run stage ``name`` unless it is done (``done``). ``background``: start it in a thread and return; it runs
+        beside the next stage (its output goes to its log only) and is joined before the stage after. Every stage,
+        run or skipped, first joins the background stages that a stage before it ran beside (a stage skipped as done
+        counts: on a resume the background stage is joined before the stage after the skipped one)."""
+        self.wait_background(had_company=True)
+        if background and not self.done(name, output):
             job = self.chain(name, [(name, output, fn)], note=" (in the background, beside the next stage; log only)")
             self._background.append({**job, "had_company": False})
             return output
-        self.wait_background(had_company=True)
         self.marked(name, output, fn)
-        for job in self._background:
-            job["had_company"] = True
+        if not background:
+            for job in self._background:
+                job["had_company"] = True
         return output
 
+    def done(self, name: str, output: str) -> bool:
+        """Stage ``name`` is done: its ``.done`` marker exists and so does its ``output`` (relative: in the run
+        folder); a stage marked done whose output was removed since is made again."""
+        return os.path.exists(self.path(f".{name}.done")) and os.path.exists(self.path(output))
+
     def marked(self, name: str, output: str, fn, note: str = "") -> str:
-        """Stage ``name`` without ``stage``'s joins (a chain in a thread of its own): skipped if marked done, else
+        """Stage ``name`` without ``stage``'s joins (a chain in a thread of its own): skipped if done, else
         ``fn()``."""
         done = self.path(f".{name}.done")
         os.makedirs(self.out, exist_ok=True)
-        if os.path.exists(done):
+        if self.done(name, output):
             say(f"stage {name} skipped ({done} exists); output: {output}")
             return output
+        if os.path.exists(done):  # its marker goes first: a failure now leaves the stage not done
+            say(f"stage {name}: marked done, but its output {output} is gone: made again")
+            os.remove(done)
+            if os.path.islink(self.path(output)):  # a link to a folder removed since (``--reuse``): made here
+                os.remove(self.path(output))
         say(f"stage {name} ...{note}")
         t0 = time.time()
         try:
