@@ -209,7 +209,7 @@ def last_number(text: object) -> str | None:
 
 # "Candidate: 17", "Candidate answer: 17", "Candidate's final answer: 17", "**Candidate:** 17"
 _QUOTED_CANDIDATE = re.compile(
-    r"candidate(?:'s)?(?:[ \t]+final)?(?:[ \t]+answer)?[ \t*_]{0,8}:[ \t*_]{0,8}([^\s<]{0,64})", re.IGNORECASE
+    r"candidate(?:'s)?(?:[ \t]+final)?(?:[ \t]+answer)?[ \t*_]{0,8}:[ \t*_]{0,8}([^\s<]{0,64})(?![^\s<])", re.IGNORECASE
 )
 # what may wrap a quoted number: markdown, brackets, quotes, sentence punctuation, a trailing unit
 _QUOTE_LEAD = "*_([{\"'`"

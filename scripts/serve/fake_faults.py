@@ -25,7 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
-from scripts.serve.fake_replies import candidate_of, completion
+from scripts.serve.fake_replies import candidate_of, completion, default_reply
 
 __all__ = ["FAULTS", "FaultSchedule", "fault_response"]
 
@@ -135,7 +135,9 @@ async def fault_response(server: Any, request: web.Request, body: dict, fault) -
         if kind == "big_error":
             return web.Response(body=b"e" * size, status=503, content_type="text/plain")
         pad = "x" * max(0, size - 300)
-        raw = json.dumps(completion(body, f"<think>{pad}</think><score>4</score>")).encode()
+        quote = re.search(r"<think>(.*)</think>", default_reply(body), re.DOTALL).group(1)  # the grader's quote
+        said = f"<think>{pad} {quote}</think><score>4</score>"
+        raw = json.dumps(completion(body, said)).encode()
         if kind == "big":
             return web.Response(body=raw, content_type="application/json")
         resp = web.StreamResponse(headers={"Content-Type": "application/json"})

@@ -10,7 +10,8 @@ used by ``scripts.serve.fake_openai`` (``--replies FILE``, ``--default TEXT``) a
   is in the table.
 * ``default_reply`` otherwise: it reads the user message the way a judge would, takes the candidate between
   ``<candidate>`` and the last ``</candidate>``, and answers ``<think>...</think><score>4</score>`` when the
-  candidate's ``#### N`` equals the reference's, else ``<score>1</score>``. ``JUDGE_SAYS:<n>`` in the request ->
+  candidate's ``#### N`` equals the reference's, else ``<score>1</score>`` (quoting the ``#### N``, else the one final
+  answer, else ``none``). ``JUDGE_SAYS:<n>`` in the request ->
   ``<think>told to say n. Reference: R. Candidate: C.</think><score>n</score>`` (``C``: the candidate's one final
   answer without the marker, ``reward_fns.parse.final_answer``, or ``none``; ``n`` any text, so ``JUDGE_SAYS:x`` is an
   unparseable verdict).
@@ -88,7 +89,9 @@ def default_reply(body: dict) -> str:
     got = _num(cand)
     if ref is not None and got is not None and float(got) == float(ref):
         return f"<think>Reference: {ref}. Candidate: {got}. Same.</think><score>4</score>"
-    return f"<think>Reference: {ref}. Candidate: {got}. Different.</think><score>1</score>"
+    value, _ = final_answer(cand or "")  # what it calls different: the candidate's one final answer, if any
+    quote = got if got is not None else ("none" if value is None else format(value, "f"))
+    return f"<think>Reference: {ref}. Candidate: {quote}. Different.</think><score>1</score>"
 
 
 def table_reply(table: Mapping[str, Mapping[str, str]], default: str = "") -> Callable[[dict], str]:

@@ -336,24 +336,24 @@ def flags(out):
 # earns (0.0 in judge mode), right answer or not.
 FAULT_TABLE = {
     "#### 72": (1.0, 4.0, 0.0, 0.0, 1.0),
-    "#### 71": (0.25, 1.0, 0.0, 0.0, 1.0),
+    "#### 71": (0.0, 1.0, 0.0, 0.0, 1.0),  # a verdict of 1 for a wrong answer: checked, a contradiction
     "FAULT:latency:0.2\n#### 72": (1.0, 4.0, 0.0, 0.0, 1.0),  # slow but inside the 0.5 s timeout
     "FAULT:latency:0.8\n#### 72": (1.0, -1.0, 1.0, 0.0, 3.0),  # every attempt times out
     "FAULT:hang\n#### 71": (0.0, -1.0, 1.0, 0.0, 3.0),
     "FAULT:429\n#### 72": (1.0, -1.0, 1.0, 0.0, 3.0),
     "FAULT:429x2\n#### 72": (1.0, 4.0, 0.0, 0.0, 3.0),
     "FAULT:500\n#### 72": (1.0, -1.0, 1.0, 0.0, 3.0),
-    "FAULT:500x1\n#### 71": (0.25, 1.0, 0.0, 0.0, 2.0),
+    "FAULT:500x1\n#### 71": (0.0, 1.0, 0.0, 0.0, 2.0),
     "FAULT:503x2\n#### 72": (1.0, 4.0, 0.0, 0.0, 3.0),
     "FAULT:malformed_json\n#### 72": (1.0, -1.0, 1.0, 0.0, 3.0),
-    "FAULT:malformed_jsonx1\n#### 71": (0.25, 1.0, 0.0, 0.0, 2.0),
+    "FAULT:malformed_jsonx1\n#### 71": (0.0, 1.0, 0.0, 0.0, 2.0),
     "FAULT:no_choices\n#### 72": (1.0, -1.0, 1.0, 0.0, 3.0),
     "FAULT:truncated\n#### 72": (0.0, -1.0, 0.0, 1.0, 1.0),  # a reply, cut mid-verdict: parse failure
     "FAULT:truncated\n#### 71": (0.0, -1.0, 0.0, 1.0, 1.0),
     "FAULT:truncated_body\n#### 72": (1.0, -1.0, 1.0, 0.0, 3.0),  # body shorter than Content-Length
     "FAULT:truncated_bodyx1\n#### 72": (1.0, 4.0, 0.0, 0.0, 2.0),
     "FAULT:drop\n#### 72": (1.0, -1.0, 1.0, 0.0, 3.0),  # connection closed without a reply
-    "FAULT:dropx2\n#### 71": (0.25, 1.0, 0.0, 0.0, 3.0),
+    "FAULT:dropx2\n#### 71": (0.0, 1.0, 0.0, 0.0, 3.0),
     "#### 72 JUDGE_SAYS:junk": (0.0, -1.0, 0.0, 1.0, 1.0),
     "FAULT:empty\n#### 72": (0.0, -1.0, 0.0, 1.0, 1.0),
     "FAULT:big:2000000\n#### 72": (1.0, -1.0, 1.0, 0.0, 3.0),  # over the default 1 MiB body cap: transport
@@ -443,7 +443,7 @@ def test_server_stopped_mid_batch():
         if o["judge_error"]:
             assert (o["score"], o["judge_score"]) == (rule, -1.0)  # fallback = rule reward
         else:
-            assert (o["score"], o["judge_score"]) == ((1.0, 4.0) if rule else (0.25, 1.0))
+            assert (o["score"], o["judge_score"]) == ((1.0, 4.0) if rule else (0.0, 1.0))
 
 
 def test_deadline_bounds_a_call_end_to_end():
