@@ -1,13 +1,16 @@
-"""The scorecard of ``python -m scripts.policy_learns --arms rule,judge,random,format --seeds 0,1,2``: each arm's
-held-out accuracy before and after each seed's run, the mean and sd of its gain, and each arm's gain over the rule's
-with a 95% bootstrap interval over seeds and questions (targets: the judge's mean >= 0.9 with its lower bound >= 0.8;
-each control's <= 0.3). Accuracy is the strict rule's grade of verl's greedy validation answers
-(``<run>_val/<step>.jsonl``), paired by question; "before" is the start policy, shared by every run. With the
-testbed's held-out stories in the validation (``eval_data/heldout``), the same again for them (key ``heldout``) beside
-the test split. Writes ``scorecard.md`` and the ``arms``, ``ratios`` and ``heldout`` keys of ``report.json``. Rerun on
-a finished folder:
+"""The scorecard of ``python -m scripts.policy_learns --arms rule,judge,route,random --seeds 0,1 [--instances 0,1,2]``:
+each arm's held-out accuracy before and after each seed's run, its gain, and its gain over the rule's with a 95%
+bootstrap interval (``scorecard_stats``: over judge instances, then seeds, then questions). The rule's own gain comes
+with its interval, and no ratio gets a verdict when that interval reaches 0. Targets: a judge-rewarded arm's ratio
+mean >= 0.9 with lower bound >= 0.8, each control's <= 0.3. Accuracy is the strict rule's grade of verl's greedy
+validation answers (``<run>_val/<step>.jsonl``), paired by question; "before" is the start policy, shared by every run
+of an instance. A run whose last validation is not at its last step (``--steps``: stopped, crashed, or only its step-0
+validation) is refused, naming it. With the testbed's held-out stories in the validation (``eval_data/heldout``), the
+same again for them (key ``heldout``). Writes ``scorecard.md``, ``scorecard.png`` and ``report.json``'s keys. Rerun on
+a finished folder (one experiment, or the instances of one):
 
-    python -m scripts.report.scorecard runs/scorecard --arms rule,judge,random,format --seeds 0,1,2
+    python -m scripts.report.scorecard runs/card --arms rule,judge,random,format --seeds 0,1,2
+    python -m scripts.report.scorecard runs/card --instances 0,1,2 --arms rule,judge,route,random --seeds 0,1
 """
 
 from __future__ import annotations
@@ -24,9 +27,7 @@ from data_prep.files.outputs import write_json, write_text
 from data_prep.files.readers import read_jsonl
 from reward_fns import gsm8k
 from scripts.report.render import md_table
-
-BOOTSTRAP = 2000
-TARGETS = {"judge": (0.9, 0.8), "random": 0.3, "format": 0.3}  # judge: (mean >=, lower bound >=); controls: mean <=
+from scripts.report.scorecard_stats import Instance, bootstrap, fmt, rule_learned, verdict
 
 
 def run_name(arm: str, seed: int) -> str:
@@ -84,106 +85,108 @@ def graded(out: str, name: str, step: int | None = None, split: str | None = Non
     }
 
 
-def gains(
-    before: np.ndarray, after: dict[str, np.ndarray], seeds_idx: np.ndarray, q_idx: np.ndarray
-) -> dict[str, float]:
-    """Each arm's mean gain over the chosen seeds (rows of ``after[arm]``) and questions (columns)."""
-    return {arm: float((a[np.ix_(seeds_idx, q_idx)] - before[q_idx]).mean()) for arm, a in after.items()}
+def last_step(out: str, name: str, steps: int) -> int:
+    """Run ``name``'s last validation step, which must be its last training step ``steps``; ValueError (naming the
+    run, unusable) when it is not: a run stopped or crashed partway, or one that has only its step-0 validation."""
+    if steps < 1:  # step 0 is the start policy's validation, before any training: never an "after"
+        raise ValueError(f"run {name}: its last step must be >= 1, got {steps}")
+    folder = os.path.join(out, f"{name}_val")
+    got = dumped_steps(folder)
+    if not got or got[-1] != steps:
+        at = f"step {got[-1]}" if got else "no step"
+        raise ValueError(
+            f"run {name}: its last validation ({folder}) is at {at}, not at its last step {steps} (stopped, crashed "
+            "or never trained): unusable, refused"
+        )
+    return steps
 
 
-def interval(before: np.ndarray, after: dict[str, np.ndarray], arm: str, n: int = BOOTSTRAP, seed: int = 0) -> dict:
-    """``arm``'s gain over the rule's: the point value and a 95% bootstrap interval, resampling seeds (paired across
-    arms) and questions (paired across arms and with "before")."""
-    n_seeds, n_q = after["rule"].shape
-    point = gains(before, after, np.arange(n_seeds), np.arange(n_q))
-    rng = np.random.default_rng(seed)
-    ratios = []
-    for _ in range(n):
-        g = gains(before, after, rng.integers(0, n_seeds, n_seeds), rng.integers(0, n_q, n_q))
-        if g["rule"] != 0:
-            ratios.append(g[arm] / g["rule"])
-    lo, hi = np.percentile(ratios, [2.5, 97.5]) if ratios else (None, None)
-    return {
-        "mean": point[arm] / point["rule"] if point["rule"] else None,
-        "lo": None if lo is None else float(lo),
-        "hi": None if hi is None else float(hi),
-        "bootstrap": len(ratios),
-    }
-
-
-def _split(out: str, arms: list[str], seeds: list[int], split: str | None) -> dict | None:
-    """One split's scorecard (None: every validation question): ``{"questions", "arms", "ratios"}``, or None when
-    the start policy's validation has no question of the split."""
-    first = run_name(arms[0], seeds[0])
-    base = graded(out, first, 0, split)
+def instance(out: str, arms: list[str], seeds: list[int], steps: int, split: str | None) -> Instance | None:
+    """One experiment folder's grades of one split (None: every validation question): "before" from the first run's
+    step-0 validation, "after" from each run's last (``last_step``); None when step 0 has no question of the split."""
+    base = graded(out, run_name(arms[0], seeds[0]), 0, split)
     if not base:
         return None
     questions = sorted(base)
-    before = np.array([base[q] for q in questions])
-    res, after = {"questions": len(questions), "arms": {}}, {}
+    after = {}
     for arm in arms:
         rows = []
         for seed in seeds:
-            got = graded(out, run_name(arm, seed), None, split)
+            name = run_name(arm, seed)
+            got = graded(out, name, last_step(out, name, steps), split)
             missing = [q for q in questions if q not in got]
             if missing:
-                raise ValueError(
-                    f"run {run_name(arm, seed)}: its last validation lacks {len(missing)} of the questions"
-                )
+                raise ValueError(f"run {name}: its last validation lacks {len(missing)} of the questions")
             rows.append([got[q] for q in questions])
-        after[arm] = np.array(rows)
-        per_seed = after[arm].mean(axis=1) - before.mean()
+        after[arm] = np.array(rows, dtype=float)
+    return Instance(np.array([base[q] for q in questions], dtype=float), after)
+
+
+def describe(inst: Instance, arms: list[str], seeds: list[int]) -> dict:
+    """``{"questions", "arms": {arm: {"seeds": {seed: {"before", "after"}}, "gain_mean", "gain_sd"}}, "gain",
+    "ratios", "rule_gain"}``: one instance's numbers and its own bootstrap (seeds, then questions)."""
+    before = float(inst.before.mean())
+    res = {"questions": len(inst.before), "arms": {}}
+    for arm in arms:
+        per_seed = inst.after[arm].mean(axis=1) - before
         res["arms"][arm] = {
-            "seeds": {
-                str(s): {"before": float(before.mean()), "after": float(a)}
-                for s, a in zip(seeds, after[arm].mean(axis=1))
-            },
+            "seeds": {str(s): {"before": before, "after": float(a)} for s, a in zip(seeds, inst.after[arm].mean(1))},
             "gain_mean": float(per_seed.mean()),
             "gain_sd": float(per_seed.std(ddof=1)) if len(seeds) > 1 else None,
         }
-    if "rule" in after:
-        res["ratios"] = {arm: interval(before, after, arm) for arm in arms if arm != "rule"}
+    return {**res, **_stats(bootstrap([inst], arms), arms)}
+
+
+def _stats(stats: dict, arms: list[str]) -> dict:
+    out = {"gain": stats["gain"], "bootstrap": stats["bootstrap"]}
+    if "rule" in arms:
+        out.update(ratios=stats["ratio"], rule_gain=stats["gain"]["rule"])
+    return out
+
+
+def summarize(out: str, arms: list[str], seeds: list[int], steps: int) -> dict:
+    """One experiment's scorecard: ``describe`` of the test split, and the same under ``"heldout"`` for the held-out
+    stories' questions when the validation has them."""
+    heldout = heldout_questions(out)
+    test = instance(out, arms, seeds, steps, "test" if heldout else None)
+    if test is None:
+        raise ValueError(
+            f"no start-policy validation (step 0) in {out}/{run_name(arms[0], seeds[0])}_val: the first run "
+            "validates before training"
+        )
+    res = describe(test, arms, seeds)
+    if heldout:
+        res["heldout"] = describe(instance(out, arms, seeds, steps, "heldout"), arms, seeds)
     return res
 
 
-def summarize(out: str, arms: list[str], seeds: list[int]) -> dict:
-    """``{"questions", "arms": {arm: {"seeds": {seed: {"before", "after"}}, "gain_mean", "gain_sd"}}, "ratios": {arm:
-    ...}}`` on the test split, and the same under ``"heldout"`` for the held-out stories' questions when the
-    validation has them."""
-    first = run_name(arms[0], seeds[0])
-    heldout = heldout_questions(out)
-    res = _split(out, arms, seeds, "test" if heldout else None)
-    if res is None:
-        raise ValueError(
-            f"no start-policy validation (step 0) in {out}/{first}_val: the first run validates before training"
-        )
-    if heldout:
-        res["heldout"] = _split(out, arms, seeds, "heldout")
+def pooled(folders: list[str], arms: list[str], seeds: list[int], steps: int) -> dict:
+    """The scorecard over instances (``folders``: one experiment each): ``{"instances": {name: summarize(...)},
+    "pooled": {"test": ..., "heldout": ...}}``, each pooled split ``{"gain", "ratios", "rule_gain"}`` from a
+    bootstrap over instances, then seeds, then questions."""
+    res = {"instances": {}, "pooled": {}}
+    grades: dict[str, list[Instance]] = {"test": [], "heldout": []}
+    for f in folders:
+        res["instances"][os.path.basename(os.path.normpath(f))] = summarize(f, arms, seeds, steps)
+        heldout = heldout_questions(f)
+        grades["test"].append(instance(f, arms, seeds, steps, "test" if heldout else None))
+        if heldout:
+            grades["heldout"].append(instance(f, arms, seeds, steps, "heldout"))
+    for split, insts in grades.items():
+        if insts and len(insts) == len(folders):
+            res["pooled"][split] = _stats(bootstrap(insts, arms), arms)
     return res
 
 
 def verdicts(res: dict) -> list[str]:
-    """One line per target: met or not."""
-    lines = []
-    for arm, r in res.get("ratios", {}).items():
-        if arm == "judge":
-            mean, low = TARGETS["judge"]
-            ok = r["mean"] is not None and r["lo"] is not None and r["mean"] >= mean and r["lo"] >= low
-            lines.append(
-                f"judge gain / rule gain {fmt(r['mean'])} (95% interval {fmt(r['lo'])} to {fmt(r['hi'])}): "
-                f"target mean >= {mean} and lower bound >= {low} {'met' if ok else 'NOT met'}"
-            )
-        elif arm in TARGETS:
-            ok = r["mean"] is not None and r["mean"] <= TARGETS[arm]
-            lines.append(
-                f"{arm} control gain / rule gain {fmt(r['mean'])} (95% interval {fmt(r['lo'])} to {fmt(r['hi'])}): "
-                f"target <= {TARGETS[arm]} {'met' if ok else 'NOT met'}"
-            )
+    """One line per target: the rule's own gain first, then each arm's verdict."""
+    stats = {"gain": res["gain"], "ratio": res.get("ratios", {}), "bootstrap": res["bootstrap"]}
+    lines = [rule_learned(stats)[1]] if "rule" in res["gain"] else []
+    for arm in res.get("ratios", {}):
+        word, line = verdict(stats, arm)
+        if word != "no target":
+            lines.append(f"{line} {word}" if word != "no verdict" else line)
     return lines
-
-
-def fmt(x) -> str:
-    return "n/a" if x is None else f"{x:.3f}"
 
 
 def _table(res: dict, seeds: list[int]) -> str:
@@ -283,10 +286,15 @@ def _commit() -> str | None:
     return r.stdout.strip() or None if r.returncode == 0 else None
 
 
-def write(out: str, arms: list[str], seeds: list[int], log=print, command: list[str] | None = None) -> dict:
-    res = summarize(out, arms, seeds)
+def write(out: str, arms: list[str], seeds: list[int], steps: int, log=print, command: list[str] | None = None) -> dict:
+    res = summarize(out, arms, seeds, steps)
     path = os.path.join(out, "report.json")
-    report = json.load(open(path, encoding="utf-8")) if os.path.exists(path) else {}
+    try:
+        report = json.load(open(path, encoding="utf-8")) if os.path.exists(path) else {}
+    except ValueError as e:
+        raise ValueError(f"{path}: not a report ({e}); move it away") from None
+    if not isinstance(report, dict):
+        raise ValueError(f"{path}: not a report (a JSON object), got a {type(report).__name__}; move it away")
     report.update(res, command=command or sys.argv, commit=_commit())
     write_json(path, report)
     text = markdown(res, seeds)
@@ -294,6 +302,86 @@ def write(out: str, arms: list[str], seeds: list[int], log=print, command: list[
     figure(res, seeds, os.path.join(out, "scorecard.png"))
     log(text)
     return report
+
+
+def pooled_markdown(res: dict, seeds: list[int]) -> str:
+    """The pooled table (each instance's ratio beside the pooled one) per split, then each instance's own table."""
+    lines = [f"# Scorecard over {len(res['instances'])} judge instances x {len(seeds)} seeds", ""]
+    for split, title in (("test", "test split"), ("heldout", "held-out stories")):
+        if split not in res["pooled"]:
+            continue
+        p = res["pooled"][split]
+        per = {k: (v if split == "test" else v.get("heldout")) for k, v in res["instances"].items()}
+        arms = list(p["gain"])
+        head = ["arm", "pooled gain (95% interval)", "pooled / rule gain (95% interval)", *per]
+        rows = []
+        for arm in arms:
+            g, r = p["gain"][arm], p.get("ratios", {}).get(arm)
+            ratio = "1" if arm == "rule" else (f"{fmt(r['mean'])} ({fmt(r['lo'])} to {fmt(r['hi'])})" if r else "n/a")
+            cells = [
+                fmt(v["arms"][arm]["gain_mean"])
+                + ("" if arm == "rule" else f" ({fmt(v.get('ratios', {}).get(arm, {}).get('mean'))}x)")
+                for v in per.values()
+            ]
+            rows.append([arm, f"{fmt(g['mean'])} ({fmt(g['lo'])} to {fmt(g['hi'])})", ratio, *cells])
+        stats = {"gain": p["gain"], "ratios": p.get("ratios", {}), "bootstrap": p["bootstrap"]}
+        lines += [
+            f"## Pooled, {title}",
+            "",
+            "Instance columns: the arm's gain (its ratio to that instance's rule gain).",
+            "",
+            md_table(head, rows),
+            "",
+            *[f"- {v}" for v in verdicts(stats)],
+            "",
+        ]
+    for name, v in res["instances"].items():
+        lines += [f"## Instance {name}", "", markdown(v, seeds).split("\n", 2)[2], ""]
+    return "\n".join(lines)
+
+
+def pooled_figure(res: dict, seeds: list[int], path: str) -> str:
+    """One point per run (its gain; a marker per instance) and each arm's pooled gain (bar), per split."""
+    from scripts.report.render import pyplot, save_fig
+
+    plt = pyplot()
+    splits = [s for s in ("test", "heldout") if s in res["pooled"]]
+    fig, axes = plt.subplots(1, len(splits), figsize=(6 * len(splits), 4), squeeze=False)
+    markers = "os^vDP*X"
+    for ax, split in zip(axes[0], splits):
+        arms = list(res["pooled"][split]["gain"])
+        for i, arm in enumerate(arms):
+            ax.bar(i, res["pooled"][split]["gain"][arm]["mean"], color="lightgray", edgecolor="k")
+            for j, v in enumerate(res["instances"].values()):
+                a = (v if split == "test" else v["heldout"])["arms"][arm]["seeds"]
+                xs = [i - 0.25 + 0.5 * (j + 0.5) / len(res["instances"])] * len(seeds)
+                ax.scatter(xs, [a[str(s)]["after"] - a[str(s)]["before"] for s in seeds], marker=markers[j % 8], s=16)
+        ax.axhline(0, color="k", lw=0.8)
+        ax.set_xticks(range(len(arms)), arms)
+        ax.set(title=f"{split}: one point per run, a marker per instance", ylabel="strict accuracy gain")
+    return save_fig(fig, path)
+
+
+def write_pooled(
+    out: str, folders: list[str], arms: list[str], seeds: list[int], steps: int, command: list[str] | None = None
+) -> dict:
+    """The scorecard over the instances in ``folders``: ``report.json``, ``scorecard.md``, ``scorecard.png`` in
+    ``out``."""
+    res = pooled(folders, arms, seeds, steps)
+    report = {**res, "arms": arms, "seeds": seeds, "steps": steps, "command": command or sys.argv, "commit": _commit()}
+    write_json(os.path.join(out, "report.json"), report)
+    write_text(os.path.join(out, "scorecard.md"), pooled_markdown(res, seeds))
+    pooled_figure(res, seeds, os.path.join(out, "scorecard.png"))
+    return report
+
+
+def pooled_console(report: dict) -> str:
+    """The pooled verdicts, a line each, for the end of a run."""
+    lines = []
+    for split, p in report["pooled"].items():
+        stats = {"gain": p["gain"], "ratios": p.get("ratios", {}), "bootstrap": p["bootstrap"]}
+        lines += [f"{split}: {v}" for v in verdicts(stats)]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -307,11 +395,18 @@ def main(argv: list[str] | None = None) -> int:
         "--arms", default="rule,judge,random,format", help="comma-separated (default rule,judge,random,format)"
     )
     p.add_argument("--seeds", default="0,1,2", help="comma-separated (default 0,1,2)")
+    p.add_argument("--steps", type=int, default=100, help="each run's last step: its last validation (default 100)")
+    p.add_argument("--instances", default=None, help="testbed seeds: the folders OUT/instance_<k> (pooled scorecard)")
     a = p.parse_args(argv)
     if not os.path.isdir(a.out):
         p.error(f"{a.out}: no such folder")
     try:
-        write(a.out, a.arms.split(","), [int(s) for s in a.seeds.split(",")])
+        arms, seeds = [x for x in a.arms.split(",") if x], [int(x) for x in a.seeds.split(",")]
+        if a.instances:
+            folders = [os.path.join(a.out, f"instance_{int(k)}") for k in a.instances.split(",")]
+            print(pooled_console(write_pooled(a.out, folders, arms, seeds, a.steps)))
+        else:
+            write(a.out, arms, seeds, a.steps)
     except ValueError as e:
         p.error(str(e))
     return 0

@@ -35,20 +35,17 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import math
 import os
 import re
-import shutil
 import sys
 import tempfile
 
-from data_prep.files.outputs import write_json
 from scripts.launch import launcher as launch
 from scripts.report import policy_learns as report
 from scripts.report import scorecard
 from scripts.report.scorecard import run_name
-from scripts.workflows import cli, pipeline, steps
+from scripts.workflows import cli, instances, pipeline, reuse, steps
 from scripts.workflows.stages import Stages, say
 
 # GRPO settings of both runs, one place (the recipes' own defaults otherwise): 16 questions x 8 answers a step, two
@@ -101,6 +98,7 @@ ARMS = {
     ],
 }
 JUDGED = ("judge", "route", "flaky_fallback", "flaky_abstain")  # rewarded by the trained judge (gsm8k_local_judge)
+SEEDED = ("random",)  # controls whose randomness is seeded per run (reward_kwargs.seed = the run's data.seed)
 
 
 def start_policy(flow: Stages, a: argparse.Namespace, base: str) -> str:
@@ -166,6 +164,7 @@ def run_settings(flow: Stages, a: argparse.Namespace, name: str, arm: str, seed:
         f"trainer.rollout_data_dir={flow.path(name + '_rollouts')}",  # every sample, per step: what was paid for
         f"data.train_files={flow.path('policy_data', 'train.parquet')}",
         *ARMS[arm],
+        *([f"++reward.custom_reward_function.reward_kwargs.seed={seed}"] if arm in SEEDED else []),
     ]
     if arm in JUDGED and a.judge_placement == "server":  # the launcher serves the judge beside the policy
         settings += [
@@ -210,152 +209,6 @@ def run_chains(flow: Stages, a: argparse.Namespace, base: str, todo: list[tuple[
     return chains
 
 
-#: what an experiment records of the settings that make the stages ``--reuse`` links (``stage_settings``)
-SETTINGS_FILE = "stage_settings.json"
-#: the options that make those stages: the testbed and the validation questions, the policy's warm start, the
-#: judge's data, warm start, GRPO and evaluations (the runs' own options may differ: steps, arms, seeds, placement)
-STAGE_OPTIONS = (
-    "testbed",
-    "testbed_arg",
-    "eval_questions",
-    "policy_sft_rows",
-    "task",
-    "model_solutions",
-    "model_solution_questions",
-    "sft",
-    "sft_model",
-    "sft_rows",
-    "sft_epochs",
-    "sft_steps",
-    "sft_batch",
-    "sft_lr",
-    "sft_override",
-    "grpo_steps",
-    "pair_groups",
-    "max_prompt_length",
-    "max_response_length",
-    "eval_pairs",
-    "skip_eval",
-    "eval_before",
-)
-#: a stage whose product is not the folder of its name (the folder that holds it first)
-PRODUCTS = {"sft_data": os.path.join("data", "sft_train.parquet"), "merge": "hf"}
-
-
-def stage_settings(a: argparse.Namespace, env: dict) -> dict:
-    """The settings that make the stages ``--reuse`` links: ``STAGE_OPTIONS``, the start model (``MODEL``; "" for the
-    default), GSM8K's folder with ``--testbed none``, the Hydra overrides when the judge has GRPO steps."""
-    settings = {k: getattr(a, k) for k in STAGE_OPTIONS}
-    settings["model"] = env.get("MODEL") or ""
-    if a.testbed == "none":
-        settings["gsm8k_dir"] = env.get("GSM8K_DIR") or ""
-    if a.grpo_steps > 0:
-        settings["judge_grpo_overrides"] = list(a.overrides)
-    return json.loads(json.dumps(settings))  # as the record reads back (tuples as lists)
-
-
-def record_settings(out: str, a: argparse.Namespace, env: dict) -> None:
-    """``SETTINGS_FILE`` in ``out``: written by the attempt that starts the folder, kept by the ones that resume it
-    (its stages are that attempt's); a resume with other settings is told which."""
-    path, now = os.path.join(out, SETTINGS_FILE), stage_settings(a, env)
-    if os.path.exists(path):
-        for diff in settings_differences(read_settings(path), now):
-            say(f"WARNING: {out} was started with other settings; its finished stages keep theirs: {diff}")
-        return
-    os.makedirs(out, exist_ok=True)
-    write_json(path, now)
-
-
-def read_settings(path: str, what: str = "settings record") -> dict:
-    """A JSON object (a settings record, a report); ``ValueError`` naming the file when it is not one."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            record = json.load(f)
-    except (OSError, ValueError) as e:
-        raise ValueError(f"{path}: not a {what} ({e})") from None
-    if not isinstance(record, dict):
-        raise ValueError(f"{path}: not a {what} (a JSON object), got a {type(record).__name__}")
-    return record
-
-
-def settings_differences(there: dict, here: dict) -> list[str]:
-    """``setting: X there, Y here`` for each setting the two records do not share."""
-    missing = "(not recorded)"
-    return [
-        f"{k}: {json.dumps(there.get(k, missing))} there, {json.dumps(here.get(k, missing))} here"
-        for k in sorted(there.keys() | here.keys(), key=lambda k: (k not in STAGE_OPTIONS, k))
-        if there.get(k, missing) != here.get(k, missing)
-    ]
-
-
-def reuse_problems(src: str, a: argparse.Namespace, env: dict) -> list[str]:
-    """Why experiment ``src``'s stages cannot serve this one ([]: they can): no finished experiment there, or its
-    recorded settings differ from these (each difference named)."""
-    if not os.path.isfile(os.path.join(src, ".judge_model.done")):
-        return [f"--reuse {src}: no finished experiment there (no .judge_model.done)"]
-    path = os.path.join(src, SETTINGS_FILE)
-    if not os.path.exists(path):  # made before experiments recorded them: said when the stages are linked
-        return []
-    try:
-        there = read_settings(path)
-    except ValueError as e:
-        return [f"--reuse {src}: {e}"]
-    diffs = settings_differences(there, stage_settings(a, env))
-    return [f"--reuse {src}: its stages were made with other settings: {'; '.join(diffs)}"] if diffs else []
-
-
-def _finished(folder: str) -> list[str]:
-    """The stages marked done in ``folder`` (``.NAME.done``), sorted."""
-    return [m[1:-5] for m in sorted(os.listdir(folder)) if m.startswith(".") and m.endswith(".done") and len(m) > 6]
-
-
-def reuse(flow: Stages, src: str) -> list[str]:
-    """Every finished stage of experiment ``src`` but its GRPO runs (the testbed, the data, the start policy, the
-    judge's stages), linked into this one with its ``.done`` marker, so that only the runs are made here. Returns
-    the stages linked. Stages this folder has finished are kept. A stage marked done in ``src`` whose product is
-    missing there is made here, and so is any stage whose product shares its folder with such a stage or with one
-    finished here (``data`` holds stages ``data`` and ``sft_data``): nothing is ever written into ``src``. A
-    half-written stage here (its folder without its ``.done`` marker: an interrupted attempt) is removed and replaced
-    by the link. Each of these is said."""
-    run_folders = re.compile(rf"(?:{'|'.join(ARMS)})(?:_s\d+)?")  # run_name's folders
-    os.makedirs(flow.out, exist_ok=True)
-    if not os.path.exists(os.path.join(src, SETTINGS_FILE)):
-        say(
-            f"WARNING: {src} records no settings ({SETTINGS_FILE}: made before experiments wrote it): its stages' "
-            "settings are not compared with these; they must match"
-        )
-    stages = [n for n in _finished(src) if not run_folders.fullmatch(n)]
-    here = set(_finished(flow.out))
-    folder = lambda name: PRODUCTS.get(name, name).split(os.sep)[0]  # noqa: E731
-    missing = {n for n in stages if not os.path.exists(os.path.join(src, PRODUCTS.get(n, n)))}
-    kept = {folder(n) for n in missing | here}  # folders that stages made or finished here write into
-    linked = []
-    for name in stages:
-        local, target = flow.path(folder(name)), os.path.realpath(os.path.join(src, folder(name)))
-        if name in here:
-            continue
-        if name in missing:
-            say(
-                f"stage {name}: marked done in {src}, but {os.path.join(src, PRODUCTS.get(name, name))} is missing: "
-                "made here"
-            )
-            continue
-        if folder(name) in kept:
-            say(f"stage {name}: made here, as {local} also holds a stage made or finished here")
-            continue
-        if os.path.lexists(local) and os.path.realpath(local) != target:
-            say(f"stage {name}: {local} is half-written (no .{name}.done here): replaced by a link to {target}")
-            if os.path.isdir(local) and not os.path.islink(local):
-                shutil.rmtree(local)
-            else:
-                os.remove(local)
-        if not os.path.lexists(local):
-            os.symlink(target, local)
-        shutil.copyfile(os.path.join(src, f".{name}.done"), flow.path(f".{name}.done"))
-        linked.append(name)
-    return linked
-
-
 def link_judge(flow: Stages, judge: str) -> None:
     """``judge_model``: a link to the judge the judge's stages made (the judge run's reward model)."""
     link, tmp = flow.path("judge_model"), flow.path(".judge_model.tmp")
@@ -369,7 +222,7 @@ def experiment(flow: Stages, a: argparse.Namespace) -> str:
     """The side-by-side experiment: the testbed and the start policy, the runs in chains beside the judge's
     stages (a served judge's runs start at once and wait for stage ``judge_model``), then the report."""
     if a.reuse:
-        say(f"stages reused from {a.reuse}: {', '.join(reuse(flow, a.reuse)) or 'none new'}")
+        say(f"stages reused from {a.reuse}: {', '.join(reuse.reuse(flow, a.reuse, ARMS)) or 'none new'}")
     base = steps.start_model(flow.env)
     if a.testbed != "none":
         flow.stage("testbed", flow.path("testbed"), lambda: testbed(flow, a))
@@ -391,7 +244,7 @@ def experiment(flow: Stages, a: argparse.Namespace) -> str:
         flow.join(job)
     out = report.write(flow.out, [name for name, _, _ in runs(a)], log=print)
     if len(a.seeds) > 1 or len(a.arms) > 2:
-        out = scorecard.write(flow.out, a.arms, a.seeds, log=print)
+        out = scorecard.write(flow.out, a.arms, a.seeds, a.steps, log=print)
     print(report.console(out, flow.out), flush=True)
     return judge
 
@@ -459,7 +312,15 @@ def build_parser() -> argparse.ArgumentParser:
         default=[0],
         help="data.seed of each run, comma-separated (default 0); several: the scorecard (scorecard.md)",
     )
-    p.add_argument("--parallel", type=int, default=2, help="GRPO runs at a time (default 2)")
+    p.add_argument(
+        "--instances",
+        type=lambda v: [int(x) for x in v.split(",")],
+        default=None,
+        metavar="0,1,2",
+        help="testbed seeds: one experiment per seed, each with its own testbed, warm start and trained judge, in "
+        "<out>/instance_<k>, all at once, then the scorecard pooled over them (scripts/workflows/instances.py)",
+    )
+    p.add_argument("--parallel", type=int, default=2, help="GRPO runs at a time (default 2; per instance)")
     p.add_argument(
         "--gpus",
         type=gpu_list,
@@ -474,7 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="a finished experiment whose stages (testbed, data, start policy, judge) this one links instead "
         f"of making them again: only the GRPO runs are made. The settings that make those stages must match the "
-        f"ones it recorded ({SETTINGS_FILE}: the testbed, the model, the warm starts, the judge's options), else "
+        f"ones it recorded ({reuse.SETTINGS_FILE}: the testbed, the model, the warm starts, the judge's options), else "
         "exit 2 naming each difference; a stage marked done there whose folder is missing is made here; a "
         "half-written stage here (no .done marker) is replaced by the link",
     )
@@ -528,21 +389,28 @@ def main(argv: list[str] | None = None) -> int:
         args.arms.remove("rule")
     if not args.arms or not args.seeds or len(set(args.seeds)) != len(args.seeds) or min(args.seeds) < 0:
         parser.error("--arms and --seeds need at least one value each; seeds distinct and >= 0")
-    for problem in reuse_problems(args.reuse, args, os.environ) if args.reuse else []:
+    for problem in reuse.reuse_problems(args.reuse, args, os.environ) if args.reuse else []:
         parser.error(problem)
     report_json = os.path.join(args.out, "report.json")  # the report adds to it: an unreadable one fails now
     if os.path.exists(report_json):
         try:
-            read_settings(report_json, "report")
+            reuse.read_settings(report_json, "report")
         except ValueError as e:
             parser.error(f"--out {args.out}: {e}; move it away")
     if args.parallel < 1:
         parser.error(f"--parallel must be >= 1, got {args.parallel}")
+    if args.instances is not None:
+        if len(set(args.instances)) != len(args.instances) or min(args.instances) < 0 or args.testbed == "none":
+            parser.error("--instances: distinct testbed seeds >= 0, with the word-problem testbed")
+        if any(x.startswith("--seed") for x in args.testbed_arg):
+            parser.error("--instances sets each instance's --testbed-arg=--seed itself")
+        if not launch.truthy(os.environ.get("DRY_RUN") or "0"):
+            return instances.run(args, argv, args.steps)
     testbed_dir = {} if args.testbed == "none" else {"GSM8K_DIR": os.path.abspath(os.path.join(args.out, "testbed"))}
     flow = cli.run_of(args, **testbed_dir)
     if launch.truthy(os.environ.get("DRY_RUN") or "0"):
         return dry_run(flow, args)
-    record_settings(flow.out, args, os.environ)
+    reuse.record_settings(flow.out, args, os.environ)
     flow.guarded(lambda: experiment(flow, args))
     return 0
 

@@ -68,7 +68,16 @@ def test_the_groups_hold_these_modules():
             "verl_config.py",
         ],
         "train": ["__init__.py", "__main__.py", "fast_logprobs.py", "hooks.py", "trainer.py", "watches.py"],
-        "workflows": ["__init__.py", "cli.py", "pipeline.py", "policy_learns.py", "stages.py", "steps.py"],
+        "workflows": [
+            "__init__.py",
+            "cli.py",
+            "instances.py",
+            "pipeline.py",
+            "policy_learns.py",
+            "reuse.py",
+            "stages.py",
+            "steps.py",
+        ],
         "eval": [
             "__init__.py",
             "backends.py",
@@ -92,6 +101,7 @@ def test_the_groups_hold_these_modules():
             "policy_learns.py",
             "render.py",
             "scorecard.py",
+            "scorecard_stats.py",
             "summarize_run.py",
         ],
         "bench": [

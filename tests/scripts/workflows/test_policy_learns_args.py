@@ -11,7 +11,7 @@ import tempfile
 
 import pytest
 
-from scripts.workflows import policy_learns
+from scripts.workflows import policy_learns, reuse
 from scripts.workflows.stages import Stages
 from tests.scripts.workflows.test_pipeline import ROOT, fake, needs_model  # noqa: F401  (fake: the fixture)
 from tests.scripts.workflows.test_policy_learns import run
@@ -161,7 +161,7 @@ def test_reuse_links_only_finished_stages(drop, here, linked, said, tmp_path, ca
     for path, text in here.items():
         (out / path).parent.mkdir(parents=True, exist_ok=True)
         (out / path).write_text(text)
-    assert policy_learns.reuse(Stages(str(out)), str(src)) == linked
+    assert reuse.reuse(Stages(str(out)), str(src), policy_learns.ARMS) == linked
     lines = [line.removeprefix("[pipeline] ") for line in capsys.readouterr().out.splitlines()]
     assert [line for line in lines if line.startswith("stage ")] == [s.format(src=src, out=out) for s in said]
     assert sorted(p.name for p in out.iterdir() if p.is_symlink()) == sorted({SOURCE[n].split("/")[0] for n in linked})
@@ -175,9 +175,9 @@ def test_reuse_links_only_finished_stages(drop, here, linked, said, tmp_path, ca
 def _record(src, **changes) -> None:
     args = policy_learns.build_parser().parse_args(["--out", str(src)])
     args.model_solutions = args.model_solutions if args.model_solutions != "none" else None
-    settings = policy_learns.stage_settings(args, {"MODEL": "/models/m"})
+    settings = reuse.stage_settings(args, {"MODEL": "/models/m"})
     settings.update(changes)
-    (src / policy_learns.SETTINGS_FILE).write_text(json.dumps(settings))
+    (src / reuse.SETTINGS_FILE).write_text(json.dumps(settings))
 
 
 @pytest.mark.parametrize(
@@ -203,7 +203,7 @@ def test_reuse_refuses_other_settings(recorded, argv, message, tmp_path, capsys,
     monkeypatch.setenv("MODEL", "/models/m")
     args = policy_learns.build_parser().parse_args(["--out", str(tmp_path / "out"), *argv])
     args.model_solutions = None if args.model_solutions == "none" else args.model_solutions
-    problems = policy_learns.reuse_problems(str(src), args, os.environ)
+    problems = reuse.reuse_problems(str(src), args, os.environ)
     if message is None:
         assert problems == []
         return
@@ -216,12 +216,12 @@ def test_an_experiment_records_its_stage_settings_once(tmp_path, capsys):
     """The attempt that starts a folder writes its record; a resume keeps it and says what differs."""
     out = tmp_path / "pl"
     first = policy_learns.build_parser().parse_args(["--out", str(out)])
-    policy_learns.record_settings(str(out), first, {})
-    record = json.loads((out / policy_learns.SETTINGS_FILE).read_text())
+    reuse.record_settings(str(out), first, {})
+    record = json.loads((out / reuse.SETTINGS_FILE).read_text())
     assert (record["policy_sft_rows"], record["testbed_arg"], record["model"]) == (500, [], "")
     again = policy_learns.build_parser().parse_args(["--out", str(out), "--policy-sft-rows", "8"])
-    policy_learns.record_settings(str(out), again, {})
-    assert json.loads((out / policy_learns.SETTINGS_FILE).read_text()) == record
+    reuse.record_settings(str(out), again, {})
+    assert json.loads((out / reuse.SETTINGS_FILE).read_text()) == record
     assert (
         capsys.readouterr()
         .out.strip()
