@@ -76,6 +76,9 @@ def run(a, argv: list[str], steps: int) -> int:
     try:
         for i, k in enumerate(a.instances):
             env = dict(os.environ)
+            # every vLLM engine compiles with inductor, whose default pool is one process per CPU: with many runs at
+            # once that exhausted a 64-core host's processes (docs/results/2026-11-27-guard_smoke)
+            env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
             if gpus:
                 env["CUDA_VISIBLE_DEVICES"] = gpus[i % len(gpus)]
             cmd = [sys.executable, "-m", "scripts.policy_learns", *child_argv(argv, a.out, k, gpus, i)]
