@@ -171,6 +171,10 @@ def judge(ray_cluster, model_path, tokenizer):
                 "+reward.custom_reward_function.reward_kwargs.model=judge",
                 "+reward.custom_reward_function.reward_kwargs.api_key_env=null",
                 "+reward.custom_reward_function.reward_kwargs.mode=judge",
+                # the guard off: these judges are scripted to pay wrong answers (JUDGE_SAYS:4 on "#### 71"), which the
+                # fail-closed guard stops (tests/reward_fns/test_guard.py); here they test the health metrics and the
+                # hacking watch, the defence against a judge gamed in ways no guard reads
+                "+reward.custom_reward_function.reward_kwargs.grounded=false",
             ],
             path="pkg://reward_fns.llm_judge",
         )
