@@ -1,0 +1,396 @@
+"""The pairwise judge as a reward: ``<better>A|B</better>`` verdicts turned into rewards for policy training (a verl
+0.9.1 custom reward, async like ``reward_fns.llm_judge``, over the same client, endpoints and failure rules).
+
+The judge is asked with the versioned ``pairwise_ref`` prompt (``pairwise_ref.v2``: the one the pairwise judge recipe
+trains on, filled as ``data_prep.pairwise`` fills it: query, reference solution, its final answer, responses A and B;
+the responses defused by ``llm_judge.defuse``), and its reply read by ``parse.parse_choice``. Modes:
+
+* ``mode="pairwise_ref"`` (``compute_score``, per sample): the candidate against the reference solution
+  (``extra_info["answer"]``) in both orders, candidate as A then as B. Reward = the candidate's share of wins: 0.5 for
+  each order whose verdict names it. A reply without a verdict (parse failure), or a request the judge refused, is a
+  loss for the candidate in that order, never a default. A truthful judge pays a wrong candidate 0; a right one is
+  the reference's equal, and the prompt says only one is right, so the judge picks by whatever it sees (0, 0.5, 1).
+* ``mode="tournament"`` (``score_group``, one GRPO group at once): each answer against its group mates with the
+  reference shown, ``scheme="circular"`` (each answer against the next, both orders: 2N comparisons for N >= 3, 2 for
+  N = 2) or ``"all_pairs"`` (both orders of every pair, N(N-1)). Reward = the answer's win rate; a comparison without
+  a verdict is a loss for both answers. ``tournament()`` is the arithmetic alone (pure).
+
+``rule_first=True``: a comparison between an answer the rule (``rule_mode``, default strict ``#### N``) marks right
+and one it marks wrong is decided for the right one without a call (in ``pairwise_ref`` the reference is the other).
+
+Endpoints, as in ``llm_judge``: ``base_url`` (+ ``model``, ``api_key_env``), else verl's ``reward_router_address``
+(+ ``reward_model_tokenizer``); neither: no call, ``score`` is the fallback. Transport failures (timeout, 429/5xx after
+retries, a broken reply: ``judge_errors.outcome == "fallback"``) follow ``judge_failure``: ``"fallback"`` (``score`` =
+``fallback``: ``"rule"``, the rule's grade, or a number; ``judge_fallback=1``) or ``"abstain"`` (``score=0``,
+``judge_abstained=1``: ``scripts/train/hooks.py`` leaves the sample out of its group and the loss), for every answer
+that took part in a failed comparison. Configuration errors (401/404 ...) raise ``JudgeConfigError``.
+
+Keys, the same for every sample, in this order: ``score``; ``judge_wins`` (the win share the verdicts give, -1 when
+the score is no win share); ``judge_flip`` (share of the answer's pairs, both orders parsed, whose verdicts name the
+same letter: position bias); ``judge_tie`` (share of its judged pairs it won exactly one order of: in
+``pairwise_ref``, wins == 0.5); ``judge_parse_fail`` (share of its judged comparisons without a verdict);
+``judge_error`` (1: a comparison failed or was refused); ``judge_fallback``; ``judge_abstained``; ``rule_score``;
+``judge_calls`` (requests: both orders in ``pairwise_ref``, those with this answer as A in a tournament, so a group's
+sum is its calls); ``judge_seconds`` (wall time of those requests).
+
+    >>> cycle = {(0, 1): "A", (1, 0): "B", (1, 2): "A", (2, 1): "B", (2, 0): "A", (0, 2): "B"}
+    >>> t = tournament(["#### 1", "#### 2", "#### 3"], cycle, "circular")
+    >>> t["win_rate"], t["flip_rate"], t["cycle_rate"]
+    ([0.5, 0.5, 0.5], 0.0, 1.0)
+
+Against a fake judge that always answers A (every pair flips: the candidate gets 0.5):
+
+    echo '{}' > /tmp/none.json && python -m scripts.serve.fake_openai --port 18555 --replies /tmp/none.json \\
+        --default '<think>Reference: 72. A: 72. B: 72.</think><better>A</better>' &
+    python -m reward_fns.pairwise_judge --base-url http://127.0.0.1:18555/v1 --model judge \\
+        --question 'What is 6 * 12?' --reference '6 * 12 = 72\\n#### 72' '#### 72' '#### 96'
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import logging
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from reward_fns import gsm8k, llm_judge
+from reward_fns.judge_client import JudgeClient
+from reward_fns.judge_errors import JudgeConfigError, outcome
+from reward_fns.judge_options import DEFAULTS as JUDGE_DEFAULTS
+from reward_fns.judge_options import JUDGE_FAILURES, fallback_value
+from reward_fns.parse import parse_choice, reference_answer
+from reward_fns.prompts import NEUTRALIZED_TAGS, load, neutralize
+from reward_fns.redact import mask_url
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["compute_score", "score_group", "tournament", "comparisons", "build_messages", "check_options", "KEYS"]
+
+MODES = ("pairwise_ref", "tournament")
+SCHEMES = ("circular", "all_pairs")
+FAILED, REFUSED = "failed", "refused"  # a comparison's outcome besides "A", "B" and None (no verdict in the reply)
+KEYS = tuple(
+    "score judge_wins judge_flip judge_tie judge_parse_fail judge_error judge_fallback judge_abstained rule_score "
+    "judge_calls judge_seconds".split()
+)
+_CLIENT_KEYS = ("deadline", "max_concurrency", "temperature", "max_tokens", "cache_size", "cache_ttl")
+DEFAULTS: dict[str, Any] = {
+    **{k: JUDGE_DEFAULTS[k] for k in _CLIENT_KEYS + ("max_response_bytes", "extra_body")},
+    **{k: JUDGE_DEFAULTS[k] for k in ("rule_mode", "max_response_chars", "judge_failure")},
+    "prompt": "pairwise_ref",
+    "prompt_version": "v2",
+    "scheme": "circular",
+    "rule_first": False,
+}
+_FIELDS = {"query", "reference", "reference_answer", "response_a", "response_b"}
+
+
+# ---------------------------------------------------------------------------- the arithmetic (pure)
+def comparisons(n: int, scheme: str = "circular") -> list[tuple[int, int]]:
+    """The ordered comparisons ``(a, b)`` (answer ``a`` shown as A, ``b`` as B) of a group of ``n`` answers.
+
+    >>> comparisons(3, "circular"), len(comparisons(4, "circular")), len(comparisons(4, "all_pairs"))
+    ([(0, 1), (1, 0), (1, 2), (2, 1), (2, 0), (0, 2)], 8, 12)
+    """
+    if scheme == "all_pairs":
+        return [(a, b) for a in range(n) for b in range(n) if a != b]
+    if scheme != "circular":
+        raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
+    out: dict[tuple[int, int], None] = {}
+    for a in range(n):
+        b = (a + 1) % n
+        if a != b:
+            out.update({(a, b): None, (b, a): None})
+    return list(out)
+
+
+def tournament(
+    texts: Sequence[object],
+    verdicts: Mapping[tuple[int, int], str | None],
+    scheme: str = "circular",
+    decided: Mapping[tuple[int, int], str] | None = None,
+) -> dict:
+    """Win rates of one group's answers from the verdicts of every comparison of ``scheme`` (``comparisons``).
+
+    ``verdicts[(a, b)]``: what the judge said with answer ``a`` as A and ``b`` as B: ``"A"``/``"B"``; ``None`` (no
+    verdict) or ``REFUSED``: a loss for both answers; ``FAILED`` (a transport failure): no win rate for ``a``, ``b``.
+    ``decided[(a, b)]``: ``"A"``/``"B"`` for comparisons settled without the judge (the rule). Every
+    comparison of the scheme is in exactly one of the two. Per answer (lists): ``win_rate`` (wins / comparisons,
+    None for an answer with a failed comparison or none at all), ``wins``, ``played``, ``calls`` (judge comparisons
+    with it as A), ``flip``, ``tie``, ``parse_fail`` (shares, see the module docstring), ``error``, ``failed``. Group:
+    ``flip_rate`` over pairs judged in both orders with both parsed, ``tie_rate`` over the sides of pairs judged in
+    both orders, ``cycle_rate``: intransitive triples among triples whose three pairwise majorities are decided."""
+    n, decided = len(texts), dict(decided or {})
+    plan = comparisons(n, scheme)
+    if set(verdicts) & set(decided) or set(verdicts) | set(decided) != set(plan):
+        raise ValueError(f"verdicts and decided must hold each comparison of {scheme} over {n} answers once: {plan}")
+    outcomes = {**decided, **verdicts}
+    bad = set(outcomes.values()) - {"A", "B", None, FAILED, REFUSED} | set(decided.values()) - {"A", "B"}
+    if bad:
+        raise ValueError(f"unknown verdicts {sorted(map(str, bad))} (A, B, None, {REFUSED!r}, {FAILED!r})")
+    wins, played, calls, asked = [0] * n, [0] * n, [0] * n, [0] * n
+    no_verdict, error, failed = [0] * n, [0.0] * n, [False] * n
+    for (a, b), v in outcomes.items():
+        judged = (a, b) in verdicts
+        calls[a] += judged
+        for i in (a, b):
+            asked[i] += judged
+            no_verdict[i] += v is None
+            error[i] = max(error[i], float(v in (FAILED, REFUSED)))
+            failed[i] = failed[i] or v == FAILED
+            played[i] += v != FAILED
+        if v in ("A", "B"):
+            wins[a if v == "A" else b] += 1
+    # the pairs compared (a scheme compares a pair in both orders or not at all) with neither order failed
+    pair_wins: dict[tuple[int, int], tuple[int, int]] = {}
+    flips, ties, pairs, parsed_pairs = [0] * n, [0] * n, [0] * n, [0] * n
+    for x, y in itertools.combinations(range(n), 2):
+        if (x, y) not in outcomes or FAILED in (outcomes[(x, y)], outcomes[(y, x)]):
+            continue
+        first, second = outcomes[(x, y)], outcomes[(y, x)]
+        wx, wy = (first == "A") + (second == "B"), (first == "B") + (second == "A")
+        pair_wins[(x, y)] = (wx, wy)
+        if (x, y) in verdicts and (y, x) in verdicts:
+            both = first in ("A", "B") and second in ("A", "B")
+            for i, w in ((x, wx), (y, wy)):
+                pairs[i] += 1
+                ties[i] += w == 1
+                parsed_pairs[i] += both
+                flips[i] += both and first == second
+    beats = {(x, y) if wx > wy else (y, x) for (x, y), (wx, wy) in pair_wins.items() if wx != wy}
+    triples = cycles = 0
+    for x, y, z in itertools.combinations(range(n), 3):
+        edges = [(p, q) for p, q in itertools.permutations((x, y, z), 2) if (p, q) in beats]
+        if len(edges) == 3:
+            triples += 1
+            cycles += sorted(p for p, _ in edges) == [x, y, z]  # each beats exactly one: a cycle
+    share = lambda k, d: k / d if d else 0.0  # noqa: E731
+    return {
+        "comparisons": plan,
+        "win_rate": [None if failed[i] or not played[i] else wins[i] / played[i] for i in range(n)],
+        "wins": wins,
+        "played": played,
+        "calls": calls,
+        "flip": [share(flips[i], parsed_pairs[i]) for i in range(n)],
+        "tie": [share(ties[i], pairs[i]) for i in range(n)],
+        "parse_fail": [share(no_verdict[i], asked[i]) for i in range(n)],
+        "error": error,
+        "failed": failed,
+        "flip_rate": share(sum(flips), sum(parsed_pairs)),
+        "tie_rate": share(sum(ties), sum(pairs)),
+        "cycle_rate": share(cycles, triples),
+        "triples_decided": triples,
+        "cycles": cycles,
+    }
+
+
+# ---------------------------------------------------------------------------- prompt, options, endpoint
+def build_messages(
+    response_a: object,
+    response_b: object,
+    ground_truth: object = None,
+    extra_info: Mapping | None = None,
+    *,
+    prompt: str = DEFAULTS["prompt"],
+    prompt_version: str = DEFAULTS["prompt_version"],
+    max_response_chars: int = DEFAULTS["max_response_chars"],
+) -> list[dict]:
+    """The judge's messages for one comparison (both responses defused alike, so neither position is marked)."""
+    info = extra_info if isinstance(extra_info, Mapping) else {}
+    template = load(prompt, prompt_version)
+    question = llm_judge._text(info.get("question") or info.get("query") or info.get("problem") or info.get("prompt"))
+    reference = llm_judge._reference_text(ground_truth, info)
+    available = {
+        "query": neutralize(question, NEUTRALIZED_TAGS),
+        "reference": neutralize(reference, NEUTRALIZED_TAGS),
+        "reference_answer": reference_answer(reference, ground_truth) or "unknown",
+        "response_a": llm_judge.defuse(response_a, max_response_chars),
+        "response_b": llm_judge.defuse(response_b, max_response_chars),
+    }
+    return template.render(**{k: available[k] for k in template.fields()})
+
+
+def check_options(mode: object = "pairwise_ref", fallback: object = "rule", **options: Any) -> list[str]:
+    """One message per invalid option ([]: none), what ``compute_score`` / ``score_group`` raise at a call."""
+    unknown = options.keys() - DEFAULTS.keys()
+    if unknown:
+        return [f"pairwise_judge: unknown option(s) {sorted(unknown)}; known: {sorted(DEFAULTS)}"]
+    opt, found = {**DEFAULTS, **options}, []
+    for name, value, allowed in (
+        ("mode", mode, MODES),
+        ("scheme", opt["scheme"], SCHEMES),
+        ("judge_failure", opt["judge_failure"], JUDGE_FAILURES),
+        ("rule_mode", opt["rule_mode"], gsm8k.MODES),
+    ):
+        if value not in allowed:
+            found.append(f"{name} must be one of {allowed}, got {value!r}")
+    try:
+        fallback_value(fallback, 0.0)
+        fields = load(opt["prompt"], opt["prompt_version"]).fields()
+        if not {"response_a", "response_b"} <= fields <= _FIELDS:
+            found.append(f"prompt {opt['prompt']}.{opt['prompt_version']} is no pairwise prompt (fields {fields})")
+    except (ValueError, FileNotFoundError) as e:
+        found.append(str(e))
+    return found
+
+
+def endpoint(base_url, model, api_key_env, reward_router_address, reward_model_tokenizer) -> tuple | None:
+    """``(url, model, api_key_env)`` as ``llm_judge`` picks them: ``base_url``, else verl's router; None: neither."""
+    if base_url:
+        return base_url, model or llm_judge.DEFAULT_REMOTE_MODEL, api_key_env
+    if not reward_router_address:
+        return None
+    name = model or getattr(reward_model_tokenizer, "name_or_path", None)
+    if not name:
+        raise JudgeConfigError(
+            f"judge configuration error: reward_router_address {reward_router_address!r} given but no model name. "
+            "Likely fix: set `model` to the served model, or pass reward_model_tokenizer"
+        )
+    return reward_router_address, name, None  # verl's router is local: never send the API key there
+
+
+_failures = 0
+
+
+async def _ask(client: JudgeClient, messages: list[dict]) -> tuple[str | None, float]:
+    """One comparison: ``"A"``/``"B"``, None (no verdict), REFUSED or FAILED; and the call's seconds."""
+    global _failures
+    result = await client.complete(messages)
+    if result.ok:
+        parsed = parse_choice(result.text)
+        return (parsed.value if parsed.ok else None), result.latency_s
+    kind = outcome(result.error)
+    if kind == "stop":  # wrong key, URL or model: every comparison would fail; stop the run
+        raise client.config_error(result.error)
+    _failures += 1
+    if _failures <= 5 or _failures % 100 == 0:
+        logger.warning("pairwise_judge: call to %s failed (#%d): %s", mask_url(client.url), _failures, kind)
+    return (FAILED if kind == "fallback" else REFUSED), result.latency_s
+
+
+# ---------------------------------------------------------------------------- rewards
+async def _play(texts: list[str], scheme: str, rules: list[float] | None, ask) -> tuple[dict, list[float]]:
+    """Ask the judge every comparison the rule does not decide (concurrently; the client bounds how many at once)."""
+    plan = comparisons(len(texts), scheme)
+    decided = {} if rules is None else {(a, b): "AB"[rules[a] < rules[b]] for a, b in plan if rules[a] != rules[b]}
+    asked = [p for p in plan if p not in decided]
+    replies = await asyncio.gather(*(ask(texts[a], texts[b]) for a, b in asked))
+    seconds = [0.0] * len(texts)
+    for (a, _), (_, s) in zip(asked, replies):
+        seconds[a] += s
+    return tournament(texts, {p: v for p, (v, _) in zip(asked, replies)}, scheme, decided), seconds
+
+
+def _row(t: dict | None, i: int, rule_score: float, fallback_score: float, opt: dict, calls: float, secs: float):
+    out = dict.fromkeys(KEYS, 0.0)
+    out.update(score=fallback_score, judge_wins=-1.0, judge_fallback=1.0, rule_score=rule_score)
+    if t is None:  # no endpoint
+        return out
+    out.update(judge_flip=t["flip"][i], judge_tie=t["tie"][i], judge_parse_fail=t["parse_fail"][i])
+    out.update(judge_error=t["error"][i], judge_calls=float(calls), judge_seconds=secs)
+    if t["failed"][i] and opt["judge_failure"] == "abstain":  # no reward: left out of its group
+        out.update(score=0.0, judge_fallback=0.0, judge_abstained=1.0)
+    elif t["win_rate"][i] is not None:
+        out.update(score=t["win_rate"][i], judge_wins=t["win_rate"][i], judge_fallback=0.0)
+    return out
+
+
+async def score_group(
+    texts: Sequence[object],
+    ground_truth: object = None,
+    extra_info: Mapping | None = None,
+    *,
+    mode: str = "tournament",
+    base_url: str | None = None,
+    model: str | None = None,
+    api_key_env: str | None = "OPENAI_API_KEY",
+    fallback: object = "rule",
+    timeout: float = 60.0,
+    max_retries: int = 4,
+    reward_router_address: str | None = None,
+    reward_model_tokenizer: Any = None,
+    stats: dict | None = None,
+    **kwargs: Any,
+) -> list[dict]:
+    """The reward dicts (``KEYS``) of one group's answers to one question, in order (see the module docstring).
+    ``stats`` (a dict), in a tournament: filled with the group's ``flip_rate``, ``tie_rate``, ``cycle_rate``,
+    ``triples_decided``, ``cycles`` and ``calls``."""
+    problems = check_options(mode, fallback, **kwargs)
+    if problems:
+        raise ValueError("; ".join(problems))
+    opt = {**DEFAULTS, **kwargs}
+    texts = [llm_judge._text(t) for t in texts]
+    rules = [llm_judge._rule(t, ground_truth, opt["rule_mode"]) for t in texts]
+    fallbacks = [fallback_value(fallback, r) for r in rules]
+    where = endpoint(base_url, model, api_key_env, reward_router_address, reward_model_tokenizer)
+    if where is None:
+        return [_row(None, i, rules[i], fallbacks[i], opt, 0, 0.0) for i in range(len(texts))]
+    url, judge_model, key_env = where
+    client = llm_judge.get_client(
+        url, judge_model, api_key_env=key_env, **llm_judge._client_options(opt, timeout, max_retries)
+    )
+    shown = {k: opt[k] for k in ("prompt", "prompt_version", "max_response_chars")}
+
+    def ask(a: str, b: str):
+        return _ask(client, build_messages(a, b, ground_truth, extra_info, **shown))
+
+    if mode == "tournament":
+        t, seconds = await _play(texts, opt["scheme"], rules if opt["rule_first"] else None, ask)
+        keys = ("flip_rate", "tie_rate", "cycle_rate", "triples_decided", "cycles")
+        (stats if stats is not None else {}).update({k: t[k] for k in keys}, calls=sum(t["calls"]))
+        return [_row(t, i, rules[i], fallbacks[i], opt, t["calls"][i], seconds[i]) for i in range(len(texts))]
+    reference = llm_judge._reference_text(ground_truth, extra_info)
+    ref_rule = llm_judge._rule(reference, ground_truth, opt["rule_mode"])
+
+    async def versus_reference(i: int) -> dict:
+        started = time.perf_counter()
+        t, _ = await _play([texts[i], reference], "all_pairs", [rules[i], ref_rule] if opt["rule_first"] else None, ask)
+        calls = sum(t["calls"])
+        return _row(t, 0, rules[i], fallbacks[i], opt, calls, time.perf_counter() - started if calls else 0.0)
+
+    return list(await asyncio.gather(*(versus_reference(i) for i in range(len(texts)))))
+
+
+async def compute_score(
+    data_source=None, solution_str="", ground_truth=None, extra_info=None, *, mode: str = "pairwise_ref", **kwargs
+) -> dict:
+    """verl custom reward, ``mode="pairwise_ref"``: the candidate against the reference in both orders; the options
+    are ``score_group``'s. A tournament needs the whole group: ``score_group`` (``scripts/train/group_reward.py``).
+    """
+    if mode != "pairwise_ref":
+        raise ValueError(
+            f"compute_score scores one sample: mode must be 'pairwise_ref' (tournament: score_group), got {mode!r}"
+        )
+    return (await score_group([solution_str], ground_truth, extra_info, mode=mode, **kwargs))[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m reward_fns.pairwise_judge", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    p.add_argument("answers", nargs="+", help="the answers of one group (pairwise_ref: each against the reference)")
+    p.add_argument("--base-url", required=True)
+    p.add_argument("--model", default=llm_judge.DEFAULT_REMOTE_MODEL)
+    p.add_argument("--api-key-env", default="OPENAI_API_KEY")
+    p.add_argument("--question", default="")
+    p.add_argument("--reference", required=True, help="the reference solution (\\n: a new line)")
+    p.add_argument("--mode", choices=MODES, default="pairwise_ref")
+    p.add_argument("--scheme", choices=SCHEMES, default="circular")
+    p.add_argument("--rule-first", action="store_true")
+    args = p.parse_args(argv)
+    reference = args.reference.replace("\\n", "\n")
+    opts = {k: getattr(args, k) for k in ("mode", "base_url", "model", "api_key_env", "scheme", "rule_first")}
+    answers, info = [a.replace("\\n", "\n") for a in args.answers], {"question": args.question, "answer": reference}
+    rows = asyncio.run(score_group(answers, reference_answer(reference), info, **opts))
+    for answer, row in zip(args.answers, rows):
+        print(json.dumps({"answer": answer, **row}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
