@@ -819,7 +819,9 @@ def test_chat_completions_url(base, url):
 
 @pytest.mark.parametrize("cap,n", [(4, 20), (20, 60)])  # 20: connections in pools of 8, 8 and 4
 def test_batch_keeps_order_and_concurrency_cap(cap, n):
-    with FakeOpenAIServer(latency=0.1) as srv:
+    """n requests through a client capped at ``cap``: the server answers only in waves of exactly ``cap`` requests
+    held at once (no timing: fewer in flight never completes a wave, more shows in ``max_inflight``)."""
+    with FakeOpenAIServer(reply=overlapping(cap)) as srv:
         client = JudgeClient(srv.base_url, "judge", max_concurrency=cap, cache_size=0)
         convs = [
             [{"role": "user", "content": f"<reference>\n#### {i % 3}\n</reference>\n<candidate>\n#### 0\n</candidate>"}]
