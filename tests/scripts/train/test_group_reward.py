@@ -1,0 +1,196 @@
+"""The group reward manager (``scripts/train/group_reward.py``) through verl 0.9.1's own registry and reward-loop
+worker, on CPU: the samples of each ``uid`` are scored together by ``reward_fns.pairwise_judge.score_group`` against
+the fake OpenAI server, whatever order they arrive in; a short group is scored as it stands after the timeout; the
+score lands on the last valid response token of verl's ``rm_scores``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import numpy as np
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+import scripts
+from reward_fns import llm_judge
+from reward_fns.pairwise_judge import KEYS
+from scripts.serve.fake_openai import FakeOpenAIServer
+from scripts.train import group_reward
+from scripts.train.group_reward import GROUP_KEYS, GroupRewardManager
+from tests.reward_fns.test_pairwise_judge import INFO, REFERENCE, RIGHT, WRONG, truthful
+
+PATH = os.path.join(scripts.ROOT, "scripts", "train", "group_reward.py")
+#: (uid, response) in arrival order: two groups of three, interleaved
+SAMPLES = [("q1", RIGHT), ("q2", WRONG), ("q1", WRONG), ("q2", RIGHT), ("q1", "#### 70"), ("q2", REFERENCE)]
+#: all pairs, truthful judge (it says A when both or neither are right): per sample (score, judge_flip, rule_score)
+EXPECTED = [(1.0, 0.0, 1.0), (0.0, 0.0, 0.0), (0.25, 0.5, 0.0), (0.75, 0.5, 1.0), (0.25, 0.5, 0.0), (0.75, 0.5, 1.0)]
+#: per sample: judge_group_size, flip rate, tie rate, cycle rate, calls (the same for both groups)
+GROUP = (3.0, 1 / 3, 1 / 3, 0.0, 6.0)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_clients():
+    llm_judge._CLIENTS.clear()
+    yield
+    llm_judge._CLIENTS.clear()
+
+
+class CharTokenizer:
+    """One token per character (ids are code points): decode is exact."""
+
+    def decode(self, ids, skip_special_tokens=True):
+        return "".join(chr(int(i)) for i in ids if int(i))
+
+
+def batch(samples, prompt_len=4, response_len=48):
+    from verl import DataProto
+
+    n = len(samples)
+    responses = torch.zeros((n, response_len), dtype=torch.long)
+    mask = torch.zeros((n, prompt_len + response_len), dtype=torch.long)
+    mask[:, :prompt_len] = 1
+    for i, (_, text) in enumerate(samples):
+        responses[i, : len(text)] = torch.tensor([ord(c) for c in text])
+        mask[i, prompt_len : prompt_len + len(text)] = 1
+    return DataProto.from_dict(
+        tensors={
+            "prompts": torch.ones((n, prompt_len), dtype=torch.long),
+            "responses": responses,
+            "attention_mask": mask,
+        },
+        non_tensors={
+            "uid": np.array([u for u, _ in samples], dtype=object),
+            "reward_model": np.array([{"ground_truth": "72"}] * n, dtype=object),
+            "extra_info": np.array([dict(INFO)] * n, dtype=object),
+        },
+    )
+
+
+def config(base_url, n=3, **group):
+    kwargs = dict(base_url=base_url, model="judge", mode="tournament", scheme="all_pairs", timeout=2.0, max_retries=0)
+    return OmegaConf.create(
+        {
+            "actor_rollout_ref": {"rollout": {"n": n}},
+            "reward": {"custom_reward_function": {"reward_kwargs": kwargs}},
+            "verl_judge": {"group_reward": group},
+        }
+    )
+
+
+def run(manager, data):
+    async def main():
+        return await asyncio.gather(*(manager.run_single(data[i : i + 1]) for i in range(len(data))))
+
+    return asyncio.run(main())
+
+
+def summary(outs):
+    return [
+        (o["reward_score"], o["reward_extra_info"]["judge_flip"], o["reward_extra_info"]["rule_score"]) for o in outs
+    ]
+
+
+def test_the_registry_holds_it_once_also_when_loaded_by_path():
+    from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls
+    from verl.trainer.ppo.reward import resolve_reward_manager_cls
+
+    assert get_reward_manager_cls("pairwise_group") is GroupRewardManager
+    by_path = resolve_reward_manager_cls(
+        OmegaConf.create(
+            {
+                "reward": {
+                    "reward_manager": {"source": "importlib", "name": "GroupRewardManager", "module": {"path": PATH}}
+                }
+            }
+        )  # fmt: skip
+    )
+    assert by_path.__name__ == "GroupRewardManager" and by_path is not GroupRewardManager
+    assert get_reward_manager_cls(group_reward.NAME) is GroupRewardManager
+
+
+def test_each_uid_is_scored_as_one_group():
+    from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls
+
+    with FakeOpenAIServer(truthful) as srv:
+        cls = get_reward_manager_cls("pairwise_group")
+        manager = cls(config=config(srv.base_url), tokenizer=CharTokenizer(), compute_score=None)
+        data = batch(SAMPLES)
+        outs = run(manager, data)
+        # 6 comparisons a group; RIGHT vs WRONG (both orders) is in both: the client sends those once
+        assert len(srv.requests) == 10
+    assert [round(x, 12) for s in summary(outs) for x in s] == [round(x, 12) for s in EXPECTED for x in s]
+    for o in outs:
+        assert list(o["reward_extra_info"]) == list(KEYS) + list(GROUP_KEYS)
+        assert [round(o["reward_extra_info"][k], 12) for k in GROUP_KEYS] == [round(x, 12) for x in GROUP]
+    assert manager.groups == {}
+    scores = cls.assemble_rm_scores(data, [o["reward_score"] for o in outs])
+    last = data.batch["attention_mask"][:, 4:].sum(-1) - 1
+    assert scores[torch.arange(6), last].tolist() == [e[0] for e in EXPECTED]
+    assert float(scores.abs().sum()) == sum(e[0] for e in EXPECTED)
+
+
+def test_a_short_group_is_scored_as_it_stands_after_the_timeout():
+    with FakeOpenAIServer(truthful) as srv:
+        manager = GroupRewardManager(config(srv.base_url, timeout=0.2), CharTokenizer(), None)
+        outs = run(manager, batch([("q1", WRONG), ("q1", RIGHT)]))  # 2 of the 3 rollout.n answers
+        assert len(srv.requests) == 2
+    assert summary(outs) == [(0.0, 0.0, 0.0), (1.0, 0.0, 1.0)]
+    assert [o["reward_extra_info"]["judge_group_size"] for o in outs] == [2.0, 2.0]
+
+
+def test_the_group_size_setting_and_a_bad_one():
+    with FakeOpenAIServer(truthful) as srv:
+        manager = GroupRewardManager(config(srv.base_url, n=8, size=2, timeout=0.2), CharTokenizer(), None)
+        outs = run(manager, batch([("q1", WRONG), ("q1", RIGHT), ("q1", RIGHT)]))  # a third: a group of its own
+    assert [(o["reward_score"], o["reward_extra_info"]["judge_group_size"]) for o in outs] == [
+        (0.0, 2.0),
+        (1.0, 2.0),
+        (1.0, 1.0),  # a group of one has no mate: the fallback, the rule's grade
+    ]
+    with pytest.raises(ValueError, match="size must be"):
+        GroupRewardManager(config("http://127.0.0.1:9/v1", size=0), CharTokenizer(), None)
+    bad = config("http://127.0.0.1:9/v1")
+    bad.reward.custom_reward_function.reward_kwargs.scheme = "knockout"
+    with pytest.raises(ValueError, match="scheme must be"):
+        GroupRewardManager(bad, CharTokenizer(), None)
+
+
+def test_through_verls_reward_loop_worker(model_path, tokenizer):
+    """verl's own worker (``RewardLoopWorker``, as a Ray actor runs it in training, here in-process) loads the manager
+    by path (``reward.reward_manager.source=importlib``) and the custom reward, fans the batch out one sample at a time
+    (``compute_score_batch``), and each uid still comes back scored as one group."""
+    from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
+
+    from tests.scripts.train.test_verl_reward_loop import compose_config, make_batch, user
+
+    with FakeOpenAIServer(truthful) as srv:
+        kwargs = dict(base_url=srv.base_url, model="judge", mode="tournament", scheme="all_pairs", max_retries=0)
+        cfg = compose_config(
+            model_path,
+            [
+                "reward.num_workers=1",
+                "actor_rollout_ref.rollout.n=3",
+                "reward.reward_manager.source=importlib",
+                "reward.reward_manager.name=GroupRewardManager",
+                f"reward.reward_manager.module.path={PATH}",
+                f"reward.custom_reward_function.path={os.path.join(scripts.ROOT, 'reward_fns', 'pairwise_judge.py')}",
+                "reward.custom_reward_function.name=compute_score",
+                *(f"+reward.custom_reward_function.reward_kwargs.{k}={v}" for k, v in kwargs.items()),
+            ],
+        )
+        worker = RewardLoopWorker(cfg)
+        assert type(worker.reward_manager).__name__ == "GroupRewardManager"
+        rows = [
+            {"prompt": user(INFO["question"]), "response": r, "data_source": "openai/gsm8k", "gt": "72"}
+            for _, r in SAMPLES
+        ]
+        data, valid = make_batch(tokenizer, rows)
+        data.non_tensor_batch["uid"] = np.array([u for u, _ in SAMPLES], dtype=object)
+        data.non_tensor_batch["extra_info"] = np.array([dict(INFO) for _ in SAMPLES], dtype=object)
+        outs = asyncio.run(worker.compute_score_batch(data))
+    assert [round(x, 12) for s in summary(outs) for x in s] == [round(x, 12) for s in EXPECTED for x in s]
+    scores = type(worker.reward_manager).assemble_rm_scores(data, [o["reward_score"] for o in outs])
+    assert scores[torch.arange(6), torch.tensor(valid) - 1].tolist() == [e[0] for e in EXPECTED]
