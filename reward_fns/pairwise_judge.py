@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import itertools
 import json
 import logging
@@ -216,7 +217,9 @@ def build_messages(
 
 
 def check_options(mode: object = "pairwise_ref", fallback: object = "rule", **options: Any) -> list[str]:
-    """One message per invalid option ([]: none), what ``compute_score`` / ``score_group`` raise at a call."""
+    """One message per invalid option ([]: none), what ``compute_score`` / ``score_group`` raise at a call; the config
+    check (``scripts/launch/config_paths.py``) asks with a run's ``reward_kwargs``, endpoint names included."""
+    options = {k: v for k, v in options.items() if k not in inspect.signature(score_group).parameters}
     unknown = options.keys() - DEFAULTS.keys()
     if unknown:
         return [f"pairwise_judge: unknown option(s) {sorted(unknown)}; known: {sorted(DEFAULTS)}"]

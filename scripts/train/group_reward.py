@@ -48,7 +48,6 @@ GROUP_KEYS = (
     "judge_group_calls",
 )
 DEFAULT_TIMEOUT = 120.0
-_OPTIONS = set(pairwise_judge.DEFAULTS) | {"mode", "fallback"}  # what check_options reads of the reward_kwargs
 
 
 def _plain(value: Any) -> Any:
@@ -82,7 +81,7 @@ class GroupRewardManager(RewardManagerBase):
             self.kwargs.update(
                 reward_router_address=reward_router_address, reward_model_tokenizer=reward_model_tokenizer
             )
-        problems = pairwise_judge.check_options(**{k: v for k, v in kwargs.items() if k in _OPTIONS})
+        problems = pairwise_judge.check_options(**kwargs)
         if problems:
             raise ValueError("; ".join(problems))
         self.groups: dict[str, _Group] = {}

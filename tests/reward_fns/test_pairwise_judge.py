@@ -476,6 +476,7 @@ def test_tournament_refuses_incomplete_or_unknown_verdicts(verdicts, decided, sc
     [
         ({}, []),
         ({"mode": "tournament", "scheme": "all_pairs", "rule_first": True, "judge_failure": "abstain"}, []),
+        ({"base_url": "http://127.0.0.1:9/v1", "model": "judge", "timeout": 5, "reward_router_address": None}, []),
         ({"canary_every": 5}, ["pairwise_judge: unknown option(s) ['canary_every']"]),
         ({"mode": "hybrid"}, ["mode must be one of ('pairwise_ref', 'tournament'), got 'hybrid'"]),
         ({"scheme": "knockout"}, ["scheme must be one of ('circular', 'all_pairs'), got 'knockout'"]),
