@@ -3,7 +3,8 @@
 Against verl 0.9.1's ``ppo_trainer`` schema, on CPU: ``check_override_keys`` (legacy top-level reward keys, ``+key``
 additions outside ``ALLOWED_ADDITIONS``, ``~key`` deletions), ``unknown_recipe_keys`` (keys a recipe's YAML files add
 that neither verl nor ``recipes/base.yaml`` define), ``resolution_errors`` (values that do not resolve),
-``value_errors`` (``VALUE_RULES`` ranges, reward options, ``verl_judge`` settings, ``watchdog_errors``),
+``value_errors`` (``VALUE_RULES`` ranges, reward options, ``verl_judge`` settings, ``watchdog_errors``,
+``group_reward_errors``),
 ``batch_errors`` (micro-batches that do not divide a GPU's share) and ``verl_checks`` (verl's own ``validate_config``,
 its config dataclasses, the reward manager, a colocated judge on the V1 trainer). No command of its own; run in order by
 ``scripts/launch/verl_config.py`` (``check``), and by the launcher:
@@ -26,7 +27,7 @@ from typing import Iterable, Sequence
 
 from scripts.launch import knobs, stall
 from scripts.launch.config_compose import ConfigError, compose, recipe_dir
-from scripts.launch.config_paths import reward_option_errors
+from scripts.launch.config_paths import resolve_module_file, reward_option_errors
 from scripts.train import hooks as train_hooks
 
 ROOT, RECIPES = knobs.ROOT, knobs.RECIPES
@@ -219,7 +220,78 @@ def value_errors(cfg) -> list[str]:
             ok = _number(v) and v > 0
         if not ok:
             errors.append(f"{key}={v!r}: must be {REQUIREMENT[kind]}")
-    return errors + reward_option_errors(cfg) + train_hooks.settings_errors(cfg) + watchdog_errors(cfg)
+    return (
+        errors
+        + reward_option_errors(cfg)
+        + train_hooks.settings_errors(cfg)
+        + watchdog_errors(cfg)
+        + group_reward_errors(cfg)
+    )
+
+
+GROUP_MANAGER_FILE = os.path.join(ROOT, "scripts", "train", "group_reward.py")
+PAIRWISE_REWARD_FILE = os.path.join(ROOT, "reward_fns", "pairwise_judge.py")
+GROUP_MANAGER = (
+    "reward.reward_manager.source=importlib reward.reward_manager.name=GroupRewardManager "
+    "reward.reward_manager.module.path=pkg://scripts.train.group_reward"
+)
+
+
+def _same_file(path, target: str) -> bool:
+    f = resolve_module_file(str(path)) if path else None
+    return f is not None and os.path.realpath(f) == os.path.realpath(target)
+
+
+def group_reward_errors(cfg) -> list[str]:
+    """A group reward the run could not give: the group reward manager (``scripts/train/group_reward.py``, by path or
+    registered as ``pairwise_group``) without ``reward.num_workers=1`` (a group's answers would be split over workers
+    and each part wait out the timeout) or without ``reward_fns/pairwise_judge.py`` as the custom reward (its options);
+    ``pairwise_judge``'s ``mode=tournament`` under a manager that scores one sample alone; ``verl_judge.group_reward``
+    settings the manager refuses (``size`` null or an integer >= 1, ``timeout`` a number > 0, no other key)."""
+    from omegaconf import OmegaConf
+
+    def sel(key):
+        try:
+            value = OmegaConf.select(cfg, key, default=None)
+        except Exception:  # an interpolation that does not resolve: reported by resolution_errors
+            return None
+        return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+
+    source, name = sel("reward.reward_manager.source"), sel("reward.reward_manager.name")
+    grouped = (source == "register" and name == "pairwise_group") or (
+        source == "importlib"
+        and name == "GroupRewardManager"
+        and _same_file(sel("reward.reward_manager.module.path"), GROUP_MANAGER_FILE)
+    )
+    fn_path, workers = sel("reward.custom_reward_function.path"), sel("reward.num_workers")
+    pairwise = _same_file(fn_path, PAIRWISE_REWARD_FILE)
+    mode = (sel("reward.custom_reward_function.reward_kwargs") or {}).get("mode")
+    errors = []
+    if grouped and workers != 1:
+        errors.append(
+            f"reward.num_workers={workers}: the group reward manager ({name}) needs reward.num_workers=1 (the answers "
+            "of a GRPO group must reach one reward worker)"
+        )
+    if grouped and not pairwise:
+        errors.append(
+            f"reward.custom_reward_function.path={fn_path}: the group reward manager ({name}) scores with "
+            "reward_fns/pairwise_judge.py; set reward.custom_reward_function.path=pkg://reward_fns.pairwise_judge"
+        )
+    if pairwise and mode == "tournament" and not grouped:
+        errors.append(
+            f"reward.custom_reward_function.reward_kwargs.mode=tournament scores a whole GRPO group, which reward "
+            f"manager {name!r} (source {source}) cannot gather: set {GROUP_MANAGER} reward.num_workers=1"
+        )
+    settings = sel("verl_judge.group_reward") or {}
+    unknown = sorted(set(settings) - {"size", "timeout"})
+    size, timeout = settings.get("size"), settings.get("timeout")
+    if unknown:
+        errors.append(f"verl_judge.group_reward: unknown setting(s) {unknown}; known: size, timeout")
+    if size is not None and not (isinstance(size, int) and not isinstance(size, bool) and size >= 1):
+        errors.append(f"verl_judge.group_reward.size={size!r}: must be null (actor_rollout_ref.rollout.n) or >= 1")
+    if "timeout" in settings and not (_number(timeout) and timeout > 0):
+        errors.append(f"verl_judge.group_reward.timeout={timeout!r}: must be a number of seconds > 0")
+    return errors
 
 
 def watchdog_errors(cfg) -> list[str]:

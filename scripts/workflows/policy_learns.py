@@ -7,9 +7,11 @@
     python -m scripts.policy_learns --out runs/card --instances 0,1,2 --arms rule,judge,route,random --seeds 0,1 \
         --parallel 4 --gpus 0,1,2,3                      # the scorecard over three judge instances (instances.py)
     python -m scripts.policy_learns --out runs/cost --reuse runs/card --arms rule,judge,route --steps 20 --parallel 1
+    python -m scripts.policy_learns --out runs/pw --judge-task pairwise_ref --arms rule,pairwise_ref,tournament
 
 The same start policy, data, seed and GRPO settings are trained twice: with the ``#### N`` rule
-(recipes/gsm8k_rule) and with the judge that the judge pipeline trains (recipes/gsm8k_local_judge, served on the
+(recipes/gsm8k_rule) and with the judge that the judge pipeline trains (recipes/gsm8k_local_judge: ``--judge-task``
+pointwise, or pairwise_ref for the arms pairwise_ref and tournament, scripts/workflows/arms.py; served on the
 same GPU: ``--judge-placement server``, default, or ``colocated``). Stages (resumable, as in
 ``scripts.workflows.pipeline``):
 
@@ -47,7 +49,7 @@ from scripts.launch import launcher as launch
 from scripts.report import policy_learns as report
 from scripts.report import scorecard
 from scripts.report.scorecard import run_name
-from scripts.workflows import cli, instances, pipeline, reuse, steps
+from scripts.workflows import arms, cli, instances, pipeline, reuse, steps
 from scripts.workflows.stages import Stages, say
 
 # GRPO settings of both runs, one place (the recipes' own defaults otherwise): 16 questions x 8 answers a step, two
@@ -75,32 +77,8 @@ JUDGE_RUN = [
     "reward.reward_model.rollout.enforce_eager=true",
 ]
 JUDGE_SERVER_RUN = ["judge_placement=server", "verl_judge.judge_server.gpu_memory_utilization=0.1"]  # + its KV cache
-# the reward of each arm: rule and judge by their recipes; the controls (reward_fns/controls.py) by the rule's recipe
-# with their reward function
-FLAKY = "reward.custom_reward_function.path=pkg://scripts.bench.flaky_judge"
-ARMS = {
-    "rule": [],
-    "judge": [],
-    "random": [
-        "reward.custom_reward_function.path=pkg://reward_fns.controls",
-        "reward.custom_reward_function.name=random_reward",
-    ],
-    "format": [
-        "reward.custom_reward_function.path=pkg://reward_fns.controls",
-        "reward.custom_reward_function.name=format_only",
-    ],
-    # the trained judge asked only where the rule cannot decide (reward_fns/llm_judge.py mode=route)
-    "route": ["++reward.custom_reward_function.reward_kwargs.mode=route"],
-    # a judge outage: 20% of the judge's calls fail (scripts/bench/flaky_judge.py), paid the rule's grade or nothing
-    "flaky_fallback": [FLAKY, "++reward.custom_reward_function.reward_kwargs.fail_share=0.2"],
-    "flaky_abstain": [
-        FLAKY,
-        "++reward.custom_reward_function.reward_kwargs.fail_share=0.2",
-        "++reward.custom_reward_function.reward_kwargs.judge_failure=abstain",
-    ],
-}
-JUDGED = ("judge", "route", "flaky_fallback", "flaky_abstain")  # rewarded by the trained judge (gsm8k_local_judge)
-SEEDED = ("random",)  # controls whose randomness is seeded per run (reward_kwargs.seed = the run's data.seed)
+# the reward of each arm and the judge it needs: scripts/workflows/arms.py
+ARMS, JUDGED, SEEDED = arms.ARMS, arms.JUDGED, arms.SEEDED
 
 
 def start_policy(flow: Stages, a: argparse.Namespace, base: str) -> str:
@@ -305,8 +283,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--arms",
         type=arm_list,
         default=None,
-        help="rewards to train with, comma-separated, of: " + ", ".join(ARMS) + " (default rule,judge; random "
-        "and format are controls: reward_fns/controls.py)",
+        help="rewards to train with, comma-separated, of: " + ", ".join(ARMS) + " (default rule,judge; "
+        "--judge-task pairwise_ref: rule,pairwise_ref; random and format are controls: reward_fns/controls.py; "
+        "scripts/workflows/arms.py)",
     )
     p.add_argument(
         "--seeds",
@@ -359,9 +338,17 @@ def build_parser() -> argparse.ArgumentParser:
         "streamed as each rollout finishes) or colocated (verl's reward stage); recipes/gsm8k_local_judge",
     )
     p.add_argument("--kv-cache-gb", type=float, default=4.0, help="fixed KV cache of each run's vLLM engines (4)")
+    p.add_argument(
+        "--judge-task",
+        dest="task",
+        choices=tuple(arms.DEFAULT_JUDGED),
+        default="pointwise",
+        help="the judge the judge's stages train (scripts.workflows.pipeline, as --task there): pointwise (default; "
+        "arms judge, route, flaky_*: reward_fns/llm_judge.py) or pairwise_ref, the reference-guided pairwise judge "
+        "(arms pairwise_ref, tournament: reward_fns/pairwise_judge.py)",
+    )
     # every vLLM engine of the evaluations and samples gets a fixed KV cache: the GPU is shared from the start
     p.set_defaults(
-        task="pointwise",
         model_solutions="base",
         grpo_steps=0,
         eval_pairs=100,
@@ -383,10 +370,17 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--policy-sft-rows must be >= 0, got {args.policy_sft_rows}")
     if not (args.kv_cache_gb > 0 and math.isfinite(args.kv_cache_gb)):
         parser.error(f"--kv-cache-gb must be a finite number > 0, got {args.kv_cache_gb}")
-    args.arms = args.arms or (["rule", "judge"] if args.rule else ["judge"])
+    judged = arms.DEFAULT_JUDGED[args.task]
+    args.arms = args.arms or (["rule", judged] if args.rule else [judged])
     bad_arms = [x for x in args.arms if x not in ARMS]
     if bad_arms or len(set(args.arms)) != len(args.arms):
         parser.error(f"--arms: unknown or repeated arm(s) {bad_arms or args.arms}; known: {', '.join(ARMS)}")
+    wrong_judge = arms.mismatched(args.arms, args.task)
+    if wrong_judge:
+        parser.error(
+            f"--arms {','.join(wrong_judge)}: rewarded by the {arms.NEEDS[wrong_judge[0]]} judge, but --judge-task "
+            f"{args.task} trains the {args.task} judge"
+        )
     if not args.rule and "rule" in args.arms:
         args.arms.remove("rule")
     if not args.arms or not args.seeds or len(set(args.seeds)) != len(args.seeds) or min(args.seeds) < 0:

@@ -78,6 +78,7 @@ def test_the_groups_hold_these_modules():
         ],
         "workflows": [
             "__init__.py",
+            "arms.py",
             "cli.py",
             "instances.py",
             "pipeline.py",

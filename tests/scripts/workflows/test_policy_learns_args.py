@@ -39,7 +39,7 @@ def _exit(argv, capsys) -> tuple[int, str]:
         (
             ["--arms", ""],
             "argument --arms: needs at least one arm of rule, judge, random, format, route, flaky_fallback, "
-            "flaky_abstain, got ''",
+            "flaky_abstain, pairwise_ref, tournament, got ''",
         ),
         (["--arms", " , "], "argument --arms: needs at least one arm of"),
         (["--eval-kv-cache-gb", "inf"], "--eval-kv-cache-gb must be a finite number > 0, got inf"),
