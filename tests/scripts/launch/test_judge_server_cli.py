@@ -15,9 +15,11 @@ import pytest
 from tests.scripts.workflows.test_pipeline import ROOT
 
 # the command line with a stand-in server that never answers; "spawning": the Ctrl-C arrives inside services.spawn,
-# once the process exists and before spawn returns it
+# once the process exists and before spawn returns it. A job started in the background by a non-interactive shell
+# inherits SIGINT ignored (POSIX), and Python then keeps it ignored: the driver restores Python's own handler
 DRIVER = """
 import signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a terminal's Ctrl-C, also where SIGINT came in ignored
 from scripts.launch import judge_server, services
 mode, pid_file, log = sys.argv[1:4]
 judge_server.command = lambda settings, port, python=None: [sys.executable, "-c", "import time; time.sleep(600)"]
