@@ -417,24 +417,24 @@ def main(argv: list[str] | None = None) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGHUP):  # also while the server starts: start() stops it on the way out
         signal.signal(sig, on_term)
-    try:
+    server = None
+    try:  # one block from the start on: a SIGTERM right after READY is printed still stops the server
         server = start(settings, dict(os.environ), a.log, port=a.port)
+        print(f"READY {server.url}", flush=True)
+        while server.proc.poll() is None:
+            time.sleep(1)
+        return server.proc.returncode or 1
     except (services.ServiceError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        if server is not None:
+            return 0
         print(
             "judge_server: interrupted (Ctrl-C) before the server was ready; no server is left running", file=sys.stderr
         )
         return 130
     except SystemExit:
-        return 0
-    print(f"READY {server.url}", flush=True)
-    try:
-        while server.proc.poll() is None:
-            time.sleep(1)
-        return server.proc.returncode or 1
-    except (KeyboardInterrupt, SystemExit):
         return 0
     finally:
         stop(server)

@@ -70,3 +70,45 @@ def test_ctrl_c_before_the_server_is_ready(mode, tmp_path):
             proc.kill()
         if server is not None and _alive(server):  # left running (the bug): ours to end
             os.killpg(server, signal.SIGKILL)
+
+
+# the command line whose stand-in server is "ready" at once; a SIGTERM arrives the moment READY is printed
+READY_DRIVER = """
+import builtins, signal, sys
+from scripts.launch import judge_server, services
+pid_file, log = sys.argv[1:3]
+def start(settings, env, log_path, port=0):
+    proc = services.spawn([sys.executable, "-c", "import time; time.sleep(600)"], env, log_path, group=True)
+    open(pid_file, "w").write(str(proc.pid))
+    return judge_server.Server(proc=proc, port=1, log_path=log_path)
+judge_server.start = start
+real_print = builtins.print
+def print_then_term(*args, **kwargs):
+    real_print(*args, **kwargs)
+    if args and str(args[0]).startswith("READY"):
+        signal.raise_signal(signal.SIGTERM)
+builtins.print = print_then_term
+sys.exit(judge_server.main(["--model", "/m", "--engine", "cpu_judge", "--log", log]))
+"""
+
+
+def test_a_sigterm_right_after_ready_stops_the_server(tmp_path):
+    """The race a loaded machine showed (a server left running after the command line exited 0): the SIGTERM is
+    handled between printing READY and entering the block that stops the server on its way out."""
+    pid_file = tmp_path / "server.pid"
+    r = subprocess.run(
+        [sys.executable, "-c", READY_DRIVER, str(pid_file), str(tmp_path / "server.log")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    server = int(pid_file.read_text())
+    try:
+        assert (r.returncode, r.stdout) == (0, "READY http://127.0.0.1:1/v1\n[judge_server] judge server stopped\n"), (
+            r.stderr
+        )
+        assert not _alive(server)
+    finally:
+        if _alive(server):  # left running (the bug): ours to end
+            os.killpg(server, signal.SIGKILL)
