@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from tests.scripts.launch.test_judge_server import _alive
 from tests.scripts.workflows.test_pipeline import ROOT
 
 # the command line with a stand-in server that never answers; "spawning": the Ctrl-C arrives inside services.spawn,
@@ -34,15 +35,6 @@ services.spawn = spawn
 sys.exit(judge_server.main(["--model", "/m", "--engine", "cpu_judge", "--log", log]))
 """
 LINE = "judge_server: interrupted (Ctrl-C) before the server was ready; no server is left running\n"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as f:  # a zombie has exited
-        return f.read().split(")")[-1].split()[0] != "Z"
 
 
 @pytest.mark.parametrize("mode", ["spawning", "waiting"])
