@@ -247,6 +247,24 @@ def get_client(base_url: str, model: str, **options: Any) -> JudgeClient:
         return client
 
 
+def endpoint(base_url, model, api_key_env, reward_router_address, reward_model_tokenizer) -> tuple | None:
+    """``(url, model, api_key_env)`` of the judge: ``base_url`` (+ ``model``, default ``DEFAULT_REMOTE_MODEL``), else
+    verl's reward router with the served model's name (never the API key: the router is local); None: neither.
+    Shared by every judge reward (``reward_fns.pairwise_judge`` too)."""
+    if base_url:
+        return base_url, model or DEFAULT_REMOTE_MODEL, api_key_env
+    if not reward_router_address:
+        return None
+    name = model or getattr(reward_model_tokenizer, "name_or_path", None)
+    if not name:
+        raise JudgeConfigError(
+            f"judge configuration error: reward_router_address {reward_router_address!r} given but no model name. "
+            "Likely fix: set `model` to the served model, or pass reward_model_tokenizer "
+            "(verl does when reward.reward_model.enable=True)"
+        )
+    return reward_router_address, name, None
+
+
 def probe_index(solution_str: object, ground_truth: object, every: int) -> int | None:
     """Whether this sample carries a canary probe (about 1 in ``every``, decided by a hash of the sample, so a
     sample always gets the same answer) and which one; None: no probe."""
@@ -435,22 +453,12 @@ async def compute_score(
     if mode == "route" and (out["rule_format"] or final_answer(solution_str)[1] != FINAL_OK):  # the rule decides
         out.update(score=rule_score, judge_skipped=1.0, judge_fallback=0.0)
         return out
-    if base_url:
-        url, judge_model, key_env = base_url, model or DEFAULT_REMOTE_MODEL, api_key_env
-    elif reward_router_address:
-        url = reward_router_address
-        judge_model = model or getattr(reward_model_tokenizer, "name_or_path", None)
-        key_env = None  # verl's router is local: never send the API key there
-        if not judge_model:
-            raise JudgeConfigError(
-                f"judge configuration error: reward_router_address {url!r} given but no model name. Likely fix: set "
-                "`model` to the served model, or pass reward_model_tokenizer "
-                "(verl does when reward.reward_model.enable=True)"
-            )
-    else:
+    where = endpoint(base_url, model, api_key_env, reward_router_address, reward_model_tokenizer)
+    if where is None:
         _warn_once("skip", "llm_judge: no base_url and no reward_router_address (validation?): using the fallback")
         out["judge_skipped"] = 1.0
         return out
+    url, judge_model, key_env = where
 
     # 2. the prompt (a data problem here is a config problem: raise)
     messages = build_messages(solution_str, ground_truth, extra_info, **_prompt_options(opt))

@@ -61,7 +61,7 @@ from typing import Any
 
 from reward_fns import gsm8k, llm_judge
 from reward_fns.judge_client import JudgeClient
-from reward_fns.judge_errors import JudgeConfigError, outcome
+from reward_fns.judge_errors import outcome
 from reward_fns.judge_options import DEFAULTS as JUDGE_DEFAULTS
 from reward_fns.judge_options import JUDGE_FAILURES, fallback_value
 from reward_fns.parse import parse_choice, reference_answer
@@ -242,21 +242,6 @@ def check_options(mode: object = "pairwise_ref", fallback: object = "rule", **op
     return found
 
 
-def endpoint(base_url, model, api_key_env, reward_router_address, reward_model_tokenizer) -> tuple | None:
-    """``(url, model, api_key_env)`` as ``llm_judge`` picks them: ``base_url``, else verl's router; None: neither."""
-    if base_url:
-        return base_url, model or llm_judge.DEFAULT_REMOTE_MODEL, api_key_env
-    if not reward_router_address:
-        return None
-    name = model or getattr(reward_model_tokenizer, "name_or_path", None)
-    if not name:
-        raise JudgeConfigError(
-            f"judge configuration error: reward_router_address {reward_router_address!r} given but no model name. "
-            "Likely fix: set `model` to the served model, or pass reward_model_tokenizer"
-        )
-    return reward_router_address, name, None  # verl's router is local: never send the API key there
-
-
 _failures = 0
 
 
@@ -330,7 +315,7 @@ async def score_group(
     texts = [llm_judge._text(t) for t in texts]
     rules = [llm_judge._rule(t, ground_truth, opt["rule_mode"]) for t in texts]
     fallbacks = [fallback_value(fallback, r) for r in rules]
-    where = endpoint(base_url, model, api_key_env, reward_router_address, reward_model_tokenizer)
+    where = llm_judge.endpoint(base_url, model, api_key_env, reward_router_address, reward_model_tokenizer)
     if where is None:
         return [_row(None, i, rules[i], fallbacks[i], opt, 0, 0.0) for i in range(len(texts))]
     url, judge_model, key_env = where
