@@ -62,23 +62,11 @@ did not pay it: ``reward_fns.canaries``, about 1 sample in ``canary_every``; all
 ``scripts/train/hooks.py`` leaves it out of its GRPO group and masks it out of the policy loss), ``judge_seconds``
 (the wall time of this sample's judge call, 0 without one: the cost ledger).
 
-**Grounded verdicts** (``grounded=True``, default; ``reward_fns.guard``): every paying verdict (1-4) is checked against
-the candidate's whole answer, in the one reading the rule, the prompt and the guard share (``parse.normalize_text``:
-NFKC, invisible characters removed; the prompt's copy is clipped at whitespace only), and the reference answer the
-judge was shown. The ``gsm8k_grade`` prompts ask the judge to quote ``Candidate: N`` in its think block. The guard
-fails closed: each problem below earns what a 0 earns and sets its flag.
-
-* the reply quotes no candidate answer that reads as one number (``Candidate: seventeen``, ``Candidate: none``,
-  ``Candidate: 17/1``, no quote): ``judge_unverified=1``. A quote wrapped in punctuation, markdown or a unit
-  (``17,``, ``(17)``, ``**17**``, ``17kg``) reads as the number;
-* the quoted ``N`` differs from the reference's answer: a contradiction (``Reference: 18. Candidate: 17. Same.``
-  then 4); ``judge_contradiction=1``;
-* the candidate does not state exactly one final answer, ``N`` (``reward_fns.parse.final_answer``: every number
-  after an answer cue and the last number must agree, except after a last ``#### N``, where working, a check line or
-  units may follow; hedges such as ``The answer is 5 or 7 or 18``, two ``####`` lines, two ``\\boxed{}``, a
-  trailing ``Candidate: 18`` line or noise line ``0 1 2 ... 999`` are not one): ``judge_ungrounded=1``. A policy
-  trained against a 135M judge learned to game it with noise-like replies that hold the reference's number
-  (docs/results/2026-11-25-policy_learns_gamed).
+**Grounded verdicts** (``grounded=True``, default; ``reward_fns.guard``): every paying verdict (1-4) must quote
+(``Candidate: N``) the candidate's one final answer, and it must be the reference's; the rule, the prompt and the
+guard read one normalised text (``parse.normalize_text``; the prompt's copy clipped at whitespace). The guard fails
+closed: an unreadable quote, a contradiction or an ungrounded answer earns what a 0 earns and sets
+``judge_unverified``, ``judge_contradiction`` or ``judge_ungrounded`` (README_llm_judge.md, "Grounded verdicts").
 
 ``judge_score`` keeps the judge's own verdict, so the judge-health metrics still show how often it accepted.
 
