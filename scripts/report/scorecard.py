@@ -144,9 +144,9 @@ def _stats(stats: dict, arms: list[str]) -> dict:
     return out
 
 
-def summarize(out: str, arms: list[str], seeds: list[int], steps: int) -> dict:
-    """One experiment's scorecard: ``describe`` of the test split, and the same under ``"heldout"`` for the held-out
-    stories' questions when the validation has them."""
+def splits(out: str, arms: list[str], seeds: list[int], steps: int) -> dict[str, Instance]:
+    """One experiment's grades: ``{"test": ...}``, and ``"heldout"`` for the held-out stories' questions when the
+    validation has them (then "test" is the rest; without them, every question)."""
     heldout = heldout_questions(out)
     test = instance(out, arms, seeds, steps, "test" if heldout else None)
     if test is None:
@@ -154,9 +154,16 @@ def summarize(out: str, arms: list[str], seeds: list[int], steps: int) -> dict:
             f"no start-policy validation (step 0) in {out}/{run_name(arms[0], seeds[0])}_val: the first run "
             "validates before training"
         )
-    res = describe(test, arms, seeds)
-    if heldout:
-        res["heldout"] = describe(instance(out, arms, seeds, steps, "heldout"), arms, seeds)
+    return {"test": test, **({"heldout": instance(out, arms, seeds, steps, "heldout")} if heldout else {})}
+
+
+def summarize(out: str, arms: list[str], seeds: list[int], steps: int, grades: dict | None = None) -> dict:
+    """One experiment's scorecard: ``describe`` of the test split, and the same under ``"heldout"`` for the held-out
+    stories' questions when the validation has them (``grades``: its ``splits``, when already read)."""
+    grades = grades or splits(out, arms, seeds, steps)
+    res = describe(grades["test"], arms, seeds)
+    if "heldout" in grades:
+        res["heldout"] = describe(grades["heldout"], arms, seeds)
     return res
 
 
@@ -167,11 +174,10 @@ def pooled(folders: list[str], arms: list[str], seeds: list[int], steps: int) ->
     res = {"instances": {}, "pooled": {}}
     grades: dict[str, list[Instance]] = {"test": [], "heldout": []}
     for f in folders:
-        res["instances"][os.path.basename(os.path.normpath(f))] = summarize(f, arms, seeds, steps)
-        heldout = heldout_questions(f)
-        grades["test"].append(instance(f, arms, seeds, steps, "test" if heldout else None))
-        if heldout:
-            grades["heldout"].append(instance(f, arms, seeds, steps, "heldout"))
+        own = splits(f, arms, seeds, steps)
+        res["instances"][os.path.basename(os.path.normpath(f))] = summarize(f, arms, seeds, steps, own)
+        for split, inst in own.items():
+            grades[split].append(inst)
     for split, insts in grades.items():
         if insts and len(insts) == len(folders):
             res["pooled"][split] = _stats(bootstrap(insts, arms), arms)
