@@ -6,6 +6,7 @@ the module path, so tests import ``scripts.*``, ``reward_fns.*``, ``data_prep.*`
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
@@ -31,6 +32,20 @@ def pytest_configure(config):
         os.environ["VERL_JUDGE_MODEL"] = materialize()
     except Exception as e:  # noqa: BLE001 - any reason is the skip's reason
         os.environ["VERL_JUDGE_MODEL_MISSING"] = f"no test model ({type(e).__name__}: {e}); run bash scripts/test.sh"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_judge_clients():
+    """Every test starts with no judge client: ``llm_judge`` keeps one client (and its verdict cache) per
+    ``(url, model, options)``, and a fake server started by a later test can get the port of an earlier one, so
+    the later test would read the earlier one's cached verdicts."""
+    judge = sys.modules.get("reward_fns.llm_judge")
+    if judge is not None:
+        judge._CLIENTS.clear()
+    yield
+    judge = sys.modules.get("reward_fns.llm_judge")
+    if judge is not None:
+        judge._CLIENTS.clear()
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,6 @@ import time
 
 import pytest
 
-from reward_fns import llm_judge
 from reward_fns.judge_client import JudgeClient, chat_completions_url
 from reward_fns.judge_errors import JudgeConfigError
 from reward_fns.llm_judge import KEYS, compute_score
@@ -30,13 +29,6 @@ INFO = {"question": "What is 6 * 12?", "answer": "6 * 12 = 72\n#### 72"}
 FAST = dict(timeout=0.3, max_retries=1, max_response_bytes=2048, canary_every=0)
 QUICK = dict(retry_after_ms="10")  # the test server's 429/5xx replies ask for a retry after 10 ms
 RIGHT, WRONG = "#### 72", "#### 96"
-
-
-@pytest.fixture(autouse=True)
-def _fresh_clients():
-    llm_judge._CLIENTS.clear()
-    yield
-    llm_judge._CLIENTS.clear()
 
 
 def run_all(base_url, responses, **kw):

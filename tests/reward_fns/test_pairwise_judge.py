@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from reward_fns import llm_judge, pairwise_judge
+from reward_fns import pairwise_judge
 from reward_fns.judge_errors import JudgeConfigError
 from reward_fns.pairwise_judge import FAILED, KEYS, REFUSED, comparisons, compute_score, score_group, tournament
 from reward_fns.prompts import load
@@ -27,13 +27,6 @@ INFO = {"question": QUESTION, "answer": REFERENCE}
 RIGHT, WRONG, PLAIN = "#### 72", "#### 96", "The answer is 72."  # PLAIN: right, but not the rule's #### form
 FAST = dict(timeout=2.0, max_retries=0)
 SIXTH = 1 / 6
-
-
-@pytest.fixture(autouse=True)
-def _fresh_clients():
-    llm_judge._CLIENTS.clear()
-    yield
-    llm_judge._CLIENTS.clear()
 
 
 # ----------------------------------------------------------------------------- scripted judges

@@ -15,7 +15,6 @@ import torch
 from omegaconf import OmegaConf
 
 import scripts
-from reward_fns import llm_judge
 from reward_fns.pairwise_judge import KEYS
 from scripts.serve.fake_openai import FakeOpenAIServer
 from scripts.train import group_reward
@@ -29,13 +28,6 @@ SAMPLES = [("q1", RIGHT), ("q2", WRONG), ("q1", WRONG), ("q2", RIGHT), ("q1", "#
 EXPECTED = [(1.0, 0.0, 1.0), (0.0, 0.0, 0.0), (0.25, 0.5, 0.0), (0.75, 0.5, 1.0), (0.25, 0.5, 0.0), (0.75, 0.5, 1.0)]
 #: per sample: judge_group_size, flip rate, tie rate, cycle rate, calls (the same for both groups)
 GROUP = (3.0, 1 / 3, 1 / 3, 0.0, 6.0)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_clients():
-    llm_judge._CLIENTS.clear()
-    yield
-    llm_judge._CLIENTS.clear()
 
 
 class CharTokenizer:
