@@ -9,7 +9,8 @@ for every mode). The failed samples then get:
 - ``fallback=rule``: the rule's grade (``llm_judge``'s default, ``judge_failure="fallback"``);
 - ``fallback=0``: a constant 0 (``fallback=0.0``);
 - ``abstain``: no reward (``judge_failure="abstain"``): each is put in a group of its own and its advantage zeroed,
-  by the trainer's own ``train_hooks.leave_out`` and the same masking as ``train_hooks.mask_out``.
+  by the trainer's own ``train_hooks.leave_out`` and the same masking as ``train_hooks.mask_out``, which also zeroes
+  a group's lone survivor (``train_hooks.lone_survivors``: fewer than two scored samples left, no baseline).
 
 verl's ``compute_grpo_outcome_advantage`` gives every sample's advantage, and each mode is compared with the same
 samples without failures: the share of samples that still carry gradient; of the samples with a reference advantage,
@@ -53,7 +54,7 @@ def advantages(scores: np.ndarray, uids: np.ndarray) -> np.ndarray:
 
 def replay(step: list[dict], failed: np.ndarray, mode: str) -> tuple[np.ndarray, np.ndarray]:
     """``(advantages, reference advantages)`` of one step's samples when ``failed`` judge calls fail under ``mode``."""
-    from scripts.train.hooks import leave_out
+    from scripts.train.hooks import leave_out, lone_survivors
 
     paid = np.array([float(s["score"]) for s in step])
     rule = np.array([float(s.get("rule_score", 0.0)) for s in step])
@@ -61,7 +62,7 @@ def replay(step: list[dict], failed: np.ndarray, mode: str) -> tuple[np.ndarray,
     reference = advantages(paid, uids)
     if mode == "abstain":
         adv = advantages(np.where(failed, 0.0, paid), leave_out(uids, failed))
-        adv[failed] = 0.0  # train_hooks.mask_out
+        adv[failed | lone_survivors(uids, failed)] = 0.0  # train_hooks.mask_out, lone survivors too
     else:
         adv = advantages(np.where(failed, rule if mode == "fallback=rule" else 0.0, paid), uids)
     return adv, reference

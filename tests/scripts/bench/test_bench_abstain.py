@@ -29,6 +29,13 @@ def test_replay_one_failed_call(mode, expected):
     assert [round(float(x), 3) for x in ref] == [0.866, -0.866, -0.866, 0.866]
 
 
+def test_replay_zeroes_a_lone_survivor():
+    """Three of four calls fail: the one scored sample left has no baseline, and the trainer gives it advantage 0
+    (``hooks.lone_survivors``), not its raw score."""
+    adv, _ = abstain.replay(STEP, np.array([True, True, True, False]), "abstain")
+    assert [round(float(x), 3) for x in adv] == [0.0, 0.0, 0.0, 0.0]
+
+
 def test_measure_counts_lost_and_flipped_signal():
     """All calls fail: the rule fallback keeps every sign, a 0 fallback leaves no signal (all paid 0), abstain too."""
     res = abstain.measure([STEP], fail=1.0)
