@@ -11,20 +11,16 @@ file logger, SwanLab), with the same keys from step 1:
 
 * ``reward/<key>/mean`` for every numeric key the reward function returns besides ``score``
   (verl 0.9.1 logs these only in validation);
-* judge health, when the reward returns the LLM-judge keys: ``judge_health/error_rate``
-  (transport failures), ``parse_fail_rate`` (answered without a valid verdict), ``skipped_rate``,
-  ``fallback_rate``, ``answered_rate``, ``score_mean`` (mean verdict 0-4 over answered samples) and
-  ``agree_rule`` (share of answered samples where "verdict >= 3" equals "rule reward = 1"; 0.0 when
-  the judge answered none), and its two disagreements, which sum with it to 1:
-  ``accept_rule_reject`` (verdict >= 3 on an answer the rule rejects: what a policy that games the
-  judge grows) and ``reject_rule_accept``. In ``mode=route`` (``reward_fns.llm_judge``) the judge is asked only
-  about answers without a ``#### N`` line, which the strict rule refuses by construction, so there the verdict is
-  compared with the flexible reading of the response (``reward_fns.gsm8k`` ``mode="flexible"``: the last number;
-  ``route_reading``, from the responses decoded as verl's reward loop decodes them); a judged sample whose text
-  is not at hand is left out of these three;
-* the guard's rates (``judge_health/ungrounded_rate``, ``contradiction_rate``, ``unverified_rate``) and
-  ``judge_health/unverified_accepts``: the count of accepts (verdict >= 3) this step that the guard could not
-  verify (``judge_unverified``);
+* judge health (``judge_health/*``), when the reward returns a judge's keys (the pointwise ``reward_fns.llm_judge``
+  or the pairwise ``reward_fns.pairwise_judge``): ``reward_fns.judge_health`` says which, and how each is counted
+  (error, parse-failure and fallback rates, agreement with the rule; a pairwise judge's flip, tie, cycle and guarded
+  rates, calls per GRPO group and judge seconds; canary probes). In ``mode=route`` (``reward_fns.llm_judge``) the
+  judge is asked only about answers without a ``#### N`` line, which the strict rule refuses by construction, so there
+  the verdict is compared with the flexible reading of the response (``route_reading``: ``reward_fns.gsm8k``
+  ``mode="flexible"``, from the responses decoded as verl's reward loop decodes them); a judged sample whose text is
+  not at hand is left out of the agreement. A pairwise judge in a tournament (``reward_kwargs.mode=tournament``, or
+  unset under the group reward manager ``scripts/train/group_reward.py``) reports no agreement: a win rate against
+  group mates is no verdict on the answer;
 * ``judge_health/hacking_alarm`` (1.0 on a step where ``HackingWatch``, ``scripts/train/watches.py``, sees the
   judge paid for what the rule rejects; 0.0 otherwise);
 * position, when the reward returns ``pred_a``/``label_a`` (pairwise judges):
@@ -48,6 +44,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from reward_fns import judge_health
 from scripts.train.watches import FailFast, HackingWatch, JudgeSilentError, RewardHackingError, StopRun
 
 __all__ = [
@@ -66,68 +63,26 @@ __all__ = [
     "settings_errors",
     "wait_for_judge",
 ]
-JUDGE_KEYS = ("judge_error", "judge_parse_fail")
-ACCEPT = 3  # a verdict (0-4) of at least this accepts the answer
+_floats, _mean = judge_health.floats, judge_health.mean
+GROUP_MANAGERS = ("pairwise_group", "GroupRewardManager")  # scripts/train/group_reward.py: registered, by path
 
 
 # ----------------------------------------------------------------------------------------- metrics
-def _floats(values) -> np.ndarray | None:
-    try:
-        arr = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        return None
-    return arr if arr.ndim == 1 else None
 
 
-def _mean(arr: np.ndarray, mask: np.ndarray | None = None) -> float:
-    if mask is not None:
-        arr = arr[mask]
-    return float(arr.mean()) if arr.size else 0.0
-
-
-def reward_metrics(extras: dict[str, Sequence], reading: Sequence[float] | None = None) -> dict[str, float]:
-    """Step metrics from the reward function's extra keys (one list per key, one value per sample). ``reading``: per
-    sample, the rule's grade (1/0) the agreement keys compare the verdict with instead of ``rule_score``; NaN leaves
-    the sample out (``route_reading``)."""
-    cols = {k: a for k, a in ((k, _floats(v)) for k, v in extras.items()) if a is not None and a.size}
+def reward_metrics(
+    extras: dict[str, Sequence],
+    reading: Sequence[float] | None = None,
+    uids: Sequence | None = None,
+    tournament: bool = False,
+) -> dict[str, float]:
+    """Step metrics from the reward function's extra keys (one list per key, one value per sample):
+    ``reward/<key>/mean``, the judge's health (``reward_fns.judge_health.metrics``: ``reading``, the rule's grade per
+    sample in ``mode=route``; ``uids``, the GRPO groups; ``tournament``, a pairwise judge's win rates against group
+    mates) and position."""
+    cols = judge_health.columns(extras)
     out = {f"reward/{k}/mean": _mean(a) for k, a in sorted(cols.items()) if k != "score"}
-    if all(k in cols for k in JUDGE_KEYS):
-        n = len(cols["judge_error"])
-        zeros = np.zeros(n)
-        err, pf = cols["judge_error"], cols["judge_parse_fail"]
-        skipped = cols.get("judge_skipped", zeros)
-        fallback = cols["judge_fallback"] if "judge_fallback" in cols else np.maximum(err, skipped)
-        answered = (err == 0) & (pf == 0) & (skipped == 0)
-        out["judge_health/error_rate"] = _mean(err)
-        out["judge_health/parse_fail_rate"] = _mean(pf)
-        out["judge_health/skipped_rate"] = _mean(skipped)
-        out["judge_health/fallback_rate"] = _mean(fallback)
-        out["judge_health/answered_rate"] = _mean(answered.astype(np.float64))
-        verdict = cols.get("judge_score")
-        out["judge_health/score_mean"] = _mean(verdict, answered) if verdict is not None else 0.0
-        if verdict is not None and "rule_score" in cols:
-            rule = cols["rule_score"] if reading is None else np.asarray(reading, dtype=np.float64)
-            graded = answered & ~np.isnan(rule)
-            accept, right = verdict >= ACCEPT, np.nan_to_num(rule) >= 1
-            out["judge_health/agree_rule"] = _mean((accept == right).astype(np.float64), graded)
-            out["judge_health/accept_rule_reject"] = _mean((accept & ~right).astype(np.float64), graded)
-            out["judge_health/reject_rule_accept"] = _mean((~accept & right).astype(np.float64), graded)
-        else:
-            out["judge_health/agree_rule"] = 0.0
-            out["judge_health/accept_rule_reject"] = 0.0
-            out["judge_health/reject_rule_accept"] = 0.0
-        for key in ("ungrounded", "contradiction", "unverified", "abstained"):  # the guard; judge_failure=abstain
-            if f"judge_{key}" in cols:
-                out[f"judge_health/{key}_rate"] = _mean(cols[f"judge_{key}"])
-        if "judge_unverified" in cols:
-            accepted = verdict >= ACCEPT if verdict is not None else True
-            out["judge_health/unverified_accepts"] = float(((cols["judge_unverified"] > 0) & accepted).sum())
-        for kind, bad in (("wrong", "accepted"), ("right", "rejected")):  # canary probes (reward_fns.canaries)
-            if f"canary_{kind}" in cols and f"canary_{kind}_{bad}" in cols:
-                n = float(cols[f"canary_{kind}"].sum())
-                key = "canary_accept" if kind == "wrong" else "canary_reject"
-                out[f"judge_health/{key}"] = float(cols[f"canary_{kind}_{bad}"].sum()) / n if n else 0.0
-                out[f"judge_health/{key}_n"] = n
+    out.update(judge_health.metrics(cols, reading, uids, tournament))
     if "pred_a" in cols and "label_a" in cols:
         ok = cols["format_ok"] > 0 if "format_ok" in cols else np.ones(len(cols["pred_a"]), bool)
         out["position/verdict_a_share"] = _mean(cols["pred_a"], ok)
@@ -320,6 +275,20 @@ def _reward_mode(config) -> str | None:
     return None if mode is None else str(mode)
 
 
+def _tournament(config) -> bool:
+    """Whether the reward is a pairwise tournament: ``reward_kwargs.mode=tournament``, or no mode under the group
+    reward manager (``scripts/train/group_reward.py``, whose default it is)."""
+    from omegaconf import OmegaConf
+
+    mode = _reward_mode(config)
+    if mode is not None:
+        return mode == "tournament"
+    try:
+        return OmegaConf.select(config, "reward.reward_manager.name", default=None) in GROUP_MANAGERS
+    except Exception:  # an interpolation that does not resolve here
+        return False
+
+
 def settings_errors(config) -> list[str]:
     """What ``install`` would refuse in ``config.verl_judge`` ([] or one message naming the setting): the config check
     (``scripts/launch/verl_config.py``) asks before a run starts; ``install`` raises it in the trainer, after Ray's
@@ -337,7 +306,7 @@ def install(config) -> None:
     from verl.trainer.ppo import ray_trainer
 
     opts, fail_fast, hacking, pair_groups = _settings(config)
-    state = {"keys": (), "tokenizer": None, "route": _reward_mode(config) == "route"}
+    state = {"keys": (), "tokenizer": None, "route": _reward_mode(config) == "route", "tournament": _tournament(config)}
 
     extract = ray_trainer.extract_reward
 
@@ -374,7 +343,8 @@ def install(config) -> None:
         metrics = data_metrics(batch=batch, use_critic=use_critic)
         nt = batch.non_tensor_batch
         reading = route_reading(batch, state["tokenizer"]) if state["route"] else None
-        metrics.update(reward_metrics({k: nt[k] for k in state["keys"] if k in nt}, reading))
+        extras = {k: nt[k] for k in state["keys"] if k in nt}
+        metrics.update(reward_metrics(extras, reading, nt.get("uid"), state["tournament"]))
         if "uid" in nt and "token_level_scores" in batch.batch.keys():
             scores = batch.batch["token_level_scores"].sum(-1).float().cpu().numpy()
             metrics["grpo/identical_reward_groups"] = identical_group_share(scores, nt["uid"])
