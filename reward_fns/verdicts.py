@@ -2,9 +2,9 @@
 
 A ``Verdict`` holds its tag (``<score>`` / ``<better>``), the parser of a reply, the rule that reads a label, the reward
 a judge in training earns (``reward_fns.pointwise`` / ``reward_fns.pairwise``), the warm start's answer for a
-labelled row (the rationale, then the verdict), the metrics of a judge's verdicts (``reward_fns.judge_metrics``) and
-the keys a before/after comparison shows. Data prep, the evaluator and the pipeline ask these objects instead of
-testing for a kind's name.
+labelled row (the rationale, then the verdict), the metrics of a judge's verdicts (``reward_fns.judge_metrics``),
+the keys a before/after comparison shows and what the evaluator's report adds (``summary``, ``caveat``, ``values``).
+Data prep, the evaluator and the pipeline ask these objects instead of testing for a kind's name.
 
 * ``POINTWISE``: ``<think>...</think><score>N</score>``, N in 0-4; verification rows (label 4: a right solution, 0: a
   wrong one) have the rationale ``Reference: 72. Candidate: 62. Different.``, the contract that ``reward_fns.guard``
@@ -56,6 +56,27 @@ def _shows_reference(prompt_id: str) -> bool:
         raise NoTarget("unknown_prompt") from None
 
 
+def _no_note(overall: Mapping) -> str | None:
+    return None
+
+
+def _verification_note(ov: Mapping) -> str | None:
+    """The accept/reject counts under a report's overall table, when the labels are 0 and 4 only."""
+    if ov.get("n_label4") is None:
+        return None
+    return (
+        f"Verification (labels 0 and 4; accept = score >= {judge_metrics.ACCEPT_AT}): tp {ov['tp']}, fp {ov['fp']}, "
+        f"tn {ov['tn']}, fn {ov['fn']}, none {ov['none']} (label 4: {ov['n_label4']}, label 0: {ov['n_label0']})."
+    )
+
+
+def _both_orders_note(ov: Mapping) -> str | None:
+    """Why flip rate and pair accuracy are n/a: no pair of the data was asked in both orders."""
+    if ov["pairs_both_orders"]:
+        return None
+    return "No pair appears in both orders (extra_info.pair_id), so flip rate and pair accuracy are n/a."
+
+
 def _pointwise_target(extra: Mapping, label: object) -> str:
     if str(label) not in ("0", "4"):
         raise NoTarget("label_not_0_or_4")
@@ -99,6 +120,10 @@ class Verdict:
     metrics: Callable[[Sequence[Mapping]], dict]
     compare_keys: tuple[str, ...]  # what a before/after comparison of evaluations shows
     report_keys: tuple[str, ...]  # the evaluator's report.md table
+    # the evaluator's report.md around its tables (each None / () where the kind has nothing to add):
+    summary: Callable[[Mapping], str | None] = _no_note  # a sentence under the overall table, from its metrics
+    caveat: Callable[[Mapping], str | None] = _no_note  # a sentence after the failures, from the overall metrics
+    values: tuple = ()  # the verdicts in order: the columns of the confusion matrix (metrics' "confusion")
 
     def wrap(self, value: object) -> str:
         """The verdict as the judge writes it.
@@ -122,6 +147,8 @@ POINTWISE = Verdict(
     metrics=judge_metrics.pointwise_metrics,
     compare_keys=("balanced_accuracy", "precision", "recall", "specificity", "parse_fail_rate", "exact", "n"),
     report_keys=("n", "exact", "within1", "mae", "exact_parsed", "within1_parsed", "mean_pred", "mean_label"),
+    summary=_verification_note,
+    values=judge_metrics.SCORES,
 )
 PAIRWISE = Verdict(
     name="pairwise",
@@ -146,6 +173,8 @@ PAIRWISE = Verdict(
         "pairs_both_orders",
         "pairs_compared",
     ),
+    caveat=_both_orders_note,
+    values=("A", "B"),
 )
 #: every kind by name; ``detect`` tries them in this order (an A/B label is no 0-4 score, and no score is A/B)
 KINDS = {v.name: v for v in (PAIRWISE, POINTWISE)}

@@ -65,7 +65,7 @@ from collections.abc import Mapping, Sequence
 
 from data_prep.files.outputs import write_json, write_text
 from reward_fns import verdicts
-from reward_fns.judge_metrics import ACCEPT_AT, SCORES, ratio
+from reward_fns.judge_metrics import ratio
 from scripts.eval.backends import backend_info, backend_settings, check_backend, generate
 from scripts.eval.cli import InputError, cli_main
 from scripts.eval.endpoint import add_endpoint_args
@@ -204,6 +204,7 @@ def md_keys(report: dict) -> list[str]:
 
 def render_md(report: dict) -> str:
     task, ov = report["task"], report["overall"]
+    kind = verdicts.KINDS[task]
     prog = report.get("progress") or {}
     title = f"# Judge evaluation: {task}"
     if report.get("partial"):
@@ -229,25 +230,21 @@ def render_md(report: dict) -> str:
     lines.append("")
     keys = md_keys(report)
     lines += ["## Overall", "", md_table(["metric", "value"], [(k, ov.get(k)) for k in keys]), ""]
-    if task == "pointwise" and ov.get("n_label4") is not None:
-        lines += [
-            f"Verification (labels 0 and 4; accept = score >= {ACCEPT_AT}): tp {ov['tp']}, fp {ov['fp']}, "
-            f"tn {ov['tn']}, fn {ov['fn']}, none {ov['none']} (label 4: {ov['n_label4']}, label 0: "
-            f"{ov['n_label0']}).",
-            "",
-        ]
+    summary = kind.summary(ov)
+    if summary:
+        lines += [summary, ""]
     lines += [
         "## Per source",
         "",
         md_table(["data_source"] + keys, [[s] + [m.get(k) for k in keys] for s, m in report["per_source"].items()]),
         "",
     ]
-    if task == "pointwise":
-        header = ["label \\ pred"] + [str(s) for s in SCORES] + ["no verdict"]
+    if kind.values and ov.get("confusion") is not None:
+        header = ["label \\ pred"] + [str(s) for s in kind.values] + ["no verdict"]
         lines += [
             "## Confusion matrix (rows: label, columns: judge)",
             "",
-            md_table(header, [[str(s)] + row for s, row in zip(SCORES, ov["confusion"])]),
+            md_table(header, [[str(s)] + row for s, row in zip(kind.values, ov["confusion"])]),
             "",
         ]
     if report["error_kinds"] or report["parse_fail_reasons"]:
@@ -257,8 +254,9 @@ def render_md(report: dict) -> str:
         for k, v in sorted(report["parse_fail_reasons"].items()):
             lines.append(f"- parse failure `{k}`: {v}")
         lines.append("")
-    if task == "pairwise" and ov["pairs_both_orders"] == 0:
-        lines += ["No pair appears in both orders (extra_info.pair_id), so flip rate and pair accuracy are n/a.", ""]
+    caveat = kind.caveat(ov)
+    if caveat:
+        lines += [caveat, ""]
     lines += ["## Definitions", ""] + [f"- `{k}`: {DEFINITIONS[k]}" for k in keys if k in DEFINITIONS] + [""]
     return "\n".join(lines)
 
@@ -307,7 +305,7 @@ def _run(argv: list[str] | None) -> tuple[dict, int, str | None]:
     raw_labels = [get_path(r, "reward_model.ground_truth") for r in rows]
     task = detect_task(raw_labels, args.data) if args.task == "auto" else args.task
     if args.pairs is not None:
-        if task != "pairwise":
+        if not verdicts.KINDS[task].paired:
             raise InputError("--pairs only applies to pairwise data")
         rows = select_pairs(rows, args.pairs, args.seed, args.data)
         raw_labels = [get_path(r, "reward_model.ground_truth") for r in rows]
