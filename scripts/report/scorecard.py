@@ -6,8 +6,10 @@ mean >= 0.9 with lower bound >= 0.8, each control's <= 0.3. Accuracy is the stri
 validation answers (``<run>_val/<step>.jsonl``), paired by question; "before" is the start policy, shared by every run
 of an instance. A run whose last validation is not at its last step (``--steps``: stopped, crashed, or only its step-0
 validation) is refused, naming it. With the testbed's held-out stories in the validation (``eval_data/heldout``), the
-same again for them (key ``heldout``). Writes ``scorecard.md``, ``scorecard.png`` and ``report.json``'s keys. Rerun on
-a finished folder (one experiment, or the instances of one):
+same again for them (key ``heldout``). Beside them, where the judge's reward and the rule part ways, per judge-graded
+run's dumps (``scripts.report.disagreements``: key ``disagreements``, each instance's and every instance's). Writes
+``scorecard.md``, ``scorecard.png`` and ``report.json``'s keys. Rerun on a finished folder (one experiment, or the
+instances of one):
 
     python -m scripts.report.scorecard runs/card --arms rule,judge,random,format --seeds 0,1,2
     python -m scripts.report.scorecard runs/card --instances 0,1,2 --arms rule,judge,route,random --seeds 0,1
@@ -26,6 +28,7 @@ import numpy as np
 from data_prep.files.outputs import write_json, write_text
 from data_prep.files.readers import read_jsonl
 from reward_fns import gsm8k
+from scripts.report import disagreements
 from scripts.report.render import md_table
 from scripts.report.scorecard_stats import Instance, bootstrap, fmt, rule_learned, verdict
 
@@ -164,7 +167,31 @@ def summarize(out: str, arms: list[str], seeds: list[int], steps: int, grades: d
     res = describe(grades["test"], arms, seeds)
     if "heldout" in grades:
         res["heldout"] = describe(grades["heldout"], arms, seeds)
+    res["disagreements"] = disagreed(out, arms, seeds)
     return res
+
+
+def disagreed(out: str, arms: list[str], seeds: list[int]) -> dict:
+    """``disagreements.instance`` of the runs (``{"error": why}`` for a dump it cannot read: the scorecard stands)."""
+    try:
+        return disagreements.instance(out, arms, seeds)
+    except ValueError as e:
+        return {"error": str(e), "runs": {}, "arms": {}}
+
+
+def disagreement_lines(found: dict[str, dict]) -> list[str]:
+    """The Markdown section of ``{instance: disagreements}``: their table, or why there is none."""
+    head = ["## Where the judge's reward and the strict rule part ways", ""]
+    errors = [f"- {name}: not read: {d['error']}" for name, d in found.items() if d.get("error")]
+    if not any(d.get("arms") for d in found.values()):
+        why = "no dump of these runs holds per-sample judge and rule grades (judge_score, rule_score)"
+        return [*head, *(errors or [why]), ""]
+    note = (
+        "Rates over the samples (training rollouts: every step; val: the last validation). (d): the verdict paid "
+        "and the guard voided it; right / wrong: whether the rule pays it. Examples: "
+        "`python -m scripts.report.disagreements`."
+    )
+    return [*head, note, "", disagreements.table(found), "", *errors, ""]
 
 
 def pooled(folders: list[str], arms: list[str], seeds: list[int], steps: int) -> dict:
@@ -181,6 +208,7 @@ def pooled(folders: list[str], arms: list[str], seeds: list[int], steps: int) ->
     for split, insts in grades.items():
         if insts and len(insts) == len(folders):
             res["pooled"][split] = _stats(bootstrap(insts, arms), arms)
+    res["disagreements"] = disagreements.pooled({k: v["disagreements"] for k, v in res["instances"].items()})
     return res
 
 
@@ -222,7 +250,7 @@ COVERS = (
 )
 
 
-def markdown(res: dict, seeds: list[int]) -> str:
+def markdown(res: dict, seeds: list[int], name: str = "this experiment") -> str:
     heldout = res.get("heldout")
     test = "test questions (the training's stories)" if heldout else "test questions"
     lines = [
@@ -249,6 +277,8 @@ def markdown(res: dict, seeds: list[int]) -> str:
             COVERS,
             "",
         ]
+    if "disagreements" in res:
+        lines += disagreement_lines({name: res["disagreements"]})
     return "\n".join(lines)
 
 
@@ -303,7 +333,7 @@ def write(out: str, arms: list[str], seeds: list[int], steps: int, log=print, co
         raise ValueError(f"{path}: not a report (a JSON object), got a {type(report).__name__}; move it away")
     report.update(res, command=command or sys.argv, commit=_commit())
     write_json(path, report)
-    text = markdown(res, seeds)
+    text = markdown(res, seeds, os.path.basename(os.path.normpath(out)))
     write_text(os.path.join(out, "scorecard.md"), text)
     figure(res, seeds, os.path.join(out, "scorecard.png"))
     log(text)
@@ -341,8 +371,12 @@ def pooled_markdown(res: dict, seeds: list[int]) -> str:
             *[f"- {v}" for v in verdicts(stats)],
             "",
         ]
+    found = {k: v["disagreements"] for k, v in res["instances"].items()}
+    every = {"all": {"arms": res["disagreements"]}} if len(found) > 1 else {}
+    lines += disagreement_lines({**found, **every})
     for name, v in res["instances"].items():
-        lines += [f"## Instance {name}", "", markdown(v, seeds).split("\n", 2)[2], ""]
+        own = {k: x for k, x in v.items() if k != "disagreements"}  # in the table above
+        lines += [f"## Instance {name}", "", markdown(own, seeds).split("\n", 2)[2], ""]
     return "\n".join(lines)
 
 
