@@ -782,3 +782,38 @@ def test_results_weight_counts_files_folders_and_plain_jsonl(tmp_path, files, we
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_bytes(data)
     assert _weight(str(tmp_path)) == weight
+
+
+def test_disagreement_numbers_come_from_the_kept_report():
+    """docs/results/2026-11-27-judge_rule_disagreements: its README and the index quote its report.json."""
+    d = os.path.join(ROOT, "docs", "results", "2026-11-27-judge_rule_disagreements")
+    arms = json.load(open(os.path.join(d, "report.json")))["arms"]
+    got = {
+        arm: [arms[arm]["val"]["samples"]] + [arms[arm]["val"]["classes"][c]["count"] for c in CLASSES]
+        for arm in ("judge", "flaky_fallback", "flaky_abstain")
+    }
+    assert got == {
+        "judge": [3000, 2, 0, 4, 3],
+        "flaky_fallback": [3000, 0, 0, 6, 75],
+        "flaky_abstain": [2401, 1, 0, 2, 59],
+    }
+    voided = {
+        arm: (
+            arms[arm]["val"]["classes"]["guard_voided"]["right"],
+            arms[arm]["val"]["classes"]["guard_voided"]["wrong"],
+        )
+        for arm in got
+    }
+    assert voided == {"judge": (1, 2), "flaky_fallback": (1, 74), "flaky_abstain": (0, 59)}
+    readme = open(os.path.join(d, "README.md")).read()
+    for row in (
+        "| 2026-11-26-scorecard, `judge`, seeds 0-2, step 100 | 3000 | 2 | 0 | 4 | 1 / 2 | 9 (0.30%) |",
+        "`flaky_fallback`, step 60 | 3000 (622 without a verdict) | 0 | 0 | 6 | 1 / 74 | 81 (2.70%) |",
+        "`flaky_abstain`, step 60 | 2401 (599 abstained, left out) | 1 | 0 | 2 | 0 / 59 | 62 (2.58%) |",
+        "the judge gave 133 wrong answers a 4",
+    ):
+        assert row in readme, row
+    assert "**9 of 3000** samples part ways" in open(INDEX).read()
+
+
+CLASSES = ("other_form", "paid_wrong", "refused_right", "guard_voided")
