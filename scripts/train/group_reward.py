@@ -5,12 +5,16 @@
 verl's reward loop hands a manager one sample at a time (``RewardLoopWorker.compute_score`` ->
 ``RewardManagerBase.run_single``; streamed from the agent loop, or in chunks from ``RewardLoopManager.compute_rm_score``
 with a colocated judge), so the manager gathers a group: each sample waits until its group holds ``size`` answers
-(``actor_rollout_ref.rollout.n`` unless ``verl_judge.group_reward.size`` says otherwise), then one call of
-``score_group`` scores them all and every sample takes its own row. A group still short after ``timeout`` seconds
-(``verl_judge.group_reward.timeout``, default 120: a validation pass samples each prompt ``val_kwargs.n`` times, a
-failed rollout never arrives) is scored as it stands; ``judge_group_size`` says how many it held (a group of one has
-no mate: the ``judge_failure`` fallback). The samples of a group must reach one worker: ``reward.num_workers=1``
-(the agent loop picks a worker per sample at random; the colocated path splits the batch into chunks).
+(``actor_rollout_ref.rollout.n`` unless ``verl_judge.group_reward.size`` says otherwise; in validation the sample's
+``judge_group_expected``, which ``scripts/train/hooks.py`` sets to its uid's count in the repeated batch: a
+validation pass samples each prompt ``val_kwargs.n`` times), then one call of ``score_group`` scores them all and
+every sample takes its own row. A group still short after ``timeout`` seconds (``verl_judge.group_reward.timeout``,
+default 120: a failed rollout never arrives) is scored as it stands, with a warning naming the group, what it held
+and the setting; ``judge_group_size`` says how many it held (a group of one has no mate: the ``judge_failure``
+fallback). Every wait is bounded: a sample waits ``timeout`` for its mates, then the judge's calls, each bounded by
+the client's ``deadline`` (``reward_kwargs.deadline``). The samples of a group must reach one worker:
+``reward.num_workers=1`` (the agent loop picks a worker per sample at random; the colocated path splits the batch into
+chunks).
 
 The options of ``score_group`` are the custom reward's ``reward.custom_reward_function.reward_kwargs`` (set ``path``
 to ``reward_fns/pairwise_judge.py``: with a reward model enabled, verl runs a manager only when a custom function is
@@ -26,6 +30,7 @@ tie and cycle rates and judge calls, the same on each of its samples). In a run 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,6 +41,9 @@ from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 from verl.experimental.reward_loop.reward_manager.registry import REWARD_MANAGER
 
 from reward_fns import pairwise_judge
+from scripts.train.hooks import GROUP_EXPECTED
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["GroupRewardManager", "GROUP_KEYS", "NAME"]
 
@@ -57,8 +65,9 @@ def _plain(value: Any) -> Any:
 class _Group:
     """The answers of one ``uid`` gathered so far, and the one scoring task once it closes."""
 
-    def __init__(self, ground_truth: Any, extra_info: Any):
+    def __init__(self, ground_truth: Any, extra_info: Any, size: int):
         self.texts: list[str] = []
+        self.size = size
         self.ground_truth, self.extra_info = ground_truth, extra_info
         self.closed = asyncio.Event()
         self.task: asyncio.Task | None = None
@@ -85,6 +94,7 @@ class GroupRewardManager(RewardManagerBase):
         if problems:
             raise ValueError("; ".join(problems))
         self.groups: dict[str, _Group] = {}
+        self.short = 0  # groups scored short after the timeout, so far
 
     def _text(self, item) -> str:
         response_ids = item.batch["responses"]
@@ -108,6 +118,19 @@ class GroupRewardManager(RewardManagerBase):
             group.task = asyncio.ensure_future(self._score(group))
             group.closed.set()
 
+    def _warn_short(self, uid: str, group: _Group) -> None:
+        self.short += 1
+        if self.short <= 5 or self.short % 100 == 0:
+            logger.warning(
+                "group_reward: group %s scored with %d of %d answers after waiting %.0fs for the rest "
+                "(verl_judge.group_reward.timeout; short groups so far: %d)",
+                uid,
+                len(group.texts),
+                group.size,
+                self.timeout,
+                self.short,
+            )
+
     async def run_single(self, data: DataProto) -> dict:
         item = data[-1:][0]  # a multi-turn sample: its last sequence, as verl's naive manager does
         nt = item.non_tensor_batch
@@ -117,15 +140,18 @@ class GroupRewardManager(RewardManagerBase):
         if group is None:
             reward_model = nt.get("reward_model")
             gt = reward_model.get("ground_truth") if isinstance(reward_model, Mapping) else None
-            group = self.groups[uid] = _Group(gt, dict(extra_info) if isinstance(extra_info, Mapping) else None)
+            size = int(nt[GROUP_EXPECTED]) if GROUP_EXPECTED in nt else self.size
+            group = self.groups[uid] = _Group(gt, dict(extra_info) if isinstance(extra_info, Mapping) else None, size)
         index = len(group.texts)
         group.texts.append(self._text(item))
-        if len(group.texts) >= self.size:
+        if len(group.texts) >= group.size:
             self._close(uid, group)
         else:
             try:
                 await asyncio.wait_for(group.closed.wait(), self.timeout)
             except asyncio.TimeoutError:  # scored as it stands
+                if group.task is None:
+                    self._warn_short(uid, group)
                 self._close(uid, group)
         rows, shared = await asyncio.shield(group.task)
         row = {**rows[index], **shared}

@@ -1,6 +1,8 @@
 """What ``python -m scripts.train`` adds to verl's PPO trainer: judge-aware step metrics, the watches
 (``scripts/train/watches.py``: fail-fast on a silent judge, the reward-hacking watch), GRPO groups that hold both
-orders of a pairwise judge row, and abstained samples left out of their groups.
+orders of a pairwise judge row, abstained samples left out of their groups, and in validation each sample's group
+size (``judge_group_expected``: its uid's count in the repeated batch) for the group reward manager
+(``scripts/train/group_reward.py``).
 
 Pure functions and small classes over verl's ``DataProto`` (tested on CPU without Ray); ``install``
 wires them into verl's legacy trainer module (``verl.trainer.ppo.ray_trainer``) inside the process
@@ -65,6 +67,7 @@ __all__ = [
 ]
 _floats, _mean = judge_health.floats, judge_health.mean
 GROUP_MANAGERS = ("pairwise_group", "GroupRewardManager")  # scripts/train/group_reward.py: registered, by path
+GROUP_EXPECTED = "judge_group_expected"  # in validation: the answers each sample's uid has (group_reward waits for)
 
 
 # ----------------------------------------------------------------------------------------- metrics
@@ -88,6 +91,16 @@ def reward_metrics(
         out["position/verdict_a_share"] = _mean(cols["pred_a"], ok)
         out["position/label_a_share"] = _mean(cols["label_a"])
     return out
+
+
+def group_counts(uids: Sequence) -> np.ndarray:
+    """Per sample, how many samples share its uid.
+
+    >>> group_counts(["a", "b", "a"]).tolist()
+    [2, 1, 2]
+    """
+    values, inverse, counts = np.unique(np.asarray(uids, dtype=str), return_inverse=True, return_counts=True)
+    return counts[inverse].astype(np.int64)
 
 
 def identical_group_share(scores: Sequence[float], groups: Sequence) -> float:
@@ -367,7 +380,26 @@ def install(config) -> None:
         wait_for_judge(opts)
         return fit(self, *args, **kwargs)
 
+    validate, gen_batch = ray_trainer.RayPPOTrainer._validate, ray_trainer.RayPPOTrainer._get_gen_batch
+
+    def validate_marked(self, *args, **kwargs):
+        state["validating"] = True
+        try:
+            return validate(self, *args, **kwargs)
+        finally:
+            state["validating"] = False
+
+    def get_gen_batch(self, batch):
+        """In validation (the batch already repeated ``val_kwargs.n`` times, where ``fit`` repeats ``rollout.n`` times
+        after this call) each sample's group size, which the group reward manager waits for instead of ``rollout.n``."""
+        out = gen_batch(self, batch)
+        if state.get("validating") and "uid" in out.non_tensor_batch:
+            out.non_tensor_batch[GROUP_EXPECTED] = group_counts(out.non_tensor_batch["uid"])
+        return out
+
     ray_trainer.RayPPOTrainer.fit = fit_after_judge
+    ray_trainer.RayPPOTrainer._validate = validate_marked
+    ray_trainer.RayPPOTrainer._get_gen_batch = get_gen_batch
     ray_trainer.extract_reward = extract_reward
     ray_trainer.compute_advantage = grouped_advantage
     ray_trainer.compute_data_metrics = compute_data_metrics

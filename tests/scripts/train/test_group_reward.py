@@ -7,6 +7,7 @@ score lands on the last valid response token of verl's ``rm_scores``.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 
 import numpy as np
@@ -124,13 +125,60 @@ def test_each_uid_is_scored_as_one_group():
     assert float(scores.abs().sum()) == sum(e[0] for e in EXPECTED)
 
 
-def test_a_short_group_is_scored_as_it_stands_after_the_timeout():
+def test_a_short_group_is_scored_as_it_stands_after_the_timeout(caplog):
     with FakeOpenAIServer(truthful) as srv:
         manager = GroupRewardManager(config(srv.base_url, timeout=0.2), CharTokenizer(), None)
-        outs = run(manager, batch([("q1", WRONG), ("q1", RIGHT)]))  # 2 of the 3 rollout.n answers
+        with caplog.at_level(logging.WARNING, logger=group_reward.__name__):
+            outs = run(manager, batch([("q1", WRONG), ("q1", RIGHT)]))  # 2 of the 3 rollout.n answers
         assert len(srv.requests) == 2
     assert summary(outs) == [(0.0, 0.0, 0.0), (1.0, 0.0, 1.0)]
     assert [o["reward_extra_info"]["judge_group_size"] for o in outs] == [2.0, 2.0]
+    # both samples timed out; the group is named once, with what it held, what it waited for and the setting
+    assert [r.getMessage() for r in caplog.records if r.name == group_reward.__name__] == [
+        "group_reward: group q1 scored with 2 of 3 answers after waiting 0s for the rest "
+        "(verl_judge.group_reward.timeout; short groups so far: 1)"
+    ]
+
+
+def test_validation_groups_wait_for_their_own_size(monkeypatch, caplog):
+    """In validation verl repeats each prompt ``val_kwargs.n`` times before ``_get_gen_batch`` (``fit`` repeats
+    ``rollout.n`` times after it): the installed hooks give each sample its uid's count there, and the manager waits
+    for that many answers, not ``rollout.n`` (a group of one: scored at once, no timeout). Outside ``_validate``, no
+    count: the manager's size."""
+    from verl.trainer.ppo import ray_trainer
+
+    from scripts.train.hooks import GROUP_EXPECTED, install
+
+    trainer = ray_trainer.RayPPOTrainer
+    for name in ("fit", "_validate", "_get_gen_batch"):
+        monkeypatch.setattr(trainer, name, getattr(trainer, name))
+    for name in ("extract_reward", "compute_advantage", "compute_data_metrics"):
+        monkeypatch.setattr(ray_trainer, name, getattr(ray_trainer, name))
+    from verl.trainer import main_ppo_v0
+
+    monkeypatch.setattr(main_ppo_v0, "create_rl_sampler", main_ppo_v0.create_rl_sampler)
+
+    def validate(self, val_n):  # the lines of verl's _validate that lead to the rollout's input
+        test_batch = batch([("v1", WRONG), ("v2", RIGHT)]).repeat(repeat_times=val_n, interleave=True)
+        return self._get_gen_batch(test_batch)
+
+    monkeypatch.setattr(trainer, "_validate", validate)
+    install(OmegaConf.create({"data": {"train_batch_size": 2}, "verl_judge": {}}))
+    me = object.__new__(trainer)
+    assert GROUP_EXPECTED not in trainer._get_gen_batch(me, batch(SAMPLES)).non_tensor_batch  # training
+    assert trainer._validate(me, 2).non_tensor_batch[GROUP_EXPECTED].tolist() == [2, 2, 2, 2]
+    gen = trainer._validate(me, 1)
+    assert gen.non_tensor_batch[GROUP_EXPECTED].tolist() == [1, 1]
+    # the rollout's answers, with the gen batch's non-tensor columns (the agent loop's kwargs, per sample)
+    answers = batch([("v1", WRONG), ("v2", RIGHT)])
+    answers.non_tensor_batch.update(gen.non_tensor_batch)
+    with FakeOpenAIServer(truthful) as srv:
+        manager = GroupRewardManager(config(srv.base_url, n=8, timeout=5.0), CharTokenizer(), None)
+        with caplog.at_level(logging.WARNING, logger=group_reward.__name__):
+            outs = run(manager, answers)
+        assert srv.requests == []  # a group of one has no mate
+    assert [(o["reward_score"], o["reward_extra_info"]["judge_group_size"]) for o in outs] == [(0.0, 1.0), (1.0, 1.0)]
+    assert [r for r in caplog.records if r.name == group_reward.__name__] == [] and manager.short == 0
 
 
 def test_the_group_size_setting_and_a_bad_one():
