@@ -14,6 +14,8 @@
 #   RULE_NAME=rule_pool RUNS="rule_pool pool" VARIANTS="pool:$pool,reward.reward_model.rollout.free_cache_engine=false" \
 #     bash scripts/judge_cost.sh                     # two GPUs: the judge on a GPU of its own, kept awake
 # scripts/bench/shapes.sh runs these two at SmolLM2-360M / 1.7B shapes with random weights.
+# The placements side by side in one invocation (rule, a resident judge that is never called, colocated, server,
+# route; one GPU each, or taking turns on one GPU, 40 steps): python -m scripts.bench.judge_cost (--help).
 #
 # Shared settings, the same Hydra overrides for every run: trainer.total_training_steps=STEPS
 # actor_rollout_ref.rollout.gpu_memory_utilization=0.3 trainer.save_freq=-1 trainer.test_freq=-1

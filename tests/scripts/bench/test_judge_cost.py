@@ -1,0 +1,455 @@
+"""scripts/bench/judge_cost.py on CPU: the report's medians and ratios from known timings, the arms' composed configs
+(through the launcher), failing, late and interrupted children, DRY_RUN with the real launcher. No time assertions:
+deadlines are settings of the bench, and each subprocess wait of a test has its own limit."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+from omegaconf import OmegaConf
+
+import scripts
+from scripts.bench import judge_cost as jc
+from scripts.launch import knobs, launcher
+
+ROOT = scripts.ROOT
+
+
+def _metrics(path, steps: list[dict], validation_first: bool = True) -> str:
+    """verl's file-logger lines: {"step": n, "data": {...}}; a step-0 validation line (no step time) first."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        if validation_first:
+            f.write(json.dumps({"step": 0, "data": {"val-core/openai/gsm8k/acc/mean@1": 0.1}}) + "\n")
+        for i, data in enumerate(steps, 1):
+            f.write(json.dumps({"step": i, "data": data}) + "\n")
+    return path
+
+
+def _steps(step, gen, reward, old=None):
+    rows = [{"timing_s/step": s, "timing_s/gen": g, "timing_s/reward": r} for s, g, r in zip(step, gen, reward)]
+    if old is not None:
+        for row, o in zip(rows, old):
+            row["timing_s/old_log_prob"] = o
+    return rows
+
+
+# ------------------------------------------------------------------------------------------------ report
+def test_report_gives_exact_medians_over_steps_2_to_n_and_ratios_to_the_rule(tmp_path):
+    """Known timings: each run's first step is left out (a huge value there would move every median), an arm's runs
+    are pooled (two rounds of colocated), the rule's reward (microseconds, under MIN_BASE_S) has no ratio, and a stage
+    the rule arm lacks has none either."""
+    rule = _metrics(
+        tmp_path / "rule/metrics.jsonl", _steps([100, 4, 2, 3, 5], [90, 2, 2, 2, 2], [9, 0.001, 0.001, 0.002, 0.001])
+    )
+    col1 = _metrics(
+        tmp_path / "colocated/round-1/metrics.jsonl", _steps([50, 6, 8], [40, 3, 3], [5, 1, 3], old=[7, 1, 1])
+    )
+    col2 = _metrics(tmp_path / "colocated/round-2/metrics.jsonl", _steps([60, 7, 7], [40, 3, 3], [5, 2, 2]))
+    runs = [
+        jc.Run("rule", 1, "0", os.path.dirname(rule), [], rc=0, seconds=10.0),
+        jc.Run("colocated", 1, "0", os.path.dirname(col1), [], rc=0, seconds=11.0),
+        jc.Run("colocated", 2, "0", os.path.dirname(col2), [], rc=0, seconds=12.0),
+    ]
+    arms = jc.summarize(runs)
+    assert {a: (v["steps"], v["runs"], v["median"], v["ratio"]) for a, v in arms.items()} == {
+        "rule": (
+            4,
+            1,
+            {"timing_s/step": 3.5, "timing_s/gen": 2.0, "timing_s/reward": 0.001},
+            {"timing_s/step": 1.0, "timing_s/gen": 1.0},
+        ),
+        "colocated": (
+            4,
+            2,
+            {"timing_s/step": 7.0, "timing_s/gen": 3.0, "timing_s/reward": 2.0, "timing_s/old_log_prob": 1.0},
+            {"timing_s/step": 2.0, "timing_s/gen": 1.5},
+        ),
+    }
+    rep = {
+        "date": "d",
+        "command": "python -m scripts.bench.judge_cost --interleave --rounds 2",
+        "commit": "abc",
+        "machine": {"host": "h", "gpus": ["0, H100, 80 GiB"], "packages": {"verl": "0.9.1"}},
+        "settings": {
+            "arms": ["rule", "colocated"],
+            "placement": "interleaved on GPU 0",
+            "steps": 5,
+            "rounds": 2,
+            "skip_first": 1,
+        },
+        "runs": [
+            {"arm": r.arm, "round": r.round, "gpu": r.gpu, "exit": r.rc, "seconds": r.seconds, "folder": r.folder}
+            for r in runs
+        ],
+        "arms": arms,
+    }
+    table = [ln for ln in jc.markdown(rep).splitlines() if ln.startswith("| ")]
+    assert table[:6] == [
+        "| stage | rule | colocated |",
+        "| timing_s/step | 3.500 s | 7.000 s (2.00x) |",
+        "| timing_s/gen | 2.000 s | 3.000 s (1.50x) |",
+        "| timing_s/reward | 0.001 s | 2.000 s |",
+        "| timing_s/old_log_prob |  | 1.000 s |",
+        "| steps in the medians | 4 | 4 |",
+    ]
+
+
+def test_the_report_of_a_bench_with_no_rule_arm_has_no_ratios(tmp_path):
+    f = _metrics(tmp_path / "server/metrics.jsonl", _steps([9, 2, 4], [1, 1, 1], [1, 1, 1]))
+    arms = jc.summarize([jc.Run("server", 1, "0", os.path.dirname(f), [], rc=0)])
+    assert arms["server"]["median"]["timing_s/step"] == 3.0 and arms["server"]["ratio"] == {}
+
+
+# ------------------------------------------------------------------------------------------------ configs
+def _flat(d, pre=""):
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            out.update(_flat(v, f"{pre}{k}."))
+        else:
+            out[f"{pre}{k}"] = v
+    return out
+
+
+#: keys every run sets for itself (its name and folders), left out of the comparison
+RUN_KEYS = {
+    "trainer.experiment_name",
+    "actor_rollout_ref.rollout.trace.experiment_name",
+    "trainer.default_local_dir",
+    "ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH",
+}
+RESIDENT_JUDGE = {  # the judge's reward model, as recipes/gsm8k_local_judge's colocated placement loads it
+    "reward.reward_model.enable",
+    "reward.reward_model.model_path",
+    "reward.reward_model.n_gpus_per_node",
+    "reward.reward_model.nnodes",
+    "reward.reward_model.rollout.enforce_eager",
+    "reward.reward_model.rollout.free_cache_engine",
+    "reward.reward_model.rollout.gpu_memory_utilization",
+    "reward.reward_model.rollout.name",
+    "reward.reward_model.rollout.tensor_model_parallel_size",
+    "verl_judge.judge_server.model",  # ${reward.reward_model.model_path}; the server is off in both
+}
+SERVED = {
+    "reward.custom_reward_function.reward_kwargs.api_key_env",
+    "reward.custom_reward_function.reward_kwargs.base_url",
+    "reward.custom_reward_function.reward_kwargs.model",
+    "reward.max_concurrent",
+    "reward.reward_manager.name",
+    "verl_judge.judge_server.enable",
+}
+# (arm, other arm, the keys whose resolved values differ between them)
+DIFFS = [
+    ("resident", "colocated", {"reward.custom_reward_function.path"}),
+    ("resident", "rule", RESIDENT_JUDGE),
+    ("colocated", "rule", RESIDENT_JUDGE | {"reward.custom_reward_function.path"}),
+    (
+        "server",
+        "colocated",
+        (RESIDENT_JUDGE - {"reward.reward_model.model_path", "verl_judge.judge_server.model"}) | SERVED,
+    ),
+    ("route", "server", {"reward.custom_reward_function.reward_kwargs.mode"}),
+]
+
+
+@pytest.fixture(scope="module")
+def composed(tmp_path_factory):
+    """Each arm's config as the launcher plans and composes it (resolved), flattened."""
+    out = str(tmp_path_factory.mktemp("arms"))
+    env = {k: v for k, v in os.environ.items() if k not in jc.FIXED_BY_ARMS}
+    cfgs = {}
+    for arm, (recipe, _own) in jc.ARMS.items():
+        folder = os.path.join(out, arm)
+        p = launcher.plan(env, jc.arm_overrides(arm, 40, folder, []), recipe, materialize=False, output_dir=folder)
+        cfg = launcher.compose(recipe, p.overrides, {**env, **p.knobs})
+        with knobs.environ({**env, **p.knobs}):
+            cfgs[arm] = _flat(OmegaConf.to_container(cfg, resolve=True))
+    return cfgs
+
+
+@pytest.mark.parametrize("arm,other,keys", DIFFS, ids=[f"{a}-vs-{b}" for a, b, _k in DIFFS])
+def test_the_arms_configs_differ_only_in_the_intended_keys(composed, arm, other, keys):
+    a, b = composed[arm], composed[other]
+    differ = {k for k in set(a) | set(b) if a.get(k, "<absent>") != b.get(k, "<absent>")} - RUN_KEYS
+    assert differ == keys
+
+
+def test_the_arms_carry_the_reward_and_placement_they_claim(composed):
+    got = {
+        arm: (
+            c["reward.reward_model.enable"],
+            c["reward.custom_reward_function.path"],
+            c["verl_judge.judge_server.enable"],
+            c.get("reward.custom_reward_function.reward_kwargs.mode"),
+            c["trainer.total_training_steps"],
+            c["trainer.n_gpus_per_node"],
+            c["actor_rollout_ref.rollout.gpu_memory_utilization"],
+            c["trainer.experiment_name"],
+        )
+        for arm, c in composed.items()
+    }
+    rule, judge = "pkg://reward_fns.gsm8k", "pkg://reward_fns.llm_judge"
+    assert got == {
+        "rule": (False, rule, False, None, 40, 1, 0.3, "judge-cost-rule"),
+        "resident": (True, rule, False, None, 40, 1, 0.3, "judge-cost-resident"),
+        "colocated": (True, judge, False, None, 40, 1, 0.3, "judge-cost-colocated"),
+        "server": (False, judge, True, None, 40, 1, 0.3, "judge-cost-server"),
+        "route": (False, judge, True, "route", 40, 1, 0.3, "judge-cost-route"),
+    }
+
+
+# ------------------------------------------------------------------------------------------------ children
+FAKE_LAUNCHER = """
+import json, os, signal, subprocess, sys, time
+SPEC = json.loads({spec!r})
+arm = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("trainer.experiment_name=")).removeprefix("judge-cost-")
+out = os.environ["OUTPUT_DIR"]
+what = SPEC[arm]
+with open(os.path.join(out, "child.json"), "w") as f:
+    json.dump({{"pid": os.getpid(), "gpu": os.environ["CUDA_VISIBLE_DEVICES"], "recipe": sys.argv[1],
+               "dry": os.environ.get("DRY_RUN")}}, f)
+if what.get("hang"):
+    if what.get("ignore_term"):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    kid = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # left in the group
+    with open(os.path.join(out, "kid.pid"), "w") as f:
+        f.write(str(kid.pid))
+    while True:
+        time.sleep(0.2)
+with open(os.path.join(out, "metrics.jsonl"), "w") as f:
+    for i, s in enumerate(what["steps"], 1):
+        f.write(json.dumps({{"step": i, "data": {{"timing_s/step": s}}}}) + "\\n")
+sys.exit(what.get("rc", 0))
+"""
+
+
+def _fake(tmp_path, spec: dict) -> str:
+    path = tmp_path / "fake_launch.py"
+    path.write_text(FAKE_LAUNCHER.format(spec=json.dumps(spec)))
+    return f"{sys.executable} {path}"
+
+
+def _env():
+    return {k: v for k, v in os.environ.items() if k not in ("DRY_RUN", *jc.FIXED_BY_ARMS)}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (exited, not yet reaped by its parent) counts as gone
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def reap():
+    """Pid files of the fake children: whatever is left of them when the test ends (a broken bench) is SIGKILLed."""
+    files: list = []
+    yield files
+    for f in files:
+        try:
+            pid = json.load(open(f))["pid"] if str(f).endswith(".json") else int(open(f).read())
+        except (OSError, ValueError):
+            continue
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_failing_child_makes_the_bench_exit_1_with_the_table_of_those_that_finished(tmp_path):
+    spec = {
+        "rule": {"steps": [9, 2, 4]},
+        "colocated": {"steps": [9, 6, 6]},
+        "server": {"steps": [9, 5], "rc": 3},  # logged steps, then failed: not in the table
+    }
+    out = tmp_path / "out"
+    args = ["--arms", "rule,colocated,server", "--gpus", "0,1,2", "--steps", "3", "--out", str(out)]
+    rc = jc.main([*args, "--launcher", _fake(tmp_path, spec), "--", "data.train_batch_size=8"], env=_env())
+    assert rc == 1
+    rep = json.load(open(out / "cost.json"))
+    assert {r["arm"]: r["exit"] for r in rep["runs"]} == {"rule": 0, "colocated": 0, "server": 3}
+    assert {a: v["median"] for a, v in rep["arms"].items()} == {
+        "rule": {"timing_s/step": 3.0},
+        "colocated": {"timing_s/step": 6.0},
+    }
+    assert rep["arms"]["colocated"]["ratio"] == {"timing_s/step": 2.0}
+    md = (out / "cost.md").read_text()
+    assert "| stage | rule | colocated |" in md and "| timing_s/step | 3.000 s | 6.000 s (2.00x) |" in md
+    children = {a: json.load(open(out / a / "child.json")) for a in spec}
+    assert {a: (c["gpu"], c["recipe"]) for a, c in children.items()} == {
+        "rule": ("0", "gsm8k_rule"),
+        "colocated": ("1", "gsm8k_local_judge"),
+        "server": ("2", "gsm8k_local_judge"),
+    }
+    cmd = {r["arm"]: r["command"] for r in rep["runs"]}
+    assert cmd["server"].endswith("judge_placement=server data.train_batch_size=8")
+    assert "trainer.total_training_steps=3" in cmd["rule"]
+
+
+@pytest.mark.parametrize("ignore_term", [False, True], ids=["stops-on-sigterm", "ignores-sigterm"])
+def test_a_child_past_its_deadline_is_stopped_with_its_process_group(tmp_path, ignore_term, reap):
+    spec = {"rule": {"steps": [9, 2, 4]}, "server": {"hang": True, "ignore_term": ignore_term}}
+    out = tmp_path / "out"
+    reap += [out / "server" / "child.json", out / "server" / "kid.pid"]
+    args = ["--arms", "rule,server", "--gpus", "0,1", "--steps", "3", "--out", str(out), "--run-timeout", "3"]
+    rc = jc.main([*args, "--stop-grace", "1", "--launcher", _fake(tmp_path, spec)], env=_env())
+    assert rc == 1
+    rep = json.load(open(out / "cost.json"))
+    assert {r["arm"]: r["exit"] for r in rep["runs"]} == {"rule": 0, "server": 124}
+    assert list(rep["arms"]) == ["rule"]
+    pids = [json.load(open(out / "server" / "child.json"))["pid"], int((out / "server" / "kid.pid").read_text())]
+    assert [p for p in pids if _alive(p)] == []
+
+
+def test_an_interrupted_bench_stops_every_child_and_exits_130(tmp_path, reap):
+    spec = {"rule": {"hang": True}, "resident": {"hang": True, "ignore_term": True}}
+    out = tmp_path / "out"
+    reap += [out / a / f for a in spec for f in ("child.json", "kid.pid")]
+    cmd = [sys.executable, "-m", "scripts.bench.judge_cost", "--arms", "rule,resident", "--gpus", "0,1"]
+    cmd += ["--out", str(out), "--stop-grace", "2", "--launcher", _fake(tmp_path, spec)]
+    bench = subprocess.Popen(cmd, cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        kids = [out / a / "kid.pid" for a in spec]
+        for _ in range(600):  # the children started their own children (at most 60 s)
+            if all(k.exists() and k.read_text() for k in kids):
+                break
+            try:
+                bench.wait(timeout=0.1)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+        assert bench.poll() is None, bench.stdout.read()
+        bench.send_signal(signal.SIGINT)
+        text = bench.communicate(timeout=120)[0]
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+    assert bench.returncode == 130, text
+    pids = [json.load(open(out / a / "child.json"))["pid"] for a in spec] + [int(k.read_text()) for k in kids]
+    assert [p for p in pids if _alive(p)] == []
+    rep = json.load(open(out / "cost.json"))
+    assert {r["arm"]: r["exit"] is not None and r["exit"] != 0 for r in rep["runs"]} == {"rule": True, "resident": True}
+    assert rep["arms"] == {}
+
+
+# ------------------------------------------------------------------------------------------------ DRY_RUN, errors
+def test_dry_run_checks_every_arm_with_the_real_launcher(tmp_path):
+    out = tmp_path / "dry"
+    r = subprocess.run(
+        [sys.executable, "-m", "scripts.bench.judge_cost", "--gpus", "0,1,2,3,4", "--out", str(out)],
+        cwd=ROOT,
+        env={**_env(), "DRY_RUN": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert [ln for ln in r.stdout.splitlines() if "DRY_RUN " in ln] == [
+        f"[judge_cost] DRY_RUN {arm}: config OK" for arm in jc.ARMS
+    ]
+    for arm in jc.ARMS:
+        log = (out / arm / "run.log").read_text()
+        assert "validates against verl's ppo_trainer schema" in log and "DRY_RUN=1: stopping before training" in log
+    assert (
+        "judge_placement=colocated reward.custom_reward_function.path=pkg://reward_fns.gsm8k"
+        in (out / "resident" / "run.log").read_text()
+    )
+    assert not (out / "cost.md").exists()
+
+
+def test_a_dry_run_with_a_bad_setting_exits_1(tmp_path):
+    out = tmp_path / "dry"
+    rc = jc.main(
+        ["--arms", "rule", "--out", str(out), "--", "actor_rollout_ref.rollout.gpu_memory_utilization=0"],
+        env={**_env(), "DRY_RUN": "1"},
+    )
+    assert rc == 1
+    assert "gpu_memory_utilization" in (out / "rule" / "run.log").read_text()
+
+
+def test_dry_run_reaches_the_launcher_as_dry_run(tmp_path):
+    spec = {"rule": {"steps": [1]}, "route": {"steps": [1]}}
+    out = tmp_path / "out"
+    rc = jc.main(
+        ["--arms", "rule,route", "--out", str(out), "--launcher", _fake(tmp_path, spec)],
+        env={**_env(), "DRY_RUN": "1"},
+    )
+    assert rc == 0
+    assert {a: json.load(open(out / a / "child.json"))["dry"] for a in spec} == {"rule": "1", "route": "1"}
+    assert not (out / "cost.json").exists()
+
+
+BAD_ARGS = [
+    (["--arms", "rule,judge"], "unknown arm(s) judge"),
+    (["--arms", "rule,rule"], "an arm is named twice"),
+    (["--gpus", "0,1,2,3"], "5 arms (rule, resident, colocated, server, route) for 4 GPU(s) (0,1,2,3)"),
+    (["--interleave", "--gpus", "0,1"], "--interleave runs every arm on one GPU"),
+    (["--steps", "0"], "--steps must be >= 1"),
+    (["--rounds", "0"], "--rounds must be >= 1"),
+    (["--steps", "2", "--skip-first", "2"], "--skip-first must be in [0, --steps)"),
+    (["--", "trainer.total_epochs"], "not a Hydra override KEY=VALUE: trainer.total_epochs"),
+]
+
+
+@pytest.mark.parametrize("args,message", BAD_ARGS, ids=[m.split(":")[0][:30] for _a, m in BAD_ARGS])
+def test_bad_arguments_exit_2_with_a_message(args, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        jc.main(args, env=_env())
+    assert e.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "env,message",
+    [
+        ({"REWARD_FN": "x.py"}, "REWARD_FN set: each arm sets its reward and placement itself"),
+        ({"JUDGE_GPUS": "1"}, "JUDGE_GPUS set"),
+        ({}, "no GPU (nvidia-smi fails or is missing); DRY_RUN=1 checks"),
+    ],
+    ids=["reward-fn", "judge-gpus", "no-gpu"],
+)
+def test_what_the_bench_refuses_before_starting_anything(tmp_path, monkeypatch, capsys, env, message):
+    monkeypatch.setattr(jc, "gpu_names", lambda: None)
+    out = tmp_path / "out"
+    assert jc.main(["--out", str(out)], env={**_env(), **env}) == 2
+    assert message in capsys.readouterr().out
+    assert not out.exists()
+
+
+def test_help():
+    r = subprocess.run(
+        [sys.executable, "-m", "scripts.bench.judge_cost", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0 and r.stdout.startswith("usage: python -m scripts.bench.judge_cost ")
+    assert [
+        o for o in ("--arms", "--gpus", "--interleave", "--rounds", "--steps", "DRY_RUN") if o not in r.stdout
+    ] == []
+
+
+def test_runs_take_turns_on_one_gpu_in_rotated_rounds_or_start_together_one_per_gpu():
+    waves = jc.plan_runs(["rule", "server", "route"], ["3"], True, 2, 5, "/o", [], ["L"])
+    assert [[(r.arm, r.round, r.gpu, r.folder) for r in w] for w in waves] == [
+        [("rule", 1, "3", "/o/rule/round-1")],
+        [("server", 1, "3", "/o/server/round-1")],
+        [("route", 1, "3", "/o/route/round-1")],
+        [("server", 2, "3", "/o/server/round-2")],
+        [("route", 2, "3", "/o/route/round-2")],
+        [("rule", 2, "3", "/o/rule/round-2")],
+    ]
+    waves = jc.plan_runs(["rule", "server"], ["0", "1"], False, 1, 5, "/o", [], ["L"])
+    assert [[(r.arm, r.gpu, r.folder, r.command[:2]) for r in w] for w in waves] == [
+        [("rule", "0", "/o/rule", ["L", "gsm8k_rule"]), ("server", "1", "/o/server", ["L", "gsm8k_local_judge"])]
+    ]
