@@ -105,6 +105,7 @@ def test_the_groups_hold_these_modules():
         "report": [
             "__init__.py",
             "compare_evals.py",
+            "disagreements.py",
             "metrics.py",
             "plot_metrics.py",
             "policy_learns.py",
@@ -117,6 +118,7 @@ def test_the_groups_hold_these_modules():
             "__init__.py",
             "abstain.py",
             "flaky_judge.py",
+            "judge_cost.py",
             "judge_reward.py",
             "random_model.py",
             "ray_cluster.py",
