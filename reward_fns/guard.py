@@ -1,7 +1,8 @@
-r"""The grounded-verdict guard of ``reward_fns.llm_judge``: what is wrong with a judge's paying verdict (any score
-above 0), checked against the candidate's text in the one reading the rule and the judge share
-(``parse.normalize_text``) and the reference answer the judge was shown (see README_llm_judge.md, "Grounded
-verdicts"). It fails closed: every problem it names earns what a verdict of 0 earns. No command of its own:
+r"""The grounded-verdict guards: what is wrong with a judge's accepting verdict, checked against the answers' text in
+the one reading the rule and the judge share (``parse.normalize_text``) and the reference answer the judge was shown.
+``guard`` checks a pointwise paying verdict (any score above 0, ``reward_fns.llm_judge``; README_llm_judge.md,
+"Grounded verdicts"); ``pair_guard`` a pairwise ``<better>X</better>`` (``reward_fns.pairwise_judge``). Both fail
+closed: every problem they name makes the verdict earn what no verdict earns. No command of its own:
 
     >>> guard("<think>Reference: 18. Candidate: 18. Same.</think><score>4</score>", "The answer is 5 or 18.", "18")
     'judge_ungrounded'
@@ -11,11 +12,28 @@ verdicts"). It fails closed: every problem it names earns what a verdict of 0 ea
     'judge_unverified'
     >>> guard("<think>Reference: 18. Candidate: 18. Same.</think><score>4</score>", "3 x 6 = 18\n#### 18", "18") is None
     True
+    >>> pair_guard("<think>Reference: 18. A: 17. B: 18.</think><better>B</better>", "#### 17", "#### 18", "18") is None
+    True
+    >>> pair_guard("<think>Reference: 18. A: 18. B: 17.</think><better>A</better>", "#### 17", "#### 18", "18")
+    'judge_ungrounded'
 """
 
 from __future__ import annotations
 
-from reward_fns.parse import FINAL_OK, final_answer, normalize_number, normalize_text, quoted_candidate
+import re
+from decimal import Decimal
+
+from reward_fns.parse import (
+    _QUOTE_LEAD,
+    _QUOTE_PUNCT,
+    _QUOTE_UNIT,
+    FINAL_OK,
+    final_answer,
+    normalize_number,
+    normalize_text,
+    parse_choice,
+    quoted_candidate,
+)
 
 UNGROUNDED, CONTRADICTION, UNVERIFIED = "judge_ungrounded", "judge_contradiction", "judge_unverified"
 PROBLEMS = (UNGROUNDED, CONTRADICTION, UNVERIFIED)  # each earns what a verdict of 0 earns
@@ -37,3 +55,50 @@ def guard(reply: str, candidate: str, reference: str | None) -> str | None:
         return CONTRADICTION
     value, status = final_answer(normalize_text(candidate))
     return None if status == FINAL_OK and value == quoted else UNGROUNDED
+
+
+# "A: 17", "**A:** 17", "Response A: 17": a capital letter standing alone before its colon
+_QUOTED_SIDE = {
+    side: re.compile(rf"(?<!\w){side}[ \t*_]{{0,8}}:[ \t*_]{{0,8}}([^\s<]{{0,64}})(?![^\s<])") for side in "AB"
+}
+
+
+def quoted_side(reply: object, side: str) -> Decimal | None:
+    """The final answer a pairwise reply quotes for response ``side`` (``A: 17``; the prompt asks for
+    ``<think>Reference: 18. A: 17. B: 18.</think>``): the number after the first ``A:``, read as
+    ``parse.quoted_candidate`` reads ``Candidate:`` (``17,``, ``(17)``, ``**17**`` are 17); None when there is none or
+    it is no number (``seventeen``, ``none``).
+
+    >>> quoted_side("<think>Reference: 18. A: (17), B: **18**.</think>", "A"), quoted_side("A: none. B: 1", "A")
+    (Decimal('17'), None)
+    """
+    if not isinstance(reply, str):
+        return None
+    m = _QUOTED_SIDE[side].search(normalize_text(reply))
+    if m is None:
+        return None
+    token = _QUOTE_UNIT.sub("", m.group(1).lstrip(_QUOTE_LEAD).rstrip(_QUOTE_PUNCT)).rstrip(_QUOTE_PUNCT)
+    return normalize_number(token) if token else None
+
+
+def pair_guard(reply: str, response_a: object, response_b: object, reference: str | None) -> str | None:
+    """What is wrong with a pairwise verdict ``<better>X</better>`` (None: no verdict, nothing to check), checked
+    against both responses (read with ``parse.normalize_text``) and the reference answer the judge was shown (None:
+    the prompt showed none): ``judge_unverified`` when the reply does not quote both answers it compared as numbers
+    (``A: 17. B: 18.``); ``judge_contradiction`` when the winner's quoted answer is not the reference's;
+    ``judge_ungrounded`` when a response does not state exactly the one final answer quoted for it
+    (``parse.final_answer``: a misquote, hedges, several answers, none); None when it holds."""
+    choice = parse_choice(reply)
+    if not choice.ok:
+        return None
+    quotes = {side: quoted_side(reply, side) for side in "AB"}
+    if None in quotes.values():
+        return UNVERIFIED
+    ref = normalize_number(reference)
+    if ref is not None and quotes[choice.value] != ref:
+        return CONTRADICTION
+    for side, text in (("A", response_a), ("B", response_b)):
+        value, status = final_answer(normalize_text(text))
+        if status != FINAL_OK or value != quotes[side]:
+            return UNGROUNDED
+    return None

@@ -3,7 +3,8 @@
 A ``Verdict`` holds its tag (``<score>`` / ``<better>``), the parser of a reply, the rule that reads a label, the reward
 a judge in training earns (``reward_fns.pointwise`` / ``reward_fns.pairwise``), the warm start's answer for a
 labelled row (the rationale, then the verdict), the metrics of a judge's verdicts (``reward_fns.judge_metrics``),
-the keys a before/after comparison shows and what the evaluator's report adds (``summary``, ``caveat``, ``values``).
+the keys a before/after comparison shows, what the evaluator's report adds (``summary``, ``caveat``, ``values``) and
+the grounding of an accepting verdict (``grounding``: ``reward_fns.guard``, what the rewards over a judge check).
 Data prep, the evaluator and the pipeline ask these objects instead of testing for a kind's name.
 
 * ``POINTWISE``: ``<think>...</think><score>N</score>``, N in 0-4; verification rows (label 4: a right solution, 0: a
@@ -28,6 +29,7 @@ from typing import Any
 
 from reward_fns import judge_metrics, pairwise, pointwise
 from reward_fns._labels import choice_label, score_label
+from reward_fns.guard import guard, pair_guard
 from reward_fns.parse import Parsed, last_number, numbers_equal, parse_choice, parse_score, reference_answer
 from reward_fns.prompts import load
 
@@ -77,6 +79,14 @@ def _both_orders_note(ov: Mapping) -> str | None:
     return "No pair appears in both orders (extra_info.pair_id), so flip rate and pair accuracy are n/a."
 
 
+def _pointwise_grounding(reply: str, responses: Sequence[object], reference: str | None) -> str | None:
+    return guard(reply, responses[0], reference)
+
+
+def _pairwise_grounding(reply: str, responses: Sequence[object], reference: str | None) -> str | None:
+    return pair_guard(reply, responses[0], responses[1], reference)
+
+
 def _pointwise_target(extra: Mapping, label: object) -> str:
     if str(label) not in ("0", "4"):
         raise NoTarget("label_not_0_or_4")
@@ -124,6 +134,9 @@ class Verdict:
     summary: Callable[[Mapping], str | None] = _no_note  # a sentence under the overall table, from its metrics
     caveat: Callable[[Mapping], str | None] = _no_note  # a sentence after the failures, from the overall metrics
     values: tuple = ()  # the verdicts in order: the columns of the confusion matrix (metrics' "confusion")
+    # (reply, the responses judged, the reference answer shown or None) -> what is wrong with an accepting verdict
+    # (reward_fns.guard: a problem voids the verdict), None when it holds; None: the kind has no guard
+    grounding: Callable[[str, Sequence[object], str | None], str | None] | None = None
 
     def wrap(self, value: object) -> str:
         """The verdict as the judge writes it.
@@ -149,6 +162,7 @@ POINTWISE = Verdict(
     report_keys=("n", "exact", "within1", "mae", "exact_parsed", "within1_parsed", "mean_pred", "mean_label"),
     summary=_verification_note,
     values=judge_metrics.SCORES,
+    grounding=_pointwise_grounding,
 )
 PAIRWISE = Verdict(
     name="pairwise",
@@ -175,6 +189,7 @@ PAIRWISE = Verdict(
     ),
     caveat=_both_orders_note,
     values=("A", "B"),
+    grounding=_pairwise_grounding,
 )
 #: every kind by name; ``detect`` tries them in this order (an A/B label is no 0-4 score, and no score is A/B)
 KINDS = {v.name: v for v in (PAIRWISE, POINTWISE)}
