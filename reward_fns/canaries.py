@@ -15,10 +15,16 @@ the judge to copy, the reference only in the working, noise around the reference
 formats the strict rule misses. Noise that *ends* on the reference is not a wrong probe: the judge's prompt asks
 whether the final answer matches, and the flexible rule agrees that it does.
 
+Pairwise probes (``reward_fns.pairwise_judge``, the same draw): a known-wrong answer (the reference + 1) against a
+right one, written alike (``pair``), asked in both orders; every order counts as one wrong and one right probe (a
+verdict for the wrong answer pays it and rejects the right one; no verdict rejects the right one).
+
     >>> probe(7, 0)
     ('The answer is 8 or 7.', False)
     >>> probe(7, 1)
     ('\\\\boxed{7}', True)
+    >>> pair(7, 1)
+    ('The answer is 8.', 'The answer is 7.')
 """
 
 from __future__ import annotations
@@ -58,9 +64,8 @@ def wrong_value(r: Decimal) -> Decimal:
         return r + 1 if r >= 0 else r - 1
 
 
-def probe(reference: object, k: int) -> tuple[str, bool] | None:
-    """The ``k``-th probe (cycling through ``PROBES``) for reference answer ``reference``: ``(text, right)``, or
-    None when the reference is not a number (or needs more than ``MAX_DIGITS`` digits written out)."""
+def _value(reference: object) -> Decimal | None:
+    """The reference answer as a number, None when it is none (or needs more than ``MAX_DIGITS`` digits)."""
     try:
         r = Decimal(str(reference).replace(",", ""))
     except ArithmeticError:
@@ -68,7 +73,28 @@ def probe(reference: object, k: int) -> tuple[str, bool] | None:
     if not r.is_finite():
         return None
     _sign, digits, exponent = r.as_tuple()
-    if len(digits) + abs(exponent) + 1 > MAX_DIGITS:
+    return None if len(digits) + abs(exponent) + 1 > MAX_DIGITS else r
+
+
+def probe(reference: object, k: int) -> tuple[str, bool] | None:
+    """The ``k``-th probe (cycling through ``PROBES``) for reference answer ``reference``: ``(text, right)``, or
+    None when the reference is not a number (or needs more than ``MAX_DIGITS`` digits written out)."""
+    r = _value(reference)
+    if r is None:
         return None
     template, right = PROBES[k % len(PROBES)]
     return template.format(r=plain(r), w=plain(wrong_value(r))), right
+
+
+#: the pairwise probes' form (``{x}``: the answer), the same for both answers: only their numbers tell them apart
+PAIR_FORMS = ("#### {x}", "The answer is {x}.", "So the total is {x}.\n#### {x}")
+
+
+def pair(reference: object, k: int) -> tuple[str, str] | None:
+    """The ``k``-th pairwise probe (cycling through ``PAIR_FORMS``) for reference answer ``reference``: ``(wrong,
+    right)``, the wrong one stating ``wrong_value(reference)``; None when the reference is not a number."""
+    r = _value(reference)
+    if r is None:
+        return None
+    form = PAIR_FORMS[k % len(PAIR_FORMS)]
+    return form.format(x=plain(wrong_value(r))), form.format(x=plain(r))

@@ -18,6 +18,19 @@ the responses defused by ``llm_judge.defuse``), and its reply read by ``parse.pa
 ``rule_first=True``: a comparison between an answer the rule (``rule_mode``, default strict ``#### N``) marks right
 and one it marks wrong is decided for the right one without a call (in ``pairwise_ref`` the reference is the other).
 
+**Grounded verdicts** (``grounded=True``, default, as in ``llm_judge``; the kind's ``Verdict.grounding``:
+``reward_fns.guard.pair_guard``): a verdict counts only when its reply quotes both answers it compared (``A: 72. B:
+96.``, read as ``Candidate:`` is: ``(72)``, ``72,``, ``**72**`` are 72; words or ``none`` are not), each quote is that
+response's one final answer (``parse.final_answer``: a response that hedges or states several answers cannot be
+verified) and, where the prompt shows the reference answer, the winner's quote is the reference's. Else it is voided:
+no verdict, a loss for the candidate in that order (``pairwise_ref``) or for both answers (tournament).
+
+**Canaries** (``canary_every``, default 20, as in ``llm_judge``: the same hash draw per sample): a drawn sample also
+sends a probe (``canaries.pair``: the reference + 1 against the reference, written alike) in both orders, graded and
+guarded as the sample's own comparisons; each answered order counts one wrong and one right probe, the wrong one
+accepted when a counting verdict names it, the right one rejected when none names it. A probe answered from the
+cache (already counted) or failed counts nothing; probes are not in ``judge_calls`` / ``judge_seconds``.
+
 Endpoints, as in ``llm_judge``: ``base_url`` (+ ``model``, ``api_key_env``), else verl's ``reward_router_address``
 (+ ``reward_model_tokenizer``); neither: no call, ``score`` is the fallback. Transport failures (timeout, 429/5xx after
 retries, a broken reply: ``judge_errors.outcome == "fallback"``) follow ``judge_failure``: ``"fallback"`` (``score`` =
@@ -31,14 +44,19 @@ same letter: position bias); ``judge_tie`` (share of its judged pairs it won exa
 ``pairwise_ref``, wins == 0.5); ``judge_parse_fail`` (share of its judged comparisons without a verdict);
 ``judge_error`` (1: a comparison failed or was refused); ``judge_fallback``; ``judge_abstained``; ``rule_score``;
 ``judge_calls`` (requests: both orders in ``pairwise_ref``, those with this answer as A in a tournament, so a group's
-sum is its calls); ``judge_seconds`` (wall time of those requests).
+sum is its calls); ``judge_seconds`` (wall time of those requests); ``judge_cycle`` (the group's cycle rate, the
+same on each of its answers; 0 in ``pairwise_ref``); ``judge_guarded`` (share of its judged comparisons whose verdict
+the guard voided); ``canary_wrong``, ``canary_wrong_accepted``, ``canary_right``, ``canary_right_rejected`` (probe
+orders, the pointwise judge's keys: ``scripts/train/hooks.py`` reports ``judge_health/canary_accept`` / ``_reject``).
+The flip counts the judge's letters, voided or not (position bias); wins, ties and cycles count verdicts that stand.
 
     >>> cycle = {(0, 1): "A", (1, 0): "B", (1, 2): "A", (2, 1): "B", (2, 0): "A", (0, 2): "B"}
     >>> t = tournament(["#### 1", "#### 2", "#### 3"], cycle, "circular")
     >>> t["win_rate"], t["flip_rate"], t["cycle_rate"]
     ([0.5, 0.5, 0.5], 0.0, 1.0)
 
-Against a fake judge that always answers A (every pair flips: the candidate gets 0.5):
+Against a fake judge that always answers A quoting 72 for both (every pair flips; ``#### 72`` gets 0.5; both
+replies about ``#### 96`` misquote it as 72, so the guard voids them: 0, ``judge_guarded`` 1):
 
     echo '{}' > /tmp/none.json && python -m scripts.serve.fake_openai --port 18555 --replies /tmp/none.json \\
         --default '<think>Reference: 72. A: 72. B: 72.</think><better>A</better>' &
@@ -56,17 +74,18 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from reward_fns import gsm8k, llm_judge
+from reward_fns import canaries, gsm8k, llm_judge
 from reward_fns.judge_client import JudgeClient
 from reward_fns.judge_errors import outcome
 from reward_fns.judge_options import DEFAULTS as JUDGE_DEFAULTS
-from reward_fns.judge_options import JUDGE_FAILURES, fallback_value
-from reward_fns.parse import parse_choice, reference_answer
+from reward_fns.judge_options import JUDGE_FAILURES, canary_every_value, fallback_value
+from reward_fns.parse import reference_answer
 from reward_fns.prompts import NEUTRALIZED_TAGS, load, neutralize
 from reward_fns.redact import mask_url
+from reward_fns.verdicts import PAIRWISE
 
 logger = logging.getLogger(__name__)
 
@@ -75,14 +94,16 @@ __all__ = ["compute_score", "score_group", "tournament", "comparisons", "build_m
 MODES = ("pairwise_ref", "tournament")
 SCHEMES = ("circular", "all_pairs")
 FAILED, REFUSED = "failed", "refused"  # a comparison's outcome besides "A", "B" and None (no verdict in the reply)
-KEYS = tuple(
-    "score judge_wins judge_flip judge_tie judge_parse_fail judge_error judge_fallback judge_abstained rule_score "
-    "judge_calls judge_seconds".split()
+CANARY_KEYS = ("canary_wrong", "canary_wrong_accepted", "canary_right", "canary_right_rejected")  # llm_judge's
+KEYS = (
+    *"score judge_wins judge_flip judge_tie judge_parse_fail judge_error judge_fallback judge_abstained rule_score "
+    "judge_calls judge_seconds judge_cycle judge_guarded".split(),
+    *CANARY_KEYS,
 )
 _CLIENT_KEYS = ("deadline", "max_concurrency", "temperature", "max_tokens", "cache_size", "cache_ttl")
 DEFAULTS: dict[str, Any] = {
     **{k: JUDGE_DEFAULTS[k] for k in _CLIENT_KEYS + ("max_response_bytes", "extra_body")},
-    **{k: JUDGE_DEFAULTS[k] for k in ("rule_mode", "max_response_chars", "judge_failure")},
+    **{k: JUDGE_DEFAULTS[k] for k in ("rule_mode", "max_response_chars", "judge_failure", "grounded", "canary_every")},
     "prompt": "pairwise_ref",
     "prompt_version": "v2",
     "scheme": "circular",
@@ -115,17 +136,20 @@ def tournament(
     verdicts: Mapping[tuple[int, int], str | None],
     scheme: str = "circular",
     decided: Mapping[tuple[int, int], str] | None = None,
+    voided: Collection[tuple[int, int]] = (),
 ) -> dict:
     """Win rates of one group's answers from the verdicts of every comparison of ``scheme`` (``comparisons``).
 
     ``verdicts[(a, b)]``: what the judge said with answer ``a`` as A and ``b`` as B: ``"A"``/``"B"``; ``None`` (no
     verdict) or ``REFUSED``: a loss for both answers; ``FAILED`` (a transport failure): no win rate for ``a``, ``b``.
     ``decided[(a, b)]``: ``"A"``/``"B"`` for comparisons settled without the judge (the rule). Every
-    comparison of the scheme is in exactly one of the two. Per answer (lists): ``win_rate`` (wins / comparisons,
-    None for an answer with a failed comparison or none at all), ``wins``, ``played``, ``calls`` (judge comparisons
-    with it as A), ``flip``, ``tie``, ``parse_fail`` (shares, see the module docstring), ``error``, ``failed``. Group:
-    ``flip_rate`` over pairs judged in both orders with both parsed, ``tie_rate`` over the sides of pairs judged in
-    both orders, ``cycle_rate``: intransitive triples among triples whose three pairwise majorities are decided."""
+    comparison of the scheme is in exactly one of the two. ``voided``: judged comparisons whose verdict the guard
+    voided (``reward_fns.guard.pair_guard``): no win for either answer, as without a verdict; the letter still counts
+    for the flip. Per answer (lists): ``win_rate`` (wins / comparisons, None for an answer with a failed comparison or
+    none at all), ``wins``, ``played``, ``calls`` (judge comparisons with it as A), ``flip``, ``tie``, ``parse_fail``,
+    ``guarded`` (shares, see the module docstring), ``error``, ``failed``. Group: ``flip_rate`` over pairs judged in
+    both orders with both parsed, ``tie_rate`` over the sides of pairs judged in both orders, ``cycle_rate``:
+    intransitive triples among triples whose three pairwise majorities are decided."""
     n, decided = len(texts), dict(decided or {})
     plan = comparisons(n, scheme)
     if set(verdicts) & set(decided) or set(verdicts) | set(decided) != set(plan):
@@ -134,18 +158,24 @@ def tournament(
     bad = set(outcomes.values()) - {"A", "B", None, FAILED, REFUSED} | set(decided.values()) - {"A", "B"}
     if bad:
         raise ValueError(f"unknown verdicts {sorted(map(str, bad))} (A, B, None, {REFUSED!r}, {FAILED!r})")
+    voided = set(voided)
+    if any(verdicts.get(p) not in ("A", "B") for p in voided):
+        raise ValueError(f"voided must name judged comparisons with a verdict A or B: {sorted(voided)}")
+    # what each comparison gives its answers: the verdict, none where the guard voided it
+    given = {p: None if p in voided else v for p, v in outcomes.items()}
     wins, played, calls, asked = [0] * n, [0] * n, [0] * n, [0] * n
-    no_verdict, error, failed = [0] * n, [0.0] * n, [False] * n
+    no_verdict, guarded, error, failed = [0] * n, [0] * n, [0.0] * n, [False] * n
     for (a, b), v in outcomes.items():
         judged = (a, b) in verdicts
         calls[a] += judged
         for i in (a, b):
             asked[i] += judged
             no_verdict[i] += v is None
+            guarded[i] += (a, b) in voided
             error[i] = max(error[i], float(v in (FAILED, REFUSED)))
             failed[i] = failed[i] or v == FAILED
             played[i] += v != FAILED
-        if v in ("A", "B"):
+        if given[(a, b)] in ("A", "B"):
             wins[a if v == "A" else b] += 1
     # the pairs compared (a scheme compares a pair in both orders or not at all) with neither order failed
     pair_wins: dict[tuple[int, int], tuple[int, int]] = {}
@@ -154,7 +184,8 @@ def tournament(
         if (x, y) not in outcomes or FAILED in (outcomes[(x, y)], outcomes[(y, x)]):
             continue
         first, second = outcomes[(x, y)], outcomes[(y, x)]
-        wx, wy = (first == "A") + (second == "B"), (first == "B") + (second == "A")
+        wx = (given[(x, y)] == "A") + (given[(y, x)] == "B")
+        wy = (given[(x, y)] == "B") + (given[(y, x)] == "A")
         pair_wins[(x, y)] = (wx, wy)
         if (x, y) in verdicts and (y, x) in verdicts:
             both = first in ("A", "B") and second in ("A", "B")
@@ -180,6 +211,7 @@ def tournament(
         "flip": [share(flips[i], parsed_pairs[i]) for i in range(n)],
         "tie": [share(ties[i], pairs[i]) for i in range(n)],
         "parse_fail": [share(no_verdict[i], asked[i]) for i in range(n)],
+        "guarded": [share(guarded[i], asked[i]) for i in range(n)],
         "error": error,
         "failed": failed,
         "flip_rate": share(sum(flips), sum(parsed_pairs)),
@@ -234,6 +266,7 @@ def check_options(mode: object = "pairwise_ref", fallback: object = "rule", **op
             found.append(f"{name} must be one of {allowed}, got {value!r}")
     try:
         fallback_value(fallback, 0.0)
+        canary_every_value(opt["canary_every"])
         fields = load(opt["prompt"], opt["prompt_version"]).fields()
         if not {"response_a", "response_b"} <= fields <= _FIELDS:
             found.append(f"prompt {opt['prompt']}.{opt['prompt_version']} is no pairwise prompt (fields {fields})")
@@ -245,20 +278,48 @@ def check_options(mode: object = "pairwise_ref", fallback: object = "rule", **op
 _failures = 0
 
 
-async def _ask(client: JudgeClient, messages: list[dict]) -> tuple[str | None, float]:
-    """One comparison: ``"A"``/``"B"``, None (no verdict), REFUSED or FAILED; and the call's seconds."""
+async def _ask(client: JudgeClient, messages: list[dict], texts: tuple, reference: str | None, grounded: bool):
+    """One comparison of ``texts`` (A, B): ``(verdict, seconds, voided, cached)``: the verdict ``"A"``/``"B"``, None
+    (no verdict), REFUSED or FAILED; ``voided`` when ``grounded`` and the kind's guard finds a problem with it
+    (``reference``: the reference answer the prompt shows, None when it shows none)."""
     global _failures
     result = await client.complete(messages)
     if result.ok:
-        parsed = parse_choice(result.text)
-        return (parsed.value if parsed.ok else None), result.latency_s
+        parsed = PAIRWISE.parse(result.text)
+        if not parsed.ok:
+            return None, result.latency_s, False, result.cached
+        voided = bool(grounded) and PAIRWISE.grounding(result.text, texts, reference) is not None
+        return parsed.value, result.latency_s, voided, result.cached
     kind = outcome(result.error)
     if kind == "stop":  # wrong key, URL or model: every comparison would fail; stop the run
         raise client.config_error(result.error)
     _failures += 1
     if _failures <= 5 or _failures % 100 == 0:
         logger.warning("pairwise_judge: call to %s failed (#%d): %s", mask_url(client.url), _failures, kind)
-    return (FAILED if kind == "fallback" else REFUSED), result.latency_s
+    return (FAILED if kind == "fallback" else REFUSED), result.latency_s, False, result.cached
+
+
+async def _canary(ask, k: int, reference: str | None) -> dict:
+    """Pairwise canary probe ``k`` (``canaries.pair``: a wrong answer against a right one, both orders): the
+    ``canary_*`` counts, each order one wrong and one right probe; an order that failed, or was answered from the
+    cache (already counted), counts for nothing."""
+    made = canaries.pair(reference, k) if reference is not None else None
+    if made is None:
+        return {}
+    wrong, right = made
+    out = dict.fromkeys(CANARY_KEYS, 0.0)
+    orders = ((wrong, right), (right, wrong))
+    replies = await asyncio.gather(*(ask(a, b) for a, b in orders))
+    for (a, _), (verdict, _s, voided, cached) in zip(orders, replies):
+        if verdict in (FAILED, REFUSED) or cached:
+            continue
+        picked = None if voided or verdict is None else verdict  # the letter paid
+        wrong_letter = "A" if a == wrong else "B"
+        out["canary_wrong"] += 1
+        out["canary_right"] += 1
+        out["canary_wrong_accepted"] += picked == wrong_letter
+        out["canary_right_rejected"] += picked != "AB"[wrong_letter == "A"]
+    return out if out["canary_wrong"] else {}
 
 
 # ---------------------------------------------------------------------------- rewards
@@ -269,9 +330,11 @@ async def _play(texts: list[str], scheme: str, rules: list[float] | None, ask) -
     asked = [p for p in plan if p not in decided]
     replies = await asyncio.gather(*(ask(texts[a], texts[b]) for a, b in asked))
     seconds = [0.0] * len(texts)
-    for (a, _), (_, s) in zip(asked, replies):
+    for (a, _), (_, s, _, _) in zip(asked, replies):
         seconds[a] += s
-    return tournament(texts, {p: v for p, (v, _) in zip(asked, replies)}, scheme, decided), seconds
+    verdicts = {p: r[0] for p, r in zip(asked, replies)}
+    voided = [p for p, r in zip(asked, replies) if r[2]]
+    return tournament(texts, verdicts, scheme, decided, voided), seconds
 
 
 def _row(t: dict | None, i: int, rule_score: float, fallback_score: float, opt: dict, calls: float, secs: float):
@@ -280,6 +343,7 @@ def _row(t: dict | None, i: int, rule_score: float, fallback_score: float, opt: 
     if t is None:  # no endpoint
         return out
     out.update(judge_flip=t["flip"][i], judge_tie=t["tie"][i], judge_parse_fail=t["parse_fail"][i])
+    out.update(judge_guarded=t["guarded"][i])
     out.update(judge_error=t["error"][i], judge_calls=float(calls), judge_seconds=secs)
     if t["failed"][i] and opt["judge_failure"] == "abstain":  # no reward: left out of its group
         out.update(score=0.0, judge_fallback=0.0, judge_abstained=1.0)
@@ -323,16 +387,22 @@ async def score_group(
         url, judge_model, api_key_env=key_env, **llm_judge._client_options(opt, timeout, max_retries)
     )
     shown = {k: opt[k] for k in ("prompt", "prompt_version", "max_response_chars")}
+    reference = llm_judge._reference_text(ground_truth, extra_info)
+    ref_answer = reference_answer(reference, ground_truth)  # as the prompt shows it, where it shows one
+    ref_shown = (
+        ref_answer if load(opt["prompt"], opt["prompt_version"]).fields() & {"reference", "reference_answer"} else None
+    )
 
     def ask(a: str, b: str):
-        return _ask(client, build_messages(a, b, ground_truth, extra_info, **shown))
+        return _ask(client, build_messages(a, b, ground_truth, extra_info, **shown), (a, b), ref_shown, opt["grounded"])
 
-    if mode == "tournament":
+    async def tournament_rows() -> list[dict]:
         t, seconds = await _play(texts, opt["scheme"], rules if opt["rule_first"] else None, ask)
         keys = ("flip_rate", "tie_rate", "cycle_rate", "triples_decided", "cycles")
         (stats if stats is not None else {}).update({k: t[k] for k in keys}, calls=sum(t["calls"]))
-        return [_row(t, i, rules[i], fallbacks[i], opt, t["calls"][i], seconds[i]) for i in range(len(texts))]
-    reference = llm_judge._reference_text(ground_truth, extra_info)
+        rows = [_row(t, i, rules[i], fallbacks[i], opt, t["calls"][i], seconds[i]) for i in range(len(texts))]
+        return [{**r, "judge_cycle": t["cycle_rate"]} for r in rows]
+
     ref_rule = llm_judge._rule(reference, ground_truth, opt["rule_mode"])
 
     async def versus_reference(i: int) -> dict:
@@ -341,7 +411,18 @@ async def score_group(
         calls = sum(t["calls"])
         return _row(t, 0, rules[i], fallbacks[i], opt, calls, time.perf_counter() - started if calls else 0.0)
 
-    return list(await asyncio.gather(*(versus_reference(i) for i in range(len(texts)))))
+    async def reference_rows() -> list[dict]:
+        return list(await asyncio.gather(*(versus_reference(i) for i in range(len(texts)))))
+
+    every = canary_every_value(opt["canary_every"])
+    drawn = {i: k for i, k in enumerate(llm_judge.probe_index(t, ground_truth, every) for t in texts) if k is not None}
+    rows, probed = await asyncio.gather(
+        tournament_rows() if mode == "tournament" else reference_rows(),
+        asyncio.gather(*(_canary(ask, k, ref_answer) for k in drawn.values())),
+    )
+    for i, counts in zip(drawn, probed):
+        rows[i].update(counts)
+    return rows
 
 
 async def compute_score(

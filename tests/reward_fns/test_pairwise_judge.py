@@ -1,6 +1,7 @@
 """The pairwise judge as a reward (``reward_fns.pairwise_judge``): exact rewards and judge-health keys for scripted
-judges (truthful, always A, always B, garbled, refusing, cyclic, down), both orders on the wire, the tournament
-arithmetic on its own, the options, the command line.
+judges (truthful, always A, always B, garbled, refusing, cyclic, down), with the guard on (default) and off, both
+orders on the wire, the options, the command line. The arithmetic alone: test_pairwise_tournament.py; the guard's
+cases: test_pairwise_guard.py; canaries: test_pairwise_canaries.py.
 
 Every judge runs on the fake server ``scripts.serve.fake_openai`` (127.0.0.1, no network): a reply function reads the
 two responses and the reference answer out of the request, as a judge would, and answers ``<better>A|B</better>``.
@@ -16,7 +17,7 @@ import pytest
 
 from reward_fns import pairwise_judge
 from reward_fns.judge_errors import JudgeConfigError
-from reward_fns.pairwise_judge import FAILED, KEYS, REFUSED, comparisons, compute_score, score_group, tournament
+from reward_fns.pairwise_judge import KEYS, compute_score, score_group
 from reward_fns.prompts import load
 from scripts.serve.fake_openai import FakeOpenAIServer
 from scripts.serve.fake_replies import Reply
@@ -25,7 +26,7 @@ QUESTION = "What is 6 * 12?"
 REFERENCE = "6 * 12 = 72\n#### 72"
 INFO = {"question": QUESTION, "answer": REFERENCE}
 RIGHT, WRONG, PLAIN = "#### 72", "#### 96", "The answer is 72."  # PLAIN: right, but not the rule's #### form
-FAST = dict(timeout=2.0, max_retries=0)
+FAST = dict(timeout=2.0, max_retries=0, canary_every=0)  # canaries: test_pairwise_canaries.py
 SIXTH = 1 / 6
 
 
@@ -105,10 +106,13 @@ def fails_on_13(body: dict):
 
 
 # ----------------------------------------------------------------------------- helpers
-def row(score, wins, *, flip=0.0, tie=0.0, parse_fail=0.0, error=0.0, fallback=0.0, abstained=0.0, rule=0.0, calls=2.0):
-    """The full reward dict, ``judge_seconds`` read as 1.0 when a call was made (it is a wall time)."""
+def row(
+    score, wins, *, flip=0.0, tie=0.0, parse_fail=0.0, error=0.0, fallback=0.0, abstained=0.0, rule=0.0, calls=2.0,
+    cycle=0.0, guarded=0.0,
+):  # fmt: skip
+    """The full reward dict, ``judge_seconds`` read as 1.0 when a call was made (it is a wall time); no canary."""
     values = (score, wins, flip, tie, parse_fail, error, fallback, abstained, rule, calls, float(calls > 0))
-    return dict(zip(KEYS, values))
+    return dict(zip(KEYS, values + (cycle, guarded, 0.0, 0.0, 0.0, 0.0), strict=True))
 
 
 def rounded(x):
@@ -147,14 +151,23 @@ PAIRWISE_REF = {
     "truthful, right": (truthful, RIGHT, {}, row(0.5, 0.5, flip=1.0, tie=1.0, rule=1.0)),
     "truthful, wrong": (truthful, WRONG, {}, row(0.0, 0.0)),
     "truthful, right without ####": (truthful, PLAIN, {}, row(0.5, 0.5, flip=1.0, tie=1.0)),
-    # position bias: every order flips, every answer (right or wrong) gets half
-    "always A, wrong": (always("A"), WRONG, {}, row(0.5, 0.5, flip=1.0, tie=1.0)),
-    "always B, wrong": (always("B"), WRONG, {}, row(0.5, 0.5, flip=1.0, tie=1.0)),
+    # position bias: every order flips; the guard voids the verdict naming the wrong answer (its quote is not the
+    # reference's), so a wrong answer gets nothing and a right one half; without the guard, half for either
+    "always A, wrong": (always("A"), WRONG, {}, row(0.0, 0.0, flip=1.0, guarded=0.5)),
+    "always B, wrong": (always("B"), WRONG, {}, row(0.0, 0.0, flip=1.0, guarded=0.5)),
     "always A, right": (always("A"), RIGHT, {}, row(0.5, 0.5, flip=1.0, tie=1.0, rule=1.0)),
-    "fooled: names the candidate": (fooled, WRONG, {}, row(1.0, 1.0)),
+    "always A, wrong, guard off": (always("A"), WRONG, {"grounded": False}, row(0.5, 0.5, flip=1.0, tie=1.0)),
+    "fooled: names the candidate": (fooled, WRONG, {}, row(0.0, 0.0, guarded=1.0)),
+    "fooled, guard off": (fooled, WRONG, {"grounded": False}, row(1.0, 1.0)),
     # no verdict: a loss for the candidate in that order, never a default
     "garbled both orders": (garbled, RIGHT, {}, row(0.0, 0.0, parse_fail=1.0, rule=1.0)),
-    "garbled when first": (garbles_when_first, WRONG, {}, row(0.5, 0.5, tie=1.0, parse_fail=0.5)),
+    "garbled when first": (garbles_when_first, WRONG, {}, row(0.0, 0.0, parse_fail=0.5, guarded=0.5)),
+    "garbled when first, guard off": (
+        garbles_when_first,
+        WRONG,
+        {"grounded": False},
+        row(0.5, 0.5, tie=1.0, parse_fail=0.5),
+    ),
     "refused (HTTP 400)": (refuses, RIGHT, {}, row(0.0, 0.0, error=1.0, rule=1.0)),
     # the rule first: a wrong #### answer loses to the reference without a call; a right one is judged
     "rule first, wrong": (truthful, WRONG, {"rule_first": True}, row(0.0, 0.0, calls=0.0)),
@@ -260,11 +273,24 @@ TOURNAMENT = {
         [t_row(1.0, rule=1.0), t_row(0.0), t_row(1.0, rule=1.0), t_row(0.0)],
         dict(flip_rate=0.0, tie_rate=0.0, cycle_rate=0.0, triples_decided=0, cycles=0, calls=8),
     ),
-    # all pairs: the two right (and the two wrong) answers split their pair by position: 5/6 and 1/6
+    # all pairs: the two right answers split their pair by position (5/6 each); the two wrong ones' pair is voided
+    # in both orders (the winner's quote is not the reference's): 0 each, 1/6 without the guard
     "truthful, all pairs": (
         truthful,
         G4,
         {"scheme": "all_pairs"},
+        [
+            t_row(5 * SIXTH, flip=1 / 3, tie=1 / 3, rule=1.0, calls=3.0),
+            t_row(0.0, flip=1 / 3, guarded=1 / 3, calls=3.0),
+            t_row(5 * SIXTH, flip=1 / 3, tie=1 / 3, rule=1.0, calls=3.0),
+            t_row(0.0, flip=1 / 3, guarded=1 / 3, calls=3.0),
+        ],
+        dict(flip_rate=1 / 3, tie_rate=SIXTH, cycle_rate=0.0, triples_decided=0, cycles=0, calls=12),
+    ),
+    "truthful, all pairs, guard off": (
+        truthful,
+        G4,
+        {"scheme": "all_pairs", "grounded": False},
         [
             t_row(5 * SIXTH, flip=1 / 3, tie=1 / 3, rule=1.0, calls=3.0),
             t_row(SIXTH, flip=1 / 3, tie=1 / 3, calls=3.0),
@@ -280,32 +306,54 @@ TOURNAMENT = {
         {"scheme": "all_pairs", "rule_first": True},
         [
             t_row(5 * SIXTH, flip=1.0, tie=1.0, rule=1.0, calls=1.0),
-            t_row(SIXTH, flip=1.0, tie=1.0, calls=1.0),
+            t_row(0.0, flip=1.0, guarded=1.0, calls=1.0),
             t_row(5 * SIXTH, flip=1.0, tie=1.0, rule=1.0, calls=1.0),
-            t_row(SIXTH, flip=1.0, tie=1.0, calls=1.0),
+            t_row(0.0, flip=1.0, guarded=1.0, calls=1.0),
         ],
-        dict(flip_rate=1.0, tie_rate=1.0, cycle_rate=0.0, triples_decided=0, cycles=0, calls=4),
+        dict(flip_rate=1.0, tie_rate=0.5, cycle_rate=0.0, triples_decided=0, cycles=0, calls=4),
     ),
+    # each pair once with the right answer as A (it wins) and once with the wrong one as A (voided)
     "always A, circular": (
         always("A"),
         G4,
         {},
+        [
+            t_row(0.5, flip=1.0, tie=1.0, guarded=0.5, rule=1.0),
+            t_row(0.0, flip=1.0, guarded=0.5),
+            t_row(0.5, flip=1.0, tie=1.0, guarded=0.5, rule=1.0),
+            t_row(0.0, flip=1.0, guarded=0.5),
+        ],
+        dict(flip_rate=1.0, tie_rate=0.5, cycle_rate=0.0, triples_decided=0, cycles=0, calls=8),
+    ),
+    "always A, circular, guard off": (
+        always("A"),
+        G4,
+        {"grounded": False},
         [t_row(0.5, flip=1.0, tie=1.0, rule=r) for r in (1.0, 0.0, 1.0, 0.0)],
         dict(flip_rate=1.0, tie_rate=1.0, cycle_rate=0.0, triples_decided=0, cycles=0, calls=8),
     ),
-    "cycle of three": (
+    # three wrong answers (the reference is 72): every verdict names a wrong answer and is voided; no majority, no cycle
+    "cycle of three, guarded": (
         cyclic,
         NUMBERED[:3],
         {},
-        [t_row(0.5)] * 3,
+        [t_row(0.0, guarded=1.0)] * 3,
+        dict(flip_rate=0.0, tie_rate=0.0, cycle_rate=0.0, triples_decided=0, cycles=0, calls=6),
+    ),
+    # the cycle itself, with the guard off: each answer carries its group's cycle rate
+    "cycle of three": (
+        cyclic,
+        NUMBERED[:3],
+        {"grounded": False},
+        [t_row(0.5, cycle=1.0)] * 3,
         dict(flip_rate=0.0, tie_rate=0.0, cycle_rate=1.0, triples_decided=1, cycles=1, calls=6),
     ),
     # {1,2,3} is a cycle, the three triples with 4 are transitive
     "cycle of three and a loser, all pairs": (
         cyclic,
         NUMBERED,
-        {"scheme": "all_pairs"},
-        [t_row(4 / 6, calls=3.0)] * 3 + [t_row(0.0, calls=3.0)],
+        {"scheme": "all_pairs", "grounded": False},
+        [t_row(4 / 6, calls=3.0, cycle=0.25)] * 3 + [t_row(0.0, calls=3.0, cycle=0.25)],
         dict(flip_rate=0.0, tie_rate=0.0, cycle_rate=0.25, triples_decided=4, cycles=1, calls=12),
     ),
     "garbled": (
@@ -398,71 +446,6 @@ def test_a_group_waits_for_the_clients_concurrency_limit():
         assert (len(srv.requests), srv.max_inflight <= 2) == (12, True)
 
 
-# ----------------------------------------------------------------------------- the arithmetic alone
-PURE = {
-    "both orders say A (position)": (2, "all_pairs", {(0, 1): "A", (1, 0): "A"}, None,
-        dict(win_rate=[0.5, 0.5], flip=[1.0, 1.0], tie=[1.0, 1.0], parse_fail=[0.0, 0.0], flip_rate=1.0, tie_rate=1.0)),
-    "consistent": (2, "all_pairs", {(0, 1): "A", (1, 0): "B"}, None,
-        dict(win_rate=[1.0, 0.0], flip=[0.0, 0.0], tie=[0.0, 0.0], parse_fail=[0.0, 0.0], flip_rate=0.0, tie_rate=0.0)),
-    "one order without a verdict": (2, "all_pairs", {(0, 1): None, (1, 0): "B"}, None,
-        dict(win_rate=[0.5, 0.0], flip=[0.0, 0.0], tie=[1.0, 0.0], parse_fail=[0.5, 0.5], error=[0.0, 0.0],
-             flip_rate=0.0, tie_rate=0.5)),
-    "one order refused": (2, "all_pairs", {(0, 1): REFUSED, (1, 0): "B"}, None,
-        dict(win_rate=[0.5, 0.0], parse_fail=[0.0, 0.0], error=[1.0, 1.0], failed=[False, False])),
-    "one order failed": (2, "all_pairs", {(0, 1): FAILED, (1, 0): "B"}, None,
-        dict(win_rate=[None, None], played=[1, 1], error=[1.0, 1.0], failed=[True, True], tie_rate=0.0)),
-    "decided by the rule": (2, "all_pairs", {}, {(0, 1): "B", (1, 0): "A"},
-        dict(win_rate=[0.0, 1.0], calls=[0, 0], flip_rate=0.0, tie_rate=0.0, parse_fail=[0.0, 0.0])),
-    "a cycle, circular over 3": (3, "circular",
-        {(0, 1): "A", (1, 0): "B", (1, 2): "A", (2, 1): "B", (2, 0): "A", (0, 2): "B"}, None,
-        dict(win_rate=[0.5] * 3, cycle_rate=1.0, triples_decided=1, cycles=1, calls=[2, 2, 2])),
-    "transitive, circular over 3": (3, "circular",
-        {(0, 1): "A", (1, 0): "B", (1, 2): "A", (2, 1): "B", (2, 0): "B", (0, 2): "A"}, None,
-        dict(win_rate=[1.0, 0.5, 0.0], cycle_rate=0.0, triples_decided=1, cycles=0)),
-    "a split pair leaves its triple undecided": (3, "circular",
-        {(0, 1): "A", (1, 0): "B", (1, 2): "A", (2, 1): "B", (2, 0): "A", (0, 2): "A"}, None,
-        dict(win_rate=[0.75, 0.5, 0.25], cycle_rate=0.0, triples_decided=0, flip_rate=1 / 3)),
-}  # fmt: skip
-
-
-@pytest.mark.parametrize("n, scheme, verdicts, decided, expected", PURE.values(), ids=PURE.keys())
-def test_tournament_arithmetic(n, scheme, verdicts, decided, expected):
-    t = tournament(["x"] * n, verdicts, scheme, decided)
-    assert rounded({k: t[k] for k in expected}) == rounded(expected)
-
-
-@pytest.mark.parametrize(
-    "n, scheme, expected",
-    [
-        (0, "circular", []),
-        (1, "circular", []),
-        (1, "all_pairs", []),
-        (2, "circular", [(0, 1), (1, 0)]),
-        (3, "all_pairs", [(0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1)]),
-        (4, "circular", [(0, 1), (1, 0), (1, 2), (2, 1), (2, 3), (3, 2), (3, 0), (0, 3)]),
-    ],
-)
-def test_comparisons(n, scheme, expected):
-    assert comparisons(n, scheme) == expected
-    assert len(comparisons(8, "circular")) == 16 and len(comparisons(8, "all_pairs")) == 56
-
-
-@pytest.mark.parametrize(
-    "verdicts, decided, scheme, match",
-    [
-        ({(0, 1): "A"}, None, "all_pairs", "each comparison"),  # (1, 0) missing
-        ({(0, 1): "A", (1, 0): "A", (0, 2): "A"}, None, "all_pairs", "each comparison"),  # not in the plan
-        ({(0, 1): "A", (1, 0): "A"}, {(0, 1): "A"}, "all_pairs", "each comparison"),  # in both
-        ({(0, 1): "C", (1, 0): "A"}, None, "all_pairs", "unknown verdicts"),
-        ({(0, 1): "A"}, {(1, 0): None}, "all_pairs", "unknown verdicts"),  # the rule always decides
-        ({(0, 1): "A", (1, 0): "A"}, None, "knockout", "scheme must be"),
-    ],
-)
-def test_tournament_refuses_incomplete_or_unknown_verdicts(verdicts, decided, scheme, match):
-    with pytest.raises(ValueError, match=match):
-        tournament(["x", "y"], verdicts, scheme, decided)
-
-
 # ----------------------------------------------------------------------------- options, docs, command
 @pytest.mark.parametrize(
     "kw, expected",
@@ -470,7 +453,9 @@ def test_tournament_refuses_incomplete_or_unknown_verdicts(verdicts, decided, sc
         ({}, []),
         ({"mode": "tournament", "scheme": "all_pairs", "rule_first": True, "judge_failure": "abstain"}, []),
         ({"base_url": "http://127.0.0.1:9/v1", "model": "judge", "timeout": 5, "reward_router_address": None}, []),
-        ({"canary_every": 5}, ["pairwise_judge: unknown option(s) ['canary_every']"]),
+        ({"grounded": False, "canary_every": 5}, []),
+        ({"guarded": True}, ["pairwise_judge: unknown option(s) ['guarded']"]),
+        ({"canary_every": 1}, ["canary_every must be 0 (no probes) or >= 2"]),
         ({"mode": "hybrid"}, ["mode must be one of ('pairwise_ref', 'tournament'), got 'hybrid'"]),
         ({"scheme": "knockout"}, ["scheme must be one of ('circular', 'all_pairs'), got 'knockout'"]),
         ({"judge_failure": "skip"}, ["judge_failure must be one of ('fallback', 'abstain'), got 'skip'"]),
@@ -504,5 +489,5 @@ def test_the_command(capsys):
     lines = [__import__("json").loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [(x["answer"], x["score"], x["judge_flip"], x["rule_score"]) for x in lines] == [
         (RIGHT, 0.5, 1.0, 1.0),
-        (WRONG, 0.5, 1.0, 0.0),
+        (WRONG, 0.0, 1.0, 0.0),  # the verdict naming it quotes 72 for it: voided
     ]

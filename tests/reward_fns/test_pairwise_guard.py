@@ -1,0 +1,161 @@
+"""The pairwise guard fails closed (``reward_fns.guard.pair_guard`` through ``reward_fns.pairwise_judge``): a verdict
+``<better>X</better>`` counts only when its reply quotes both answers it compared as numbers (``A: 72. B: 96.``), each
+quote is that response's one final answer, and the winner's quote is the reference's. Exact rewards against the fake
+OpenAI server for scripted judges (honest, misquoting, quoting words, punctuation around the numbers, paying a wrong
+or hedging answer with the reference's number), in ``pairwise_ref`` and in a tournament; the guard's own cases.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import pytest
+
+from reward_fns.guard import CONTRADICTION, UNGROUNDED, UNVERIFIED, pair_guard, quoted_side
+from reward_fns.pairwise_judge import compute_score, score_group
+from scripts.serve.fake_openai import FakeOpenAIServer
+from tests.reward_fns.test_pairwise_judge import INFO, REFERENCE, RIGHT, WRONG, row, shown, timeless
+
+FAST = dict(timeout=2.0, max_retries=0, canary_every=0)
+HEDGE = "The answer is 96 or 72."  # two final answers: the last number is the reference's
+
+
+def judge(pick: str, cand: str = "{n}", ref: str = "72", when: str = "AB"):
+    """A judge that names the candidate (``pick="cand"``) or the reference solution (``"ref"``), quoting the
+    candidate as ``cand`` (``{n}``: its last number) and the reference solution as ``ref`` when the candidate is
+    shown in a position of ``when``, its true numbers otherwise."""
+
+    def reply(body: dict) -> str:
+        a, b, _ = shown(body)
+        cand_side = "B" if a == REFERENCE else "A"
+        n = re.findall(r"\d+", a if cand_side == "A" else b)[-1]
+        q_cand, q_ref = (cand.format(n=n), ref) if cand_side in when else (n, "72")
+        qa, qb = (q_cand, q_ref) if cand_side == "A" else (q_ref, q_cand)
+        letter = cand_side if pick == "cand" else "AB"[cand_side == "A"]
+        return f"<think>Reference: 72. A: {qa} B: {qb}</think><better>{letter}</better>"
+
+    return reply
+
+
+def pairwise_ref(reply, candidate, **kw) -> dict:
+    with FakeOpenAIServer(reply) as srv:
+        out = asyncio.run(
+            compute_score("openai/gsm8k", candidate, "72", INFO, base_url=srv.base_url, model="judge", **FAST, **kw)
+        )
+    return timeless(out)
+
+
+# (judge, candidate, expected): row(score, wins, ...) in pairwise_ref; flip 0 (each judge names one answer both orders)
+CASES = {
+    "honest: names the right candidate": (judge("cand"), RIGHT, row(1.0, 1.0, rule=1.0)),
+    "honest: names the reference over a wrong one": (judge("ref"), WRONG, row(0.0, 0.0)),
+    "misquotes the winner as A": (judge("cand", "27", when="A"), RIGHT, row(0.5, 0.5, tie=1.0, guarded=0.5, rule=1.0)),
+    "misquotes the loser as A": (
+        judge("cand", ref="27", when="B"),
+        RIGHT,
+        row(0.5, 0.5, tie=1.0, guarded=0.5, rule=1.0),
+    ),
+    "quotes a word": (judge("cand", "seventy-two"), RIGHT, row(0.0, 0.0, guarded=1.0, rule=1.0)),
+    "quotes none": (judge("cand", "none."), RIGHT, row(0.0, 0.0, guarded=1.0, rule=1.0)),
+    "quotes 72/1": (judge("cand", "72/1"), RIGHT, row(0.0, 0.0, guarded=1.0, rule=1.0)),
+    "punctuation: 72,": (judge("cand", "{n},"), RIGHT, row(1.0, 1.0, rule=1.0)),
+    "punctuation: (72)": (judge("cand", "({n})"), RIGHT, row(1.0, 1.0, rule=1.0)),
+    "punctuation: **72**": (judge("cand", "**{n}**."), RIGHT, row(1.0, 1.0, rule=1.0)),
+    "punctuation: $72.00;": (judge("cand", "${n}.00;"), RIGHT, row(1.0, 1.0, rule=1.0)),
+    "names a wrong answer quoted as the reference's": (judge("cand", "72"), WRONG, row(0.0, 0.0, guarded=1.0)),
+    "names a wrong answer quoted right": (judge("cand"), WRONG, row(0.0, 0.0, guarded=1.0)),
+    "names a hedge quoted as the reference's": (judge("cand", "72"), HEDGE, row(0.0, 0.0, guarded=1.0)),
+    "names two #### answers": (judge("cand", "72"), "#### 96\n#### 72", row(0.0, 0.0, guarded=1.0, rule=1.0)),
+    "names two boxed answers": (judge("cand", "72"), "\\boxed{96} \\boxed{72}", row(0.0, 0.0, guarded=1.0)),
+    "names an answer without a number": (judge("cand", "72"), "seventy-two 1", row(0.0, 0.0, guarded=1.0)),
+}
+GUARD_OFF = {  # the same judges, unchecked: what the guard takes away
+    "misquotes the winner as A": (judge("cand", "27", when="A"), RIGHT, row(1.0, 1.0, rule=1.0)),
+    "quotes a word": (judge("cand", "seventy-two"), RIGHT, row(1.0, 1.0, rule=1.0)),
+    "names a wrong answer quoted as the reference's": (judge("cand", "72"), WRONG, row(1.0, 1.0)),
+    "names a hedge quoted as the reference's": (judge("cand", "72"), HEDGE, row(1.0, 1.0)),
+}
+
+
+@pytest.mark.parametrize("reply, candidate, expected", CASES.values(), ids=CASES.keys())
+def test_pairwise_ref_guarded(reply, candidate, expected):
+    assert pairwise_ref(reply, candidate) == expected
+
+
+@pytest.mark.parametrize("reply, candidate, expected", GUARD_OFF.values(), ids=GUARD_OFF.keys())
+def test_pairwise_ref_unguarded(reply, candidate, expected):
+    assert pairwise_ref(reply, candidate, grounded=False) == expected
+
+
+def last_72(body: dict) -> str:
+    """A careless judge: names the response whose last number is 72 (A when both or neither), quoting last numbers."""
+    a, b, _ = shown(body)
+    na, nb = (re.findall(r"\d+", t)[-1] for t in (a, b))
+    return f"<think>Reference: 72. A: {na}. B: {nb}.</think><better>{'B' if nb == '72' != na else 'A'}</better>"
+
+
+def t_row(score, **kw):
+    return row(score, score, calls=kw.pop("calls", 1.0), **kw)
+
+
+# circular over two answers: both orders of the one pair; a voided verdict is a loss for both answers
+TOURNAMENT = {
+    "hedge vs wrong: both orders voided": (
+        [HEDGE, WRONG],
+        {},
+        [t_row(0.0, guarded=1.0), t_row(0.0, guarded=1.0)],
+    ),
+    "hedge vs wrong, guard off": ([HEDGE, WRONG], {"grounded": False}, [t_row(1.0), t_row(0.0)]),
+    "right vs hedge: the hedge's side is unverifiable, both lose": (
+        [RIGHT, HEDGE],
+        {},
+        [t_row(0.0, flip=1.0, guarded=1.0, rule=1.0), t_row(0.0, flip=1.0, guarded=1.0)],
+    ),
+    "right vs wrong": ([RIGHT, WRONG], {}, [t_row(1.0, rule=1.0), t_row(0.0)]),
+}
+
+
+@pytest.mark.parametrize("texts, kw, expected", TOURNAMENT.values(), ids=TOURNAMENT.keys())
+def test_tournament_guarded(texts, kw, expected):
+    with FakeOpenAIServer(last_72) as srv:
+        out = asyncio.run(score_group(texts, "72", INFO, base_url=srv.base_url, model="judge", **FAST, **kw))
+    assert [timeless(o) for o in out] == expected
+
+
+REPLY = "<think>Reference: 72. A: {a} B: {b}</think><better>{x}</better>"
+# (reply fields, response A, response B, reference shown, problem)
+GUARD = [
+    (dict(a="72.", b="96.", x="A"), RIGHT, WRONG, "72", None),
+    (dict(a="72.", b="96.", x="B"), RIGHT, WRONG, "72", CONTRADICTION),  # names 96: not the reference's
+    (dict(a="72.", b="96.", x="B"), RIGHT, WRONG, None, None),  # no reference shown: no contradiction to find
+    (dict(a="72.", b="72.", x="B"), RIGHT, WRONG, "72", UNGROUNDED),  # B's answer is 96
+    (dict(a="72.", b="72.", x="B"), RIGHT, WRONG, None, UNGROUNDED),
+    (dict(a="72.", b="none.", x="A"), RIGHT, WRONG, "72", UNVERIFIED),
+    (dict(a="seventy-two.", b="96.", x="A"), RIGHT, WRONG, "72", UNVERIFIED),
+    (dict(a="72.", b="96.", x="A"), RIGHT, HEDGE, "72", UNGROUNDED),  # B states two answers, whoever wins
+    (dict(a="(72),", b="**96**", x="A"), RIGHT, WRONG, "72", None),
+    (dict(a="72.", b="96.", x="tie"), RIGHT, WRONG, "72", None),  # no verdict: nothing to check
+]
+
+
+@pytest.mark.parametrize("fields, a, b, reference, problem", GUARD)
+def test_pair_guard(fields, a, b, reference, problem):
+    assert pair_guard(REPLY.format(**fields), a, b, reference) == problem
+
+
+@pytest.mark.parametrize(
+    "reply, side, expected",
+    [
+        ("<think>Reference: 72. A: 72. B: 62.</think>", "A", "72"),
+        ("<think>Reference: 72. A: 72. B: 62.</think>", "B", "62"),
+        ("**A:** 1,234. **B:** (5)", "A", "1234"),
+        ("Response A: 17kg, Response B: 18", "A", "17"),
+        ("DATA: 5. B: 6", "A", None),  # the A of a word is no quote
+        ("A: ７２. B: 1", "A", "72"),  # read after normalize_text
+        ("B: 1", "A", None),
+    ],
+)
+def test_quoted_side(reply, side, expected):
+    got = quoted_side(reply, side)
+    assert (str(got) if got is not None else None) == expected
