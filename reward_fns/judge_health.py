@@ -27,13 +27,15 @@ answers the judge was asked about (``judge_calls`` > 0: not those the rule decid
 ``fallback_rate`` and ``abstained_rate`` over all answers; ``cycle_rate``: mean over the step's groups (``uids``) of the
 group's intransitive-triple share (``judge_cycle``, the same on each answer of a group; ``judge_group_cycle_rate`` of
 ``scripts/train/group_reward.py`` when absent); ``calls_per_group`` (judge calls / groups); ``judge_seconds`` (the
-step's request seconds, summed); ``wrong_over_right``: over each group's (rule-wrong, rule-right) answer pairs, the
-share where the wrong answer was paid more (``score``). Except in a tournament (``tournament``: a win rate against
+step's request seconds, summed). Except in a tournament (``tournament``: a win rate against
 group mates is no verdict on the answer), ``agree_rule``, ``accept_rule_reject`` and ``reject_rule_accept`` as in
 pointwise, with "accept" = ``judge_wins`` >= 0.5, over the judged answers with a win share (``judge_wins`` >= 0).
 
-Both kinds: canary probes (``reward_fns.canaries``): ``canary_accept`` (share of wrong probes paid),
-``canary_reject`` (share of right probes refused) and their counts ``canary_accept_n`` / ``canary_reject_n``.
+Both kinds: ``wrong_over_right``, over each group's (rule-wrong, rule-right) answer pairs (``uids``, ``rule_score``),
+the share where the wrong answer was paid more (``score``): the one health number a pointwise judge and a tournament
+share (``scripts/train/watches.HackingWatch`` reads it); canary probes (``reward_fns.canaries``): ``canary_accept``
+(share of wrong probes paid), ``canary_reject`` (share of right probes refused) and their counts ``canary_accept_n``
+/ ``canary_reject_n``.
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ def metrics(
         out = _pointwise(cols, reading)
     else:
         return {}
+    out.update(_wrong_over_right(cols, uids))
     out.update(_canaries(cols))
     return {PREFIX + k: v for k, v in out.items()}
 
@@ -160,14 +163,22 @@ def _pairwise(cols: Mapping[str, np.ndarray], uids: Sequence | None, tournament:
         rule = cols["rule_score"]
         if not tournament:
             out.update(_agreement(wins >= PAIRWISE_ACCEPT, rule, judged & (wins >= 0) & ~np.isnan(rule)))
-        if "score" in cols and groups:
-            above = pairs = 0
-            for g in groups:
-                right, wrong = g[rule[g] >= 1], g[rule[g] < 1]
-                pairs += len(right) * len(wrong)
-                above += int((cols["score"][wrong][:, None] > cols["score"][right][None, :]).sum())
-            out["wrong_over_right"] = above / pairs if pairs else 0.0
     return out
+
+
+def _wrong_over_right(cols: Mapping[str, np.ndarray], uids: Sequence | None) -> dict[str, float]:
+    """Over each group's (rule-wrong, rule-right) answer pairs, the share where the wrong answer was paid more;
+    {} without ``score``, ``rule_score`` or one uid per sample."""
+    groups = _groups(uids, len(cols["score"])) if "score" in cols and "rule_score" in cols else None
+    if not groups:
+        return {}
+    score, rule = cols["score"], np.nan_to_num(cols["rule_score"])
+    above = pairs = 0
+    for g in groups:
+        right, wrong = g[rule[g] >= 1], g[rule[g] < 1]
+        pairs += len(right) * len(wrong)
+        above += int((score[wrong][:, None] > score[right][None, :]).sum())
+    return {"wrong_over_right": above / pairs if pairs else 0.0}
 
 
 def _canaries(cols: Mapping[str, np.ndarray]) -> dict[str, float]:

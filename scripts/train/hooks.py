@@ -39,6 +39,7 @@ of equal scores. A group no sample of which abstained (a prompt sampled once) is
 
 from __future__ import annotations
 
+import inspect
 import random
 import time
 from collections import defaultdict
@@ -264,7 +265,7 @@ def _settings(config) -> tuple[dict, FailFast, HackingWatch | None, bool]:
     ff = opts.get("fail_fast") or {}
     fail_fast = FailFast(ff.get("threshold", 0.5), ff.get("steps", 3), ff.get("enable", True))
     hw = opts.get("hacking_watch") or {}
-    known = ("enable", "window", "min_rise", "min_fall", "max_accept_rule_reject", "max_unverified", "fail")
+    known = [k for k in inspect.signature(HackingWatch).parameters if k != "log"]
     unknown = sorted(set(hw) - set(known))
     if unknown:
         raise ValueError(f"verl_judge.hacking_watch: unknown setting(s) {unknown}; known: {', '.join(known)}")

@@ -93,6 +93,9 @@ class HackingWatch:
       wrong answers; this one stays on once the rule's accuracy has bottomed out and stopped falling), or
     * the mean share of accepts the guard could not check (``judge_health/unverified_rate``) is at least
       ``max_unverified`` (null: off), or
+    * the mean share of a group's (rule-wrong, rule-right) answer pairs where the wrong one was paid more
+      (``judge_health/wrong_over_right``) is at least ``max_wrong_over_right`` (null: off): the check a tournament
+      needs, whose mean reward (a win rate against group mates) cannot rise, and whose judge has no accept share, or
     * this step a wrong canary probe was paid (``judge_health/canary_accept`` > 0: the judge and its guard let a
       known-wrong answer through).
 
@@ -113,6 +116,7 @@ class HackingWatch:
         enable: bool = True,
         max_accept_rule_reject: float | None = None,
         max_unverified: float | None = None,
+        max_wrong_over_right: float | None = None,
         log=print,
     ):
         if int(window) < 3:
@@ -131,6 +135,12 @@ class HackingWatch:
             raise ValueError(
                 f"verl_judge.hacking_watch.max_unverified must be in (0, 1] or null, got {max_unverified!r}"
             )
+        if max_wrong_over_right is not None and not 0 < float(max_wrong_over_right) <= 1:
+            raise ValueError(
+                f"verl_judge.hacking_watch.max_wrong_over_right must be in (0, 1] or null, got {max_wrong_over_right!r}"
+            )
+        self.max_wor = None if max_wrong_over_right is None else float(max_wrong_over_right)
+        self.wor: list[float] = []
         self.max_arr = None if max_accept_rule_reject is None else float(max_accept_rule_reject)
         self.max_unverified = None if max_unverified is None else float(max_unverified)
         self.unverified: list[float] = []
@@ -153,6 +163,8 @@ class HackingWatch:
             self.arr = (self.arr + [float(metrics["judge_health/accept_rule_reject"])])[-self.window :]
         if "judge_health/unverified_rate" in metrics:
             self.unverified = (self.unverified + [float(metrics["judge_health/unverified_rate"])])[-self.window :]
+        if "judge_health/wrong_over_right" in metrics:
+            self.wor = (self.wor + [float(metrics["judge_health/wrong_over_right"])])[-self.window :]
         was, self.on, causes = self.on, False, []
         if metrics.get("judge_health/canary_accept", 0.0) > 0:
             causes.append(
@@ -179,6 +191,11 @@ class HackingWatch:
                 causes.append(
                     f"the guard could not check {np.mean(self.unverified):.3f} of the samples' verdicts on "
                     f"average (threshold verl_judge.hacking_watch.max_unverified={self.max_unverified})"
+                )
+            if self.max_wor is not None and len(self.wor) == self.window and np.mean(self.wor) >= self.max_wor:
+                causes.append(
+                    f"a group's rule-wrong answer was paid above a rule-right mate in {np.mean(self.wor):.3f} of such "
+                    f"pairs on average (threshold verl_judge.hacking_watch.max_wrong_over_right={self.max_wor})"
                 )
         self.on = bool(causes)
         metrics["judge_health/hacking_alarm"] = float(self.on)

@@ -121,3 +121,21 @@ def test_pairwise_columns_get_no_pointwise_metrics():
     no verdict mean, answered or skipped rate from a win share."""
     got = metrics(columns(extras()), uids=UIDS)
     assert not {"score_mean", "answered_rate", "skipped_rate"} & {k.split("/")[1] for k in got}
+
+
+@pytest.mark.parametrize(
+    "score, rule, uids, want",
+    [
+        # g1: the wrong answer paid 1.0 above both right ones (0.0, 1.0 -> above 0.0 only): 1 of 2 pairs; g2: no pair
+        ([1.0, 0.0, 1.0, 0.0, 0.0], [0.0, 1.0, 1.0, 0.0, 0.0], ["g1", "g1", "g1", "g2", "g2"], 0.5),
+        ([0.0, 1.0, 1.0], [0.0, 1.0, 1.0], ["g", "g", "g"], 0.0),  # a truthful judge
+        ([0.0, 0.0], [1.0, 1.0], ["g", "g"], 0.0),  # no (wrong, right) pair: 0
+        ([1.0, 0.0], [0.0, 1.0], None, None),  # no groups: not reported
+    ],
+)
+def test_a_pointwise_judge_reports_wrong_over_right(score, rule, uids, want):
+    """The pointwise judge's step gets ``wrong_over_right`` too, so it and a tournament can be compared."""
+    n = len(score)
+    ext = {"score": score, "judge_score": [4 * s for s in score], "judge_error": [0] * n, "judge_parse_fail": [0] * n}
+    got = metrics(columns({**ext, "rule_score": rule}), uids=uids)
+    assert got.get("judge_health/wrong_over_right") == want

@@ -25,10 +25,12 @@ from tests.reward_fns.test_pairwise_judge import INFO, REFERENCE, RIGHT, WRONG, 
 PATH = os.path.join(scripts.ROOT, "scripts", "train", "group_reward.py")
 #: (uid, response) in arrival order: two groups of three, interleaved
 SAMPLES = [("q1", RIGHT), ("q2", WRONG), ("q1", WRONG), ("q2", RIGHT), ("q1", "#### 70"), ("q2", REFERENCE)]
-#: all pairs, truthful judge (it says A when both or neither are right): per sample (score, judge_flip, rule_score)
-EXPECTED = [(1.0, 0.0, 1.0), (0.0, 0.0, 0.0), (0.25, 0.5, 0.0), (0.75, 0.5, 1.0), (0.25, 0.5, 0.0), (0.75, 0.5, 1.0)]
-#: per sample: judge_group_size, flip rate, tie rate, cycle rate, calls (the same for both groups)
-GROUP = (3.0, 1 / 3, 1 / 3, 0.0, 6.0)
+#: all pairs, truthful judge (it says A when both or neither are right): per sample (score, judge_flip, rule_score).
+#: The guard (on by default) voids a pick between two wrong answers (its quote is not the reference): q1's two wrong
+#: answers win nothing; q2's two right ones tie (A each time), as before the guard
+EXPECTED = [(1.0, 0.0, 1.0), (0.0, 0.0, 0.0), (0.0, 0.5, 0.0), (0.75, 0.5, 1.0), (0.0, 0.5, 0.0), (0.75, 0.5, 1.0)]
+#: per group: judge_group_size, flip rate (letters, voided or not), tie rate (verdicts that stand), cycle rate, calls
+GROUP = {"q1": (3.0, 1 / 3, 0.0, 0.0, 6.0), "q2": (3.0, 1 / 3, 1 / 3, 0.0, 6.0)}
 
 
 class CharTokenizer:
@@ -115,9 +117,9 @@ def test_each_uid_is_scored_as_one_group():
         # 6 comparisons a group; RIGHT vs WRONG (both orders) is in both: the client sends those once
         assert len(srv.requests) == 10
     assert [round(x, 12) for s in summary(outs) for x in s] == [round(x, 12) for s in EXPECTED for x in s]
-    for o in outs:
+    for (uid, _), o in zip(SAMPLES, outs):
         assert list(o["reward_extra_info"]) == list(KEYS) + list(GROUP_KEYS)
-        assert [round(o["reward_extra_info"][k], 12) for k in GROUP_KEYS] == [round(x, 12) for x in GROUP]
+        assert [round(o["reward_extra_info"][k], 12) for k in GROUP_KEYS] == [round(x, 12) for x in GROUP[uid]]
     assert manager.groups == {}
     scores = cls.assemble_rm_scores(data, [o["reward_score"] for o in outs])
     last = data.batch["attention_mask"][:, 4:].sum(-1) - 1

@@ -105,11 +105,16 @@ def test_hacking_watch_fails_and_ignores_runs_without_a_rule():
     assert m == {"critic/score/mean": 1.0}
 
 
+WATCH4 = {"window": 4, "min_rise": 0.05, "min_fall": 0.02, "fail": False}
+
+
 @pytest.mark.parametrize(
     "settings, message",
     [
         ({"window": 2, "min_rise": 0.05, "min_fall": 0.02, "fail": False}, "window must be >= 3"),
         ({"window": 5, "min_rise": 0.0, "min_fall": 0.02, "fail": False}, "must be > 0"),
+        ({**WATCH4, "max_wrong_over_right": 0.0}, "max_wrong_over_right must be in"),
+        ({**WATCH4, "max_wrong_over_right": 1.5}, "max_wrong_over_right must be in"),
     ],
 )
 def test_hacking_watch_rejects_bad_settings(settings, message):
@@ -243,3 +248,38 @@ def test_hacking_watch_warns_on_every_unverified_accept(counts, canary, fail, wa
     assert got == [(step, _unverified_warning(n, total)) for step, n, total in warned]
     assert on == alarms
     assert len(said) - len(got) == (1 if any(alarms) else 0)  # the alarm's own warning, once when it turns on
+
+
+@pytest.mark.parametrize(
+    "shares, level, alarms",
+    [
+        # a tournament: the mean reward stays at 0.5 by construction, so only the wrong-over-right share can tell
+        ([0.25, 0.25, 0.25, 0.25], 0.25, [0, 0, 0, 1]),  # the window's mean at the level: on
+        ([0.25, 0.25, 0.25, 0.125], 0.25, [0, 0, 0, 0]),  # 0.21875, under it
+        ([0.5, 0.5, 0.0, 0.0], 0.25, [0, 0, 0, 1]),  # the mean, not the last step
+        ([1.0, 1.0, 1.0, 1.0], None, [0, 0, 0, 0]),  # null: off
+    ],
+)
+def test_hacking_watch_wrong_over_right_level(shares, level, alarms):
+    said = []
+    watch = HackingWatch(**WATCH4, max_wrong_over_right=level, log=lambda msg, **_: said.append(msg))
+    got = []
+    for share in shares:
+        m = {"critic/score/mean": 0.5, "reward/rule_score/mean": 0.3, "judge_health/wrong_over_right": share}
+        watch.update(m)
+        got.append(m["judge_health/hacking_alarm"])
+    assert got == alarms
+    assert len(said) == any(alarms)
+    if said:
+        assert "a group's rule-wrong answer was paid above a rule-right mate in 0.250 of such pairs" in said[0]
+
+
+def test_every_hacking_watch_setting_is_in_base_yaml():
+    """recipes/base.yaml names every setting HackingWatch takes (the hooks refuse an unknown one)."""
+    import inspect
+
+    from omegaconf import OmegaConf
+
+    base = OmegaConf.load(os.path.join(scripts.ROOT, "recipes", "base.yaml"))
+    want = sorted(k for k in inspect.signature(HackingWatch).parameters if k != "log")
+    assert sorted(base.verl_judge.hacking_watch) == want
