@@ -316,7 +316,17 @@ def test_an_interrupted_bench_stops_every_child_and_exits_130(tmp_path, reap):
     reap += [out / a / f for a in spec for f in ("child.json", "kid.pid")]
     cmd = [sys.executable, "-m", "scripts.bench.judge_cost", "--arms", "rule,resident", "--gpus", "0,1"]
     cmd += ["--out", str(out), "--stop-grace", "2", "--launcher", _fake(tmp_path, spec)]
-    bench = subprocess.Popen(cmd, cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # a test worker may run with SIGINT ignored (started in the background), and a child inherits that (POSIX): the
+    # bench gets a terminal's default disposition back, so that Python turns Ctrl-C into KeyboardInterrupt
+    bench = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         kids = [out / a / "kid.pid" for a in spec]
         for _ in range(600):  # the children started their own children (at most 60 s)
