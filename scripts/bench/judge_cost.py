@@ -15,6 +15,9 @@ Arms (each is one launcher run, ``python -m scripts.launch <recipe> <overrides>`
   in ``colocated``, verl 0.9.1 then scores in a reward stage of its own after generation (with a colocated reward
   model it does not stream rewards from the agent loop), so its ``timing_s/reward`` is that stage's dispatch.
 * ``colocated``: recipes/gsm8k_local_judge as it is (``judge_placement=colocated``, the default).
+* ``colocated_deferred``: ``colocated`` with ``verl_judge.deferred_reward=true``: the judge's reward is computed beside
+  the old and reference log-probs and joined just before the advantage (``scripts/train/deferred_reward.py``); its
+  ``timing_s/reward`` is the start alone, ``timing_s/reward_join`` the wait at the join.
 * ``server``: ``judge_placement=server``: the launcher serves the judge beside the policy on the same GPU.
 * ``route``: ``server`` with ``reward_kwargs.mode=route`` (the rule decides the clear answers without a call).
 
@@ -73,6 +76,7 @@ ARMS: dict[str, tuple[str, list[str]]] = {
     "rule": ("gsm8k_rule", []),
     "resident": ("gsm8k_local_judge", ["judge_placement=colocated", RULE_REWARD]),
     "colocated": ("gsm8k_local_judge", ["judge_placement=colocated"]),
+    "colocated_deferred": ("gsm8k_local_judge", ["judge_placement=colocated", "verl_judge.deferred_reward=true"]),
     "server": ("gsm8k_local_judge", ["judge_placement=server"]),
     "route": ("gsm8k_local_judge", ["judge_placement=server", KWARGS + "mode=route"]),
 }

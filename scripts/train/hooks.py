@@ -35,6 +35,9 @@ policy loss (advantage, return and response mask 0). A group that abstention lea
 samples gives no advantage either: verl gives a group of one its raw score (mean 0, std 1), a push with no baseline,
 where among equally scored mates it would get 0; its survivor keeps advantage 0 and stays in the loss, as in a group
 of equal scores. A group no sample of which abstained (a prompt sampled once) is left to verl.
+
+``verl_judge.deferred_reward`` (off by default): a colocated judge's reward computed beside the log-prob stages and
+joined just before the advantage (``scripts/train/deferred_reward.py``), before any of the above reads it.
 """
 
 from __future__ import annotations
@@ -270,6 +273,11 @@ def _settings(config) -> tuple[dict, FailFast, HackingWatch | None, bool]:
     if unknown:
         raise ValueError(f"verl_judge.hacking_watch: unknown setting(s) {unknown}; known: {', '.join(known)}")
     hacking = HackingWatch(**hw) if hw else None  # its settings: recipes/base.yaml
+    from scripts.train import deferred_reward
+
+    deferred = deferred_reward.settings_errors(config)
+    if deferred:
+        raise ValueError(deferred[0])
     pair_groups = bool(opts.get("pair_groups", False))
     if pair_groups and int(config.data.train_batch_size) % 2:
         raise ValueError(
@@ -405,3 +413,7 @@ def install(config) -> None:
     ray_trainer.compute_advantage = grouped_advantage
     ray_trainer.compute_data_metrics = compute_data_metrics
     main_ppo_v0.create_rl_sampler = create_rl_sampler
+    if opts.get("deferred_reward", False):  # after the patches above: its wrappers run first (deferred_reward.py)
+        from scripts.train import deferred_reward
+
+        deferred_reward.install(ray_trainer, state)

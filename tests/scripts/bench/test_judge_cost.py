@@ -155,6 +155,7 @@ DIFFS = [
         (RESIDENT_JUDGE - {"reward.reward_model.model_path", "verl_judge.judge_server.model"}) | SERVED,
     ),
     ("route", "server", {"reward.custom_reward_function.reward_kwargs.mode"}),
+    ("colocated_deferred", "colocated", {"verl_judge.deferred_reward"}),
 ]
 
 
@@ -186,6 +187,7 @@ def test_the_arms_carry_the_reward_and_placement_they_claim(composed):
             c["reward.reward_model.enable"],
             c["reward.custom_reward_function.path"],
             c["verl_judge.judge_server.enable"],
+            c["verl_judge.deferred_reward"],
             c.get("reward.custom_reward_function.reward_kwargs.mode"),
             c["trainer.total_training_steps"],
             c["trainer.n_gpus_per_node"],
@@ -196,11 +198,12 @@ def test_the_arms_carry_the_reward_and_placement_they_claim(composed):
     }
     rule, judge = "pkg://reward_fns.gsm8k", "pkg://reward_fns.llm_judge"
     assert got == {
-        "rule": (False, rule, False, None, 40, 1, 0.3, "judge-cost-rule"),
-        "resident": (True, rule, False, None, 40, 1, 0.3, "judge-cost-resident"),
-        "colocated": (True, judge, False, None, 40, 1, 0.3, "judge-cost-colocated"),
-        "server": (False, judge, True, None, 40, 1, 0.3, "judge-cost-server"),
-        "route": (False, judge, True, "route", 40, 1, 0.3, "judge-cost-route"),
+        "rule": (False, rule, False, False, None, 40, 1, 0.3, "judge-cost-rule"),
+        "resident": (True, rule, False, False, None, 40, 1, 0.3, "judge-cost-resident"),
+        "colocated": (True, judge, False, False, None, 40, 1, 0.3, "judge-cost-colocated"),
+        "colocated_deferred": (True, judge, False, True, None, 40, 1, 0.3, "judge-cost-colocated_deferred"),
+        "server": (False, judge, True, False, None, 40, 1, 0.3, "judge-cost-server"),
+        "route": (False, judge, True, False, "route", 40, 1, 0.3, "judge-cost-route"),
     }
 
 
@@ -355,7 +358,7 @@ def test_an_interrupted_bench_stops_every_child_and_exits_130(tmp_path, reap):
 def test_dry_run_checks_every_arm_with_the_real_launcher(tmp_path):
     out = tmp_path / "dry"
     r = subprocess.run(
-        [sys.executable, "-m", "scripts.bench.judge_cost", "--gpus", "0,1,2,3,4", "--out", str(out)],
+        [sys.executable, "-m", "scripts.bench.judge_cost", "--gpus", "0,1,2,3,4,5", "--out", str(out)],
         cwd=ROOT,
         env={**_env(), "DRY_RUN": "1"},
         capture_output=True,
@@ -401,7 +404,10 @@ def test_dry_run_reaches_the_launcher_as_dry_run(tmp_path):
 BAD_ARGS = [
     (["--arms", "rule,judge"], "unknown arm(s) judge"),
     (["--arms", "rule,rule"], "an arm is named twice"),
-    (["--gpus", "0,1,2,3"], "5 arms (rule, resident, colocated, server, route) for 4 GPU(s) (0,1,2,3)"),
+    (
+        ["--gpus", "0,1,2,3"],
+        "6 arms (rule, resident, colocated, colocated_deferred, server, route) for 4 GPU(s) (0,1,2,3)",
+    ),
     (["--interleave", "--gpus", "0,1"], "--interleave runs every arm on one GPU"),
     (["--steps", "0"], "--steps must be >= 1"),
     (["--rounds", "0"], "--rounds must be >= 1"),
