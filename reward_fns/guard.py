@@ -81,21 +81,26 @@ def quoted_side(reply: object, side: str) -> Decimal | None:
     return normalize_number(token) if token else None
 
 
-def pair_guard(reply: str, response_a: object, response_b: object, reference: str | None) -> str | None:
+def pair_guard(
+    reply: str, response_a: object, response_b: object, reference: str | None, choice: str | None = None
+) -> str | None:
     """What is wrong with a pairwise verdict ``<better>X</better>`` (None: no verdict, nothing to check), checked
     against both responses (read with ``parse.normalize_text``) and the reference answer the judge was shown (None:
     the prompt showed none): ``judge_unverified`` when the reply does not quote both answers it compared as numbers
     (``A: 17. B: 18.``); ``judge_contradiction`` when the winner's quoted answer is not the reference's;
     ``judge_ungrounded`` when a response does not state exactly the one final answer quoted for it
-    (``parse.final_answer``: a misquote, hedges, several answers, none); None when it holds."""
-    choice = parse_choice(reply)
-    if not choice.ok:
-        return None
+    (``parse.final_answer``: a misquote, hedges, several answers, none); None when it holds. ``choice``: the verdict
+    (``"A"``/``"B"``) as the caller read it, for a kind whose tag is not ``<better>``; None: read from the reply."""
+    if choice is None:
+        parsed = parse_choice(reply)
+        if not parsed.ok:
+            return None
+        choice = parsed.value
     quotes = {side: quoted_side(reply, side) for side in "AB"}
     if None in quotes.values():
         return UNVERIFIED
     ref = normalize_number(reference)
-    if ref is not None and quotes[choice.value] != ref:
+    if ref is not None and quotes[choice] != ref:
         return CONTRADICTION
     for side, text in (("A", response_a), ("B", response_b)):
         value, status = final_answer(normalize_text(text))

@@ -82,21 +82,21 @@ import asyncio
 import hashlib
 import inspect
 import logging
-import math
-import re
 import threading
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from reward_fns import canaries, gsm8k
-from reward_fns.guard import guard
-from reward_fns.judge_client import JudgeClient, JudgeResult
-from reward_fns.judge_errors import JudgeConfigError, outcome
+from reward_fns import canaries, gsm8k, judge_service
+from reward_fns.judge_client import JudgeClient
+from reward_fns.judge_errors import JudgeConfigError
+from reward_fns.judge_metrics import ACCEPT_AT
 from reward_fns.judge_options import DEFAULTS, MODES, combine, errors, fallback_value, parse_fail_value
-from reward_fns.parse import FINAL_OK, final_answer, normalize_text, parse_score, reference_answer
-from reward_fns.prompts import NEUTRALIZED_TAGS, load, neutralize
+from reward_fns.judge_service import defuse, reference_text, text_of
+from reward_fns.parse import FINAL_OK, final_answer, reference_answer
+from reward_fns.prompts import NEUTRALIZED_TAGS
 from reward_fns.redact import mask_url
+from reward_fns.verdicts import POINTWISE
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +104,7 @@ __all__ = [
     "compute_score",
     "check_options",
     "build_messages",
+    "defuse",
     "get_client",
     "combine",
     "KEYS",
@@ -136,51 +137,8 @@ KEYS = (
 )
 DEFAULT_REMOTE_MODEL = "gpt-4o-mini"
 
-_SPECIAL_TOKEN = re.compile(r"<\|([^<>|\n]{1,64})\|>")
-_BRACKET_MARKER = re.compile(r"\[/?(?:INST|SYS|AVAILABLE_TOOLS|TOOL_CALLS|TOOL_RESULTS)\]|<</?SYS>>", re.IGNORECASE)
-
 
 # ---------------------------------------------------------------------------- prompt
-def _clip(text: str, limit: int) -> str:
-    """Keep the head and (longer) tail of an over-long response, cut at whitespace only (a number is shown whole
-    or not at all): the final answer is at the end."""
-    if limit <= 0 or len(text) <= limit:
-        return text
-    head, tail = text[: limit // 4], text[len(text) - (limit - limit // 4) :]
-    cut = max(head.rfind(c) for c in " \t\n\r")  # back to the last whitespace of the head ...
-    head = head[:cut] if cut >= 0 else ""
-    starts = [i for i in (tail.find(c) for c in " \t\n\r") if i >= 0]  # ... on from the first of the tail
-    tail = tail[min(starts) :] if starts else ""
-    return head + "\n[... middle of the response omitted ...]\n" + tail
-
-
-def defuse(text: object, max_chars: int = DEFAULTS["max_response_chars"]) -> str:
-    """Untrusted candidate text -> prompt-safe text: read as the rule reads it first (``parse.normalize_text``: NFKC
-    turns fullwidth ``＜/candidate＞`` and ``｜`` into ASCII, invisible characters such as zero-width spaces and soft
-    hyphens go), clipped at whitespace to ``max_chars``, then look-alike tags (``< /candidate>``,
-    ``<start_of_turn>``, ``</s>``), chat special tokens (``<|im_end|>``, DeepSeek's ``<｜end▁of▁sentence｜>``) and
-    bracket markers (``[INST]``, ``<<SYS>>``) defused."""
-    s = text if isinstance(text, str) else ("" if text is None else str(text))
-    s = s.encode("utf-8", "replace").decode("utf-8")  # lone surrogates cannot be sent as UTF-8 JSON
-    s = _clip(normalize_text(s), int(max_chars))
-    s = neutralize(s, NEUTRALIZED_TAGS)
-    s = _BRACKET_MARKER.sub(lambda m: f"\u27e6{m.group(0)[1:-1]}\u27e7", s)
-    return _SPECIAL_TOKEN.sub(lambda m: f"\u2039|{m.group(1)}|\u203a", s)
-
-
-def _reference_text(ground_truth: object, extra_info: object) -> str:
-    info = extra_info if isinstance(extra_info, Mapping) else {}
-    return _text(info.get("answer") or info.get("reference") or ground_truth)
-
-
-def _text(value: object) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float) and math.isnan(value):
-        return ""
-    return value if isinstance(value, str) else str(value)
-
-
 def build_messages(
     solution_str: object,
     ground_truth: object = None,
@@ -190,7 +148,8 @@ def build_messages(
     prompt_version: str = DEFAULTS["prompt_version"],
     max_response_chars: int = DEFAULTS["max_response_chars"],
 ) -> list[dict]:
-    """The judge's chat messages for one sample (shared with data prep so training matches use).
+    """The judge's chat messages for one sample (shared with data prep so training matches use):
+    ``judge_service.messages`` for the pointwise kind.
 
     Fields are filled by name: ``question``/``query``/``problem`` from ``extra_info["question"]``
     (or ``query``/``prompt``), ``reference`` from ``extra_info["answer"]`` (else the ground truth),
@@ -198,22 +157,15 @@ def build_messages(
     else a numeric ground truth; ``unknown`` when neither has one), ``response`` from the candidate,
     which is defused first (see ``defuse``).
     """
-    info = extra_info if isinstance(extra_info, Mapping) else {}
-    template = load(prompt, prompt_version)
-    question = _text(info.get("question") or info.get("query") or info.get("problem") or info.get("prompt"))
-    reference = _reference_text(ground_truth, info)
-    available = {
-        "question": question,
-        "query": question,
-        "problem": question,
-        "reference": reference,
-        "reference_answer": reference_answer(reference, ground_truth) or "unknown",
-        "response": defuse(solution_str, max_response_chars),
-    }
-    missing = template.fields() - available.keys()
-    if missing:
-        raise ValueError(f"prompt {template.id} needs fields this reward cannot fill: {sorted(missing)}")
-    return template.render(**{k: available[k] for k in template.fields()})
+    return judge_service.messages(
+        POINTWISE,
+        (solution_str,),
+        ground_truth,
+        extra_info,
+        prompt=prompt,
+        prompt_version=prompt_version,
+        max_response_chars=max_response_chars,
+    )
 
 
 # ---------------------------------------------------------------------------- clients
@@ -258,7 +210,7 @@ def probe_index(solution_str: object, ground_truth: object, every: int) -> int |
     sample always gets the same answer) and which one; None: no probe."""
     if every <= 0:
         return None
-    key = f"{ground_truth}\x00{_text(solution_str)}".encode("utf-8", "replace")
+    key = f"{ground_truth}\x00{text_of(solution_str)}".encode("utf-8", "replace")
     h = int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big")
     return h // every if h % every == 0 else None
 
@@ -271,23 +223,9 @@ async def _canary(
     if made is None:
         return {}
     text, right = made
-    messages = build_messages(
-        text,
-        ground_truth,
-        extra_info,
-        prompt=opt["prompt"],
-        prompt_version=opt["prompt_version"],
-        max_response_chars=opt["max_response_chars"],
-    )
-    result = await client.complete(messages)
-    parsed = parse_score(result.text) if result.ok else None
-    accepted = bool(
-        parsed is not None
-        and parsed.ok
-        and parsed.value >= 3
-        and not (opt["grounded"] and guard(result.text, text, reference) is not None)
-    )
-    if not result.ok or result.cached:  # no verdict, or one already counted: nothing new learned about the judge
+    answer = await _ask(client, text, ground_truth, extra_info, opt)
+    accepted = answer.stands and answer.value >= ACCEPT_AT
+    if answer.failure or answer.cached:  # no verdict, or one already counted: nothing new learned about the judge
         return {}
     return (
         {"canary_right": 1.0, "canary_right_rejected": float(not accepted)}
@@ -322,7 +260,9 @@ _warned: set[str] = set()
 _fail_count = 0
 
 
-def _log_failure(result: JudgeResult, where: str, outcome: str) -> None:
+def _log_failure(result: Any, where: str, outcome: str) -> None:
+    """Log a failed call (``result.error``: a ``JudgeResult``'s or a ``judge_service.Answer``'s): the first five of
+    the process, then every hundredth."""
     global _fail_count
     _fail_count += 1
     if _fail_count <= 5 or _fail_count % 100 == 0:
@@ -343,6 +283,13 @@ def _warn_once(key: str, msg: str, *args: Any) -> None:
 
 def _prompt_options(opt: dict) -> dict:
     return {k: opt[k] for k in ("prompt", "prompt_version", "max_response_chars")}
+
+
+def _ask(client: JudgeClient, solution_str: object, ground_truth: object, extra_info: object, opt: dict):
+    """The pointwise judge's ``judge_service.Answer`` for one response (the call, the parse, the guard)."""
+    return judge_service.ask(
+        client, POINTWISE, (solution_str,), ground_truth, extra_info, **_prompt_options(opt), grounded=opt["grounded"]
+    )
 
 
 def _client_options(opt: dict, timeout: object, max_retries: object) -> dict:
@@ -448,49 +395,43 @@ async def compute_score(
         return out
     url, judge_model, key_env = where
 
-    # 2. the prompt (a data problem here is a config problem: raise)
-    messages = build_messages(solution_str, ground_truth, extra_info, **_prompt_options(opt))
-
-    # 3. the call (never raises)
+    # 2. the call, with its prompt (a data problem here is a config problem: raise), parse and guard
     client = get_client(url, judge_model, api_key_env=key_env, **_client_options(opt, timeout, max_retries))
-    reference = reference_answer(_reference_text(ground_truth, extra_info), ground_truth)  # as the prompt shows it
+    reference = reference_answer(reference_text(ground_truth, extra_info), ground_truth)  # as the prompt shows it
     k = probe_index(solution_str, ground_truth, int(opt["canary_every"] or 0))
     started = time.perf_counter()
     if k is not None:  # a probe beside this sample's own request
-        result, probed = await asyncio.gather(
-            client.complete(messages), _canary(client, k, reference, ground_truth, extra_info, opt)
+        answer, probed = await asyncio.gather(
+            _ask(client, solution_str, ground_truth, extra_info, opt),
+            _canary(client, k, reference, ground_truth, extra_info, opt),
         )
         out.update(probed)
     else:
-        result = await client.complete(messages)
+        answer = await _ask(client, solution_str, ground_truth, extra_info, opt)
     out["judge_seconds"] = time.perf_counter() - started
-    out["judge_attempts"] = float(result.attempts)
-    out["judge_cached"] = 1.0 if result.cached else 0.0
-    if not result.ok:
-        if outcome(result.error) == "stop":  # wrong key, URL or model: every sample would fail; stop the run
-            raise client.config_error(result.error)
+    out["judge_attempts"] = float(answer.attempts)
+    out["judge_cached"] = 1.0 if answer.cached else 0.0
+    if answer.failure:  # (a configuration error has raised JudgeConfigError)
         out["judge_error"] = 1.0
-        if outcome(result.error) == "fallback" and opt["judge_failure"] == "abstain":  # no reward: left out
-            _log_failure(result, client.url, "abstaining")
+        if answer.failure == "fallback" and opt["judge_failure"] == "abstain":  # no reward: left out
+            _log_failure(answer, client.url, "abstaining")
             out.update(score=0.0, judge_fallback=0.0, judge_abstained=1.0)
             return out
-        if outcome(result.error) == "fallback":  # the answer cannot cause these: the documented fallback
-            _log_failure(result, client.url, "using the fallback")
+        if answer.failure == "fallback":  # the answer cannot cause these: the documented fallback
+            _log_failure(answer, client.url, "using the fallback")
             return out
-        _log_failure(result, client.url, "scored as the lowest verdict")  # a refusal this request can cause
+        _log_failure(answer, client.url, "scored as the lowest verdict")  # a refusal this request can cause
         out.update(score=no_verdict, judge_fallback=0.0)
         return out
 
-    # 4. the verdict (a reply without one, e.g. cut off by max_tokens, earns what a 0 earns)
+    # 3. the verdict (a reply without one, e.g. cut off by max_tokens, earns what a 0 earns; a paying verdict the
+    #    guard voids, what a 0 earns)
     out["judge_fallback"] = 0.0
-    parsed = parse_score(result.text)
-    if not parsed.ok:
+    if answer.value is None:
         out.update(score=no_verdict, judge_parse_fail=1.0)
         return out
-    out["judge_score"] = float(parsed.value)
-    out["score"] = combine(mode, parsed.value, rule_score)
-    if opt["grounded"] and parsed.value > 0:  # every paying verdict is checked; the guard fails closed
-        problem = guard(result.text, _text(solution_str), reference)
-        if problem is not None:
-            out.update({problem: 1.0, "score": no_verdict})
+    out["judge_score"] = float(answer.value)
+    out["score"] = combine(mode, answer.value, rule_score)
+    if answer.problem is not None:
+        out.update({answer.problem: 1.0, "score": no_verdict})
     return out

@@ -3,7 +3,8 @@
 
 The judge is asked with the versioned ``pairwise_ref`` prompt (``pairwise_ref.v2``: the one the pairwise judge recipe
 trains on, filled as ``data_prep.pairwise`` fills it: query, reference solution, its final answer, responses A and B;
-the responses defused by ``llm_judge.defuse``), and its reply read by ``parse.parse_choice``. Modes:
+the responses defused by ``judge_service.defuse``), and its reply read by ``parse.parse_choice``: each comparison is
+one ``judge_service.ask`` for the ``PAIRWISE`` kind (messages, call, parse, guard). Modes:
 
 * ``mode="pairwise_ref"`` (``compute_score``, per sample): the candidate against the reference solution
   (``extra_info["answer"]``) in both orders, candidate as A then as B. Reward = the candidate's share of wins: 0.5 for
@@ -77,13 +78,11 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from reward_fns import canaries, gsm8k, llm_judge
-from reward_fns.judge_client import JudgeClient
-from reward_fns.judge_errors import outcome
+from reward_fns import canaries, gsm8k, judge_service, llm_judge
 from reward_fns.judge_options import DEFAULTS as JUDGE_DEFAULTS
 from reward_fns.judge_options import JUDGE_FAILURES, canary_every_value, fallback_value
 from reward_fns.parse import reference_answer
-from reward_fns.prompts import NEUTRALIZED_TAGS, load, neutralize
+from reward_fns.prompts import load
 from reward_fns.redact import mask_url
 from reward_fns.verdicts import PAIRWISE
 
@@ -233,19 +232,17 @@ def build_messages(
     prompt_version: str = DEFAULTS["prompt_version"],
     max_response_chars: int = DEFAULTS["max_response_chars"],
 ) -> list[dict]:
-    """The judge's messages for one comparison (both responses defused alike, so neither position is marked)."""
-    info = extra_info if isinstance(extra_info, Mapping) else {}
-    template = load(prompt, prompt_version)
-    question = llm_judge._text(info.get("question") or info.get("query") or info.get("problem") or info.get("prompt"))
-    reference = llm_judge._reference_text(ground_truth, info)
-    available = {
-        "query": neutralize(question, NEUTRALIZED_TAGS),
-        "reference": neutralize(reference, NEUTRALIZED_TAGS),
-        "reference_answer": reference_answer(reference, ground_truth) or "unknown",
-        "response_a": llm_judge.defuse(response_a, max_response_chars),
-        "response_b": llm_judge.defuse(response_b, max_response_chars),
-    }
-    return template.render(**{k: available[k] for k in template.fields()})
+    """The judge's messages for one comparison (``judge_service.messages`` for the pairwise kind: both responses
+    defused alike, so neither position is marked)."""
+    return judge_service.messages(
+        PAIRWISE,
+        (response_a, response_b),
+        ground_truth,
+        extra_info,
+        prompt=prompt,
+        prompt_version=prompt_version,
+        max_response_chars=max_response_chars,
+    )
 
 
 def check_options(mode: object = "pairwise_ref", fallback: object = "rule", **options: Any) -> list[str]:
@@ -268,7 +265,7 @@ def check_options(mode: object = "pairwise_ref", fallback: object = "rule", **op
         fallback_value(fallback, 0.0)
         canary_every_value(opt["canary_every"])
         fields = load(opt["prompt"], opt["prompt_version"]).fields()
-        if not {"response_a", "response_b"} <= fields <= _FIELDS:
+        if not set(PAIRWISE.responses) <= fields <= _FIELDS:
             found.append(f"prompt {opt['prompt']}.{opt['prompt_version']} is no pairwise prompt (fields {fields})")
     except (ValueError, FileNotFoundError) as e:
         found.append(str(e))
@@ -278,25 +275,16 @@ def check_options(mode: object = "pairwise_ref", fallback: object = "rule", **op
 _failures = 0
 
 
-async def _ask(client: JudgeClient, messages: list[dict], texts: tuple, reference: str | None, grounded: bool):
-    """One comparison of ``texts`` (A, B): ``(verdict, seconds, voided, cached)``: the verdict ``"A"``/``"B"``, None
-    (no verdict), REFUSED or FAILED; ``voided`` when ``grounded`` and the kind's guard finds a problem with it
-    (``reference``: the reference answer the prompt shows, None when it shows none)."""
+def _verdict(answer: judge_service.Answer, url: str) -> str | None:
+    """A comparison's outcome for ``tournament``: ``"A"``/``"B"``, None (no verdict in the reply), ``FAILED`` (the
+    answer cannot cause it: ``fallback``) or ``REFUSED`` (another 4xx); logs a failure."""
     global _failures
-    result = await client.complete(messages)
-    if result.ok:
-        parsed = PAIRWISE.parse(result.text)
-        if not parsed.ok:
-            return None, result.latency_s, False, result.cached
-        voided = bool(grounded) and PAIRWISE.grounding(result.text, texts, reference) is not None
-        return parsed.value, result.latency_s, voided, result.cached
-    kind = outcome(result.error)
-    if kind == "stop":  # wrong key, URL or model: every comparison would fail; stop the run
-        raise client.config_error(result.error)
+    if answer.failure is None:
+        return answer.value
     _failures += 1
     if _failures <= 5 or _failures % 100 == 0:
-        logger.warning("pairwise_judge: call to %s failed (#%d): %s", mask_url(client.url), _failures, kind)
-    return (FAILED if kind == "fallback" else REFUSED), result.latency_s, False, result.cached
+        logger.warning("pairwise_judge: call to %s failed (#%d): %s", mask_url(url), _failures, answer.failure)
+    return FAILED if answer.failure == "fallback" else REFUSED
 
 
 async def _canary(ask, k: int, reference: str | None) -> dict:
@@ -376,7 +364,7 @@ async def score_group(
     if problems:
         raise ValueError("; ".join(problems))
     opt = {**DEFAULTS, **kwargs}
-    texts = [llm_judge._text(t) for t in texts]
+    texts = [judge_service.text_of(t) for t in texts]
     rules = [llm_judge._rule(t, ground_truth, opt["rule_mode"]) for t in texts]
     fallbacks = [fallback_value(fallback, r) for r in rules]
     where = llm_judge.endpoint(base_url, model, api_key_env, reward_router_address, reward_model_tokenizer)
@@ -387,14 +375,15 @@ async def score_group(
         url, judge_model, api_key_env=key_env, **llm_judge._client_options(opt, timeout, max_retries)
     )
     shown = {k: opt[k] for k in ("prompt", "prompt_version", "max_response_chars")}
-    reference = llm_judge._reference_text(ground_truth, extra_info)
-    ref_answer = reference_answer(reference, ground_truth)  # as the prompt shows it, where it shows one
-    ref_shown = (
-        ref_answer if load(opt["prompt"], opt["prompt_version"]).fields() & {"reference", "reference_answer"} else None
-    )
+    reference = judge_service.reference_text(ground_truth, extra_info)
+    ref_answer = reference_answer(reference, ground_truth)  # the canaries' reference answer
 
-    def ask(a: str, b: str):
-        return _ask(client, build_messages(a, b, ground_truth, extra_info, **shown), (a, b), ref_shown, opt["grounded"])
+    async def ask(a: str, b: str) -> tuple:
+        """One comparison, ``a`` as A: ``(verdict, seconds, voided, cached)`` (``_verdict``; voided: the guard)."""
+        answer = await judge_service.ask(
+            client, PAIRWISE, (a, b), ground_truth, extra_info, **shown, grounded=opt["grounded"]
+        )
+        return _verdict(answer, client.url), answer.seconds, answer.problem is not None, answer.cached
 
     async def tournament_rows() -> list[dict]:
         t, seconds = await _play(texts, opt["scheme"], rules if opt["rule_first"] else None, ask)

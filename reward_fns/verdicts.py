@@ -4,7 +4,8 @@ A ``Verdict`` holds its tag (``<score>`` / ``<better>``), the parser of a reply,
 a judge in training earns (``reward_fns.pointwise`` / ``reward_fns.pairwise``), the warm start's answer for a
 labelled row (the rationale, then the verdict), the metrics of a judge's verdicts (``reward_fns.judge_metrics``),
 the keys a before/after comparison shows, what the evaluator's report adds (``summary``, ``caveat``, ``values``) and
-the grounding of an accepting verdict (``grounding``: ``reward_fns.guard``, what the rewards over a judge check).
+the grounding of an accepting verdict (``grounding``: ``reward_fns.guard``, what the rewards over a judge check) and
+how a reward asks it (``responses``, ``pays``, ``reference_always``, ``defuse_context``: ``reward_fns.judge_service``).
 Data prep, the evaluator and the pipeline ask these objects instead of testing for a kind's name.
 
 * ``POINTWISE``: ``<think>...</think><score>N</score>``, N in 0-4; verification rows (label 4: a right solution, 0: a
@@ -79,12 +80,20 @@ def _both_orders_note(ov: Mapping) -> str | None:
     return "No pair appears in both orders (extra_info.pair_id), so flip rate and pair accuracy are n/a."
 
 
-def _pointwise_grounding(reply: str, responses: Sequence[object], reference: str | None) -> str | None:
+def _pointwise_grounding(reply: str, value: object, responses: Sequence[object], reference: str | None) -> str | None:
     return guard(reply, responses[0], reference)
 
 
-def _pairwise_grounding(reply: str, responses: Sequence[object], reference: str | None) -> str | None:
-    return pair_guard(reply, responses[0], responses[1], reference)
+def _pairwise_grounding(reply: str, value: object, responses: Sequence[object], reference: str | None) -> str | None:
+    return pair_guard(reply, responses[0], responses[1], reference, choice=value)
+
+
+def _pays_above_0(value: object) -> bool:
+    return value > 0
+
+
+def _every_verdict(value: object) -> bool:
+    return True
 
 
 def _pointwise_target(extra: Mapping, label: object) -> str:
@@ -134,9 +143,17 @@ class Verdict:
     summary: Callable[[Mapping], str | None] = _no_note  # a sentence under the overall table, from its metrics
     caveat: Callable[[Mapping], str | None] = _no_note  # a sentence after the failures, from the overall metrics
     values: tuple = ()  # the verdicts in order: the columns of the confusion matrix (metrics' "confusion")
-    # (reply, the responses judged, the reference answer shown or None) -> what is wrong with an accepting verdict
-    # (reward_fns.guard: a problem voids the verdict), None when it holds; None: the kind has no guard
-    grounding: Callable[[str, Sequence[object], str | None], str | None] | None = None
+    # (reply, its verdict as parse read it, the responses judged, the reference answer or None) -> what is wrong with
+    # an accepting verdict (reward_fns.guard: a problem voids the verdict), None when it holds; None: no guard
+    grounding: Callable[[str, object, Sequence[object], str | None], str | None] | None = None
+    # how a reward asks it (reward_fns.judge_service): the prompt fields its responses fill, in order; the verdicts
+    # the grounding checks (those that pay something); whether the grounding checks against the reference answer
+    # even where the prompt shows none; whether the question and reference solution are defused of look-alike tags
+    # like the responses (pointwise: shown as they are, as its judges were trained)
+    responses: tuple[str, ...] = ("response",)
+    pays: Callable[[object], bool] = _every_verdict
+    reference_always: bool = False
+    defuse_context: bool = True
 
     def wrap(self, value: object) -> str:
         """The verdict as the judge writes it.
@@ -163,6 +180,9 @@ POINTWISE = Verdict(
     summary=_verification_note,
     values=judge_metrics.SCORES,
     grounding=_pointwise_grounding,
+    pays=_pays_above_0,
+    reference_always=True,
+    defuse_context=False,
 )
 PAIRWISE = Verdict(
     name="pairwise",
@@ -190,6 +210,7 @@ PAIRWISE = Verdict(
     caveat=_both_orders_note,
     values=("A", "B"),
     grounding=_pairwise_grounding,
+    responses=("response_a", "response_b"),
 )
 #: every kind by name; ``detect`` tries them in this order (an A/B label is no 0-4 score, and no score is A/B)
 KINDS = {v.name: v for v in (PAIRWISE, POINTWISE)}
