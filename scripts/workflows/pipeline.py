@@ -5,6 +5,7 @@ by the judge made.
     python -m scripts.pipeline judge --task pairwise_ref --grpo-steps 40 --out runs/pairwise_ref
     python -m scripts.pipeline judge --task pairwise --no-sft --pair-groups false --out runs/pairwise_plain
     python -m scripts.pipeline judge_to_reward --out runs/j2r          # + policy rewarded by the judge
+    python -m scripts.pipeline judge_to_reward --task pairwise_ref --out runs/j2r_pairwise  # the pairwise judge
 
 Judge tasks (all on GSM8K verification data from ``data_prep.gsm8k_verify``):
 
@@ -22,8 +23,10 @@ cache unless ``--no-parallel-eval``) -> ``sft`` (``torchrun -m verl.trainer.sft_
 ``judge_to_reward`` beside ``policy``) -> ``grpo`` (the recipe through ``scripts.launch.launcher.run_recipe``, checked
 first) -> ``merge`` (``verl.model_merger``) -> ``eval_after`` -> ``compare`` (``compare.md``: before / after SFT /
 after GRPO). ``judge_to_reward`` adds ``policy``: recipes/gsm8k_local_judge with the trained judge as the reward
-(``policy(flow, args, base, judge, recipe=...)`` takes another reward recipe; ``scripts.workflows.policy_learns``
-compares it with the rule).
+(the task's ``reward``: ``reward_fns/llm_judge.py`` for ``pointwise``, ``reward_fns/pairwise_judge.py`` in
+``pairwise_ref`` mode for ``pairwise_ref``; the no-reference ``pairwise`` judge rewards nothing: the pairwise reward
+asks with the reference shown; ``policy(flow, args, base, judge, recipe=...)`` takes another reward recipe;
+``scripts.workflows.policy_learns`` compares it with the rule).
 
 Machine settings are the launcher's knobs (``python -m scripts.launch --knobs``: MODEL, GSM8K_DIR, PYTHON, N_GPUS,
 NO_FLASH_ATTN, ...), with its defaults (``scripts/launch/defaults.py``). ``DRY_RUN=1`` runs no stage: it checks each
@@ -44,7 +47,7 @@ from typing import NamedTuple
 from reward_fns import verdicts
 from scripts import bytecode
 from scripts.launch import launcher as launch
-from scripts.workflows import cli, steps
+from scripts.workflows import arms, cli, steps
 from scripts.workflows.stages import Stages, say
 
 
@@ -52,12 +55,15 @@ class Task(NamedTuple):
     recipe: str  # recipes/<recipe>
     verdict: verdicts.Verdict  # its name prefixes the verification parquets
     prompt_args: list[str]  # data_prep.gsm8k_verify's prompt arguments
+    reward: tuple[str, ...] | None  # the policy stage's overrides that make this judge its reward; None: it cannot
 
 
 TASKS = {
-    "pointwise": Task("judge_pointwise", verdicts.POINTWISE, ["--pair-prompt", "pairwise_ref.v2"]),
-    "pairwise_ref": Task("judge_pairwise", verdicts.PAIRWISE, ["--pair-prompt", "pairwise_ref.v2"]),
-    "pairwise": Task("judge_pairwise", verdicts.PAIRWISE, ["--pair-prompt", "pairwise.v1"]),
+    "pointwise": Task("judge_pointwise", verdicts.POINTWISE, ["--pair-prompt", "pairwise_ref.v2"], ()),
+    "pairwise_ref": Task(
+        "judge_pairwise", verdicts.PAIRWISE, ["--pair-prompt", "pairwise_ref.v2"], tuple(arms.PAIRWISE_REF)
+    ),
+    "pairwise": Task("judge_pairwise", verdicts.PAIRWISE, ["--pair-prompt", "pairwise.v1"], None),
 }
 POLICY_RECIPE = "gsm8k_local_judge"
 # The policy stage is a short check that the trained judge is used (6 steps by default), so its judge decodes
@@ -186,6 +192,7 @@ def policy_settings(flow: Stages, a: argparse.Namespace, name: str = "policy") -
         f"trainer.default_local_dir={flow.path(name)}",
         f"trainer.experiment_name=judge_to_reward-{name}",
         "trainer.save_freq=-1",
+        *TASKS[a.task].reward,
         *POLICY_STAGE,
         *a.policy_override,
     ]
@@ -233,8 +240,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "workflow",
         choices=("judge", "judge_to_reward"),
-        help="judge: data -> SFT -> GRPO -> merge -> evaluate; judge_to_reward: the same (pointwise), then "
-        "a GSM8K policy rewarded by the trained judge",
+        help="judge: data -> SFT -> GRPO -> merge -> evaluate; judge_to_reward: the same, then a GSM8K policy "
+        "rewarded by the trained judge (--task pointwise or pairwise_ref)",
     )
     p.add_argument("--task", choices=sorted(TASKS), default="pointwise")
     cli.add_judge_args(p)
@@ -274,8 +281,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if args.model_solutions is None:
         args.model_solutions = "base" if j2r else "none"
     args.model_solutions = None if args.model_solutions == "none" else args.model_solutions
-    if j2r and args.task != "pointwise":
-        parser.error("judge_to_reward trains the pointwise judge the llm_judge reward asks (--task pointwise)")
+    if j2r and TASKS[args.task].reward is None:
+        rewards = ", ".join(k for k, t in TASKS.items() if t.reward is not None)
+        parser.error(
+            f"judge_to_reward: a {args.task} judge cannot reward a policy (the pairwise reward asks with the reference "
+            f"solution shown, a prompt this judge is not trained on); --task {rewards}"
+        )
     args.grpo_steps = (0 if j2r else 30) if args.grpo_steps is None else args.grpo_steps
     args.eval_pairs = (100 if j2r else 300) if args.eval_pairs is None else args.eval_pairs
     return args

@@ -388,7 +388,11 @@ def test_background_stage_failure_stops_the_pipeline(tmp_path):
             "--sft-model /nonexistent: not a Hugging Face model folder",
         ),
         (["judge", "--out", "x", "not-an-override"], "unrecognized arguments: not-an-override"),
-        (["judge_to_reward", "--task", "pairwise", "--out", "x"], "judge_to_reward trains the pointwise judge"),
+        (
+            ["judge_to_reward", "--task", "pairwise", "--out", "x"],
+            "judge_to_reward: a pairwise judge cannot reward a policy (the pairwise reward asks with the reference "
+            "solution shown, a prompt this judge is not trained on); --task pointwise, pairwise_ref",
+        ),
         (["judge", "--task", "nope", "--out", "x"], "invalid choice: 'nope'"),
     ],
 )
@@ -499,4 +503,35 @@ def test_the_documented_new_experiment_runs(tmp_path, monkeypatch):
         ".policy_data.done",
         ".policy_route.done",
         ".sft_data.done",
+    ]
+
+
+@pytest.mark.parametrize(
+    "task, reward",
+    [
+        ("pointwise", []),  # recipes/gsm8k_local_judge's own reward: reward_fns/llm_judge.py
+        (
+            "pairwise_ref",
+            [
+                "reward.custom_reward_function.path=pkg://reward_fns.pairwise_judge",
+                "++reward.custom_reward_function.reward_kwargs.mode=pairwise_ref",
+            ],
+        ),
+    ],
+)
+def test_judge_to_reward_rewards_the_policy_with_the_judge_it_trained(task, reward, tmp_path):
+    """The policy stage's settings carry the trained judge's reward (before the stage's own and the user's
+    ``--policy-override``, which win)."""
+    from scripts.workflows import cli, pipeline
+
+    args = pipeline.parse_args(["judge_to_reward", "--task", task, "--out", str(tmp_path), "--policy-override", "a=b"])
+    got = pipeline.policy_settings(cli.run_of(args), args)
+    assert got == [
+        "trainer.total_training_steps=6",
+        f"trainer.default_local_dir={tmp_path}/policy",
+        "trainer.experiment_name=judge_to_reward-policy",
+        "trainer.save_freq=-1",
+        *reward,
+        *pipeline.POLICY_STAGE,
+        "a=b",
     ]
