@@ -31,8 +31,9 @@ step's request seconds, summed). Except in a tournament (``tournament``: a win r
 group mates is no verdict on the answer), ``agree_rule``, ``accept_rule_reject`` and ``reject_rule_accept`` as in
 pointwise, with "accept" = ``judge_wins`` >= 0.5, over the judged answers with a win share (``judge_wins`` >= 0).
 
-Both kinds: ``wrong_over_right``, over each group's (rule-wrong, rule-right) answer pairs (``uids``, ``rule_score``),
-the share where the wrong answer was paid more (``score``): the one health number a pointwise judge and a tournament
+Both kinds: ``wrong_over_right``, over each group's (rule-wrong, rule-right) answer pairs (``uids``; the rule's grade
+as the agreement keys read it; abstained samples left out), the share where the wrong answer was paid more
+(``score``; not reported on a step without such a pair): the one health number a pointwise judge and a tournament
 share (``scripts/train/watches.HackingWatch`` reads it); canary probes (``reward_fns.canaries``): ``canary_accept``
 (share of wrong probes paid), ``canary_reject`` (share of right probes refused) and their counts ``canary_accept_n``
 / ``canary_reject_n``.
@@ -86,7 +87,7 @@ def metrics(
         out = _pointwise(cols, reading)
     else:
         return {}
-    out.update(_wrong_over_right(cols, uids))
+    out.update(_wrong_over_right(cols, uids, reading))
     out.update(_canaries(cols))
     return {PREFIX + k: v for k, v in out.items()}
 
@@ -166,19 +167,27 @@ def _pairwise(cols: Mapping[str, np.ndarray], uids: Sequence | None, tournament:
     return out
 
 
-def _wrong_over_right(cols: Mapping[str, np.ndarray], uids: Sequence | None) -> dict[str, float]:
-    """Over each group's (rule-wrong, rule-right) answer pairs, the share where the wrong answer was paid more;
-    {} without ``score``, ``rule_score`` or one uid per sample."""
+def _wrong_over_right(
+    cols: Mapping[str, np.ndarray], uids: Sequence | None, reading: Sequence[float] | None
+) -> dict[str, float]:
+    """Over each group's (rule-wrong, rule-right) answer pairs, the share where the wrong answer was paid more. The
+    rule's grade is ``reading`` where given (route mode: the flexible reading; NaN leaves a sample out), else
+    ``rule_score``; abstained samples (``judge_abstained``: out of their group and the loss) are left out. {} without
+    ``score``, a rule's grade or one uid per sample, and on a step with no such pair (so that a watch's window
+    averages the steps that had one)."""
     groups = _groups(uids, len(cols["score"])) if "score" in cols and "rule_score" in cols else None
     if not groups:
         return {}
-    score, rule = cols["score"], np.nan_to_num(cols["rule_score"])
+    score = cols["score"]
+    rule = cols["rule_score"] if reading is None else np.asarray(reading, dtype=np.float64)
+    keep = ~np.isnan(rule) & ~(cols.get("judge_abstained", np.zeros(len(score))) > 0)
     above = pairs = 0
     for g in groups:
+        g = g[keep[g]]
         right, wrong = g[rule[g] >= 1], g[rule[g] < 1]
         pairs += len(right) * len(wrong)
         above += int((score[wrong][:, None] > score[right][None, :]).sum())
-    return {"wrong_over_right": above / pairs if pairs else 0.0}
+    return {"wrong_over_right": above / pairs} if pairs else {}
 
 
 def _canaries(cols: Mapping[str, np.ndarray]) -> dict[str, float]:

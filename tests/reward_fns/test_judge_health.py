@@ -124,18 +124,25 @@ def test_pairwise_columns_get_no_pointwise_metrics():
 
 
 @pytest.mark.parametrize(
-    "score, rule, uids, want",
+    "score, rule, uids, extra, reading, want",
     [
         # g1: the wrong answer paid 1.0 above both right ones (0.0, 1.0 -> above 0.0 only): 1 of 2 pairs; g2: no pair
-        ([1.0, 0.0, 1.0, 0.0, 0.0], [0.0, 1.0, 1.0, 0.0, 0.0], ["g1", "g1", "g1", "g2", "g2"], 0.5),
-        ([0.0, 1.0, 1.0], [0.0, 1.0, 1.0], ["g", "g", "g"], 0.0),  # a truthful judge
-        ([0.0, 0.0], [1.0, 1.0], ["g", "g"], 0.0),  # no (wrong, right) pair: 0
-        ([1.0, 0.0], [0.0, 1.0], None, None),  # no groups: not reported
+        ([1.0, 0.0, 1.0, 0.0, 0.0], [0.0, 1.0, 1.0, 0.0, 0.0], ["g1", "g1", "g1", "g2", "g2"], {}, None, 0.5),
+        ([0.0, 1.0, 1.0], [0.0, 1.0, 1.0], ["g", "g", "g"], {}, None, 0.0),  # a truthful judge
+        # no (wrong, right) pair on the step: not reported, so the watch's window averages the steps that had one
+        ([0.0, 0.0], [1.0, 1.0], ["g", "g"], {}, None, None),
+        ([1.0, 0.0], [0.0, 1.0], ["a", "b"], {}, None, None),  # groups of one
+        ([1.0, 0.0], [0.0, 1.0], None, {}, None, None),  # no groups: not reported
+        # an abstained right answer (paid 0, out of its group and the loss) is no pair: 0, not 1/4
+        ([0.0, 0.5, 1.0, 0.0], [1.0, 0.0, 1.0, 0.0], ["g"] * 4, {"judge_abstained": [1, 0, 0, 0]}, None, 0.0),
+        # route mode: the flexible reading, not the strict rule (sample 1 right by it, paid 0.5 below wrong sample 2)
+        ([1.0, 0.5, 1.0], [1.0, 0.0, 0.0], ["g"] * 3, {}, [1.0, 1.0, 0.0], 0.5),
+        ([1.0, 0.5, 1.0], [1.0, 0.0, 0.0], ["g"] * 3, {}, [1.0, float("nan"), 0.0], 0.0),  # NaN: left out
     ],
 )
-def test_a_pointwise_judge_reports_wrong_over_right(score, rule, uids, want):
-    """The pointwise judge's step gets ``wrong_over_right`` too, so it and a tournament can be compared."""
+def test_wrong_over_right(score, rule, uids, extra, reading, want):
+    """Both kinds' steps get ``wrong_over_right`` (the pointwise judge's here), so they can be compared."""
     n = len(score)
     ext = {"score": score, "judge_score": [4 * s for s in score], "judge_error": [0] * n, "judge_parse_fail": [0] * n}
-    got = metrics(columns({**ext, "rule_score": rule}), uids=uids)
+    got = metrics(columns({**ext, "rule_score": rule, **extra}), reading=reading, uids=uids)
     assert got.get("judge_health/wrong_over_right") == want
