@@ -16,6 +16,8 @@ closed: every problem they name makes the verdict earn what no verdict earns. No
     True
     >>> pair_guard("<think>Reference: 18. A: 18. B: 17.</think><better>A</better>", "#### 17", "#### 18", "18")
     'judge_ungrounded'
+    >>> pair_guard("<think>Reference: 18. A: 18. B: none.</think><better>A</better>", "#### 18", "Hmm.", "18") is None
+    True
 """
 
 from __future__ import annotations
@@ -85,25 +87,30 @@ def pair_guard(
     reply: str, response_a: object, response_b: object, reference: str | None, choice: str | None = None
 ) -> str | None:
     """What is wrong with a pairwise verdict ``<better>X</better>`` (None: no verdict, nothing to check), checked
-    against both responses (read with ``parse.normalize_text``) and the reference answer the judge was shown (None:
-    the prompt showed none): ``judge_unverified`` when the reply does not quote both answers it compared as numbers
-    (``A: 17. B: 18.``); ``judge_contradiction`` when the winner's quoted answer is not the reference's;
-    ``judge_ungrounded`` when a response does not state exactly the one final answer quoted for it
-    (``parse.final_answer``: a misquote, hedges, several answers, none); None when it holds. ``choice``: the verdict
-    (``"A"``/``"B"``) as the caller read it, for a kind whose tag is not ``<better>``; None: read from the reply."""
+    against the responses (read with ``parse.normalize_text``) and the reference answer the judge was shown (None:
+    the prompt showed none). Where the reference is shown, only the winner is checked: ``judge_unverified`` when the
+    reply quotes no number for it (``A: 17.``); ``judge_contradiction`` when that quote is not the reference's;
+    ``judge_ungrounded`` when the winner does not state exactly that one final answer (``parse.final_answer``: a
+    misquote, hedges, several answers, none). The loser's quote and answer may be anything (no final answer, a hedge,
+    ``B: none``): a right answer wins against an answer that states none. Without a reference nothing says which
+    answer is right, so both are checked: the reply must quote both as numbers (``A: 17. B: 18.``), each that
+    response's one final answer. None when it holds. ``choice``: the verdict (``"A"``/``"B"``) as the caller read
+    it, for a kind whose tag is not ``<better>``; None: read from the reply."""
     if choice is None:
         parsed = parse_choice(reply)
         if not parsed.ok:
             return None
         choice = parsed.value
-    quotes = {side: quoted_side(reply, side) for side in "AB"}
+    ref = normalize_number(reference)
+    responses = {"A": response_a, "B": response_b}
+    sides = (choice,) if ref is not None else ("A", "B")
+    quotes = {side: quoted_side(reply, side) for side in sides}
     if None in quotes.values():
         return UNVERIFIED
-    ref = normalize_number(reference)
     if ref is not None and quotes[choice] != ref:
         return CONTRADICTION
-    for side, text in (("A", response_a), ("B", response_b)):
-        value, status = final_answer(normalize_text(text))
+    for side in sides:
+        value, status = final_answer(normalize_text(responses[side]))
         if status != FINAL_OK or value != quotes[side]:
             return UNGROUNDED
     return None

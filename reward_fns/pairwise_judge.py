@@ -20,11 +20,13 @@ one ``judge_service.ask`` for the ``PAIRWISE`` kind (messages, call, parse, guar
 and one it marks wrong is decided for the right one without a call (in ``pairwise_ref`` the reference is the other).
 
 **Grounded verdicts** (``grounded=True``, default, as in ``llm_judge``; the kind's ``Verdict.grounding``:
-``reward_fns.guard.pair_guard``): a verdict counts only when its reply quotes both answers it compared (``A: 72. B:
-96.``, read as ``Candidate:`` is: ``(72)``, ``72,``, ``**72**`` are 72; words or ``none`` are not), each quote is that
-response's one final answer (``parse.final_answer``: a response that hedges or states several answers cannot be
-verified) and, where the prompt shows the reference answer, the winner's quote is the reference's. Else it is voided:
-no verdict, a loss for the candidate in that order (``pairwise_ref``) or for both answers (tournament).
+``reward_fns.guard.pair_guard``): where the prompt shows the reference answer (both modes here), a verdict counts
+only when its reply quotes the winner's answer (``A: 72.``, read as ``Candidate:`` is: ``(72)``, ``72,``, ``**72**``
+are 72; words or ``none`` are not), that quote is the reference's and it is the winner's one final answer
+(``parse.final_answer``: a winner that hedges or states several answers cannot be verified). The loser's quote and
+answer are not checked, so a right answer wins against one that states no final answer (``B: none``). Without a
+reference both answers must be quoted (``A: 72. B: 96.``), each that response's one final answer. Else the verdict is
+voided: no verdict, a loss for the candidate in that order (``pairwise_ref``) or for both answers (tournament).
 
 **Canaries** (``canary_every``, default 20, as in ``llm_judge``: the same hash draw per sample): a drawn sample also
 sends a probe (``canaries.pair``: the reference + 1 against the reference, written alike) in both orders, graded and
@@ -56,8 +58,8 @@ The flip counts the judge's letters, voided or not (position bias); wins, ties a
     >>> t["win_rate"], t["flip_rate"], t["cycle_rate"]
     ([0.5, 0.5, 0.5], 0.0, 1.0)
 
-Against a fake judge that always answers A quoting 72 for both (every pair flips; ``#### 72`` gets 0.5; both
-replies about ``#### 96`` misquote it as 72, so the guard voids them: 0, ``judge_guarded`` 1):
+Against a fake judge that always answers A quoting 72 for both (every pair flips; ``#### 72`` gets 0.5; the reply
+that names ``#### 96`` as A quotes it as 72, so the guard voids it: 0, ``judge_guarded`` 0.5):
 
     echo '{}' > /tmp/none.json && python -m scripts.serve.fake_openai --port 18555 --replies /tmp/none.json \\
         --default '<think>Reference: 72. A: 72. B: 72.</think><better>A</better>' &

@@ -1,8 +1,9 @@
-"""The pairwise guard fails closed (``reward_fns.guard.pair_guard`` through ``reward_fns.pairwise_judge``): a verdict
-``<better>X</better>`` counts only when its reply quotes both answers it compared as numbers (``A: 72. B: 96.``), each
-quote is that response's one final answer, and the winner's quote is the reference's. Exact rewards against the fake
-OpenAI server for scripted judges (honest, misquoting, quoting words, punctuation around the numbers, paying a wrong
-or hedging answer with the reference's number), in ``pairwise_ref`` and in a tournament; the guard's own cases.
+"""The pairwise guard fails closed (``reward_fns.guard.pair_guard`` through ``reward_fns.pairwise_judge``): where the
+reference is shown, a verdict ``<better>X</better>`` counts only when its reply quotes the winner's answer as a number
+(``A: 72.``), that quote is the reference's and the winner's one final answer (the loser's quote and answer may be
+anything); without a reference both answers are quoted, each that response's one final answer. Exact rewards against
+the fake OpenAI server for scripted judges (honest, misquoting, quoting words, punctuation around the numbers, paying
+a wrong or hedging answer with the reference's number), in ``pairwise_ref`` and in a tournament; the guard's own cases.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pytest
 
 from reward_fns.guard import CONTRADICTION, UNGROUNDED, UNVERIFIED, pair_guard, quoted_side
 from reward_fns.pairwise_judge import compute_score, score_group
+from reward_fns.parse import FINAL_OK, final_answer
 from scripts.serve.fake_openai import FakeOpenAIServer
 from tests.reward_fns.test_pairwise_judge import INFO, REFERENCE, RIGHT, WRONG, row, shown, timeless
 
@@ -51,10 +53,10 @@ CASES = {
     "honest: names the right candidate": (judge("cand"), RIGHT, row(1.0, 1.0, rule=1.0)),
     "honest: names the reference over a wrong one": (judge("ref"), WRONG, row(0.0, 0.0)),
     "misquotes the winner as A": (judge("cand", "27", when="A"), RIGHT, row(0.5, 0.5, tie=1.0, guarded=0.5, rule=1.0)),
-    "misquotes the loser as A": (
+    "misquotes the loser as A: only the winner's quote is checked": (
         judge("cand", ref="27", when="B"),
         RIGHT,
-        row(0.5, 0.5, tie=1.0, guarded=0.5, rule=1.0),
+        row(1.0, 1.0, rule=1.0),
     ),
     "quotes a word": (judge("cand", "seventy-two"), RIGHT, row(0.0, 0.0, guarded=1.0, rule=1.0)),
     "quotes none": (judge("cand", "none."), RIGHT, row(0.0, 0.0, guarded=1.0, rule=1.0)),
@@ -107,10 +109,10 @@ TOURNAMENT = {
         [t_row(0.0, guarded=1.0), t_row(0.0, guarded=1.0)],
     ),
     "hedge vs wrong, guard off": ([HEDGE, WRONG], {"grounded": False}, [t_row(1.0), t_row(0.0)]),
-    "right vs hedge: the hedge's side is unverifiable, both lose": (
+    "right vs hedge: the right answer's win stands, the hedge's is voided": (
         [RIGHT, HEDGE],
         {},
-        [t_row(0.0, flip=1.0, guarded=1.0, rule=1.0), t_row(0.0, flip=1.0, guarded=1.0)],
+        [t_row(0.5, flip=1.0, tie=1.0, guarded=0.5, rule=1.0), t_row(0.0, flip=1.0, guarded=0.5)],
     ),
     "right vs wrong": ([RIGHT, WRONG], {}, [t_row(1.0, rule=1.0), t_row(0.0)]),
 }
@@ -123,6 +125,29 @@ def test_tournament_guarded(texts, kw, expected):
     assert [timeless(o) for o in out] == expected
 
 
+def final_72(body: dict) -> str:
+    """A truthful judge: quotes each response's one final answer (``parse.final_answer``; ``none`` where it states
+    none or several) and names the one that is 72 (A when both or neither)."""
+    a, b, _ = shown(body)
+    qa, qb = (str(v) if status == FINAL_OK else "none" for v, status in map(final_answer, (a, b)))
+    return f"<think>Reference: 72. A: {qa}. B: {qb}.</think><better>{'B' if qb == '72' != qa else 'A'}</better>"
+
+
+def test_a_right_answer_wins_against_answers_without_one():
+    """Circular over four: one right answer, two without a final answer, a hedge. A truthful judge names the right
+    answer in each of its four comparisons and those wins stand (only the winner's quote is checked where the
+    reference is shown); every comparison between two answers without one is voided: no win for either."""
+    texts = ["She has 72 apples.\n#### 72", "Let me think step by step", "I am not sure.", HEDGE]
+    with FakeOpenAIServer(final_72) as srv:
+        out = asyncio.run(score_group(texts, "72", INFO, base_url=srv.base_url, model="judge", **FAST))
+    assert [timeless(o) for o in out] == [
+        t_row(1.0, rule=1.0, calls=2.0),
+        t_row(0.0, flip=0.5, guarded=0.5, calls=2.0),
+        t_row(0.0, flip=1.0, guarded=1.0, calls=2.0),
+        t_row(0.0, flip=0.5, guarded=0.5, calls=2.0),
+    ]
+
+
 REPLY = "<think>Reference: 72. A: {a} B: {b}</think><better>{x}</better>"
 # (reply fields, response A, response B, reference shown, problem)
 GUARD = [
@@ -131,9 +156,23 @@ GUARD = [
     (dict(a="72.", b="96.", x="B"), RIGHT, WRONG, None, None),  # no reference shown: no contradiction to find
     (dict(a="72.", b="72.", x="B"), RIGHT, WRONG, "72", UNGROUNDED),  # B's answer is 96
     (dict(a="72.", b="72.", x="B"), RIGHT, WRONG, None, UNGROUNDED),
-    (dict(a="72.", b="none.", x="A"), RIGHT, WRONG, "72", UNVERIFIED),
+    # where the reference is shown, only the winner is checked: the loser's quote and answer may be anything
+    (dict(a="72.", b="none.", x="A"), RIGHT, WRONG, "72", None),
+    (dict(a="72.", b="", x="A"), RIGHT, WRONG, "72", None),  # no quote for the loser
+    (dict(a="72.", b="72.", x="A"), RIGHT, WRONG, "72", None),  # the loser misquoted
+    (dict(a="72.", b="96.", x="A"), RIGHT, HEDGE, "72", None),  # the loser states two answers
+    (dict(a="72.", b="none.", x="A"), RIGHT, "Let me think step by step", "72", None),  # the loser states none
+    (dict(a="none.", b="96.", x="B"), "Let me think", WRONG, "72", CONTRADICTION),  # the winner is checked
+    (dict(a="none.", b="96.", x="A"), RIGHT, WRONG, "72", UNVERIFIED),
+    (dict(a="", b="96.", x="A"), RIGHT, WRONG, "72", UNVERIFIED),
     (dict(a="seventy-two.", b="96.", x="A"), RIGHT, WRONG, "72", UNVERIFIED),
-    (dict(a="72.", b="96.", x="A"), RIGHT, HEDGE, "72", UNGROUNDED),  # B states two answers, whoever wins
+    (dict(a="72.", b="96.", x="A"), HEDGE, WRONG, "72", UNGROUNDED),  # the winner states two answers
+    (dict(a="72.", b="none.", x="A"), "Let me think", WRONG, "72", UNGROUNDED),  # the winner states none
+    # no reference shown: nothing says which answer is right, so both quotes and both answers are checked
+    (dict(a="72.", b="none.", x="A"), RIGHT, WRONG, None, UNVERIFIED),
+    (dict(a="72.", b="", x="A"), RIGHT, WRONG, None, UNVERIFIED),
+    (dict(a="72.", b="72.", x="A"), RIGHT, WRONG, None, UNGROUNDED),
+    (dict(a="72.", b="96.", x="A"), RIGHT, HEDGE, None, UNGROUNDED),  # B states two answers, whoever wins
     (dict(a="(72),", b="**96**", x="A"), RIGHT, WRONG, "72", None),
     (dict(a="72.", b="96.", x="tie"), RIGHT, WRONG, "72", None),  # no verdict: nothing to check
 ]
