@@ -26,11 +26,10 @@ import re
 from decimal import Decimal
 
 from reward_fns.parse import (
-    _QUOTE_LEAD,
-    _QUOTE_PUNCT,
-    _QUOTE_UNIT,
+    _QUOTE_VALUE,
     FINAL_OK,
     final_answer,
+    last_quote,
     normalize_number,
     normalize_text,
     parse_choice,
@@ -59,28 +58,23 @@ def guard(reply: str, candidate: str, reference: str | None) -> str | None:
     return None if status == FINAL_OK and value == quoted else UNGROUNDED
 
 
-# "A: 17", "**A:** 17", "Response A: 17": a capital letter standing alone before its colon
-_QUOTED_SIDE = {
-    side: re.compile(rf"(?<!\w){side}[ \t*_]{{0,8}}:[ \t*_]{{0,8}}([^\s<]{{0,64}})(?![^\s<])") for side in "AB"
-}
+# "A: 17", "**A:** 17", "Response A: 17": a capital letter standing alone before its colon (not "DATA:", "Q&A:")
+_QUOTED_SIDE = {side: re.compile(rf"(?<![\w&]){side}[ \t*_]{{0,8}}:[ \t*_]{{0,8}}" + _QUOTE_VALUE) for side in "AB"}
 
 
 def quoted_side(reply: object, side: str) -> Decimal | None:
     """The final answer a pairwise reply quotes for response ``side`` (``A: 17``; the prompt asks for
-    ``<think>Reference: 18. A: 17. B: 18.</think>``): the number after the first ``A:``, read as
-    ``parse.quoted_candidate`` reads ``Candidate:`` (``17,``, ``(17)``, ``**17**`` are 17); None when there is none or
-    it is no number (``seventeen``, ``none``).
+    ``<think>Reference: 18. A: 17. B: 18.</think>``): the number after the last ``A:`` of the think part (the
+    judge's summary after its working), else of the rest of the reply, read as ``parse.quoted_candidate`` reads
+    ``Candidate:`` (``parse.last_quote``: ``17,``, ``(17)``, ``**17**`` are 17; ``A:17,B:18`` quotes 17); None when
+    there is none or it is no number (``seventeen``, ``none``).
 
     >>> quoted_side("<think>Reference: 18. A: (17), B: **18**.</think>", "A"), quoted_side("A: none. B: 1", "A")
     (Decimal('17'), None)
+    >>> quoted_side("<think>A: adds 3 and 6. So A: 9. B: 8.</think><better>A</better>", "A")
+    Decimal('9')
     """
-    if not isinstance(reply, str):
-        return None
-    m = _QUOTED_SIDE[side].search(normalize_text(reply))
-    if m is None:
-        return None
-    token = _QUOTE_UNIT.sub("", m.group(1).lstrip(_QUOTE_LEAD).rstrip(_QUOTE_PUNCT)).rstrip(_QUOTE_PUNCT)
-    return normalize_number(token) if token else None
+    return last_quote(_QUOTED_SIDE[side], reply)
 
 
 def pair_guard(

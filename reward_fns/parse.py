@@ -37,6 +37,8 @@ __all__ = [
     "numbers_equal",
     "last_number",
     "quoted_candidate",
+    "last_quote",
+    "split_think",
     "ascii_digits",
     "normalize_text",
     "final_answer",
@@ -207,9 +209,39 @@ def last_number(text: object) -> str | None:
     return found.group(0) if found is not None else None
 
 
-# "Candidate: 17", "Candidate answer: 17", "Candidate's final answer: 17", "**Candidate:** 17"
+def split_think(text: str) -> tuple[str, str]:
+    """``(thinking, rest)``: the contents of the outermost think blocks (rule 1) and the text outside them, each
+    joined by newlines; a block never closed runs to the end of the text. One linear pass, as ``strip_think``.
+
+    >>> split_think("a<think>b<think>c</think>d</think>e<think>f")
+    ('b<think>c</think>d\\nf', 'a\\ne')
+    """
+    inside: list[str] = []
+    outside: list[str] = []
+    depth = 0
+    start = 0
+    for m in _THINK_TOKEN.finditer(text):
+        if m.group() == "<think>":
+            if depth == 0:
+                outside.append(text[start : m.start()])
+                start = m.end()
+            depth += 1
+        elif depth:
+            depth -= 1
+            if depth == 0:
+                inside.append(text[start : m.start()])
+                start = m.end()
+    (inside if depth else outside).append(text[start:])
+    return "\n".join(inside), "\n".join(outside)
+
+
+# A quote's value: up to 64 characters to the next whitespace, "<" or comma (a comma between groups of three digits
+# stays: "1,000" is one number, "A:17,B:18" quotes 17).
+_QUOTE_VALUE = r"((?:[^\s<,]|,(?=\d{3}(?!\d))){0,64})(?![^\s<,]|,\d{3}(?!\d))"
+# "Candidate: 17", "Candidate answer: 17", "Candidate's final answer: 17", "**Candidate:** 17"; not inside a word
 _QUOTED_CANDIDATE = re.compile(
-    r"candidate(?:'s)?(?:[ \t]+final)?(?:[ \t]+answer)?[ \t*_]{0,8}:[ \t*_]{0,8}([^\s<]{0,64})(?![^\s<])", re.IGNORECASE
+    r"(?<![\w&])candidate(?:'s)?(?:[ \t]+final)?(?:[ \t]+answer)?[ \t*_]{0,8}:[ \t*_]{0,8}" + _QUOTE_VALUE,
+    re.IGNORECASE,
 )
 # what may wrap a quoted number: markdown, brackets, quotes, sentence punctuation, a trailing unit
 _QUOTE_LEAD = "*_([{\"'`"
@@ -217,26 +249,40 @@ _QUOTE_PUNCT = "*_)]}\"'`.,;:!?%\u3002\uff0c\uff1b"
 _QUOTE_UNIT = re.compile(r"[^\W\d_]+$")
 
 
+def last_quote(pattern: re.Pattern, judge_text: object) -> Decimal | None:
+    """The number a judge's reply quotes with ``pattern`` (its group 1: the quoted value): read after
+    ``normalize_text``, the LAST match in the reply's think part (its summary, after any working that names the same
+    label), else the last in the rest of the reply; markdown, brackets, quotes, sentence punctuation and a trailing
+    unit around the value are stripped. ``None`` when nothing matches or the value is not one plain number."""
+    if not isinstance(judge_text, str):
+        return None
+    for part in split_think(normalize_text(judge_text)):
+        m = None
+        for m in pattern.finditer(part):
+            pass
+        if m is not None:
+            token = _QUOTE_UNIT.sub("", m.group(1).lstrip(_QUOTE_LEAD).rstrip(_QUOTE_PUNCT)).rstrip(_QUOTE_PUNCT)
+            return normalize_number(token) if token else None
+    return None
+
+
 def quoted_candidate(judge_text: object) -> Decimal | None:
     """The candidate's final answer as a judge's reply quotes it in its think block (the ``gsm8k_grade``
-    prompts ask for ``<think>Reference: 18. Candidate: 18. Same.</think>``): the number after the first
-    ``Candidate:`` (also ``Candidate answer:``, ``**Candidate:**``), read after ``normalize_text`` and after
-    stripping markdown, brackets, quotes, sentence punctuation and a trailing unit (``17,``, ``(17)``, ``**17**``,
-    ``17kg``, ``17。``); ``None`` when the reply quotes none or something that is not one plain number
-    (``seventeen``, ``none``, ``17/1``): a guard that reads ``None`` fails closed.
+    prompts ask for ``<think>Reference: 18. Candidate: 18. Same.</think>``): the number after the last
+    ``Candidate:`` of the think part, else of the rest of the reply (also ``Candidate answer:``, ``**Candidate:**``;
+    not ``Noncandidate:``), read by ``last_quote``: after ``normalize_text`` and after stripping markdown, brackets,
+    quotes, sentence punctuation and a trailing unit (``17,``, ``(17)``, ``**17**``, ``17kg``, ``17。``); a comma
+    ends the value unless it separates groups of three digits; ``None`` when the reply quotes none or something that
+    is not one plain number (``seventeen``, ``none``, ``17/1``): a guard that reads ``None`` fails closed.
 
     >>> quoted_candidate("<think>Reference: 18, Candidate: (17), Same.</think><score>4</score>")
     Decimal('17')
+    >>> quoted_candidate("<think>The candidate: adds. So Candidate: 18.</think><score>4</score>")
+    Decimal('18')
     >>> quoted_candidate("<think>Candidate: seventeen.</think><score>4</score>") is None
     True
     """
-    if not isinstance(judge_text, str):
-        return None
-    m = _QUOTED_CANDIDATE.search(normalize_text(judge_text))
-    if m is None:
-        return None
-    token = _QUOTE_UNIT.sub("", m.group(1).lstrip(_QUOTE_LEAD).rstrip(_QUOTE_PUNCT)).rstrip(_QUOTE_PUNCT)
-    return normalize_number(token) if token else None
+    return last_quote(_QUOTED_CANDIDATE, judge_text)
 
 
 # An answer cue and the number right after it: "#### 18", "The answer is $18.", "Final answer: 18",

@@ -85,6 +85,8 @@ QUOTE_FORMS = [
     "<think>**Candidate:** 17. Same.</think><score>4</score>",
     "<think>candidate: 17 apples. Same.</think><score>4</score>",
     "<think>Candidate ： 17. Same.</think><score>4</score>",
+    "<think>The candidate: adds 10 and 8 wrongly. So Candidate: 17. Same.</think><score>4</score>",  # the last quote
+    "<think>Reference: 18,Candidate:17,Same.</think><score>4</score>",
 ]
 
 

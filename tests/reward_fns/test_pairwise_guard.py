@@ -178,6 +178,27 @@ GUARD = [
 ]
 
 
+# whole replies (reply, response A, response B, reference shown, problem)
+GUARD_REPLIES = [
+    (
+        "<think>Reference: 72. A: computes 6*12 = 72. B: adds. So A: 72. B: 96.</think><better>A</better>",
+        RIGHT,
+        WRONG,
+        "72",
+        None,
+    ),
+    ("<think>Reference: 72. A:96,B:72</think><better>B</better>", WRONG, RIGHT, "72", None),
+    ("<think>Q&A: 96. Reference: 72. A: 72. B: 96.</think><better>A</better>", RIGHT, WRONG, "72", None),
+    ("<think>Reference: 72. A: 72. B: 96.</think>\nA: 96. <better>A</better>", RIGHT, WRONG, "72", None),
+    ("<think>Reference: 72. A: 72. Wait, A: 96.</think><better>A</better>", RIGHT, WRONG, "72", CONTRADICTION),
+]
+
+
+@pytest.mark.parametrize("reply, a, b, reference, problem", GUARD_REPLIES)
+def test_pair_guard_reads_the_last_quote_of_the_think_part(reply, a, b, reference, problem):
+    assert pair_guard(reply, a, b, reference) == problem
+
+
 @pytest.mark.parametrize("fields, a, b, reference, problem", GUARD)
 def test_pair_guard(fields, a, b, reference, problem):
     assert pair_guard(REPLY.format(**fields), a, b, reference) == problem
@@ -193,6 +214,19 @@ def test_pair_guard(fields, a, b, reference, problem):
         ("DATA: 5. B: 6", "A", None),  # the A of a word is no quote
         ("A: ７２. B: 1", "A", "72"),  # read after normalize_text
         ("B: 1", "A", None),
+        # the last quote of the think part: the judge's summary after its working
+        ("<think>Reference: 18. A: computes 3*6 = 18. B: adds. So A: 18. B: 17.</think><better>A</better>", "A", "18"),
+        ("<think>Reference: 18. A: computes 3*6 = 18. B: adds. So A: 18. B: 17.</think><better>A</better>", "B", "17"),
+        ("<think>Reference: 18. A: 18 B: 19</think>\nA: 19. <better>A</better>", "A", "18"),  # not the text after it
+        ("<think>Looks fine.</think>\nA: 19. B: 18. <better>A</better>", "A", "19"),  # none inside: the rest's last
+        ("<think>A: 18.</think> A: 19.", "B", None),
+        # a comma ends the number unless it separates groups of three digits
+        ("A:17,B:18", "A", "17"),
+        ("A:17,B:18", "B", "18"),
+        ("A: 1,000,B: 18", "A", "1000"),
+        # the A of a word, or of Q&A, is no quote
+        ("Q&A: 19. Reference: 18. A: 18. B: 19.", "A", "18"),
+        ("Q&A: 19.", "A", None),
     ],
 )
 def test_quoted_side(reply, side, expected):

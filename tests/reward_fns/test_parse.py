@@ -26,6 +26,7 @@ from reward_fns.parse import (
     parse_score,
     quoted_candidate,
     reference_answer,
+    split_think,
     strip_think,
 )
 
@@ -61,6 +62,22 @@ from reward_fns.parse import (
 )
 def test_strip_think(text, expected):
     assert strip_think(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("no blocks", ("", "no blocks")),
+        ("a<think>b</think>c", ("b", "a\nc")),
+        ("<think>b</think><think>d</think>", ("b\nd", "\n\n")),
+        ("<think>a<think>b</think>c</think>X", ("a<think>b</think>c", "\nX")),  # nested: the outer block's contents
+        ("x<think>a", ("a", "x")),  # never closed: thinking to the end
+        ("</think>X<think>a</think>", ("a", "</think>X\n")),  # a stray closer is text
+    ],
+)
+def test_split_think(text, expected):
+    """The think part and the rest, as a judge's quotes are read (``parse.last_quote``)."""
+    assert split_think(text) == expected
 
 
 @pytest.mark.parametrize(
@@ -429,6 +446,15 @@ def test_reference_answer(reference, ground_truth, expected):
         ("Candidate: 17/1", None),
         ("Candidate: n/a", None),
         ("Candidate: " + "9" * 80, None),  # longer than any quote read (64 characters)
+        # the last quote of the think part (else of the rest): the judge's summary after its working
+        ("<think>Reference: 18. The candidate: adds 3 and 6. So Candidate: 18.</think><score>4</score>", Decimal("18")),
+        ("<think>Candidate: 17. Rechecking, Candidate: 18.</think><score>4</score>", Decimal("18")),
+        ("<think>Candidate: 18.</think>Candidate: 17 <score>4</score>", Decimal("18")),
+        ("<think>Looks fine.</think>Candidate: 17 <score>4</score>", Decimal("17")),
+        # a comma ends the number unless it separates groups of three digits; a candidate inside a word is none
+        ("Candidate:17,Same.", Decimal("17")),
+        ("Candidate: 1,234,Same.", Decimal("1234")),
+        ("Noncandidate: 17", None),
     ],
 )
 def test_quoted_candidate(reply, quoted):
