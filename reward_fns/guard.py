@@ -40,6 +40,12 @@ UNGROUNDED, CONTRADICTION, UNVERIFIED = "judge_ungrounded", "judge_contradiction
 PROBLEMS = (UNGROUNDED, CONTRADICTION, UNVERIFIED)  # each earns what a verdict of 0 earns
 
 
+def _reference(reference: object) -> Decimal | None:
+    """The reference answer's value, a string read as the answers are (``parse.normalize_text``: ``\u221217`` is
+    -17); None: no reference (or none that reads as a number)."""
+    return normalize_number(normalize_text(reference) if isinstance(reference, str) else reference)
+
+
 def guard(reply: str, candidate: str, reference: str | None) -> str | None:
     """What is wrong with a paying verdict, checked against the candidate's whole answer (``candidate``, read here
     with ``parse.normalize_text``) and the reference answer the judge was shown: ``judge_unverified`` when the reply
@@ -51,7 +57,7 @@ def guard(reply: str, candidate: str, reference: str | None) -> str | None:
     quoted = quoted_candidate(reply)
     if quoted is None:
         return UNVERIFIED
-    ref = normalize_number(reference)
+    ref = _reference(reference)
     if ref is not None and quoted != ref:
         return CONTRADICTION
     value, status = final_answer(normalize_text(candidate))
@@ -95,7 +101,7 @@ def pair_guard(
         if not parsed.ok:
             return None
         choice = parsed.value
-    ref = normalize_number(reference)
+    ref = _reference(reference)
     responses = {"A": response_a, "B": response_b}
     sides = (choice,) if ref is not None else ("A", "B")
     quotes = {side: quoted_side(reply, side) for side in sides}

@@ -307,17 +307,25 @@ def ascii_digits(text: str) -> str:
 _INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u2028\u2029\u2060-\u2064\ufeff]")
 
 
+# a minus sign that is not ASCII, right before a number: minus sign U+2212 (also what NFKC makes of the superscript
+# and subscript minus), hyphen, non-breaking hyphen, figure dash, en dash (NFKC already makes the small and fullwidth
+# hyphen-minus ASCII). Dropped, it read -17 as 17; an em dash is a dash and stays.
+_MINUS = re.compile("[\u2010-\u2013\u2212](?=[$.]?[0-9])")
+
+
 def normalize_text(text: object) -> str:
     """The one reading of a policy's answer that the rule, the judge's prompt and the guard share: NFKC (fullwidth
     ``１８`` -> ``18``, superscript ``1⁸`` -> ``18``), invisible characters removed (``1\u200b8`` -> ``18``), every
-    decimal digit of another script written in ASCII; a non-string is ``""``.
+    decimal digit of another script written in ASCII, and a minus sign that is not ASCII (``\u2212``, an en dash
+    ``\u2013``, a hyphen or figure dash) written ``-`` where a number follows it (``\u221217`` -> ``-17``;
+    ``5 \u2013 3`` stays); a non-string is ``""``.
 
-    >>> normalize_text("#### 1\u200b8"), normalize_text("１⁸")
-    ('#### 18', '18')
+    >>> normalize_text("#### 1\u200b8"), normalize_text("１⁸"), normalize_text("#### \u221217")
+    ('#### 18', '18', '#### -17')
     """
     if not isinstance(text, str):
         return ""
-    return ascii_digits(_INVISIBLE.sub("", unicodedata.normalize("NFKC", text)))
+    return _MINUS.sub("-", ascii_digits(_INVISIBLE.sub("", unicodedata.normalize("NFKC", text))))
 
 
 def final_answer(text: object) -> tuple[Decimal | None, str]:

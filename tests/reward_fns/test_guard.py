@@ -10,7 +10,7 @@ import asyncio
 import pytest
 
 from reward_fns import gsm8k, llm_judge
-from reward_fns.guard import guard
+from reward_fns.guard import guard, pair_guard
 from reward_fns.llm_judge import compute_score, defuse
 from scripts.serve.fake_openai import FakeOpenAIServer
 
@@ -136,6 +136,39 @@ def test_the_rule_and_the_judge_read_the_same_text():
     assert gsm8k.compute_score(solution_str="#### 1⁸", ground_truth="18")["score"] == 1.0
     assert "#### 18" in defuse("#### 1⁸")
     assert guard(said("18."), "#### 1⁸", "18") is None
+
+
+# a minus sign that is not ASCII (U+2212, an en dash) before the number: -17 for the rule, the guard and the prompt
+MINUS = "\u2212"
+PAIR = "<think>Reference: {r}. A: {a}. B: 18.</think><better>A</better>"
+
+
+@pytest.mark.parametrize(
+    "answer, reference, quote, problem",
+    [
+        ("#### \u221217", "17", "17.", "judge_ungrounded"),  # a pay for -17 against 17: the answer is not 17
+        ("The answer is \u201317.", "17", "17.", "judge_ungrounded"),
+        ("#### \u221217", "-17", "\u221217.", None),  # the judge quotes it as it reads: -17, paid
+        ("#### \u221217", "-17", "-17.", None),
+        ("#### -17", "-17", "\u221217.", None),
+        ("#### \u221217", "\u221217", "\u221217.", None),  # a reference written with the minus sign
+        ("#### 17", "\u221217", "17.", "judge_contradiction"),
+    ],
+)
+def test_a_unicode_minus_is_a_minus(answer, reference, quote, problem):
+    assert guard(said(quote), answer, reference) == problem
+    assert pair_guard(PAIR.format(r=reference, a=quote), answer, "#### 18", reference) == problem
+
+
+@pytest.mark.parametrize("mode", ["strict", "flexible"])
+@pytest.mark.parametrize("answer", ["#### \u221217", "#### \u201317", "#### \uff0d17"])
+def test_the_rule_reads_a_unicode_minus(answer, mode):
+    """The flexible rule read ``\u221217`` as 17 and paid it against 17; the strict rule read no number."""
+    assert [gsm8k.compute_score(solution_str=answer, ground_truth=g, mode=mode)["score"] for g in ("17", "-17")] == [
+        0.0,
+        1.0,
+    ]
+    assert "#### -17" in defuse(answer)
 
 
 def test_a_clipped_answer_is_cut_at_whitespace_and_judged_whole():

@@ -21,6 +21,7 @@ from reward_fns.parse import (
     hash_answer,
     last_number,
     normalize_number,
+    normalize_text,
     numbers_equal,
     parse_choice,
     parse_score,
@@ -493,6 +494,16 @@ FINAL_ANSWER_CASES = [
     ("#### 18 m²", Decimal("18")),
     ("#### 1\u200b8", Decimal("18")),  # invisible characters go first
     ("1⁸", Decimal("18")),  # NFKC, as the rule and the judge read it
+    # a minus sign written as U+2212, an en dash, a small or fullwidth hyphen-minus (NFKC) or a superscript minus
+    ("#### \u221217", Decimal("-17")),
+    ("The answer is \u221217.", Decimal("-17")),
+    ("#### \u201317", Decimal("-17")),
+    ("#### \ufe6317", Decimal("-17")),
+    ("#### \uff0d17", Decimal("-17")),
+    ("#### \u2212$17", Decimal("-17")),
+    ("#### \u2212.5", Decimal("-0.5")),
+    ("#### \u2212\u200b17", Decimal("-17")),
+    ("So 20 \u2013 3 = 17", Decimal("17")),  # a dash between spaced numbers stays a dash
     ("The answer is 18 (10 + 8)", FINAL_CONFLICT),  # after any other cue the last number must agree
     # hedges and noise: several final answers
     ("The answer is 5. The answer is 18.\n#### 7", FINAL_CONFLICT),
@@ -512,6 +523,29 @@ FINAL_ANSWER_CASES = [
     (None, FINAL_NONE),
     (5, FINAL_NONE),
 ]
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("#### 1\u200b8", "#### 18"),
+        ("１⁸", "18"),
+        ("\u221217", "-17"),  # minus sign
+        ("\u201317", "-17"),  # en dash
+        ("\u201217 \u201017 \u201117", "-17 -17 -17"),  # figure dash, hyphen, non-breaking hyphen
+        ("\ufe6317 \uff0d17", "-17 -17"),  # small and fullwidth hyphen-minus (NFKC)
+        ("x\u207b\u00b9\u2077", "x-17"),  # superscript minus and digits (NFKC)
+        ("\u2212\u200b17", "-17"),  # invisible characters go first
+        ("\u2212\u0661\u0667", "-17"),  # digits of another script
+        ("\u2212$17 \u2212.5", "-$17 -.5"),
+        ("5 \u2013 3, 5\u2013x, \u2212 4, a\u2014b, \u201417", "5 \u2013 3, 5\u2013x, \u2212 4, a\u2014b, \u201417"),
+        (None, ""),
+    ],
+)
+def test_normalize_text(text, expected):
+    """The one reading the rule, the route check, the judge's prompt and the guard share: a minus sign that is not
+    ASCII is ``-`` where a number follows it, so ``\u221217`` is -17 everywhere and never 17; an em dash is a dash."""
+    assert normalize_text(text) == expected
 
 
 @pytest.mark.parametrize("text, expected", FINAL_ANSWER_CASES)
