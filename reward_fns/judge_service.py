@@ -69,9 +69,9 @@ def _clip(text: str, limit: int) -> str:
 def defuse(text: object, max_chars: int = DEFAULTS["max_response_chars"]) -> str:
     """Untrusted candidate text -> prompt-safe text: read as the rule reads it first (``parse.normalize_text``: NFKC
     turns fullwidth ``＜/candidate＞`` and ``｜`` into ASCII, invisible characters such as zero-width spaces and soft
-    hyphens go), clipped at whitespace to ``max_chars``, then look-alike tags (``< /candidate>``,
-    ``<start_of_turn>``, ``</s>``), chat special tokens (``<|im_end|>``, DeepSeek's ``<｜end▁of▁sentence｜>``) and
-    bracket markers (``[INST]``, ``<<SYS>>``) defused."""
+    hyphens go, a Unicode minus before a number becomes ``-``), clipped at whitespace to ``max_chars``, then look-alike
+    tags (``< /candidate>``, ``<start_of_turn>``, ``</s>``), chat special tokens (``<|im_end|>``, DeepSeek's
+    ``<｜end▁of▁sentence｜>``) and bracket markers (``[INST]``, ``<<SYS>>``) defused."""
     s = text if isinstance(text, str) else ("" if text is None else str(text))
     s = s.encode("utf-8", "replace").decode("utf-8")  # lone surrogates cannot be sent as UTF-8 JSON
     s = _clip(normalize_text(s), int(max_chars))
