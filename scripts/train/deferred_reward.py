@@ -55,6 +55,16 @@ import time
 
 DEADLINE_S = 1800.0  # the join's wait; the stall watchdog (verl_judge.watchdog) may stop a stuck run sooner
 STAGE, JOIN_STAGE = "reward", "adv"  # verl 0.9.1's marked_timer names in RayPPOTrainer.fit
+#: what ``install`` replaces, as ``scripts.train.hooks.PATCHED`` lists the hooks' own
+PATCHED = {
+    "verl.trainer.ppo.ray_trainer": (
+        "marked_timer",
+        "RayPPOTrainer._compute_reward_colocate",
+        "extract_reward",
+        "compute_advantage",
+        "apply_kl_penalty",
+    )
+}
 
 
 def settings_errors(config) -> list[str]:

@@ -57,6 +57,7 @@ __all__ = [
     "FailFast",
     "HackingWatch",
     "JudgeSilentError",
+    "PATCHED",
     "PairSampler",
     "RewardHackingError",
     "StopRun",
@@ -72,6 +73,19 @@ __all__ = [
 _floats, _mean = judge_health.floats, judge_health.mean
 GROUP_MANAGERS = ("pairwise_group", "GroupRewardManager")  # scripts/train/group_reward.py: registered, by path
 GROUP_EXPECTED = "judge_group_expected"  # in validation: the answers each sample's uid has (group_reward waits for)
+#: what ``install`` replaces: module -> attribute paths (``scripts.train.deferred_reward.PATCHED``: its own, when on)
+PATCHED = {
+    "verl.trainer.ppo.ray_trainer": (
+        "RayPPOTrainer.fit",
+        "RayPPOTrainer._validate",
+        "RayPPOTrainer._get_gen_batch",
+        "extract_reward",
+        "compute_advantage",
+        "compute_data_metrics",
+        "pad_dataproto_to_divisor",
+    ),
+    "verl.trainer.main_ppo_v0": ("create_rl_sampler",),
+}
 
 
 # ----------------------------------------------------------------------------------------- metrics
@@ -406,6 +420,24 @@ def install(config) -> None:
             out.non_tensor_batch[GROUP_EXPECTED] = group_counts(out.non_tensor_batch["uid"])
         return out
 
+    pad = ray_trainer.pad_dataproto_to_divisor
+
+    def pad_apart(data, size_divisor):
+        """verl's ``_validate`` pads its generation batch to a multiple of the agent workers with copies of its first
+        rows: in validation each copy gets a uid of its own and a group size of 1, so that the group reward manager
+        neither waits for it as a mate nor scores a real answer against it (the copies are dropped after the
+        reward)."""
+        padded, pad_size = pad(data, size_divisor)
+        nt = padded.non_tensor_batch
+        if state.get("validating") and pad_size and "uid" in nt and GROUP_EXPECTED in nt:
+            first = len(nt["uid"]) - pad_size
+            uids, expected = nt["uid"].copy(), nt[GROUP_EXPECTED].copy()
+            for k in range(first, len(uids)):
+                uids[k], expected[k] = f"{uids[k]}#pad{k - first}", 1
+            nt["uid"], nt[GROUP_EXPECTED] = uids, expected
+        return padded, pad_size
+
+    ray_trainer.pad_dataproto_to_divisor = pad_apart
     ray_trainer.RayPPOTrainer.fit = fit_after_judge
     ray_trainer.RayPPOTrainer._validate = validate_marked
     ray_trainer.RayPPOTrainer._get_gen_batch = get_gen_batch

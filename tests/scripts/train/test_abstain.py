@@ -40,9 +40,6 @@ def test_abstained_samples_leave_their_group_and_the_loss(scores, abstained, adv
     from omegaconf import OmegaConf
     from verl.trainer.ppo import ray_trainer
 
-    for name in ("extract_reward", "compute_advantage", "compute_data_metrics"):
-        monkeypatch.setattr(ray_trainer, name, getattr(ray_trainer, name))
-    monkeypatch.setattr(ray_trainer.RayPPOTrainer, "fit", ray_trainer.RayPPOTrainer.fit)
     install(OmegaConf.create({"data": {"train_batch_size": 1}, "verl_judge": {}}))
     data = _grpo_batch(scores, ["a"] * 4, abstained)
     out = ray_trainer.compute_advantage(data, adv_estimator="grpo", norm_adv_by_std_in_grpo=True)
@@ -59,9 +56,6 @@ def _advantages(monkeypatch, uids, scores, abstained, **kwargs):
     from omegaconf import OmegaConf
     from verl.trainer.ppo import ray_trainer
 
-    for name in ("extract_reward", "compute_advantage", "compute_data_metrics"):
-        monkeypatch.setattr(ray_trainer, name, getattr(ray_trainer, name))
-    monkeypatch.setattr(ray_trainer.RayPPOTrainer, "fit", ray_trainer.RayPPOTrainer.fit)
     install(OmegaConf.create({"data": {"train_batch_size": 1}, "verl_judge": {}}))
     return ray_trainer.compute_advantage(_grpo_batch(scores, uids, abstained), **kwargs)
 

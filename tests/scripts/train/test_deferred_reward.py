@@ -125,15 +125,8 @@ BASE = [
 def patched(monkeypatch):
     """verl's trainer module restored after the test; ``ray.get`` the identity; the logger records."""
     from verl.experimental.reward_loop import reward_loop
-    from verl.trainer import main_ppo_v0
-    from verl.trainer.ppo import ray_trainer
     from verl.utils import tracking
 
-    for name in ("extract_reward", "compute_advantage", "compute_data_metrics", "marked_timer", "apply_kl_penalty"):
-        monkeypatch.setattr(ray_trainer, name, getattr(ray_trainer, name))
-    for name in ("fit", "_validate", "_get_gen_batch", "_compute_reward_colocate"):
-        monkeypatch.setattr(ray_trainer.RayPPOTrainer, name, getattr(ray_trainer.RayPPOTrainer, name))
-    monkeypatch.setattr(main_ppo_v0, "create_rl_sampler", main_ppo_v0.create_rl_sampler)
     monkeypatch.setattr(reward_loop.ray, "get", lambda refs: refs)
     logged = []
 

@@ -152,13 +152,6 @@ def test_validation_groups_wait_for_their_own_size(monkeypatch, caplog):
     from scripts.train.hooks import GROUP_EXPECTED, install
 
     trainer = ray_trainer.RayPPOTrainer
-    for name in ("fit", "_validate", "_get_gen_batch"):
-        monkeypatch.setattr(trainer, name, getattr(trainer, name))
-    for name in ("extract_reward", "compute_advantage", "compute_data_metrics"):
-        monkeypatch.setattr(ray_trainer, name, getattr(ray_trainer, name))
-    from verl.trainer import main_ppo_v0
-
-    monkeypatch.setattr(main_ppo_v0, "create_rl_sampler", main_ppo_v0.create_rl_sampler)
 
     def validate(self, val_n):  # the lines of verl's _validate that lead to the rollout's input
         test_batch = batch([("v1", WRONG), ("v2", RIGHT)]).repeat(repeat_times=val_n, interleave=True)
@@ -236,3 +229,39 @@ def test_through_verls_reward_loop_worker(model_path, tokenizer):
     assert [round(x, 12) for s in summary(outs) for x in s] == [round(x, 12) for s in EXPECTED for x in s]
     scores = type(worker.reward_manager).assemble_rm_scores(data, [o["reward_score"] for o in outs])
     assert scores[torch.arange(6), torch.tensor(valid) - 1].tolist() == [e[0] for e in EXPECTED]
+
+
+def test_validation_padding_is_no_group_mate(caplog):
+    """verl's ``_validate`` pads the generation batch to a multiple of the agent workers with copies of its first
+    rows (``pad_dataproto_to_divisor``). Installed, the hooks give each copy a uid of its own and a group size of 1:
+    no group waits for a copy, and no real answer is scored against one, whatever order the answers arrive in."""
+    from verl.trainer.ppo import ray_trainer
+
+    from scripts.train.hooks import GROUP_EXPECTED, install
+
+    def validate(self):  # the lines of verl's _validate up to the rollout's input: 2 prompts, val_kwargs.n=2
+        gen = self._get_gen_batch(batch([("v1", RIGHT), ("v2", WRONG)]).repeat(repeat_times=2, interleave=True))
+        return ray_trainer.pad_dataproto_to_divisor(gen, 3)
+
+    ray_trainer.RayPPOTrainer._validate = validate  # restored after the test (tests/scripts/train/conftest.py)
+    install(OmegaConf.create({"data": {"train_batch_size": 2}, "verl_judge": {}}))
+    me = object.__new__(ray_trainer.RayPPOTrainer)
+    padded, pad = ray_trainer.RayPPOTrainer._validate(me)
+    nt = padded.non_tensor_batch
+    assert pad == 2
+    assert list(nt["uid"]) == ["v1", "v1", "v2", "v2", "v1#pad0", "v1#pad1"]
+    assert nt[GROUP_EXPECTED].tolist() == [2, 2, 2, 2, 1, 1]
+    # v1's two answers are right and v2's wrong; the copies (right) arrive first
+    answers = batch([("v1", RIGHT), ("v1", RIGHT), ("v2", WRONG), ("v2", WRONG), ("v1", RIGHT), ("v1", RIGHT)])
+    answers.non_tensor_batch.update(nt)
+    order = [4, 5, 0, 1, 2, 3]
+    with FakeOpenAIServer(truthful) as srv:
+        manager = GroupRewardManager(config(srv.base_url, n=8, timeout=30.0), CharTokenizer(), None)
+        with caplog.at_level(logging.WARNING, logger=group_reward.__name__):
+            outs = run(manager, answers[order])
+    got = {int(i): (o["reward_score"], o["reward_extra_info"]["judge_group_size"]) for i, o in zip(order, outs)}
+    # a right pair ties (0.5 each), a wrong pair's picks are voided (0); each copy alone (no mate: the rule's grade)
+    assert got == {0: (0.5, 2.0), 1: (0.5, 2.0), 2: (0.0, 2.0), 3: (0.0, 2.0), 4: (1.0, 1.0), 5: (1.0, 1.0)}
+    assert [r for r in caplog.records if r.name == group_reward.__name__] == [] and manager.short == 0
+    # outside validation the pad is verl's own
+    assert list(ray_trainer.pad_dataproto_to_divisor(batch([("t", RIGHT)]), 2)[0].non_tensor_batch["uid"]) == ["t"] * 2

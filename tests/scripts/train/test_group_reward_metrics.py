@@ -83,14 +83,7 @@ def compose(model_path, base_url, mode_override):
 def patched(monkeypatch):
     """verl's trainer functions restored after the test; ``ray.get`` in the reward loop module the identity."""
     from verl.experimental.reward_loop import reward_loop
-    from verl.trainer.ppo import ray_trainer
 
-    for name in ("extract_reward", "compute_advantage", "compute_data_metrics"):
-        monkeypatch.setattr(ray_trainer, name, getattr(ray_trainer, name))
-    monkeypatch.setattr(ray_trainer.RayPPOTrainer, "fit", ray_trainer.RayPPOTrainer.fit)
-    from verl.trainer import main_ppo_v0
-
-    monkeypatch.setattr(main_ppo_v0, "create_rl_sampler", main_ppo_v0.create_rl_sampler)
     monkeypatch.setattr(reward_loop.ray, "get", lambda refs: refs)
 
 

@@ -235,15 +235,11 @@ class Judge:
 def hooks(monkeypatch, judge):
     """``install(cfg)`` on verl's modules, undone after the test by monkeypatch."""
     from omegaconf import OmegaConf, open_dict
-    from verl.trainer import main_ppo_v0
     from verl.trainer.ppo import metric_utils, ray_trainer, reward
 
     # verl's own functions are in place (earlier tests restored them)
     assert ray_trainer.extract_reward is reward.extract_reward
     assert ray_trainer.compute_data_metrics is metric_utils.compute_data_metrics
-    for name in ("extract_reward", "compute_advantage", "compute_data_metrics"):
-        monkeypatch.setattr(ray_trainer, name, getattr(ray_trainer, name))
-    monkeypatch.setattr(main_ppo_v0, "create_rl_sampler", main_ppo_v0.create_rl_sampler)
 
     def _install(threshold: float = 0.5, steps: int = 3, enable: bool = True, hacking_watch: dict | None = None):
         cfg = copy.deepcopy(judge.cfg)  # the trainer config, with the recipe's verl_judge section

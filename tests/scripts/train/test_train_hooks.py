@@ -232,9 +232,6 @@ def test_install_wires_verl_trainer(monkeypatch):
     from verl.trainer import main_ppo_v0
     from verl.trainer.ppo import ray_trainer
 
-    for name in ("extract_reward", "compute_advantage", "compute_data_metrics"):
-        monkeypatch.setattr(ray_trainer, name, getattr(ray_trainer, name))
-    monkeypatch.setattr(main_ppo_v0, "create_rl_sampler", main_ppo_v0.create_rl_sampler)
     seen = {}
     monkeypatch.setattr(
         ray_trainer, "extract_reward", lambda b: ("T", {"judge_error": [0, 0], "judge_parse_fail": [1, 1]})
@@ -428,8 +425,6 @@ def test_route_mode_measures_judged_samples_against_the_flexible_reading(
     from omegaconf import OmegaConf
     from verl.trainer.ppo import ray_trainer
 
-    for name in ("extract_reward", "compute_advantage", "compute_data_metrics"):
-        monkeypatch.setattr(ray_trainer, name, getattr(ray_trainer, name))
     monkeypatch.setattr(ray_trainer.RayPPOTrainer, "fit", lambda self, *a, **k: None)
     batch, extras = _routed_batch(ROUTED)
     monkeypatch.setattr(ray_trainer, "extract_reward", lambda b: ("T", extras))
@@ -457,3 +452,38 @@ def test_route_reading_of_a_rollout_batch_as_verl_builds_it(tokenizer):
     assert route_reading(batch, tokenizer).tolist() == [1.0, 0.0, 1.0, 1.0]
     batch.non_tensor_batch["reward_model"][1] = {"ground_truth": "seventy-two"}  # no number to compare with
     assert np.isnan(route_reading(batch, tokenizer)).tolist() == [False, True, False, False]
+
+
+@pytest.mark.parametrize("deferred", [False, True], ids=["hooks", "hooks + deferred_reward"])
+def test_patched_lists_exactly_what_install_replaces(deferred):
+    """``hooks.PATCHED`` (and ``deferred_reward.PATCHED`` with the switch on) name every attribute of verl's trainer
+    modules that ``install`` replaces, and nothing else: the tests' conftest restores them from these lists."""
+    from omegaconf import OmegaConf
+    from verl.trainer import main_ppo_v0
+    from verl.trainer.ppo import ray_trainer
+
+    from scripts.train import deferred_reward, hooks
+
+    owners = {
+        "verl.trainer.ppo.ray_trainer": ray_trainer,
+        "verl.trainer.ppo.ray_trainer:RayPPOTrainer": ray_trainer.RayPPOTrainer,
+        "verl.trainer.main_ppo_v0": main_ppo_v0,
+    }
+
+    def snapshot():
+        return {(k, n): v for k, o in owners.items() for n, v in list(vars(o).items())}
+
+    before = snapshot()
+    cfg = {"data": {"train_batch_size": 2}, "verl_judge": {"deferred_reward": deferred}}
+    if deferred:
+        cfg["reward"] = {"reward_model": {"enable": True}}
+    hooks.install(OmegaConf.create(cfg))
+    after = snapshot()
+    changed = {
+        (k.split(":")[0], (k.split(":")[1] + "." if ":" in k else "") + n)
+        for (k, n) in after
+        if before.get((k, n)) is not after[(k, n)]
+    }
+    tables = [hooks.PATCHED] + ([deferred_reward.PATCHED] if deferred else [])
+    want = {(m, p) for t in tables for m, paths in t.items() for p in paths}
+    assert changed == want
