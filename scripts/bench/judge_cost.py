@@ -4,7 +4,10 @@ invocation, each stage's median time against the rule's.
     python -m scripts.bench.judge_cost --gpus 0,1,2,3 --arms rule,resident,colocated,server  # one arm a GPU, together
     python -m scripts.bench.judge_cost --interleave --gpus 0 --rounds 2     # every arm on GPU 0, one after another
     python -m scripts.bench.judge_cost --steps 40 -- data.train_batch_size=32  # Hydra overrides for every arm
+    python -m scripts.bench.judge_cost --arms rule,colocated,tok128 \
+        --arm tok128=gsm8k_local_judge:++reward.custom_reward_function.reward_kwargs.max_tokens=128  # an arm of yours
     DRY_RUN=1 python -m scripts.bench.judge_cost                            # check every arm's config on CPU, no GPU
+    bash scripts/bench/shapes.sh                     # random-weight SmolLM2-360M policy, 1.7B judge (see its header)
 
 Arms (each is one launcher run, ``python -m scripts.launch <recipe> <overrides>``, as ``recipes/<recipe>/run.sh``):
 
@@ -20,23 +23,32 @@ Arms (each is one launcher run, ``python -m scripts.launch <recipe> <overrides>`
   ``timing_s/reward`` is the start alone, ``timing_s/reward_join`` the wait at the join.
 * ``server``: ``judge_placement=server``: the launcher serves the judge beside the policy on the same GPU.
 * ``route``: ``server`` with ``reward_kwargs.mode=route`` (the rule decides the clear answers without a call).
+* ``--arm NAME=RECIPE[:KEY=VALUE[,KEY=VALUE...]]`` (repeatable): an arm of yours, recipes/RECIPE with these Hydra
+  overrides; a comma not followed by ``KEY=`` stays in the value (``trainer.logger=[console,file]``). A named arm's
+  NAME replaces that arm. ``--arms`` defaults to the named arms, then yours; ``--base`` (default ``rule``) names the
+  arm the ratios are against.
 
 Every arm gets the same overrides first: ``trainer.total_training_steps=STEPS trainer.n_gpus_per_node=1
 actor_rollout_ref.rollout.gpu_memory_utilization=0.3 trainer.save_freq=-1 trainer.test_freq=-1
 trainer.resume_mode=disable``, ``trainer.default_local_dir=<run>/checkpoints``,
 ``trainer.experiment_name=judge-cost-<arm>``; then the arm's, then the arguments after ``--`` (a later key wins).
+The environment is passed to every run as it is (the launcher's variables: ``MODEL``, ``GSM8K_DIR``, ...), with
+``OUTPUT_DIR=<run>`` and ``CUDA_VISIBLE_DEVICES``; a variable that looks like a knob (``JUDGE_*``, ...) but is none,
+or one that would change what an arm is (``REWARD_FN``, ``REWARD_FN_NAME``, ``JUDGE_GPUS``), is refused.
 
 Placement: ``--gpus 0,1,2,3`` starts one arm per GPU (``CUDA_VISIBLE_DEVICES`` of each child) at the same time, so
-every arm shares the host alike; more arms than GPUs is refused. ``--interleave`` (implied by one GPU) runs the
-arms on one GPU (the one ``--gpus`` names, default 0) one after another. ``--rounds R`` repeats that R times, the
-arms' order rotated by one each round; an arm's medians pool its runs. ``DRY_RUN=1`` (the launcher's dry-run mode)
-checks every arm's composed config on CPU, one after another, and makes no table.
+every arm shares the host alike; more arms than GPUs is refused. ``--gpus-per-arm N`` gives each run N GPUs of
+``--gpus`` instead (``--gpus 0,1 --gpus-per-arm 2``: every run sees GPUs 0 and 1, for a judge on a GPU of its own).
+``--interleave`` (implied by one GPU, or one group) runs the arms there one after another. ``--rounds R`` repeats
+that R times, the arms' order rotated by one each round; an arm's medians pool its runs. ``DRY_RUN=1`` (the
+launcher's dry-run mode) checks every arm's composed config on CPU, one after another, and makes no table.
 
-Report (``OUT/cost.md`` and ``OUT/cost.json``, printed too): per arm, each ``timing_s/*`` stage's median over steps
-2..N of its runs (``--skip-first``) and its ratio to the rule arm's median (no ratio where the rule's median is under
-``scripts.report.summarize_run.MIN_BASE_S``: the rule reward takes microseconds), side by side; the runs (GPU, round,
-exit status, seconds, folder); the machine, command and commit. Each run's folder ``OUT/<arm>[/round-R]`` holds
-``run.log``, the launcher's ``launch.log`` and verl's ``metrics.jsonl``.
+Report (``OUT/cost.md`` and ``OUT/cost.json``, printed too; ``scripts/bench/cost_report.py``): per arm, each
+``timing_s/*`` stage's median over steps 2..N of its runs (``--skip-first``) and its ratio to the base arm's median
+(no ratio where the base's median is under ``scripts.report.summarize_run.MIN_BASE_S``: the rule reward takes
+microseconds), side by side; the runs (GPU, round, exit status, seconds, folder); each arm's recipe and overrides;
+the machine, command and commit. Each run's folder ``OUT/<arm>[/round-R]`` holds ``run.log``, the launcher's
+``launch.log`` and verl's ``metrics.jsonl``.
 
 Exit status: 0 when every run exited 0; 1 when one did not (the table holds the arms that finished); 2 for a bad
 argument or environment (nothing is run); 130 when interrupted. Every child runs in a process group of its own and
@@ -49,23 +61,20 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import platform
+import re
 import shlex
 import signal
-import statistics
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from importlib import metadata
 
 from data_prep.files.outputs import write_json, write_text
+from scripts.bench.cost_report import gpu_names, markdown, report
 from scripts.console import say
+from scripts.launch import knobs, services
 from scripts.launch import overrides as ov
-from scripts.launch import services
-from scripts.report.metrics import read_metrics
-from scripts.report.summarize_run import MIN_BASE_S, STAGES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WHO = "judge_cost"
@@ -83,8 +92,11 @@ ARMS: dict[str, tuple[str, list[str]]] = {
 BASE = "rule"
 #: variables that would change what an arm is (its reward, its placement): refused rather than passed on
 FIXED_BY_ARMS = ("REWARD_FN", "REWARD_FN_NAME", "JUDGE_GPUS")
-PACKAGES = ("torch", "vllm", "verl", "ray", "transformers")
 POLL_S = 0.5
+NAME_RE = re.compile(r"^(?!\.+$)[A-Za-z0-9_.-]+$")  # not . or ..: a run's folder is OUT/<name>
+KEY_RE = re.compile(r"^(~|\+\+?)?[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*=")  # a dotted key or a group
+ENV_RE = re.compile(r"^[A-Z_][A-Z0-9_]*=")
+ARM_FORM = f"NAME=RECIPE[:KEY=VALUE[,KEY=VALUE...]], e.g. tok128=gsm8k_local_judge:{KWARGS}max_tokens=128"
 
 
 def is_dry(env) -> bool:
@@ -107,9 +119,34 @@ def shared(steps: int, folder: str, arm: str) -> list[str]:
     ]
 
 
-def arm_overrides(arm: str, steps: int, folder: str, extra: list[str]) -> list[str]:
-    """An arm's Hydra overrides: the shared ones, the arm's, then ``extra`` (a later key wins)."""
-    return ov.merge(shared(steps, folder, arm), ARMS[arm][1], list(extra))
+def arm_overrides(arm: str, steps: int, folder: str, extra: list[str], table=ARMS) -> list[str]:
+    """An arm's Hydra overrides: the shared ones, the arm's (``table``: arm -> (recipe, overrides)), then ``extra``
+    (a later key wins)."""
+    return ov.merge(shared(steps, folder, arm), table[arm][1], list(extra))
+
+
+def parse_arm(spec: str) -> tuple[str, str, list[str]]:
+    """``NAME=RECIPE[:KEY=VALUE[,KEY=VALUE...]]`` as (name, recipe, overrides). A comma not followed by ``KEY=``
+    stays in the value before it (``trainer.logger=[console,file]``). A ValueError says what is wrong."""
+    head, _, rest = spec.partition(":")
+    name, eq, recipe = head.partition("=")
+    if not eq:
+        raise ValueError("no '=' between the name and the recipe")
+    if not NAME_RE.match(name):
+        raise ValueError("the name may hold letters, digits, _ . - only")
+    if not NAME_RE.match(recipe) or not os.path.isfile(os.path.join(knobs.RECIPES, recipe, "config.yaml")):
+        raise ValueError(f"no recipe '{recipe}' (recipes/<RECIPE>/config.yaml)")
+    items: list[str] = []
+    for x in rest.split(",") if rest else []:
+        if ENV_RE.match(x):
+            raise ValueError(f"{x.split('=', 1)[0]} is an environment variable, give the Hydra override")
+        if KEY_RE.match(x):
+            items.append(x)
+        elif items:
+            items[-1] += "," + x  # a comma inside a value
+        else:
+            raise ValueError(f"'{x}' is not a Hydra override KEY=VALUE")
+    return name, recipe, items
 
 
 @dataclass
@@ -134,16 +171,17 @@ class Run:
 
 
 def plan_runs(
-    arms: list[str], gpus: list[str], interleave: bool, rounds: int, steps: int, out: str, extra, launcher
+    arms: list[str], gpus: list[str], interleave: bool, rounds: int, steps: int, out: str, extra, launcher, table=ARMS
 ) -> list[list[Run]]:
-    """The waves of runs: each wave starts together (``--gpus``: one arm per GPU) or, interleaved, one run a wave."""
+    """The waves of runs: each wave starts together (one arm per entry of ``gpus``: a GPU id, or ids joined by commas)
+    or, interleaved, one run a wave."""
     waves = []
     for r in range(rounds):
         order = arms[r % len(arms) :] + arms[: r % len(arms)]
         wave = []
         for i, arm in enumerate(order):
             folder = os.path.join(out, arm, f"round-{r + 1}") if rounds > 1 else os.path.join(out, arm)
-            cmd = [*launcher, ARMS[arm][0], *arm_overrides(arm, steps, folder, extra)]
+            cmd = [*launcher, table[arm][0], *arm_overrides(arm, steps, folder, extra, table)]
             wave.append(Run(arm, r + 1, gpus[0] if interleave else gpus[i], folder, cmd))
         waves.extend([[run] for run in wave] if interleave else [wave])
     return waves
@@ -208,145 +246,6 @@ def wait(wave: list[Run], timeout: float, grace: float) -> None:
         time.sleep(POLL_S)
 
 
-# ------------------------------------------------------------------------------------------------ report
-def train_steps(path: str) -> list[dict]:
-    """The training steps of a metrics file (rows with ``timing_s/step``), in file order."""
-    return [r for r in read_metrics(path) if isinstance(r.get("timing_s/step"), (int, float))]
-
-
-def medians(files: list[str], skip_first: int = 1) -> tuple[dict[str, float], int]:
-    """Each ``timing_s/*`` key's median over the steps after the first ``skip_first`` of every file, pooled; and how
-    many steps that is."""
-    rows = [r for f in files for r in train_steps(f)[skip_first:]]
-    keys = sorted({k for r in rows for k in r if k.startswith("timing_s/") and isinstance(r[k], (int, float))})
-    return {k: statistics.median(r[k] for r in rows if k in r) for k in keys}, len(rows)
-
-
-def stage_order(keys) -> list[str]:
-    """summarize_run's stages first (step, gen, reward, ...), then the other timing keys by name."""
-    return [s for s in STAGES if s in keys] + sorted(set(keys) - set(STAGES))
-
-
-def summarize(runs: list[Run], skip_first: int = 1) -> dict:
-    """{arm: {recipe, overrides, runs, steps, median, ratio}} for the arms with a run that exited 0 and logged a step
-    after the first ``skip_first``; ratios to the rule arm where it is among them."""
-    arms: dict[str, dict] = {}
-    for arm in dict.fromkeys(r.arm for r in runs):
-        ok = [r for r in runs if r.arm == arm and r.rc == 0]
-        med, n = medians([r.metrics for r in ok], skip_first)
-        if n:
-            arms[arm] = {"recipe": ARMS[arm][0], "overrides": ARMS[arm][1], "runs": len(ok), "steps": n, "median": med}
-    base = arms.get(BASE, {}).get("median", {})
-    for arm, a in arms.items():
-        a["ratio"] = {k: v / base[k] for k, v in a["median"].items() if base.get(k, 0) >= MIN_BASE_S}
-    return arms
-
-
-def markdown(rep: dict) -> str:
-    arms = rep["arms"]
-    names = list(arms)
-    s = rep["settings"]
-    lines = [
-        f"# Judge cost ({rep['date']}): {', '.join(s['arms'])}",
-        "",
-        f"Placement: {s['placement']}; {s['steps']} steps a run, {s['rounds']} round(s); medians over steps "
-        f"{s['skip_first'] + 1}..N of each run; ratio = the arm's median / the {BASE} arm's "
-        f"(none where the {BASE}'s is under {MIN_BASE_S} s).",
-        "",
-        f"Command: `{rep['command']}`  ",
-        f"Commit: `{rep['commit'] or 'unknown'}`  ",
-        f"Machine: {rep['machine']['host']}; GPUs: {'; '.join(rep['machine']['gpus']) or 'none seen'}; "
-        + ", ".join(f"{k} {v}" for k, v in rep["machine"]["packages"].items()),
-        "",
-    ]
-    if names:
-        keys = stage_order({k for a in arms.values() for k in a["median"]})
-        lines += ["| stage | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
-        for k in keys:
-            cells = []
-            for n in names:
-                v, x = arms[n]["median"].get(k), arms[n]["ratio"].get(k)
-                cells.append("" if v is None else f"{v:.3f} s" + ("" if x is None or n == BASE else f" ({x:.2f}x)"))
-            lines.append(f"| {k} | " + " | ".join(cells) + " |")
-        lines.append("| steps in the medians | " + " | ".join(str(arms[n]["steps"]) for n in names) + " |")
-    else:
-        lines.append("No arm finished: no table.")
-    if BASE not in arms and names:
-        lines += ["", f"No ratios: the {BASE} arm did not finish."]
-    lines += ["", "| run | round | GPU | exit | seconds | folder |", "|---|---:|---|---:|---:|---|"]
-    for r in rep["runs"]:
-        sec = "" if r["seconds"] is None else f"{r['seconds']:.0f}"
-        rc = "not started" if r["exit"] is None else r["exit"]
-        lines.append(f"| {r['arm']} | {r['round']} | {r['gpu']} | {rc} | {sec} | {r['folder']} |")
-    return "\n".join(lines) + "\n"
-
-
-def commit() -> str | None:
-    """HEAD of the checkout, ``+dirty`` when tracked files differ from it; None outside a checkout."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if head.returncode != 0:
-        return None
-    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
-
-
-def gpu_names() -> list[str] | None:
-    """``index, name, memory`` of each GPU nvidia-smi lists; None when nvidia-smi is missing or fails."""
-    try:
-        r = subprocess.run(
-            ["nvidia-smi", "--query-gpu=index,name,memory.total", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return [ln.strip() for ln in r.stdout.splitlines() if ln.strip()] if r.returncode == 0 else None
-
-
-def machine() -> dict:
-    packages = {}
-    for p in PACKAGES:
-        try:
-            packages[p] = metadata.version(p)
-        except metadata.PackageNotFoundError:
-            pass
-    host = f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
-    return {"host": host, "gpus": gpu_names() or [], "packages": packages}
-
-
-def report(runs: list[Run], settings: dict, command: str, skip_first: int) -> dict:
-    return {
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "command": command,
-        "commit": commit(),
-        "machine": machine(),
-        "settings": {**settings, "skip_first": skip_first},
-        "runs": [
-            {
-                "arm": r.arm,
-                "round": r.round,
-                "gpu": r.gpu,
-                "exit": r.rc,
-                "seconds": r.seconds,
-                "folder": r.folder,
-                "command": shlex.join(r.command),
-            }
-            for r in runs
-        ],
-        "arms": summarize(runs, skip_first),
-    }
-
-
 # ------------------------------------------------------------------------------------------------ entry
 def parse(argv):
     ap = argparse.ArgumentParser(
@@ -355,10 +254,17 @@ def parse(argv):
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument(
-        "--arms", default=",".join(ARMS), help=f"comma-separated, from {', '.join(ARMS)} (default: all, in that order)"
+        "--arms",
+        default=None,
+        help=f"comma-separated, from {', '.join(ARMS)} and the --arm names (default: all, in that order)",
     )
+    ap.add_argument(
+        "--arm", action="append", default=[], metavar="SPEC", help=f"an arm of yours (repeatable): {ARM_FORM}"
+    )
+    ap.add_argument("--base", default=None, help=f"the arm the ratios are against (default {BASE})")
     ap.add_argument("--gpus", default="0", help="GPU ids (CUDA_VISIBLE_DEVICES values), one arm each (default 0)")
-    ap.add_argument("--interleave", action="store_true", help="every arm on the one GPU of --gpus, one after another")
+    ap.add_argument("--gpus-per-arm", type=int, default=1, help="GPUs of --gpus each run sees (default 1)")
+    ap.add_argument("--interleave", action="store_true", help="every arm on the one GPU (group) of --gpus, in turns")
     ap.add_argument("--rounds", type=int, default=1, help="times every arm runs (default 1)")
     ap.add_argument("--steps", type=int, default=40, help="training steps a run (default 40)")
     ap.add_argument("--skip-first", type=int, default=1, help="steps of each run left out of the medians (default 1)")
@@ -373,21 +279,39 @@ def parse(argv):
     )
     ap.add_argument("overrides", nargs="*", help="Hydra overrides for every arm (after --)")
     args = ap.parse_args(argv)
-    arms = [a.strip() for a in args.arms.split(",") if a.strip()]
-    bad = [a for a in arms if a not in ARMS]
+    table, yours = dict(ARMS), []
+    for spec in args.arm:
+        try:
+            name, recipe, own = parse_arm(spec)
+        except ValueError as e:
+            ap.error(f"--arm {spec!r}: {e} (want {ARM_FORM})")
+        if name in yours:
+            ap.error(f"--arm {spec!r}: the name '{name}' is given twice")
+        yours.append(name)
+        table[name] = (recipe, own)
+    every = list(ARMS) + [n for n in yours if n not in ARMS]
+    arms = every if args.arms is None else [a.strip() for a in args.arms.split(",") if a.strip()]
+    bad = [a for a in arms if a not in table]
     if bad or not arms:
-        ap.error(f"--arms: unknown arm(s) {', '.join(bad) or '(none given)'}; the arms: {', '.join(ARMS)}")
+        ap.error(f"--arms: unknown arm(s) {', '.join(bad) or '(none given)'}; the arms: {', '.join(every)}")
     if len(set(arms)) != len(arms):
         ap.error("--arms: an arm is named twice")
+    if args.base is not None and args.base not in arms:
+        ap.error(f"--base {args.base}: not one of the arms run ({', '.join(arms)})")
     gpus = [g.strip() for g in args.gpus.split(",") if g.strip()]
+    n = args.gpus_per_arm
     if not gpus or len(set(gpus)) != len(gpus):
         ap.error(f"--gpus {args.gpus!r}: give distinct GPU ids, e.g. 0,1,2,3")
-    if args.interleave and len(gpus) != 1:
+    if n < 1 or len(gpus) % n:
+        ap.error(f"--gpus-per-arm {n}: give a number >= 1 that divides the {len(gpus)} GPU id(s) of --gpus")
+    slots = [",".join(gpus[i : i + n]) for i in range(0, len(gpus), n)]
+    if args.interleave and len(slots) != 1:
         ap.error(f"--interleave runs every arm on one GPU: give one id with --gpus, not {args.gpus!r}")
-    args.interleave = args.interleave or len(gpus) == 1  # one GPU: the arms can only take turns
-    if not args.interleave and len(arms) > len(gpus):
+    args.interleave = args.interleave or len(slots) == 1  # one GPU (group): the arms can only take turns
+    if not args.interleave and len(arms) > len(slots):
+        unit = "GPU(s)" if n == 1 else f"groups of {n} GPUs"
         ap.error(
-            f"{len(arms)} arms ({', '.join(arms)}) for {len(gpus)} GPU(s) ({','.join(gpus)}): one arm per GPU; "
+            f"{len(arms)} arms ({', '.join(arms)}) for {len(slots)} {unit} ({','.join(gpus)}): one arm per GPU; "
             "give more GPUs, fewer --arms, or --interleave"
         )
     for name in ("rounds", "steps"):
@@ -400,13 +324,19 @@ def parse(argv):
     bad = [o for o in args.overrides if "=" not in o]
     if bad:
         ap.error(f"not a Hydra override KEY=VALUE: {' '.join(bad)}")
-    args.arms, args.gpus = arms, gpus
+    args.arms, args.gpus, args.slots, args.table = arms, gpus, slots, table
+    args.base = BASE if args.base is None else args.base
     return args
 
 
 def main(argv=None, env=None) -> int:
     env = dict(os.environ if env is None else env)
     args = parse(sys.argv[1:] if argv is None else argv)
+    unknown = knobs.unknown(env)  # the launcher would refuse every run for these: refused before any
+    for m in unknown:
+        say(WHO, f"ERROR: {m}")
+    if unknown:
+        return 2
     fixed = [n for n in FIXED_BY_ARMS if (env.get(n) or "").strip()]
     if fixed:
         say(WHO, f"ERROR: {', '.join(fixed)} set: each arm sets its reward and placement itself; unset them")
@@ -427,12 +357,17 @@ def main(argv=None, env=None) -> int:
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
     out = os.path.abspath(args.out or os.path.join(ROOT, "outputs", "judge_cost", stamp))
     interleave = args.interleave or dry  # a dry run checks one arm after another (no GPU, a few seconds each)
-    waves = plan_runs(args.arms, args.gpus, interleave, args.rounds, args.steps, out, args.overrides, launcher)
+    waves = plan_runs(
+        args.arms, args.slots, interleave, args.rounds, args.steps, out, args.overrides, launcher, args.table
+    )
     runs = [r for w in waves for r in w]
     command = shlex.join(["python", "-m", "scripts.bench.judge_cost", *(sys.argv[1:] if argv is None else argv)])
-    placement = f"interleaved on GPU {args.gpus[0]}" if args.interleave else "one arm per GPU, started together"
+    unit = "GPU" if args.gpus_per_arm == 1 else f"group of {args.gpus_per_arm} GPUs"
+    placement = f"interleaved on GPU {args.slots[0]}" if args.interleave else f"one arm per {unit}, started together"
     settings = {
         "arms": args.arms,
+        "base": args.base,
+        "definitions": {a: {"recipe": args.table[a][0], "overrides": args.table[a][1]} for a in args.arms},
         "placement": placement,
         "gpus": args.gpus,
         "steps": args.steps,
@@ -470,7 +405,7 @@ def main(argv=None, env=None) -> int:
         for r in runs:
             say(WHO, f"DRY_RUN {r.arm}: {'config OK' if r.rc == 0 else f'exit {r.rc}, see {r.log}'}")
         return 130 if interrupted else (1 if failed else 0)
-    rep = report(runs, settings, command, args.skip_first)
+    rep = report(runs, settings, command, args.skip_first, args.table)
     os.makedirs(out, exist_ok=True)
     write_json(os.path.join(out, "cost.json"), rep)
     text = markdown(rep)

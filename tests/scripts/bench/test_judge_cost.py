@@ -1,6 +1,7 @@
 """scripts/bench/judge_cost.py on CPU: the report's medians and ratios from known timings, the arms' composed configs
-(through the launcher), failing, late and interrupted children, DRY_RUN with the real launcher. No time assertions:
-deadlines are settings of the bench, and each subprocess wait of a test has its own limit."""
+(through the launcher), failing, late and interrupted children, DRY_RUN with the real launcher, arms of yours
+(``--arm``: the comma rule, ``--base``, ``--gpus-per-arm``) and scripts/bench/shapes.sh through the bench. No time
+assertions: deadlines are settings of the bench, and each subprocess wait of a test has its own limit."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from omegaconf import OmegaConf
 
 import scripts
+from scripts.bench import cost_report as cr
 from scripts.bench import judge_cost as jc
 from scripts.launch import knobs, launcher
 
@@ -56,7 +58,7 @@ def test_report_gives_exact_medians_over_steps_2_to_n_and_ratios_to_the_rule(tmp
         jc.Run("colocated", 1, "0", os.path.dirname(col1), [], rc=0, seconds=11.0),
         jc.Run("colocated", 2, "0", os.path.dirname(col2), [], rc=0, seconds=12.0),
     ]
-    arms = jc.summarize(runs)
+    arms = cr.summarize(runs, 1, "rule", jc.ARMS)
     assert {a: (v["steps"], v["runs"], v["median"], v["ratio"]) for a, v in arms.items()} == {
         "rule": (
             4,
@@ -82,6 +84,7 @@ def test_report_gives_exact_medians_over_steps_2_to_n_and_ratios_to_the_rule(tmp
             "steps": 5,
             "rounds": 2,
             "skip_first": 1,
+            "base": "rule",
         },
         "runs": [
             {"arm": r.arm, "round": r.round, "gpu": r.gpu, "exit": r.rc, "seconds": r.seconds, "folder": r.folder}
@@ -89,7 +92,7 @@ def test_report_gives_exact_medians_over_steps_2_to_n_and_ratios_to_the_rule(tmp
         ],
         "arms": arms,
     }
-    table = [ln for ln in jc.markdown(rep).splitlines() if ln.startswith("| ")]
+    table = [ln for ln in cr.markdown(rep).splitlines() if ln.startswith("| ")]
     assert table[:6] == [
         "| stage | rule | colocated |",
         "| timing_s/step | 3.500 s | 7.000 s (2.00x) |",
@@ -102,7 +105,7 @@ def test_report_gives_exact_medians_over_steps_2_to_n_and_ratios_to_the_rule(tmp
 
 def test_the_report_of_a_bench_with_no_rule_arm_has_no_ratios(tmp_path):
     f = _metrics(tmp_path / "server/metrics.jsonl", _steps([9, 2, 4], [1, 1, 1], [1, 1, 1]))
-    arms = jc.summarize([jc.Run("server", 1, "0", os.path.dirname(f), [], rc=0)])
+    arms = cr.summarize([jc.Run("server", 1, "0", os.path.dirname(f), [], rc=0)], 1, "rule", jc.ARMS)
     assert arms["server"]["median"]["timing_s/step"] == 3.0 and arms["server"]["ratio"] == {}
 
 
@@ -213,10 +216,12 @@ import json, os, signal, subprocess, sys, time
 SPEC = json.loads({spec!r})
 arm = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("trainer.experiment_name=")).removeprefix("judge-cost-")
 out = os.environ["OUTPUT_DIR"]
-what = SPEC[arm]
+what = SPEC.get(arm, SPEC.get("*"))
+with open(os.path.join(out, "args.txt"), "w") as f:
+    f.write("".join(a + "\\n" for a in sys.argv[2:]))
 with open(os.path.join(out, "child.json"), "w") as f:
     json.dump({{"pid": os.getpid(), "gpu": os.environ["CUDA_VISIBLE_DEVICES"], "recipe": sys.argv[1],
-               "dry": os.environ.get("DRY_RUN")}}, f)
+               "dry": os.environ.get("DRY_RUN"), "model": os.environ.get("MODEL")}}, f)
 if what.get("hang"):
     if what.get("ignore_term"):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -430,8 +435,15 @@ def test_bad_arguments_exit_2_with_a_message(args, message, capsys):
         ({"REWARD_FN": "x.py"}, "REWARD_FN set: each arm sets its reward and placement itself"),
         ({"JUDGE_GPUS": "1"}, "JUDGE_GPUS set"),
         ({}, "no GPU (nvidia-smi fails or is missing); DRY_RUN=1 checks"),
+        (
+            {"JUDGE_MAX_TOKENS": "128"},
+            "[judge_cost] ERROR: JUDGE_MAX_TOKENS=128 is set, but no script reads it: it is not one of the knobs "
+            "(python -m scripts.launch --knobs); give the setting as a Hydra override argument (KEY=VALUE), or unset "
+            "JUDGE_MAX_TOKENS",
+        ),
+        ({"DRY_RUN": "maybe"}, "[judge_cost] ERROR: DRY_RUN=maybe is not one of"),
     ],
-    ids=["reward-fn", "judge-gpus", "no-gpu"],
+    ids=["reward-fn", "judge-gpus", "no-gpu", "not-a-knob", "bad-dry-run"],
 )
 def test_what_the_bench_refuses_before_starting_anything(tmp_path, monkeypatch, capsys, env, message):
     monkeypatch.setattr(jc, "gpu_names", lambda: None)
@@ -439,6 +451,21 @@ def test_what_the_bench_refuses_before_starting_anything(tmp_path, monkeypatch, 
     assert jc.main(["--out", str(out)], env={**_env(), **env}) == 2
     assert message in capsys.readouterr().out
     assert not out.exists()
+
+
+def test_a_variable_that_looks_like_a_knob_stops_the_bench_even_with_a_launcher_that_would_run(tmp_path, capsys):
+    """Ported from the shell bench's knob check: refused once, before any run, rather than by every run's launcher."""
+    out = tmp_path / "out"
+    rc = jc.main(["--arms", "rule", "--out", str(out), "--launcher", "true"], env={**_env(), "JUDGE_MAX_TOKENS": "128"})
+    assert (rc, capsys.readouterr().out.splitlines(), out.exists()) == (
+        2,
+        [
+            "[judge_cost] ERROR: JUDGE_MAX_TOKENS=128 is set, but no script reads it: it is not one of the knobs "
+            "(python -m scripts.launch --knobs); give the setting as a Hydra override argument (KEY=VALUE), or unset "
+            "JUDGE_MAX_TOKENS"
+        ],
+        False,
+    )
 
 
 def test_help():
@@ -469,3 +496,228 @@ def test_runs_take_turns_on_one_gpu_in_rotated_rounds_or_start_together_one_per_
     assert [[(r.arm, r.gpu, r.folder, r.command[:2]) for r in w] for w in waves] == [
         [("rule", "0", "/o/rule", ["L", "gsm8k_rule"]), ("server", "1", "/o/server", ["L", "gsm8k_local_judge"])]
     ]
+
+
+# ------------------------------------------------------------------------------------------------ arms of yours
+RKW = "+reward.custom_reward_function.reward_kwargs"
+# --arm SPEC -> (name, recipe, overrides): a comma not followed by KEY= stays in the value before it
+ARM_SPECS = [
+    (f"tok128=gsm8k_local_judge:{RKW}.max_tokens=128", ("tok128", "gsm8k_local_judge", [f"{RKW}.max_tokens=128"])),
+    (
+        f"broken=gsm8k_local_judge:{RKW}.mode=broken,trainer.logger=[console,file]",
+        ("broken", "gsm8k_local_judge", [f"{RKW}.mode=broken", "trainer.logger=[console,file]"]),
+    ),
+    ("a=gsm8k_local_judge:x.y=[1,2,3],b.c=4", ("a", "gsm8k_local_judge", ["x.y=[1,2,3]", "b.c=4"])),
+    (
+        "srv=gsm8k_local_judge:judge_placement=server,verl_judge.judge_server.devices=1",  # a group: no dot
+        ("srv", "gsm8k_local_judge", ["judge_placement=server", "verl_judge.judge_server.devices=1"]),
+    ),
+    ("p=gsm8k_rule:data.train_files=/a:b,c", ("p", "gsm8k_rule", ["data.train_files=/a:b,c"])),  # a ':' in a value
+    ("x.1-y_z=gsm8k_rule:++a.b=1,~c.d=2", ("x.1-y_z", "gsm8k_rule", ["++a.b=1", "~c.d=2"])),
+    ("r=gsm8k_rule", ("r", "gsm8k_rule", [])),
+    ("r=gsm8k_rule:", ("r", "gsm8k_rule", [])),
+]
+
+
+@pytest.mark.parametrize("spec,want", ARM_SPECS, ids=[w[0] for _s, w in ARM_SPECS])
+def test_an_arm_spec_gives_its_name_recipe_and_overrides(spec, want):
+    assert jc.parse_arm(spec) == want
+
+
+BAD_ARMS = {
+    f"tok128:{RKW}.max_tokens=128": "no '=' between the name and the recipe",  # the old VARIANTS form
+    "a/b=gsm8k_rule": "the name may hold letters, digits, _ . - only",
+    "..=gsm8k_rule": "the name may hold letters, digits, _ . - only",  # OUT/.. is not a folder of the bench's
+    "x=nope:a.b=1": "no recipe 'nope' (recipes/<RECIPE>/config.yaml)",
+    "x=../recipes/gsm8k_rule": "no recipe '../recipes/gsm8k_rule' (recipes/<RECIPE>/config.yaml)",
+    "x=gsm8k_local_judge:JUDGE_MAX_TOKENS=128": "JUDGE_MAX_TOKENS is an environment variable, give the Hydra override",
+    "x=gsm8k_local_judge:max_tokens": "'max_tokens' is not a Hydra override KEY=VALUE",
+    "x=gsm8k_local_judge:,a.b=1": "'' is not a Hydra override KEY=VALUE",
+}
+
+
+@pytest.mark.parametrize("spec", list(BAD_ARMS))
+def test_a_bad_arm_spec_exits_2_before_anything_runs(spec, tmp_path, capsys):
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as e:
+        jc.main(["--arm", spec, "--out", str(out), "--launcher", "false"], env=_env())
+    assert e.value.code == 2 and not out.exists()
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"python -m scripts.bench.judge_cost: error: --arm {spec!r}: {BAD_ARMS[spec]} (want {jc.ARM_FORM})"
+    )
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (
+            ["--arm", "a=gsm8k_rule", "--arm", "a=gsm8k_rule:x.y=1"],
+            "--arm 'a=gsm8k_rule:x.y=1': the name 'a' is given twice",
+        ),
+        (
+            ["--arm", "a=gsm8k_rule", "--arms", "rule,b"],
+            "--arms: unknown arm(s) b; the arms: " + ", ".join([*jc.ARMS, "a"]),
+        ),
+        (["--arms", "colocated,server", "--base", "rule"], "--base rule: not one of the arms run (colocated, server)"),
+        (
+            ["--gpus", "0,1,2", "--gpus-per-arm", "2"],
+            "--gpus-per-arm 2: give a number >= 1 that divides the 3 GPU id(s)",
+        ),
+        (
+            ["--gpus", "0,1,2,3", "--gpus-per-arm", "2", "--arms", "rule,server,route"],
+            "3 arms (rule, server, route) for 2 groups of 2 GPUs (0,1,2,3)",
+        ),
+        (["--gpus", "0,1,2,3", "--gpus-per-arm", "2", "--interleave"], "--interleave runs every arm on one GPU"),
+    ],
+    ids=["twice", "unknown", "base", "divides", "groups", "interleave"],
+)
+def test_bad_arm_choices_exit_2_with_a_message(args, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        jc.main(args, env=_env())
+    assert e.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def _lines(path) -> list[str]:
+    return path.read_text().splitlines()
+
+
+def _shared(out, arm, steps=3, save_freq="-1"):
+    return [
+        f"trainer.total_training_steps={steps}",
+        "trainer.n_gpus_per_node=1",
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0.3",
+        *([f"trainer.save_freq={save_freq}"] if save_freq else []),
+        "trainer.test_freq=-1",
+        "trainer.resume_mode=disable",
+        f"trainer.default_local_dir={out}/{arm}/checkpoints",
+        f"trainer.experiment_name=judge-cost-{arm}",
+    ]
+
+
+def test_your_arms_run_beside_the_named_ones_and_a_failed_one_is_left_out_of_the_table(tmp_path):
+    """Ported from the shell bench: every arm gets the shared overrides, then its own, then the arguments (a later key
+    wins: trainer.save_freq=5 replaces the shared -1); an arm that fails after logging steps makes the bench exit 1,
+    and the table holds the arms that finished, with their ratios to the rule."""
+    spec = {
+        "rule": {"steps": [9, 2, 2]},
+        "colocated": {"steps": [9, 3, 3]},
+        "tok128": {"steps": [9, 2.5, 2.5]},
+        "broken": {"steps": [9, 5], "rc": 4},
+    }
+    out = tmp_path / "out"
+    broken = f"broken=gsm8k_local_judge:{RKW}.mode=broken,trainer.logger=[console,file]"
+    args = ["--arms", "rule,colocated,tok128,broken", "--steps", "3", "--out", str(out)]
+    args += ["--arm", f"tok128=gsm8k_local_judge:{RKW}.max_tokens=128", "--arm", broken]
+    user = ["data.train_batch_size=8", "trainer.save_freq=5"]
+    rc = jc.main([*args, "--launcher", _fake(tmp_path, spec), "--", *user], env=_env())
+    assert rc == 1
+    assert {a: _lines(out / a / "args.txt") for a in spec} == {
+        "rule": _shared(out, "rule", save_freq=None) + user,
+        "colocated": _shared(out, "colocated", save_freq=None) + ["judge_placement=colocated"] + user,
+        "tok128": _shared(out, "tok128", save_freq=None) + [f"{RKW}.max_tokens=128"] + user,
+        "broken": _shared(out, "broken", save_freq=None)
+        + [f"{RKW}.mode=broken", "trainer.logger=[console,file]"]
+        + user,
+    }
+    assert {a: json.load(open(out / a / "child.json"))["recipe"] for a in spec} == {
+        "rule": "gsm8k_rule",
+        "colocated": "gsm8k_local_judge",
+        "tok128": "gsm8k_local_judge",
+        "broken": "gsm8k_local_judge",
+    }
+    md = _lines(out / "cost.md")
+    assert [ln for ln in md if ln.startswith("| ")][:3] == [
+        "| stage | rule | colocated | tok128 |",
+        "| timing_s/step | 2.000 s | 3.000 s (1.50x) | 2.500 s (1.25x) |",
+        "| steps in the medians | 2 | 2 | 2 |",
+    ]
+    assert md[-6:] == [
+        "| arm | recipe | its overrides (after the shared ones) |",
+        "|---|---|---|",
+        "| rule | gsm8k_rule | none |",
+        "| colocated | gsm8k_local_judge | `judge_placement=colocated` |",
+        f"| tok128 | gsm8k_local_judge | `{RKW}.max_tokens=128` |",
+        f"| broken | gsm8k_local_judge | `{RKW}.mode=broken` `trainer.logger=[console,file]` |",
+    ]
+    rep = json.load(open(out / "cost.json"))
+    assert {r["arm"]: r["exit"] for r in rep["runs"]} == {"rule": 0, "colocated": 0, "tok128": 0, "broken": 4}
+    assert rep["arms"]["tok128"]["overrides"] == [f"{RKW}.max_tokens=128"]
+
+
+def test_an_arm_of_yours_replaces_a_named_arm_of_its_name_and_base_names_the_ratios_arm(tmp_path):
+    spec = {"mine": {"steps": [9, 4, 4]}, "colocated": {"steps": [9, 2, 2]}}
+    out = tmp_path / "out"
+    args = ["--arms", "mine,colocated", "--base", "mine", "--steps", "3", "--out", str(out)]
+    args += ["--arm", "mine=gsm8k_rule:data.max_response_length=512", "--arm", "colocated=gsm8k_local_judge:a.b=1"]
+    assert jc.main([*args, "--launcher", _fake(tmp_path, spec)], env=_env()) == 0
+    assert _lines(out / "colocated" / "args.txt") == _shared(out, "colocated") + ["a.b=1"]
+    rep = json.load(open(out / "cost.json"))
+    assert {a: v["ratio"] for a, v in rep["arms"].items()} == {
+        "mine": {"timing_s/step": 1.0},
+        "colocated": {"timing_s/step": 0.5},
+    }
+    assert "| timing_s/step | 4.000 s | 2.000 s (0.50x) |" in _lines(out / "cost.md")
+
+
+def test_the_default_arms_are_the_named_ones_then_yours():
+    args = jc.parse(["--arm", "tok=gsm8k_local_judge:a.b=1", "--arm", "server=gsm8k_local_judge", "--gpus", "0"])
+    assert args.arms == [*jc.ARMS, "tok"] and args.base == "rule"
+    assert (args.table["tok"], args.table["server"], args.table["rule"]) == (
+        ("gsm8k_local_judge", ["a.b=1"]),
+        ("gsm8k_local_judge", []),
+        jc.ARMS["rule"],
+    )
+
+
+def test_each_run_sees_its_group_of_gpus(tmp_path):
+    spec = {"*": {"steps": [9, 2, 2]}}
+    out = tmp_path / "out"
+    args = ["--arms", "rule,server", "--gpus", "0,1,2,3", "--gpus-per-arm", "2", "--steps", "3", "--out", str(out)]
+    assert jc.main([*args, "--launcher", _fake(tmp_path, spec)], env=_env()) == 0
+    assert {a: json.load(open(out / a / "child.json"))["gpu"] for a in ("rule", "server")} == {
+        "rule": "0,1",
+        "server": "2,3",
+    }
+    assert (
+        json.load(open(out / "cost.json"))["settings"]["placement"] == "one arm per group of 2 GPUs, started together"
+    )
+
+
+def test_your_arms_compose_through_the_launcher(tmp_path):
+    """The comma rule's value reaches verl's config as a list; an arm's overrides land where the launcher puts them."""
+    env = {k: v for k, v in os.environ.items() if k not in jc.FIXED_BY_ARMS}
+    name, recipe, own = jc.parse_arm(f"tok=gsm8k_local_judge:{RKW}.max_tokens=128,trainer.logger=[console,file]")
+    folder = str(tmp_path / name)
+    table = {name: (recipe, own)}
+    p = launcher.plan(env, jc.arm_overrides(name, 3, folder, [], table), recipe, materialize=False, output_dir=folder)
+    cfg = launcher.compose(recipe, p.overrides, {**env, **p.knobs})
+    assert (
+        cfg.reward.custom_reward_function.reward_kwargs.max_tokens,
+        list(cfg.trainer.logger),
+        cfg.trainer.total_training_steps,
+        cfg.trainer.experiment_name,
+    ) == (128, ["console", "file"], 3, "judge-cost-tok")
+
+
+def test_dry_run_checks_your_arms_with_the_real_launcher(tmp_path):
+    """DRY_RUN=1 with arms of yours: a good one is config OK, one with a key verl's config lacks fails (exit 1)."""
+    out = tmp_path / "dry"
+    arms = ["--arm", f"tok128=gsm8k_local_judge:{RKW}.max_tokens=128,trainer.logger=[console,file]"]
+    arms += ["--arm", "bad=gsm8k_rule:trainer.no_such_key=1"]
+    r = subprocess.run(
+        [sys.executable, "-m", "scripts.bench.judge_cost", "--arms", "tok128,bad", "--out", str(out), *arms],
+        cwd=ROOT,
+        env={**_env(), "DRY_RUN": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert [ln for ln in r.stdout.splitlines() if "DRY_RUN " in ln] == [
+        "[judge_cost] DRY_RUN tok128: config OK",
+        f"[judge_cost] DRY_RUN bad: exit 2, see {out}/bad/run.log",
+    ]
+    assert "DRY_RUN=1: stopping before training" in (out / "tok128" / "run.log").read_text()
+    assert "no_such_key" in (out / "bad" / "run.log").read_text()
+    assert not (out / "cost.md").exists()
