@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
 # Judge cost at anchor shapes: a policy with the SmolLM2-360M architecture rewarded by a judge with
 # the SmolLM2-1.7B architecture, both with random weights and the SmolLM2 tokenizer (nothing is downloaded), timed
-# by scripts/judge_cost.sh: recipes/gsm8k_rule and recipes/gsm8k_local_judge with identical settings on GSM8K prompts.
+# by the cost bench (python -m scripts.bench.judge_cost): recipes/gsm8k_rule and recipes/gsm8k_local_judge with
+# identical settings on GSM8K prompts, one run after the other.
 #
 #   PYTHON=python3 GSM8K_DIR=/data/gsm8k bash scripts/bench/shapes.sh          # one GPU: rule_1gpu vs colocated
 #   PYTHON=python3 GSM8K_DIR=/data/gsm8k GPUS=2 bash scripts/bench/shapes.sh   # two GPUs: rule_pool vs pool
 #   STEPS=8 bash scripts/bench/shapes.sh data.train_batch_size=32              # arguments: Hydra overrides, every run
+#   bash scripts/bench/shapes.sh --rounds 2 -- data.train_batch_size=32        # or the bench's options first
 #
 # 1. Makes the two models unless they are there (python -m scripts.bench.random_model, built on the GPU when there
 #    is one): MODELS_DIR/random-smollm2-360m (policy) and MODELS_DIR/random-smollm2-1.7b (judge), with the tokenizer
 #    files, generation config and bos/eos/pad ids of TOKENIZER_FROM. POLICY_DIR / JUDGE_DIR: use these folders as
 #    they are instead (nothing is made).
-# 2. Runs scripts/judge_cost.sh with MODEL=<policy> and, for every run, trainer.n_gpus_per_node=1
-#    data.max_response_length=512 (policy replies: random weights almost never stop before the cap) and
-#    verl_judge.fail_fast.enable=false (a random judge gives no verdict, every reply is a parse failure, which would
-#    stop the run); for the judge run also reward.reward_model.model_path=<judge>,
+# 2. Runs python -m scripts.bench.judge_cost with MODEL=<policy>, --steps STEPS, --out COST_DIR, the runs below as
+#    its arms (--arm NAME=RECIPE:OVERRIDES, --arms RUNS), ratios to the rule run (--base), every run on the same
+#    GPU(s) one after the other (--gpus: the first GPUS ids of CUDA_VISIBLE_DEVICES, default 0 or 0,1;
+#    --gpus-per-arm GPUS), then the arguments. Besides the bench's shared settings (trainer.n_gpus_per_node=1 among
+#    them), every run gets data.max_response_length=512 (policy replies: random weights almost never stop before the
+#    cap) and verl_judge.fail_fast.enable=false (a random judge gives no verdict, every reply is a parse failure, which
+#    would stop the run); each judge run also reward.reward_model.model_path=<judge>,
 #    +reward.custom_reward_function.reward_kwargs.max_tokens=256 (the judge's reply cap that reward_fns/llm_judge.py
 #    sends) and reward.reward_model.rollout.response_length=256 (the judge server's default cap, kept the same).
 #    GPUS=1: runs rule_1gpu, colocated: recipes/gsm8k_local_judge as it is (the judge shares the policy's GPU,
@@ -31,13 +36,14 @@
 #      soon as it is generated: the judge's time is inside timing_s/gen, timing_s/reward is about 0; read timing_s/step.
 #      And server_gpu1: judge_placement=server with the server on GPU 1 (verl_judge.judge_server.devices=1), the
 #      policy on GPU 0.
-# 3. judge_cost.sh prints COST_DIR/cost.md: median stage times after step 1 and their ratio to the rule run.
+# 3. The bench prints COST_DIR/cost.md (and writes cost.json): median stage times after step 1, their ratio to the rule run.
 #
-# Knobs: GPUS (1 | 2, default 1); STEPS (5); RUNS (which of the runs, in order; default all); MODELS_DIR (outputs/shapes/models); COST_DIR (outputs/shapes/<GPUS>gpu);
+# Knobs: GPUS (1 | 2, default 1); STEPS (5); RUNS (which of the runs, space-separated, in order; default all);
+# MODELS_DIR (outputs/shapes/models); COST_DIR (outputs/shapes/<GPUS>gpu);
 # TOKENIZER_FROM (default $MODEL, else the folder `python -m data_prep.model` materialises);
 # POLICY_DIR, JUDGE_DIR (see 1); PYTHON (an interpreter with verl + vLLM, e.g. python3; default: scripts/launch.sh's);
 # the launcher's variables (GSM8K_DIR, DATA_DIR, ...) are passed on. DRY_RUN=1: each run is only checked.
-# Exit status: judge_cost.sh's; 2 for a bad GPUS, 1 when a model cannot be made.
+# Exit status: the bench's; 2 for a bad GPUS, 1 when a model cannot be made.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 source "$ROOT/scripts/lib.sh"
@@ -50,7 +56,7 @@ case $GPUS in
   *) echo "shapes: GPUS=$GPUS: 1 (the judge colocated with the policy) or 2 (the judge on its own GPU)" >&2; exit 2 ;;
 esac
 MODELS_DIR=${MODELS_DIR:-$ROOT/outputs/shapes/models}
-export STEPS=${STEPS:-5} COST_DIR=${COST_DIR:-$ROOT/outputs/shapes/${GPUS}gpu}
+STEPS=${STEPS:-5} COST_DIR=${COST_DIR:-$ROOT/outputs/shapes/${GPUS}gpu}
 export PYTHON=${PYTHON:-$(bash "$ROOT/scripts/launch.sh" --print-python)}
 say() { echo "[shapes $(date +%H:%M:%S)] $*"; }
 
@@ -65,21 +71,24 @@ export -n POLICY_DIR JUDGE_DIR  # knobs of this script, not passed on
 [ -n "$policy" ] || policy=$(make_model smollm2-360m "$MODELS_DIR/random-smollm2-360m") || exit 1
 [ -n "$judge_dir" ] || judge_dir=$(make_model smollm2-1.7b "$MODELS_DIR/random-smollm2-1.7b") || exit 1
 
-settings="reward.reward_model.model_path=$judge_dir,+reward.custom_reward_function.reward_kwargs.max_tokens=256"
-settings+=",reward.reward_model.rollout.response_length=256"
-variants="$judge:$settings"
-if [ "$GPUS" = 2 ]; then
-  variants+=",reward.reward_model.enable_resource_pool=true,reward.reward_model.n_gpus_per_node=1"
-  variants+=",reward.reward_model.nnodes=1,reward.reward_model.rollout.free_cache_engine=false"
-  variants+=" server_gpu1:$settings,judge_placement=server,verl_judge.judge_server.devices=1"
-fi
+every=data.max_response_length=512,verl_judge.fail_fast.enable=false
+settings="$every,reward.reward_model.model_path=$judge_dir"
+settings+=",+reward.custom_reward_function.reward_kwargs.max_tokens=256,reward.reward_model.rollout.response_length=256"
+arms=(--arm "$rule=gsm8k_rule:$every")
 if [ "$GPUS" = 1 ]; then
   sleep_=reward.reward_model.rollout.free_cache_engine=true
-  variants+=" colocated_sleep:$settings,$sleep_ colocated_eager:$settings,$sleep_,reward.reward_model.rollout.enforce_eager=true"
-  variants+=" server:$settings,judge_placement=server"
+  arms+=(--arm "$judge=gsm8k_local_judge:$settings" --arm "colocated_sleep=gsm8k_local_judge:$settings,$sleep_"
+         --arm "colocated_eager=gsm8k_local_judge:$settings,$sleep_,reward.reward_model.rollout.enforce_eager=true"
+         --arm "server=gsm8k_local_judge:$settings,judge_placement=server")
+else
+  pool=reward.reward_model.enable_resource_pool=true,reward.reward_model.n_gpus_per_node=1,reward.reward_model.nnodes=1
+  arms+=(--arm "$judge=gsm8k_local_judge:$settings,$pool,reward.reward_model.rollout.free_cache_engine=false"
+         --arm "server_gpu1=gsm8k_local_judge:$settings,judge_placement=server,verl_judge.judge_server.devices=1")
 fi
 RUNS=${RUNS:-$rule $judge $extra_runs}
-say "policy $policy, judge $judge_dir; runs $RUNS ($STEPS steps) -> $COST_DIR"
-MODEL=$policy RULE_NAME=$rule RUNS="$RUNS" VARIANTS="$variants" \
-  exec bash "$ROOT/scripts/judge_cost.sh" trainer.n_gpus_per_node=1 data.max_response_length=512 \
-  verl_judge.fail_fast.enable=false "$@"
+base=(); [[ " $RUNS " == *" $rule "* ]] && base=(--base "$rule")  # no rule run: no ratios
+gpus=$(printf '%s' "${CUDA_VISIBLE_DEVICES:-0,1}" | cut -d, -f1-"$GPUS")
+say "policy $policy, judge $judge_dir; runs $RUNS ($STEPS steps, GPU $gpus) -> $COST_DIR"
+MODEL=$policy PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" exec "$PYTHON" -m scripts.bench.judge_cost \
+  --steps "$STEPS" --out "$COST_DIR" --gpus "$gpus" --gpus-per-arm "$GPUS" --arms "$(echo $RUNS | tr ' ' ,)" \
+  "${base[@]}" "${arms[@]}" "$@"

@@ -721,3 +721,130 @@ def test_dry_run_checks_your_arms_with_the_real_launcher(tmp_path):
     assert "DRY_RUN=1: stopping before training" in (out / "tok128" / "run.log").read_text()
     assert "no_such_key" in (out / "bad" / "run.log").read_text()
     assert not (out / "cost.md").exists()
+
+
+# ------------------------------------------------------------------------------------------------ shapes.sh
+def _shapes(tmp_path, *args, **env):
+    return subprocess.run(
+        ["bash", "scripts/bench/shapes.sh", *args],
+        cwd=ROOT,
+        env={**_env(), "PYTHON": sys.executable, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_shapes_help_and_a_bad_gpus(tmp_path):
+    subprocess.run(["bash", "-n", "scripts/bench/shapes.sh"], cwd=ROOT, check=True)
+    r = _shapes(tmp_path, "--help")
+    assert r.returncode == 0 and r.stdout.startswith("Judge cost at anchor shapes: "), r.stdout + r.stderr
+    r = _shapes(tmp_path, GPUS="3", COST_DIR=str(tmp_path / "bad"))
+    assert (r.returncode, r.stderr, (tmp_path / "bad").exists()) == (
+        2,
+        "shapes: GPUS=3: 1 (the judge colocated with the policy) or 2 (the judge on its own GPU)\n",
+        False,
+    )
+
+
+SHAPES_STEPS = {"rule_1gpu": [9, 2, 2, 2, 2], "rule_pool": [9, 2, 2, 2, 2], "*": [9, 3, 3, 3, 3]}
+
+
+@pytest.mark.parametrize("gpus", ["1", "2"])
+def test_shapes_runs_its_arms_through_the_bench(gpus, tmp_path, model_path):
+    """scripts/bench/shapes.sh makes or reuses the random 360M / 1.7B models and hands the bench its arms: one GPU:
+    rule_1gpu vs colocated (the recipe: judge awake, CUDA graphs), colocated_sleep, colocated_eager and server; two
+    GPUs (each run sees both): rule_pool vs pool (the judge's own pool, kept awake) and server_gpu1."""
+    from scripts.bench import random_model as rm
+
+    models = tmp_path / "models"  # the two models already there (config + weights file): reused, not rebuilt
+    for arch in ("smollm2-360m", "smollm2-1.7b"):
+        rm.config_for(arch, rm.read_token_ids(model_path)).save_pretrained(models / f"random-{arch}")
+        (models / f"random-{arch}" / "model.safetensors").write_bytes(b"")
+    policy, judge = models / "random-smollm2-360m", models / "random-smollm2-1.7b"
+    where = {"MODELS_DIR": str(models)} if gpus == "1" else {"POLICY_DIR": str(policy), "JUDGE_DIR": str(judge)}
+    cost = tmp_path / f"shapes{gpus}"
+    spec = {a: {"steps": s} for a, s in SHAPES_STEPS.items()}
+    r = _shapes(
+        tmp_path,
+        "--launcher",
+        _fake(tmp_path, spec),
+        "data.train_batch_size=8",
+        GPUS=gpus,
+        COST_DIR=str(cost),
+        TOKENIZER_FROM=model_path,
+        MODEL="/elsewhere",
+        STEPS="",
+        CUDA_VISIBLE_DEVICES="",
+        **where,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    every = ["data.max_response_length=512", "verl_judge.fail_fast.enable=false"]
+    judged = every + [
+        f"reward.reward_model.model_path={judge}",
+        "+reward.custom_reward_function.reward_kwargs.max_tokens=256",
+        "reward.reward_model.rollout.response_length=256",
+    ]
+    sleep = ["reward.reward_model.rollout.free_cache_engine=true"]  # verl's default: asleep between reward stages
+    pool = [
+        "reward.reward_model.enable_resource_pool=true",
+        "reward.reward_model.n_gpus_per_node=1",
+        "reward.reward_model.nnodes=1",
+        "reward.reward_model.rollout.free_cache_engine=false",
+    ]
+    own = (
+        {
+            "rule_1gpu": every,
+            "colocated": judged,
+            "colocated_sleep": judged + sleep,
+            "colocated_eager": judged + sleep + ["reward.reward_model.rollout.enforce_eager=true"],
+            "server": judged + ["judge_placement=server"],
+        }
+        if gpus == "1"
+        else {
+            "rule_pool": every,
+            "pool": judged + pool,
+            "server_gpu1": judged + ["judge_placement=server", "verl_judge.judge_server.devices=1"],
+        }
+    )
+    assert sorted(p.name for p in cost.iterdir()) == sorted([*own, "cost.md", "cost.json"])
+    user = ["data.train_batch_size=8"]
+    assert {a: _lines(cost / a / "args.txt") for a in own} == {
+        a: _shared(cost, a, steps=5) + o + user for a, o in own.items()
+    }
+    children = {a: json.load(open(cost / a / "child.json")) for a in own}
+    assert {(c["model"], c["gpu"]) for c in children.values()} == {(str(policy), "0" if gpus == "1" else "0,1")}
+    rule = next(iter(own))
+    cells = " | ".join(["2.000 s"] + ["3.000 s (1.50x)"] * (len(own) - 1))
+    md = _lines(cost / "cost.md")
+    assert f"| stage | {' | '.join(own)} |" in md and f"| timing_s/step | {cells} |" in md
+    assert json.load(open(cost / "cost.json"))["settings"]["base"] == rule
+    made = [ln for ln in r.stdout.splitlines() + r.stderr.splitlines() if ln.startswith("[random_model]")]
+    assert made == (
+        [
+            f"[random_model] {m} already holds this model ({n:,} parameters); nothing to do"
+            for m, n in ((policy, 361_821_120), (judge, 1_711_376_384))
+        ]
+        if gpus == "1"
+        else []
+    )
+
+
+def test_shapes_runs_without_the_rule_run_have_no_ratios(tmp_path):
+    cost = tmp_path / "cost"
+    spec = {"*": {"steps": [9, 3, 3]}}
+    r = _shapes(
+        tmp_path,
+        "--launcher",
+        _fake(tmp_path, spec),
+        RUNS="colocated  server",
+        STEPS="3",
+        COST_DIR=str(cost),
+        POLICY_DIR=str(tmp_path / "p"),
+        JUDGE_DIR=str(tmp_path / "j"),
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    rep = json.load(open(cost / "cost.json"))
+    assert (rep["settings"]["arms"], rep["settings"]["base"]) == (["colocated", "server"], "rule")
+    assert {a: v["ratio"] for a, v in rep["arms"].items()} == {"colocated": {}, "server": {}}
+    assert "No ratios: the rule arm did not finish." in _lines(cost / "cost.md")
