@@ -130,6 +130,7 @@ def dumps(folder: str) -> list[tuple[int, str]]:
 def _empty() -> dict:
     return {
         "steps": [],
+        "runs": 0,
         "files": 0,
         "samples": 0,
         "abstained": 0,
@@ -204,7 +205,7 @@ def merge(summaries: list[dict]) -> dict:
     """The summaries together (counts added, steps spanned, the first examples of each class)."""
     s = _empty()
     for x in summaries:
-        for k in ("files", "samples", "abstained", "no_verdict", "paid", "rule_paid"):
+        for k in ("runs", "files", "samples", "abstained", "no_verdict", "paid", "rule_paid"):
             s[k] += x[k]
         if x["steps"]:
             s["steps"] = [min(s["steps"][:1] + x["steps"][:1]), max(s["steps"][1:] + x["steps"][1:])]
@@ -243,18 +244,27 @@ def run_summary(folders: dict[str, str]) -> dict:
         read = [(step, read_dump(path)) for step, path in files]
         graded = [(step, rows) for step, rows in read if rows is not None]
         if graded:
-            res[source] = tally(graded)
+            res[source] = {**tally(graded), "runs": 1}
     return res
 
 
-def instance(out: str, arms: list[str] | None = None, seeds: list[int] | None = None) -> dict:
+def instance(
+    out: str, arms: list[str] | None = None, seeds: list[int] | None = None, errors: dict | None = None
+) -> dict:
     """One experiment's ``{"runs": {run: {source: summary}}, "arms": {arm: {source: summary}}}`` over its
-    judge-graded runs (only those of ``arms`` x ``seeds`` when given); empty ones when it has none."""
+    judge-graded runs (only those of ``arms`` x ``seeds`` when given); empty ones when it has none. A dump it cannot
+    read raises ``ValueError``; with ``errors`` (a dict) that run is left out instead and ``errors[run]`` says why."""
     runs = {}
     for name, folders in run_folders(out).items():
         arm, seed = run_of(name)
         if (arms is None or arm in arms) and (seeds is None or seed in seeds):
-            got = run_summary(folders)
+            try:
+                got = run_summary(folders)
+            except ValueError as e:
+                if errors is None:
+                    raise
+                errors[name] = str(e)
+                continue
             if got:
                 runs[name] = got
     by_arm: dict[str, dict[str, list[dict]]] = {}
@@ -296,15 +306,15 @@ def _cell(s: dict, cls: str) -> str:
 
 def table(instances: dict[str, dict]) -> str:
     """One row per instance x arm x source: the samples, the classes' counts (rates) and the disagreements."""
-    head = ["instance", "arm", "source", "steps", "samples", "no verdict", *[LABELS[c] for c in CLASSES], "all"]
+    head = ["instance", "arm", "source", "runs", "steps", "samples", "no verdict", *[LABELS[c] for c in CLASSES], "all"]
     rows = []
     for name, res in instances.items():
         for arm, srcs in res.get("arms", {}).items():
             for source, s in srcs.items():
                 steps = "-".join(str(x) for x in sorted(set(s["steps"])))
-                cells = [name, arm, source, steps, str(s["samples"]), str(s["no_verdict"])]
+                cells = [name, arm, source, str(s["runs"]), steps, str(s["samples"]), str(s["no_verdict"])]
                 rows.append([*cells, *[_cell(s, c) for c in CLASSES], _share(s["disagree"]) + ")"])
-    return md_table(head, rows, "llll" + "r" * (len(head) - 4))
+    return md_table(head, rows, "lllrl" + "r" * (len(head) - 5))
 
 
 def examples(arms: dict[str, dict]) -> str:

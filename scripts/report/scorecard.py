@@ -172,17 +172,19 @@ def summarize(out: str, arms: list[str], seeds: list[int], steps: int, grades: d
 
 
 def disagreed(out: str, arms: list[str], seeds: list[int]) -> dict:
-    """``disagreements.instance`` of the runs (``{"error": why}`` for a dump it cannot read: the scorecard stands)."""
-    try:
-        return disagreements.instance(out, arms, seeds)
-    except ValueError as e:
-        return {"error": str(e), "runs": {}, "arms": {}}
+    """``disagreements.instance`` of the runs; a run with a dump it cannot read is left out, and ``errors`` names it
+    and why (the scorecard stands, with the other runs)."""
+    errors: dict[str, str] = {}
+    res = disagreements.instance(out, arms, seeds, errors)
+    return {**res, "errors": errors} if errors else res
 
 
 def disagreement_lines(found: dict[str, dict]) -> list[str]:
     """The Markdown section of ``{instance: disagreements}``: their table, or why there is none."""
     head = ["## Where the judge's reward and the strict rule part ways", ""]
-    errors = [f"- {name}: not read: {d['error']}" for name, d in found.items() if d.get("error")]
+    errors = [
+        f"- {name}, run {run}: not read: {why}" for name, d in found.items() for run, why in d.get("errors", {}).items()
+    ]
     if not any(d.get("arms") for d in found.values()):
         why = "no dump of these runs holds per-sample judge and rule grades (judge_score, rule_score)"
         return [*head, *(errors or [why]), ""]

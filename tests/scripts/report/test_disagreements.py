@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -219,9 +220,11 @@ def test_command_line(tmp_path):
     assert got["arms"]["judge"]["val"]["disagree"] == {"count": 2, "rate": 2 / 6}
     md = (tmp_path / "d.md").read_text()
     assert r.stdout == md
-    assert f"| {tmp_path / 'a'} | judge | val | 10 | 6 | 1 | 1 (16.67%) | 0 (0.00%) | 1 (16.67%; 1 no verdict) " in md
     assert (
-        "| judge | rollouts | 1-2 | 5 | 0 | 0 (0.00%) | 1 (20.00%) | 1 (20.00%) | 1 (20.00%; 1 right / 0 wrong) " in md
+        f"| {tmp_path / 'a'} | judge | val | 2 | 10 | 6 | 1 | 1 (16.67%) | 0 (0.00%) | 1 (16.67%; 1 no verdict) " in md
+    )
+    assert (
+        "| judge | rollouts | 1 | 1-2 | 5 | 0 | 0 (0.00%) | 1 (20.00%) | 1 (20.00%) | 1 (20.00%; 1 right / 0 wrong) " in md
     )
     assert "- judge val step 10, (a) paid, rule refuses, right in another form: reference 7, final answer 7" in md
     assert cli("--help").returncode == 0 and "right in another form" in cli("--help").stdout
@@ -289,8 +292,8 @@ def test_scorecard_reports_disagreements(tmp_path):
     assert report["disagreements"]["judge"]["rollouts"]["disagree"] == {"count": 2, "rate": 0.25}
     md = (tmp_path / "scorecard.md").read_text()
     assert md.count("## Where the judge's reward and the strict rule part ways") == 1
-    assert "| instance_0 | judge | val | 10 | 2 | 0 | 1 (50.00%) | 0 (0.00%) | 0 (0.00%) |" in md
-    assert "| all | judge | rollouts | 1 | 8 | 0 | 0 (0.00%) | 2 (25.00%) | 0 (0.00%) |" in md
+    assert "| instance_0 | judge | val | 1 | 10 | 2 | 0 | 1 (50.00%) | 0 (0.00%) | 0 (0.00%) |" in md
+    assert "| all | judge | rollouts | 2 | 1 | 8 | 0 | 0 (0.00%) | 2 (25.00%) | 0 (0.00%) |" in md
 
 
 def test_scorecard_stands_when_a_dump_is_unreadable(tmp_path):
@@ -299,9 +302,11 @@ def test_scorecard_stands_when_a_dump_is_unreadable(tmp_path):
         f.write("[1]\n")
     report = scorecard.write(str(tmp_path), ["rule", "judge"], [0], 10, log=lambda _: None, command=["x"])
     assert report["ratios"]["judge"]["mean"] == 0.5 and report["disagreements"]["arms"] == {}
-    assert report["disagreements"]["error"].endswith("judge_rollouts/1.jsonl: line 5: expected a JSON object, got list")
+    errors = report["disagreements"]["errors"]
+    assert list(errors) == ["judge"]
+    assert errors["judge"].endswith("judge_rollouts/1.jsonl: line 5: expected a JSON object, got list")
     md = (tmp_path / "scorecard.md").read_text()
-    assert f"- {tmp_path.name}: not read: " in md and "line 5: expected a JSON object" in md
+    assert f"- {tmp_path.name}, run judge: not read: " in md and "line 5: expected a JSON object" in md
 
 
 def test_scorecard_without_judge_grades_says_so(tmp_path):
@@ -313,3 +318,16 @@ def test_scorecard_without_judge_grades_says_so(tmp_path):
     report = scorecard.write(str(tmp_path), ["rule", "judge"], [0], 10, log=lambda _: None, command=["x"])
     assert report["disagreements"] == {"runs": {}, "arms": {}}
     assert "no dump of these runs holds per-sample judge and rule grades" in (tmp_path / "scorecard.md").read_text()
+
+
+def test_one_unreadable_run_leaves_the_others_in_the_scorecard(tmp_path):
+    """A run with a torn dump is left out of the disagreement table and named; the instance's other runs stay."""
+    scorecard_instance(tmp_path, [OTHER, AGREE_PAID])
+    for f in os.listdir(tmp_path):
+        if f.startswith("judge_"):
+            shutil.copytree(tmp_path / f, tmp_path / f.replace("judge_", "judge_s1_"))
+    with open(tmp_path / "judge_rollouts" / "1.jsonl", "a") as f:
+        f.write("[1]\n")
+    found = scorecard.disagreed(str(tmp_path), ["judge"], [0, 1])
+    assert list(found["runs"]) == ["judge_s1"] and list(found["errors"]) == ["judge"]
+    assert found["arms"]["judge"]["val"]["runs"] == 1
