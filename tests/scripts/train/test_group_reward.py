@@ -75,6 +75,22 @@ def config(base_url, n=3, **group):
     )
 
 
+def group_overrides(base_url: str, **kwargs) -> list[str]:
+    """verl's reward loop with the group manager (loaded by path) and pairwise_judge, all pairs, against ``base_url``;
+    three answers a prompt; ``kwargs``: more reward_kwargs."""
+    kwargs = dict(base_url=base_url, model="judge", scheme="all_pairs", max_retries=0, **kwargs)
+    return [
+        "reward.num_workers=1",
+        "actor_rollout_ref.rollout.n=3",
+        "reward.reward_manager.source=importlib",
+        "reward.reward_manager.name=GroupRewardManager",
+        f"reward.reward_manager.module.path={PATH}",
+        f"reward.custom_reward_function.path={os.path.join(scripts.ROOT, 'reward_fns', 'pairwise_judge.py')}",
+        "reward.custom_reward_function.name=compute_score",
+        *(f"+reward.custom_reward_function.reward_kwargs.{k}={v}" for k, v in kwargs.items()),
+    ]
+
+
 def run(manager, data):
     async def main():
         return await asyncio.gather(*(manager.run_single(data[i : i + 1]) for i in range(len(data))))
@@ -202,20 +218,7 @@ def test_through_verls_reward_loop_worker(model_path, tokenizer):
     from tests.scripts.train.test_verl_reward_loop import compose_config, make_batch, user
 
     with FakeOpenAIServer(truthful) as srv:
-        kwargs = dict(base_url=srv.base_url, model="judge", mode="tournament", scheme="all_pairs", max_retries=0)
-        cfg = compose_config(
-            model_path,
-            [
-                "reward.num_workers=1",
-                "actor_rollout_ref.rollout.n=3",
-                "reward.reward_manager.source=importlib",
-                "reward.reward_manager.name=GroupRewardManager",
-                f"reward.reward_manager.module.path={PATH}",
-                f"reward.custom_reward_function.path={os.path.join(scripts.ROOT, 'reward_fns', 'pairwise_judge.py')}",
-                "reward.custom_reward_function.name=compute_score",
-                *(f"+reward.custom_reward_function.reward_kwargs.{k}={v}" for k, v in kwargs.items()),
-            ],
-        )
+        cfg = compose_config(model_path, group_overrides(srv.base_url, mode="tournament"))
         worker = RewardLoopWorker(cfg)
         assert type(worker.reward_manager).__name__ == "GroupRewardManager"
         rows = [

@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import math
-import os
 
 import numpy as np
 import pytest
 
-import scripts
 from scripts.serve.fake_openai import FakeOpenAIServer
 from tests.reward_fns.test_pairwise_judge import INFO, truthful
-from tests.scripts.train.test_group_reward import EXPECTED, PATH, SAMPLES
+from tests.scripts.train.test_group_reward import EXPECTED, SAMPLES, group_overrides
 
 pytestmark = pytest.mark.slow
 
@@ -62,21 +60,7 @@ class _Remote:
 def compose(model_path, base_url, mode_override):
     from tests.scripts.train.test_verl_reward_loop import compose_config
 
-    kwargs = dict(base_url=base_url, model="judge", scheme="all_pairs", max_retries=0, **mode_override)
-    return compose_config(
-        model_path,
-        [
-            "algorithm.adv_estimator=grpo",
-            "reward.num_workers=1",
-            "actor_rollout_ref.rollout.n=3",
-            "reward.reward_manager.source=importlib",
-            "reward.reward_manager.name=GroupRewardManager",
-            f"reward.reward_manager.module.path={PATH}",
-            f"reward.custom_reward_function.path={os.path.join(scripts.ROOT, 'reward_fns', 'pairwise_judge.py')}",
-            "reward.custom_reward_function.name=compute_score",
-            *(f"+reward.custom_reward_function.reward_kwargs.{k}={v}" for k, v in kwargs.items()),
-        ],
-    )
+    return compose_config(model_path, ["algorithm.adv_estimator=grpo", *group_overrides(base_url, **mode_override)])
 
 
 @pytest.fixture
