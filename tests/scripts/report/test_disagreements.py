@@ -224,7 +224,8 @@ def test_command_line(tmp_path):
         f"| {tmp_path / 'a'} | judge | val | 2 | 10 | 6 | 1 | 1 (16.67%) | 0 (0.00%) | 1 (16.67%; 1 no verdict) " in md
     )
     assert (
-        "| judge | rollouts | 1 | 1-2 | 5 | 0 | 0 (0.00%) | 1 (20.00%) | 1 (20.00%) | 1 (20.00%; 1 right / 0 wrong) " in md
+        "| judge | rollouts | 1 | 1-2 | 5 | 0 | 0 (0.00%) | 1 (20.00%) | 1 (20.00%) "
+        "| 1 (20.00%; 1 right / 0 wrong) " in md
     )
     assert "- judge val step 10, (a) paid, rule refuses, right in another form: reference 7, final answer 7" in md
     assert cli("--help").returncode == 0 and "right in another form" in cli("--help").stdout
