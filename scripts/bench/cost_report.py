@@ -2,7 +2,7 @@
 ratios to the base arm's, the runs, the arms' definitions, the machine and the commit (``cost.json``, ``cost.md``).
 
 A run is anything with ``arm``, ``round``, ``gpu``, ``rc``, ``seconds``, ``folder``, ``metrics`` and ``command``
-(``scripts.bench.judge_cost.Run``)."""
+(``scripts.bench.judge_cost.Run``), and ``error`` (a run that exited 0 and still failed)."""
 
 from __future__ import annotations
 
@@ -65,8 +65,12 @@ def markdown(rep: dict) -> str:
         f"# Judge cost ({rep['date']}): {', '.join(s['arms'])}",
         "",
         f"Placement: {s['placement']}; {s['steps']} steps a run, {s['rounds']} round(s); medians over steps "
-        f"{s['skip_first'] + 1}..N of each run; ratio = the arm's median / the {base} arm's "
-        f"(none where the {base}'s is under {MIN_BASE_S} s).",
+        f"{s['skip_first'] + 1}..N of each run; "
+        + (
+            f"ratio = the arm's median / the {base} arm's (none where the {base}'s is under {MIN_BASE_S} s)."
+            if base
+            else "no ratios: no base arm in this run (--base names one)."
+        ),
         "",
         f"Command: `{rep['command']}`  ",
         f"Commit: `{rep['commit'] or 'unknown'}`  ",
@@ -86,12 +90,12 @@ def markdown(rep: dict) -> str:
         lines.append("| steps in the medians | " + " | ".join(str(arms[n]["steps"]) for n in names) + " |")
     else:
         lines.append("No arm finished: no table.")
-    if base not in arms and names:
+    if base and base not in arms and names:
         lines += ["", f"No ratios: the {base} arm did not finish."]
     lines += ["", "| run | round | GPU | exit | seconds | folder |", "|---|---:|---|---:|---:|---|"]
     for r in rep["runs"]:
         sec = "" if r["seconds"] is None else f"{r['seconds']:.0f}"
-        rc = "not started" if r["exit"] is None else r["exit"]
+        rc = "not started" if r["exit"] is None else f"{r['exit']}" + (f" ({r['error']})" if r.get("error") else "")
         lines.append(f"| {r['arm']} | {r['round']} | {r['gpu']} | {rc} | {sec} | {r['folder']} |")
     defs = s.get("definitions") or {}
     if defs:
@@ -158,6 +162,7 @@ def report(runs: list, settings: dict, command: str, skip_first: int, table: dic
                 "round": r.round,
                 "gpu": r.gpu,
                 "exit": r.rc,
+                "error": r.error,
                 "seconds": r.seconds,
                 "folder": r.folder,
                 "command": shlex.join(r.command),

@@ -25,8 +25,8 @@ Arms (each is one launcher run, ``python -m scripts.launch <recipe> <overrides>`
 * ``route``: ``server`` with ``reward_kwargs.mode=route`` (the rule decides the clear answers without a call).
 * ``--arm NAME=RECIPE[:KEY=VALUE[,KEY=VALUE...]]`` (repeatable): an arm of yours, recipes/RECIPE with these Hydra
   overrides; a comma not followed by ``KEY=`` stays in the value (``trainer.logger=[console,file]``). A named arm's
-  NAME replaces that arm. ``--arms`` defaults to the named arms, then yours; ``--base`` (default ``rule``) names the
-  arm the ratios are against.
+  NAME replaces that arm. ``--arms`` defaults to the named arms, then yours; ``--base`` names the arm the ratios are
+  against (default ``rule`` when it runs, else none: no ratios).
 
 Every arm gets the same overrides first: ``trainer.total_training_steps=STEPS trainer.n_gpus_per_node=1
 actor_rollout_ref.rollout.gpu_memory_utilization=0.3 trainer.save_freq=-1 trainer.test_freq=-1
@@ -51,9 +51,11 @@ the machine, command and commit. Each run's folder ``OUT/<arm>[/round-R]`` holds
 ``launch.log`` and verl's ``metrics.jsonl``.
 
 Exit status: 0 when every run exited 0; 1 when one did not (the table holds the arms that finished); 2 for a bad
-argument or environment (nothing is run); 130 when interrupted. Every child runs in a process group of its own and
-is stopped on every exit path (SIGTERM, then SIGKILL of its group after ``--stop-grace`` s); a run still going after
-``--run-timeout`` s is stopped and counted as failed (exit 124).
+argument or environment (nothing is run; ``RAY_ADDRESS`` is refused: the runs are local, one per GPU); 130 when
+interrupted (SIGINT, SIGTERM or SIGHUP). A run that exits 0 but logs no step after ``--skip-first`` in its
+``metrics.jsonl`` (``trainer.logger`` without ``file``) counts as failed. Every child runs in a process group of its
+own and is stopped on every exit path (SIGTERM, then SIGKILL of its group after ``--stop-grace`` s); a run still
+going after ``--run-timeout`` s is stopped and counted as failed (exit 124).
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ import datetime
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -71,10 +74,11 @@ import time
 from dataclasses import dataclass, field
 
 from data_prep.files.outputs import write_json, write_text
-from scripts.bench.cost_report import gpu_names, markdown, report
+from scripts.bench.cost_report import gpu_names, markdown, report, train_steps
 from scripts.console import say
 from scripts.launch import knobs, services
 from scripts.launch import overrides as ov
+from scripts.launch.launcher import truthy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WHO = "judge_cost"
@@ -100,9 +104,10 @@ ARM_FORM = f"NAME=RECIPE[:KEY=VALUE[,KEY=VALUE...]], e.g. tok128=gsm8k_local_jud
 
 
 def is_dry(env) -> bool:
-    """DRY_RUN set to anything but 0 (as scripts/lib.sh's is_dry): the launcher checks and stops."""
-    v = (env.get("DRY_RUN") or "").strip()
-    return v not in ("", "0")
+    """DRY_RUN as the launcher reads it (``scripts.launch.launcher``): 1/true/yes/on check and stop, ``print`` prints
+    the plan; anything else (unset, 0, false, no, off) runs for real."""
+    v = env.get("DRY_RUN") or "0"
+    return truthy(v) or v.strip().lower() == "print"
 
 
 def shared(steps: int, folder: str, arm: str) -> list[str]:
@@ -158,6 +163,7 @@ class Run:
     command: list[str]
     rc: int | None = None
     seconds: float | None = None
+    error: str | None = None  # a run that exited 0 and still failed
     proc: subprocess.Popen | None = field(default=None, repr=False)
     t0: float = 0.0
 
@@ -190,6 +196,8 @@ def plan_runs(
 # ------------------------------------------------------------------------------------------------ children
 def start(run: Run, env) -> None:
     os.makedirs(run.folder, exist_ok=True)
+    if os.path.exists(run.metrics):  # an earlier bench's steps must not stand in for this run's
+        os.remove(run.metrics)
     cenv = {**env, "OUTPUT_DIR": run.folder, "CUDA_VISIBLE_DEVICES": run.gpu}
     cenv["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     say(WHO, f"start {run.arm} (round {run.round}, GPU {run.gpu}) -> {run.log}")
@@ -261,7 +269,11 @@ def parse(argv):
     ap.add_argument(
         "--arm", action="append", default=[], metavar="SPEC", help=f"an arm of yours (repeatable): {ARM_FORM}"
     )
-    ap.add_argument("--base", default=None, help=f"the arm the ratios are against (default {BASE})")
+    ap.add_argument(
+        "--base",
+        default=None,
+        help=f"the arm the ratios are against (default {BASE} when it runs, else none: no ratios)",
+    )
     ap.add_argument("--gpus", default="0", help="GPU ids (CUDA_VISIBLE_DEVICES values), one arm each (default 0)")
     ap.add_argument("--gpus-per-arm", type=int, default=1, help="GPUs of --gpus each run sees (default 1)")
     ap.add_argument("--interleave", action="store_true", help="every arm on the one GPU (group) of --gpus, in turns")
@@ -270,7 +282,13 @@ def parse(argv):
     ap.add_argument("--skip-first", type=int, default=1, help="steps of each run left out of the medians (default 1)")
     ap.add_argument("--out", default=None, help="results folder (default outputs/judge_cost/<UTC date-time>)")
     ap.add_argument("--run-timeout", type=float, default=7200, help="seconds a run may take (default 7200)")
-    ap.add_argument("--stop-grace", type=float, default=60, help="seconds from SIGTERM to SIGKILL (default 60)")
+    ap.add_argument(
+        "--stop-grace",
+        type=float,
+        default=150,
+        help="seconds from SIGTERM to SIGKILL (default 150: above the launcher's own worst-case teardown, ~110 s for "
+        "the trainer, its Ray head and its judge server; a SIGKILL before that leaves the judge server running)",
+    )
     ap.add_argument(
         "--launcher",
         default=None,
@@ -279,6 +297,11 @@ def parse(argv):
     )
     ap.add_argument("overrides", nargs="*", help="Hydra overrides for every arm (after --)")
     args = ap.parse_args(argv)
+    if args.launcher is not None:
+        first = (shlex.split(args.launcher) or [""])[0]
+        if not first or not shutil.which(first):
+            what = f"{first} is not an executable (a path, or a command on PATH)" if first else "no command"
+            ap.error(f"--launcher {args.launcher!r}: {what}")
     table, yours = dict(ARMS), []
     for spec in args.arm:
         try:
@@ -325,7 +348,8 @@ def parse(argv):
     if bad:
         ap.error(f"not a Hydra override KEY=VALUE: {' '.join(bad)}")
     args.arms, args.gpus, args.slots, args.table = arms, gpus, slots, table
-    args.base = BASE if args.base is None else args.base
+    if args.base is None and BASE in arms:
+        args.base = BASE  # else no base: no ratios
     return args
 
 
@@ -336,6 +360,13 @@ def main(argv=None, env=None) -> int:
     for m in unknown:
         say(WHO, f"ERROR: {m}")
     if unknown:
+        return 2
+    if (env.get("RAY_ADDRESS") or "").strip():
+        say(
+            WHO,
+            f"ERROR: RAY_ADDRESS={env['RAY_ADDRESS']} is set: the bench runs local runs, one per GPU (a Ray job logs "
+            "its metrics where the bench does not read them); unset it",
+        )
         return 2
     fixed = [n for n in FIXED_BY_ARMS if (env.get(n) or "").strip()]
     if fixed:
@@ -363,7 +394,7 @@ def main(argv=None, env=None) -> int:
     runs = [r for w in waves for r in w]
     command = shlex.join(["python", "-m", "scripts.bench.judge_cost", *(sys.argv[1:] if argv is None else argv)])
     unit = "GPU" if args.gpus_per_arm == 1 else f"group of {args.gpus_per_arm} GPUs"
-    placement = f"interleaved on GPU {args.slots[0]}" if args.interleave else f"one arm per {unit}, started together"
+    placement = f"interleaved on GPU {args.slots[0]}" if interleave else f"one arm per {unit}, started together"
     settings = {
         "arms": args.arms,
         "base": args.base,
@@ -380,7 +411,8 @@ def main(argv=None, env=None) -> int:
         raise KeyboardInterrupt
 
     main_thread = threading.current_thread() is threading.main_thread()
-    old = signal.signal(signal.SIGTERM, on_term) if main_thread else None
+    stops = (signal.SIGTERM, signal.SIGHUP)  # a hangup as SIGTERM: the children, in sessions of their own, stay
+    old = {s: signal.signal(s, on_term) for s in stops} if main_thread else {}
     interrupted = False
     try:
         for wave in waves:
@@ -393,14 +425,24 @@ def main(argv=None, env=None) -> int:
     finally:
         if main_thread:  # the children are stopped within deadlines; a second Ctrl-C does not cut that short
             old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            for s in stops:
+                signal.signal(s, signal.SIG_IGN)
         try:
             stop(runs, args.stop_grace, "interrupted" if interrupted else "the bench ends")
         finally:
             if main_thread:
                 signal.signal(signal.SIGINT, old_int)
-                signal.signal(signal.SIGTERM, old)
-    failed = [r for r in runs if r.rc != 0]
+                for s, h in old.items():
+                    signal.signal(s, h)
+    if not dry:
+        for r in runs:
+            if r.rc == 0 and not train_steps(r.metrics)[args.skip_first :]:
+                r.error = "finished but logged no steps"
+                say(
+                    WHO,
+                    f"{r.arm} (round {r.round}): exit 0, but no step after the first {args.skip_first} in {r.metrics}",
+                )
+    failed = [r for r in runs if r.rc != 0 or r.error]
     if dry:
         for r in runs:
             say(WHO, f"DRY_RUN {r.arm}: {'config OK' if r.rc == 0 else f'exit {r.rc}, see {r.log}'}")
@@ -412,7 +454,8 @@ def main(argv=None, env=None) -> int:
     write_text(os.path.join(out, "cost.md"), text)
     print(text, flush=True)
     for r in failed:
-        say(WHO, f"{r.arm} (round {r.round}) " + ("was not started" if r.rc is None else f"exited {r.rc}: {r.log}"))
+        what = "was not started" if r.rc is None else r.error or f"exited {r.rc}"
+        say(WHO, f"{r.arm} (round {r.round}) {what}: {r.log}")
     say(WHO, f"report: {os.path.join(out, 'cost.md')} and cost.json")
     return 130 if interrupted else (1 if failed else 0)
 

@@ -230,6 +230,8 @@ if what.get("hang"):
         f.write(str(kid.pid))
     while True:
         time.sleep(0.2)
+if what.get("nometrics"):  # exits 0 having logged nowhere the bench reads (trainer.logger=[console], a Ray job)
+    sys.exit(0)
 with open(os.path.join(out, "metrics.jsonl"), "w") as f:
     for i, s in enumerate(what["steps"], 1):
         f.write(json.dumps({{"step": i, "data": {{"timing_s/step": s}}}}) + "\\n")
@@ -318,7 +320,10 @@ def test_a_child_past_its_deadline_is_stopped_with_its_process_group(tmp_path, i
     assert [p for p in pids if _alive(p)] == []
 
 
-def test_an_interrupted_bench_stops_every_child_and_exits_130(tmp_path, reap):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["int", "term", "hup"])
+def test_an_interrupted_bench_stops_every_child_and_exits_130(tmp_path, reap, sig):
+    """Ctrl-C, SIGTERM or a hangup (the terminal closed): the children run in sessions of their own, so the bench
+    must stop them itself."""
     spec = {"rule": {"hang": True}, "resident": {"hang": True, "ignore_term": True}}
     out = tmp_path / "out"
     reap += [out / a / f for a in spec for f in ("child.json", "kid.pid")]
@@ -346,7 +351,7 @@ def test_an_interrupted_bench_stops_every_child_and_exits_130(tmp_path, reap):
             except subprocess.TimeoutExpired:
                 pass
         assert bench.poll() is None, bench.stdout.read()
-        bench.send_signal(signal.SIGINT)
+        bench.send_signal(sig)
         text = bench.communicate(timeout=120)[0]
     finally:
         if bench.poll() is None:
@@ -406,7 +411,95 @@ def test_dry_run_reaches_the_launcher_as_dry_run(tmp_path):
     assert not (out / "cost.json").exists()
 
 
+#: DRY_RUN -> dry, as the launcher reads it (scripts/launch/launcher.py: truthy, or print for its JSON plan)
+DRY_VALUES = {
+    "": False,
+    "0": False,
+    "false": False,
+    "no": False,
+    "off": False,
+    "FALSE": False,
+    "1": True,
+    "true": True,
+    "yes": True,
+    "on": True,
+    " On ": True,
+    "print": True,
+}
+
+
+@pytest.mark.parametrize("value", list(DRY_VALUES))
+def test_dry_run_is_read_as_the_launcher_reads_it(value):
+    assert set(DRY_VALUES) == set(knobs.DRY_RUN_VALUES) | {"FALSE", " On "}
+    assert jc.is_dry({"DRY_RUN": value}) is DRY_VALUES[value]
+
+
+def test_a_dry_run_says_its_arms_take_turns(tmp_path, capsys):
+    """DRY_RUN checks one arm after another even with a GPU per arm: the bench says so."""
+    out = tmp_path / "out"
+    spec = {"*": {"steps": [1]}}
+    args = ["--arms", "rule,route", "--gpus", "0,1", "--out", str(out), "--launcher", _fake(tmp_path, spec)]
+    assert jc.main(args, env={**_env(), "DRY_RUN": "1"}) == 0
+    assert f"[judge_cost] 2 run(s), interleaved on GPU 0 (DRY_RUN: config checks only); results: {out}" in (
+        capsys.readouterr().out.splitlines()
+    )
+
+
+def test_a_run_that_exits_0_without_logging_a_step_is_a_failure(tmp_path):
+    """trainer.logger=[console] (or a Ray job) logs no step where the bench reads them: the run failed, and a metrics
+    file an earlier bench left in its folder does not stand in for it."""
+    out = tmp_path / "out"
+    _metrics(out / "server" / "metrics.jsonl", _steps([9, 1, 1], [1, 1, 1], [1, 1, 1]))  # stale, from an earlier run
+    spec = {"rule": {"steps": [9, 2, 2]}, "server": {"nometrics": True}, "route": {"steps": [9]}}
+    args = ["--arms", "rule,server,route", "--gpus", "0,1,2", "--steps", "3", "--skip-first", "1", "--out", str(out)]
+    assert jc.main([*args, "--launcher", _fake(tmp_path, spec)], env=_env()) == 1
+    assert not (out / "server" / "metrics.jsonl").exists()
+    rep = json.load(open(out / "cost.json"))
+    assert [(r["arm"], r["exit"], r["error"]) for r in rep["runs"]] == [
+        ("rule", 0, None),
+        ("server", 0, "finished but logged no steps"),
+        ("route", 0, "finished but logged no steps"),  # its one step is the one --skip-first leaves out
+    ]
+    assert list(rep["arms"]) == ["rule"]
+    md = _lines(out / "cost.md")
+    row = next(ln for ln in md if ln.startswith("| server | "))
+    assert row.split(" | ")[:4] + row.split(" | ")[5:] == [
+        "| server",
+        "1",
+        "1",
+        "0 (finished but logged no steps)",
+        f"{out}/server |",
+    ]
+
+
+def test_without_base_and_without_the_rule_arm_there_is_no_base(tmp_path):
+    out = tmp_path / "out"
+    spec = {"*": {"steps": [9, 3, 3]}}
+    args = ["--arms", "colocated,server", "--gpus", "0,1", "--steps", "3", "--out", str(out)]
+    assert jc.main([*args, "--launcher", _fake(tmp_path, spec)], env=_env()) == 0
+    rep = json.load(open(out / "cost.json"))
+    assert (rep["settings"]["base"], {a: v["ratio"] for a, v in rep["arms"].items()}) == (
+        None,
+        {"colocated": {}, "server": {}},
+    )
+    md = _lines(out / "cost.md")
+    assert md[2] == (
+        "Placement: one arm per GPU, started together; 3 steps a run, 1 round(s); medians over steps 2..N of each "
+        "run; no ratios: no base arm in this run (--base names one)."
+    )
+    assert "| timing_s/step | 3.000 s | 3.000 s |" in md and not [ln for ln in md if "did not finish" in ln]
+
+
+def test_the_default_stop_grace_outlasts_the_launchers_teardown():
+    """The launcher's worst case: the trainer 30 s, the Ray head 60 s, the judge server 20 s; a SIGKILL before that
+    leaves the judge server (a session of its own) running."""
+    assert jc.parse(["--gpus", "0"]).stop_grace == 150
+
+
 BAD_ARGS = [
+    (["--launcher", "/no/such/launcher --x"], "--launcher '/no/such/launcher --x': /no/such/launcher is not an exec"),
+    (["--launcher", f"{ROOT}/pyproject.toml"], f"--launcher '{ROOT}/pyproject.toml': {ROOT}/pyproject.toml is not an"),
+    (["--launcher", " "], "--launcher ' ': no command"),
     (["--arms", "rule,judge"], "unknown arm(s) judge"),
     (["--arms", "rule,rule"], "an arm is named twice"),
     (
@@ -442,8 +535,15 @@ def test_bad_arguments_exit_2_with_a_message(args, message, capsys):
             "JUDGE_MAX_TOKENS",
         ),
         ({"DRY_RUN": "maybe"}, "[judge_cost] ERROR: DRY_RUN=maybe is not one of"),
+        ({"DRY_RUN": "false"}, "no GPU (nvidia-smi fails or is missing)"),  # the launcher's off: a real run
+        ({"DRY_RUN": "off"}, "no GPU (nvidia-smi fails or is missing)"),
+        (
+            {"RAY_ADDRESS": "http://head:8265"},
+            "[judge_cost] ERROR: RAY_ADDRESS=http://head:8265 is set: the bench runs local runs, one per GPU "
+            "(a Ray job logs its metrics where the bench does not read them); unset it",
+        ),
     ],
-    ids=["reward-fn", "judge-gpus", "no-gpu", "not-a-knob", "bad-dry-run"],
+    ids=["reward-fn", "judge-gpus", "no-gpu", "not-a-knob", "bad-dry-run", "dry-false", "dry-off", "ray-address"],
 )
 def test_what_the_bench_refuses_before_starting_anything(tmp_path, monkeypatch, capsys, env, message):
     monkeypatch.setattr(jc, "gpu_names", lambda: None)
@@ -845,6 +945,6 @@ def test_shapes_runs_without_the_rule_run_have_no_ratios(tmp_path):
     )
     assert r.returncode == 0, r.stdout + r.stderr
     rep = json.load(open(cost / "cost.json"))
-    assert (rep["settings"]["arms"], rep["settings"]["base"]) == (["colocated", "server"], "rule")
+    assert (rep["settings"]["arms"], rep["settings"]["base"]) == (["colocated", "server"], None)
     assert {a: v["ratio"] for a, v in rep["arms"].items()} == {"colocated": {}, "server": {}}
-    assert "No ratios: the rule arm did not finish." in _lines(cost / "cost.md")
+    assert "no ratios: no base arm in this run (--base names one)." in _lines(cost / "cost.md")[2]
