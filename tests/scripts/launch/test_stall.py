@@ -2,6 +2,7 @@
 (``scripts/launch/ray_head.py``, ``scripts/train/trainer.py``'s job id), on CPU.
 
 * ``Stall``: limits at start-up and between steps, steps read from console lines and from the metrics JSONL.
+* ``Watch``: one check of its thread stops an overdue run (``services.stop`` with ``KILL_GRACE_S``) and says why.
 * Through the launcher with a stand-in trainer against a real private Ray head: a trainer that stalls at start-up
   and one that stalls mid-run are stopped (exit 5) with the run, last step, wait and log tail named; the Ray head
   is stopped and its session logs kept.
@@ -162,6 +163,41 @@ def test_metrics_tail_reads_whole_new_lines(tmp_path):
     assert tail.steps() == [1, 2]
     assert tail.steps() == []
     assert stall.MetricsTail(str(tmp_path / "absent.jsonl")).steps() == []
+
+
+# (metrics lines written before the check, clock at the check), the grace stop() was called with, the cause
+@pytest.mark.parametrize(
+    "lines, t, graces, cause",
+    [
+        (
+            [],
+            101.0,
+            [30.0],  # KILL_GRACE_S: SIGTERM, SIGKILL 30 s later
+            "run r completed no step for 101s (limit 100s: verl_judge.watchdog.startup_s); last step: none yet "
+            "(still starting); stopping it (exit 5). Its log ends:\nwaiting for weights",
+        ),
+        ([], 100.0, [], None),  # exactly its limit: not yet
+        (['{"step": 0}'], 101.0, [], None),  # a step in the metrics file, read at the check: progress
+    ],
+)
+def test_the_watch_stops_an_overdue_run(lines, t, graces, cause, tmp_path, monkeypatch):
+    """One check of ``Watch``'s thread (run here, on a fake clock): an overdue run is stopped through services.stop
+    with ``KILL_GRACE_S``, and the cause is said and kept."""
+    clock, stops, said = Clock(), [], []
+    f = tmp_path / "metrics.jsonl"
+    f.write_text("".join(line + "\n" for line in lines))
+    watch = stall.Watch(stall.Stall(SETTINGS, "r", clock=clock), str(f), tail=lambda: "waiting for weights\n")
+    checks = iter([False, True])  # one check, then the run ends
+    watch._done = types.SimpleNamespace(wait=lambda _interval: next(checks))
+    proc = object()
+    watch.attach(proc)
+    monkeypatch.setattr(stall.services, "stop", lambda p, grace: stops.append((p, grace)))
+    monkeypatch.setattr(stall, "say", lambda who, msg: said.append((who, msg)))
+    clock.t = t
+    watch._watch()
+    assert stops == [(proc, g) for g in graces]
+    assert watch.cause == cause
+    assert said == ([] if cause is None else [("watchdog", f"ERROR: {cause}")])
 
 
 @pytest.mark.parametrize(
