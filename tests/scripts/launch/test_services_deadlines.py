@@ -169,16 +169,26 @@ def test_group_stop_waits_grace_seconds_before_sigkill(obeys, monkeypatch):
     assert signals == [(proc.pid, signal.SIGTERM), (proc.pid, signal.SIGKILL), (proc.pid, 0)]
 
 
-def test_tracked_and_stop_all_pass_their_grace_on():
-    proc = FakePopen(obeys=False)
-    with services.tracked(proc, grace=3):
-        pass
-    assert proc.events == ["terminate", ("wait", 3), "kill", ("wait", None)]
-    proc = FakePopen(obeys=False)
-    services.started(proc)
-    try:
-        assert services.stop_all("a stage failed", grace=4) == 1
-    finally:
-        services.ended(proc)
-    # stop_all sends SIGTERM to all first, then stops each: SIGTERM again, 4 s, SIGKILL
-    assert proc.events == ["terminate", "terminate", ("wait", 4), "kill", ("wait", None)]
+@pytest.mark.parametrize(
+    "how, grace, events",
+    [
+        # the pipeline's stages and local runs call both without a grace: the default, 30 s
+        ("tracked", None, ["terminate", ("wait", 30.0), "kill", ("wait", None)]),
+        ("tracked", 3, ["terminate", ("wait", 3), "kill", ("wait", None)]),
+        # stop_all sends SIGTERM to all first, then stops each: SIGTERM again, grace seconds, SIGKILL
+        ("stop_all", None, ["terminate", "terminate", ("wait", 30.0), "kill", ("wait", None)]),
+        ("stop_all", 4, ["terminate", "terminate", ("wait", 4), "kill", ("wait", None)]),
+    ],
+)
+def test_tracked_and_stop_all_pass_their_grace_on(how, grace, events):
+    proc, kw = FakePopen(obeys=False), {} if grace is None else {"grace": grace}
+    if how == "tracked":
+        with services.tracked(proc, **kw):
+            pass
+    else:
+        services.started(proc)
+        try:
+            assert services.stop_all("a stage failed", **kw) == 1
+        finally:
+            services.ended(proc)
+    assert proc.events == events
