@@ -457,9 +457,8 @@ def test_scorecard_numbers_come_from_the_kept_report():
         for line in gzip.open(os.path.join(SCORECARD, "metrics", f"judge{s}_metrics.jsonl.gz"), "rt")
     ]
     assert len(canary) == 300 and set(canary) == {0.0}  # no wrong canary accepted at any step of any seed
-    readme, index = open(os.path.join(ROOT, "README.md")).read(), open(INDEX).read()
-    for text in (readme, index):
-        assert "**1.26 (95% interval 1.05 to 1.58)**" in text and "**1.11 (0.85 to 1.42)**" in text
+    index = open(INDEX).read()
+    assert "**1.26 (95% interval 1.05 to 1.58)**" in index and "**1.11 (0.85 to 1.42)**" in index
     assert "rule **0.159** (sd 0.018), judge **0.200** (sd 0.004), random -0.097, format -0.031" in index
 
 
@@ -817,3 +816,50 @@ def test_disagreement_numbers_come_from_the_kept_report():
 
 
 CLASSES = ("other_form", "paid_wrong", "refused_right", "guard_voided")
+
+
+INSTANCES = os.path.join(ROOT, "docs", "results", "2026-11-27-scorecard_instances")
+
+
+def test_scorecard_over_instances_comes_from_the_kept_grades():
+    """The pooled scorecard over three judge instances: the kept per-question grades, fed to the product's own
+    bootstrap, give report.json's pooled numbers exactly; README, the index and the folder's README quote them."""
+    import numpy as np
+
+    from scripts.report.scorecard_stats import Instance, bootstrap
+
+    arms = ["rule", "judge", "random"]
+    bits = lambda s: np.array([int(c) for c in s], dtype=float)  # noqa: E731
+    grades = {"test": [], "heldout": []}
+    for row in _jsonl(INSTANCES, "grades.jsonl.gz"):
+        after = {a: bits(row[f"after_{a}_seed0"])[None, :] for a in arms}
+        grades[row["split"]].append(Instance(bits(row["before"]), after))
+    assert [len(g) for g in grades.values()] == [3, 3] and [len(g[0].before) for g in grades.values()] == [500, 500]
+    report = json.load(open(os.path.join(INSTANCES, "report.json")))
+    got, quoted = {}, {}
+    for split, insts in grades.items():
+        stats, kept = bootstrap(insts, arms), report["pooled"][split]
+        assert stats["ratio"]["judge"] == kept["ratios"]["judge"] and stats["gain"]["rule"] == kept["rule_gain"]
+        assert stats["ratio"]["random"] == kept["ratios"]["random"]
+        got[split] = [round(stats["ratio"]["judge"][k], 3) for k in ("mean", "lo", "hi")]
+        quoted[split] = [round(stats["ratio"]["judge"][k], 2) for k in ("mean", "lo", "hi")]
+    assert got == {"test": [0.831, 0.65, 1.003], "heldout": [0.742, 0.602, 0.895]}
+    per = [round(v["ratios"]["judge"]["mean"], 3) for v in report["instances"].values()]
+    assert per == [0.664, 0.941, 0.886]
+    d = report["disagreements"]["judge"]["rollouts"]
+    assert d["samples"] == 38400 and [d["classes"][c]["count"] for c in CLASSES] == [342, 0, 65, 525]
+    assert (d["classes"]["guard_voided"]["wrong"], d["classes"]["guard_voided"]["right"]) == (506, 19)
+    alarms = [
+        r["data"]["judge_health/hacking_alarm"]
+        for k in range(3)
+        for r in _jsonl(INSTANCES, "metrics", f"instance_{k}_judge.jsonl.gz")
+        if "judge_health/hacking_alarm" in r["data"]
+    ]
+    assert len(alarms) == 300 and set(alarms) == {0.0}
+    folder = open(os.path.join(INSTANCES, "README.md")).read()
+    assert "**0.831 (0.650 to 1.003)**" in folder and "**0.742 (0.602 to 0.895)**" in folder
+    assert "test 0.664, 0.941, 0.886" in folder
+    headline = "**0.83 (95% interval 0.65 to 1.00)**"
+    assert quoted["test"] == [0.83, 0.65, 1.0] and quoted["heldout"] == [0.74, 0.6, 0.9]
+    for text in (open(os.path.join(ROOT, "README.md")).read(), open(INDEX).read()):
+        assert headline in text and "**0.74 (0.60 to 0.90)**" in text
