@@ -24,8 +24,9 @@ The launcher does what must happen before Hydra:
    are added by name, in memory).
 
 ``DRY_RUN=1`` stops after step 3 (CPU is enough); ``DRY_RUN=print`` prints the plan as JSON without
-building data or checking. Python: ``run_recipe(recipe, overrides, env)`` (the pipeline's training
-stages), ``check_recipe(...)`` (plan + check, no run).
+building data or checking. A Ctrl-C stops what the launch started on this machine (the trainer, the judge server,
+also one still starting, the Ray head) and exits 130 with one line. Python: ``run_recipe(recipe, overrides, env)``
+(the pipeline's training stages), ``check_recipe(...)`` (plan + check, no run).
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ from scripts.launch.local_run import Tee, run_child
 ROOT = knobs.ROOT
 LOGGER_ENV = "+ray_kwargs.ray_init.runtime_env.env_vars"
 PENDING = "<default>"  # what MODEL / TRAIN_FILES / VAL_FILES stand for while the values are checked
+INT_EXIT = 130  # a Ctrl-C: 128 + SIGINT
 
 
 class LaunchError(Exception):
@@ -419,7 +421,11 @@ def main(argv: list[str], env: dict | None = None) -> int:
         return 0
     recipe, args = argv[0], argv[1:]
     if (env.get("DRY_RUN") or "").strip().lower() != "print":
-        return run_recipe(recipe, args, env, warn=True)
+        try:
+            return run_recipe(recipe, args, env, warn=True)
+        except KeyboardInterrupt:  # on its way here each block stopped what it started (local_run, judge_server)
+            say("launch", f"interrupted (Ctrl-C): what it started on this machine is stopped; exit {INT_EXIT}")
+            return INT_EXIT
     try:  # stdout holds only the JSON plan
         with contextlib.redirect_stdout(sys.stderr):
             p = plan(env, args, recipe, materialize=False)
