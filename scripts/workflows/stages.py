@@ -12,7 +12,8 @@ Errors in a thread are re-raised in the main thread.
 A stage that fails stops the workflow at once, naming it: ``guarded(fn)`` runs the workflow, and when a stage fails
 (in any thread) or the process gets SIGTERM / SIGHUP / Ctrl-C, it stops every child process still running
 (``scripts/launch/services.py``; each training's launcher then stops its own judge server and Ray head), waits for the
-threads, and exits non-zero with ``stage <name> failed: ...``, the first failure.
+threads, and exits non-zero with ``stage <name> failed: ...``, the first failure (a Ctrl-C: exit 130, with a line
+saying so, no traceback).
 
     flow = Stages("runs/x"); flow.guarded(lambda: flow.stage("data", flow.path("data"), build_data))
 """
@@ -139,6 +140,8 @@ class Stages:
         t0 = time.time()
         try:
             fn()
+        except KeyboardInterrupt:  # a Ctrl-C is no failure of the stage: ``guarded`` says so and exits 130
+            raise
         except BaseException as e:
             failure = SystemExit(f"[pipeline] stage {name} failed after {time.time() - t0:.0f}s: {describe(e)}")
             self._failures.append(failure)
@@ -194,7 +197,10 @@ class Stages:
                 while job["thread"].is_alive():  # each launcher stops its judge server and Ray head, then returns
                     job["thread"].join(timeout=5)
                     services.stop_all("the pipeline is stopping")
-            if self._failures and not isinstance(e, KeyboardInterrupt):
+            if isinstance(e, KeyboardInterrupt):  # one line, not a traceback: everything started is stopped by now
+                say("interrupted (Ctrl-C): every stage and the processes they started are stopped; exit 130")
+                raise SystemExit(130) from None
+            if self._failures:
                 raise self._failures[0] from None
             raise
 
