@@ -33,6 +33,8 @@ from reward_fns.redact import mask_url
         # fragment parameters (an OAuth implicit grant), a plain anchor kept
         ("https://h/cb#access_token=abc&token_type=bearer", "https://h/cb#access_token=***&token_type=bearer"),
         ("https://h/docs#section-2", "https://h/docs#section-2"),
+        # a token holding a # (unencoded): the fragment's parameter is read whole, not cut at the second #
+        ("https://h/cb#access_token=ab#cd&x=1", "https://h/cb#access_token=***&x=1"),
         # keys in the path
         ("https://h/sk-proj-abc123def456/v1", "https://h/***/v1"),
         ("https://h/v1/hf_AbCdEfGhIjKl/chat", "https://h/v1/***/chat"),
