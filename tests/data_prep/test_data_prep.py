@@ -953,6 +953,7 @@ def test_real_hh_rlhf_pairwise(shared_data, model_path, tok, real_dirs, tmp_path
     assert len(verl_dataset(o["path"], tok, 2048, tmp_path, monkeypatch)) == 4606
 
 
+@pytest.mark.slow  # the whole GSM8K train split through gsm8k_verify
 def test_real_gsm8k_verify(shared_data, model_path, tok, real_dirs, tmp_path, monkeypatch):
     out = str(real_dirs / "verify")
     data = os.path.join(shared_data, "gsm8k")

@@ -365,6 +365,7 @@ def test_an_interrupted_bench_stops_every_child_and_exits_130(tmp_path, reap, si
 
 
 # ------------------------------------------------------------------------------------------------ DRY_RUN, errors
+@pytest.mark.slow  # every arm through the real launcher; test_dry_run_checks_your_arms_... stays in the default set
 def test_dry_run_checks_every_arm_with_the_real_launcher(tmp_path):
     out = tmp_path / "dry"
     r = subprocess.run(

@@ -143,7 +143,7 @@ def test_default_group_settings():
     "overrides, ok",
     [
         (arms.PAIRWISE_REF, True),
-        (arms.TOURNAMENT, True),
+        pytest.param(arms.TOURNAMENT, True, marks=pytest.mark.slow),  # the same check as PAIRWISE_REF, other keys
         ([PAIRWISE, TOURNAMENT], False),
     ],
 )

@@ -191,6 +191,7 @@ def test_judge_run_alone_and_a_failing_run(fake):
 
 
 @needs_model
+@pytest.mark.slow  # a whole experiment with stand-in stages
 def test_judge_run_starts_beside_the_judges_training(fake):
     """--judge-placement server: the judge run starts after the policy's warm start, beside the judge's stages; its
     judge server (here the CPU one) starts only once stage judge_model is done, and the run's reward waits for it."""
@@ -253,10 +254,11 @@ def test_bad_arguments(args, message, tmp_path):
 @pytest.mark.parametrize(
     "placement, expect, absent",
     [
-        (
+        pytest.param(
             "colocated",
             ["reward.reward_model.rollout.enforce_eager=true", "reward.reward_model.rollout.free_cache_engine=false"],
             "judge_placement=server",
+            marks=pytest.mark.slow,  # the default placement, server, stays in the default set
         ),
         (
             "server",

@@ -143,7 +143,7 @@ def test_every_arm_names_the_judge_it_needs():
 
 
 @needs_model
-@pytest.mark.parametrize("placement", ["server", "colocated"])
+@pytest.mark.parametrize("placement", ["server", pytest.param("colocated", marks=pytest.mark.slow)])
 def test_dry_run_checks_the_pairwise_arms(placement, fake):
     """Each pairwise arm's run, with the settings it gets, passes the config check (the group manager's rules
     included: scripts/launch/config_checks.group_reward_errors)."""

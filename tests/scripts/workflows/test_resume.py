@@ -143,7 +143,7 @@ OUTPUT = {"samples": "samples", "data": "data", "sft_data": os.path.join("data",
                 ["sft_data", "data_prep.judge_sft", ["data", "policy_data", "samples"]],
             ],
         ),
-        (  # samples marked done, its folder removed: made again, in the background, joined before sft_data
+        pytest.param(  # samples marked done, its folder removed: made again, in the background, joined before sft_data
             "samples output gone",
             ["policy_data", "data", "samples"],
             ["samples", "data/sft_train.parquet", "data/model_solutions"],
@@ -152,8 +152,9 @@ OUTPUT = {"samples": "samples", "data": "data", "sft_data": os.path.join("data",
                 ["sft_data", "data_prep.gsm8k_verify", ["data", "policy_data", "samples"]],
                 ["sft_data", "data_prep.judge_sft", ["data", "policy_data", "samples"]],
             ],
+            marks=pytest.mark.slow,  # the same join as "resume with data done", from a marked stage
         ),
-        (  # every stage marked done, the data folder removed: data and sft_data (its file is in it) made again
+        pytest.param(  # every stage marked done, the data folder removed: data and sft_data (its file in it) remade
             "data folder gone",
             ["policy_data", "data", "samples", "sft_data"],
             ["data"],
@@ -162,6 +163,7 @@ OUTPUT = {"samples": "samples", "data": "data", "sft_data": os.path.join("data",
                 ["sft_data", "data_prep.gsm8k_verify", ["data", "policy_data", "samples"]],
                 ["sft_data", "data_prep.judge_sft", ["data", "policy_data", "samples"]],
             ],
+            marks=pytest.mark.slow,  # two stages made again; "all done" and "resume with data done" stay fast
         ),
         ("all done", ["policy_data", "data", "samples", "sft_data"], [], []),
     ],
