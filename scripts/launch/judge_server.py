@@ -243,7 +243,7 @@ def start(
     """Start the server and wait until it answers. The port: ``port``, else ``settings["port"]``, else a free one
     (``Server.port`` says which)."""
     port = port or int(settings.get("port") or 0) or free_port()
-    release = hold_signals()
+    release = services.hold_signals()
     try:
         server = spawn(settings, env, log_path, port, python)
     except BaseException:
@@ -256,28 +256,6 @@ def start(
         stop(server)
         raise
     return server
-
-
-def hold_signals():
-    """Until the function it returns is called, SIGINT, SIGTERM and SIGHUP are only noted, where their handlers are
-    Python's (the main thread; elsewhere nothing changes); the call restores the handlers and delivers the noted
-    signals. Held around the server's spawn: a Ctrl-C while the process is being made (between its fork and
-    ``Popen`` returning) would otherwise leave it running with nothing to stop it."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-    noted: list[int] = []
-    held = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    held = {s: h for s, h in held.items() if callable(h)}
-    for s in held:
-        signal.signal(s, lambda signum, _frame: noted.append(signum))
-
-    def release() -> None:
-        for s, handler in held.items():
-            signal.signal(s, handler)
-        for signum in dict.fromkeys(noted):
-            signal.raise_signal(signum)
-
-    return release
 
 
 def stop(server: Server | None, grace: float = 20.0) -> None:

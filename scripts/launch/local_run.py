@@ -65,18 +65,24 @@ class Tee:
 
 
 def run_child(cmd: list[str], env: dict, tee: Tee, stdin: str | None = None, on_start=()) -> int:
-    proc = subprocess.Popen(
-        cmd,
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        errors="replace",
-        bufsize=1,
-        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-    )
+    release = services.hold_signals()  # a Ctrl-C between the fork and Popen returning would orphan the child
+    try:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            bufsize=1,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        )
+    except BaseException:
+        release()
+        raise
     with services.tracked(proc):
+        release()  # a signal noted while the child was made is delivered now, inside the block that stops it
         for hook in on_start:
             hook(proc)
         if stdin is not None:

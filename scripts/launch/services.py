@@ -162,6 +162,28 @@ def live() -> list[subprocess.Popen]:
         return [p for p in _live if p.poll() is None]
 
 
+def hold_signals():
+    """Until the function it returns is called, SIGINT, SIGTERM and SIGHUP are only noted, where their handlers are
+    Python's (the main thread; elsewhere nothing changes); the call restores the handlers and delivers the noted
+    signals. Held around a child's spawn (the judge server, the trainer): a Ctrl-C while the process is being made
+    (between its fork and ``Popen`` returning) would otherwise leave it running with nothing to stop it."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    noted: list[int] = []
+    held = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    held = {s: h for s, h in held.items() if callable(h)}
+    for s in held:
+        signal.signal(s, lambda signum, _frame: noted.append(signum))
+
+    def release() -> None:
+        for s, handler in held.items():
+            signal.signal(s, handler)
+        for signum in dict.fromkeys(noted):
+            signal.raise_signal(signum)
+
+    return release
+
+
 @contextlib.contextmanager
 def tracked(proc: subprocess.Popen, grace: float = 30.0):
     """``proc`` in the registry while the block runs; stopped and removed when it ends, whatever ends it."""
