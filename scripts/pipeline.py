@@ -2,7 +2,8 @@
 
 import sys
 
+from scripts.launch.launcher import as_command
 from scripts.workflows.pipeline import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(as_command(main))

@@ -3,7 +3,8 @@ scripts/workflows/policy_learns.py."""
 
 import sys
 
+from scripts.launch.launcher import as_command
 from scripts.workflows.policy_learns import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(as_command(main))

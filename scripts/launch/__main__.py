@@ -2,6 +2,6 @@
 
 import sys
 
-from scripts.launch.launcher import main
+from scripts.launch.launcher import as_command, main
 
-sys.exit(main(sys.argv[1:]))
+sys.exit(as_command(lambda: main(sys.argv[1:])))

@@ -25,7 +25,8 @@ The launcher does what must happen before Hydra:
 
 ``DRY_RUN=1`` stops after step 3 (CPU is enough); ``DRY_RUN=print`` prints the plan as JSON without
 building data or checking. A Ctrl-C stops what the launch started on this machine (the trainer, the judge server,
-also one still starting, the Ray head) and exits 130 with one line. Python: ``run_recipe(recipe, overrides, env)``
+also one still starting, the Ray head), says so in one line, and ends the command as an unhandled Ctrl-C would: by
+SIGINT (a shell's ``$?``: 130), so a script that ran it stops too. Python: ``run_recipe(recipe, overrides, env)``
 (the pipeline's training stages), ``check_recipe(...)`` (plan + check, no run).
 """
 
@@ -66,6 +67,30 @@ INT_EXIT = 130  # a Ctrl-C: 128 + SIGINT
 
 class LaunchError(Exception):
     pass
+
+
+class Interrupted(SystemExit):
+    """A Ctrl-C, handled: everything started was stopped and a line said so (status 130). A command line ends on it
+    through ``as_command``."""
+
+    def __init__(self) -> None:
+        super().__init__(INT_EXIT)
+
+
+def as_command(run) -> int:
+    """``sys.exit(as_command(lambda: main(argv)))`` in a command line's ``__main__``: ``run()``'s exit status; on
+    ``Interrupted`` the process dies of SIGINT instead, as Python ends on an unhandled Ctrl-C (a shell's ``$?``: 130).
+    Bash goes on with a script after a child that merely exits 130 (it takes the Ctrl-C as the child's own business),
+    so a script of several commands (``scripts/gpu_smoke.sh``) would start the next one."""
+    try:
+        return run()
+    except Interrupted:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+        return INT_EXIT  # SIGINT blocked in this thread: the status alone
 
 
 @dataclass
@@ -425,7 +450,7 @@ def main(argv: list[str], env: dict | None = None) -> int:
             return run_recipe(recipe, args, env, warn=True)
         except KeyboardInterrupt:  # on its way here each block stopped what it started (local_run, judge_server)
             say("launch", f"interrupted (Ctrl-C): what it started on this machine is stopped; exit {INT_EXIT}")
-            return INT_EXIT
+            raise Interrupted from None
     try:  # stdout holds only the JSON plan
         with contextlib.redirect_stdout(sys.stderr):
             p = plan(env, args, recipe, materialize=False)

@@ -12,8 +12,8 @@ Errors in a thread are re-raised in the main thread.
 A stage that fails stops the workflow at once, naming it: ``guarded(fn)`` runs the workflow, and when a stage fails
 (in any thread) or the process gets SIGTERM / SIGHUP / Ctrl-C, it stops every child process still running
 (``scripts/launch/services.py``; each training's launcher then stops its own judge server and Ray head), waits for the
-threads, and exits non-zero with ``stage <name> failed: ...``, the first failure (a Ctrl-C: exit 130, with a line
-saying so, no traceback).
+threads, and exits non-zero with ``stage <name> failed: ...``, the first failure (a Ctrl-C: a line saying so, no
+traceback, and ``launcher.Interrupted``: the command line dies of SIGINT, a shell's ``$?`` 130).
 
     flow = Stages("runs/x"); flow.guarded(lambda: flow.stage("data", flow.path("data"), build_data))
 """
@@ -140,7 +140,7 @@ class Stages:
         t0 = time.time()
         try:
             fn()
-        except KeyboardInterrupt:  # a Ctrl-C is no failure of the stage: ``guarded`` says so and exits 130
+        except KeyboardInterrupt:  # a Ctrl-C is no failure of the stage: ``guarded`` says so (status 130)
             raise
         except BaseException as e:
             failure = SystemExit(f"[pipeline] stage {name} failed after {time.time() - t0:.0f}s: {describe(e)}")
@@ -199,7 +199,7 @@ class Stages:
                     services.stop_all("the pipeline is stopping")
             if isinstance(e, KeyboardInterrupt):  # one line, not a traceback: everything started is stopped by now
                 say("interrupted (Ctrl-C): every stage and the processes they started are stopped; exit 130")
-                raise SystemExit(130) from None
+                raise launch.Interrupted from None  # the command line then dies of SIGINT (launcher.as_command)
             if self._failures:
                 raise self._failures[0] from None
             raise

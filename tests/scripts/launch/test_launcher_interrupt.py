@@ -1,7 +1,10 @@
 """The launcher's command line (``python -m scripts.launch``) interrupted (Ctrl-C) while its judge server starts: one
-line, exit 130, no traceback, and neither the judge server nor the trainer left running, also when the Ctrl-C comes
-while the server's process is being made. Stand-ins for the plan, the Ray head, the trainer and the server (processes
-that sleep; the server never answers), the launcher's own ``local_run`` and ``judge_server.Served`` between them."""
+line, no traceback, and neither the judge server nor the trainer left running, also when the Ctrl-C comes while the
+server's process is being made. It then dies of SIGINT (a shell's ``$?``: 130), as an unhandled Ctrl-C would: bash
+goes on with a script after a child that only exits 130 (it takes the Ctrl-C as the child's own business), so a
+script of several launches (``scripts/gpu_smoke.sh``) would start the next one. Stand-ins for the plan, the Ray head,
+the trainer and the server (processes that sleep; the server never answers), the launcher's own ``local_run`` and
+``judge_server.Served`` between them."""
 
 from __future__ import annotations
 
@@ -16,8 +19,9 @@ import pytest
 from tests.scripts.launch.test_judge_server import _alive
 from tests.scripts.workflows.test_pipeline import ROOT
 
+DEADLINE_S = 120.0  # for what each step waits for: a launcher that never gets there fails the test, never hangs it
 DRIVER = """
-import os, signal, sys
+import os, runpy, signal, sys, time
 signal.signal(signal.SIGINT, signal.default_int_handler)  # a terminal's Ctrl-C, also where SIGINT came in ignored
 from scripts.launch import judge_server, launcher, ray_head, services
 mode, tmp = sys.argv[1:3]
@@ -30,8 +34,11 @@ def spawn(cmd, *args, **kwargs):
     proc = real_spawn(cmd, *args, **kwargs)
     open(os.path.join(tmp, "server.pid"), "w").write(str(proc.pid))
     if mode == "spawning":  # the Ctrl-C while the server's process is being made (once the trainer runs)
+        deadline = time.monotonic() + %(deadline)r
         while not os.path.exists(os.path.join(tmp, "trainer.pid")):
-            pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("the trainer never started")
+            time.sleep(0.01)
         os.kill(os.getpid(), signal.SIGINT)  # to the process, as a terminal sends it (its main thread takes it)
     return proc
 services.spawn = spawn
@@ -45,34 +52,59 @@ plan = launcher.Plan(
     services={"judge_server": {"engine": "cpu_judge", "model": "/m", "start_timeout": 600}},
 )
 launcher.check_recipe = lambda recipe, overrides, env, **where: plan
-sys.exit(launcher.main(["stand_in"]))
-"""
+sys.argv = ["scripts.launch", "stand_in"]
+runpy.run_module("scripts.launch", run_name="__main__")  # the command line itself: python -m scripts.launch
+""" % {"deadline": DEADLINE_S}
 LINE = "[launch] interrupted (Ctrl-C): what it started on this machine is stopped; exit 130"
 
 
-@pytest.mark.parametrize("mode", ["spawning", "waiting"])
+# runs its arguments with SIGINT's default disposition: a pytest-xdist worker may ignore SIGINT, and an ignored SIGINT
+# is inherited, so neither bash nor Python would ever see the Ctrl-C (an exec, not ``preexec_fn``: the worker has
+# threads)
+DEFAULT_SIGINT = [
+    sys.executable,
+    "-c",
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])",
+]
+
+
+# "spawning": the driver sends itself SIGINT inside the server's spawn; "waiting": SIGINT to the driver while the
+# server is awaited; "terminal": the driver run by a bash script that has a command after it, SIGINT to the whole
+# process group as a terminal's Ctrl-C sends it: the script must stop there (no AFTER line)
+@pytest.mark.parametrize("mode", ["spawning", "waiting", "terminal"])
 def test_ctrl_c_while_the_judge_server_starts(mode, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("DRY_RUN", "RAY_ADDRESS")}
+    driver = [sys.executable, "-c", DRIVER, "spawning" if mode == "spawning" else "waiting", str(tmp_path)]
+    if mode == "terminal":
+        driver = ["bash", "-c", '"$@"; echo "AFTER $?"', "bash", *driver]
     proc = subprocess.Popen(
-        [sys.executable, "-c", DRIVER, mode, str(tmp_path)],
+        [*DEFAULT_SIGINT, *driver],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,  # its own process group: the Ctrl-C reaches no process of this test
     )
     pids = {name: tmp_path / f"{name}.pid" for name in ("server", "trainer")}
     try:
+        deadline = time.monotonic() + DEADLINE_S
         while not all(p.exists() and p.read_text() for p in pids.values()) and proc.poll() is None:
+            assert time.monotonic() < deadline, "the trainer or the judge server never started"
             time.sleep(0.05)
         if mode == "waiting":
             proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=120)
-        assert (proc.returncode, out.strip().splitlines()[-1], "Traceback" in err) == (130, LINE, False), out + err
+        elif mode == "terminal":
+            os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=DEADLINE_S)
+        lines = out.strip().splitlines() or [""]
+        # dead of SIGINT, as Python ends on an unhandled Ctrl-C (bash: the same, having seen its child die of it)
+        assert (proc.returncode, lines[-1], "Traceback" in err) == (-signal.SIGINT, LINE, False), out + err
         assert {name: _alive(int(p.read_text())) for name, p in pids.items()} == {"server": False, "trainer": False}
     finally:
         if proc.poll() is None:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
         for p in pids.values():  # left running (the bug): ours to end
             if p.exists() and p.read_text() and _alive(int(p.read_text())):
                 os.kill(int(p.read_text()), signal.SIGKILL)
