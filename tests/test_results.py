@@ -863,3 +863,27 @@ def test_scorecard_over_instances_comes_from_the_kept_grades():
     assert quoted["test"] == [0.83, 0.65, 1.0] and quoted["heldout"] == [0.74, 0.6, 0.9]
     for text in (open(os.path.join(ROOT, "README.md")).read(), open(INDEX).read()):
         assert headline in text and "**0.74 (0.60 to 0.90)**" in text
+
+
+def test_scorecard_over_instances_disagreement_numbers_are_in_the_report():
+    """Every number the folder's README gives where the judge and the rule part ways is one of report.json's pooled
+    judge counts (training rollouts, then the last validation and its step), in the README's order, rates as
+    percentages of the samples: a number counted from files that are not kept (the rollout dumps) has nothing to be
+    checked against."""
+    text = open(os.path.join(INSTANCES, "README.md")).read()
+    start = text.index("- **Where the judge and the rule part ways**")
+    section = text[start : text.index("\n- **", start + 1)]
+    section = re.sub(r"`[^`]*`", "", section)  # quoted answers (report.json's examples), not counts
+    said = [float(n.replace(",", "")) for n in re.findall(r"\d[\d,]*(?:\.\d+)?", section)]
+    d = json.load(open(os.path.join(INSTANCES, "report.json")))["disagreements"]["judge"]
+    roll, val = d["rollouts"], d["val"]
+    pct = lambda c: round(100 * c / roll["samples"], 2)  # noqa: E731
+    cls, voided = roll["classes"], roll["classes"]["guard_voided"]
+    expected = [roll["samples"], cls["other_form"]["count"], pct(cls["other_form"]["count"])]
+    expected += [cls["refused_right"]["count"], pct(cls["refused_right"]["count"])]
+    expected += [voided["count"], pct(voided["count"]), voided["wrong"], voided["right"]]
+    expected += [val["steps"][-1], val["disagree"]["count"], val["samples"], val["classes"]["guard_voided"]["count"]]
+    assert expected == [38400, 342, 0.89, 65, 0.17, 525, 1.37, 506, 19, 100, 30, 3000, 25]
+    assert said == expected
+    examples = json.dumps(roll["examples"]["other_form"])
+    assert 'End your response with: \\"#### 2\\"' in examples and "16 - 1 = 16 dollars" in examples
