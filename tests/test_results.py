@@ -880,10 +880,19 @@ def test_scorecard_over_instances_disagreement_numbers_are_in_the_report():
     pct = lambda c: round(100 * c / roll["samples"], 2)  # noqa: E731
     cls, voided = roll["classes"], roll["classes"]["guard_voided"]
     expected = [roll["samples"], cls["other_form"]["count"], pct(cls["other_form"]["count"])]
+    audits = []  # each instance's report: paid rule rejects, right and wrong by the flexible rule (the last number)
+    for k in range(3):
+        report = open(os.path.join(INSTANCES, f"report_instance_{k}.md")).read()
+        paid = r"did not \(12,800 samples, 100 dumped steps\): (\d+); "
+        m = re.search(paid + r".*?the last number\) (\d+); wrong answers (\d+)", report)
+        audits += [float(x) for x in m.groups()]
+    assert sum(audits[::3]) == cls["other_form"]["count"] and [audits[2], audits[5] + audits[8]] == [7, 0]
+    expected += [audits[2], 0, *audits]  # "7 of them were wrong, all in instance 0 (...)"
     expected += [cls["refused_right"]["count"], pct(cls["refused_right"]["count"])]
     expected += [voided["count"], pct(voided["count"]), voided["wrong"], voided["right"]]
     expected += [val["steps"][-1], val["disagree"]["count"], val["samples"], val["classes"]["guard_voided"]["count"]]
-    assert expected == [38400, 342, 0.89, 65, 0.17, 525, 1.37, 506, 19, 100, 30, 3000, 25]
+    paid = [38400, 342, 0.89, 7, 0, 91, 84, 7, 198, 198, 0, 53, 53, 0]
+    assert expected == paid + [65, 0.17, 525, 1.37, 506, 19, 100, 30, 3000, 25]
     assert said == expected
     examples = json.dumps(roll["examples"]["other_form"])
     assert 'End your response with: \\"#### 2\\"' in examples and "16 - 1 = 16 dollars" in examples
