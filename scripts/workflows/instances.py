@@ -10,15 +10,19 @@ Instance ``k`` is ``python -m scripts.policy_learns --out <out>/instance_<k> --t
 same other arguments; its own stages (testbed, warm start, judge) run on GPU ``gpus[i % n]`` (``i``: its position in
 ``--instances``) and its runs' chains on the GPUs rotated by ``i``, so that every GPU holds about as many runs. Each
 instance's output goes to ``<out>/instance_<k>.log``. One that fails stops the others (exit 1, naming it and ending
-with its log's last lines); Ctrl-C stops them all. A finished instance is resumed, not redone (its stages' markers).
+with its log's last lines); Ctrl-C stops them all, says so in one line and ends the command line by SIGINT (a shell's
+``$?``: 130; ``launcher.as_command``), so a script that ran it stops too. A finished instance is resumed, not redone
+(its stages' markers). The progress line every minute names each instance's stage finished most recently.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
 
+from scripts.launch import launcher as launch
 from scripts.launch import services
 from scripts.report import scorecard
 from scripts.workflows.stages import say
@@ -59,12 +63,18 @@ def child_argv(argv: list[str], out: str, k: int, gpus: list[str], i: int) -> li
 
 
 def progress(out: str, k: int) -> str:
-    """Instance ``k``'s finished stages, from their ``.<stage>.done`` markers."""
+    """Instance ``k``'s finished stages, from their ``.<stage>.done`` markers; the last one is the one finished most
+    recently (its marker's mtime; the name breaks a tie)."""
+    where = folder(out, k)
     try:
-        done = sorted(f[1:-5] for f in os.listdir(folder(out, k)) if f.startswith(".") and f.endswith(".done"))
+        done = []
+        for f in os.listdir(where):
+            if f.startswith(".") and f.endswith(".done"):
+                with contextlib.suppress(OSError):  # a marker removed meanwhile (a stage redone)
+                    done.append((os.stat(os.path.join(where, f)).st_mtime_ns, f[1:-5]))
     except OSError:
         return "starting"
-    return f"{len(done)} stages done" + (f" (last: {done[-1]})" if done else "")
+    return f"{len(done)} stages done" + (f" (last: {max(done)[1]})" if done else "")
 
 
 def run(a, argv: list[str], steps: int) -> int:
@@ -73,6 +83,7 @@ def run(a, argv: list[str], steps: int) -> int:
     os.makedirs(a.out, exist_ok=True)
     procs: dict[int, tuple] = {}
     failed = None
+    interrupted = False
     try:
         for i, k in enumerate(a.instances):
             env = dict(os.environ)
@@ -95,10 +106,15 @@ def run(a, argv: list[str], steps: int) -> int:
                 last_said = time.monotonic()
                 say("; ".join(f"instance {k}: {progress(a.out, k)}" for k in procs))
         failed = next((k for k, (p, _) in procs.items() if p.poll() not in (None, 0)), failed)
+    except KeyboardInterrupt:  # no failure of an instance: one line below, once every instance is stopped
+        interrupted = True
     finally:
         for proc, _ in procs.values():
             services.stop(proc, group=True)
             services.ended(proc)
+    if interrupted:
+        say("interrupted (Ctrl-C): every instance and what it started are stopped; exit 130")
+        raise launch.Interrupted from None  # the command line then dies of SIGINT (launcher.as_command)
     if failed is not None:
         proc, log = procs[failed]
         say(f"ERROR: instance {failed} failed (exit {proc.returncode}); the others were stopped. {log} ends:")

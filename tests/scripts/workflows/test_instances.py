@@ -1,9 +1,12 @@
 """``scripts.policy_learns --instances``: each instance's command line (scripts/workflows/instances.py child_argv:
 the parent's own --out, --gpus and --instances gone in every spelling argparse takes, its folder, testbed seed and
 rotated GPUs in their place), the argument checks (exit 2 before anything starts), and the random control seeded by
-its run's seed (two seeds' random runs are paid by different coins)."""
+its run's seed (two seeds' random runs are paid by different coins), and the progress line's last stage (the one
+finished most recently)."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
@@ -170,3 +173,28 @@ def test_two_seeds_coins_pay_different_samples():
 
     assert paid(0) == paid(0) and paid(0) != paid(1)
     assert 16 < sum(paid(0)) < 48 and 16 < sum(paid(1)) < 48
+
+
+# markers (stage name, mtime in s) -> the progress line: the last stage is the one finished most recently (the newest
+# marker), not the one whose name sorts last; the name breaks a tie
+@pytest.mark.parametrize(
+    "markers, want",
+    [
+        (None, "starting"),  # no folder yet
+        ([], "0 stages done"),
+        ([("testbed", 100)], "1 stages done (last: testbed)"),
+        ([("testbed", 100), ("judge_sft", 200), ("rule", 300)], "3 stages done (last: rule)"),
+        ([("testbed", 300), ("judge_sft", 200), ("rule", 100)], "3 stages done (last: testbed)"),
+        ([("testbed", 100), ("warm_start", 200), ("judge", 300)], "3 stages done (last: judge)"),
+        ([("b", 100), ("a", 100)], "2 stages done (last: b)"),
+    ],
+)
+def test_progress_names_the_stage_finished_last(markers, want, tmp_path):
+    if markers is not None:
+        where = tmp_path / "instance_3"
+        where.mkdir()
+        (where / "notes.txt").write_text("")  # no marker
+        for name, mtime in markers:
+            (where / f".{name}.done").write_text("")
+            os.utime(where / f".{name}.done", (mtime, mtime))
+    assert instances.progress(str(tmp_path), 3) == want
