@@ -23,7 +23,8 @@ and their defaults are in ``recipes/base.yaml`` (``verl_judge.judge_server``).
     python -m scripts.launch.judge_server --model PATH [--engine cpu_judge] [--port 0]   # serve until Ctrl-C / SIGTERM
 
   The command line prints ``READY <url>`` once the server answers and exits 0 when stopped; a Ctrl-C before that
-  stops the server and exits 130 with one line on stderr.
+  stops the server, says so in one line on stderr and ends the command line by SIGINT (a shell's ``$?``: 130,
+  ``launcher.as_command``), so a script that ran it stops too.
 """
 
 from __future__ import annotations
@@ -411,7 +412,9 @@ def main(argv: list[str] | None = None) -> int:
         print(
             "judge_server: interrupted (Ctrl-C) before the server was ready; no server is left running", file=sys.stderr
         )
-        return 130
+        from scripts.launch.launcher import Interrupted  # here: the launcher imports this module
+
+        raise Interrupted from None  # the command line then dies of SIGINT (launcher.as_command)
     except SystemExit:
         return 0
     finally:
@@ -419,4 +422,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from scripts.launch.launcher import as_command
+
+    sys.exit(as_command(main))
