@@ -52,10 +52,12 @@ the machine, command and commit. Each run's folder ``OUT/<arm>[/round-R]`` holds
 
 Exit status: 0 when every run exited 0; 1 when one did not (the table holds the arms that finished); 2 for a bad
 argument or environment (nothing is run; ``RAY_ADDRESS`` is refused: the runs are local, one per GPU); 130 when
-interrupted (SIGINT, SIGTERM or SIGHUP). A run that exits 0 but logs no step after ``--skip-first`` in its
-``metrics.jsonl`` (``trainer.logger`` without ``file``) counts as failed. Every child runs in a process group of its
-own and is stopped on every exit path (SIGTERM, then SIGKILL of its group after ``--stop-grace`` s); a run still
-going after ``--run-timeout`` s is stopped and counted as failed (exit 124).
+stopped by SIGTERM or SIGHUP; after a Ctrl-C (SIGINT), with the children stopped and the report written, the command
+line dies of SIGINT (a shell's ``$?``: 130; ``launcher.as_command``), so a script that ran it stops too. A run that
+exits 0 but logs no step after ``--skip-first`` in its ``metrics.jsonl`` (``trainer.logger`` without ``file``)
+counts as failed. Every child runs in a process group of its own and is stopped on every exit path (SIGTERM, then
+SIGKILL of its group after ``--stop-grace`` s); a run still going after ``--run-timeout`` s is stopped and counted as
+failed (exit 124).
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ from scripts.bench.cost_report import gpu_names, markdown, report, train_steps
 from scripts.console import say
 from scripts.launch import knobs, services
 from scripts.launch import overrides as ov
-from scripts.launch.launcher import truthy
+from scripts.launch.launcher import Interrupted, as_command, truthy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WHO = "judge_cost"
@@ -407,8 +409,16 @@ def main(argv=None, env=None) -> int:
     }
     say(WHO, f"{len(runs)} run(s), {placement}{' (DRY_RUN: config checks only)' if dry else ''}; results: {out}")
 
+    terminated = []  # SIGTERM / SIGHUP: exit 130; a Ctrl-C: launcher.Interrupted
+
     def on_term(signum, _frame):
+        terminated.append(signum)
         raise KeyboardInterrupt
+
+    def status() -> int:
+        if interrupted and not terminated:
+            raise Interrupted  # the command line then dies of SIGINT (launcher.as_command)
+        return 130 if interrupted else (1 if failed else 0)
 
     main_thread = threading.current_thread() is threading.main_thread()
     stops = (signal.SIGTERM, signal.SIGHUP)  # a hangup as SIGTERM: the children, in sessions of their own, stay
@@ -446,7 +456,7 @@ def main(argv=None, env=None) -> int:
     if dry:
         for r in runs:
             say(WHO, f"DRY_RUN {r.arm}: {'config OK' if r.rc == 0 else f'exit {r.rc}, see {r.log}'}")
-        return 130 if interrupted else (1 if failed else 0)
+        return status()
     rep = report(runs, settings, command, args.skip_first, args.table)
     os.makedirs(out, exist_ok=True)
     write_json(os.path.join(out, "cost.json"), rep)
@@ -457,8 +467,8 @@ def main(argv=None, env=None) -> int:
         what = "was not started" if r.rc is None else r.error or f"exited {r.rc}"
         say(WHO, f"{r.arm} (round {r.round}) {what}: {r.log}")
     say(WHO, f"report: {os.path.join(out, 'cost.md')} and cost.json")
-    return 130 if interrupted else (1 if failed else 0)
+    return status()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(as_command(main))
