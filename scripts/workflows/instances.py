@@ -94,9 +94,13 @@ def run(a, argv: list[str], steps: int) -> int:
                 env["CUDA_VISIBLE_DEVICES"] = gpus[i % len(gpus)]
             cmd = [sys.executable, "-m", "scripts.policy_learns", *child_argv(argv, a.out, k, gpus, i)]
             log = os.path.join(a.out, f"instance_{k}.log")
-            proc = services.spawn(cmd, env, log, group=True)
-            services.started(proc)
-            procs[k] = (proc, log)
+            release = services.hold_signals()  # a Ctrl-C while the instance is made would orphan it
+            try:
+                proc = services.spawn(cmd, env, log, group=True)
+                services.started(proc)
+                procs[k] = (proc, log)
+            finally:
+                release()  # a signal noted meanwhile is delivered now, the instance in ``procs`` (stopped below)
             say(f"instance {k}: pid {proc.pid}, log {log}")
         last_said = time.monotonic()
         while failed is None and any(p.poll() is None for p, _ in procs.values()):
