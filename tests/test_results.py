@@ -896,3 +896,20 @@ def test_scorecard_over_instances_disagreement_numbers_are_in_the_report():
     assert said == expected
     examples = json.dumps(roll["examples"]["other_form"])
     assert 'End your response with: \\"#### 2\\"' in examples and "16 - 1 = 16 dollars" in examples
+
+
+def test_deferred_reward_smoke_numbers_come_from_the_kept_metrics():
+    """docs/results/2026-11-27-deferred_reward_smoke: its table is the kept metrics of the two logged steps."""
+    d = os.path.join(ROOT, "docs", "results", "2026-11-27-deferred_reward_smoke")
+    rows = []
+    for step in (1, 2):
+        for arm in ("colocated", "colocated_deferred"):
+            m = _jsonl(d, f"{arm}_metrics.jsonl.gz")[step - 1]["data"]
+            keys = ("timing_s/reward", "timing_s/reward_deferred", "timing_s/reward_join")
+            cells = [f"{m[k]:.2f}" if k in m else "" for k in keys]
+            logprobs = f"{m['timing_s/old_log_prob'] + m['timing_s/ref']:.2f}"
+            rows.append(f"| {step} | {arm} | {' | '.join(cells)} | {logprobs} | {m['timing_s/step']:.2f} |")
+    readme = open(os.path.join(d, "README.md")).read()
+    for row in rows:
+        assert re.sub(" +", " ", row) in readme, row  # an empty cell: "| |"
+    assert "No arm finished: no table." in open(os.path.join(d, "cost.md")).read()
