@@ -2,7 +2,7 @@
 
 import sys
 
-from scripts.launch.launcher import as_command
+from scripts.launch.services import as_command
 from scripts.workflows.pipeline import main
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ scripts/workflows/policy_learns.py."""
 
 import sys
 
-from scripts.launch.launcher import as_command
+from scripts.launch.services import as_command
 from scripts.workflows.policy_learns import main
 
 if __name__ == "__main__":

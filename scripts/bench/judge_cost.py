@@ -53,7 +53,7 @@ the machine, command and commit. Each run's folder ``OUT/<arm>[/round-R]`` holds
 Exit status: 0 when every run exited 0; 1 when one did not (the table holds the arms that finished); 2 for a bad
 argument or environment (nothing is run; ``RAY_ADDRESS`` is refused: the runs are local, one per GPU); 130 when
 stopped by SIGTERM or SIGHUP; after a Ctrl-C (SIGINT), with the children stopped and the report written, the command
-line dies of SIGINT (a shell's ``$?``: 130; ``launcher.as_command``), so a script that ran it stops too. A run that
+line dies of SIGINT (a shell's ``$?``: 130; ``services.as_command``), so a script that ran it stops too. A run that
 exits 0 but logs no step after ``--skip-first`` in its ``metrics.jsonl`` (``trainer.logger`` without ``file``)
 counts as failed. Every child runs in a process group of its own and is stopped on every exit path (SIGTERM, then
 SIGKILL of its group after ``--stop-grace`` s); a run still going after ``--run-timeout`` s is stopped and counted as
@@ -80,7 +80,8 @@ from scripts.bench.cost_report import gpu_names, markdown, report, train_steps
 from scripts.console import say
 from scripts.launch import knobs, services
 from scripts.launch import overrides as ov
-from scripts.launch.launcher import Interrupted, as_command, truthy
+from scripts.launch.launcher import truthy
+from scripts.launch.services import Interrupted, as_command
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WHO = "judge_cost"
@@ -409,7 +410,7 @@ def main(argv=None, env=None) -> int:
     }
     say(WHO, f"{len(runs)} run(s), {placement}{' (DRY_RUN: config checks only)' if dry else ''}; results: {out}")
 
-    terminated = []  # SIGTERM / SIGHUP: exit 130; a Ctrl-C: launcher.Interrupted
+    terminated = []  # SIGTERM / SIGHUP: exit 130; a Ctrl-C: services.Interrupted
 
     def on_term(signum, _frame):
         terminated.append(signum)
@@ -417,7 +418,7 @@ def main(argv=None, env=None) -> int:
 
     def status() -> int:
         if interrupted and not terminated:
-            raise Interrupted  # the command line then dies of SIGINT (launcher.as_command)
+            raise Interrupted  # the command line then dies of SIGINT (services.as_command)
         return 130 if interrupted else (1 if failed else 0)
 
     main_thread = threading.current_thread() is threading.main_thread()

@@ -2,6 +2,7 @@
 
 import sys
 
-from scripts.launch.launcher import as_command, main
+from scripts.launch.launcher import main
+from scripts.launch.services import as_command
 
 sys.exit(as_command(lambda: main(sys.argv[1:])))

@@ -24,7 +24,7 @@ and their defaults are in ``recipes/base.yaml`` (``verl_judge.judge_server``).
 
   The command line prints ``READY <url>`` once the server answers and exits 0 when stopped; a Ctrl-C before that
   stops the server, says so in one line on stderr and ends the command line by SIGINT (a shell's ``$?``: 130,
-  ``launcher.as_command``), so a script that ran it stops too.
+  ``services.as_command``), so a script that ran it stops too.
 """
 
 from __future__ import annotations
@@ -412,9 +412,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             "judge_server: interrupted (Ctrl-C) before the server was ready; no server is left running", file=sys.stderr
         )
-        from scripts.launch.launcher import Interrupted  # here: the launcher imports this module
-
-        raise Interrupted from None  # the command line then dies of SIGINT (launcher.as_command)
+        raise services.Interrupted from None  # the command line then dies of SIGINT (services.as_command)
     except SystemExit:
         return 0
     finally:
@@ -422,6 +420,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from scripts.launch.launcher import as_command
-
-    sys.exit(as_command(main))
+    sys.exit(services.as_command(main))

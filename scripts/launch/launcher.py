@@ -53,6 +53,7 @@ from scripts.launch import (
     local_run,
     ray_head,
     ray_job,
+    services,
     stall,
     verl_config,
 )
@@ -62,35 +63,10 @@ from scripts.launch.local_run import Tee, run_child
 ROOT = knobs.ROOT
 LOGGER_ENV = "+ray_kwargs.ray_init.runtime_env.env_vars"
 PENDING = "<default>"  # what MODEL / TRAIN_FILES / VAL_FILES stand for while the values are checked
-INT_EXIT = 130  # a Ctrl-C: 128 + SIGINT
 
 
 class LaunchError(Exception):
     pass
-
-
-class Interrupted(SystemExit):
-    """A Ctrl-C, handled: everything started was stopped and a line said so (status 130). A command line ends on it
-    through ``as_command``."""
-
-    def __init__(self) -> None:
-        super().__init__(INT_EXIT)
-
-
-def as_command(run) -> int:
-    """``sys.exit(as_command(lambda: main(argv)))`` in a command line's ``__main__``: ``run()``'s exit status; on
-    ``Interrupted`` the process dies of SIGINT instead, as Python ends on an unhandled Ctrl-C (a shell's ``$?``: 130).
-    Bash goes on with a script after a child that merely exits 130 (it takes the Ctrl-C as the child's own business),
-    so a script of several commands (``scripts/gpu_smoke.sh``) would start the next one."""
-    try:
-        return run()
-    except Interrupted:
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
-        return INT_EXIT  # SIGINT blocked in this thread: the status alone
 
 
 @dataclass
@@ -449,8 +425,8 @@ def main(argv: list[str], env: dict | None = None) -> int:
         try:
             return run_recipe(recipe, args, env, warn=True)
         except KeyboardInterrupt:  # on its way here each block stopped what it started (local_run, judge_server)
-            say("launch", f"interrupted (Ctrl-C): what it started on this machine is stopped; exit {INT_EXIT}")
-            raise Interrupted from None
+            say("launch", f"interrupted (Ctrl-C): what it started on this machine is stopped; exit {services.INT_EXIT}")
+            raise services.Interrupted from None
     try:  # stdout holds only the JSON plan
         with contextlib.redirect_stdout(sys.stderr):
             p = plan(env, args, recipe, materialize=False)

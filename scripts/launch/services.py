@@ -19,6 +19,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -160,6 +161,33 @@ def ended(proc: subprocess.Popen) -> None:
 def live() -> list[subprocess.Popen]:
     with _lock:
         return [p for p in _live if p.poll() is None]
+
+
+INT_EXIT = 130  # a Ctrl-C: 128 + SIGINT
+
+
+class Interrupted(SystemExit):
+    """A Ctrl-C, handled: everything started was stopped and a line said so (status 130). A command line ends on it
+    through ``as_command``."""
+
+    def __init__(self) -> None:
+        super().__init__(INT_EXIT)
+
+
+def as_command(run) -> int:
+    """``sys.exit(as_command(lambda: main(argv)))`` in a command line's ``__main__``: ``run()``'s exit status; on
+    ``Interrupted`` the process dies of SIGINT instead, as Python ends on an unhandled Ctrl-C (a shell's ``$?``: 130).
+    Bash goes on with a script after a child that merely exits 130 (it takes the Ctrl-C as the child's own business),
+    so a script of several commands (``scripts/gpu_smoke.sh``) would start the next one."""
+    try:
+        return run()
+    except Interrupted:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+        return INT_EXIT  # SIGINT blocked in this thread: the status alone
 
 
 def hold_signals():

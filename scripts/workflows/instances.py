@@ -11,7 +11,7 @@ same other arguments; its own stages (testbed, warm start, judge) run on GPU ``g
 ``--instances``) and its runs' chains on the GPUs rotated by ``i``, so that every GPU holds about as many runs. Each
 instance's output goes to ``<out>/instance_<k>.log``. One that fails stops the others (exit 1, naming it and ending
 with its log's last lines); Ctrl-C stops them all, says so in one line and ends the command line by SIGINT (a shell's
-``$?``: 130; ``launcher.as_command``), so a script that ran it stops too. A finished instance is resumed, not redone
+``$?``: 130; ``services.as_command``), so a script that ran it stops too. A finished instance is resumed, not redone
 (its stages' markers). The progress line every minute names each instance's stage finished most recently.
 """
 
@@ -22,7 +22,6 @@ import os
 import sys
 import time
 
-from scripts.launch import launcher as launch
 from scripts.launch import services
 from scripts.report import scorecard
 from scripts.workflows.stages import say
@@ -118,7 +117,7 @@ def run(a, argv: list[str], steps: int) -> int:
             services.ended(proc)
     if interrupted:
         say("interrupted (Ctrl-C): every instance and what it started are stopped; exit 130")
-        raise launch.Interrupted from None  # the command line then dies of SIGINT (launcher.as_command)
+        raise services.Interrupted from None  # the command line then dies of SIGINT (services.as_command)
     if failed is not None:
         proc, log = procs[failed]
         say(f"ERROR: instance {failed} failed (exit {proc.returncode}); the others were stopped. {log} ends:")

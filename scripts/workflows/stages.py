@@ -13,7 +13,7 @@ A stage that fails stops the workflow at once, naming it: ``guarded(fn)`` runs t
 (in any thread) or the process gets SIGTERM / SIGHUP / Ctrl-C, it stops every child process still running
 (``scripts/launch/services.py``; each training's launcher then stops its own judge server and Ray head), waits for the
 threads, and exits non-zero with ``stage <name> failed: ...``, the first failure (a Ctrl-C: a line saying so, no
-traceback, and ``launcher.Interrupted``: the command line dies of SIGINT, a shell's ``$?`` 130).
+traceback, and ``services.Interrupted``: the command line dies of SIGINT, a shell's ``$?`` 130).
 
     flow = Stages("runs/x"); flow.guarded(lambda: flow.stage("data", flow.path("data"), build_data))
 """
@@ -199,7 +199,7 @@ class Stages:
                     services.stop_all("the pipeline is stopping")
             if isinstance(e, KeyboardInterrupt):  # one line, not a traceback: everything started is stopped by now
                 say("interrupted (Ctrl-C): every stage and the processes they started are stopped; exit 130")
-                raise launch.Interrupted from None  # the command line then dies of SIGINT (launcher.as_command)
+                raise services.Interrupted from None  # the command line then dies of SIGINT (services.as_command)
             if self._failures:
                 raise self._failures[0] from None
             raise

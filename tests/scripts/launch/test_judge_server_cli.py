@@ -1,7 +1,7 @@
 """scripts/launch/judge_server.py's command line, interrupted (Ctrl-C) before its server is ready: one line on
 stderr, no server process left, also when the Ctrl-C comes while the process is being made (between its fork and
 ``Popen`` returning, where it used to be left running with nothing to stop it); the command line then dies of SIGINT
-(``launcher.as_command``; a shell's ``$?``: 130), so that a bash script running it stops there too."""
+(``services.as_command``; a shell's ``$?``: 130), so that a bash script running it stops there too."""
 
 from __future__ import annotations
 

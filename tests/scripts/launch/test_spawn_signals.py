@@ -70,12 +70,11 @@ def test_signals_are_only_noted_while_held():
 def test_a_ctrl_c_while_an_instance_is_made_stops_it(ctrl_c, tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from scripts.launch import launcher
     from scripts.workflows import instances
 
     real_spawn = services.spawn
     monkeypatch.setattr(services, "spawn", lambda cmd, env, log, **kw: real_spawn(SLEEP, env, log, **kw))
     a = SimpleNamespace(instances=[0, 1], gpus="", out=str(tmp_path), arms=["rule"], seeds=[0])
-    with pytest.raises(launcher.Interrupted):
+    with pytest.raises(services.Interrupted):
         instances.run(a, ["--out", str(tmp_path)], 1)
     assert len(ctrl_c) == 1 and ctrl_c[0].poll() == -signal.SIGTERM and services.live() == []

@@ -1,5 +1,5 @@
 """``python -m scripts.policy_learns --instances ...`` interrupted (Ctrl-C) while its instances run: one line, no
-traceback, every instance stopped, and the command line dies of SIGINT (``launcher.as_command``), so that the bash
+traceback, every instance stopped, and the command line dies of SIGINT (``services.as_command``), so that the bash
 script running it stops there too (no ``AFTER`` line). Stand-ins for the instances (processes that sleep), started
 through the real ``instances.run``."""
 

@@ -1,7 +1,7 @@
 """scripts/workflows/stages.py: a Ctrl-C (``KeyboardInterrupt`` in the main thread) while a stage runs beside it, such
 as a training whose launcher is starting its judge server, ends the workflow with one line, not a traceback, with
 every child process stopped first (``scripts.policy_learns`` and ``scripts.pipeline`` run in ``Stages.guarded``), and
-``launcher.Interrupted`` (status 130): their command lines then die of SIGINT, as an unhandled Ctrl-C ends Python, so
+``services.Interrupted`` (status 130): their command lines then die of SIGINT, as an unhandled Ctrl-C ends Python, so
 that a shell script running them stops too (bash goes on after a child that merely exits 130)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from scripts.launch import launcher, services
+from scripts.launch import services
 from scripts.workflows.stages import Stages
 from tests.scripts.workflows.test_pipeline import ROOT
 from tests.scripts.workflows.test_stages import SLEEPERS, _sleeper
@@ -47,7 +47,7 @@ def test_ctrl_c_ends_the_workflow_with_one_line(where, tmp_path, capsys):
     with pytest.raises((SystemExit, KeyboardInterrupt)) as e:  # a KeyboardInterrupt let through: a traceback
         flow.guarded(workflow)
     last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert (e.type, getattr(e.value, "code", None), last) == (launcher.Interrupted, 130, LINE)
+    assert (e.type, getattr(e.value, "code", None), last) == (services.Interrupted, 130, LINE)
     stopped = ([],) if "chain" not in where else ([-signal.SIGTERM], [-signal.SIGKILL])  # by a signal, not waited for
     assert [p.returncode for p in SLEEPERS] in stopped
     assert services.live() == [] and not any((tmp_path / f".{n}.done").exists() for n in ("rule", "judge"))
