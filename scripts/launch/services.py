@@ -10,6 +10,8 @@ processes a run or a pipeline must stop on every exit path. No command of its ow
 ``wait_until`` raises ``ServiceExited`` when the process ends before it is ready and ``ServiceError`` when the deadline
 passes, each naming what it waited for and ending with its log's last lines; it says every 30 s that it is still
 waiting. ``stop`` with ``group=True`` also kills what the process left in its process group (vLLM's engine core).
+``hold_signals`` keeps a Ctrl-C from landing between a child's fork and its registration; a command line that
+handled a Ctrl-C raises ``Interrupted`` and ends through ``as_command`` (it dies of SIGINT, so a calling script stops).
 """
 
 from __future__ import annotations
