@@ -68,24 +68,30 @@ DEFAULT_SIGINT = [
 ]
 
 
-# "spawning": the driver sends itself SIGINT inside the server's spawn; "waiting": SIGINT to the driver while the
-# server is awaited; "terminal": the driver run by a bash script that has a command after it, SIGINT to the whole
-# process group as a terminal's Ctrl-C sends it: the script must stop there (no AFTER line)
-@pytest.mark.parametrize("mode", ["spawning", "waiting", "terminal"])
-def test_ctrl_c_while_the_judge_server_starts(mode, tmp_path):
+def in_own_group(argv: list[str]) -> subprocess.Popen:
+    """``argv`` with SIGINT's default disposition, in a process group of its own (a Ctrl-C sent to that group reaches
+    no process of the test), its output captured; the environment without ``DRY_RUN`` and ``RAY_ADDRESS``."""
     env = {k: v for k, v in os.environ.items() if k not in ("DRY_RUN", "RAY_ADDRESS")}
-    driver = [sys.executable, "-c", DRIVER, "spawning" if mode == "spawning" else "waiting", str(tmp_path)]
-    if mode == "terminal":
-        driver = ["bash", "-c", '"$@"; echo "AFTER $?"', "bash", *driver]
-    proc = subprocess.Popen(
-        [*DEFAULT_SIGINT, *driver],
+    return subprocess.Popen(
+        [*DEFAULT_SIGINT, *argv],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        start_new_session=True,  # its own process group: the Ctrl-C reaches no process of this test
+        start_new_session=True,
     )
+
+
+# "spawning": the driver sends itself SIGINT inside the server's spawn; "waiting": SIGINT to the driver while the
+# server is awaited; "terminal": the driver run by a bash script that has a command after it, SIGINT to the whole
+# process group as a terminal's Ctrl-C sends it: the script must stop there (no AFTER line)
+@pytest.mark.parametrize("mode", ["spawning", "waiting", "terminal"])
+def test_ctrl_c_while_the_judge_server_starts(mode, tmp_path):
+    driver = [sys.executable, "-c", DRIVER, "spawning" if mode == "spawning" else "waiting", str(tmp_path)]
+    if mode == "terminal":
+        driver = ["bash", "-c", '"$@"; echo "AFTER $?"', "bash", *driver]
+    proc = in_own_group(driver)
     pids = {name: tmp_path / f"{name}.pid" for name in ("server", "trainer")}
     try:
         deadline = time.monotonic() + DEADLINE_S

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import time
 
 from tests.scripts.launch.test_judge_server import _alive
-from tests.scripts.launch.test_launcher_interrupt import DEFAULT_SIGINT
-from tests.scripts.workflows.test_pipeline import ROOT
+from tests.scripts.launch.test_launcher_interrupt import in_own_group
 
 DEADLINE_S = 120.0  # for what each step waits for: a command line that never gets there fails the test, never hangs it
 DRIVER = """
@@ -34,17 +32,8 @@ LINE = "[pipeline] interrupted (Ctrl-C): every instance and what it started are 
 
 
 def test_ctrl_c_stops_every_instance_and_the_script_that_ran_it(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in ("DRY_RUN", "RAY_ADDRESS")}
     driver = [sys.executable, "-c", DRIVER, str(tmp_path)]
-    proc = subprocess.Popen(
-        [*DEFAULT_SIGINT, "bash", "-c", '"$@"; echo "AFTER $?"', "bash", *driver],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its own process group: the Ctrl-C reaches no process of this test
-    )
+    proc = in_own_group(["bash", "-c", '"$@"; echo "AFTER $?"', "bash", *driver])
     pids = [tmp_path / f"instance_{k}.pid" for k in (0, 1)]
     try:
         deadline = time.monotonic() + DEADLINE_S
