@@ -249,6 +249,18 @@ def _env():
     return {k: v for k, v in os.environ.items() if k not in ("DRY_RUN", *jc.FIXED_BY_ARMS)}
 
 
+def _dry_command(*args) -> subprocess.CompletedProcess:
+    """``python -m scripts.bench.judge_cost ARGS`` with ``DRY_RUN=1``: every arm through the real launcher."""
+    return subprocess.run(
+        [sys.executable, "-m", "scripts.bench.judge_cost", *args],
+        cwd=ROOT,
+        env={**_env(), "DRY_RUN": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -370,14 +382,7 @@ def test_an_interrupted_bench_stops_every_child_and_exits_130(tmp_path, reap, si
 @pytest.mark.slow  # every arm through the real launcher; test_dry_run_checks_your_arms_... stays in the default set
 def test_dry_run_checks_every_arm_with_the_real_launcher(tmp_path):
     out = tmp_path / "dry"
-    r = subprocess.run(
-        [sys.executable, "-m", "scripts.bench.judge_cost", "--gpus", "0,1,2,3,4,5", "--out", str(out)],
-        cwd=ROOT,
-        env={**_env(), "DRY_RUN": "1"},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    r = _dry_command("--gpus", "0,1,2,3,4,5", "--out", str(out))
     assert r.returncode == 0, r.stdout + r.stderr
     assert [ln for ln in r.stdout.splitlines() if "DRY_RUN " in ln] == [
         f"[judge_cost] DRY_RUN {arm}: config OK" for arm in jc.ARMS
@@ -808,14 +813,7 @@ def test_dry_run_checks_your_arms_with_the_real_launcher(tmp_path):
     out = tmp_path / "dry"
     arms = ["--arm", f"tok128=gsm8k_local_judge:{RKW}.max_tokens=128,trainer.logger=[console,file]"]
     arms += ["--arm", "bad=gsm8k_rule:trainer.no_such_key=1"]
-    r = subprocess.run(
-        [sys.executable, "-m", "scripts.bench.judge_cost", "--arms", "tok128,bad", "--out", str(out), *arms],
-        cwd=ROOT,
-        env={**_env(), "DRY_RUN": "1"},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    r = _dry_command("--arms", "tok128,bad", "--out", str(out), *arms)
     assert r.returncode == 1, r.stdout + r.stderr
     assert [ln for ln in r.stdout.splitlines() if "DRY_RUN " in ln] == [
         "[judge_cost] DRY_RUN tok128: config OK",
