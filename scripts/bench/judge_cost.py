@@ -81,7 +81,6 @@ from scripts.console import say
 from scripts.launch import knobs, services
 from scripts.launch import overrides as ov
 from scripts.launch.launcher import truthy
-from scripts.launch.services import Interrupted, as_command
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WHO = "judge_cost"
@@ -418,7 +417,7 @@ def main(argv=None, env=None) -> int:
 
     def status() -> int:
         if interrupted and not terminated:
-            raise Interrupted  # the command line then dies of SIGINT (services.as_command)
+            raise services.Interrupted  # the command line then dies of SIGINT (services.as_command)
         return 130 if interrupted else (1 if failed else 0)
 
     main_thread = threading.current_thread() is threading.main_thread()
@@ -472,4 +471,4 @@ def main(argv=None, env=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(as_command(main))
+    sys.exit(services.as_command(main))
