@@ -60,7 +60,7 @@ PROG = "data_prep.gsm8k_verify"
 DEFAULT_MAX_LEN = 2048
 TEXT_FIELDS = ("question", "reference", "response")
 DEFAULT_GRADE_PROMPT = "gsm8k_grade.v3"
-DEFAULT_PAIR_PROMPT = "pairwise_ref.v2"
+DEFAULT_PAIR_PROMPT = "pairwise_ref.v3"
 POINT_EXTRA = [
     ("question", pa.string()),
     ("answer", pa.string()),

@@ -17,7 +17,9 @@ whether the final answer matches, and the flexible rule agrees that it does.
 
 Pairwise probes (``reward_fns.pairwise_judge``, the same draw): a known-wrong answer (the reference + 1) against a
 right one, written alike (``pair``), asked in both orders; every order counts as one wrong and one right probe (a
-verdict for the wrong answer pays it and rejects the right one; no verdict rejects the right one).
+verdict for the wrong answer pays it and rejects the right one; no verdict rejects the right one). Beside it two
+right answers written differently (``tie``), both orders, each order one right probe: rejected unless the
+comparison is a tie that pays both.
 
     >>> probe(7, 0)
     ('The answer is 8 or 7.', False)
@@ -98,3 +100,17 @@ def pair(reference: object, k: int) -> tuple[str, str] | None:
         return None
     form = PAIR_FORMS[k % len(PAIR_FORMS)]
     return form.format(x=plain(wrong_value(r))), form.format(x=plain(r))
+
+
+def tie(reference: object, k: int) -> tuple[str, str] | None:
+    """The ``k``-th tie probe: two right answers to reference ``reference`` in two different forms of
+    ``PAIR_FORMS`` (both reach the reference: a tie that pays both); None when the reference is not a number.
+
+    >>> tie(7, 0)
+    ('#### 7', 'The answer is 7.')
+    """
+    r = _value(reference)
+    if r is None:
+        return None
+    first, second = (PAIR_FORMS[(k + j) % len(PAIR_FORMS)].format(x=plain(r)) for j in (0, 1))
+    return first, second

@@ -1,23 +1,31 @@
 """The pairwise judge as a reward: ``<better>A|B</better>`` verdicts turned into rewards for policy training (a verl
 0.9.1 custom reward, async like ``reward_fns.llm_judge``, over the same client, endpoints and failure rules).
 
-The judge is asked with the versioned ``pairwise_ref`` prompt (``pairwise_ref.v2``: the one the pairwise judge recipe
+The judge is asked with the versioned ``pairwise_ref`` prompt (``pairwise_ref.v3``: the one the pairwise judge recipe
 trains on, filled as ``data_prep.pairwise`` fills it: query, reference solution, its final answer, responses A and B;
-the responses defused by ``judge_service.defuse``), and its reply read by ``parse.parse_choice``: each comparison is
-one ``judge_service.ask`` for the ``PAIRWISE`` kind (messages, call, parse, guard). Modes:
+the responses defused by ``judge_service.defuse``; both responses may reach the reference: a tie), and its reply read
+by ``parse.parse_choice``: each comparison is one ``judge_service.ask`` for the ``PAIRWISE`` kind (messages, call,
+parse, guard). Modes:
 
 * ``mode="pairwise_ref"`` (``compute_score``, per sample): the candidate against the reference solution
-  (``extra_info["answer"]``) in both orders, candidate as A then as B. Reward = the candidate's share of wins: 0.5 for
-  each order whose verdict names it. A reply without a verdict (parse failure), or a request the judge refused, is a
-  loss for the candidate in that order, never a default. A truthful judge pays a wrong candidate 0; a right one is
-  the reference's equal, and the prompt says only one is right, so the judge picks by whatever it sees (0, 0.5, 1).
+  (``extra_info["answer"]``) in both orders, candidate as A then as B. Reward = the candidate's share of the orders
+  that count for it. A right candidate (its one final answer, ``parse.final_answer``, is the reference's) ties with
+  the reference: any verdict pays it in full, whichever letter, so neither a position bias nor a taste for the
+  reference's text costs a right answer. A wrong one earns a win only from a verdict that picks it, and the guard
+  voids that; a reply without a verdict (parse failure), or a request the judge refused, is a loss in that order.
 * ``mode="tournament"`` (``score_group``, one GRPO group at once): each answer against its group mates with the
   reference shown, ``scheme="circular"`` (each answer against the next, both orders: 2N comparisons for N >= 3, 2 for
-  N = 2) or ``"all_pairs"`` (both orders of every pair, N(N-1)). Reward = the answer's win rate; a comparison without
-  a verdict is a loss for both answers. ``tournament()`` is the arithmetic alone (pure).
+  N = 2) or ``"all_pairs"`` (both orders of every pair, N(N-1)). Reward = the answer's win rate over the comparisons
+  that count for it: two right answers tie (a win for both), a verdict for one answer is a loss for the other, a
+  verdict the guard voided is a loss for the answer picked and no loss for the other, a comparison without a
+  verdict is a loss for both, and one that failed in transport counts for neither. With the reference shown, a
+  tournament pays what ``pairwise_ref`` pays (right answers 1, a wrong answer a win only where the guard let a
+  verdict for it stand, which it does not); what it adds over the rule is the judge's reading of final answers the
+  strict rule misses, at 2 calls a sample. The arithmetic alone (pure): ``reward_fns.tournament``.
 
 ``rule_first=True``: a comparison between an answer the rule (``rule_mode``, default strict ``#### N``) marks right
-and one it marks wrong is decided for the right one without a call (in ``pairwise_ref`` the reference is the other).
+and one it marks wrong is decided for the right one without a call (in ``pairwise_ref`` the reference is the other),
+where the flexible reading agrees with the rule (``decides``): a right answer the strict rule misses is judged.
 
 **Grounded verdicts** (``grounded=True``, default, as in ``llm_judge``; the kind's ``Verdict.grounding``:
 ``reward_fns.guard.pair_guard``): where the prompt shows the reference answer (both modes here), a verdict counts
@@ -26,25 +34,28 @@ are 72; words or ``none`` are not), that quote is the reference's and it is the 
 (``parse.final_answer``: a winner that hedges or states several answers cannot be verified). The loser's quote and
 answer are not checked, so a right answer wins against one that states no final answer (``B: none``). Without a
 reference both answers must be quoted (``A: 72. B: 96.``), each that response's one final answer. Else the verdict is
-voided: no verdict, a loss for the candidate in that order (``pairwise_ref``) or for both answers (tournament).
+voided: a loss for the answer it picked (a tie, two right answers, stays a tie).
 
 **Canaries** (``canary_every``, default 20, as in ``llm_judge``: the same hash draw per sample): a drawn sample also
-sends a probe (``canaries.pair``: the reference + 1 against the reference, written alike) in both orders, graded and
-guarded as the sample's own comparisons; each answered order counts one wrong and one right probe, the wrong one
-accepted when a counting verdict names it, the right one rejected when none names it. A probe answered from the
-cache (already counted) or failed counts nothing; probes are not in ``judge_calls`` / ``judge_seconds``.
+sends probes (``canaries.pair``: the reference + 1 against the reference, written alike; ``canaries.tie``: two right
+answers written differently) in both orders, graded and guarded as the sample's own comparisons; each answered order
+of the first counts one wrong and one right probe (the wrong one accepted when a verdict that stands names it, the
+right one rejected when none names it), each of the second one right probe (rejected unless it is a tie). A probe
+answered from the cache (already counted) or failed counts nothing; probes are not in ``judge_calls`` /
+``judge_seconds``.
 
 Endpoints, as in ``llm_judge``: ``base_url`` (+ ``model``, ``api_key_env``), else verl's ``reward_router_address``
 (+ ``reward_model_tokenizer``); neither: no call, ``score`` is the fallback. Transport failures (timeout, 429/5xx after
 retries, a broken reply: ``judge_errors.outcome == "fallback"``) follow ``judge_failure``: ``"fallback"`` (``score`` =
 ``fallback``: ``"rule"``, the rule's grade, or a number; ``judge_fallback=1``) or ``"abstain"`` (``score=0``,
-``judge_abstained=1``: ``scripts/train/hooks.py`` leaves the sample out of its group and the loss), for every answer
-that took part in a failed comparison. Configuration errors (401/404 ...) raise ``JudgeConfigError``.
+``judge_abstained=1``: ``scripts/train/hooks.py`` leaves the sample out of its group and the loss), for an answer
+whose every comparison failed; one failed comparison among others is left out of the win rate. Configuration errors
+(401/404 ...) raise ``JudgeConfigError``.
 
 Keys, the same for every sample, in this order: ``score``; ``judge_wins`` (the win share the verdicts give, -1 when
-the score is no win share); ``judge_flip`` (share of the answer's pairs, both orders parsed, whose verdicts name the
-same letter: position bias); ``judge_tie`` (share of its judged pairs it won exactly one order of: in
-``pairwise_ref``, wins == 0.5); ``judge_parse_fail`` (share of its judged comparisons without a verdict);
+the score is no win share); ``judge_flip`` (share of the answer's pairs whose final answers differ, both orders
+parsed, whose verdicts name the same letter: position bias); ``judge_tie`` (share of those pairs it won exactly one
+order of: a split; two right answers tying is none); ``judge_parse_fail`` (share of its comparisons without a verdict);
 ``judge_error`` (1: a comparison failed or was refused); ``judge_fallback``; ``judge_abstained``; ``rule_score``;
 ``judge_calls`` (requests: both orders in ``pairwise_ref``, those with this answer as A in a tournament, so a group's
 sum is its calls); ``judge_seconds`` (wall time of those requests); ``judge_cycle`` (the group's cycle rate, the
@@ -53,13 +64,8 @@ the guard voided); ``canary_wrong``, ``canary_wrong_accepted``, ``canary_right``
 orders, the pointwise judge's keys: ``scripts/train/hooks.py`` reports ``judge_health/canary_accept`` / ``_reject``).
 The flip counts the judge's letters, voided or not (position bias); wins, ties and cycles count verdicts that stand.
 
-    >>> cycle = {(0, 1): "A", (1, 0): "B", (1, 2): "A", (2, 1): "B", (2, 0): "A", (0, 2): "B"}
-    >>> t = tournament(["#### 1", "#### 2", "#### 3"], cycle, "circular")
-    >>> t["win_rate"], t["flip_rate"], t["cycle_rate"]
-    ([0.5, 0.5, 0.5], 0.0, 1.0)
-
-Against a fake judge that always answers A quoting 72 for both (every pair flips; ``#### 72`` gets 0.5; the reply
-that names ``#### 96`` as A quotes it as 72, so the guard voids it: 0, ``judge_guarded`` 0.5):
+Against a fake judge that always answers A quoting 72 for both (``#### 72`` ties with the reference: 1.0; the reply
+that names ``#### 96`` as A quotes it as 72, so the guard voids it: 0, ``judge_guarded`` 0.5, ``judge_flip`` 1.0):
 
     echo '{}' > /tmp/none.json && python -m scripts.serve.fake_openai --port 18555 --replies /tmp/none.json \\
         --default '<think>Reference: 72. A: 72. B: 72.</think><better>A</better>' &
@@ -72,29 +78,28 @@ from __future__ import annotations
 import argparse
 import asyncio
 import inspect
-import itertools
 import json
 import logging
 import sys
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from typing import Any
 
 from reward_fns import canaries, gsm8k, judge_service, llm_judge
 from reward_fns.judge_options import DEFAULTS as JUDGE_DEFAULTS
 from reward_fns.judge_options import JUDGE_FAILURES, canary_every_value, fallback_value
-from reward_fns.parse import reference_answer
+from reward_fns.parse import normalize_number, normalize_text, reference_answer
 from reward_fns.prompts import load
 from reward_fns.redact import mask_url
+from reward_fns.tournament import FAILED, REFUSED, SCHEMES, comparisons, final_of, tournament
 from reward_fns.verdicts import PAIRWISE
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["compute_score", "score_group", "tournament", "comparisons", "build_messages", "check_options", "KEYS"]
+__all__ = ["compute_score", "score_group", "build_messages", "check_options", "decides", "KEYS"]
 
 MODES = ("pairwise_ref", "tournament")
-SCHEMES = ("circular", "all_pairs")
-FAILED, REFUSED = "failed", "refused"  # a comparison's outcome besides "A", "B" and None (no verdict in the reply)
 CANARY_KEYS = ("canary_wrong", "canary_wrong_accepted", "canary_right", "canary_right_rejected")  # llm_judge's
 KEYS = (
     *"score judge_wins judge_flip judge_tie judge_parse_fail judge_error judge_fallback judge_abstained rule_score "
@@ -106,121 +111,11 @@ DEFAULTS: dict[str, Any] = {
     **{k: JUDGE_DEFAULTS[k] for k in _CLIENT_KEYS + ("max_response_bytes", "extra_body")},
     **{k: JUDGE_DEFAULTS[k] for k in ("rule_mode", "max_response_chars", "judge_failure", "grounded", "canary_every")},
     "prompt": "pairwise_ref",
-    "prompt_version": "v2",
+    "prompt_version": "v3",
     "scheme": "circular",
     "rule_first": False,
 }
 _FIELDS = {"query", "reference", "reference_answer", "response_a", "response_b"}
-
-
-# ---------------------------------------------------------------------------- the arithmetic (pure)
-def comparisons(n: int, scheme: str = "circular") -> list[tuple[int, int]]:
-    """The ordered comparisons ``(a, b)`` (answer ``a`` shown as A, ``b`` as B) of a group of ``n`` answers.
-
-    >>> comparisons(3, "circular"), len(comparisons(4, "circular")), len(comparisons(4, "all_pairs"))
-    ([(0, 1), (1, 0), (1, 2), (2, 1), (2, 0), (0, 2)], 8, 12)
-    """
-    if scheme == "all_pairs":
-        return [(a, b) for a in range(n) for b in range(n) if a != b]
-    if scheme != "circular":
-        raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
-    out: dict[tuple[int, int], None] = {}
-    for a in range(n):
-        b = (a + 1) % n
-        if a != b:
-            out.update({(a, b): None, (b, a): None})
-    return list(out)
-
-
-def tournament(
-    texts: Sequence[object],
-    verdicts: Mapping[tuple[int, int], str | None],
-    scheme: str = "circular",
-    decided: Mapping[tuple[int, int], str] | None = None,
-    voided: Collection[tuple[int, int]] = (),
-) -> dict:
-    """Win rates of one group's answers from the verdicts of every comparison of ``scheme`` (``comparisons``).
-
-    ``verdicts[(a, b)]``: what the judge said with answer ``a`` as A and ``b`` as B: ``"A"``/``"B"``; ``None`` (no
-    verdict) or ``REFUSED``: a loss for both answers; ``FAILED`` (a transport failure): no win rate for ``a``, ``b``.
-    ``decided[(a, b)]``: ``"A"``/``"B"`` for comparisons settled without the judge (the rule). Every
-    comparison of the scheme is in exactly one of the two. ``voided``: judged comparisons whose verdict the guard
-    voided (``reward_fns.guard.pair_guard``): no win for either answer, as without a verdict; the letter still counts
-    for the flip. Per answer (lists): ``win_rate`` (wins / comparisons, None for an answer with a failed comparison or
-    none at all), ``wins``, ``played``, ``calls`` (judge comparisons with it as A), ``flip``, ``tie``, ``parse_fail``,
-    ``guarded`` (shares, see the module docstring), ``error``, ``failed``. Group: ``flip_rate`` over pairs judged in
-    both orders with both parsed, ``tie_rate`` over the sides of pairs judged in both orders, ``cycle_rate``:
-    intransitive triples among triples whose three pairwise majorities are decided."""
-    n, decided = len(texts), dict(decided or {})
-    plan = comparisons(n, scheme)
-    if set(verdicts) & set(decided) or set(verdicts) | set(decided) != set(plan):
-        raise ValueError(f"verdicts and decided must hold each comparison of {scheme} over {n} answers once: {plan}")
-    outcomes = {**decided, **verdicts}
-    bad = set(outcomes.values()) - {"A", "B", None, FAILED, REFUSED} | set(decided.values()) - {"A", "B"}
-    if bad:
-        raise ValueError(f"unknown verdicts {sorted(map(str, bad))} (A, B, None, {REFUSED!r}, {FAILED!r})")
-    voided = set(voided)
-    if any(verdicts.get(p) not in ("A", "B") for p in voided):
-        raise ValueError(f"voided must name judged comparisons with a verdict A or B: {sorted(voided)}")
-    # what each comparison gives its answers: the verdict, none where the guard voided it
-    given = {p: None if p in voided else v for p, v in outcomes.items()}
-    wins, played, calls, asked = [0] * n, [0] * n, [0] * n, [0] * n
-    no_verdict, guarded, error, failed = [0] * n, [0] * n, [0.0] * n, [False] * n
-    for (a, b), v in outcomes.items():
-        judged = (a, b) in verdicts
-        calls[a] += judged
-        for i in (a, b):
-            asked[i] += judged
-            no_verdict[i] += v is None
-            guarded[i] += (a, b) in voided
-            error[i] = max(error[i], float(v in (FAILED, REFUSED)))
-            failed[i] = failed[i] or v == FAILED
-            played[i] += v != FAILED
-        if given[(a, b)] in ("A", "B"):
-            wins[a if v == "A" else b] += 1
-    # the pairs compared (a scheme compares a pair in both orders or not at all) with neither order failed
-    pair_wins: dict[tuple[int, int], tuple[int, int]] = {}
-    flips, ties, pairs, parsed_pairs = [0] * n, [0] * n, [0] * n, [0] * n
-    for x, y in itertools.combinations(range(n), 2):
-        if (x, y) not in outcomes or FAILED in (outcomes[(x, y)], outcomes[(y, x)]):
-            continue
-        first, second = outcomes[(x, y)], outcomes[(y, x)]
-        wx = (given[(x, y)] == "A") + (given[(y, x)] == "B")
-        wy = (given[(x, y)] == "B") + (given[(y, x)] == "A")
-        pair_wins[(x, y)] = (wx, wy)
-        if (x, y) in verdicts and (y, x) in verdicts:
-            both = first in ("A", "B") and second in ("A", "B")
-            for i, w in ((x, wx), (y, wy)):
-                pairs[i] += 1
-                ties[i] += w == 1
-                parsed_pairs[i] += both
-                flips[i] += both and first == second
-    beats = {(x, y) if wx > wy else (y, x) for (x, y), (wx, wy) in pair_wins.items() if wx != wy}
-    triples = cycles = 0
-    for x, y, z in itertools.combinations(range(n), 3):
-        edges = [(p, q) for p, q in itertools.permutations((x, y, z), 2) if (p, q) in beats]
-        if len(edges) == 3:
-            triples += 1
-            cycles += sorted(p for p, _ in edges) == [x, y, z]  # each beats exactly one: a cycle
-    share = lambda k, d: k / d if d else 0.0  # noqa: E731
-    return {
-        "comparisons": plan,
-        "win_rate": [None if failed[i] or not played[i] else wins[i] / played[i] for i in range(n)],
-        "wins": wins,
-        "played": played,
-        "calls": calls,
-        "flip": [share(flips[i], parsed_pairs[i]) for i in range(n)],
-        "tie": [share(ties[i], pairs[i]) for i in range(n)],
-        "parse_fail": [share(no_verdict[i], asked[i]) for i in range(n)],
-        "guarded": [share(guarded[i], asked[i]) for i in range(n)],
-        "error": error,
-        "failed": failed,
-        "flip_rate": share(sum(flips), sum(parsed_pairs)),
-        "tie_rate": share(sum(ties), sum(pairs)),
-        "cycle_rate": share(cycles, triples),
-        "triples_decided": triples,
-        "cycles": cycles,
-    }
 
 
 # ---------------------------------------------------------------------------- prompt, options, endpoint
@@ -277,6 +172,10 @@ def check_options(mode: object = "pairwise_ref", fallback: object = "rule", **op
 _failures = 0
 
 
+def _prompt(opt: Mapping) -> dict:
+    return {k: opt[k] for k in ("prompt", "prompt_version")}
+
+
 def _verdict(answer: judge_service.Answer, url: str) -> str | None:
     """A comparison's outcome for ``tournament``: ``"A"``/``"B"``, None (no verdict in the reply), ``FAILED`` (the
     answer cannot cause it: ``fallback``) or ``REFUSED`` (another 4xx); logs a failure."""
@@ -290,41 +189,56 @@ def _verdict(answer: judge_service.Answer, url: str) -> str | None:
 
 
 async def _canary(ask, k: int, reference: str | None) -> dict:
-    """Pairwise canary probe ``k`` (``canaries.pair``: a wrong answer against a right one, both orders): the
-    ``canary_*`` counts, each order one wrong and one right probe; an order that failed, or was answered from the
-    cache (already counted), counts for nothing."""
+    """Pairwise canary probe ``k``, each pair in both orders: ``canaries.pair`` (a wrong answer against a right one:
+    each order one wrong and one right probe; the wrong one accepted when a verdict that stands names it, the right
+    one rejected when none names it) and ``canaries.tie`` (two right answers written differently: each order one
+    right probe, rejected unless the comparison is a tie that pays both). An order that failed, or was answered from
+    the cache (already counted), counts for nothing."""
     made = canaries.pair(reference, k) if reference is not None else None
     if made is None:
         return {}
-    wrong, right = made
+    (wrong, right), same = made, canaries.tie(reference, k)
     out = dict.fromkeys(CANARY_KEYS, 0.0)
-    orders = ((wrong, right), (right, wrong))
+    orders = ((wrong, right), (right, wrong), same, same[::-1])
     replies = await asyncio.gather(*(ask(a, b) for a, b in orders))
-    for (a, _), (verdict, _s, voided, cached) in zip(orders, replies):
+    for n, ((a, _), (verdict, _s, voided, cached, tie)) in enumerate(zip(orders, replies)):
         if verdict in (FAILED, REFUSED) or cached:
+            continue
+        out["canary_right"] += 1
+        if n >= 2:  # two right answers: a tie
+            out["canary_right_rejected"] += not tie
             continue
         picked = None if voided or verdict is None else verdict  # the letter paid
         wrong_letter = "A" if a == wrong else "B"
         out["canary_wrong"] += 1
-        out["canary_right"] += 1
         out["canary_wrong_accepted"] += picked == wrong_letter
         out["canary_right_rejected"] += picked != "AB"[wrong_letter == "A"]
-    return out if out["canary_wrong"] else {}
+    return out if out["canary_right"] else {}
 
 
 # ---------------------------------------------------------------------------- rewards
-async def _play(texts: list[str], scheme: str, rules: list[float] | None, ask) -> tuple[dict, list[float]]:
-    """Ask the judge every comparison the rule does not decide (concurrently; the client bounds how many at once)."""
+def decides(rule: float, flexible: float) -> float | None:
+    """What ``rule_first`` may decide for an answer without a call: its rule grade where the flexible reading agrees
+    (a right answer the strict rule misses, ``The answer is 18.``, is left to the judge); None: undecided."""
+    return rule if rule == flexible else None
+
+
+async def _play(texts: list[str], scheme: str, rules: list | None, ref: Decimal | None, ask) -> tuple[dict, list]:
+    """Ask the judge every comparison the rule does not decide (concurrently; the client bounds how many at once).
+    ``rules``: each answer's ``decides`` (None: no ``rule_first``); ``ref``: the reference answer shown (ties)."""
     plan = comparisons(len(texts), scheme)
-    decided = {} if rules is None else {(a, b): "AB"[rules[a] < rules[b]] for a, b in plan if rules[a] != rules[b]}
+    rules = rules or [None] * len(texts)
+    apart = lambda a, b: None not in (rules[a], rules[b]) and rules[a] != rules[b]  # noqa: E731
+    decided = {(a, b): "AB"[rules[a] < rules[b]] for a, b in plan if apart(a, b)}
     asked = [p for p in plan if p not in decided]
     replies = await asyncio.gather(*(ask(texts[a], texts[b]) for a, b in asked))
     seconds = [0.0] * len(texts)
-    for (a, _), (_, s, _, _) in zip(asked, replies):
-        seconds[a] += s
+    for (a, _), r in zip(asked, replies):
+        seconds[a] += r[1]
     verdicts = {p: r[0] for p, r in zip(asked, replies)}
-    voided = [p for p, r in zip(asked, replies) if r[2]]
-    return tournament(texts, verdicts, scheme, decided, voided), seconds
+    ties = [p for p, r in zip(asked, replies) if r[4]]
+    voided = [p for p, r in zip(asked, replies) if r[2] and not r[4]]
+    return tournament(texts, verdicts, scheme, decided, voided, ties), seconds
 
 
 def _row(t: dict | None, i: int, rule_score: float, fallback_score: float, opt: dict, calls: float, secs: float):
@@ -376,29 +290,39 @@ async def score_group(
     client = llm_judge.get_client(
         url, judge_model, api_key_env=key_env, **llm_judge._client_options(opt, timeout, max_retries)
     )
-    shown = {k: opt[k] for k in ("prompt", "prompt_version", "max_response_chars")}
+    shown = {**_prompt(opt), "max_response_chars": opt["max_response_chars"]}
     reference = judge_service.reference_text(ground_truth, extra_info)
     ref_answer = reference_answer(reference, ground_truth)  # the canaries' reference answer
+    shows = judge_service.reference_shown(PAIRWISE, ground_truth, extra_info, **_prompt(opt))  # what a tie must reach
+    ref = normalize_number(normalize_text(shows)) if shows is not None else None
+
+    def first(answers: list[str]) -> list | None:
+        """``rule_first``'s grades (``decides``) of ``answers``; None without ``rule_first``."""
+        grade = lambda t, m: llm_judge._rule(t, ground_truth, m)  # noqa: E731
+        return (
+            [decides(grade(t, opt["rule_mode"]), grade(t, "flexible")) for t in answers] if opt["rule_first"] else None
+        )
 
     async def ask(a: str, b: str) -> tuple:
-        """One comparison, ``a`` as A: ``(verdict, seconds, voided, cached)`` (``_verdict``; voided: the guard)."""
+        """One comparison, ``a`` as A: ``(verdict, seconds, voided, cached, tie)`` (``_verdict``; voided: the guard;
+        tie: a verdict on two answers that both state the shown reference's final answer)."""
         answer = await judge_service.ask(
             client, PAIRWISE, (a, b), ground_truth, extra_info, **shown, grounded=opt["grounded"]
         )
-        return _verdict(answer, client.url), answer.seconds, answer.problem is not None, answer.cached
+        tie = answer.value in ("A", "B") and ref is not None and final_of(a) == ref == final_of(b)
+        return _verdict(answer, client.url), answer.seconds, answer.problem is not None, answer.cached, tie
 
     async def tournament_rows() -> list[dict]:
-        t, seconds = await _play(texts, opt["scheme"], rules if opt["rule_first"] else None, ask)
+        t, seconds = await _play(texts, opt["scheme"], first(texts), ref, ask)
         keys = ("flip_rate", "tie_rate", "cycle_rate", "triples_decided", "cycles")
         (stats if stats is not None else {}).update({k: t[k] for k in keys}, calls=sum(t["calls"]))
         rows = [_row(t, i, rules[i], fallbacks[i], opt, t["calls"][i], seconds[i]) for i in range(len(texts))]
         return [{**r, "judge_cycle": t["cycle_rate"]} for r in rows]
 
-    ref_rule = llm_judge._rule(reference, ground_truth, opt["rule_mode"])
-
     async def versus_reference(i: int) -> dict:
         started = time.perf_counter()
-        t, _ = await _play([texts[i], reference], "all_pairs", [rules[i], ref_rule] if opt["rule_first"] else None, ask)
+        pair = [texts[i], reference]
+        t, _ = await _play(pair, "all_pairs", first(pair), ref, ask)
         calls = sum(t["calls"])
         return _row(t, 0, rules[i], fallbacks[i], opt, calls, time.perf_counter() - started if calls else 0.0)
 

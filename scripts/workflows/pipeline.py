@@ -10,7 +10,7 @@ by the judge made.
 Judge tasks (all on GSM8K verification data from ``data_prep.gsm8k_verify``):
 
 * ``pointwise``     reference shown, ``gsm8k_grade.v3``, labels 4 / 0 -> recipes/judge_pointwise
-* ``pairwise_ref``  reference shown, ``pairwise_ref.v2``, both orders  -> recipes/judge_pairwise
+* ``pairwise_ref``  reference shown, ``pairwise_ref.v3``, both orders  -> recipes/judge_pairwise
 * ``pairwise``      no reference, ``pairwise.v1`` (preference-style)   -> recipes/judge_pairwise
 
 A workflow is a function that wires stages (``judge``, ``judge_to_reward``); each stage's body is a plain function
@@ -59,10 +59,8 @@ class Task(NamedTuple):
 
 
 TASKS = {
-    "pointwise": Task("judge_pointwise", verdicts.POINTWISE, ["--pair-prompt", "pairwise_ref.v2"], ()),
-    "pairwise_ref": Task(
-        "judge_pairwise", verdicts.PAIRWISE, ["--pair-prompt", "pairwise_ref.v2"], tuple(arms.PAIRWISE_REF)
-    ),
+    "pointwise": Task("judge_pointwise", verdicts.POINTWISE, [], ()),
+    "pairwise_ref": Task("judge_pairwise", verdicts.PAIRWISE, [], tuple(arms.PAIRWISE_REF)),
     "pairwise": Task("judge_pairwise", verdicts.PAIRWISE, ["--pair-prompt", "pairwise.v1"], None),
 }
 POLICY_RECIPE = "gsm8k_local_judge"

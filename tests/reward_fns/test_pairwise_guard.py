@@ -52,15 +52,17 @@ def pairwise_ref(reply, candidate, **kw) -> dict:
 CASES = {
     "honest: names the right candidate": (judge("cand"), RIGHT, row(1.0, 1.0, rule=1.0)),
     "honest: names the reference over a wrong one": (judge("ref"), WRONG, row(0.0, 0.0)),
-    "misquotes the winner as A": (judge("cand", "27", when="A"), RIGHT, row(0.5, 0.5, tie=1.0, guarded=0.5, rule=1.0)),
+    # a right candidate ties with the reference: any verdict pays it, whatever the reply quotes
+    "misquotes the winner as A": (judge("cand", "27", when="A"), RIGHT, row(1.0, 1.0, rule=1.0)),
     "misquotes the loser as A: only the winner's quote is checked": (
         judge("cand", ref="27", when="B"),
         RIGHT,
         row(1.0, 1.0, rule=1.0),
     ),
-    "quotes a word": (judge("cand", "seventy-two"), RIGHT, row(0.0, 0.0, guarded=1.0, rule=1.0)),
-    "quotes none": (judge("cand", "none."), RIGHT, row(0.0, 0.0, guarded=1.0, rule=1.0)),
-    "quotes 72/1": (judge("cand", "72/1"), RIGHT, row(0.0, 0.0, guarded=1.0, rule=1.0)),
+    "quotes a word": (judge("cand", "seventy-two"), RIGHT, row(1.0, 1.0, rule=1.0)),
+    "quotes none": (judge("cand", "none."), RIGHT, row(1.0, 1.0, rule=1.0)),
+    "quotes 72/1": (judge("cand", "72/1"), RIGHT, row(1.0, 1.0, rule=1.0)),
+    "quotes a word, wrong candidate": (judge("cand", "seventy-two"), WRONG, row(0.0, 0.0, guarded=1.0)),
     "punctuation: 72,": (judge("cand", "{n},"), RIGHT, row(1.0, 1.0, rule=1.0)),
     "punctuation: (72)": (judge("cand", "({n})"), RIGHT, row(1.0, 1.0, rule=1.0)),
     "punctuation: **72**": (judge("cand", "**{n}**."), RIGHT, row(1.0, 1.0, rule=1.0)),
@@ -101,7 +103,7 @@ def t_row(score, **kw):
     return row(score, score, calls=kw.pop("calls", 1.0), **kw)
 
 
-# circular over two answers: both orders of the one pair; a voided verdict is a loss for both answers
+# circular over two answers: both orders of the one pair; a voided verdict is a loss for the answer it picked alone
 TOURNAMENT = {
     "hedge vs wrong: both orders voided": (
         [HEDGE, WRONG],
@@ -112,7 +114,7 @@ TOURNAMENT = {
     "right vs hedge: the right answer's win stands, the hedge's is voided": (
         [RIGHT, HEDGE],
         {},
-        [t_row(0.5, flip=1.0, tie=1.0, guarded=0.5, rule=1.0), t_row(0.0, flip=1.0, guarded=0.5)],
+        [t_row(1.0, flip=1.0, tie=1.0, guarded=0.5, rule=1.0), t_row(0.0, flip=1.0, guarded=0.5)],
     ),
     "right vs wrong": ([RIGHT, WRONG], {}, [t_row(1.0, rule=1.0), t_row(0.0)]),
 }
@@ -136,15 +138,16 @@ def final_72(body: dict) -> str:
 def test_a_right_answer_wins_against_answers_without_one():
     """Circular over four: one right answer, two without a final answer, a hedge. A truthful judge names the right
     answer in each of its four comparisons and those wins stand (only the winner's quote is checked where the
-    reference is shown); every comparison between two answers without one is voided: no win for either."""
+    reference is shown); every comparison between two answers without one is voided: a loss for the answer picked.
+    Flips count only between answers whose final answers differ (none of the three without one differs)."""
     texts = ["She has 72 apples.\n#### 72", "Let me think step by step", "I am not sure.", HEDGE]
     with FakeOpenAIServer(final_72) as srv:
         out = asyncio.run(score_group(texts, "72", INFO, base_url=srv.base_url, model="judge", **FAST))
     assert [timeless(o) for o in out] == [
         t_row(1.0, rule=1.0, calls=2.0),
-        t_row(0.0, flip=0.5, guarded=0.5, calls=2.0),
-        t_row(0.0, flip=1.0, guarded=1.0, calls=2.0),
-        t_row(0.0, flip=0.5, guarded=0.5, calls=2.0),
+        t_row(0.0, guarded=0.5, calls=2.0),
+        t_row(0.0, guarded=1.0, calls=2.0),
+        t_row(0.0, guarded=0.5, calls=2.0),
     ]
 
 

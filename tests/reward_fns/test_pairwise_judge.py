@@ -10,7 +10,6 @@ two responses and the reference answer out of the request, as a judge would, and
 from __future__ import annotations
 
 import asyncio
-import doctest
 import re
 
 import pytest
@@ -61,6 +60,12 @@ def always(letter: str):
     return lambda body: says(letter, body)
 
 
+def prefers_reference(body: dict) -> str:
+    """Always names the reference solution, whatever the candidate says."""
+    a, _, _ = shown(body)
+    return says("A" if a == REFERENCE else "B", body)
+
+
 def garbled(body: dict) -> str:
     return "<think>both look fine</think><better>tie</better>"
 
@@ -89,6 +94,12 @@ def down_when_first(body: dict):
     """Transport failure when the candidate is A, a truthful verdict otherwise."""
     a, _, _ = shown(body)
     return truthful(body) if a == REFERENCE else down(body)
+
+
+def down_between_plain_and_reference(body: dict):
+    """A transport failure for the comparison of ``PLAIN`` and the reference solution (either order)."""
+    a, b, _ = shown(body)
+    return down(body) if {a, b} == {PLAIN, REFERENCE} else truthful(body)
 
 
 #: x beats y: 1 > 2 > 3 > 1 (a cycle), and each of them beats 4; the same in both orders (no position bias)
@@ -147,15 +158,18 @@ def group(reply, texts, stats=None, **kw):
 
 # ----------------------------------------------------------------------------- pairwise_ref
 PAIRWISE_REF = {
-    # a truthful judge: a wrong answer loses both orders; a right one is the reference's equal (it says A twice)
-    "truthful, right": (truthful, RIGHT, {}, row(0.5, 0.5, flip=1.0, tie=1.0, rule=1.0)),
+    # a truthful judge: a wrong answer loses both orders; a right one ties with the reference (it says A twice) and
+    # is paid in full; flips and splits count only where the final answers differ
+    "truthful, right": (truthful, RIGHT, {}, row(1.0, 1.0, rule=1.0)),
     "truthful, wrong": (truthful, WRONG, {}, row(0.0, 0.0)),
-    "truthful, right without ####": (truthful, PLAIN, {}, row(0.5, 0.5, flip=1.0, tie=1.0)),
+    "truthful, right without ####": (truthful, PLAIN, {}, row(1.0, 1.0)),
+    "prefers the reference's text, right": (prefers_reference, RIGHT, {}, row(1.0, 1.0, rule=1.0)),
+    "prefers the reference's text, wrong": (prefers_reference, WRONG, {}, row(0.0, 0.0)),
     # position bias: every order flips; the guard voids the verdict naming the wrong answer (its quote is not the
-    # reference's), so a wrong answer gets nothing and a right one half; without the guard, half for either
+    # reference's), so a wrong answer gets nothing and a right one all (a tie); without the guard, half for a wrong one
     "always A, wrong": (always("A"), WRONG, {}, row(0.0, 0.0, flip=1.0, guarded=0.5)),
     "always B, wrong": (always("B"), WRONG, {}, row(0.0, 0.0, flip=1.0, guarded=0.5)),
-    "always A, right": (always("A"), RIGHT, {}, row(0.5, 0.5, flip=1.0, tie=1.0, rule=1.0)),
+    "always A, right": (always("A"), RIGHT, {}, row(1.0, 1.0, rule=1.0)),
     "always A, wrong, guard off": (always("A"), WRONG, {"grounded": False}, row(0.5, 0.5, flip=1.0, tie=1.0)),
     "fooled: names the candidate": (fooled, WRONG, {}, row(0.0, 0.0, guarded=1.0)),
     "fooled, guard off": (fooled, WRONG, {"grounded": False}, row(1.0, 1.0)),
@@ -169,21 +183,24 @@ PAIRWISE_REF = {
         row(0.5, 0.5, tie=1.0, parse_fail=0.5),
     ),
     "refused (HTTP 400)": (refuses, RIGHT, {}, row(0.0, 0.0, error=1.0, rule=1.0)),
-    # the rule first: a wrong #### answer loses to the reference without a call; a right one is judged
+    # the rule first: a wrong #### answer loses to the reference without a call; a right one is judged, and so is one
+    # the strict rule misses but the flexible reading finds right
     "rule first, wrong": (truthful, WRONG, {"rule_first": True}, row(0.0, 0.0, calls=0.0)),
-    "rule first, right": (truthful, RIGHT, {"rule_first": True}, row(0.5, 0.5, flip=1.0, tie=1.0, rule=1.0)),
-    "rule first, right without ####": (truthful, PLAIN, {"rule_first": True}, row(0.0, 0.0, calls=0.0)),
-    # transport failures: the fallback (the rule's grade, or a number) or abstain, for the whole sample
+    "rule first, right": (truthful, RIGHT, {"rule_first": True}, row(1.0, 1.0, rule=1.0)),
+    "rule first, right without ####": (truthful, PLAIN, {"rule_first": True}, row(1.0, 1.0)),
+    "rule first, wrong without ####": (truthful, "The answer is 96.", {"rule_first": True}, row(0.0, 0.0, calls=0.0)),
+    # transport failures: the fallback (the rule's grade, or a number) or abstain when both orders failed; one order
+    # failed counts for nothing and the other decides
     "down, right -> rule": (down, RIGHT, {}, row(1.0, -1.0, error=1.0, fallback=1.0, rule=1.0)),
     "down, wrong -> rule": (down, WRONG, {}, row(0.0, -1.0, error=1.0, fallback=1.0)),
     "down -> constant": (down, RIGHT, {"fallback": 0.25}, row(0.25, -1.0, error=1.0, fallback=1.0, rule=1.0)),
     "down -> abstain": (down, RIGHT, {"judge_failure": "abstain"}, row(0.0, -1.0, error=1.0, abstained=1.0, rule=1.0)),
-    "one order down -> rule": (down_when_first, RIGHT, {}, row(1.0, -1.0, error=1.0, fallback=1.0, rule=1.0)),
-    "one order down -> abstain": (
+    "one order down, right": (down_when_first, RIGHT, {}, row(1.0, 1.0, error=1.0, rule=1.0)),
+    "one order down, wrong, abstain set": (
         down_when_first,
         WRONG,
         {"judge_failure": "abstain"},
-        row(0.0, -1.0, error=1.0, abstained=1.0),
+        row(0.0, 0.0, error=1.0),
     ),
 }
 
@@ -200,12 +217,13 @@ def test_both_orders_are_sent_with_the_pairwise_ref_prompt():
         asyncio.run(compute_score("openai/gsm8k", WRONG, "72", INFO, base_url=srv.base_url, model="judge", **FAST))
         captured = list(srv.requests)
     assert sorted(shown(c.body)[:2] for c in captured) == sorted([(WRONG, REFERENCE), (REFERENCE, WRONG)])
-    template = load("pairwise_ref", "v2")
+    template = load("pairwise_ref", "v3")  # both responses may reach the reference: the prompt allows a tie
     for c in captured:
         a, b = shown(c.body)[:2]
         assert c.body["messages"] == pairwise_judge.build_messages(a, b, "72", INFO)
         assert c.system == template.system
         assert f"<query>\n{QUESTION}\n</query>" in c.user and "Reference final answer: 72" in c.user
+        assert "Both may reach it." in c.user and "When both match, they tie" in c.user
 
 
 def test_the_candidate_is_defused_in_both_positions():
@@ -273,31 +291,32 @@ TOURNAMENT = {
         [t_row(1.0, rule=1.0), t_row(0.0), t_row(1.0, rule=1.0), t_row(0.0)],
         dict(flip_rate=0.0, tie_rate=0.0, cycle_rate=0.0, triples_decided=0, cycles=0, calls=8),
     ),
-    # all pairs: the two right answers split their pair by position (5/6 each); the two wrong ones' pair is voided
-    # in both orders (the winner's quote is not the reference's): 0 each, 1/6 without the guard
+    # all pairs: the two right answers tie (a win for both, whatever the letter), so each wins all 6; the two wrong
+    # ones' pair is voided in both orders (the winner's quote is not the reference's): a loss for the answer picked
+    # alone, 0 each; without the guard each wins the order it is named in, 1/6. Flips count where answers differ
     "truthful, all pairs": (
         truthful,
         G4,
         {"scheme": "all_pairs"},
         [
-            t_row(5 * SIXTH, flip=1 / 3, tie=1 / 3, rule=1.0, calls=3.0),
+            t_row(1.0, rule=1.0, calls=3.0),
             t_row(0.0, flip=1 / 3, guarded=1 / 3, calls=3.0),
-            t_row(5 * SIXTH, flip=1 / 3, tie=1 / 3, rule=1.0, calls=3.0),
+            t_row(1.0, rule=1.0, calls=3.0),
             t_row(0.0, flip=1 / 3, guarded=1 / 3, calls=3.0),
         ],
-        dict(flip_rate=1 / 3, tie_rate=SIXTH, cycle_rate=0.0, triples_decided=0, cycles=0, calls=12),
+        dict(flip_rate=0.2, tie_rate=0.0, cycle_rate=0.0, triples_decided=0, cycles=0, calls=12),
     ),
     "truthful, all pairs, guard off": (
         truthful,
         G4,
         {"scheme": "all_pairs", "grounded": False},
         [
-            t_row(5 * SIXTH, flip=1 / 3, tie=1 / 3, rule=1.0, calls=3.0),
+            t_row(1.0, rule=1.0, calls=3.0),
             t_row(SIXTH, flip=1 / 3, tie=1 / 3, calls=3.0),
-            t_row(5 * SIXTH, flip=1 / 3, tie=1 / 3, rule=1.0, calls=3.0),
+            t_row(1.0, rule=1.0, calls=3.0),
             t_row(SIXTH, flip=1 / 3, tie=1 / 3, calls=3.0),
         ],
-        dict(flip_rate=1 / 3, tie_rate=1 / 3, cycle_rate=0.0, triples_decided=0, cycles=0, calls=12),
+        dict(flip_rate=0.2, tie_rate=0.2, cycle_rate=0.0, triples_decided=0, cycles=0, calls=12),
     ),
     # the rule decides right vs wrong (8 of 12 comparisons); the judge sees the two same-grade pairs only
     "truthful, all pairs, rule first": (
@@ -305,22 +324,23 @@ TOURNAMENT = {
         G4,
         {"scheme": "all_pairs", "rule_first": True},
         [
-            t_row(5 * SIXTH, flip=1.0, tie=1.0, rule=1.0, calls=1.0),
+            t_row(1.0, rule=1.0, calls=1.0),
             t_row(0.0, flip=1.0, guarded=1.0, calls=1.0),
-            t_row(5 * SIXTH, flip=1.0, tie=1.0, rule=1.0, calls=1.0),
+            t_row(1.0, rule=1.0, calls=1.0),
             t_row(0.0, flip=1.0, guarded=1.0, calls=1.0),
         ],
-        dict(flip_rate=1.0, tie_rate=0.5, cycle_rate=0.0, triples_decided=0, cycles=0, calls=4),
+        dict(flip_rate=1.0, tie_rate=0.0, cycle_rate=0.0, triples_decided=0, cycles=0, calls=4),
     ),
-    # each pair once with the right answer as A (it wins) and once with the wrong one as A (voided)
+    # each pair once with the right answer as A (it wins) and once with the wrong one as A (voided: a loss for the
+    # wrong answer alone), so a right answer wins every comparison that counts for it
     "always A, circular": (
         always("A"),
         G4,
         {},
         [
-            t_row(0.5, flip=1.0, tie=1.0, guarded=0.5, rule=1.0),
+            t_row(1.0, flip=1.0, tie=1.0, guarded=0.5, rule=1.0),
             t_row(0.0, flip=1.0, guarded=0.5),
-            t_row(0.5, flip=1.0, tie=1.0, guarded=0.5, rule=1.0),
+            t_row(1.0, flip=1.0, tie=1.0, guarded=0.5, rule=1.0),
             t_row(0.0, flip=1.0, guarded=0.5),
         ],
         dict(flip_rate=1.0, tie_rate=0.5, cycle_rate=0.0, triples_decided=0, cycles=0, calls=8),
@@ -363,15 +383,16 @@ TOURNAMENT = {
         [t_row(0.0, parse_fail=1.0)] * 3,
         dict(flip_rate=0.0, tie_rate=0.0, cycle_rate=0.0, triples_decided=0, cycles=0, calls=6),
     ),
-    # the comparisons with #### 13 fail: it and its two neighbours get the rule's grade; answer 1 keeps its 0 wins
+    # the comparisons with #### 13 fail: they count for neither answer, so its neighbours keep the win rates of
+    # their other comparisons; #### 13, whose every comparison failed, gets the rule's grade (or abstains)
     "down for one answer -> rule": (
         fails_on_13,
         [RIGHT, WRONG, REFERENCE, "#### 13"],
         {},
         [
-            row(1.0, -1.0, error=1.0, fallback=1.0, rule=1.0),
+            t_row(1.0, error=1.0, rule=1.0),
             t_row(0.0),
-            row(1.0, -1.0, error=1.0, fallback=1.0, rule=1.0),
+            t_row(1.0, error=1.0, rule=1.0),
             row(0.0, -1.0, error=1.0, fallback=1.0),
         ],
         dict(flip_rate=0.0, tie_rate=0.0, cycle_rate=0.0, triples_decided=0, cycles=0, calls=8),
@@ -381,11 +402,20 @@ TOURNAMENT = {
         [RIGHT, WRONG, REFERENCE, "#### 13"],
         {"judge_failure": "abstain"},
         [
-            row(0.0, -1.0, error=1.0, abstained=1.0, rule=1.0),
+            t_row(1.0, error=1.0, rule=1.0),
             t_row(0.0),
-            row(0.0, -1.0, error=1.0, abstained=1.0, rule=1.0),
+            t_row(1.0, error=1.0, rule=1.0),
             row(0.0, -1.0, error=1.0, abstained=1.0),
         ],
+        dict(flip_rate=0.0, tie_rate=0.0, cycle_rate=0.0, triples_decided=0, cycles=0, calls=8),
+    ),
+    # four right answers, one comparison failing in transport: it counts for neither, and every right answer is paid
+    # alike (a failed comparison never ranks equally right answers)
+    "four right, one comparison down": (
+        down_between_plain_and_reference,
+        [RIGHT, PLAIN, REFERENCE, "13 + 59 = 72\n#### 72"],
+        {},
+        [t_row(1.0, error=e, rule=r) for e, r in ((0.0, 1.0), (1.0, 0.0), (1.0, 1.0), (0.0, 1.0))],
         dict(flip_rate=0.0, tie_rate=0.0, cycle_rate=0.0, triples_decided=0, cycles=0, calls=8),
     ),
     "two answers, circular = both orders once": (
@@ -417,15 +447,7 @@ def test_pairwise_ref_over_a_group_is_each_sample_alone():
     texts = [RIGHT, WRONG, PLAIN]
     together = group(truthful, texts, mode="pairwise_ref")
     alone = [pairwise_ref(truthful, t)[0] for t in texts]
-    assert (
-        together
-        == alone
-        == [
-            row(0.5, 0.5, flip=1.0, tie=1.0, rule=1.0),
-            row(0.0, 0.0),
-            row(0.5, 0.5, flip=1.0, tie=1.0),
-        ]
-    )
+    assert together == alone == [row(1.0, 1.0, rule=1.0), row(0.0, 0.0), row(1.0, 1.0)]
 
 
 def test_a_group_waits_for_the_clients_concurrency_limit():
@@ -476,11 +498,6 @@ def test_compute_score_scores_one_sample_only():
         asyncio.run(compute_score("openai/gsm8k", RIGHT, "72", INFO, mode="tournament"))
 
 
-def test_doc_examples():
-    failed, tried = doctest.testmod(pairwise_judge)
-    assert (failed, tried > 0) == (0, True)
-
-
 def test_the_command(capsys):
     with FakeOpenAIServer(always("A")) as srv:
         argv = ["--base-url", srv.base_url, "--model", "judge", "--question", QUESTION, "--reference"]
@@ -488,6 +505,6 @@ def test_the_command(capsys):
         assert len(srv.requests) == 4
     lines = [__import__("json").loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [(x["answer"], x["score"], x["judge_flip"], x["rule_score"]) for x in lines] == [
-        (RIGHT, 0.5, 1.0, 1.0),
+        (RIGHT, 1.0, 0.0, 1.0),  # a tie with the reference: paid in full; no flip between equal final answers
         (WRONG, 0.0, 1.0, 0.0),  # the verdict naming it quotes 72 for it: voided
     ]

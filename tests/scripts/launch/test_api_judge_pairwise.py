@@ -62,8 +62,9 @@ def run(overrides, reply, responses, model_path, tokenizer, monkeypatch, uid=Non
 
 # judge -> the rewards of RIGHT and WRONG against the reference solution (pairwise_ref: 2 calls a sample)
 PAIRWISE_REF = {
-    "truthful": (truthful, [row(0.5, 0.5, flip=1.0, tie=1.0, rule=1.0), row(0.0, 0.0)]),
-    "biased to A": (always("A"), [row(0.5, 0.5, flip=1.0, tie=1.0, rule=1.0), row(0.0, 0.0, flip=1.0, guarded=0.5)]),
+    # a right answer ties with the reference: paid in full by any verdict
+    "truthful": (truthful, [row(1.0, 1.0, rule=1.0), row(0.0, 0.0)]),
+    "biased to A": (always("A"), [row(1.0, 1.0, rule=1.0), row(0.0, 0.0, flip=1.0, guarded=0.5)]),
     "ties everything": (garbled, [row(0.0, 0.0, parse_fail=1.0, rule=1.0), row(0.0, 0.0, parse_fail=1.0)]),
 }
 
@@ -81,10 +82,11 @@ def test_pairwise_ref_through_the_recipe(judge, expected, model_path, tokenizer,
     assert {b["model"] for b in bodies} == {"gpt-4o-mini"}  # llm_judge's default remote model, the one default
 
 
-# judge -> per answer (score, judge_flip, judge_tie, judge_cycle, judge_calls, judge_parse_fail); group keys
+# judge -> per answer (score, judge_flip, judge_tie, judge_cycle, judge_calls, judge_parse_fail); group keys. Three
+# right answers tie whatever the letters (a win for both of each pair); flips count only between different answers
 TOURNAMENT = {
-    "cycle of three": (cyclic, [(0.5, 0.0, 0.0, 1.0, 2.0, 0.0)] * 3, (3.0, 0.0, 0.0, 1.0, 6.0)),
-    "biased to A": (always("A"), [(0.5, 1.0, 1.0, 0.0, 2.0, 0.0)] * 3, (3.0, 1.0, 1.0, 0.0, 6.0)),
+    "a judge that cycles": (cyclic, [(1.0, 0.0, 0.0, 0.0, 2.0, 0.0)] * 3, (3.0, 0.0, 0.0, 0.0, 6.0)),
+    "biased to A": (always("A"), [(1.0, 0.0, 0.0, 0.0, 2.0, 0.0)] * 3, (3.0, 0.0, 0.0, 0.0, 6.0)),
     "ties everything": (garbled, [(0.0, 0.0, 0.0, 0.0, 2.0, 1.0)] * 3, (3.0, 0.0, 0.0, 0.0, 6.0)),
 }
 

@@ -27,10 +27,10 @@ PATH = os.path.join(scripts.ROOT, "scripts", "train", "group_reward.py")
 SAMPLES = [("q1", RIGHT), ("q2", WRONG), ("q1", WRONG), ("q2", RIGHT), ("q1", "#### 70"), ("q2", REFERENCE)]
 #: all pairs, truthful judge (it says A when both or neither are right): per sample (score, judge_flip, rule_score).
 #: The guard (on by default) voids a pick between two wrong answers (its quote is not the reference): q1's two wrong
-#: answers win nothing; q2's two right ones tie (A each time), as before the guard
-EXPECTED = [(1.0, 0.0, 1.0), (0.0, 0.0, 0.0), (0.0, 0.5, 0.0), (0.75, 0.5, 1.0), (0.0, 0.5, 0.0), (0.75, 0.5, 1.0)]
+#: answers win nothing; q2's two right ones tie (a win for both), and flips count only between different answers
+EXPECTED = [(1.0, 0.0, 1.0), (0.0, 0.0, 0.0), (0.0, 0.5, 0.0), (1.0, 0.0, 1.0), (0.0, 0.5, 0.0), (1.0, 0.0, 1.0)]
 #: per group: judge_group_size, flip rate (letters, voided or not), tie rate (verdicts that stand), cycle rate, calls
-GROUP = {"q1": (3.0, 1 / 3, 0.0, 0.0, 6.0), "q2": (3.0, 1 / 3, 1 / 3, 0.0, 6.0)}
+GROUP = {"q1": (3.0, 1 / 3, 0.0, 0.0, 6.0), "q2": (3.0, 0.0, 0.0, 0.0, 6.0)}
 
 
 class CharTokenizer:
@@ -264,7 +264,7 @@ def test_validation_padding_is_no_group_mate(caplog):
             outs = run(manager, answers[order])
     got = {int(i): (o["reward_score"], o["reward_extra_info"]["judge_group_size"]) for i, o in zip(order, outs)}
     # a right pair ties (0.5 each), a wrong pair's picks are voided (0); each copy alone (no mate: the rule's grade)
-    assert got == {0: (0.5, 2.0), 1: (0.5, 2.0), 2: (0.0, 2.0), 3: (0.0, 2.0), 4: (1.0, 1.0), 5: (1.0, 1.0)}
+    assert got == {0: (1.0, 2.0), 1: (1.0, 2.0), 2: (0.0, 2.0), 3: (0.0, 2.0), 4: (1.0, 1.0), 5: (1.0, 1.0)}
     assert [r for r in caplog.records if r.name == group_reward.__name__] == [] and manager.short == 0
     # outside validation the pad is verl's own
     assert list(ray_trainer.pad_dataproto_to_divisor(batch([("t", RIGHT)]), 2)[0].non_tensor_batch["uid"]) == ["t"] * 2

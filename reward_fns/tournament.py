@@ -1,0 +1,159 @@
+"""The arithmetic of pairwise rewards, pure (no judge, no I/O): the comparisons of a GRPO group's answers
+(``comparisons``: ``circular`` or ``all_pairs``) and, from the judge's verdicts on them, each answer's win rate and the
+group's flip, split and cycle rates (``tournament``). ``reward_fns.pairwise_judge`` asks the judge and pays what this
+counts, in its ``pairwise_ref`` mode too (the answer and the reference solution are a group of two). How a comparison
+counts: a verdict for one answer is a win for it and a loss for the other; two answers that both state the shown
+reference's final answer tie (a win for both, whatever the letter); a verdict the guard voided is a loss for the
+answer picked and no loss for the other; no verdict is a loss for both; a transport failure counts for neither. Flips
+and splits count only between answers whose final answers differ (``parse.final_answer``). No command of its own:
+
+    >>> cycle = {(0, 1): "A", (1, 0): "B", (1, 2): "A", (2, 1): "B", (2, 0): "A", (0, 2): "B"}
+    >>> t = tournament(["#### 1", "#### 2", "#### 3"], cycle, "circular")
+    >>> t["win_rate"], t["flip_rate"], t["cycle_rate"]
+    ([0.5, 0.5, 0.5], 0.0, 1.0)
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Collection, Mapping, Sequence
+from decimal import Decimal
+
+from reward_fns.parse import FINAL_OK, final_answer
+
+__all__ = ["FAILED", "REFUSED", "SCHEMES", "comparisons", "tournament", "final_of"]
+
+SCHEMES = ("circular", "all_pairs")
+FAILED, REFUSED = "failed", "refused"  # a comparison's outcome besides "A", "B" and None (no verdict in the reply)
+
+
+def comparisons(n: int, scheme: str = "circular") -> list[tuple[int, int]]:
+    """The ordered comparisons ``(a, b)`` (answer ``a`` shown as A, ``b`` as B) of a group of ``n`` answers.
+
+    >>> comparisons(3, "circular"), len(comparisons(4, "circular")), len(comparisons(4, "all_pairs"))
+    ([(0, 1), (1, 0), (1, 2), (2, 1), (2, 0), (0, 2)], 8, 12)
+    """
+    if scheme == "all_pairs":
+        return [(a, b) for a in range(n) for b in range(n) if a != b]
+    if scheme != "circular":
+        raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
+    out: dict[tuple[int, int], None] = {}
+    for a in range(n):
+        b = (a + 1) % n
+        if a != b:
+            out.update({(a, b): None, (b, a): None})
+    return list(out)
+
+
+def tournament(
+    texts: Sequence[object],
+    verdicts: Mapping[tuple[int, int], str | None],
+    scheme: str = "circular",
+    decided: Mapping[tuple[int, int], str] | None = None,
+    voided: Collection[tuple[int, int]] = (),
+    ties: Collection[tuple[int, int]] = (),
+) -> dict:
+    """Win rates of one group's answers from the verdicts of every comparison of ``scheme`` (``comparisons``).
+
+    ``verdicts[(a, b)]``: what the judge said with answer ``a`` as A and ``b`` as B: ``"A"``/``"B"``; ``None`` (no
+    verdict) or ``REFUSED``: a loss for both answers; ``FAILED`` (a transport failure): left out of both answers' win
+    rates. ``decided[(a, b)]``: ``"A"``/``"B"`` for comparisons settled without the judge (the rule). Every comparison
+    of the scheme is in exactly one of the two. ``ties``: judged comparisons with a verdict whose two answers both
+    state the reference's final answer: a win for both, whatever the letter. ``voided``: judged comparisons whose
+    verdict the guard voided (``reward_fns.guard.pair_guard``): a loss for the answer picked, left out of the other's
+    win rate (no loss for an answer the judge did not pick); the letter still counts for the flip. Per answer
+    (lists): ``win_rate`` (wins / comparisons that count for it; None when every comparison of it failed, or it has
+    none; 0.0 when none counts for it and none failed), ``wins``, ``played``, ``calls`` (judge comparisons with it
+    as A), ``flip``, ``tie``, ``parse_fail``, ``guarded`` (shares, see the module docstring), ``error`` (1: one of
+    its comparisons failed or was refused), ``failed`` (every comparison of it failed: no win rate). Group:
+    ``flip_rate`` over pairs whose final answers differ, judged in both orders with both parsed; ``tie_rate`` over
+    the sides of such pairs judged in both orders (a side that won exactly one order); ``cycle_rate``: intransitive
+    triples among triples whose three pairwise majorities are decided."""
+    n, decided = len(texts), dict(decided or {})
+    plan = comparisons(n, scheme)
+    if set(verdicts) & set(decided) or set(verdicts) | set(decided) != set(plan):
+        raise ValueError(f"verdicts and decided must hold each comparison of {scheme} over {n} answers once: {plan}")
+    outcomes = {**decided, **verdicts}
+    bad = set(outcomes.values()) - {"A", "B", None, FAILED, REFUSED} | set(decided.values()) - {"A", "B"}
+    if bad:
+        raise ValueError(f"unknown verdicts {sorted(map(str, bad))} (A, B, None, {REFUSED!r}, {FAILED!r})")
+    voided, ties = set(voided), set(ties)
+    if any(verdicts.get(p) not in ("A", "B") for p in voided | ties) or voided & ties:
+        raise ValueError(f"voided and ties must name judged comparisons with a verdict A or B, each once: {plan}")
+    finals = [final_of(t) for t in texts]
+    wins, played, calls, asked = [0] * n, [0] * n, [0] * n, [0] * n
+    no_verdict, guarded, error, comparisons_of = [0] * n, [0] * n, [0.0] * n, [0] * n
+    for (a, b), v in outcomes.items():
+        judged = (a, b) in verdicts
+        calls[a] += judged
+        for i in (a, b):
+            comparisons_of[i] += 1
+            asked[i] += judged
+            no_verdict[i] += v is None
+            guarded[i] += (a, b) in voided
+            error[i] = max(error[i], float(v in (FAILED, REFUSED)))
+        if v == FAILED:
+            continue
+        picked = {"A": a, "B": b}.get(v)
+        if (a, b) in ties:
+            wins[a], wins[b], played[a], played[b] = wins[a] + 1, wins[b] + 1, played[a] + 1, played[b] + 1
+        elif (a, b) in voided:
+            played[picked] += 1
+        else:
+            played[a], played[b] = played[a] + 1, played[b] + 1
+            if picked is not None:
+                wins[picked] += 1
+    # the pairs compared (a scheme compares a pair in both orders or not at all) with neither order failed
+    stands = {p: v for p, v in outcomes.items() if p not in voided | ties and v in ("A", "B")}  # one winner each
+    pair_wins: dict[tuple[int, int], tuple[int, int]] = {}
+    flips, splits, pairs, parsed_pairs = [0] * n, [0] * n, [0] * n, [0] * n
+    for x, y in itertools.combinations(range(n), 2):
+        if (x, y) not in outcomes or FAILED in (outcomes[(x, y)], outcomes[(y, x)]):
+            continue
+        first, second = outcomes[(x, y)], outcomes[(y, x)]
+        tied = ((x, y) in ties) + ((y, x) in ties)  # a tie is a win for both
+        wx = tied + (stands.get((x, y)) == "A") + (stands.get((y, x)) == "B")
+        wy = tied + (stands.get((x, y)) == "B") + (stands.get((y, x)) == "A")
+        pair_wins[(x, y)] = (wx, wy)
+        if (x, y) in verdicts and (y, x) in verdicts and finals[x] != finals[y]:
+            both = first in ("A", "B") and second in ("A", "B")
+            for i, w in ((x, wx), (y, wy)):
+                pairs[i] += 1
+                splits[i] += w == 1
+                parsed_pairs[i] += both
+                flips[i] += both and first == second
+    beats = {(x, y) if wx > wy else (y, x) for (x, y), (wx, wy) in pair_wins.items() if wx != wy}
+    triples = cycles = 0
+    for x, y, z in itertools.combinations(range(n), 3):
+        edges = [(p, q) for p, q in itertools.permutations((x, y, z), 2) if (p, q) in beats]
+        if len(edges) == 3:
+            triples += 1
+            cycles += sorted(p for p, _ in edges) == [x, y, z]  # each beats exactly one: a cycle
+    share = lambda k, d: k / d if d else 0.0  # noqa: E731
+    failed = [
+        comparisons_of[i] > 0 and all(v == FAILED for (a, b), v in outcomes.items() if i in (a, b)) for i in range(n)
+    ]
+    return {
+        "comparisons": plan,
+        "win_rate": [None if failed[i] or not comparisons_of[i] else share(wins[i], played[i]) for i in range(n)],
+        "wins": wins,
+        "played": played,
+        "calls": calls,
+        "flip": [share(flips[i], parsed_pairs[i]) for i in range(n)],
+        "tie": [share(splits[i], pairs[i]) for i in range(n)],
+        "parse_fail": [share(no_verdict[i], asked[i]) for i in range(n)],
+        "guarded": [share(guarded[i], asked[i]) for i in range(n)],
+        "error": error,
+        "failed": failed,
+        "flip_rate": share(sum(flips), sum(parsed_pairs)),
+        "tie_rate": share(sum(splits), sum(pairs)),
+        "cycle_rate": share(cycles, triples),
+        "triples_decided": triples,
+        "cycles": cycles,
+    }
+
+
+def final_of(text: object) -> Decimal | None:
+    """An answer's one final answer (``parse.final_answer``), None when it states none or several."""
+    value, status = final_answer(text)
+    return value if status == FINAL_OK else None
