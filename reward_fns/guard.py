@@ -26,6 +26,7 @@ import re
 from decimal import Decimal
 
 from reward_fns.parse import (
+    _QUOTE_SEP,
     _QUOTE_VALUE,
     FINAL_OK,
     final_answer,
@@ -64,16 +65,18 @@ def guard(reply: str, candidate: str, reference: str | None) -> str | None:
     return None if status == FINAL_OK and value == quoted else UNGROUNDED
 
 
-# "A: 17", "**A:** 17", "Response A: 17": a capital letter standing alone before its colon (not "DATA:", "Q&A:")
-_QUOTED_SIDE = {side: re.compile(rf"(?<![\w&]){side}[ \t*_]{{0,8}}:[ \t*_]{{0,8}}" + _QUOTE_VALUE) for side in "AB"}
+# "A: 17", "**A:** 17", "Response A: 17", "A = 17", "| A | 17 |": a capital letter standing alone before the
+# separator of a quote (``parse._QUOTE_SEP``; not "DATA:", "Q&A:")
+_QUOTED_SIDE = {side: re.compile(rf"(?<![\w&]){side}" + _QUOTE_SEP + _QUOTE_VALUE) for side in "AB"}
 
 
 def quoted_side(reply: object, side: str) -> Decimal | None:
     """The final answer a pairwise reply quotes for response ``side`` (``A: 17``; the prompt asks for
     ``<think>Reference: 18. A: 17. B: 18.</think>``): the number after the last ``A:`` of the think part (the
     judge's summary after its working), else of the rest of the reply, read as ``parse.quoted_candidate`` reads
-    ``Candidate:`` (``parse.last_quote``: ``17,``, ``(17)``, ``**17**`` are 17; ``A:17,B:18`` quotes 17); None when
-    there is none or it is no number (``seventeen``, ``none``).
+    ``Candidate:`` (``parse.last_quote``: ``17,``, ``(17)``, ``**17**``, ``\\boxed{17}``, ``A = 17``, ``| A | 17 |``
+    are 17; ``A:17,B:18`` quotes 17); None when there is none or it is no plain number (``seventeen``, ``none``,
+    ``17²``).
 
     >>> quoted_side("<think>Reference: 18. A: (17), B: **18**.</think>", "A"), quoted_side("A: none. B: 1", "A")
     (Decimal('17'), None)

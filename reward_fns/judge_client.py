@@ -24,7 +24,9 @@ does about it); it never raises for network, HTTP or payload problems.
 * Identical requests (URL and body, SHA-256) are sent once; successful replies are kept in an LRU
   (``reward_fns.judge_cache``).
 * The API key (the variable named by ``api_key_env``, read when a loop's client is made) goes to the
-  SDK only; error texts are scrubbed of it and of extra header values (``reward_fns.judge_errors``).
+  SDK only; error texts are scrubbed of it and of extra header values (``reward_fns.judge_errors``). httpx's own
+  log line for each request (``HTTP Request: POST <url> ...``, printed when the root logger is at INFO) shows the
+  URL masked (``reward_fns.redact.mask_url``: user info, ``?key=``, a key in the path).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import os
 import threading
 import time
@@ -50,6 +53,17 @@ from reward_fns.judge_transport import ATTEMPTS, DEFAULT_MAX_RESPONSE_BYTES, NO_
 from reward_fns.redact import mask_url
 
 __all__ = ["JudgeClient", "JudgeResult", "chat_completions_url"]
+
+
+class _MaskedURLs(logging.Filter):
+    """Rewrites a log record's message with every URL in it masked (``mask_url``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = mask_url(record.getMessage()), None
+        return True
+
+
+logging.getLogger("httpx").addFilter(_MaskedURLs())  # httpx logs each request's full URL at INFO
 
 
 @dataclass(frozen=True)

@@ -199,13 +199,17 @@ def numbers_equal(a: object, b: object) -> bool:
     return x is not None and y is not None and x == y
 
 
+def _last(pattern: re.Pattern, text: str, *span: int) -> re.Match | None:
+    """The last match of ``pattern`` in ``text`` (``span``: where to search), or None."""
+    m = None
+    for m in pattern.finditer(text, *span):
+        pass
+    return m
+
+
 def last_number(text: object) -> str | None:
     """The last number-looking token in ``text`` (GSM8K "flexible" extraction), or ``None``."""
-    if not isinstance(text, str):
-        return None
-    found = None
-    for found in _NUMBER.finditer(text):
-        pass
+    found = _last(_NUMBER, text) if isinstance(text, str) else None
     return found.group(0) if found is not None else None
 
 
@@ -238,42 +242,60 @@ def split_think(text: str) -> tuple[str, str]:
 # A quote's value: up to 64 characters to the next whitespace, "<" or comma (a comma between groups of three digits
 # stays: "1,000" is one number, "A:17,B:18" quotes 17).
 _QUOTE_VALUE = r"((?:[^\s<,]|,(?=\d{3}(?!\d))){0,64})(?![^\s<,]|,\d{3}(?!\d))"
+# Between a quote's label and its value: a colon (the value may start the next line), or "=", a table's "|", a dash
+# between spaces, or "answer is"; these four only before a value with a digit near its start, so that prose such as
+# "The candidate - who adds - ..." is no quote.
+_QUOTE_SEP = (
+    r"(?:[ \t*_]{0,8}:[ \t*_]{0,8}(?:\n[ \t*_]{0,8}(?=[^\s<]{0,12}\d))?"
+    r"|[ \t*_]{0,8}(?:=|\||(?<=[ \t])[-\u2013\u2014](?=[ \t])|(?<=answer)[ \t]+is)[ \t*_|]{0,8}(?=[^\s<,]{0,12}\d))"
+)
 # "Candidate: 17", "Candidate answer: 17", "Candidate's final answer: 17", "**Candidate:** 17"; not inside a word
 _QUOTED_CANDIDATE = re.compile(
-    r"(?<![\w&])candidate(?:'s)?(?:[ \t]+final)?(?:[ \t]+answer)?[ \t*_]{0,8}:[ \t*_]{0,8}" + _QUOTE_VALUE,
-    re.IGNORECASE,
+    r"(?<![\w&])candidate(?:'s)?(?:[ \t]+final)?(?:[ \t]+answer)?" + _QUOTE_SEP + _QUOTE_VALUE, re.IGNORECASE
 )
-# what may wrap a quoted number: markdown, brackets, quotes, sentence punctuation, a trailing unit
-_QUOTE_LEAD = "*_([{\"'`"
-_QUOTE_PUNCT = "*_)]}\"'`.,;:!?%\u3002\uff0c\uff1b"
-_QUOTE_UNIT = re.compile(r"[^\W\d_]+$")
+# what may wrap a plain number: markdown, brackets, quotes, LaTeX (\boxed{}, \( \), \[ \]), sentence punctuation, a
+# trailing unit
+_WRAP_LEAD = re.compile(r"(?:\\boxed\{|\\[(\[]|[*_(\[{\"'`]){0,16}")
+_WRAP_TAIL = re.compile(r"(?:\\[)\]]|[*_)\]}|\"'`.,;:!?%\u3002\uff0c\uff1b]){0,16}$")
+_UNIT = re.compile(r"[^\W\d_]+$")
+# superscript and subscript digits and signs: a power or an index (18², x₂), never more digits of the number
+_POWER = re.compile("[\u00b2\u00b3\u00b9\u2070\u2074-\u207b\u2080-\u208b]+")
+
+
+def _plain_number(token: str) -> Decimal | None:
+    """The one plain number ``token`` (no whitespace in it) writes, read through what may wrap it (``**17**``,
+    ``(17)``, ``\\boxed{17}``, ``\\(17\\)``, ``17,``, ``17kg``, ``17。``); None when what is left is no plain number
+    (``17/1``, ``17^2``, ``17-20``, ``17:30``, ``seventeen``)."""
+    t = _WRAP_TAIL.sub("", token[_WRAP_LEAD.match(token).end() :], count=1)
+    t = _WRAP_TAIL.sub("", _UNIT.sub("", t), count=1)
+    return normalize_number(t) if t else None
 
 
 def last_quote(pattern: re.Pattern, judge_text: object) -> Decimal | None:
     """The number a judge's reply quotes with ``pattern`` (its group 1: the quoted value): read after
-    ``normalize_text``, the LAST match in the reply's think part (its summary, after any working that names the same
-    label), else the last in the rest of the reply; markdown, brackets, quotes, sentence punctuation and a trailing
-    unit around the value are stripped. ``None`` when nothing matches or the value is not one plain number."""
+    ``normalize_text`` (a superscript or subscript is written ``^`` first, so ``17²`` is the power ``17^2``, not
+    172), the LAST match in the reply's think part (its summary, after any working that names the same label), else
+    the last in the rest of the reply; what wraps the value is read through (``_plain_number``). ``None`` when
+    nothing matches or the value is not one plain number."""
     if not isinstance(judge_text, str):
         return None
-    for part in split_think(normalize_text(judge_text)):
-        m = None
-        for m in pattern.finditer(part):
-            pass
+    for part in split_think(normalize_text(_POWER.sub(r"^\g<0>", judge_text))):
+        m = _last(pattern, part)
         if m is not None:
-            token = _QUOTE_UNIT.sub("", m.group(1).lstrip(_QUOTE_LEAD).rstrip(_QUOTE_PUNCT)).rstrip(_QUOTE_PUNCT)
-            return normalize_number(token) if token else None
+            return _plain_number(m.group(1))
     return None
 
 
 def quoted_candidate(judge_text: object) -> Decimal | None:
     """The candidate's final answer as a judge's reply quotes it in its think block (the ``gsm8k_grade``
     prompts ask for ``<think>Reference: 18. Candidate: 18. Same.</think>``): the number after the last
-    ``Candidate:`` of the think part, else of the rest of the reply (also ``Candidate answer:``, ``**Candidate:**``;
-    not ``Noncandidate:``), read by ``last_quote``: after ``normalize_text`` and after stripping markdown, brackets,
-    quotes, sentence punctuation and a trailing unit (``17,``, ``(17)``, ``**17**``, ``17kg``, ``17。``); a comma
-    ends the value unless it separates groups of three digits; ``None`` when the reply quotes none or something that
-    is not one plain number (``seventeen``, ``none``, ``17/1``): a guard that reads ``None`` fails closed.
+    ``Candidate:`` of the think part, else of the rest of the reply (also ``Candidate answer:``, ``**Candidate:**``,
+    ``Candidate = 18``, ``| Candidate | 18 |``, ``Candidate - 18``, ``Candidate answer is 18``, ``Candidate:`` with
+    the number on the next line; not ``Noncandidate:``), read by ``last_quote``: after ``normalize_text`` and through
+    markdown, brackets, LaTeX, quotes, sentence punctuation and a trailing unit (``17,``, ``(17)``, ``**17**``,
+    ``\\boxed{17}``, ``\\(17\\)``, ``17kg``, ``17。``); a comma ends the value unless it separates groups of three
+    digits; ``None`` when the reply quotes none or something that is not one plain number (``seventeen``, ``none``,
+    ``17/1``, ``17²``): a guard that reads ``None`` fails closed.
 
     >>> quoted_candidate("<think>Reference: 18, Candidate: (17), Same.</think><score>4</score>")
     Decimal('17')
@@ -285,12 +307,12 @@ def quoted_candidate(judge_text: object) -> Decimal | None:
     return last_quote(_QUOTED_CANDIDATE, judge_text)
 
 
-# An answer cue and the number right after it: "#### 18", "The answer is $18.", "Final answer: 18",
-# "**Final answer:** 18", a line "A: 18", "\\boxed{18}", and a judge's own "Candidate: 18" written into an answer.
-# Every repetition is bounded, so a match attempt costs O(1) past the cue and the scan is linear in the text.
+# An answer cue, what comes before its number, the number and the rest of its token: "#### 18", "The answer is $18.",
+# "Final answer: 18", "**Final answer:** 18", a line "A: 18", "\\boxed{18}", and a judge's own "Candidate: 18" written
+# into an answer. Every repetition is bounded, so a match attempt costs O(1) past the cue and the scan is linear.
 _ANSWER_CUE = re.compile(
     r"(?:####|answer(?:[ \t*]{0,8}:|[ \t*]{1,8}is)|^[ \t]{0,16}A:|\\boxed\{|candidate(?:'s final answer)?[ \t]{0,8}:)"
-    r"[ \t*$:]{0,16}(" + _NUMBER.pattern + ")",
+    r"([ \t*$:]{0,16})(" + _NUMBER.pattern + r")(\S{0,64})",
     re.IGNORECASE | re.MULTILINE | re.ASCII,
 )
 _OTHER_DIGIT = re.compile(r"(?![0-9])\d")  # a decimal digit of another script: "١٨", fullwidth "１８"
@@ -328,39 +350,115 @@ def normalize_text(text: object) -> str:
     return _MINUS.sub("-", ascii_digits(_INVISIBLE.sub("", unicodedata.normalize("NFKC", text))))
 
 
+# after a last "#### N" line: a computation (an operator between two numbers: "Check: 18 - 8 = 10") is working; a
+# number after "is", "was", "be", "equals", "'s" or "=", or alone on its line, restates an answer ("It is 17")
+_COMPUTATION = re.compile(r"[\d)][ \t]*(?:[+*/×÷=^]|[ \t]-[ \t]|[ \t][x×][ \t])[ \t]*[-$(]?[\d(.]")
+_STATED = re.compile(
+    r"(?:\b(?:is|was|be|equals?)|'s|=)[ \t*_$:]{0,16}(" + _NUMBER.pattern + r")"
+    r"|^[\W_]{0,8}(" + _NUMBER.pattern + r")[\W_]{0,8}$",
+    re.IGNORECASE,
+)
+# the final statement disowned: "that's wrong", "18 is incorrect", "it isn't right", "I don't know", "not sure"; or
+# its number negated: "not 18", "isn't 18", "can't be 18"
+_WHAT = r"(?:\b(?:that|this|it|which|answer|result)|\d)"
+_DISOWN = re.compile(
+    _WHAT + r"(?:['\u2019]s|[ \t]+(?:is|was|seems|looks|(?:must|might|may|could)[ \t]+be))[ \t]+"
+    r"(?:wrong|incorrect|not[ \t]+(?:right|correct)|a[ \t]+mistake)\b"
+    r"|" + _WHAT + r"[ \t]+(?:is|was)n['\u2019]?t[ \t]+(?:right|correct)\b"
+    r"|\bI[ \t]+(?:do[ \t]+not|don['\u2019]?t)[ \t]+know\b|\bnot[ \t]+(?:sure|certain)\b|\bunsure\b|\bno[ \t]+idea\b",
+    re.IGNORECASE,
+)
+_NEGATED = re.compile(
+    r"(?:\bnot|n['\u2019]t|\bnever)(?:[ \t]+(?:be|equal(?:[ \t]+to)?|exactly|really))?[ \t*_$:]{0,16}("
+    + _NUMBER.pattern
+    + ")",
+    re.IGNORECASE,
+)
+_SENTENCE_END = re.compile(r"[.!?;](?=\s)|[\r\n]")
+
+
+def _hash_value(t: str, cue: re.Match) -> Decimal | None:
+    """The value of a ``####`` cue: its whole token, as the strict rule reads it (``hash_answer``), read through
+    what may wrap a number (``_plain_number``: ``**18**``, ``18.``, ``18kg``); None when that token is no plain
+    number (``18/5``, ``18^2``, ``18e2``, ``18-20``, ``18:30``, ``18_2``, ``$ 18``)."""
+    lead = cue.group(1).lstrip(" \t")
+    if " " in lead or "\t" in lead or t[cue.end() : cue.end() + 1].strip():
+        return None
+    return _plain_number(lead + cue.group(2) + cue.group(3))
+
+
+def _restated(lines: list[str], value: Decimal) -> bool:
+    """Whether a line after a last ``#### value`` states another number as an answer (``_STATED``), a computation
+    (``_COMPUTATION``) being working, not an answer."""
+    for line in lines:
+        if not _COMPUTATION.search(line):
+            for m in _STATED.finditer(line):
+                stated = normalize_number(m.group(1) or m.group(2))
+                if stated is not None and stated != value:
+                    return True
+    return False
+
+
+def _disowned(t: str, start: int, value: Decimal) -> bool:
+    """Whether the final statement (from the sentence or line holding ``start`` to the end) disowns ``value``."""
+    sentence = _last(_SENTENCE_END, t, 0, start)
+    final = t[sentence.end() if sentence else 0 :]
+    if _DISOWN.search(final):
+        return True
+    return any(normalize_number(m.group(1)) == value for m in _NEGATED.finditer(final))
+
+
 def final_answer(text: object) -> tuple[Decimal | None, str]:
     """The one final answer ``text`` states, as the strict and the flexible rules read it: ``(value, "ok")``;
-    ``(None, "none")`` when it states no number; ``(None, "conflict")`` when it states different final answers.
+    ``(None, "none")`` when it states no number it stands by; ``(None, "conflict")`` when it states different final
+    answers.
 
     Read in ``normalize_text``'s reading: every number right after an answer cue (``####``, ``answer is``,
     ``answer:``, a line starting ``A:``, ``\\boxed{``, ``Candidate:``) and the last number of the text (the
-    flexible rule's reading), unless the last cue is ``####`` (the strict rule's answer: what follows it, such as
-    ``(10 + 8)``, a line ``Check: 18 - 8 = 10`` or a unit ``m²``, is no answer). All of them must be one value:
-    ``The answer is 5. The answer is 18.``, ``#### 18 ... #### 7``, two different ``\\boxed{}``, ``A: 18`` then
-    ``#### 20``, a ``#### 7`` followed by a line ``Candidate: 18``, ``The answer is 18`` followed by another last
-    number are conflicts. Without any cue, the
-    last non-empty line must hold one value, or end on the result of a computation (``3 + 15 = 18``): a line
-    ``0 1 2 ... 999`` is a conflict. Number words (``eighteen``) are not numbers. Total and linear-time.
+    flexible rule's reading). All of them must be one value: ``The answer is 5. The answer is 18.``,
+    ``#### 18 ... #### 7``, two different ``\\boxed{}``, ``A: 18`` then ``#### 20``, a ``#### 7`` followed by a line
+    ``Candidate: 18``, ``The answer is 18`` followed by another last number are conflicts. Without any cue, the last
+    non-empty line must hold one value, or end on the result of a computation (``3 + 15 = 18``): a line
+    ``0 1 2 ... 999`` is a conflict. Number words (``eighteen``) are not numbers.
+
+    A ``####`` states the whole token after it, the one the strict rule reads (``hash_answer``), read through
+    markdown, brackets, sentence punctuation and a unit (``**18**``, ``18.``, ``18kg``). A token that is not one
+    plain number (``18/5``, ``1/2``, ``18^2``, ``18e2``, ``18-20``, ``18:30``, ``18_2``) is no readable final answer:
+    ``none``, as the strict rule, which reads no number there, says; reading a part of it would pick one number out
+    of an expression. After the last ``#### N``, the rest of its line is working or a unit (``#### 18 (10 + 8)``,
+    ``#### 18 m²``); a later line is working when it holds a computation (an operator between two numbers:
+    ``Check: 18 - 8 = 10``) or names numbers in passing (``I used 3 steps.``), and restates an answer, a conflict,
+    when it holds another number after ``is``, ``was``, ``be``, ``equals``, ``'s`` or ``=``, or alone
+    (``Wait, that's wrong. It is 17``, ``17``). The final statement (the sentence or line of the last ``####``, else
+    of the last number, to the end) must not disown its answer: ``The answer is not 18.``, ``18 is wrong; I don't
+    know``, ``#### 18`` then ``that's wrong``, ``isn't 18``, ``not sure`` are ``none``; an earlier sentence may say
+    anything (``18 is not divisible by 5. ... #### 18`` is 18). Total and linear-time.
 
     >>> final_answer("She has 5 + 3 = 8 apples.\\n#### 8")
     (Decimal('8'), 'ok')
-    >>> final_answer("The answer is 5. The answer is 18.")
-    (None, 'conflict')
-    >>> final_answer("eighteen")
-    (None, 'none')
+    >>> final_answer("The answer is 5. The answer is 18."), final_answer("#### 18/5"), final_answer("It is not 8.")
+    ((None, 'conflict'), (None, 'none'), (None, 'none'))
     """
     if not isinstance(text, str):
         return None, FINAL_NONE
     t = normalize_text(text)
     cues = list(_ANSWER_CUE.finditer(t))
-    cued = [v for v in (normalize_number(m.group(1)) for m in cues) if v is not None]
-    # after a last "#### N" (the strict rule's answer) come working, a check line or units, not another answer
-    hash_last = bool(cued) and cues[-1].group(0).startswith("####")
-    flexible = None if hash_last else normalize_number(last_number(t))
+    cued = []
+    for m in cues:
+        value = _hash_value(t, m) if m.group(0).startswith("####") else normalize_number(m.group(2))
+        if value is None and m.group(0).startswith("####"):
+            return None, FINAL_NONE
+        cued += [value] if value is not None else []
+    hash_last = bool(cues) and cues[-1].group(0).startswith("####")
+    last = None if hash_last else _last(_NUMBER, t)  # the flexible rule's reading, unless the strict rule's is last
+    flexible = normalize_number(last.group(0)) if last else None
     values = set(cued) | ({flexible} if flexible is not None else set())
     if not values:
         return None, FINAL_NONE
     if len(values) > 1:
+        return None, FINAL_CONFLICT
+    value = values.pop()
+    if hash_last and _restated(t[cues[-1].end() :].splitlines()[1:], value):
         return None, FINAL_CONFLICT
     if not cued:
         body = t.rstrip()
@@ -369,7 +467,9 @@ def final_answer(text: object) -> tuple[Decimal | None, str]:
         on_line = {normalize_number(m.group(0)) for m in found} - {None}
         if len(on_line) > 1 and not re.search(r"=[ \t$]*$", line[: found[-1].start()]):
             return None, FINAL_CONFLICT
-    return values.pop(), FINAL_OK
+    if _disowned(t, (cues[-1] if hash_last else last).start(), value):
+        return None, FINAL_NONE
+    return value, FINAL_OK
 
 
 def hash_answer(text: object) -> str | None:

@@ -21,8 +21,10 @@ _SECRET_NAME = re.compile(
 #: path segments that are keys: the usual key prefixes (OpenAI sk-, GitHub ghp_, Hugging Face hf_, AWS AKIA, a JWT's
 #: eyJ, Google AIza, Slack xoxb-, GitLab glpat-) ...
 _KEY_PREFIX = re.compile(r"(?i:sk|pk|rk|ak|key)[-_]|xox[abprs]-|gh[opsu]_|github_pat_|hf_|glpat-|AKIA|ASIA|AIza|eyJ")
-#: ... or a long run of letters and digits with both in it (a token, not a word or a model name)
-_TOKEN_RUN = re.compile(r"[A-Za-z0-9]{20,}")
+#: ... or a run of 8 or more letters and digits with both in it (``PathTok4242x``, a UUID's ``123e4567``): a token,
+#: not a word, a number, an API version (``v1alpha1``) or a model name (short runs: ``Qwen2.5-0.5B``, ``gpt-4o``)
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9]{8,}")
+_VERSION = re.compile(r"(?i)v\d+(?:alpha|beta)\d*")
 #: ``name=value`` parameters outside a full URL (a relative URL, a query string quoted alone)
 _PARAM = re.compile(r"([?&;#])([^=&;\s#'\"]+)=([^&;\s#'\"]+)")
 
@@ -37,7 +39,10 @@ def _keyish(segment: str) -> bool:
     s = unquote_plus(segment)
     if _KEY_PREFIX.match(s) and len(s) >= 12:
         return True
-    return any(re.search(r"\d", run) and re.search(r"[A-Za-z]", run) for run in _TOKEN_RUN.findall(s))
+    return any(
+        re.search(r"\d", run) and re.search(r"[A-Za-z]", run) and not _VERSION.fullmatch(run)
+        for run in _TOKEN_RUN.findall(s)
+    )
 
 
 def _params(text: str) -> str:
@@ -92,7 +97,8 @@ def mask_url(text: str) -> str:
       ``password``/``pass``, ``pw``, ``pwd``, ``jwt``, ``sig``/``signature``, ``auth``, ``access_token``,
       ``credential``, ``code``, ``session``, ``cookie``, ``bearer`` and names holding them): ``?key=abc`` ->
       ``?key=***``, ``#access_token=abc`` -> ``#access_token=***``;
-    * path segments that look like keys (``sk-...``, ``hf_...``, ``eyJ...``, 20+ letters and digits mixed) -> ``***``.
+    * path segments that look like keys (``sk-...``, ``hf_...``, ``eyJ...``, a run of 8+ letters and digits mixing
+      both: ``PathTok4242x``) -> ``***``; a shorter run (``abc1234``) is read as a name, as model names are.
 
     Parameters with such names outside a full URL (``/v1?key=abc``) are masked too. Used by every print, repr and
     error message of a judge URL."""

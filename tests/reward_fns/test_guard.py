@@ -23,15 +23,16 @@ def said(quote: str, verdict: int = 4) -> str:
     return f"<think>Reference: 18. Candidate: {quote} Same.</think><score>{verdict}</score>"
 
 
-def run(candidate: str, reply: str, **kw) -> dict:
+def run(candidate: str, reply: str, truth: str = "18", **kw) -> dict:
     llm_judge._CLIENTS.clear()
+    info = INFO if truth == "18" else {**INFO, "answer": f"#### {truth}"}
     with FakeOpenAIServer(reply=lambda body: reply) as srv:
         return asyncio.run(
             compute_score(
                 "openai/gsm8k",
                 candidate,
-                "18",
-                INFO,
+                truth,
+                info,
                 base_url=srv.base_url,
                 model="judge",
                 timeout=5.0,
@@ -94,6 +95,77 @@ QUOTE_FORMS = [
 def test_quote_forms_read_as_the_number(reply):
     out = run("#### 17", reply)
     assert (out["score"], out["judge_contradiction"]) == (0.0, 1.0)
+
+
+# a right answer quoted in the judge's other common forms: read as 18 and paid
+RIGHT_QUOTE_FORMS = [
+    "<think>Reference: 18. Candidate = 18. Same.</think><score>4</score>",
+    "<think>| Reference | 18 |\n| Candidate | 18 |\nSame.</think><score>4</score>",
+    "<think>Reference: 18. Candidate: \\boxed{18}. Same.</think><score>4</score>",
+    "<think>Reference: 18. Candidate: \\(18\\). Same.</think><score>4</score>",
+    "<think>Reference: 18. Candidate:\n18\nSame.</think><score>4</score>",
+    "<think>Reference: 18. Candidate - 18. Same.</think><score>4</score>",
+    "<think>Reference: 18. The candidate's final answer is 18. Same.</think><score>4</score>",
+]
+
+
+@pytest.mark.parametrize("reply", RIGHT_QUOTE_FORMS)
+def test_right_answers_quoted_in_other_forms_are_paid(reply):
+    out = run("#### 18", reply)
+    assert (out["score"], [k for k in FLAGS if out[k]]) == (1.0, [])
+
+
+@pytest.mark.parametrize("quote", ["18\u00b2.", "18\u00b9.", "1\u2078."])
+def test_a_quoted_power_is_no_number(quote):
+    """``Candidate: 18²`` read as 182 after NFKC (a contradiction); a power is no plain number: unverified."""
+    out = run("#### 182", said(quote), truth="182")
+    assert (out["score"], [k for k in FLAGS if out[k]]) == (0.0, ["judge_unverified"])
+
+
+# answers that state no one final answer a judge may be paid for, (answer, the reference): a #### token that is not
+# one plain number (the strict and the flexible rule read no such answer), a later line restating another number, a
+# final statement that negates or disowns its number
+NOT_ONE_NUMBER = [
+    ("#### 18/5", "18"),
+    ("#### 18^2", "18"),
+    ("#### 18e2", "18"),
+    ("#### 18-20", "18"),
+    ("#### 18:30", "18"),
+    ("#### 18_2", "18"),
+    ("#### 1/2", "1"),
+    ("#### 1/2", "2"),
+]
+DISOWNED = [("The answer is not 18.", "18"), ("18 is wrong; I don't know", "18")]
+UNPAID = [*NOT_ONE_NUMBER, *DISOWNED, ("#### 18\nWait, that's wrong. It is 17", "18")]
+
+
+def quoting(truth: str) -> tuple[str, str]:
+    """A pointwise and a pairwise reply that quote the candidate (response A) as the reference ``truth`` and pay it."""
+    return (
+        f"<think>Reference: {truth}. Candidate: {truth}. Same.</think><score>4</score>",
+        f"<think>Reference: {truth}. A: {truth}. B: 17.</think><better>A</better>",
+    )
+
+
+@pytest.mark.parametrize("answer, truth", UNPAID)
+def test_an_answer_without_one_final_answer_is_never_grounded(answer, truth):
+    reply, pair = quoting(truth)
+    assert guard(reply, answer, truth) == "judge_ungrounded"
+    assert pair_guard(pair, answer, "#### 17", truth) == "judge_ungrounded"
+    assert pair_guard(pair, answer, "#### 17", None) == "judge_ungrounded"
+
+
+@pytest.mark.parametrize("answer, truth", UNPAID)
+def test_an_answer_without_one_final_answer_is_never_paid(answer, truth):
+    out = run(answer, quoting(truth)[0], truth=truth)
+    assert (out["score"], out["judge_score"], [k for k in FLAGS if out[k]]) == (0.0, 4.0, ["judge_ungrounded"])
+
+
+@pytest.mark.parametrize("answer, truth", [*NOT_ONE_NUMBER, *DISOWNED])
+def test_route_leaves_an_answer_without_one_final_answer_to_the_rule(answer, truth):
+    """No strict ``#### N`` and no one final answer: the rule decides (0) and the judge is not asked."""
+    out = run(answer, quoting(truth)[0], truth=truth, mode="route")
+    assert (out["score"], out["judge_skipped"], out["judge_score"], out["rule_score"]) == (0.0, 1.0, -1.0, 0.0)
 
 
 def test_a_reply_without_any_quote_fails_closed():
@@ -185,7 +257,7 @@ def test_a_clipped_answer_is_cut_at_whitespace_and_judged_whole():
     "candidate, skipped, score",
     [
         ("#### 1\u200b8", 1.0, 1.0),  # invisible characters go before the route check: the rule reads 18
-        ("#### 18/1", 0.0, 1.0),  # no number the strict rule reads: the judge is asked, quotes 18, is paid
+        ("#### 18/1", 1.0, 0.0),  # a #### token that is no plain number states no final answer: the rule decides
         ("The answer is 18.", 0.0, 1.0),
         ("The answer is eighteen.", 1.0, 0.0),  # number words: no final answer any reader here takes (a limit)
     ],

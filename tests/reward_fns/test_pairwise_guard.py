@@ -73,6 +73,18 @@ CASES = {
     "names two #### answers": (judge("cand", "72"), "#### 96\n#### 72", row(0.0, 0.0, guarded=1.0, rule=1.0)),
     "names two boxed answers": (judge("cand", "72"), "\\boxed{96} \\boxed{72}", row(0.0, 0.0, guarded=1.0)),
     "names an answer without a number": (judge("cand", "72"), "seventy-two 1", row(0.0, 0.0, guarded=1.0)),
+    # a #### token that is not one plain number, a restated answer, a disowned one: no final answer to win with
+    "names #### 72/5 quoted as 72": (judge("cand", "72"), "#### 72/5", row(0.0, 0.0, guarded=1.0)),
+    "names #### 72^2 quoted as 72": (judge("cand", "72"), "#### 72^2", row(0.0, 0.0, guarded=1.0)),
+    "names #### 72-80 quoted as 72": (judge("cand", "72"), "#### 72-80", row(0.0, 0.0, guarded=1.0)),
+    "names #### 72:30 quoted as 72": (judge("cand", "72"), "#### 72:30", row(0.0, 0.0, guarded=1.0)),
+    "names a #### 72 taken back": (
+        judge("cand", "72"),
+        "#### 72\nWait, that's wrong. It is 71",
+        row(0.0, 0.0, guarded=1.0, rule=1.0),
+    ),
+    "names 'The answer is not 72.'": (judge("cand", "72"), "The answer is not 72.", row(0.0, 0.0, guarded=1.0)),
+    "names '72 is wrong; I don't know'": (judge("cand", "72"), "72 is wrong; I don't know", row(0.0, 0.0, guarded=1.0)),
 }
 GUARD_OFF = {  # the same judges, unchecked: what the guard takes away
     "misquotes the winner as A": (judge("cand", "27", when="A"), RIGHT, row(1.0, 1.0, rule=1.0)),
@@ -230,6 +242,16 @@ def test_pair_guard(fields, a, b, reference, problem):
         # the A of a word, or of Q&A, is no quote
         ("Q&A: 19. Reference: 18. A: 18. B: 19.", "A", "18"),
         ("Q&A: 19.", "A", None),
+        # the separators and wrappers parse.quoted_candidate reads
+        ("<think>A = 72. B = 96.</think>", "A", "72"),
+        ("<think>A = 72. B = 96.</think>", "B", "96"),
+        ("<think>| A | 72 |\n| B | 96 |</think>", "B", "96"),
+        ("<think>A: \\boxed{72}. B: \\(96\\).</think>", "B", "96"),
+        ("<think>A:\n72\nB:\n96</think>", "A", "72"),
+        ("<think>A - 72. B - 96.</think>", "A", "72"),
+        ("<think>A: 72\u00b2. B: 96.</think>", "A", None),  # a power, not 722
+        ("<think>| A | B |\n| 72 | 96 |</think>", "A", None),  # a table with the sides as its header: unread
+        ("<think>A: 72. B: 96. A - B = 24.</think>", "A", "72"),  # "A - B" names no number for A
     ],
 )
 def test_quoted_side(reply, side, expected):

@@ -456,6 +456,28 @@ def test_reference_answer(reference, ground_truth, expected):
         ("Candidate:17,Same.", Decimal("17")),
         ("Candidate: 1,234,Same.", Decimal("1234")),
         ("Noncandidate: 17", None),
+        # other separators and wrappers a judge writes: "=", a table, LaTeX, the next line, a spaced dash, "answer is"
+        ("<think>Candidate = 18. Same.</think>", Decimal("18")),
+        ("<think>| Reference | 18 |\n| Candidate | 18 |</think>", Decimal("18")),
+        ("<think>| **Candidate** | 18 |</think>", Decimal("18")),
+        ("<think>Candidate: \\boxed{18}. Same.</think>", Decimal("18")),
+        ("<think>Candidate: \\(18\\). Same.</think>", Decimal("18")),
+        ("<think>Candidate: \\[18\\]</think>", Decimal("18")),
+        ("<think>Candidate: $18$.</think>", Decimal("18")),
+        ("<think>Candidate:\n18\nSame.</think>", Decimal("18")),
+        ("<think>Candidate - 18. Same.</think>", Decimal("18")),
+        ("<think>Candidate \u2013 18. Same.</think>", Decimal("18")),
+        ("<think>The candidate's final answer is 18.</think>", Decimal("18")),
+        ("<think>Candidate: 18 m\u00b2.</think>", Decimal("18")),  # a unit's power after a space
+        # a power is no plain number (not 18, not NFKC's 182); these stay unread: a guard that reads them fails closed
+        ("<think>Candidate: 18\u00b2.</think>", None),
+        ("<think>Candidate: 10\u207b\u00b2.</think>", None),
+        ("<think>Candidate: 18m\u00b2.</think>", None),
+        ("<think>Candidate: \\( 18 \\)</think>", None),  # spaces inside the LaTeX delimiters
+        ("<think>Candidate:\nThe same as the reference.</think>", None),
+        ("<think>Candidate: 18. The candidate - who adds 10 and 8 - is right.</think>", Decimal("18")),  # no quote
+        ("<think>Candidate: 18. The candidate is right.</think>", Decimal("18")),
+        ("<think>Candidate says 18.</think>", None),
     ],
 )
 def test_quoted_candidate(reply, quoted):
@@ -505,6 +527,55 @@ FINAL_ANSWER_CASES = [
     ("#### \u2212\u200b17", Decimal("-17")),
     ("So 20 \u2013 3 = 17", Decimal("17")),  # a dash between spaced numbers stays a dash
     ("The answer is 18 (10 + 8)", FINAL_CONFLICT),  # after any other cue the last number must agree
+    # a #### token is read whole, as the strict rule reads it, through markdown, punctuation and a unit
+    ("#### **18**", Decimal("18")),
+    ("#### 18.", Decimal("18")),
+    ("#### $18", Decimal("18")),
+    ("#### 18kg", Decimal("18")),
+    ("####18", Decimal("18")),
+    # ... and a token that is not one plain number states no final answer (the strict rule reads none there)
+    ("#### 18/5", FINAL_NONE),
+    ("#### 18^2", FINAL_NONE),
+    ("#### 18e2", FINAL_NONE),
+    ("#### 18-20", FINAL_NONE),
+    ("#### 18:30", FINAL_NONE),
+    ("#### 18_2", FINAL_NONE),
+    ("#### 1/2", FINAL_NONE),
+    ("#### 18/1", FINAL_NONE),
+    ("#### $ 18", FINAL_NONE),
+    ("#### 18/5\nCheck: 18 - 8 = 10", FINAL_NONE),
+    ("The answer is 18.\n#### 18/5", FINAL_NONE),
+    ("#### 18/5 (10 + 8)", FINAL_NONE),
+    # a later line after the last #### N that states another number as an answer is a second answer
+    ("#### 18\nWait, that's wrong. It is 17", FINAL_CONFLICT),
+    ("#### 18\nIt's 17.", FINAL_CONFLICT),
+    ("#### 18\n17", FINAL_CONFLICT),
+    ("#### 18\n**17**", FINAL_CONFLICT),
+    ("#### 18\nThe total is 17 apples.", FINAL_CONFLICT),
+    ("#### 18\nTotal = 17", FINAL_CONFLICT),
+    ("#### 18\nSo it should be 17.", FINAL_CONFLICT),
+    ("#### 18\nIt is 18.", Decimal("18")),
+    ("#### 18\n18", Decimal("18")),
+    ("#### 18\nStep 1: 5 + 5 = 10\nStep 2: 10 + 8 = 18", Decimal("18")),
+    ("#### 18 (not 17)", Decimal("18")),
+    # a final statement that negates or disowns its number states none; an earlier sentence may say anything
+    ("The answer is not 18.", FINAL_NONE),
+    ("18 is wrong; I don't know", FINAL_NONE),
+    ("18 is incorrect.", FINAL_NONE),
+    ("It isn't 18.", FINAL_NONE),
+    ("The answer can't be 18", FINAL_NONE),
+    ("The answer is never 18.", FINAL_NONE),
+    ("The answer is 18. I'm not sure.", FINAL_NONE),
+    ("The answer is 18, but that isn't right.", FINAL_NONE),
+    ("So 18? No idea.", FINAL_NONE),
+    ("#### 18\nWait, that's wrong.", FINAL_NONE),
+    ("#### 18\nI don\u2019t know.", FINAL_NONE),
+    ("I don't know", FINAL_NONE),
+    ("18 is not divisible by 5.\n#### 18", Decimal("18")),
+    ("17 is wrong. The answer is 18.", Decimal("18")),
+    ("I was not sure at first. Then 10 + 8 = 18.", Decimal("18")),
+    ("Tom doesn't know the total, so 10 + 8 = 18.", Decimal("18")),
+    ("Not 17; the answer is 18.", Decimal("18")),
     # hedges and noise: several final answers
     ("The answer is 5. The answer is 18.\n#### 7", FINAL_CONFLICT),
     ("#### 18\n#### 7", FINAL_CONFLICT),
@@ -571,6 +642,24 @@ def test_final_answer_reads_a_final_hash_line(n, working):
     assert final_answer(f"{working}\n#### {n}") == (Decimal(n), FINAL_OK)
 
 
+@given(
+    st.integers(-(10**6), 10**6),
+    st.sampled_from(["/", "^", "e", "-", ":", "_", "x", "/-"]),
+    st.integers(0, 10**6),
+    st.sampled_from(["", ".", " (10 + 8)", "\nCheck: 18 - 8 = 10", " m²"]),
+)
+def test_a_hash_token_that_is_no_plain_number_states_no_answer(n, op, m, after):
+    """``#### 18/5``, ``#### 18^2``, ``#### 18-20``...: never the leading number (the strict rule reads none)."""
+    assert final_answer(f"#### {n}{op}{m}{after}") == (None, FINAL_NONE)
+
+
+@given(
+    st.integers(-(10**6), 10**6), st.sampled_from(["The answer is not {}.", "{} is wrong; I don't know", "It isn't {}"])
+)
+def test_a_disowned_final_number_is_no_answer(n, form):
+    assert final_answer(form.format(n)) == (None, FINAL_NONE)
+
+
 # shapes that would make a backtracking cue regex slow: cues followed by long gaps, unclosed boxes, digits
 STATES_SHAPES = [
     lambda n: "answer" + " " * n + "x\nend",
@@ -579,6 +668,9 @@ STATES_SHAPES = [
     lambda n: "\\boxed{" * n + "\nend",
     lambda n: "1," * n + "\nend",
     lambda n: "A:\n" * n + "end",
+    lambda n: "#### 18/5 " * n + "\nend",
+    lambda n: "#### 18\n" + "It is 17 = 17 or not 18. " * n,
+    lambda n: "not 18 " * n + "I don't know",
 ]
 
 

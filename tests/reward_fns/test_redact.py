@@ -1,6 +1,6 @@
 """reward_fns/redact.py: every credential a judge URL can carry is masked, and nothing else is: user info (a password
-holding ``@`` or ``/`` too), secret query and fragment parameters, keys in the path; the client's repr and the
-failure log line print the masked URL."""
+holding ``@`` or ``/`` too), secret query and fragment parameters, keys in the path; the client's repr, the
+failure log line and httpx's request log line print the masked URL."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from reward_fns.judge_client import JudgeClient, JudgeResult
 from reward_fns.judge_errors import JudgeError
 from reward_fns.redact import mask_url
+from scripts.serve.fake_openai import FakeOpenAIServer
 
 
 @pytest.mark.parametrize(
@@ -40,6 +41,16 @@ from reward_fns.redact import mask_url
         ("https://h/v1/hf_AbCdEfGhIjKl/chat", "https://h/v1/***/chat"),
         ("https://h/key/AbC123dEf456GhI789jKl0/v1", "https://h/key/***/v1"),
         ("https://h/eyJhbGciOiJIUzI1NiJ9.e30.x/v1", "https://h/***/v1"),
+        # a shorter key without a known prefix: a run of 8 or more letters and digits mixing both
+        ("https://h/PathTok4242x/v1", "https://h/***/v1"),
+        ("https://h/v1/Ab3dEf7h/chat", "https://h/v1/***/chat"),
+        ("https://h/123e4567-e89b-12d3-a456-426614174000/v1", "https://h/***/v1"),
+        # ... but not an API version, a model or deployment name (runs shorter than 8), or a run of one kind
+        ("https://h/v1alpha1/models/gemini-1.5-pro", "https://h/v1alpha1/models/gemini-1.5-pro"),
+        ("https://h/openai/deployments/gpt-4o-mini/chat", "https://h/openai/deployments/gpt-4o-mini/chat"),
+        ("https://h/v1/models/Meta-Llama-3.1-8B-Instruct", "https://h/v1/models/Meta-Llama-3.1-8B-Instruct"),
+        ("https://h/api/completions/20240201/x", "https://h/api/completions/20240201/x"),
+        ("https://h/abc1234/v1", "https://h/abc1234/v1"),  # 7: read as a name (a limit)
         # all at once, inside running text and a repr's quotes
         (
             "call to 'https://u:p@w@h:8/sk-live-0123456789ab/v1?pw=1&model=m#jwt=2' failed",
@@ -83,3 +94,20 @@ def test_client_repr_and_failure_log_line_mask_the_url(caplog, monkeypatch):
     (line,) = [r.getMessage() for r in caplog.records]
     assert "hunter2" not in line and "ss@" not in line and "sk-proj" not in line and "eyJ" not in line
     assert line.startswith(f"llm_judge: judge call to {masked} failed (#")
+
+
+def test_http_request_log_lines_mask_the_url(caplog):
+    """With the root logger at INFO, httpx logs every request's URL: a credentialed judge URL (user info, ``?key=``)
+    is printed masked, in every record (a local fake server; no network)."""
+    caplog.set_level(logging.INFO)
+    with FakeOpenAIServer(reply=lambda body: "<score>4</score>") as srv:
+        url = srv.base_url.replace("http://", "http://judge:S3cretPass@") + "?key=S3cretKey&model=m"
+        client = JudgeClient(url, "m", api_key_env=None, max_retries=0)
+        (result,) = client.run_batch([[{"role": "user", "content": "q"}]])
+    assert result.text == "<score>4</score>"
+    lines = [r.getMessage() for r in caplog.records]
+    assert [line for line in lines if "S3cret" in line] == []
+    host = srv.base_url.removeprefix("http://").removesuffix("/v1")
+    assert [line for line in lines if line.startswith("HTTP Request")] == [
+        f'HTTP Request: POST http://***@{host}/v1/chat/completions?key=***&model=m "HTTP/1.1 200 OK"'
+    ]
