@@ -170,6 +170,9 @@ PAIRWISE_REF = {
     "always A, wrong": (always("A"), WRONG, {}, row(0.0, 0.0, flip=1.0, guarded=0.5)),
     "always B, wrong": (always("B"), WRONG, {}, row(0.0, 0.0, flip=1.0, guarded=0.5)),
     "always A, right": (always("A"), RIGHT, {}, row(1.0, 1.0, rule=1.0)),
+    # a #### token that is no plain number states no final answer: no tie with the reference (seen in training as
+    # "#### 1E18" against the reference 1, paid in full while the token's leading digits were read)
+    "always A, #### 72E1": (always("A"), "#### 72E1", {}, row(0.0, 0.0, flip=1.0, guarded=0.5)),
     "always A, wrong, guard off": (always("A"), WRONG, {"grounded": False}, row(0.5, 0.5, flip=1.0, tie=1.0)),
     "fooled: names the candidate": (fooled, WRONG, {}, row(0.0, 0.0, guarded=1.0)),
     "fooled, guard off": (fooled, WRONG, {"grounded": False}, row(1.0, 1.0)),
