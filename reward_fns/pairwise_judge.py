@@ -24,8 +24,9 @@ parse, guard). Modes:
   strict rule misses, at 2 calls a sample. The arithmetic alone (pure): ``reward_fns.tournament``.
 
 ``rule_first=True``: a comparison between an answer the rule (``rule_mode``, default strict ``#### N``) marks right
-and one it marks wrong is decided for the right one without a call (in ``pairwise_ref`` the reference is the other),
-where the flexible reading agrees with the rule (``decides``): a right answer the strict rule misses is judged.
+and one it marks wrong is decided for the right one without a call (in ``pairwise_ref`` the reference is the other,
+right by construction), where the flexible reading and the guard's reader agree with the rule (``decides``): a right
+answer the strict rule misses, or a hedge the rules pay, is judged.
 
 **Grounded verdicts** (``grounded=True``, default, as in ``llm_judge``; the kind's ``Verdict.grounding``:
 ``reward_fns.guard.pair_guard``): where the prompt shows the reference answer (both modes here), a verdict counts
@@ -40,8 +41,9 @@ voided: a loss for the answer it picked (a tie, two right answers, stays a tie).
 sends probes (``canaries.pair``: the reference + 1 against the reference, written alike; ``canaries.tie``: two right
 answers written differently) in both orders, graded and guarded as the sample's own comparisons; each answered order
 of the first counts one wrong and one right probe (the wrong one accepted when a verdict that stands names it, the
-right one rejected when none names it), each of the second one right probe (rejected unless it is a tie). A probe
-answered from the cache (already counted) or failed counts nothing; probes are not in ``judge_calls`` /
+right one rejected when none names it), each of the second one right probe (rejected unless the reply quotes both
+as the reference's answer: a tie pays both by their text, so the probe checks that the judge reads them alike). A
+probe answered from the cache (already counted) or failed counts nothing; probes are not in ``judge_calls`` /
 ``judge_seconds``.
 
 Endpoints, as in ``llm_judge``: ``base_url`` (+ ``model``, ``api_key_env``), else verl's ``reward_router_address``
@@ -86,7 +88,7 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from reward_fns import canaries, gsm8k, judge_service, llm_judge
+from reward_fns import canaries, gsm8k, guard, judge_service, llm_judge
 from reward_fns.judge_options import DEFAULTS as JUDGE_DEFAULTS
 from reward_fns.judge_options import JUDGE_FAILURES, canary_every_value, fallback_value
 from reward_fns.parse import normalize_number, normalize_text, reference_answer
@@ -192,8 +194,8 @@ async def _canary(ask, k: int, reference: str | None) -> dict:
     """Pairwise canary probe ``k``, each pair in both orders: ``canaries.pair`` (a wrong answer against a right one:
     each order one wrong and one right probe; the wrong one accepted when a verdict that stands names it, the right
     one rejected when none names it) and ``canaries.tie`` (two right answers written differently: each order one
-    right probe, rejected unless the comparison is a tie that pays both). An order that failed, or was answered from
-    the cache (already counted), counts for nothing."""
+    right probe, rejected unless the reply quotes both as the reference's answer). An order that failed, or was
+    answered from the cache (already counted), counts for nothing."""
     made = canaries.pair(reference, k) if reference is not None else None
     if made is None:
         return {}
@@ -201,12 +203,12 @@ async def _canary(ask, k: int, reference: str | None) -> dict:
     out = dict.fromkeys(CANARY_KEYS, 0.0)
     orders = ((wrong, right), (right, wrong), same, same[::-1])
     replies = await asyncio.gather(*(ask(a, b) for a, b in orders))
-    for n, ((a, _), (verdict, _s, voided, cached, tie)) in enumerate(zip(orders, replies)):
+    for n, ((a, _), (verdict, _s, voided, cached, agree)) in enumerate(zip(orders, replies)):
         if verdict in (FAILED, REFUSED) or cached:
             continue
         out["canary_right"] += 1
-        if n >= 2:  # two right answers: a tie
-            out["canary_right_rejected"] += not tie
+        if n >= 2:  # two right answers: the judge must quote both as the reference's
+            out["canary_right_rejected"] += not agree
             continue
         picked = None if voided or verdict is None else verdict  # the letter paid
         wrong_letter = "A" if a == wrong else "B"
@@ -217,15 +219,18 @@ async def _canary(ask, k: int, reference: str | None) -> dict:
 
 
 # ---------------------------------------------------------------------------- rewards
-def decides(rule: float, flexible: float) -> float | None:
-    """What ``rule_first`` may decide for an answer without a call: its rule grade where the flexible reading agrees
-    (a right answer the strict rule misses, ``The answer is 18.``, is left to the judge); None: undecided."""
-    return rule if rule == flexible else None
+def decides(rule: float, flexible: float, reaches: bool) -> float | None:
+    """What ``rule_first`` may decide for an answer without a call: its rule grade where the flexible reading and
+    the guard's reader (``reaches``: its one final answer is the reference's) agree; None: undecided, the judge is
+    asked (a right answer the strict rule misses, ``The answer is 18.``; a hedge the rules pay, ``The answer is 96.
+    #### 72``)."""
+    return rule if rule == flexible == float(reaches) else None
 
 
-async def _play(texts: list[str], scheme: str, rules: list | None, ref: Decimal | None, ask) -> tuple[dict, list]:
-    """Ask the judge every comparison the rule does not decide (concurrently; the client bounds how many at once).
-    ``rules``: each answer's ``decides`` (None: no ``rule_first``); ``ref``: the reference answer shown (ties)."""
+async def _play(texts: list[str], scheme: str, rules: list | None, finals: list, ref: Decimal | None, ask):
+    """Ask the judge every comparison the rule does not decide (concurrently; the client bounds how many at once):
+    ``(tournament(...), seconds per answer)``. ``rules``: each answer's ``decides`` (None: no ``rule_first``);
+    ``finals``: each answer's final answer; ``ref``: the reference answer shown (two answers reaching it tie)."""
     plan = comparisons(len(texts), scheme)
     rules = rules or [None] * len(texts)
     apart = lambda a, b: None not in (rules[a], rules[b]) and rules[a] != rules[b]  # noqa: E731
@@ -236,9 +241,10 @@ async def _play(texts: list[str], scheme: str, rules: list | None, ref: Decimal 
     for (a, _), r in zip(asked, replies):
         seconds[a] += r[1]
     verdicts = {p: r[0] for p, r in zip(asked, replies)}
-    ties = [p for p, r in zip(asked, replies) if r[4]]
-    voided = [p for p, r in zip(asked, replies) if r[2] and not r[4]]
-    return tournament(texts, verdicts, scheme, decided, voided, ties), seconds
+    tied = lambda a, b: ref is not None and finals[a] == ref == finals[b]  # noqa: E731
+    ties = [p for p, r in zip(asked, replies) if r[0] in ("A", "B") and tied(*p)]
+    voided = [p for p, r in zip(asked, replies) if r[2] and p not in ties]
+    return tournament(texts, verdicts, scheme, decided, voided, ties, finals), seconds
 
 
 def _row(t: dict | None, i: int, rule_score: float, fallback_score: float, opt: dict, calls: float, secs: float):
@@ -296,33 +302,37 @@ async def score_group(
     shows = judge_service.reference_shown(PAIRWISE, ground_truth, extra_info, **_prompt(opt))  # what a tie must reach
     ref = normalize_number(normalize_text(shows)) if shows is not None else None
 
-    def first(answers: list[str]) -> list | None:
-        """``rule_first``'s grades (``decides``) of ``answers``; None without ``rule_first``."""
-        grade = lambda t, m: llm_judge._rule(t, ground_truth, m)  # noqa: E731
-        return (
-            [decides(grade(t, opt["rule_mode"]), grade(t, "flexible")) for t in answers] if opt["rule_first"] else None
-        )
+    finals = [final_of(t) for t in texts]
+
+    def first(i: int) -> float | None:
+        """``rule_first``'s grade (``decides``) of answer ``i``."""
+        grade = lambda m: llm_judge._rule(texts[i], ground_truth, m)  # noqa: E731
+        return decides(grade(opt["rule_mode"]), grade("flexible"), ref is not None and finals[i] == ref)
 
     async def ask(a: str, b: str) -> tuple:
-        """One comparison, ``a`` as A: ``(verdict, seconds, voided, cached, tie)`` (``_verdict``; voided: the guard;
-        tie: a verdict on two answers that both state the shown reference's final answer)."""
+        """One comparison, ``a`` as A: ``(verdict, seconds, voided, cached, agree)`` (``_verdict``; voided: the guard;
+        agree: the reply's quotes name both answers as the shown reference's, the tie canaries' right verdict)."""
         answer = await judge_service.ask(
             client, PAIRWISE, (a, b), ground_truth, extra_info, **shown, grounded=opt["grounded"]
         )
-        tie = answer.value in ("A", "B") and ref is not None and final_of(a) == ref == final_of(b)
-        return _verdict(answer, client.url), answer.seconds, answer.problem is not None, answer.cached, tie
+        agree = answer.value in ("A", "B") and all(
+            guard.pair_guard(answer.text, a, b, shows, choice=side) is None for side in "AB"
+        )
+        return _verdict(answer, client.url), answer.seconds, answer.problem is not None, answer.cached, agree
 
     async def tournament_rows() -> list[dict]:
-        t, seconds = await _play(texts, opt["scheme"], first(texts), ref, ask)
+        decided = [first(i) for i in range(len(texts))] if opt["rule_first"] else None
+        t, seconds = await _play(texts, opt["scheme"], decided, finals, ref, ask)
         keys = ("flip_rate", "tie_rate", "cycle_rate", "triples_decided", "cycles")
         (stats if stats is not None else {}).update({k: t[k] for k in keys}, calls=sum(t["calls"]))
         rows = [_row(t, i, rules[i], fallbacks[i], opt, t["calls"][i], seconds[i]) for i in range(len(texts))]
         return [{**r, "judge_cycle": t["cycle_rate"]} for r in rows]
 
     async def versus_reference(i: int) -> dict:
+        """Answer ``i`` against the reference solution (right by construction, whatever its text states)."""
         started = time.perf_counter()
-        pair = [texts[i], reference]
-        t, _ = await _play(pair, "all_pairs", first(pair), ref, ask)
+        decided = [first(i), 1.0] if opt["rule_first"] else None
+        t, _ = await _play([texts[i], reference], "all_pairs", decided, [finals[i], ref], ref, ask)
         calls = sum(t["calls"])
         return _row(t, 0, rules[i], fallbacks[i], opt, calls, time.perf_counter() - started if calls else 0.0)
 

@@ -4,7 +4,9 @@ group's flip, split and cycle rates (``tournament``). ``reward_fns.pairwise_judg
 counts, in its ``pairwise_ref`` mode too (the answer and the reference solution are a group of two). How a comparison
 counts: a verdict for one answer is a win for it and a loss for the other; two answers that both state the shown
 reference's final answer tie (a win for both, whatever the letter); a verdict the guard voided is a loss for the
-answer picked and no loss for the other; no verdict is a loss for both; a transport failure counts for neither. Flips
+answer picked and no loss for the other; no verdict is a loss for both (so an answer that breaks the judge's reply
+costs its mate too); a transport failure counts for neither; an answer for which no comparison counts has no win
+rate (the caller's fallback). Flips
 and splits count only between answers whose final answers differ (``parse.final_answer``). No command of its own:
 
     >>> cycle = {(0, 1): "A", (1, 0): "B", (1, 2): "A", (2, 1): "B", (2, 0): "A", (0, 2): "B"}
@@ -52,8 +54,10 @@ def tournament(
     decided: Mapping[tuple[int, int], str] | None = None,
     voided: Collection[tuple[int, int]] = (),
     ties: Collection[tuple[int, int]] = (),
+    finals: Sequence[Decimal | None] | None = None,
 ) -> dict:
-    """Win rates of one group's answers from the verdicts of every comparison of ``scheme`` (``comparisons``).
+    """Win rates of one group's answers (``texts``; ``finals``: their final answers where the caller knows them
+    better, None: ``final_of`` each text) from the verdicts of every comparison of ``scheme`` (``comparisons``).
 
     ``verdicts[(a, b)]``: what the judge said with answer ``a`` as A and ``b`` as B: ``"A"``/``"B"``; ``None`` (no
     verdict) or ``REFUSED``: a loss for both answers; ``FAILED`` (a transport failure): left out of both answers' win
@@ -62,8 +66,8 @@ def tournament(
     state the reference's final answer: a win for both, whatever the letter. ``voided``: judged comparisons whose
     verdict the guard voided (``reward_fns.guard.pair_guard``): a loss for the answer picked, left out of the other's
     win rate (no loss for an answer the judge did not pick); the letter still counts for the flip. Per answer
-    (lists): ``win_rate`` (wins / comparisons that count for it; None when every comparison of it failed, or it has
-    none; 0.0 when none counts for it and none failed), ``wins``, ``played``, ``calls`` (judge comparisons with it
+    (lists): ``win_rate`` (wins / comparisons that count for it; None when none counts: every one failed or was
+    voided for the mate, or it has none), ``wins``, ``played``, ``calls`` (judge comparisons with it
     as A), ``flip``, ``tie``, ``parse_fail``, ``guarded`` (shares, see the module docstring), ``error`` (1: one of
     its comparisons failed or was refused), ``failed`` (every comparison of it failed: no win rate). Group:
     ``flip_rate`` over pairs whose final answers differ, judged in both orders with both parsed; ``tie_rate`` over
@@ -80,7 +84,7 @@ def tournament(
     voided, ties = set(voided), set(ties)
     if any(verdicts.get(p) not in ("A", "B") for p in voided | ties) or voided & ties:
         raise ValueError(f"voided and ties must name judged comparisons with a verdict A or B, each once: {plan}")
-    finals = [final_of(t) for t in texts]
+    finals = list(finals) if finals is not None else [final_of(t) for t in texts]
     wins, played, calls, asked = [0] * n, [0] * n, [0] * n, [0] * n
     no_verdict, guarded, error, comparisons_of = [0] * n, [0] * n, [0.0] * n, [0] * n
     for (a, b), v in outcomes.items():
@@ -135,7 +139,7 @@ def tournament(
     ]
     return {
         "comparisons": plan,
-        "win_rate": [None if failed[i] or not comparisons_of[i] else share(wins[i], played[i]) for i in range(n)],
+        "win_rate": [share(wins[i], played[i]) if played[i] else None for i in range(n)],
         "wins": wins,
         "played": played,
         "calls": calls,

@@ -73,6 +73,12 @@ JUDGES = {
     "always ties (no verdict)": (garbled, {}, (2.0, 0.0, 4.0, 4.0)),
     "names the bigger number": (bigger, {}, (2.0, 0.0, 4.0, 2.0)),
     "names the bigger number, guard off": (bigger, {"grounded": False}, (2.0, 2.0, 4.0, 2.0)),
+    # quotes no answer: every verdict voided, and the tie probe's two right answers are not read as the reference's
+    "quotes none": (
+        lambda body: "<think>Reference: 72. A: none. B: none.</think><better>A</better>",
+        {},
+        (2.0, 0.0, 4.0, 4.0),
+    ),
 }
 
 

@@ -117,10 +117,12 @@ def t_row(score, **kw):
 
 # circular over two answers: both orders of the one pair; a voided verdict is a loss for the answer it picked alone
 TOURNAMENT = {
+    # the judge names the hedge in both orders, both voided: a loss for the hedge; no comparison counts for the
+    # wrong answer it never picked, so that one gets the fallback (the rule's 0)
     "hedge vs wrong: both orders voided": (
         [HEDGE, WRONG],
         {},
-        [t_row(0.0, guarded=1.0), t_row(0.0, guarded=1.0)],
+        [t_row(0.0, guarded=1.0), row(0.0, -1.0, fallback=1.0, guarded=1.0, calls=1.0)],
     ),
     "hedge vs wrong, guard off": ([HEDGE, WRONG], {"grounded": False}, [t_row(1.0), t_row(0.0)]),
     "right vs hedge: the right answer's win stands, the hedge's is voided": (

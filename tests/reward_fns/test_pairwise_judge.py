@@ -511,3 +511,40 @@ def test_the_command(capsys):
         (RIGHT, 1.0, 0.0, 1.0),  # a tie with the reference: paid in full; no flip between equal final answers
         (WRONG, 0.0, 1.0, 0.0),  # the verdict naming it quotes 72 for it: voided
     ]
+
+
+# what rule_first decides without a call, and the reference solution's own text: (judge, answers, options, scores)
+DECIDED = {
+    # the rules pay a hedge ("#### 72" last) but it states two answers: judged (and voided), never decided for it
+    "rule first, a hedge the rules pay": (
+        truthful,
+        ["The answer is 96.\n#### 72", "#### 96", "#### 95"],
+        {"mode": "tournament", "rule_first": True},
+        [0.0, 0.0, 0.0],
+    ),
+    # the rules read no 72 here (**72** is no strict number, 3 is the last one) but its one final answer is 72: judged
+    "rule first, right in a form both rules miss": (
+        truthful,
+        ["#### **72**\nThat took 3 steps."],
+        {"mode": "pairwise_ref", "rule_first": True},
+        [1.0],
+    ),
+    # a reference solution whose text states no final answer still is the reference: a right answer ties with it
+    "a reference solution without a final answer": (
+        lambda body: says("B" if shown(body)[0] == "#### 72" else "A", body),  # names the reference solution
+        ["#### 72"],
+        {
+            "mode": "pairwise_ref",
+            "info": {"question": QUESTION, "answer": "6 boxes of 12 hold 72 pens, 3 more than 69."},
+        },
+        [1.0],
+    ),
+}
+
+
+@pytest.mark.parametrize("judge, texts, kw, scores", DECIDED.values(), ids=DECIDED.keys())
+def test_what_is_decided_and_what_ties(judge, texts, kw, scores):
+    info = kw.pop("info", INFO)
+    with FakeOpenAIServer(judge) as srv:
+        out = asyncio.run(score_group(texts, "72", info, base_url=srv.base_url, model="judge", **FAST, **kw))
+    assert [o["score"] for o in out] == scores
