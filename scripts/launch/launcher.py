@@ -15,7 +15,7 @@ The launcher does what must happen before Hydra:
    data (``verl_judge.default_data``, built by ``data_prep``, its source a line of the plan), given to the run as
    MODEL / TRAIN_FILES / VAL_FILES (``scripts/launch/defaults.py``; one of the two files without the other stops it);
    paths of knobs made absolute (repo-relative for a Ray job);
-3. the run folder (``OUTPUT_DIR``: ``launch.log``, ``ray_head.log``, verl's ``file`` logger's
+3. the run folder (``OUTPUT_DIR``: ``launch.log``, ``launch.ray_head.log``, verl's ``file`` logger's
    ``metrics.jsonl``), ``swanlab`` with a key; prints the command (secret values masked) and checks the
    composed config with ``scripts/launch/verl_config.py`` (data smaller than one batch too) and the judge API's key
    variable (``scripts/launch/preflight.py``);
