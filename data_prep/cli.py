@@ -199,6 +199,13 @@ def resolve_sources(args, presets: Mapping[str, HFPreset], default_preset: str |
     if (args.train or args.test) and args.hf:
         raise DataError("give either local files (--train/--test) or --hf, not both")
     out = []
+    shared = sorted({os.path.realpath(f) for f in args.train or []} & {os.path.realpath(f) for f in args.test or []})
+    if shared:
+        print(
+            f"warning: --train and --test share {', '.join(shared)}: validation on it measures what was trained on "
+            "(give a held-out file as --test)",
+            file=sys.stderr,
+        )
     if args.train or args.test:
         for split in ("train", "test"):
             paths = getattr(args, split)

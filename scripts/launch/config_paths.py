@@ -1,6 +1,7 @@
 """The files a composed recipe config points at: model folders, data files, the reward function and its name.
 
 ``check_paths(cfg) -> (errors, notes)``; a remote path (``s3://`` ...) or a hub id is noted, not checked.
+``data_rows_errors(cfg)``: training data smaller than one batch, validation data with no row.
 ``reward_option_errors(cfg)``: the reward function's ``reward_kwargs``, judged by its module's own ``check_options``.
 Part of ``scripts/launch/verl_config.py`` (``--paths error|warn|off`` there); no command of its own:
 
@@ -146,6 +147,45 @@ def check_paths(cfg) -> tuple[list[str], list[str]]:
     if cls_path and resolve_module_file(str(cls_path)) is None:
         errors.append(f"data.custom_cls.path: file not found: {cls_path}")
     return errors, notes
+
+
+def parquet_rows(files) -> int | None:
+    """Rows of the local parquet files together; None when one is remote, missing or not a readable parquet."""
+    import pyarrow.parquet as pq
+
+    total = 0
+    for f in files:
+        f = os.path.expanduser(str(f))
+        if f.startswith(_REMOTE) or not f.endswith(".parquet") or not os.path.isfile(f):
+            return None
+        try:
+            total += pq.ParquetFile(f).metadata.num_rows
+        except Exception:  # not a parquet file: verl names it when it opens it
+            return None
+    return total
+
+
+def data_rows_errors(cfg) -> list[str]:
+    """Data verl would find too small only after Ray and the models start: training parquet(s) with fewer rows than
+    one batch (``data.train_batch_size``: verl's ``Train dataloader is empty!``), validation parquet(s) with none."""
+    from omegaconf import OmegaConf
+
+    errors = []
+    train = [str(f) for f in _as_list(OmegaConf.select(cfg, "data.train_files", default=None))]
+    batch = OmegaConf.select(cfg, "data.train_batch_size", default=None)
+    rows = parquet_rows(train)
+    if rows is not None and isinstance(batch, int) and rows < batch:
+        errors.append(
+            f"data.train_files: {', '.join(train)} {'has' if len(train) == 1 else 'have'} {rows} row(s), fewer than "
+            f"one batch (data.train_batch_size={batch}): verl would stop with 'Train dataloader is empty!' after "
+            "starting Ray and the models; add rows or lower data.train_batch_size"
+        )
+    val = [str(f) for f in _as_list(OmegaConf.select(cfg, "data.val_files", default=None))]
+    if val and parquet_rows(val) == 0:
+        errors.append(
+            f"data.val_files: {', '.join(val)} {'has' if len(val) == 1 else 'have'} no rows: nothing to validate on"
+        )
+    return errors
 
 
 def reward_option_errors(cfg) -> list[str]:

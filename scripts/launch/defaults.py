@@ -1,21 +1,27 @@
 """The model and data a run gets when none are given: SmolLM2-135M-Instruct (``data_prep.model``, offline,
-cached) and the recipe's ``verl_judge.default_data`` set, built by ``data_prep`` from ``GSM8K_DIR`` (else
-``../shared/data/gsm8k`` beside the checkout when it is there, else the HF hub when it can be reached, else the
-word-problem testbed in GSM8K's shape, ``data_prep.word_problems``, built once into ``DATA_DIR/word_problems``) into
-``DATA_DIR/<set>_p<max prompt length>/``. Used by the launcher and the pipeline (no command):
+cached) and the recipe's ``verl_judge.default_data`` set, built by ``data_prep`` from GSM8K: ``GSM8K_DIR``, else
+``../shared/data/gsm8k`` (beside the checkout's folder) when it is there, else the HF hub when it can be reached. With
+none of these the run says so and trains on the word-problem testbed in GSM8K's shape (``data_prep.word_problems``,
+built once into ``DATA_DIR/word_problems``), a named choice of its own: folder ``DATA_DIR/word_problems*_p<max prompt
+length>/``, ``data_source=word_problems``, a line in the plan. A GSM8K set goes to ``DATA_DIR/<set>_p<max prompt
+length>/``. Each built set has a ``source.json`` naming what it was built from; a set built from another source (or
+with no such file) is built again, never reused. Used by the launcher and the pipeline (no command):
 
     from scripts.launch import defaults; model = defaults.model(env); gsm8k = defaults.gsm8k_args(env)
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
 import os
 import shlex
 import socket
 import subprocess
 import sys
 import urllib.parse
+from typing import NamedTuple
 
 import scripts
 from scripts.console import say
@@ -52,18 +58,41 @@ def model(env, create: bool = True) -> str:
         ) from None
 
 
-def gsm8k_args(env) -> list[str]:
-    """data_prep's input arguments: train.jsonl / test.jsonl of GSM8K_DIR, else of SHARED_GSM8K when it holds
-    them, else the HF hub when it can be reached, else the word-problem testbed (``testbed``)."""
+class Source(NamedTuple):
+    """Where GSM8K-shaped rows come from: ``name`` (as ``source.json`` records it), data_prep's input arguments, and
+    whether it is the word-problem testbed standing in for GSM8K."""
+
+    name: str
+    args: list[str]
+    testbed: bool = False
+
+
+HUB = Source("the HF hub (openai/gsm8k)", ["--hf"])
+TESTBED_DATA_SOURCE = "word_problems"  # the data_source column of rows built from the testbed
+STAMP = "source.json"  # beside a built set: {"source": Source.name}
+
+
+def gsm8k_source(env, cached: str | None = None) -> Source:
+    """GSM8K_DIR's train.jsonl / test.jsonl, else SHARED_GSM8K's when it holds them, else the HF hub (a set built from
+    the hub, ``cached``, is kept without asking it again), else the word-problem testbed (``testbed``)."""
     d = (env.get("GSM8K_DIR") or "").strip()
     if not d and os.path.isfile(os.path.join(SHARED_GSM8K, "train.jsonl")):
         d = SHARED_GSM8K
-    if not d and hub_reachable(env):
-        return ["--hf"]
+    if not d and (cached == HUB.name or hub_reachable(env)):
+        return HUB
     if not d:
-        d = testbed(env)
+        t = testbed(env)
+        files = ["--train", os.path.join(t, "train.jsonl"), "--test", os.path.join(t, "test.jsonl")]
+        return Source(f"the word-problem testbed {t}", [*files, "--data-source", TESTBED_DATA_SOURCE], True)
     d = os.path.abspath(os.path.expanduser(d))
-    return ["--train", os.path.join(d, "train.jsonl"), "--test", os.path.join(d, "test.jsonl")]
+    return Source(
+        f"GSM8K files in {d}", ["--train", os.path.join(d, "train.jsonl"), "--test", os.path.join(d, "test.jsonl")]
+    )
+
+
+def gsm8k_args(env) -> list[str]:
+    """data_prep's input arguments of ``gsm8k_source``."""
+    return gsm8k_source(env).args
 
 
 def hub_reachable(env, timeout: float = 3.0) -> bool:
@@ -108,10 +137,20 @@ def testbed(env) -> str:
     return d
 
 
+def stamp(folder: str) -> str | None:
+    """The source a set in ``folder`` was built from (its ``source.json``), None when unrecorded."""
+    try:
+        with open(os.path.join(folder, STAMP), encoding="utf-8") as f:
+            return str(json.load(f)["source"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def data(
     kind, recipe: str, max_prompt_length: int, tokenizer: str, env, build: bool = True
-) -> tuple[str, str, list[str] | None]:
-    """(train file, validation file, the data_prep command or None when the files exist) of a default data set."""
+) -> tuple[str, str, list[str] | None, str]:
+    """(train file, validation file, the data_prep command or None when the files are there, built from the same
+    source, and a line for the plan naming the source) of a default data set."""
     if kind not in DATA:
         raise DefaultsError(
             f"recipe {recipe} has no default data (verl_judge.default_data={kind!r}): set TRAIN_FILES "
@@ -119,11 +158,29 @@ def data(
         )
     module, folder, train_name, val_name = DATA[kind]
     data_dir = os.path.abspath(os.path.expanduser(env.get("DATA_DIR") or os.path.join(ROOT, "data")))
-    d = os.path.join(data_dir, f"{folder}_p{max_prompt_length}")  # data_prep's length gate
+    gsm8k_dir = os.path.join(data_dir, f"{folder}_p{max_prompt_length}")  # data_prep's length gate
+    source = gsm8k_source(env, cached=stamp(gsm8k_dir))
+    d = gsm8k_dir
+    if source.testbed:
+        d = os.path.join(data_dir, f"{folder.replace('gsm8k', 'word_problems')}_p{max_prompt_length}")
+    line = f"data ({kind}): built from {source.name} into {d}"
+    if source.testbed:
+        line += (
+            f" (data_source={TESTBED_DATA_SOURCE}): GSM8K is neither given (GSM8K_DIR) nor reachable (the HF hub), "
+            "so this run trains on synthetic word problems, not GSM8K"
+        )
     train, val = os.path.join(d, train_name), os.path.join(d, val_name)
+    built_from = stamp(d)
     if os.path.exists(train) and os.path.exists(val):
-        say("launch", f"data ({kind}): {train} , {val} (exists)", env)
-        return train, val, None
+        if built_from == source.name:
+            say("launch", f"{line} (exists)", env)
+            return train, val, None, line
+        say(
+            "launch",
+            f"data ({kind}): {d} was built from {built_from or 'an unrecorded source (no ' + STAMP + ')'}, "
+            f"this run asks for {source.name}: building it again",
+            env,
+        )
     cmd = [
         env.get("PYTHON") or sys.executable,
         "-m",
@@ -131,7 +188,7 @@ def data(
         "--out",
         d,
         "--no-progress",
-        *gsm8k_args(env),
+        *source.args,
         "--max-prompt-length",
         str(max_prompt_length),
         "--tokenizer",
@@ -140,8 +197,12 @@ def data(
     say("launch", f"data ({kind}): building with: {shlex.join(cmd)}", env)
     if build:
         os.makedirs(d, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(d, STAMP))  # files half rebuilt are no set of either source
         r = subprocess.run(cmd, cwd=ROOT, env={**env, "PYTHONPATH": ROOT + os.pathsep + env.get("PYTHONPATH", "")})
         if r.returncode != 0 or not (os.path.exists(train) and os.path.exists(val)):
             raise DefaultsError(f"data_prep failed for {kind} (exit {r.returncode}); expected {train} and {val}")
-        say("launch", f"data ({kind}): {train} , {val}", env)
-    return train, val, cmd
+        with open(os.path.join(d, STAMP), "w", encoding="utf-8") as f:
+            json.dump({"source": source.name}, f)
+        say("launch", line, env)
+    return train, val, cmd, line

@@ -52,9 +52,16 @@ KNOBS: tuple[Knob, ...] = (
         "TRAIN_FILES",
         "config",
         "files",
-        "train parquet(s), comma-separated (unset: the recipe's default data, built by `data_prep`)",
+        "train parquet(s), comma-separated (unset: the recipe's default data, built by `data_prep`); set with "
+        "VAL_FILES, never alone",
     ),
-    Knob("VAL_FILES", "config", "files", "validation parquet(s), comma-separated (unset: the recipe's default data)"),
+    Knob(
+        "VAL_FILES",
+        "config",
+        "files",
+        "validation parquet(s) of the same task, comma-separated (unset: the recipe's default data); set with "
+        "TRAIN_FILES, never alone",
+    ),
     Knob(
         "REWARD_FN",
         "config",
@@ -90,7 +97,9 @@ KNOBS: tuple[Knob, ...] = (
         "launcher",
         "path",
         "folder with GSM8K `train.jsonl` / `test.jsonl` for the default data "
-        "(unset: `../shared/data/gsm8k` beside the checkout when it is there, else the HF hub `openai/gsm8k`)",
+        "(unset: `../shared/data/gsm8k` beside the checkout's folder when it is there, else the HF hub `openai/gsm8k`, "
+        "else, said in the plan, the synthetic word-problem testbed in `DATA_DIR/word_problems*_p<len>/`, "
+        "`data_source=word_problems`)",
     ),
     Knob(
         "OUTPUT_DIR",

@@ -12,16 +12,18 @@ The launcher does what must happen before Hydra:
 1. stops on a variable that looks like a knob but is none (``scripts/launch/knobs.py``), and on values out of
    range or that do not resolve (GPU and node counts, batch sizes, memory share, ...), naming the knob;
 2. the default model (``MODEL`` unset, no ``actor_rollout_ref.model.path=``) and the recipe's default
-   data (``verl_judge.default_data``, built by ``data_prep``), given to the run as MODEL / TRAIN_FILES /
-   VAL_FILES (``scripts/launch/defaults.py``); paths of knobs made absolute (repo-relative for a Ray job);
-3. the run folder (``OUTPUT_DIR``: ``launch.log``, ``ray_head.log``, verl's ``file`` logger's
+   data (``verl_judge.default_data``, built by ``data_prep``, its source a line of the plan), given to the run as
+   MODEL / TRAIN_FILES / VAL_FILES (``scripts/launch/defaults.py``; one of the two files without the other stops it);
+   paths of knobs made absolute (repo-relative for a Ray job);
+3. the run folder (``OUTPUT_DIR``: ``launch.log``, ``launch.ray_head.log``, verl's ``file`` logger's
    ``metrics.jsonl``), ``swanlab`` with a key; prints the command (secret values masked) and checks the
-   composed config with ``scripts/launch/verl_config.py``;
+   composed config with ``scripts/launch/verl_config.py`` (data smaller than one batch too) and the judge API's key
+   variable (``scripts/launch/preflight.py``);
 4. runs ``python -m scripts.train --config-path <recipe> --config-name config <overrides>`` with the
    knobs in its environment against a private Ray head, stopped afterwards (``scripts/launch/local_run.py``: a
-   run that loses a port race at start-up is started again); or, with ``RAY_ADDRESS`` set, submits it
-   with ``ray job submit --runtime-env runtime_env.yaml`` (``scripts/launch/ray_job.py``: secrets that are set
-   are added by name, in memory).
+   run that loses a port race at start-up is started again); or, with ``RAY_ADDRESS`` set and a Ray dashboard
+   answering there, submits it with ``ray job submit --runtime-env runtime_env.yaml`` (``scripts/launch/ray_job.py``:
+   secrets that are set are added by name, in memory).
 
 ``DRY_RUN=1`` stops after step 3 (CPU is enough); ``DRY_RUN=print`` prints the plan as JSON without
 building data or checking. A Ctrl-C stops what the launch started on this machine (the trainer, the judge server,
@@ -51,6 +53,7 @@ from scripts.launch import (
     defaults,
     knobs,
     local_run,
+    preflight,
     ray_head,
     ray_job,
     services,
@@ -219,6 +222,13 @@ def plan(
     p.knobs = dict(set_by_user)
     files = {"data.train_files": "TRAIN_FILES", "data.val_files": "VAL_FILES"}
     missing = {key: name for key, name in files.items() if key not in given and name not in p.knobs}
+    if len(missing) == 1:  # the recipe's default set would train or validate on another task than the user's
+        (key, name), (other_key, other) = [*missing.items(), *(kv for kv in files.items() if kv[0] not in missing)]
+        raise LaunchError(
+            f"{other} (or {other_key}=) is set but {name} (or {key}=) is not: set both, the training and the "
+            f"validation parquet of one task (data_prep writes both: --train FILE --test FILE); without {name} the "
+            "run would use the recipe's default data for it"
+        )
     pending = dict.fromkeys(missing.values(), PENDING)  # stand-ins while the values are checked
     if "actor_rollout_ref.model.path" not in given and "MODEL" not in p.knobs:
         pending["MODEL"] = PENDING
@@ -232,7 +242,10 @@ def plan(
             with knobs.environ({**env, **p.knobs}):
                 kind = OmegaConf.select(cfg, "verl_judge.default_data", default=None)
                 tokenizer = str(cfg.actor_rollout_ref.model.path)
-            train, val, p.data = defaults.data(kind, recipe, cfg.data.max_prompt_length, tokenizer, env, materialize)
+            train, val, p.data, line = defaults.data(
+                kind, recipe, cfg.data.max_prompt_length, tokenizer, env, materialize
+            )
+            p.notes.append(line)
             got = {"TRAIN_FILES": train, "VAL_FILES": val}
             p.knobs.update({name: ray_job.local_path(got[name], env) for name in missing.values()})
     except defaults.DefaultsError as e:
@@ -301,14 +314,17 @@ def validate(p: Plan, env) -> None:
     t0 = time.time()
     try:
         with knobs.environ({**env, **p.knobs}):
-            verl_config.check(
+            cfg = verl_config.check(
                 p.overrides, paths="warn" if p.mode == "job" else "error", notes=notes, recipe=p.recipe_dir
             )
+            missing_key = preflight.api_key_errors(cfg, env)
+        if missing_key:
+            raise config_compose.ConfigError(missing_key)
     except config_compose.ConfigError as e:
         for msg in e.errors:
             say("launch", f"CONFIG ERROR: {annotate(msg, p)}", env)
         raise LaunchError(
-            f"the composed config does not pass verl's schema check ({len(e.errors)} problem(s))"
+            f"the composed config does not pass the launcher's checks ({len(e.errors)} problem(s)); nothing was started"
         ) from None
     for n in notes:
         say("launch", f"CONFIG NOTE: {n}", env)
@@ -398,6 +414,9 @@ def run_recipe(recipe: str, overrides: list[str], env=None, warn: bool = False, 
         if dry:
             say("launch", "DRY_RUN=1: stopping before training", env)
             return 0
+        unreachable = preflight.ray_address_error(env["RAY_ADDRESS"]) if p.mode == "job" else None
+        if unreachable:
+            raise LaunchError(unreachable)
         from scripts import bytecode
 
         slow_start = bytecode.warning(env) if warn and p.mode != "job" else None  # a job: the cluster's interpreters

@@ -22,6 +22,8 @@ verl's bare ``ppo_trainer.yaml``, applies the overrides, then fails with a clear
 * a value that does not resolve: a knob the config reads unset (``${oc.env:MODEL}``) or of a bad value;
 * files that do not exist (``scripts/launch/config_paths.py``): model path, data files, judge model path,
   reward function file (or a ``pkg://`` module that cannot be found) and the function name inside it;
+* local training parquet(s) with fewer rows than ``data.train_batch_size`` (verl: ``Train dataloader is empty!``) or
+  validation parquet(s) with no row;
 
 then runs verl's own ``validate_config``, instantiates the config dataclasses that build on CPU
 (algorithm, rollout, model, reward model, sandbox), checks the reward manager is registered and
@@ -44,7 +46,7 @@ import sys
 from typing import Iterable, Sequence
 
 from scripts.launch import config_checks, config_compose
-from scripts.launch.config_paths import check_paths
+from scripts.launch.config_paths import check_paths, data_rows_errors
 
 
 def check(
@@ -68,6 +70,7 @@ def check(
     errors += values
     if paths != "off":
         perr, pnotes = check_paths(cfg)
+        errors += data_rows_errors(cfg)  # local files only: fatal in every mode
         if paths == "error":
             errors += perr
         else:

@@ -213,3 +213,30 @@ def test_a_failed_write_keeps_the_old_file(tmp_path, name, write):
         write(str(path))
     assert path.read_text() == '{"old": true}\n'
     assert os.listdir(tmp_path) == ["report.json"]
+
+
+@pytest.mark.parametrize(
+    "train, test, warned",
+    [
+        (["a.jsonl"], ["a.jsonl"], ["a.jsonl"]),
+        (["a.jsonl", "b.jsonl"], ["./b.jsonl"], ["b.jsonl"]),
+        (["a.jsonl"], ["b.jsonl"], []),
+        (["a.jsonl"], None, []),
+    ],
+)
+def test_train_and_test_sharing_a_file_is_warned(train, test, warned, tmp_path, monkeypatch, capsys):
+    from data_prep import cli, gsm8k
+
+    monkeypatch.chdir(tmp_path)
+    for f in ("a.jsonl", "b.jsonl"):
+        (tmp_path / f).write_text('{"question": "q", "answer": "#### 1"}\n')
+    argv = ["--out", str(tmp_path / "out"), "--train", *train] + (["--test", *test] if test else [])
+    cli.resolve_sources(gsm8k.build_parser().parse_args(argv), gsm8k.PRESETS, "gsm8k")
+    err = capsys.readouterr().err
+    shared = ", ".join(str(tmp_path / f) for f in warned)
+    assert err == (
+        f"warning: --train and --test share {shared}: validation on it measures what was trained on "
+        "(give a held-out file as --test)\n"
+        if warned
+        else ""
+    )

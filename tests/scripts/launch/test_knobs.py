@@ -54,7 +54,7 @@ def test_gsm8k_source(gsm8k_dir, tmp_path, monkeypatch):
         monkeypatch.setattr(defaults, "hub_reachable", lambda env, hub=hub: hub)
         assert defaults.gsm8k_args(env) == (
             ["--hf"] if want is None else ["--train", f"{want}/train.jsonl", "--test", f"{want}/test.jsonl"]
-        )
+        ) + (["--data-source", "word_problems"] if want == testbed else [])
     assert json.load(open(os.path.join(testbed, "settings.json")))["train"] == 5000  # built once, default settings
 
 

@@ -83,7 +83,14 @@ GSM8K_ROWS = [
         "answer": "First she reads 10*3=<<10*3=30>>30 pages.\nThen 5*2=<<5*2=10>>10 pages.\n"
         "In total 30+10=<<30+10=40>>40 pages.\n#### 40",
     },
+] + [  # one batch (data.train_batch_size=16) and more: the dry run refuses less
+    {
+        "question": f"A crate holds {k} eggs. How many eggs are in 2 crates?",
+        "answer": f"2 crates hold 2*{k}=<<2*{k}={2 * k}>>{2 * k} eggs.\n#### {2 * k}",
+    }
+    for k in range(3, 19)
 ]
+BATCH_ROWS = 16  # rows of each fx parquet: one batch of recipes/base.yaml's data.train_batch_size
 
 
 # ----------------------------------------------------------------------------------------------- helpers
@@ -138,7 +145,7 @@ def sdpa_off(**extra) -> dict:
 # ----------------------------------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="module")
 def fx(tmp_path_factory):
-    """Tiny verl-style parquet files: GSM8K policy rows, pointwise and pairwise judge rows."""
+    """Small verl-style parquet files of one batch each: GSM8K policy rows, pointwise and pairwise judge rows."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -179,7 +186,8 @@ def fx(tmp_path_factory):
     for name, rows in (("policy", policy), ("pointwise", point), ("pairwise", pair)):
         for split in ("train", "test"):
             p = d / f"{name}_{split}.parquet"
-            pq.write_table(pa.Table.from_pylist(rows), str(p))
+            batch = [{**r, "extra_info": {**r["extra_info"], "index": i}} for i in range(BATCH_ROWS) for r in rows]
+            pq.write_table(pa.Table.from_pylist(batch), str(p))
             files[(name, split)] = str(p)
     return files
 
@@ -319,12 +327,15 @@ def test_default_data_plan(recipe, local_gsm8k, model_path, tmp_path, monkeypatc
     )
     assert p.data is None and p.overrides[-2:] == ["data.train_files=/x/a.parquet", "data.val_files=/x/b.parquet"]
     assert "TRAIN_FILES" not in p.knobs and "VAL_FILES" not in p.knobs
-    # files that exist: used, not rebuilt
+    # files that exist, built from the source this run asks for (source.json): used, not rebuilt
     d.mkdir()
     (d / train).write_text("x")
     (d / val).write_text("x")
-    p = plan(recipe, sdpa_off(MODEL=model_path, DATA_DIR=tmp_path))
+    source = "GSM8K files in /data/gsm8k" if local_gsm8k else "the HF hub (openai/gsm8k)"
+    (d / "source.json").write_text(json.dumps({"source": source}))
+    p = plan(recipe, sdpa_off(MODEL=model_path, DATA_DIR=tmp_path, **extra))
     assert p.data is None and (p.knobs["TRAIN_FILES"], p.knobs["VAL_FILES"]) == (str(d / train), str(d / val))
+    assert p.notes == [f"data ({kind}): built from {source} into {d}"]
 
 
 def test_recipe_without_default_data_needs_files(tmp_path, model_path, fx):
