@@ -44,7 +44,7 @@ def data_files(tmp_path_factory):
             "reward_model": {"style": "rule", "ground_truth": "72"},
             "extra_info": {"split": "train", "index": 0, "question": "q", "answer": "#### 72"},
         }
-    ]
+    ] * 16  # one batch (data.train_batch_size=16): the config check refuses fewer rows
     for name in ("train.parquet", "test.parquet"):
         pq.write_table(pa.Table.from_pylist(rows), str(d / name))
     return str(d / "train.parquet"), str(d / "test.parquet")
