@@ -1,10 +1,12 @@
-"""What the scripts print: ``say(tag, msg)`` writes ``[tag] msg`` with the values of secret variables masked.
+"""What the scripts print and the reports they write record: ``say(tag, msg)`` writes ``[tag] msg`` with the values of
+secret variables masked; ``masked(record)`` masks every string of a report before it is written.
 
 A secret is the value of a variable whose name ends in KEY, TOKEN, SECRET, PASSWORD or CREDENTIALS, or
 is named by ``PASS_ENV`` or by the recipe's judge key variable; ``api_key=VALUE`` written inline is
-masked too. Used by the launcher, the pipeline and the benchmarks (no command of its own):
+masked too. Used by the launcher, the pipeline, the benchmarks and the reports (no command of its own):
 
     from scripts.console import say; say("launch", "config OK")
+    write_json(path, masked(report))
 """
 
 from __future__ import annotations
@@ -53,6 +55,18 @@ def mask(text: str, env=None) -> str:
         )
     # `...api_key=VALUE` / `"token": "VALUE"` written inline (but not api_key_env=NAME)
     return mask_url(_INLINE_SECRET.sub(lambda m: m.group(1) + "***", text))
+
+
+def masked(value, env=None):
+    """``value``, a record as a report file keeps it (dicts, lists, strings, numbers), with every string ``mask``ed
+    (keys as they are): the commands, overrides and paths a written report records."""
+    if isinstance(value, str):
+        return mask(value, env)
+    if isinstance(value, dict):
+        return {k: masked(v, env) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [masked(v, env) for v in value]
+    return value
 
 
 def say(tag: str, msg: str = "", env=None, stamp: bool = False) -> None:

@@ -25,8 +25,8 @@ Arms (each is one launcher run, ``python -m scripts.launch <recipe> <overrides>`
 * ``route``: ``server`` with ``reward_kwargs.mode=route`` (the rule decides the clear answers without a call).
 * ``--arm NAME=RECIPE[:KEY=VALUE[,KEY=VALUE...]]`` (repeatable): an arm of yours, recipes/RECIPE with these Hydra
   overrides; a comma not followed by ``KEY=`` stays in the value (``trainer.logger=[console,file]``). A named arm's
-  NAME replaces that arm. ``--arms`` defaults to the named arms, then yours; ``--base`` names the arm the ratios are
-  against (default ``rule`` when it runs, else none: no ratios).
+  NAME replaces that arm, but for ``rule``, the base (name yours otherwise). ``--arms`` defaults to the named arms,
+  then yours; ``--base`` names the arm the ratios are against (default ``rule`` when it runs, else none: no ratios).
 
 Every arm gets the same overrides first: ``trainer.total_training_steps=STEPS trainer.n_gpus_per_node=1
 actor_rollout_ref.rollout.gpu_memory_utilization=0.3 trainer.save_freq=-1 trainer.test_freq=-1
@@ -47,8 +47,9 @@ Report (``OUT/cost.md`` and ``OUT/cost.json``, printed too; ``scripts/bench/cost
 ``timing_s/*`` stage's median over steps 2..N of its runs (``--skip-first``) and its ratio to the base arm's median
 (no ratio where the base's median is under ``scripts.report.summarize_run.MIN_BASE_S``: the rule reward takes
 microseconds), side by side; the runs (GPU, round, exit status, seconds, folder); each arm's recipe and overrides;
-the machine, command and commit. Each run's folder ``OUT/<arm>[/round-R]`` holds ``run.log``, the launcher's
-``launch.log`` and verl's ``metrics.jsonl``.
+the machine, command and commit; every string of it masked (``scripts.console.masked``: URL credentials, inline
+``api_key=...``, the values of secret variables), on screen and in both files. Each run's folder
+``OUT/<arm>[/round-R]`` holds ``run.log``, the launcher's ``launch.log`` and verl's ``metrics.jsonl``.
 
 Exit status: 0 when every run exited 0; 1 when one did not (the table holds the arms that finished); 2 for a bad
 argument or environment (nothing is run; ``RAY_ADDRESS`` is refused: the runs are local, one per GPU); 130 when
@@ -64,6 +65,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import math
 import os
 import re
 import shlex
@@ -75,9 +77,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from data_prep.files.outputs import write_json, write_text
+from data_prep.files.errors import DataError
+from data_prep.files.outputs import check_output_folder, write_json, write_text
 from scripts.bench.cost_report import gpu_names, markdown, report, train_steps
-from scripts.console import say
+from scripts.console import masked, say
 from scripts.launch import knobs, services
 from scripts.launch import overrides as ov
 from scripts.launch.launcher import truthy
@@ -102,6 +105,7 @@ POLL_S = 0.5
 NAME_RE = re.compile(r"^(?!\.+$)[A-Za-z0-9_.-]+$")  # not . or ..: a run's folder is OUT/<name>
 KEY_RE = re.compile(r"^(~|\+\+?)?[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*=")  # a dotted key or a group
 ENV_RE = re.compile(r"^[A-Z_][A-Z0-9_]*=")
+GPU_RE = re.compile(r"^(\d+|(GPU|MIG)-[A-Za-z0-9/-]+)$")  # CUDA_VISIBLE_DEVICES: an index, or a GPU / MIG UUID
 ARM_FORM = f"NAME=RECIPE[:KEY=VALUE[,KEY=VALUE...]], e.g. tok128=gsm8k_local_judge:{KWARGS}max_tokens=128"
 
 
@@ -312,6 +316,11 @@ def parse(argv):
             ap.error(f"--arm {spec!r}: {e} (want {ARM_FORM})")
         if name in yours:
             ap.error(f"--arm {spec!r}: the name '{name}' is given twice")
+        if name == BASE:
+            ap.error(
+                f"--arm {spec!r}: '{BASE}' is the strict rule, the arm the ratios are against by default; give your "
+                "arm another name (--base NAME takes the ratios against it)"
+            )
         yours.append(name)
         table[name] = (recipe, own)
     every = list(ARMS) + [n for n in yours if n not in ARMS]
@@ -327,6 +336,12 @@ def parse(argv):
     n = args.gpus_per_arm
     if not gpus or len(set(gpus)) != len(gpus):
         ap.error(f"--gpus {args.gpus!r}: give distinct GPU ids, e.g. 0,1,2,3")
+    bad = [g for g in gpus if not GPU_RE.match(g)]
+    if bad:
+        ap.error(
+            f"--gpus {args.gpus!r}: {', '.join(bad)} is no GPU id (an index >= 0 as nvidia-smi lists it, or a "
+            "GPU-/MIG- UUID), e.g. 0,1,2,3"
+        )
     if n < 1 or len(gpus) % n:
         ap.error(f"--gpus-per-arm {n}: give a number >= 1 that divides the {len(gpus)} GPU id(s) of --gpus")
     slots = [",".join(gpus[i : i + n]) for i in range(0, len(gpus), n)]
@@ -344,8 +359,15 @@ def parse(argv):
             ap.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.skip_first < 0 or args.skip_first >= args.steps:
         ap.error(f"--skip-first must be in [0, --steps), got {args.skip_first} for {args.steps} steps")
-    if args.run_timeout <= 0 or args.stop_grace < 0:
-        ap.error("--run-timeout must be > 0 and --stop-grace >= 0")
+    for name in ("run_timeout", "stop_grace"):
+        value = getattr(args, name)
+        if not (math.isfinite(value) and value > 0):
+            ap.error(f"--{name.replace('_', '-')} {value}: give a finite number of seconds > 0")
+    if args.out is not None:
+        try:
+            check_output_folder(args.out, "--out")
+        except DataError as e:
+            ap.error(str(e))
     bad = [o for o in args.overrides if "=" not in o]
     if bad:
         ap.error(f"not a Hydra override KEY=VALUE: {' '.join(bad)}")
@@ -457,7 +479,7 @@ def main(argv=None, env=None) -> int:
         for r in runs:
             say(WHO, f"DRY_RUN {r.arm}: {'config OK' if r.rc == 0 else f'exit {r.rc}, see {r.log}'}")
         return status()
-    rep = report(runs, settings, command, args.skip_first, args.table)
+    rep = masked(report(runs, settings, command, args.skip_first, args.table), env)  # credentials in overrides
     os.makedirs(out, exist_ok=True)
     write_json(os.path.join(out, "cost.json"), rep)
     text = markdown(rep)

@@ -229,6 +229,11 @@ def value_errors(cfg) -> list[str]:
     )
 
 
+#: ``verl_judge.group_reward.timeout``'s range, in seconds: an answer waits this long for its GRPO group mates, which
+#: finish generating at different times (the agent loop streams each answer to the reward as it ends); at most the
+#: stall watchdog's shortest step limit by default (``min_step_s``, ``scripts/launch/stall.py``), so that a lost
+#: rollout's group is scored as it stands before the watchdog stops the run
+GROUP_TIMEOUT_S = (10.0, stall.DEFAULTS["min_step_s"])
 GROUP_MANAGER_FILE = os.path.join(ROOT, "scripts", "train", "group_reward.py")
 PAIRWISE_REWARD_FILE = os.path.join(ROOT, "reward_fns", "pairwise_judge.py")
 GROUP_MANAGER = (
@@ -246,8 +251,11 @@ def group_reward_errors(cfg) -> list[str]:
     """A group reward the run could not give: the group reward manager (``scripts/train/group_reward.py``, by path or
     registered as ``pairwise_group``) without ``reward.num_workers=1`` (a group's answers would be split over workers
     and each part wait out the timeout) or without ``reward_fns/pairwise_judge.py`` as the custom reward (its options);
-    ``pairwise_judge``'s ``mode=tournament`` under a manager that scores one sample alone; ``verl_judge.group_reward``
-    settings the manager refuses (``size`` null or an integer >= 1, ``timeout`` a number > 0, no other key)."""
+    ``pairwise_judge``'s ``mode=tournament`` under a manager that scores one sample alone; a tournament under the group
+    manager with ``actor_rollout_ref.rollout.n < 2`` (every answer a group of one: the ``judge_failure`` fallback, the
+    rule); ``verl_judge.group_reward`` settings that change what the arm measures: ``size`` other than null or
+    ``rollout.n`` (smaller splits every group, larger makes every group wait the whole timeout), ``timeout`` outside
+    ``GROUP_TIMEOUT_S``, any other key."""
     from omegaconf import OmegaConf
 
     def sel(key):
@@ -282,15 +290,30 @@ def group_reward_errors(cfg) -> list[str]:
             f"reward.custom_reward_function.reward_kwargs.mode=tournament scores a whole GRPO group, which reward "
             f"manager {name!r} (source {source}) cannot gather: set {GROUP_MANAGER} reward.num_workers=1"
         )
+    n = sel("actor_rollout_ref.rollout.n")
+    counted = isinstance(n, int) and not isinstance(n, bool) and n >= 1  # else VALUE_RULES reports rollout.n
+    if grouped and mode in (None, "tournament") and counted and n < 2:
+        errors.append(
+            f"actor_rollout_ref.rollout.n={n}: a tournament compares each answer with its GRPO group mates and needs "
+            "rollout.n >= 2 (with 1 every answer is a group of one, scored by the judge_failure fallback: the rule)"
+        )
     settings = sel("verl_judge.group_reward") or {}
     unknown = sorted(set(settings) - {"size", "timeout"})
     size, timeout = settings.get("size"), settings.get("timeout")
     if unknown:
         errors.append(f"verl_judge.group_reward: unknown setting(s) {unknown}; known: size, timeout")
-    if size is not None and not (isinstance(size, int) and not isinstance(size, bool) and size >= 1):
-        errors.append(f"verl_judge.group_reward.size={size!r}: must be null (actor_rollout_ref.rollout.n) or >= 1")
-    if "timeout" in settings and not (_number(timeout) and timeout > 0):
-        errors.append(f"verl_judge.group_reward.timeout={timeout!r}: must be a number of seconds > 0")
+    if size is not None and counted and (isinstance(size, bool) or size != n):
+        errors.append(
+            f"verl_judge.group_reward.size={size!r}: must be null or actor_rollout_ref.rollout.n ({n}): a smaller size "
+            "splits every GRPO group, a larger one makes every group wait verl_judge.group_reward.timeout"
+        )
+    low, high = GROUP_TIMEOUT_S
+    if "timeout" in settings and not (_number(timeout) and low <= timeout <= high):
+        errors.append(
+            f"verl_judge.group_reward.timeout={timeout!r}: must be a number of seconds in [{low:g}, {high:g}] (below, "
+            "a mate still generating misses its group, scored without it; above, one lost rollout can hold its step "
+            "past the stall watchdog's limit)"
+        )
     return errors
 
 

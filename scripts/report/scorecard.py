@@ -28,6 +28,7 @@ import numpy as np
 from data_prep.files.outputs import write_json, write_text
 from data_prep.files.readers import read_jsonl
 from reward_fns import gsm8k
+from scripts.console import masked
 from scripts.report import disagreements
 from scripts.report.render import md_table
 from scripts.report.scorecard_stats import Instance, bootstrap, fmt, rule_learned, verdict
@@ -333,7 +334,7 @@ def write(out: str, arms: list[str], seeds: list[int], steps: int, log=print, co
         raise ValueError(f"{path}: not a report ({e}); move it away") from None
     if not isinstance(report, dict):
         raise ValueError(f"{path}: not a report (a JSON object), got a {type(report).__name__}; move it away")
-    report.update(res, command=command or sys.argv, commit=_commit())
+    report.update(res, command=masked(command or sys.argv), commit=_commit())
     write_json(path, report)
     text = markdown(res, seeds, os.path.basename(os.path.normpath(out)))
     write_text(os.path.join(out, "scorecard.md"), text)
@@ -409,8 +410,8 @@ def write_pooled(
 ) -> dict:
     """The scorecard over the instances in ``folders``: ``report.json``, ``scorecard.md``, ``scorecard.png`` in
     ``out``."""
-    res = pooled(folders, arms, seeds, steps)
-    report = {**res, "arms": arms, "seeds": seeds, "steps": steps, "command": command or sys.argv, "commit": _commit()}
+    res, command = pooled(folders, arms, seeds, steps), masked(command or sys.argv)
+    report = {**res, "arms": arms, "seeds": seeds, "steps": steps, "command": command, "commit": _commit()}
     write_json(os.path.join(out, "report.json"), report)
     write_text(os.path.join(out, "scorecard.md"), pooled_markdown(res, seeds))
     pooled_figure(res, seeds, os.path.join(out, "scorecard.png"))

@@ -5,16 +5,17 @@
 verl's reward loop hands a manager one sample at a time (``RewardLoopWorker.compute_score`` ->
 ``RewardManagerBase.run_single``; streamed from the agent loop, or in chunks from ``RewardLoopManager.compute_rm_score``
 with a colocated judge), so the manager gathers a group: each sample waits until its group holds ``size`` answers
-(``actor_rollout_ref.rollout.n`` unless ``verl_judge.group_reward.size`` says otherwise; in validation the sample's
-``judge_group_expected``, which ``scripts/train/hooks.py`` sets to its uid's count in the repeated batch: a
-validation pass samples each prompt ``val_kwargs.n`` times), then one call of ``score_group`` scores them all and
-every sample takes its own row. A group still short after ``timeout`` seconds (``verl_judge.group_reward.timeout``,
-default 120: a failed rollout never arrives) is scored as it stands, with a warning naming the group, what it held
-and the setting; ``judge_group_size`` says how many it held (a group of one has no mate: the ``judge_failure``
-fallback). Every wait is bounded: a sample waits ``timeout`` for its mates, then the judge's calls, each bounded by
-the client's ``deadline`` (``reward_kwargs.deadline``). The samples of a group must reach one worker:
-``reward.num_workers=1`` (the agent loop picks a worker per sample at random; the colocated path splits the batch into
-chunks).
+(``actor_rollout_ref.rollout.n``, or ``verl_judge.group_reward.size``, which the config check holds to it; in
+validation the sample's ``judge_group_expected``, which ``scripts/train/hooks.py`` sets to its uid's count in the
+repeated batch: a validation pass samples each prompt ``val_kwargs.n`` times), then one call of ``score_group`` scores
+them all and every sample takes its own row. A group still short after ``timeout`` seconds
+(``verl_judge.group_reward.timeout``, default 120: a failed rollout never arrives) is scored as it stands, with a
+warning naming the group, what it held and the setting; ``judge_group_size`` says how many it held (a group of one has
+no mate: the ``judge_failure`` fallback). A sample without a ``uid``, or a late answer of a group scored short, has no
+mate to wait for: it is scored at once as a group of one, with a warning. Every wait is bounded: a sample waits
+``timeout`` for its mates, then the judge's calls, each bounded by the client's ``deadline``
+(``reward_kwargs.deadline``). The samples of a group must reach one worker: ``reward.num_workers=1`` (the agent loop
+picks a worker per sample at random; the colocated path splits the batch into chunks).
 
 The options of ``score_group`` are the custom reward's ``reward.custom_reward_function.reward_kwargs`` (set ``path``
 to ``reward_fns/pairwise_judge.py``: with a reward model enabled, verl runs a manager only when a custom function is
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -56,6 +58,8 @@ GROUP_KEYS = (
     "judge_group_calls",
 )
 DEFAULT_TIMEOUT = 120.0
+#: groups scored short remembered at most (their answers still missing; a lost rollout's never comes)
+LATE_MEMORY = 65536
 
 
 def _plain(value: Any) -> Any:
@@ -94,7 +98,9 @@ class GroupRewardManager(RewardManagerBase):
         if problems:
             raise ValueError("; ".join(problems))
         self.groups: dict[str, _Group] = {}
+        self.late: OrderedDict[str, int] = OrderedDict()  # uid of a group scored short -> its answers still missing
         self.short = 0  # groups scored short after the timeout, so far
+        self.alone = 0  # samples scored alone at once (no uid, or a late answer of a group scored short), so far
 
     def _text(self, item) -> str:
         response_ids = item.batch["responses"]
@@ -111,7 +117,8 @@ class GroupRewardManager(RewardManagerBase):
         return rows, dict(zip(GROUP_KEYS, map(float, values)))
 
     def _close(self, uid: str, group: _Group) -> None:
-        """Score ``group`` as it stands (once); a later sample of this ``uid`` starts a new group."""
+        """Score ``group`` as it stands (once); after it, a sample of this ``uid`` starts a new group (a late answer
+        of a group scored short: a group of one, ``run_single``)."""
         if group.task is None:
             if self.groups.get(uid) is group:
                 del self.groups[uid]
@@ -131,17 +138,34 @@ class GroupRewardManager(RewardManagerBase):
                 self.short,
             )
 
+    def _warn_alone(self, uid: str | None) -> None:
+        self.alone += 1
+        if self.alone <= 5 or self.alone % 100 == 0:
+            why = "without a uid" if uid is None else f"of group {uid} came after the group was scored short"
+            logger.warning(
+                "group_reward: a sample %s: scored alone, at once (samples scored alone so far: %d)", why, self.alone
+            )
+
     async def run_single(self, data: DataProto) -> dict:
         item = data[-1:][0]  # a multi-turn sample: its last sequence, as verl's naive manager does
         nt = item.non_tensor_batch
-        uid = str(nt["uid"]) if "uid" in nt else f"alone-{id(item)}"
+        uid = str(nt["uid"]) if "uid" in nt else None
         extra_info = nt.get("extra_info")
-        group = self.groups.get(uid)
+        group = self.groups.get(uid) if uid is not None else None
         if group is None:
             reward_model = nt.get("reward_model")
             gt = reward_model.get("ground_truth") if isinstance(reward_model, Mapping) else None
-            size = int(nt[GROUP_EXPECTED]) if GROUP_EXPECTED in nt else self.size
-            group = self.groups[uid] = _Group(gt, dict(extra_info) if isinstance(extra_info, Mapping) else None, size)
+            alone = uid is None or uid in self.late  # no mate will come: a group of one, scored at once
+            if alone:
+                self._warn_alone(uid)
+                if uid is not None:
+                    self.late[uid] -= 1
+                    if not self.late[uid]:
+                        del self.late[uid]
+            size = 1 if alone else int(nt[GROUP_EXPECTED]) if GROUP_EXPECTED in nt else self.size
+            group = _Group(gt, dict(extra_info) if isinstance(extra_info, Mapping) else None, size)
+            if not alone:
+                self.groups[uid] = group
         index = len(group.texts)
         group.texts.append(self._text(item))
         if len(group.texts) >= group.size:
@@ -149,9 +173,12 @@ class GroupRewardManager(RewardManagerBase):
         else:
             try:
                 await asyncio.wait_for(group.closed.wait(), self.timeout)
-            except asyncio.TimeoutError:  # scored as it stands
+            except asyncio.TimeoutError:  # scored as it stands; its missing answers, if they come, alone
                 if group.task is None:
                     self._warn_short(uid, group)
+                    self.late[uid] = group.size - len(group.texts)
+                    if len(self.late) > LATE_MEMORY:
+                        self.late.popitem(last=False)
                 self._close(uid, group)
         rows, shared = await asyncio.shield(group.task)
         row = {**rows[index], **shared}

@@ -30,11 +30,12 @@ file logger, SwanLab), with the same keys from step 1:
 * ``grpo/identical_reward_groups``: share of GRPO groups (as grouped for the advantage) whose
   rewards are all equal, i.e. that give no gradient.
 
-Abstained samples (``judge_abstained``: ``judge_failure="abstain"``) leave their GRPO group's mean and std and the
-policy loss (advantage, return and response mask 0). A group that abstention leaves with fewer than two scored
-samples gives no advantage either: verl gives a group of one its raw score (mean 0, std 1), a push with no baseline,
-where among equally scored mates it would get 0; its survivor keeps advantage 0 and stays in the loss, as in a group
-of equal scores. A group no sample of which abstained (a prompt sampled once) is left to verl.
+Abstained samples (``judge_abstained``: ``judge_failure="abstain"``) leave ``critic/score/*`` (mean, max and min over
+the samples the judge graded: the series the hacking watch fits), their GRPO group's mean and std and the policy loss
+(advantage, return and response mask 0). A group that abstention leaves with fewer than two scored samples gives no
+advantage either: verl gives a group of one its raw score (mean 0, std 1), a push with no baseline, where among equally
+scored mates it would get 0; its survivor keeps advantage 0 and stays in the loss, as in a group of equal scores. A
+group no sample of which abstained (a prompt sampled once) is left to verl.
 
 ``verl_judge.deferred_reward`` (off by default): a colocated judge's reward computed beside the log-prob stages and
 joined just before the advantage (``scripts/train/deferred_reward.py``), before any of the above reads it.
@@ -173,6 +174,19 @@ def abstained_mask(non_tensor_batch) -> np.ndarray | None:
 def leave_out(uids, abstained: np.ndarray) -> np.ndarray:
     """``uids`` with each abstained sample in a group of its own, so it is left out of its group's mean and std."""
     return np.array([f"abstained:{i}" if a else u for i, (u, a) in enumerate(zip(uids, abstained))], dtype=object)
+
+
+SCORE_KEYS = ("critic/score/mean", "critic/score/max", "critic/score/min")
+
+
+def scored_score_metrics(data_metrics, batch, abstained: np.ndarray) -> dict[str, float]:
+    """verl's ``critic/score/*`` (``data_metrics``: its ``compute_data_metrics``) over the samples whose judge did not
+    abstain: an abstained sample's 0 is no grade, so it stays out of the series the hacking watch fits; NaN when every
+    sample abstained (as verl's own when every sample was aborted)."""
+    if abstained.all():
+        return dict.fromkeys(SCORE_KEYS, float("nan"))
+    scored = data_metrics(batch=batch.select_idxs(~abstained), use_critic=False)
+    return {k: scored[k] for k in SCORE_KEYS}
 
 
 def lone_survivors(uids, abstained: np.ndarray) -> np.ndarray:
@@ -378,6 +392,9 @@ def install(config) -> None:
     def compute_data_metrics(batch, use_critic=True):
         metrics = data_metrics(batch=batch, use_critic=use_critic)
         nt = batch.non_tensor_batch
+        abstained = abstained_mask(nt)
+        if abstained is not None:
+            metrics.update(scored_score_metrics(data_metrics, batch, abstained))
         reading = route_reading(batch, state["tokenizer"]) if state["route"] else None
         extras = {k: nt[k] for k in state["keys"] if k in nt}
         metrics.update(reward_metrics(extras, reading, nt.get("uid"), state["tournament"]))

@@ -83,8 +83,9 @@ def _rise(values: Sequence[float]) -> float:
 
 class HackingWatch:
     """Reward-hacking alarm for a judge-rewarded run. Each step it reads the reward the policy gets
-    (``critic/score/mean``), the rule's accuracy on the same samples (``reward/rule_score/mean``, which the
-    LLM-judge reward returns) and the share of answers the judge accepts and the rule rejects
+    (``critic/score/mean``, over the samples the judge graded: ``scripts/train/hooks.py`` leaves abstained ones out),
+    the rule's accuracy on the step's samples (``reward/rule_score/mean``, which the LLM-judge reward returns; the rule
+    grades every answer) and the share of answers the judge accepts and the rule rejects
     (``judge_health/accept_rule_reject``). Over the last ``window`` steps the alarm is on when
 
     * the reward's fitted rise is at least ``min_rise`` while the rule's fitted fall is at least ``min_fall``

@@ -14,6 +14,7 @@ import re
 import shutil
 
 from data_prep.files.outputs import write_json
+from scripts.console import masked
 from scripts.workflows.stages import Stages, say
 
 #: what an experiment records of the settings that make the stages ``--reuse`` links (``stage_settings``)
@@ -56,7 +57,7 @@ def stage_settings(a: argparse.Namespace, env: dict) -> dict:
     if a.testbed == "none":
         settings["gsm8k_dir"] = env.get("GSM8K_DIR") or ""
     if a.grpo_steps > 0:
-        settings["judge_grpo_overrides"] = list(a.overrides)
+        settings["judge_grpo_overrides"] = masked(list(a.overrides), env)  # recorded: credentials masked
     return json.loads(json.dumps(settings))  # as the record reads back (tuples as lists)
 
 

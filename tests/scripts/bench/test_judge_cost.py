@@ -519,6 +519,25 @@ BAD_ARGS = [
     (["--rounds", "0"], "--rounds must be >= 1"),
     (["--steps", "2", "--skip-first", "2"], "--skip-first must be in [0, --steps)"),
     (["--", "trainer.total_epochs"], "not a Hydra override KEY=VALUE: trainer.total_epochs"),
+    (["--gpus", "x"], "--gpus 'x': x is no GPU id (an index >= 0 as nvidia-smi lists it, or a GPU-/MIG- UUID)"),
+    (["--gpus=-1"], "--gpus '-1': -1 is no GPU id"),
+    (["--gpus", "0,1.5", "--arms", "rule,server"], "--gpus '0,1.5': 1.5 is no GPU id"),
+    (["--run-timeout", "nan"], "--run-timeout nan: give a finite number of seconds > 0"),
+    (["--run-timeout", "inf"], "--run-timeout inf: give a finite number of seconds > 0"),
+    (["--run-timeout", "0"], "--run-timeout 0.0: give a finite number of seconds > 0"),
+    (["--stop-grace", "nan"], "--stop-grace nan: give a finite number of seconds > 0"),
+    (["--stop-grace", "inf"], "--stop-grace inf: give a finite number of seconds > 0"),
+    (["--stop-grace", "-1"], "--stop-grace -1.0: give a finite number of seconds > 0"),
+    (
+        ["--arm", "rule=gsm8k_local_judge"],
+        "--arm 'rule=gsm8k_local_judge': 'rule' is the strict rule, the arm the ratios are against by default; give "
+        "your arm another name (--base NAME takes the ratios against it)",
+    ),
+    (["--out", f"{ROOT}/pyproject.toml"], f"--out {ROOT}/pyproject.toml: exists and is not a folder"),
+    (
+        ["--out", f"{ROOT}/pyproject.toml/cost"],
+        f"--out {ROOT}/pyproject.toml/cost: cannot create the folder: {ROOT}/pyproject.toml is not a folder",
+    ),
 ]
 
 
@@ -528,6 +547,31 @@ def test_bad_arguments_exit_2_with_a_message(args, message, capsys):
         jc.main(args, env=_env())
     assert e.value.code == 2
     assert message in capsys.readouterr().err
+
+
+SECRET_URL = "https://svc:S3cret@judge.example/v1?key=QueryK3y"
+
+
+def test_the_report_masks_credentials_in_every_file_it_writes(tmp_path, capsys):
+    """A credentialed judge URL in an arm's overrides and in the overrides of every arm: ``cost.json`` and
+    ``cost.md`` (and the printed table) record the command line, the arms' overrides and each run's command masked."""
+    spec = {"rule": {"steps": [9, 2, 2]}, "api": {"steps": [9, 4, 4]}}
+    out = tmp_path / "out"
+    url = f"{RKW}.base_url='{SECRET_URL}'"
+    args = ["--arms", "rule,api", "--steps", "3", "--out", str(out), "--arm", f"api=gsm8k_api_judge:{url}"]
+    rc = jc.main([*args, "--launcher", _fake(tmp_path, spec), "--", url.replace("+", "++", 1)], env=_env())
+    assert rc == 0
+    printed = capsys.readouterr().out
+    written = {name: (out / name).read_text() for name in ("cost.json", "cost.md")}
+    assert [w for w in ("S3cret", "QueryK3y") for text in [*written.values(), printed] if w in text] == []
+    masked = f"{RKW}.base_url='https://***@judge.example/v1?key=***'"
+    rep = json.loads(written["cost.json"])
+    assert rep["settings"]["definitions"]["api"]["overrides"] == [masked]
+    assert rep["settings"]["overrides"] == [masked.replace("+", "++", 1)]
+    assert rep["command"].count("https://***@judge.example/v1?key=***") == 2
+    # each run's command: the key once (the overrides after -- win over the arm's own)
+    assert [r["command"].count("https://***@judge.example/v1?key=***") for r in rep["runs"]] == [1, 1]
+    assert f"| api | gsm8k_api_judge | `{masked}` |" in written["cost.md"].splitlines()
 
 
 @pytest.mark.parametrize(

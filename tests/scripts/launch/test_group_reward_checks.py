@@ -34,6 +34,20 @@ UNGROUPED = (
     "reward.num_workers=1"
 )
 REGISTERED = ["reward.reward_manager.name=pairwise_group", "reward.num_workers=1", PAIRWISE, TOURNAMENT]
+N8 = ["actor_rollout_ref.rollout.n=8"]  # scripts.policy_learns's (recipes/base.yaml's: 4)
+TIMEOUT = "verl_judge.group_reward.timeout={}"
+ALONE = (
+    "actor_rollout_ref.rollout.n={n}: a tournament compares each answer with its GRPO group mates and needs "
+    "rollout.n >= 2 (with 1 every answer is a group of one, scored by the judge_failure fallback: the rule)"
+)
+SIZE = (
+    "verl_judge.group_reward.size={size!r}: must be null or actor_rollout_ref.rollout.n ({n}): a smaller size splits "
+    "every GRPO group, a larger one makes every group wait verl_judge.group_reward.timeout"
+)
+TIMED = (
+    "verl_judge.group_reward.timeout={!r}: must be a number of seconds in [10, 300] (below, a mate still generating "
+    "misses its group, scored without it; above, one lost rollout can hold its step past the stall watchdog's limit)"
+)
 
 CASES = {
     # (recipe, overrides) -> the messages, exactly
@@ -87,17 +101,56 @@ CASES = {
     ),
     "size_and_timeout": (
         "gsm8k_local_judge",
-        [*arms.TOURNAMENT, "verl_judge.group_reward.size=8", "verl_judge.group_reward.timeout=30.5"],
+        [*arms.TOURNAMENT, *N8, "verl_judge.group_reward.size=8", "verl_judge.group_reward.timeout=30.5"],
         [],
     ),
+    "the_experiments_rollout_n": ("gsm8k_local_judge", [*arms.TOURNAMENT, *N8], []),
+    "timeout_at_its_lower_bound": ("gsm8k_local_judge", [*arms.TOURNAMENT, TIMEOUT.format(10)], []),
+    "timeout_at_its_upper_bound": ("gsm8k_local_judge", [*arms.TOURNAMENT, TIMEOUT.format(300)], []),
     "bad_size_and_timeout": (
         "gsm8k_local_judge",
-        [*arms.TOURNAMENT, "verl_judge.group_reward.size=0", "verl_judge.group_reward.timeout=0"],
-        [
-            "verl_judge.group_reward.size=0: must be null (actor_rollout_ref.rollout.n) or >= 1",
-            "verl_judge.group_reward.timeout=0: must be a number of seconds > 0",
-        ],
+        [*arms.TOURNAMENT, "verl_judge.group_reward.size=0", TIMEOUT.format(0)],
+        [SIZE.format(size=0, n=4), TIMED.format(0)],
     ),
+    # a group setting that changes what the arm measures: refused, naming the setting
+    "rollout_n_1": (
+        "gsm8k_local_judge",
+        [*arms.TOURNAMENT, "actor_rollout_ref.rollout.n=1"],
+        [ALONE.format(n=1)],
+    ),
+    "rollout_n_1_tournament_by_default": (  # the group manager's default mode is a tournament
+        "gsm8k_api_judge",
+        [*arms.GROUP_MANAGER, PAIRWISE, "actor_rollout_ref.rollout.n=1"],
+        [ALONE.format(n=1)],
+    ),
+    "rollout_n_1_pairwise_ref": (  # each answer against the reference: no mate needed
+        "gsm8k_api_judge",
+        [*arms.PAIRWISE_REF, *arms.GROUP_MANAGER, "actor_rollout_ref.rollout.n=1"],
+        [],
+    ),
+    "rollout_n_1_without_the_group_manager": ("gsm8k_rule", ["actor_rollout_ref.rollout.n=1"], []),
+    "size_below_n": (
+        "gsm8k_local_judge",
+        [*arms.TOURNAMENT, "verl_judge.group_reward.size=2"],
+        [SIZE.format(size=2, n=4)],
+    ),
+    "size_above_n": (
+        "gsm8k_local_judge",
+        [*arms.TOURNAMENT, "verl_judge.group_reward.size=8"],
+        [SIZE.format(size=8, n=4)],
+    ),
+    "size_not_a_number": (
+        "gsm8k_local_judge",
+        [*arms.TOURNAMENT, "verl_judge.group_reward.size=four"],
+        [SIZE.format(size="four", n=4)],
+    ),
+    "timeout_tiny": ("gsm8k_local_judge", [*arms.TOURNAMENT, TIMEOUT.format(1e-9)], [TIMED.format(1e-9)]),
+    "timeout_below": ("gsm8k_local_judge", [*arms.TOURNAMENT, TIMEOUT.format(9.5)], [TIMED.format(9.5)]),
+    "timeout_above": ("gsm8k_local_judge", [*arms.TOURNAMENT, TIMEOUT.format(300.5)], [TIMED.format(300.5)]),
+    "timeout_huge": ("gsm8k_local_judge", [*arms.TOURNAMENT, TIMEOUT.format(1e9)], [TIMED.format(1e9)]),
+    "timeout_inf": ("gsm8k_local_judge", [*arms.TOURNAMENT, TIMEOUT.format("inf")], [TIMED.format(float("inf"))]),
+    "timeout_nan": ("gsm8k_local_judge", [*arms.TOURNAMENT, TIMEOUT.format("nan")], [TIMED.format(float("nan"))]),
+    "timeout_without_the_group_manager": ("gsm8k_rule", [TIMEOUT.format(1e-9)], [TIMED.format(1e-9)]),
     "unknown_setting": (
         "gsm8k_rule",
         ["+verl_judge.group_reward.timout=3"],

@@ -83,3 +83,68 @@ def test_abstain_leaves_no_lone_survivor_a_push(uids, scores, abstained, norm, a
     assert out.batch["advantages"][:, -1].tolist() == pytest.approx(advantages, abs=1e-7)
     assert out.batch["returns"][:, -1].tolist() == pytest.approx(advantages, abs=1e-7)
     assert out.batch["response_mask"].sum(-1).tolist() == [0.0 if a else 3.0 for a in abstained]  # survivors stay
+
+
+def _step_batch(scores, abstained, lengths):
+    """A step's batch as verl's ``compute_data_metrics`` reads it: prompts of 2 tokens, responses of up to 3
+    (``lengths``: 0 is an aborted sample, which verl leaves out of ``critic/score/*``)."""
+    from verl import DataProto
+
+    n, prompt, length = len(scores), 2, 3
+    scored = torch.zeros(n, length)
+    scored[:, -1] = torch.tensor(scores)
+    mask = torch.zeros(n, prompt + length, dtype=torch.long)
+    mask[:, :prompt] = 1
+    for i, k in enumerate(lengths):
+        mask[i, prompt : prompt + k] = 1
+    return DataProto.from_dict(
+        tensors={
+            "token_level_scores": scored,
+            "token_level_rewards": scored.clone(),
+            "advantages": torch.zeros(n, length),
+            "returns": torch.zeros(n, length),
+            "response_mask": mask[:, prompt:].clone(),
+            "prompts": torch.ones(n, prompt, dtype=torch.long),
+            "responses": torch.ones(n, length, dtype=torch.long),
+            "attention_mask": mask,
+        },
+        non_tensors={
+            "uid": np.array(["a"] * n, dtype=object),
+            "judge_abstained": np.array(abstained, dtype=np.float64),
+        },
+    )
+
+
+F32 = float(np.float32(2 / 3))  # verl's means are float32
+
+
+@pytest.mark.parametrize(
+    "scores, abstained, lengths, want",
+    [
+        # one of four abstains (its 0 is no grade): the mean of the three graded, 2/3 (verl's own: 0.5)
+        ([1.0, 0.0, 1.0, 0.0], [0, 1, 0, 0], [3, 3, 3, 3], (F32, 1.0, 0.0)),
+        # the abstainer was the only 0: the graded samples are all right (verl's own: 0.75, 1, 0)
+        ([1.0, 0.0, 1.0, 1.0], [0, 1, 0, 0], [3, 3, 3, 3], (1.0, 1.0, 1.0)),
+        # no abstention: verl's own
+        ([1.0, 0.0, 1.0, 0.0], [0, 0, 0, 0], [3, 3, 3, 3], (0.5, 1.0, 0.0)),
+        # an aborted sample (no response) stays out, as verl leaves it out: 2 graded samples left, 1 and 0
+        ([1.0, 0.0, 1.0, 0.0], [0, 1, 0, 0], [3, 3, 0, 3], (0.5, 1.0, 0.0)),
+        # every sample abstained: no grade to average
+        ([0.0, 0.0], [1, 1], [3, 3], ("nan", "nan", "nan")),
+    ],
+    ids=["one-abstains", "the-only-zero-abstains", "none-abstains", "with-an-aborted-sample", "all-abstain"],
+)
+def test_the_score_series_leaves_abstained_samples_out(scores, abstained, lengths, want):
+    """``critic/score/*`` through verl's own ``compute_data_metrics`` and the installed hook: over the samples the judge
+    graded (the hacking watch fits ``critic/score/mean``); the rest of verl's metrics as verl computes them."""
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo import metric_utils, ray_trainer
+
+    assert ray_trainer.compute_data_metrics is metric_utils.compute_data_metrics  # verl's own (conftest.py)
+    install(OmegaConf.create({"data": {"train_batch_size": 1}, "verl_judge": {}}))
+    batch = _step_batch(scores, abstained, lengths)
+    metrics = ray_trainer.compute_data_metrics(batch=batch, use_critic=False)
+    got = tuple(metrics[f"critic/score/{k}"] for k in ("mean", "max", "min"))
+    assert tuple("nan" if math.isnan(v) else v for v in got) == want
+    verls = metric_utils.compute_data_metrics(batch=batch, use_critic=False)
+    assert metrics["critic/rewards/mean"] == verls["critic/rewards/mean"]

@@ -158,6 +158,55 @@ def test_a_short_group_is_scored_as_it_stands_after_the_timeout(caplog):
     ]
 
 
+SHORT_Q1 = (
+    "group_reward: group q1 scored with {} of 3 answers after waiting 0s for the rest "
+    "(verl_judge.group_reward.timeout; short groups so far: 1)"
+)
+ALONE = "group_reward: a sample {}: scored alone, at once (samples scored alone so far: {})"
+LATE_Q1 = "of group q1 came after the group was scored short"
+
+
+@pytest.mark.parametrize(
+    "first, then, want, logs",
+    [
+        # no uid: no mate can come (it waited the whole timeout alone, then the fallback)
+        ([], [(None, RIGHT)], [(1.0, 1.0)], [ALONE.format("without a uid", 1)]),
+        (
+            [],
+            [(None, WRONG), (None, RIGHT)],
+            [(0.0, 1.0), (1.0, 1.0)],
+            [ALONE.format("without a uid", n) for n in (1, 2)],
+        ),
+        # a late answer of a group scored short (2 of 3): alone, at once (it waited the timeout for a group of its own)
+        ([("q1", WRONG), ("q1", RIGHT)], [("q1", RIGHT)], [(1.0, 1.0)], [SHORT_Q1.format(2), ALONE.format(LATE_Q1, 1)]),
+        (  # both missing answers of a group scored with 1 of 3
+            [("q1", WRONG)],
+            [("q1", RIGHT), ("q1", WRONG)],
+            [(1.0, 1.0), (0.0, 1.0)],
+            [SHORT_Q1.format(1), ALONE.format(LATE_Q1, 1), ALONE.format(LATE_Q1, 2)],
+        ),
+    ],
+    ids=["no_uid", "two_without_uid", "late_answer", "both_late_answers"],
+)
+def test_a_sample_no_mate_can_join_is_scored_alone_without_waiting(first, then, want, logs, caplog):
+    """Scored at once as a group of one (no mate: the judge_failure fallback, the rule's grade): no timeout passes
+    for it (``short`` counts the groups scored after one) and the warning says why."""
+    with FakeOpenAIServer(truthful) as srv:
+        manager = GroupRewardManager(config(srv.base_url, timeout=0.2), CharTokenizer(), None)
+        with caplog.at_level(logging.WARNING, logger=group_reward.__name__):
+            if first:
+                run(manager, batch(first))
+            data = batch([("-" if u is None else u, text) for u, text in then])
+            if then[0][0] is None:
+                del data.non_tensor_batch["uid"]
+            outs = run(manager, data)
+        assert len(srv.requests) == (2 if len(first) == 2 else 0)  # the short group's one pair, both orders
+    assert [(o["reward_score"], o["reward_extra_info"]["judge_group_size"]) for o in outs] == want
+    assert (manager.short, manager.groups) == (1 if first else 0, {})
+    assert [r.getMessage() for r in caplog.records if r.name == group_reward.__name__] == logs
+    assert manager.late == {}  # every missing answer came
+
+
 def test_validation_groups_wait_for_their_own_size(monkeypatch, caplog):
     """In validation verl repeats each prompt ``val_kwargs.n`` times before ``_get_gen_batch`` (``fit`` repeats
     ``rollout.n`` times after it): the installed hooks give each sample its uid's count there, and the manager waits
