@@ -9,13 +9,17 @@ by its text's hash, so no text is in both); ``heldout.jsonl`` holds only the hel
 the train split never has. The same settings and seed give byte-identical files.
 
     python -m data_prep.word_problems --out data/word_problems                      # the default testbed
-    python -m data_prep.word_problems --out data/wp1 --steps 1 --max-number 10 --ops add,sub --heldout-size 0
+    python -m data_prep.word_problems --out data/wp1 --steps 1 --max-number 10 --ops add,sub --heldout-stories ''
 
 Difficulty: ``--steps`` (operations chained in one story, 1-4), ``--max-number`` (operands drawn from 1..N),
 ``--ops`` (``add``, ``sub``, ``mul``, ``div``; results stay whole and non-negative). The default is two steps,
 numbers up to 20, all four operations. SmolLM2-135M-Instruct solves none of these untrained (it rarely ends with
 ``#### N``): ``scripts.workflows.policy_learns`` warm-starts it on worked solutions first. With a real model, use GSM8K
 itself (``GSM8K_DIR``).
+
+Held-out stories name each story once and come with held-out problems: ``--heldout-size 0`` with held-out stories
+(which would keep them out of train and test and write none of their problems) is an error, as is a size without
+stories; ``--heldout-stories ''`` is none.
 """
 
 from __future__ import annotations
@@ -153,6 +157,10 @@ def generate(
             "--train-size / --test-size / --heldout-size must be >= 0 and not all 0, got "
             f"{n_train} / {n_test} / {n_heldout}"
         )
+    twice = [x for i, x in enumerate(heldout) if x in heldout[:i]]
+    if twice:  # a story named twice would be drawn twice as often as the others
+        named = ",".join(dict.fromkeys(twice))
+        raise DataError(f"--heldout-stories: {named} named more than once, got {','.join(heldout)}")
     unknown = [x for x in heldout if x not in STORIES]
     seen_stories = [x for x in STORIES if x not in heldout]
     if unknown or not seen_stories:
@@ -203,8 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--heldout-size",
         type=int,
         default=None,
-        help=f"problems of the held-out stories, heldout.jsonl (default {HELDOUT_SIZE}; 0 = none, the default with no "
-        "held-out stories; a size with none is an error)",
+        help=f"problems of the held-out stories, heldout.jsonl (default {HELDOUT_SIZE}; 0, the default with no "
+        "held-out stories, is an error with some, as is a size with none)",
     )
     p.add_argument(
         "--heldout-stories",
@@ -222,6 +230,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_output_folder(args.out)
         heldout = tuple(x.strip() for x in args.heldout_stories.split(",") if x.strip())
+        if args.heldout_size == 0 and heldout:
+            raise DataError(
+                f"--heldout-size 0 with --heldout-stories {','.join(heldout)}: those stories would be kept out of "
+                "train and test with none of their problems written; give a size > 0, or --heldout-stories '' for none"
+            )
         data = generate(
             args.train_size,
             args.test_size,

@@ -1,22 +1,28 @@
 """Where the judge's reward and the strict rule part ways, sample by sample: what the judge pays that the rule refuses
 (a right answer in another form, or a wrong one), what it refuses that the rule pays, and what its guard voided.
 
-It reads the dumps verl writes of a pointwise-judge arm (``reward_fns.llm_judge``: arms judge, route, flaky_*),
-whose rows carry the reward (``score``), the judge's own verdict (``judge_score``, -1 without one), the rule's grade
-(``rule_score``) and the guard's flags: ``<run>_rollouts/<step>.jsonl`` (``trainer.rollout_data_dir``: every
-training sample of every step, what the policy was paid for) and the last ``<run>_val/<step>.jsonl``
-(``trainer.validation_data_dir``: greedy answers; judge-graded when the judge is served, rule-graded otherwise:
-then every row has no verdict). Files may be gzipped (``.jsonl.gz``) and may sit in ``val/`` or ``rollouts/``
-below the experiment folder. Dumps without ``judge_score`` (the rule, the controls, the pairwise judges) are
-left out. Each sample (abstained ones aside: they carry no reward) falls in at most one class:
+It reads the dumps verl writes of a judge-rewarded arm: ``<run>_rollouts/<step>.jsonl``
+(``trainer.rollout_data_dir``: every training sample of every step, what the policy was paid for) and the last
+``<run>_val/<step>.jsonl`` (``trainer.validation_data_dir``: greedy answers; judge-graded when the judge is served,
+rule-graded otherwise: then every row has no verdict). Their rows carry the reward (``score``), the rule's grade
+(``rule_score``) and the judge's own: a pointwise judge's (``reward_fns.llm_judge``: arms judge, route, flaky_*) its
+verdict (``judge_score``, -1 without one) and the guard's flags; a pairwise judge's (``reward_fns.pairwise_judge``:
+arms pairwise_ref, tournament) its win share (``judge_wins``, -1 when the score is no win share) and the share of its
+comparisons the guard voided (``judge_guarded``). Files may be gzipped (``.jsonl.gz``) and may sit in ``val/`` or
+``rollouts/`` below the experiment folder. A dump none of whose rows has ``judge_score`` or ``judge_wins`` (the rule,
+the controls) is left out; in one that has, every row must carry its kind's keys. Each sample (abstained ones aside:
+they carry no reward) falls in at most one class, graded by the rules (``reward_fns.gsm8k``), never by the guard's
+reader:
 
-* ``other_form`` (a): paid (``score`` > 0), the rule refuses, and its one final answer (``parse.final_answer`` over
-  ``parse.normalize_text``, the flexible reading without its conflicts) is the reference: right in another form;
-* ``paid_wrong`` (b): paid, the rule refuses, and it is not right in another form either;
+* ``other_form`` (a): paid (``score`` > 0), the rule refuses, and the strict or the flexible rule (the last number of
+  the answer) pays it: right in another form;
+* ``paid_wrong`` (b): paid, and no rule pays it (``#### 18/5`` for 18: the strict rule reads no number, the flexible
+  one 5);
 * ``refused_right`` (c): not paid, the rule pays (``no_verdict``: of which the judge gave no verdict);
-* ``guard_voided`` (d): the judge's verdict pays (``judge_score`` > 0) but the guard voided it (ungrounded,
-  contradiction or unverified) and nothing was paid: ``right`` the rule pays (the guard took a right answer
-  away), ``wrong`` it refuses (the guard stopped a wrong pay).
+* ``guard_voided`` (d): nothing was paid and the guard voided a verdict: a pointwise verdict that pays
+  (``judge_score`` > 0; ungrounded, contradiction or unverified), or any of a pairwise answer's comparisons
+  (``judge_guarded`` > 0); ``right`` the rule pays (the guard took a right answer away), ``wrong`` it refuses (the
+  guard stopped a wrong pay).
 
 Counts, rates (over the samples) and 3 examples per class (answers clipped to 200 characters), per run, per arm
 (its seeds together) and per instance (an experiment folder; a folder of ``instance_<k>`` folders is each of them),
@@ -25,6 +31,9 @@ and each arm over all instances. ``scripts.report.scorecard`` adds each instance
 
     python -m scripts.report.disagreements runs/card --out runs/card/disagreements.json
     python -m scripts.report.disagreements runs/a runs/b --out d.json --md d.md
+
+``--out`` and ``--md`` are two files, neither a folder nor in a run's dump folder (``<run>_val``, ``<run>_rollouts``),
+where a later read would take them for dumps; else exit 2.
 """
 
 from __future__ import annotations
@@ -38,7 +47,6 @@ from data_prep.files.errors import DataError
 from data_prep.files.outputs import write_json, write_text
 from data_prep.files.readers import read_jsonl
 from reward_fns import gsm8k
-from reward_fns.parse import FINAL_OK, final_answer
 from scripts.report.render import md_table
 
 CLASSES = ("other_form", "paid_wrong", "refused_right", "guard_voided")
@@ -49,7 +57,13 @@ LABELS = {
     "guard_voided": "(d) guard voided",
 }
 GUARD = ("judge_ungrounded", "judge_contradiction", "judge_unverified")  # reward_fns.guard.PROBLEMS
-NEEDED = ("output", "gts", "score", "rule_score", "judge_score")
+#: each judge's verdict key (its rows have it) and the keys every row of its dumps needs
+VERDICT = {"pointwise": "judge_score", "pairwise": "judge_wins"}
+NEEDED = {
+    "pointwise": ("output", "gts", "score", "rule_score", "judge_score"),
+    "pairwise": ("output", "gts", "score", "rule_score", "judge_wins", "judge_guarded"),
+}
+NUMBERS = ("score", "rule_score", "judge_score", "judge_wins", "judge_guarded", *GUARD, "judge_abstained")
 SOURCES = ("rollouts", "val")  # trainer.rollout_data_dir, trainer.validation_data_dir
 CLIP, EXAMPLES = 200, 3
 _RUN = re.compile(r"^(.+)_(val|rollouts)$")
@@ -66,15 +80,26 @@ def clip(text: object, limit: int = CLIP) -> str:
 
 
 def right_in_other_form(output: object, gts: object) -> bool:
-    """Whether the answer states one final answer (``parse.final_answer``) and it is the reference."""
-    value, status = final_answer(output)
-    return status == FINAL_OK and value == gsm8k.reference_number(gts)
+    """Whether the strict or the flexible rule (``reward_fns.gsm8k``) pays the answer."""
+    return any(gsm8k.compute_score(solution_str=output, ground_truth=gts, mode=m)["score"] > 0 for m in gsm8k.MODES)
+
+
+def no_verdict(row: dict) -> bool:
+    """Whether the judge gave the sample no verdict (pointwise: ``judge_score`` -1; pairwise: no win share)."""
+    return row.get("judge_score", row.get("judge_wins", -1.0)) < 0
+
+
+def voided(row: dict) -> list[str]:
+    """The guard's flags of a verdict it voided: a pointwise verdict that pays, a pairwise answer's comparisons."""
+    if "judge_wins" in row:
+        return ["judge_guarded"] if row["judge_guarded"] > 0 else []
+    return [k for k in GUARD if row.get(k, 0.0) > 0] if row["judge_score"] > 0 else []
 
 
 def classify(row: dict) -> str | None:
     """The class of one judge-graded sample (``CLASSES``), or None when the reward and the rule agree."""
     paid, rule = row["score"] > 0, row["rule_score"] > 0
-    if row["judge_score"] > 0 and not paid and any(row.get(k, 0.0) > 0 for k in GUARD):
+    if not paid and voided(row):
         return "guard_voided"
     if paid and not rule:
         return "other_form" if right_in_other_form(row["output"], row["gts"]) else "paid_wrong"
@@ -90,20 +115,26 @@ def _number(value: object) -> float | None:
 
 
 def read_dump(path: str) -> list[dict] | None:
-    """The rows of one dump, checked; None when it is no judge-graded dump (its first row has no ``judge_score``).
-    ValueError naming the file and the row: unreadable, a row without one of ``NEEDED``, a non-number grade or a
-    reference that is no number."""
+    """The rows of one dump, checked row by row; None when it is no judge-graded dump (no row has ``judge_score`` or
+    ``judge_wins``). ValueError naming the file and the row: unreadable, a row of both kinds, a row without one of its
+    kind's ``NEEDED``, a non-number grade or a reference that is no number."""
     try:
         rows = read_jsonl(path)
     except DataError as e:
         raise ValueError(str(e)) from None
-    if not rows or "judge_score" not in rows[0]:
+    kinds = [k for k, key in VERDICT.items() if any(key in row for row in rows)]
+    if not kinds:
         return None
+    if len(kinds) > 1:
+        raise ValueError(f"{path}: rows of a pointwise (judge_score) and a pairwise (judge_wins) judge in one dump")
+    needed = NEEDED[kinds[0]]
     for i, row in enumerate(rows, 1):
-        missing = [k for k in NEEDED if k not in row]
+        missing = [k for k in needed if k not in row]
         if missing:
-            raise ValueError(f"{path}: row {i}: no {', '.join(missing)} (a judge-graded dump has {', '.join(NEEDED)})")
-        for k in ("score", "rule_score", "judge_score", *GUARD, "judge_abstained"):
+            raise ValueError(
+                f"{path}: row {i}: no {', '.join(missing)} (a {kinds[0]} judge's dump has {', '.join(needed)})"
+            )
+        for k in NUMBERS:
             if k in row and _number(row[k]) is None:
                 raise ValueError(f"{path}: row {i}: {k} is not a number: {row[k]!r}")
         try:
@@ -143,18 +174,20 @@ def _empty() -> dict:
 
 
 def _example(row: dict, step: int, cls: str) -> dict:
-    value, status = final_answer(row["output"])
+    """The sample as the rules read it (``strict``, ``flexible``: the number each takes, or none) and as it was paid."""
+    read = {m: gsm8k.extract_answer(row["output"], m) for m in gsm8k.MODES}
+    verdict = "judge_wins" if "judge_wins" in row else "judge_score"
     ex = {
         "step": step,
         "reference": str(row["gts"]),
-        "final_answer": str(value) if status == FINAL_OK else status,
+        **{m: "none" if v is None else str(v) for m, v in read.items()},
         "score": row["score"],
-        "judge_score": row["judge_score"],
+        verdict: row[verdict],
         "rule_score": row["rule_score"],
         "output": clip(row["output"]),
     }
     if cls == "guard_voided":
-        ex["guard"] = [k for k in GUARD if row.get(k, 0.0) > 0]
+        ex["guard"] = voided(row)
     return ex
 
 
@@ -170,7 +203,7 @@ def tally(files: list[tuple[int, list[dict]]]) -> dict:
                 s["abstained"] += 1
                 continue
             s["samples"] += 1
-            s["no_verdict"] += row["judge_score"] < 0
+            s["no_verdict"] += no_verdict(row)
             s["paid"] += row["score"] > 0
             s["rule_paid"] += row["rule_score"] > 0
             cls = classify(row)
@@ -179,7 +212,7 @@ def tally(files: list[tuple[int, list[dict]]]) -> dict:
             c = s["classes"][cls]
             c["count"] += 1
             if cls == "refused_right":
-                c["no_verdict"] = c.get("no_verdict", 0) + (row["judge_score"] < 0)
+                c["no_verdict"] = c.get("no_verdict", 0) + no_verdict(row)
             if cls == "guard_voided":
                 key = "right" if row["rule_score"] > 0 else "wrong"
                 c[key] = c.get(key, 0) + 1
@@ -325,9 +358,10 @@ def examples(arms: dict[str, dict]) -> str:
             for cls in CLASSES:
                 for ex in s["examples"][cls]:
                     why = f", guard {'/'.join(ex['guard'])}" if "guard" in ex else ""
+                    verdict = f"wins {ex['judge_wins']}" if "judge_wins" in ex else f"verdict {ex['judge_score']}"
                     lines.append(
-                        f"- {arm} {source} step {ex['step']}, {LABELS[cls]}: reference {ex['reference']}, final "
-                        f"answer {ex['final_answer']}, verdict {ex['judge_score']}, rule {ex['rule_score']}, paid "
+                        f"- {arm} {source} step {ex['step']}, {LABELS[cls]}: reference {ex['reference']}, strict "
+                        f"{ex['strict']}, flexible {ex['flexible']}, {verdict}, rule {ex['rule_score']}, paid "
                         f"{ex['score']}{why}: `{' '.join(ex['output'].split()).replace('`', chr(39))}`"
                     )
     return "\n".join(lines)
@@ -381,10 +415,25 @@ def analyse(paths: list[str]) -> dict:
     res = {label: instance(folder) for label, folder in folders.items()}
     if not any(r["arms"] for r in res.values()):
         raise ValueError(
-            f"no dump in {', '.join(folders)} holds per-sample judge and rule grades ({', '.join(NEEDED)}): only a "
-            "pointwise-judge arm's (judge, route, flaky_*) do"
+            f"no dump in {', '.join(folders)} holds per-sample judge and rule grades (judge_score or judge_wins, "
+            "rule_score): only a judge-rewarded arm's (judge, route, flaky_*, pairwise_ref, tournament) do"
         )
     return {"instances": res, "arms": pooled(res)}
+
+
+def output_problem(out: str, md: str | None) -> str | None:
+    """Why ``--out`` and ``--md`` cannot be written, or None: a folder, both the same file, a file in a run's dump
+    folder (a later read would take it for a dump)."""
+    paths = {"--out": out, **({"--md": md} if md is not None else {})}
+    for flag, path in paths.items():
+        if os.path.isdir(path):
+            return f"{flag} {path}: a folder; give the file to write"
+        folder = os.path.basename(os.path.dirname(os.path.abspath(path)))
+        if _RUN.match(folder):
+            return f"{flag} {path}: in the dump folder ({folder}), whose files are read as dumps: write it elsewhere"
+    if md is not None and os.path.realpath(out) == os.path.realpath(md):
+        return f"--out and --md name the same file ({out}): one report would replace the other"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -398,6 +447,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--md", default=None, help="also write the Markdown report here (it is printed either way)")
     argv = sys.argv[1:] if argv is None else argv
     a = p.parse_args(argv)
+    problem = output_problem(a.out, a.md)
+    if problem:
+        p.error(problem)
     try:
         res = analyse(a.run_dir)
     except ValueError as e:

@@ -1,15 +1,17 @@
 """The scorecard of ``python -m scripts.policy_learns --arms rule,judge,route,random --seeds 0,1 [--instances 0,1,2]``:
 each arm's held-out accuracy before and after each seed's run, its gain, and its gain over the rule's with a 95%
 bootstrap interval (``scorecard_stats``: over judge instances, then seeds, then questions). The rule's own gain comes
-with its interval, and no ratio gets a verdict when that interval reaches 0. Targets: a judge-rewarded arm's ratio
-mean >= 0.9 with lower bound >= 0.8, each control's <= 0.3. Accuracy is the strict rule's grade of verl's greedy
-validation answers (``<run>_val/<step>.jsonl``), paired by question; "before" is the start policy, shared by every run
-of an instance. A run whose last validation is not at its last step (``--steps``: stopped, crashed, or only its step-0
-validation) is refused, naming it. With the testbed's held-out stories in the validation (``eval_data/heldout``), the
-same again for them (key ``heldout``). Beside them, where the judge's reward and the rule part ways, per judge-graded
-run's dumps (``scripts.report.disagreements``: key ``disagreements``, each instance's and every instance's). Writes
+with its interval, and no ratio gets a verdict when that interval reaches 0. Targets: a judge-rewarded arm's (``judge``,
+``route``, ``pairwise_ref``, ``tournament``) ratio mean >= 0.9 with lower bound >= 0.8; each control's upper bound <=
+0.3 (a lower bound above 0.3: not met; an interval across it: no verdict). Accuracy is the strict rule's grade of verl's
+greedy validation answers (``<run>_val/<step>.jsonl``), paired by question (a prompt dumped twice is graded by its first
+answer, the repeats counted in a warning); "before" is the start policy, shared by every run of an instance. A run whose
+last validation is not at its last step (``--steps``: stopped, crashed, or only its step-0 validation) is refused,
+naming it. With the testbed's held-out stories in the validation (``eval_data/heldout``), the same again for them (key
+``heldout``). Beside them, where the judge's reward and the rule part ways, per judge-graded run's dumps
+(``scripts.report.disagreements``: key ``disagreements``, each instance's and every instance's). Writes
 ``scorecard.md``, ``scorecard.png`` and ``report.json``'s keys. Rerun on a finished folder (one experiment, or the
-instances of one):
+instances of one; ``--arms``, ``--seeds`` and ``--instances`` each list a value once):
 
     python -m scripts.report.scorecard runs/card --arms rule,judge,random,format --seeds 0,1,2
     python -m scripts.report.scorecard runs/card --instances 0,1,2 --arms rule,judge,route,random --seeds 0,1
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -32,6 +35,8 @@ from scripts.console import masked
 from scripts.report import disagreements
 from scripts.report.render import md_table
 from scripts.report.scorecard_stats import Instance, bootstrap, fmt, rule_learned, verdict
+
+LOG = logging.getLogger(__name__)
 
 
 def run_name(arm: str, seed: int) -> str:
@@ -73,20 +78,29 @@ def dumped_steps(folder: str) -> list[int]:
 
 def graded(out: str, name: str, step: int | None = None, split: str | None = None) -> dict[str, float]:
     """``{prompt: 1.0 | 0.0}``, the strict rule's grade of run ``name``'s validation answers at ``step`` (None: its
-    last validation), of one ``split`` (``test`` / ``heldout``; None: both); {} when there is none."""
+    last validation), of one ``split`` (``test`` / ``heldout``; None: both); {} when there is none. A prompt dumped
+    again is graded by its first answer; a warning counts the repeats."""
     folder = os.path.join(out, f"{name}_val")
     steps = dumped_steps(folder)
     step = steps[-1] if step is None and steps else step
     if step not in steps:
         return {}
     heldout = heldout_questions(out) if split else ()
-    return {
-        str(r.get("input")): gsm8k.compute_score(
-            solution_str=r.get("output", ""), ground_truth=r.get("gts"), mode="strict"
-        )["acc"]
-        for r in read_jsonl(os.path.join(folder, f"{step}.jsonl"))
-        if split is None or split_of(str(r.get("input")), heldout) == split
-    }
+    grades: dict[str, float] = {}
+    repeats = 0
+    for r in read_jsonl(os.path.join(folder, f"{step}.jsonl")):
+        prompt = str(r.get("input"))
+        if split is not None and split_of(prompt, heldout) != split:
+            continue
+        if prompt in grades:
+            repeats += 1
+            continue
+        answer, reference = r.get("output", ""), r.get("gts")
+        grades[prompt] = gsm8k.compute_score(solution_str=answer, ground_truth=reference, mode="strict")["acc"]
+    if repeats:
+        where = f"run {name}, step {step}" + (f" ({split})" if split else "")
+        LOG.warning(f"{where}: {repeats} row(s) repeat an earlier prompt: left out, each graded by its first answer")
+    return grades
 
 
 def last_step(out: str, name: str, steps: int) -> int:
@@ -187,7 +201,7 @@ def disagreement_lines(found: dict[str, dict]) -> list[str]:
         f"- {name}, run {run}: not read: {why}" for name, d in found.items() for run, why in d.get("errors", {}).items()
     ]
     if not any(d.get("arms") for d in found.values()):
-        why = "no dump of these runs holds per-sample judge and rule grades (judge_score, rule_score)"
+        why = "no dump of these runs holds per-sample judge and rule grades (judge_score or judge_wins, rule_score)"
         return [*head, *(errors or [why]), ""]
     note = (
         "Rates over the samples (training rollouts: every step; val: the last validation). (d): the verdict paid "
@@ -427,6 +441,28 @@ def pooled_console(report: dict) -> str:
     return "\n".join(lines)
 
 
+def repeated(values: list) -> list:
+    """The values listed more than once in ``values``, each once, in the order they first repeat."""
+    seen: set = set()
+    return list(dict.fromkeys(v for v in values if v in seen or seen.add(v)))
+
+
+def listed(flag: str, value: str, kind=str) -> list:
+    """``flag``'s comma-separated values (each a ``kind``); ValueError when there is none, one is no ``kind`` or one
+    is repeated (naming it)."""
+    items = [x.strip() for x in value.split(",") if x.strip()]
+    if not items:
+        raise ValueError(f"{flag} needs at least one value, got {value!r}")
+    try:
+        values = [kind(x) for x in items]
+    except ValueError:
+        raise ValueError(f"{flag}: comma-separated {kind.__name__} values, got {value!r}") from None
+    twice = repeated(values)
+    if twice:
+        raise ValueError(f"{flag}: {', '.join(map(str, twice))} listed more than once in {value!r}: list each once")
+    return values
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m scripts.report.scorecard",
@@ -444,9 +480,9 @@ def main(argv: list[str] | None = None) -> int:
     if not os.path.isdir(a.out):
         p.error(f"{a.out}: no such folder")
     try:
-        arms, seeds = [x for x in a.arms.split(",") if x], [int(x) for x in a.seeds.split(",")]
-        if a.instances:
-            folders = [os.path.join(a.out, f"instance_{int(k)}") for k in a.instances.split(",")]
+        arms, seeds = listed("--arms", a.arms), listed("--seeds", a.seeds, int)
+        if a.instances is not None:
+            folders = [os.path.join(a.out, f"instance_{k}") for k in listed("--instances", a.instances, int)]
             print(pooled_console(write_pooled(a.out, folders, arms, seeds, a.steps)))
         else:
             write(a.out, arms, seeds, a.steps)

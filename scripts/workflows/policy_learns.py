@@ -373,8 +373,12 @@ def main(argv: list[str] | None = None) -> int:
     judged = arms.DEFAULT_JUDGED[args.task]
     args.arms = args.arms or (["rule", judged] if args.rule else [judged])
     bad_arms = [x for x in args.arms if x not in ARMS]
-    if bad_arms or len(set(args.arms)) != len(args.arms):
-        parser.error(f"--arms: unknown or repeated arm(s) {bad_arms or args.arms}; known: {', '.join(ARMS)}")
+    if bad_arms:
+        parser.error(f"--arms: unknown arm(s) {', '.join(bad_arms)}; known: {', '.join(ARMS)}")
+    for flag, values in (("--arms", args.arms), ("--seeds", args.seeds), ("--instances", args.instances or [])):
+        if scorecard.repeated(values):
+            twice = ", ".join(map(str, scorecard.repeated(values)))
+            parser.error(f"{flag}: {twice} listed more than once in {','.join(map(str, values))}: list each once")
     wrong_judge = arms.mismatched(args.arms, args.task)
     if wrong_judge:
         parser.error(
@@ -383,8 +387,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     if not args.rule and "rule" in args.arms:
         args.arms.remove("rule")
-    if not args.arms or not args.seeds or len(set(args.seeds)) != len(args.seeds) or min(args.seeds) < 0:
-        parser.error("--arms and --seeds need at least one value each; seeds distinct and >= 0")
+    if not args.arms or not args.seeds or min(args.seeds) < 0:
+        parser.error("--arms and --seeds need at least one value each; seeds >= 0")
     for problem in reuse.reuse_problems(args.reuse, args, os.environ) if args.reuse else []:
         parser.error(problem)
     report_json = os.path.join(args.out, "report.json")  # the report adds to it: an unreadable one fails now
@@ -396,8 +400,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.parallel < 1:
         parser.error(f"--parallel must be >= 1, got {args.parallel}")
     if args.instances is not None:
-        if len(set(args.instances)) != len(args.instances) or min(args.instances) < 0 or args.testbed == "none":
-            parser.error("--instances: distinct testbed seeds >= 0, with the word-problem testbed")
+        if min(args.instances) < 0 or args.testbed == "none":
+            parser.error("--instances: testbed seeds >= 0, with the word-problem testbed")
         if any(x.startswith("--seed") for x in args.testbed_arg):
             parser.error("--instances sets each instance's --testbed-arg=--seed itself")
         if not launch.truthy(os.environ.get("DRY_RUN") or "0"):

@@ -576,7 +576,8 @@ def test_word_problems_rerun_replaces_the_whole_set(tmp_path):
     out = str(tmp_path / "wp")
     assert word_problems.main(["--out", out, "--train-size", "30", "--test-size", "5", "--heldout-size", "5"]) == 0
     assert sorted(os.listdir(out)) == ["heldout.jsonl", "settings.json", "test.jsonl", "train.jsonl"]
-    assert word_problems.main(["--out", out, "--train-size", "30", "--test-size", "0", "--heldout-size", "0"]) == 0
+    argv = ["--out", out, "--train-size", "30", "--test-size", "0", "--heldout-size", "0", "--heldout-stories", ""]
+    assert word_problems.main(argv) == 0
     assert sorted(os.listdir(out)) == ["settings.json", "train.jsonl"]
     assert [json.load(open(os.path.join(out, "settings.json")))[s] for s in ("test", "heldout")] == [0, 0]
 

@@ -119,7 +119,17 @@ def test_same_seed_same_files_and_settings(tmp_path):
         (["--heldout-stories", "moon"], "--heldout-stories must name some, not all"),
         (["--heldout-stories", ",".join(stories.STORIES)], "--heldout-stories must name some, not all"),
         (["--heldout-size", "-1"], "must be >= 0"),
-        (["--train-size", "0", "--test-size", "0", "--heldout-size", "0"], "not all 0"),
+        (["--train-size", "0", "--test-size", "0", "--heldout-size", "0", "--heldout-stories", ""], "not all 0"),
+        # a story named twice is drawn twice as often; held-out stories with no held-out problems keep them out of
+        # train and test for nothing
+        (["--heldout-stories", "shop,shop"], "--heldout-stories: shop named more than once, got shop,shop"),
+        (["--heldout-stories", "shop,bus,shop,bus"], "--heldout-stories: shop,bus named more than once, got shop,bus"),
+        (
+            ["--heldout-size", "0", "--heldout-stories", "shop"],
+            "--heldout-size 0 with --heldout-stories shop: those stories would be kept out of train and test with "
+            "none of their problems written; give a size > 0, or --heldout-stories '' for none",
+        ),
+        (["--heldout-size", "0"], "--heldout-size 0 with --heldout-stories "),  # the default stories too
         # a repeated op would be drawn twice as often as the others
         (["--ops", "add,add"], "--ops must be a comma-separated subset of add,sub,mul,div, each once, got add,add"),
         (["--ops", "add,sub,add"], "each once, got add,sub,add"),

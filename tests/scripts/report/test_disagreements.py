@@ -38,7 +38,7 @@ def row(output, paid, rule, verdict, gts="7", **flags):
 # one sample of each kind, reference 7
 OTHER = row("3 + 4 = 7 apples.", 1, 0, 4)  # (a) paid, no #### line, its one final answer is 7
 WRONG = row("#### 9", 1, 0, 4)  # (b) paid a wrong answer
-HEDGE = row("The answer is 9 or 7", 1, 0, 4)  # (b) two final answers (the last is 7): not right in another form
+HEDGE = row("The answer is 7 or 9", 1, 0, 4)  # (b) two final answers, the last 9: no rule pays it
 REFUSED = row("#### 7", 0, 1, 0)  # (c) refused a right answer
 NO_VERDICT = row("#### 7", 0, 1, -1, judge_parse_fail=1.0)  # (c) refused: no verdict (earns what a 0 earns)
 VOID_WRONG = row("#### 9", 0, 0, 4, judge_contradiction=1.0)  # (d) the guard stopped a wrong pay
@@ -65,10 +65,81 @@ ABSTAINED = row("#### 7", 0, 1, -1, judge_abstained=1.0)  # no reward at all: no
         (FAIL_OPEN, "paid_wrong"),
         (ROUTED, None),
         (row("Eighteen: 18.", 0.5, 0, 2, gts="18"), "other_form"),  # a partial verdict pays too
+        # graded by the rules, not the guard's reader: a `####` token that is no plain number is no answer to the
+        # strict rule, and the flexible one reads its last number
+        (row("#### 18/5", 1, 0, 4, gts="18"), "paid_wrong"),
+        (row("#### 18^2", 1, 0, 4, gts="18"), "paid_wrong"),
+        (row("#### 18e2", 1, 0, 4, gts="18"), "paid_wrong"),
+        (row("#### 18-20", 1, 0, 4, gts="18"), "paid_wrong"),
+        (row("#### 18:30", 1, 0, 4, gts="18"), "paid_wrong"),
+        (row("#### 1/2", 1, 0, 4, gts="1"), "paid_wrong"),
+        (row("#### 18 (10 + 8)", 1, 1, 4, gts="18"), None),  # the strict rule reads 18
+        (row("The answer is 9 or 7", 1, 0, 4), "other_form"),  # the flexible rule pays a hedge ending in 7
+        (row("#### 18/5", 0, 0, 4, gts="18", judge_ungrounded=1.0), "guard_voided"),
     ],
 )
 def test_classify(sample, cls):
     assert dis.classify(sample) == cls
+
+
+def pair_row(output, paid, rule, wins, guarded=0.0, gts="7", **keys):
+    """A reward_fns.pairwise_judge row as verl dumps it (the keys the analysis reads)."""
+    base = {"input": "q", "output": output, "gts": gts, "score": float(paid), "judge_wins": float(wins)}
+    return {**base, "judge_abstained": 0.0, "rule_score": float(rule), "judge_guarded": float(guarded), **keys}
+
+
+PAIR_WRONG = pair_row("#### 18/5", 0.5, 0, 0.5, gts="18")  # (b) one order paid a wrong answer
+PAIR_OTHER = pair_row("So 7 apples.", 1, 0, 1)  # (a)
+PAIR_REFUSED = pair_row("#### 7", 0, 1, 0)  # (c)
+PAIR_FALLBACK = pair_row("#### 7", 0, 1, -1, judge_fallback=1.0)  # (c) no win share: the fallback's 0
+PAIR_VOID_RIGHT = pair_row("#### 7", 0, 1, 0, guarded=0.5)  # (d) right: a verdict voided and nothing paid
+PAIR_VOID_WRONG = pair_row("#### 9", 0, 0, 0, guarded=1.0)  # (d) wrong
+PAIR_AGREE = pair_row("#### 7", 0.5, 1, 0.5, guarded=0.5)  # paid: a voided comparison is no disagreement
+PAIR_ABSTAINED = pair_row("#### 7", 0, 1, -1, judge_abstained=1.0)
+
+
+@pytest.mark.parametrize(
+    "sample, cls",
+    [
+        (PAIR_WRONG, "paid_wrong"),
+        (PAIR_OTHER, "other_form"),
+        (PAIR_REFUSED, "refused_right"),
+        (PAIR_FALLBACK, "refused_right"),
+        (PAIR_VOID_RIGHT, "guard_voided"),
+        (PAIR_VOID_WRONG, "guard_voided"),
+        (PAIR_AGREE, None),
+        (pair_row("#### 9", 0, 0, 0), None),
+    ],
+)
+def test_classify_pairwise(sample, cls):
+    assert dis.classify(sample) == cls
+
+
+def test_tally_pairwise():
+    """A pairwise judge's samples: no verdict is no win share; (d) names judge_guarded; the example its wins."""
+    rows = [PAIR_WRONG, PAIR_OTHER, PAIR_REFUSED, PAIR_FALLBACK, PAIR_VOID_RIGHT, PAIR_VOID_WRONG, PAIR_AGREE]
+    s = dis.tally([(4, rows + [PAIR_ABSTAINED])])
+    assert (s["samples"], s["abstained"], s["no_verdict"], s["paid"], s["rule_paid"]) == (7, 1, 1, 3, 4)
+    assert {c: v["count"] for c, v in s["classes"].items()} == {
+        "other_form": 1,
+        "paid_wrong": 1,
+        "refused_right": 2,
+        "guard_voided": 2,
+    }
+    assert s["classes"]["refused_right"]["no_verdict"] == 1 and s["disagree"] == {"count": 6, "rate": 6 / 7}
+    assert s["examples"]["paid_wrong"] == [
+        {
+            "step": 4,
+            "reference": "18",
+            "strict": "none",
+            "flexible": "5",
+            "score": 0.5,
+            "judge_wins": 0.5,
+            "rule_score": 0.0,
+            "output": "#### 18/5",
+        }
+    ]
+    assert [e["guard"] for e in s["examples"]["guard_voided"]] == [["judge_guarded"], ["judge_guarded"]]
 
 
 def test_tally_counts_rates_and_examples():
@@ -95,7 +166,8 @@ def test_tally_counts_rates_and_examples():
         {
             "step": 5,
             "reference": "7",
-            "final_answer": "9",
+            "strict": "9",
+            "flexible": "9",
             "score": 0.0,
             "judge_score": 4.0,
             "rule_score": 0.0,
@@ -105,7 +177,8 @@ def test_tally_counts_rates_and_examples():
         {
             "step": 3,
             "reference": "7",
-            "final_answer": "7",
+            "strict": "7",
+            "flexible": "4",
             "score": 0.0,
             "judge_score": 4.0,
             "rule_score": 1.0,
@@ -113,7 +186,7 @@ def test_tally_counts_rates_and_examples():
             "guard": ["judge_ungrounded"],
         },
     ]
-    assert [e["final_answer"] for e in s["examples"]["paid_wrong"]] == ["9", "conflict"]
+    assert [(e["strict"], e["flexible"]) for e in s["examples"]["paid_wrong"]] == [("9", "9"), ("none", "9")]
 
 
 def test_at_most_three_examples_each_clipped_to_200_characters():
@@ -227,7 +300,8 @@ def test_command_line(tmp_path):
         "| judge | rollouts | 1 | 1-2 | 5 | 0 | 0 (0.00%) | 1 (20.00%) | 1 (20.00%) "
         "| 1 (20.00%; 1 right / 0 wrong) " in md
     )
-    assert "- judge val step 10, (a) paid, rule refuses, right in another form: reference 7, final answer 7" in md
+    example = "- judge val step 10, (a) paid, rule refuses, right in another form: reference 7, strict none, "
+    assert example + "flexible 7, verdict 4.0, rule 0.0, paid 1.0: `3 + 4 = 7 apples.`" in md
     assert cli("--help").returncode == 0 and "right in another form" in cli("--help").stdout
 
 
@@ -244,9 +318,9 @@ BAD = {
     [
         ("missing", "nowhere: no such folder"),
         ("empty", "no <run>_val or <run>_rollouts folder with <step>.jsonl[.gz] dumps in "),
-        ("rule only", "holds per-sample judge and rule grades (output, gts, score, rule_score, judge_score)"),
+        ("rule only", "holds per-sample judge and rule grades (judge_score or judge_wins, rule_score): only a judge-"),
         ("not json", "judge_rollouts/3.jsonl: line 2: invalid JSON"),
-        ("no rule_score", "judge_rollouts/3.jsonl: row 2: no rule_score (a judge-graded dump has output, "),
+        ("no rule_score", "judge_rollouts/3.jsonl: row 2: no rule_score (a pointwise judge's dump has output, "),
         ("judge_score a string", "judge_rollouts/3.jsonl: row 2: judge_score is not a number: '4'"),
         ("reference no number", "judge_rollouts/3.jsonl: row 2: GSM8K ground truth is not a number"),
         ("twice", "judge_rollouts: step 3 dumped twice (3.jsonl and 3.jsonl.gz)"),
@@ -332,3 +406,83 @@ def test_one_unreadable_run_leaves_the_others_in_the_scorecard(tmp_path):
     found = scorecard.disagreed(str(tmp_path), ["judge"], [0, 1])
     assert list(found["runs"]) == ["judge_s1"] and list(found["errors"]) == ["judge"]
     assert found["arms"]["judge"]["val"]["runs"] == 1
+
+
+@pytest.mark.parametrize(
+    "first, message",
+    [
+        # the first row without the verdict key: the dump is still judge-graded, and that row is named
+        (
+            {k: v for k, v in AGREE_PAID.items() if k != "judge_score"},
+            "judge_rollouts/3.jsonl: row 1: no judge_score (a pointwise judge's dump has output, gts, score, "
+            "rule_score, judge_score)",
+        ),
+        (
+            {k: v for k, v in PAIR_AGREE.items() if k != "judge_guarded"},
+            "judge_rollouts/3.jsonl: rows of a pointwise (judge_score) and a pairwise (judge_wins) judge in one dump",
+        ),
+    ],
+)
+def test_a_dump_is_read_row_by_row(first, message, tmp_path):
+    dump(tmp_path / "judge_rollouts", 3, [first, AGREE_PAID])
+    r = cli(str(tmp_path), "--out", str(tmp_path / "d.json"))
+    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].endswith(message), r.stderr
+    dump(tmp_path / "judge_rollouts", 3, [{k: v for k, v in AGREE_PAID.items() if k != "judge_score"}] * 2)
+    with pytest.raises(ValueError, match="holds per-sample judge and rule grades"):  # no row has one: no judge dump
+        dis.analyse([str(tmp_path)])
+
+
+@pytest.mark.parametrize(
+    "out, md, message",
+    [
+        ("reports", None, "--out {t}/reports: a folder; give the file to write"),
+        ("d.json", "reports", "--md {t}/reports: a folder; give the file to write"),
+        ("d.json", "d.json", "--out and --md name the same file ({t}/d.json): one report would replace the other"),
+        ("d.json", "./x/../d.json", "--out and --md name the same file ({t}/d.json): one report would replace"),
+        (
+            "x/judge_val/12.jsonl",
+            None,
+            "--out {t}/x/judge_val/12.jsonl: in the dump folder (judge_val), whose files are read as dumps: write it "
+            "elsewhere",
+        ),
+        ("d.json", "x/val/judge_rollouts/d.md", "--md {t}/x/val/judge_rollouts/d.md: in the dump folder (judge_roll"),
+    ],
+)
+def test_output_paths_are_checked_first(out, md, message, tmp_path):
+    """A folder, one file named twice, or a file where a later read takes it for a dump: exit 2, nothing written."""
+    experiment(tmp_path / "x")
+    (tmp_path / "reports").mkdir()
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    args = ["--out", str(tmp_path / out), *(["--md", str(tmp_path / md)] if md else [])]
+    r = cli(str(tmp_path / "x"), *args)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert message.format(t=tmp_path) in r.stderr.strip().splitlines()[-1], r.stderr
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before
+
+
+def test_pairwise_arms_are_tallied(tmp_path):
+    """pairwise_ref and tournament runs' dumps are judge-graded ones: each arm in the instance's and the scorecard's
+    disagreements, and each arm's verdict against the judge's target."""
+    scorecard_instance(tmp_path, [AGREE_PAID, AGREE_PAID])
+    pair = [{**r, "input": f"q{i}"} for i, r in enumerate([pair_row("#### 9", 0, 0, 0), PAIR_REFUSED])]
+    dump(tmp_path / "pairwise_ref_val", 10, pair)
+    dump(tmp_path / "pairwise_ref_rollouts", 1, [PAIR_WRONG, PAIR_OTHER, PAIR_AGREE, PAIR_ABSTAINED])
+    dump(tmp_path / "tournament_val", 10, [{**r, "input": f"q{i}"} for i, r in enumerate([PAIR_AGREE, PAIR_AGREE])])
+    dump(tmp_path / "tournament_rollouts", 1, [PAIR_VOID_WRONG, PAIR_VOID_RIGHT, PAIR_AGREE])
+    res = dis.instance(str(tmp_path))
+    assert list(res["arms"]) == ["judge", "pairwise_ref", "tournament"]
+    ref, tour = res["arms"]["pairwise_ref"], res["arms"]["tournament"]
+    assert [ref["rollouts"]["classes"][c]["count"] for c in dis.CLASSES] == [1, 1, 0, 0]
+    assert (ref["rollouts"]["samples"], ref["rollouts"]["abstained"]) == (3, 1)
+    assert ref["val"]["classes"]["refused_right"] == {"count": 1, "no_verdict": 0, "rate": 0.5}
+    assert tour["rollouts"]["classes"]["guard_voided"] == {"count": 2, "right": 1, "wrong": 1, "rate": 2 / 3}
+    arms = ["rule", "judge", "pairwise_ref", "tournament"]
+    report = scorecard.write(str(tmp_path), arms, [0], 10, log=lambda _: None, command=["x"])
+    assert list(report["disagreements"]["arms"]) == ["judge", "pairwise_ref", "tournament"]
+    md = (tmp_path / "scorecard.md").read_text()
+    assert f"| {tmp_path.name} | tournament | rollouts | 1 | 1 | 3 | 0 | 0 (0.00%) | 0 (0.00%) | 0 (0.00%) " in md
+    assert "| 2 (66.67%; 1 right / 1 wrong) | 2 (66.67%) |" in md
+    # their verdicts: the judge's target (the rule gains 1.0; pairwise_ref 0.5, tournament 1.0)
+    target = "target mean >= 0.9 and lower bound >= 0.8"
+    assert f"- pairwise_ref gain / rule gain 0.500 (95% interval 0.000 to 1.000): {target} NOT met\n" in md
+    assert f"- tournament gain / rule gain 1.000 (95% interval 1.000 to 1.000): {target} met\n" in md

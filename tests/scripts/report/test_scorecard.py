@@ -78,14 +78,22 @@ JUDGE = "target mean >= 0.9 and lower bound >= 0.8"
             {"judge": "1111", "judge_s1": "1111", "random": "0000", "random_s1": "0000"},
             [
                 f"judge gain / rule gain 1.000 (95% interval 1.000 to 1.000): {JUDGE} met",
-                "random gain / rule gain 0.000 (95% interval 0.000 to 0.000): target mean <= 0.3 met",
+                "random gain / rule gain 0.000 (95% interval 0.000 to 0.000): target upper bound <= 0.3 met",
             ],
         ),
         (
             {"judge": "1111", "judge_s1": "0000", "random": "1100", "random_s1": "1100"},
             [
                 f"judge gain / rule gain 0.500 (95% interval 0.000 to 1.000): {JUDGE} NOT met",
-                "random gain / rule gain 0.500 (95% interval 0.000 to 1.000): target mean <= 0.3 NOT met",
+                "random gain / rule gain 0.500 (95% interval 0.000 to 1.000): target upper bound <= 0.3: no verdict "
+                "(its interval spans 0.3)",
+            ],
+        ),
+        (
+            {"judge": "1111", "judge_s1": "0000", "random": "1111", "random_s1": "1111"},
+            [
+                f"judge gain / rule gain 0.500 (95% interval 0.000 to 1.000): {JUDGE} NOT met",
+                "random gain / rule gain 1.000 (95% interval 1.000 to 1.000): target upper bound <= 0.3 NOT met",
             ],
         ),
     ],
@@ -94,6 +102,50 @@ def test_verdicts_of_a_rule_that_learned(runs, lines, tmp_path):
     _experiment(tmp_path, "0000", {"rule": "1111", "rule_s1": "1111", **runs})
     res = scorecard.summarize(str(tmp_path), ["rule", "judge", "random"], [0, 1], 10)
     assert scorecard.verdicts(res) == ["rule gain 1.000 (95% interval 1.000 to 1.000)", *lines]
+
+
+@pytest.mark.parametrize(
+    "output, grade",
+    [
+        ("#### 7", 1.0),
+        ("So 7 apples.", 0.0),  # the flexible rule would pay it (its last number): the strict one does not
+        ("#### 7\nCheck: 3 + 4 = 8", 1.0),  # the flexible rule reads 8
+        ("#### 7/2", 0.0),
+    ],
+)
+def test_validation_is_graded_by_the_strict_rule(output, grade, tmp_path):
+    _dump(tmp_path / "rule_val", 10, [output])
+    assert scorecard.graded(str(tmp_path), "rule", 10) == {"q0": grade}
+
+
+def _rows(folder, step, rows):
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, f"{step}.jsonl"), "w") as f:
+        f.writelines(json.dumps({"gts": "7", "score": 0.0, "step": step, **r}) + "\n" for r in rows)
+
+
+@pytest.mark.parametrize(
+    "rows, grades, warned",
+    [
+        ([{"input": "q0", "output": R}, {"input": "q1", "output": W}], {"q0": 1.0, "q1": 0.0}, []),
+        # a later row of the same prompt (here with no answer at all) never replaces the first
+        (
+            [{"input": "q0", "output": R}, {"input": "q1", "output": W}, {"input": "q0", "output": float("nan")}],
+            {"q0": 1.0, "q1": 0.0},
+            ["run rule, step 10: 1 row(s) repeat an earlier prompt: left out, each graded by its first answer"],
+        ),
+        (
+            [{"input": "q0", "output": W}, {"input": "q0", "output": R}, {"input": "q0", "output": R}],
+            {"q0": 0.0},
+            ["run rule, step 10: 2 row(s) repeat an earlier prompt: left out, each graded by its first answer"],
+        ),
+    ],
+)
+def test_a_repeated_validation_prompt_keeps_its_first_answer(rows, grades, warned, tmp_path, caplog):
+    _rows(tmp_path / "rule_val", 10, rows)
+    with caplog.at_level("WARNING", logger="scripts.report.scorecard"):
+        assert scorecard.graded(str(tmp_path), "rule", 10) == grades
+    assert [r.getMessage() for r in caplog.records] == warned
 
 
 def test_summarize_needs_the_start_policy_and_every_run(tmp_path):
@@ -207,6 +259,18 @@ def test_write_pooled(tmp_path):
     assert (tmp_path / "scorecard.png").stat().st_size > 0
 
 
+def test_pooled_needs_every_instance_to_have_a_split(tmp_path, monkeypatch):
+    """Two instances, only instance_0 with held-out stories: no pooled held-out split (one instance's is no pool),
+    the test split pooled over both."""
+    folders = _instances(tmp_path)
+    held = {str(tmp_path / "instance_0"): ("q0", "q1")}  # its questions q0 and q1 are the held-out stories'
+    monkeypatch.setattr(scorecard, "heldout_questions", lambda out: held.get(out, ()))
+    res = scorecard.pooled(folders, ARMS, SEEDS, 10)
+    assert "heldout" in res["instances"]["instance_0"] and "heldout" not in res["instances"]["instance_1"]
+    assert list(res["pooled"]) == ["test"]
+    assert res["instances"]["instance_0"]["questions"] == 2 and res["instances"]["instance_1"]["questions"] == 4
+
+
 def _cli(*args):
     return subprocess.run(
         [sys.executable, "-m", "scripts.report.scorecard", *args], cwd=ROOT, capture_output=True, text=True, timeout=300
@@ -232,6 +296,15 @@ def test_command_line_pooled(tmp_path):
         ("ok", ["--steps", "20"], "run rule: its last validation ("),
         ("ok", ["--steps", "0"], "run rule: its last step must be >= 1, got 0"),
         ("ok", ["--instances", "0"], "no start-policy validation (step 0) in "),
+        ("ok", ["--arms", ""], "--arms needs at least one value, got ''"),
+        ("ok", ["--arms", ","], "--arms needs at least one value, got ','"),
+        ("ok", ["--seeds", ""], "--seeds needs at least one value, got ''"),
+        ("ok", ["--seeds", "0,x"], "--seeds: comma-separated int values, got '0,x'"),
+        ("ok", ["--arms", "rule,judge,judge"], "--arms: judge listed more than once in 'rule,judge,judge': list each"),
+        ("ok", ["--seeds", "0,0"], "--seeds: 0 listed more than once in '0,0': list each once"),
+        ("ok", ["--seeds", "1,0,1,0"], "--seeds: 1, 0 listed more than once in '1,0,1,0': list each once"),
+        ("ok", ["--instances", "0,0,0"], "--instances: 0 listed more than once in '0,0,0': list each once"),
+        ("ok", ["--instances", ""], "--instances needs at least one value, got ''"),
     ],
 )
 def test_command_line_errors(case, args, message, tmp_path):

@@ -383,3 +383,23 @@ def test_the_settings_check_refuses_what_cannot_be_deferred(model_path, override
     cfg = _config(model_path, [*BASE, *overrides], {"deferred_reward": deferred})
     errors = settings_errors(cfg)
     assert [e[: len(message)] for e in errors] == ([] if message is None else [message])
+
+
+@pytest.mark.parametrize(
+    "stages, validating, defers",
+    [
+        (["step", "reward"], False, True),  # the training step's reward stage
+        (["step", "reward"], True, False),  # a reward stage entered while validating is never deferred
+        ([], False, False),
+        (["reward", "adv"], False, False),  # the innermost stage decides
+        (["gen"], False, False),
+    ],
+)
+def test_defers_only_the_training_steps_reward_stage(stages, validating, defers):
+    """verl 0.9.1's ``_validate`` enters no ``reward`` stage, so its reward never reaches ``defers`` with that stage
+    open; the ``validating`` flag is what keeps a validation reward from being deferred on a verl that does."""
+    from scripts.train.deferred_reward import Deferral
+
+    d = Deferral({"validating": validating})
+    d.stages = list(stages)
+    assert d.defers() is defers

@@ -45,6 +45,12 @@ def _exit(argv, capsys) -> tuple[int, str]:
         (["--eval-kv-cache-gb", "inf"], "--eval-kv-cache-gb must be a finite number > 0, got inf"),
         (["--eval-gpu-mem", "1.5"], "--eval-gpu-mem must be a finite number > 0 and <= 1, got 1.5"),
         (["--sft-lr", "nan"], "--sft-lr must be a finite number > 0, got nan"),
+        (["--arms", "rule,judge,judge"], "--arms: judge listed more than once in rule,judge,judge: list each once"),
+        (["--arms", "rule,moon"], "--arms: unknown arm(s) moon; known: rule, judge, random, format, route, "),
+        (["--seeds", "0,0"], "--seeds: 0 listed more than once in 0,0: list each once"),
+        (["--seeds", "2,1,2,1"], "--seeds: 2, 1 listed more than once in 2,1,2,1: list each once"),
+        (["--seeds", "0,-1"], "--arms and --seeds need at least one value each; seeds >= 0"),
+        (["--instances", "0,0,0"], "--instances: 0 listed more than once in 0,0,0: list each once"),
     ],
 )
 def test_bad_values_stop_the_command_line(args, message, tmp_path, capsys, monkeypatch):
