@@ -61,6 +61,7 @@ def test_the_groups_hold_these_modules():
             "launcher.py",
             "local_run.py",
             "overrides.py",
+            "preflight.py",
             "ray_head.py",
             "ray_job.py",
             "services.py",
@@ -107,6 +108,7 @@ def test_the_groups_hold_these_modules():
             "__init__.py",
             "compare_evals.py",
             "disagreements.py",
+            "ledger.py",
             "metrics.py",
             "plot_metrics.py",
             "policy_learns.py",
@@ -252,6 +254,7 @@ def test_tests_mirror_the_packages():
         "__init__.py",
         "conftest.py",
         "layout_helpers.py",
+        "test_docs.py",
         "test_lint.py",
         "test_results.py",
     ]

@@ -210,6 +210,7 @@ def test_api_judge_pairwise_dry_run(overrides, ok, fx, model_path, tmp_path):
         TRAIN_FILES=fx[("policy", "train")],
         VAL_FILES=fx[("policy", "test")],
         OUTPUT_DIR=tmp_path / "run",
+        OPENAI_API_KEY="sk-dry-run",  # the default endpoint is remote: the check wants the key variable set
     )
     r = run_recipe("gsm8k_api_judge", env, *overrides)
     text = r.stdout + r.stderr
