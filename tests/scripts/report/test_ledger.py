@@ -153,3 +153,21 @@ def test_the_kept_pairwise_folder_readme_quotes_its_files():
     steps = {run: median(run, "timing_s/step") for run in ("rule", "pairwise_ref", "tournament")}
     assert [round(steps[r], 2) for r in steps] == [3.69, 5.94, 7.22]
     assert f"**{steps['pairwise_ref'] / steps['rule']:.2f}x**" == "**1.61x**" and "**1.96x**" in text
+
+
+def test_the_kept_pairwise_folder_readme_quotes_its_disagreements():
+    d = json.load(open(os.path.join(KEPT, "disagreements.json")))["instances"]["/tmp/pw/instance_3"]["runs"]
+    classes = {arm: d[arm]["rollouts"]["classes"] for arm in ("pairwise_ref", "tournament")}
+    got = {
+        arm: (
+            c["other_form"]["count"],
+            c["paid_wrong"]["count"],
+            c["refused_right"]["count"],
+            c["guard_voided"]["count"],
+        )
+        for arm, c in classes.items()
+    }
+    assert got == {"pairwise_ref": (105, 1, 9, 1570), "tournament": (60, 0, 0, 11023)}
+    text = " ".join(open(os.path.join(KEPT, "README.md")).read().split())
+    assert "pairwise_ref paid **105** answers" in text and "refused 9 it paid" in text and "voided 1,570" in text
+    assert "the tournament paid **60**" in text and "voided 11,023 (5 right)" in text
