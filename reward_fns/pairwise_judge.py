@@ -21,7 +21,7 @@ parse, guard). Modes:
   verdict is a loss for both, and one that failed in transport counts for neither. With the reference shown, a
   tournament pays what ``pairwise_ref`` pays (right answers 1, a wrong answer a win only where the guard let a
   verdict for it stand, which it does not); what it adds over the rule is the judge's reading of final answers the
-  strict rule misses, at 2 calls a sample. The arithmetic alone (pure): ``reward_fns.tournament``.
+  strict rule misses, at 2 calls a sample. The arithmetic alone (pure): ``reward_fns.win_rates``.
 
 ``rule_first=True``: a comparison between an answer the rule (``rule_mode``, default strict ``#### N``) marks right
 and one it marks wrong is decided for the right one without a call (in ``pairwise_ref`` the reference is the other,
@@ -94,8 +94,8 @@ from reward_fns.judge_options import JUDGE_FAILURES, canary_every_value, fallbac
 from reward_fns.parse import normalize_number, normalize_text, reference_answer
 from reward_fns.prompts import load
 from reward_fns.redact import mask_url
-from reward_fns.tournament import FAILED, REFUSED, SCHEMES, comparisons, final_of, tournament
 from reward_fns.verdicts import PAIRWISE
+from reward_fns.win_rates import FAILED, REFUSED, SCHEMES, comparisons, final_of, win_rates
 
 logger = logging.getLogger(__name__)
 
@@ -229,7 +229,7 @@ def decides(rule: float, flexible: float, reaches: bool) -> float | None:
 
 async def _play(texts: list[str], scheme: str, rules: list | None, finals: list, ref: Decimal | None, ask):
     """Ask the judge every comparison the rule does not decide (concurrently; the client bounds how many at once):
-    ``(tournament(...), seconds per answer)``. ``rules``: each answer's ``decides`` (None: no ``rule_first``);
+    ``(win_rates(...), seconds per answer)``. ``rules``: each answer's ``decides`` (None: no ``rule_first``);
     ``finals``: each answer's final answer; ``ref``: the reference answer shown (two answers reaching it tie)."""
     plan = comparisons(len(texts), scheme)
     rules = rules or [None] * len(texts)
@@ -244,7 +244,7 @@ async def _play(texts: list[str], scheme: str, rules: list | None, finals: list,
     tied = lambda a, b: ref is not None and finals[a] == ref == finals[b]  # noqa: E731
     ties = [p for p, r in zip(asked, replies) if r[0] in ("A", "B") and tied(*p)]
     voided = [p for p, r in zip(asked, replies) if r[2] and p not in ties]
-    return tournament(texts, verdicts, scheme, decided, voided, ties, finals), seconds
+    return win_rates(texts, verdicts, scheme, decided, voided, ties, finals), seconds
 
 
 def _row(t: dict | None, i: int, rule_score: float, fallback_score: float, opt: dict, calls: float, secs: float):

@@ -157,7 +157,7 @@ def test_gsm8k_bad_mode():
         "reward_fns.redact",
         "reward_fns.pointwise",
         "reward_fns.pairwise",
-        "reward_fns.tournament",
+        "reward_fns.win_rates",
         "reward_fns.gsm8k",
         "reward_fns.parse",
         "reward_fns.verdicts",

@@ -1,16 +1,16 @@
 """The arithmetic of pairwise rewards, pure (no judge, no I/O): the comparisons of a GRPO group's answers
 (``comparisons``: ``circular`` or ``all_pairs``) and, from the judge's verdicts on them, each answer's win rate and the
-group's flip, split and cycle rates (``tournament``). ``reward_fns.pairwise_judge`` asks the judge and pays what this
+group's flip, split and cycle rates (``win_rates``). ``reward_fns.pairwise_judge`` asks the judge and pays what this
 counts, in its ``pairwise_ref`` mode too (the answer and the reference solution are a group of two). How a comparison
 counts: a verdict for one answer is a win for it and a loss for the other; two answers that both state the shown
 reference's final answer tie (a win for both, whatever the letter); a verdict the guard voided is a loss for the
 answer picked and no loss for the other; no verdict is a loss for both (so an answer that breaks the judge's reply
 costs its mate too); a transport failure counts for neither; an answer for which no comparison counts has no win
-rate (the caller's fallback). Flips
-and splits count only between answers whose final answers differ (``parse.final_answer``). No command of its own:
+rate (the caller's fallback). Flips and splits count only between answers whose final answers differ
+(``parse.final_answer``). No command of its own:
 
     >>> cycle = {(0, 1): "A", (1, 0): "B", (1, 2): "A", (2, 1): "B", (2, 0): "A", (0, 2): "B"}
-    >>> t = tournament(["#### 1", "#### 2", "#### 3"], cycle, "circular")
+    >>> t = win_rates(["#### 1", "#### 2", "#### 3"], cycle, "circular")
     >>> t["win_rate"], t["flip_rate"], t["cycle_rate"]
     ([0.5, 0.5, 0.5], 0.0, 1.0)
 """
@@ -23,7 +23,7 @@ from decimal import Decimal
 
 from reward_fns.parse import FINAL_OK, final_answer
 
-__all__ = ["FAILED", "REFUSED", "SCHEMES", "comparisons", "tournament", "final_of"]
+__all__ = ["FAILED", "REFUSED", "SCHEMES", "comparisons", "win_rates", "final_of"]
 
 SCHEMES = ("circular", "all_pairs")
 FAILED, REFUSED = "failed", "refused"  # a comparison's outcome besides "A", "B" and None (no verdict in the reply)
@@ -47,7 +47,7 @@ def comparisons(n: int, scheme: str = "circular") -> list[tuple[int, int]]:
     return list(out)
 
 
-def tournament(
+def win_rates(
     texts: Sequence[object],
     verdicts: Mapping[tuple[int, int], str | None],
     scheme: str = "circular",
@@ -73,25 +73,16 @@ def tournament(
     ``flip_rate`` over pairs whose final answers differ, judged in both orders with both parsed; ``tie_rate`` over
     the sides of such pairs judged in both orders (a side that won exactly one order); ``cycle_rate``: intransitive
     triples among triples whose three pairwise majorities are decided."""
-    n, decided = len(texts), dict(decided or {})
+    n, decided, voided, ties = len(texts), dict(decided or {}), set(voided), set(ties)
     plan = comparisons(n, scheme)
-    if set(verdicts) & set(decided) or set(verdicts) | set(decided) != set(plan):
-        raise ValueError(f"verdicts and decided must hold each comparison of {scheme} over {n} answers once: {plan}")
-    outcomes = {**decided, **verdicts}
-    bad = set(outcomes.values()) - {"A", "B", None, FAILED, REFUSED} | set(decided.values()) - {"A", "B"}
-    if bad:
-        raise ValueError(f"unknown verdicts {sorted(map(str, bad))} (A, B, None, {REFUSED!r}, {FAILED!r})")
-    voided, ties = set(voided), set(ties)
-    if any(verdicts.get(p) not in ("A", "B") for p in voided | ties) or voided & ties:
-        raise ValueError(f"voided and ties must name judged comparisons with a verdict A or B, each once: {plan}")
+    outcomes = _checked(plan, verdicts, decided, voided, ties, f"{scheme} over {n} answers")
     finals = list(finals) if finals is not None else [final_of(t) for t in texts]
     wins, played, calls, asked = [0] * n, [0] * n, [0] * n, [0] * n
-    no_verdict, guarded, error, comparisons_of = [0] * n, [0] * n, [0.0] * n, [0] * n
+    no_verdict, guarded, error = [0] * n, [0] * n, [0.0] * n
     for (a, b), v in outcomes.items():
         judged = (a, b) in verdicts
         calls[a] += judged
         for i in (a, b):
-            comparisons_of[i] += 1
             asked[i] += judged
             no_verdict[i] += v is None
             guarded[i] += (a, b) in voided
@@ -107,10 +98,51 @@ def tournament(
             played[a], played[b] = played[a] + 1, played[b] + 1
             if picked is not None:
                 wins[picked] += 1
-    # the pairs compared (a scheme compares a pair in both orders or not at all) with neither order failed
+    pairs = _pairs(n, outcomes, set(verdicts), voided, ties, finals)
+    share = lambda k, d: k / d if d else 0.0  # noqa: E731
+    return {
+        "comparisons": plan,
+        "win_rate": [share(wins[i], played[i]) if played[i] else None for i in range(n)],
+        "wins": wins,
+        "played": played,
+        "calls": calls,
+        "flip": [share(pairs["flips"][i], pairs["parsed"][i]) for i in range(n)],
+        "tie": [share(pairs["splits"][i], pairs["pairs"][i]) for i in range(n)],
+        "parse_fail": [share(no_verdict[i], asked[i]) for i in range(n)],
+        "guarded": [share(guarded[i], asked[i]) for i in range(n)],
+        "error": error,
+        "failed": [
+            any(i in p for p in outcomes) and all(v == FAILED for p, v in outcomes.items() if i in p) for i in range(n)
+        ],
+        "flip_rate": share(sum(pairs["flips"]), sum(pairs["parsed"])),
+        "tie_rate": share(sum(pairs["splits"]), sum(pairs["pairs"])),
+        "cycle_rate": share(pairs["cycles"], pairs["triples"]),
+        "triples_decided": pairs["triples"],
+        "cycles": pairs["cycles"],
+    }
+
+
+def _checked(plan: list, verdicts: Mapping, decided: dict, voided: set, ties: set, what: str) -> dict:
+    """Every comparison's outcome (``decided`` and ``verdicts`` together); ValueError for a plan not covered once,
+    an unknown verdict, or voided / tied comparisons that were not judged with a letter."""
+    if set(verdicts) & set(decided) or set(verdicts) | set(decided) != set(plan):
+        raise ValueError(f"verdicts and decided must hold each comparison of {what} once: {plan}")
+    outcomes = {**decided, **verdicts}
+    bad = set(outcomes.values()) - {"A", "B", None, FAILED, REFUSED} | set(decided.values()) - {"A", "B"}
+    if bad:
+        raise ValueError(f"unknown verdicts {sorted(map(str, bad))} (A, B, None, {REFUSED!r}, {FAILED!r})")
+    if any(verdicts.get(p) not in ("A", "B") for p in voided | ties) or voided & ties:
+        raise ValueError(f"voided and ties must name judged comparisons with a verdict A or B, each once: {plan}")
+    return outcomes
+
+
+def _pairs(n: int, outcomes: Mapping, judged: set, voided: set, ties: set, finals: Sequence) -> dict:
+    """Per answer, over its pairs (both orders, neither failed) whose final answers differ: ``pairs``, ``splits``
+    (won exactly one order), ``parsed`` (both orders with a letter), ``flips`` (the same letter both ways); and the
+    group's ``triples`` (three pairwise majorities decided) and ``cycles`` (intransitive ones)."""
     stands = {p: v for p, v in outcomes.items() if p not in voided | ties and v in ("A", "B")}  # one winner each
+    out = {k: [0] * n for k in ("pairs", "splits", "parsed", "flips")}
     pair_wins: dict[tuple[int, int], tuple[int, int]] = {}
-    flips, splits, pairs, parsed_pairs = [0] * n, [0] * n, [0] * n, [0] * n
     for x, y in itertools.combinations(range(n), 2):
         if (x, y) not in outcomes or FAILED in (outcomes[(x, y)], outcomes[(y, x)]):
             continue
@@ -119,42 +151,21 @@ def tournament(
         wx = tied + (stands.get((x, y)) == "A") + (stands.get((y, x)) == "B")
         wy = tied + (stands.get((x, y)) == "B") + (stands.get((y, x)) == "A")
         pair_wins[(x, y)] = (wx, wy)
-        if (x, y) in verdicts and (y, x) in verdicts and finals[x] != finals[y]:
+        if {(x, y), (y, x)} <= judged and finals[x] != finals[y]:
             both = first in ("A", "B") and second in ("A", "B")
             for i, w in ((x, wx), (y, wy)):
-                pairs[i] += 1
-                splits[i] += w == 1
-                parsed_pairs[i] += both
-                flips[i] += both and first == second
+                out["pairs"][i] += 1
+                out["splits"][i] += w == 1
+                out["parsed"][i] += both
+                out["flips"][i] += both and first == second
     beats = {(x, y) if wx > wy else (y, x) for (x, y), (wx, wy) in pair_wins.items() if wx != wy}
-    triples = cycles = 0
+    out["triples"] = out["cycles"] = 0
     for x, y, z in itertools.combinations(range(n), 3):
         edges = [(p, q) for p, q in itertools.permutations((x, y, z), 2) if (p, q) in beats]
         if len(edges) == 3:
-            triples += 1
-            cycles += sorted(p for p, _ in edges) == [x, y, z]  # each beats exactly one: a cycle
-    share = lambda k, d: k / d if d else 0.0  # noqa: E731
-    failed = [
-        comparisons_of[i] > 0 and all(v == FAILED for (a, b), v in outcomes.items() if i in (a, b)) for i in range(n)
-    ]
-    return {
-        "comparisons": plan,
-        "win_rate": [share(wins[i], played[i]) if played[i] else None for i in range(n)],
-        "wins": wins,
-        "played": played,
-        "calls": calls,
-        "flip": [share(flips[i], parsed_pairs[i]) for i in range(n)],
-        "tie": [share(splits[i], pairs[i]) for i in range(n)],
-        "parse_fail": [share(no_verdict[i], asked[i]) for i in range(n)],
-        "guarded": [share(guarded[i], asked[i]) for i in range(n)],
-        "error": error,
-        "failed": failed,
-        "flip_rate": share(sum(flips), sum(parsed_pairs)),
-        "tie_rate": share(sum(splits), sum(pairs)),
-        "cycle_rate": share(cycles, triples),
-        "triples_decided": triples,
-        "cycles": cycles,
-    }
+            out["triples"] += 1
+            out["cycles"] += sorted(p for p, _ in edges) == [x, y, z]  # each beats exactly one: a cycle
+    return out
 
 
 def final_of(text: object) -> Decimal | None:

@@ -1,4 +1,4 @@
-"""The pairwise arithmetic (``reward_fns.tournament``) alone (``comparisons``, ``tournament``): win rates, flip,
+"""The pairwise arithmetic (``reward_fns.win_rates``) alone (``comparisons``, ``win_rates``): win rates, flip,
 tie and cycle rates from given verdicts, no judge and no server; a verdict the guard voided is a loss for the answer
 it picked alone, a failed comparison counts for neither answer, and two right answers tie.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from reward_fns.tournament import FAILED, REFUSED, comparisons, tournament
+from reward_fns.win_rates import FAILED, REFUSED, comparisons, win_rates
 from tests.reward_fns.test_pairwise_judge import rounded
 
 PURE = {
@@ -49,7 +49,7 @@ def answers(n: int) -> list[str]:
 
 @pytest.mark.parametrize("n, scheme, verdicts, decided, expected", PURE.values(), ids=PURE.keys())
 def test_tournament_arithmetic(n, scheme, verdicts, decided, expected):
-    t = tournament(answers(n), verdicts, scheme, decided)
+    t = win_rates(answers(n), verdicts, scheme, decided)
     assert rounded({k: t[k] for k in expected}) == rounded(expected)
 
 
@@ -82,7 +82,7 @@ def test_comparisons(n, scheme, expected):
 )
 def test_tournament_refuses_incomplete_or_unknown_verdicts(verdicts, decided, scheme, match):
     with pytest.raises(ValueError, match=match):
-        tournament(["x", "y"], verdicts, scheme, decided)
+        win_rates(["x", "y"], verdicts, scheme, decided)
 
 
 # (verdicts, voided, expected): a voided verdict is a loss for the answer it picked and no loss for the other; its
@@ -101,7 +101,7 @@ VOIDED = {
 
 @pytest.mark.parametrize("verdicts, voided, expected", VOIDED.values(), ids=VOIDED.keys())
 def test_a_voided_verdict_is_a_loss_for_the_answer_picked(verdicts, voided, expected):
-    t = tournament(answers(2), verdicts, "all_pairs", None, voided)
+    t = win_rates(answers(2), verdicts, "all_pairs", None, voided)
     assert rounded({k: t[k] for k in expected}) == rounded(expected)
 
 
@@ -120,7 +120,7 @@ TIES = {
 
 @pytest.mark.parametrize("texts, verdicts, ties, expected", TIES.values(), ids=TIES.keys())
 def test_two_right_answers_tie(texts, verdicts, ties, expected):
-    t = tournament(texts, verdicts, "all_pairs" if len(texts) == 2 else "circular", None, (), ties)
+    t = win_rates(texts, verdicts, "all_pairs" if len(texts) == 2 else "circular", None, (), ties)
     assert rounded({k: t[k] for k in expected}) == rounded(expected)
 
 
@@ -130,4 +130,4 @@ def test_two_right_answers_tie(texts, verdicts, ties, expected):
 )
 def test_only_a_judged_verdict_a_or_b_can_be_voided_or_tied(voided, ties):
     with pytest.raises(ValueError, match="must name judged comparisons"):
-        tournament(["x", "y"], {(0, 1): None, (1, 0): "A"}, "all_pairs", None, voided, ties)
+        win_rates(["x", "y"], {(0, 1): None, (1, 0): "A"}, "all_pairs", None, voided, ties)
