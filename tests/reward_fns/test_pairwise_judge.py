@@ -1,6 +1,6 @@
 """The pairwise judge as a reward (``reward_fns.pairwise_judge``): exact rewards and judge-health keys for scripted
 judges (truthful, always A, always B, garbled, refusing, cyclic, down), with the guard on (default) and off, both
-orders on the wire, the options, the command line. The arithmetic alone: test_pairwise_tournament.py; the guard's
+orders on the wire, the options, the command line. The arithmetic alone: test_win_rates.py; the guard's
 cases: test_pairwise_guard.py; canaries: test_pairwise_canaries.py.
 
 Every judge runs on the fake server ``scripts.serve.fake_openai`` (127.0.0.1, no network): a reply function reads the
