@@ -26,34 +26,13 @@ import warnings
 from typing import Iterable, Sequence
 
 from scripts.launch import knobs, stall
-from scripts.launch.config_compose import ConfigError, compose, recipe_dir
+from scripts.launch.config_compose import ALLOWED_ADDITIONS, ConfigError, compose, recipe_dir
 from scripts.launch.config_paths import resolve_module_file, reward_option_errors
 from scripts.train import hooks as train_hooks
 
 ROOT, RECIPES = knobs.ROOT, knobs.RECIPES
 #: The project's own section of a recipe config (read by scripts/train/hooks.py and scripts/launch/launcher.py).
 PROJECT_SECTION = "verl_judge"
-
-# Keys that may be *added* with `+key=value` (verl reads them but its yaml does not declare them).
-ALLOWED_ADDITIONS: tuple[str, ...] = (
-    # model config passed to transformers (e.g. attn_implementation=sdpa on machines without flash-attn)
-    "actor_rollout_ref.model.override_config.*",
-    "critic.model.override_config.*",
-    # kwargs forwarded to the custom reward function (read by verl/trainer/ppo/reward.py)
-    "reward.custom_reward_function.reward_kwargs",
-    "reward.custom_reward_function.reward_kwargs.*",
-    # `rate_limited` reward manager (verl/experimental/reward_loop/reward_manager/limited.py)
-    "reward.max_concurrent",
-    "reward.max_rpm",
-    "reward.max_tpm",
-    "reward.estimated_tokens_per_request",
-    "reward.timeout",
-    # engine kwargs for vLLM / SGLang
-    "actor_rollout_ref.rollout.engine_kwargs.*",
-    "reward.reward_model.rollout.engine_kwargs.*",
-    # ray.init kwargs
-    "ray_kwargs.ray_init.*",
-)
 
 LEGACY_TOP_LEVEL = ("reward_model", "custom_reward_function", "sandbox_fusion")
 

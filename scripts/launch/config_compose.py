@@ -12,6 +12,7 @@ is raised as ``ConfigError``. No command of its own; used by the config check (`
 
 from __future__ import annotations
 
+import fnmatch
 import importlib.util
 import os
 import re
@@ -19,6 +20,27 @@ import sys
 from typing import Sequence
 
 from scripts.launch import knobs
+
+# Keys that may be *added* with `+key=value` (verl reads them but its yaml does not declare them).
+ALLOWED_ADDITIONS: tuple[str, ...] = (
+    # model config passed to transformers (e.g. attn_implementation=sdpa on machines without flash-attn)
+    "actor_rollout_ref.model.override_config.*",
+    "critic.model.override_config.*",
+    # kwargs forwarded to the custom reward function (read by verl/trainer/ppo/reward.py)
+    "reward.custom_reward_function.reward_kwargs",
+    "reward.custom_reward_function.reward_kwargs.*",
+    # `rate_limited` reward manager (verl/experimental/reward_loop/reward_manager/limited.py)
+    "reward.max_concurrent",
+    "reward.max_rpm",
+    "reward.max_tpm",
+    "reward.estimated_tokens_per_request",
+    "reward.timeout",
+    # engine kwargs for vLLM / SGLang
+    "actor_rollout_ref.rollout.engine_kwargs.*",
+    "reward.reward_model.rollout.engine_kwargs.*",
+    # ray.init kwargs
+    "ray_kwargs.ray_init.*",
+)
 
 
 class ConfigError(Exception):
@@ -65,7 +87,13 @@ def compose(overrides: Sequence[str], recipe: str | None = None):
     except Exception as e:
         msg = " ".join(str(e).split())
         m = re.search(r"Could not override '([^']+)'", msg)
-        if m:
+        if m and any(fnmatch.fnmatchcase(m.group(1), pattern) for pattern in ALLOWED_ADDITIONS):
+            key = m.group(1)
+            msg = (
+                f"'{key}' is not in verl's ppo_trainer schema, so it must be added: +{key}=... adds it, "
+                f"++{key}=... adds or replaces it"
+            )
+        elif m:
             msg = f"unknown key '{m.group(1)}': not in verl's ppo_trainer schema (check the spelling)"
         raise ConfigError([msg]) from None
     finally:

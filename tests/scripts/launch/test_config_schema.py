@@ -734,3 +734,24 @@ def test_d8_dry_run_stops_on_a_bad_reward_option(model_path, data_files, tmp_pat
     lines = r.stdout.splitlines()
     assert f"[launch] CONFIG ERROR: {LLM}mode must be one of ('judge', 'hybrid', 'route'), got 'bogus'" in lines
     assert lines[-1] == "[launch] ERROR: 1 setting(s) out of range or unresolvable; nothing was started"
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        (  # an allow-listed addition written without its +: say how to add it
+            "reward.custom_reward_function.reward_kwargs.mode=route",
+            "'reward.custom_reward_function.reward_kwargs.mode' is not in verl's ppo_trainer schema, so it must be "
+            "added: +reward.custom_reward_function.reward_kwargs.mode=... adds it, "
+            "++reward.custom_reward_function.reward_kwargs.mode=... adds or replaces it",
+        ),
+        (  # anything else: a typo
+            "trainer.total_trainig_steps=3",
+            "unknown key 'trainer.total_trainig_steps': not in verl's ppo_trainer schema (check the spelling)",
+        ),
+    ],
+)
+def test_a_key_verl_does_not_know_names_the_fix(override, message):
+    with pytest.raises(config_compose.ConfigError) as e:
+        config_compose.compose([override], "gsm8k_api_judge")
+    assert e.value.errors == [message]
