@@ -31,7 +31,13 @@ recipes=(judge_pointwise judge_pairwise gsm8k_rule gsm8k_api_judge gsm8k_local_j
 failed=()
 for r in "${recipes[@]}"; do
   echo "[main] ---- DRY_RUN=1 bash recipes/$r/run.sh"
-  if DRY_RUN=1 bash "recipes/$r/run.sh" "$@"; then
+  extra=()
+  if [ "$r" = gsm8k_api_judge ] && [ -z "${JUDGE_BASE_URL:-}" ] && [ -z "${OPENAI_API_KEY:-}" ]; then
+    # its default endpoint is the OpenAI API, which needs OPENAI_API_KEY: check the recipe against a local one
+    echo "[main] OPENAI_API_KEY is unset: gsm8k_api_judge is checked against a local endpoint (JUDGE_BASE_URL=http://127.0.0.1:8000/v1)"
+    extra=(env JUDGE_BASE_URL=http://127.0.0.1:8000/v1)
+  fi
+  if DRY_RUN=1 "${extra[@]}" bash "recipes/$r/run.sh" "$@"; then
     echo "[main] $r: dry run OK"
   else
     echo "[main] $r: dry run FAILED"

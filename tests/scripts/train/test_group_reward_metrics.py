@@ -22,10 +22,11 @@ pytestmark = pytest.mark.slow
 
 #: two groups of three, all pairs, a truthful judge (tests/scripts/train/test_group_reward.py): per answer (flip, tie)
 #: q1 (right, wrong, wrong): (0, 0), (1/2, 0), (1/2, 0) (the guard voids a pick between the two wrong answers, so
-#: there is no tie to count); q2 (wrong, right, right): (0, 0), (1/2, 1/2), (1/2, 1/2); two calls with each answer as A
+#: there is no split to count); q2 (wrong, right, right): (0, 0) each (the two right answers tie: a win for both, and
+#: flips count only between different final answers); two calls with each answer as A
 HEALTH = {
-    "judge_health/flip_rate": 1 / 3,
-    "judge_health/tie_rate": 1 / 6,
+    "judge_health/flip_rate": 1 / 6,
+    "judge_health/tie_rate": 0.0,
     "judge_health/parse_fail_rate": 0.0,
     "judge_health/error_rate": 0.0,
     "judge_health/fallback_rate": 0.0,
@@ -33,7 +34,7 @@ HEALTH = {
     "judge_health/cycle_rate": 0.0,
     "judge_health/calls_per_group": 6.0,  # all pairs of 3: 6 comparisons
     "judge_health/wrong_over_right": 0.0,
-    "critic/score/mean": float(np.float32(2.5 / 6)),  # win rates (1 + 0 + 0 + 0.75 + 0 + 0.75) / 6, in float32
+    "critic/score/mean": float(np.float32(3 / 6)),  # win rates (1 + 0 + 0 + 1 + 0 + 1) / 6, in float32
     "reward/rule_score/mean": 0.5,
     "reward/judge_group_size/mean": 3.0,
     "reward/judge_group_calls/mean": 6.0,
