@@ -3,8 +3,8 @@
 
     python -m scripts.report.compare_evals outputs/learn/x/eval_before outputs/learn/x/eval_after [--out FILE.md]
 
-Compares every numeric headline metric (``overall`` of an ``eval_judge`` report, ``policy`` of an
-``eval_gsm8k`` report) that either report has: ``metric | before | after | after - before``, e.g.
+Compares every numeric headline metric (``overall`` of a ``scripts.eval.judge`` report, ``policy`` of a
+``scripts.eval.gsm8k`` report) that either report has: ``metric | before | after | after - before``, e.g.
 ``accuracy``, ``pair_accuracy``, ``flip_rate``, ``balanced_accuracy``, ``precision``, ``recall``,
 ``specificity``. A metric missing or null on one side shows ``n/a``. A report marked
 ``"partial": true`` (an evaluation stopped before every row was answered) is named under the table
@@ -37,7 +37,7 @@ def _load(path: str) -> tuple[str, dict]:
         except json.JSONDecodeError as e:
             raise InputError(f"{path}: not JSON ({e})") from None
     if not isinstance(rep, dict):
-        raise InputError(f"{path}: neither an eval_judge ('overall') nor an eval_gsm8k ('policy') report")
+        raise InputError(f"{path}: neither a scripts.eval.judge ('overall') nor a scripts.eval.gsm8k ('policy') report")
     return path, rep
 
 
@@ -52,7 +52,7 @@ def headline(path: str) -> tuple[str, dict]:
                 if v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
             }
             return sec, vals
-    raise InputError(f"{path}: neither an eval_judge ('overall') nor an eval_gsm8k ('policy') report")
+    raise InputError(f"{path}: neither a scripts.eval.judge ('overall') nor a scripts.eval.gsm8k ('policy') report")
 
 
 def partial_note(path: str) -> str | None:

@@ -79,7 +79,7 @@ def test_compare_cli(tmp_path):
     assert bad.returncode == 2 and "no report at" in bad.stderr
     junk = _report(tmp_path / "j", {"other": 1})
     bad = _cli(b, junk)
-    assert bad.returncode == 2 and "neither an eval_judge" in bad.stderr
+    assert bad.returncode == 2 and "neither a scripts.eval.judge" in bad.stderr
 
 
 def _eval(tmp_path, name, data, table):
