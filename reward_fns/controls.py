@@ -23,20 +23,16 @@ import hashlib
 from reward_fns import gsm8k
 
 
-def _rule(solution_str: object, ground_truth: object) -> float:
-    return gsm8k.compute_score(solution_str=solution_str, ground_truth=ground_truth, mode="strict")["acc"]
-
-
 def random_reward(
     data_source=None, solution_str="", ground_truth=None, extra_info=None, seed: int = 0, **kwargs
 ) -> dict:
     """1.0 with probability 0.5, decided by a hash of (``seed``, reference, answer); ``rule_score`` beside it."""
     key = f"{seed}\x00{ground_truth}\x00{solution_str}".encode("utf-8", "replace")
     paid = hashlib.blake2b(key, digest_size=8).digest()[0] & 1
-    return {"score": float(paid), "rule_score": _rule(solution_str, ground_truth)}
+    return {"score": float(paid), "rule_score": gsm8k.grade(solution_str, ground_truth)}
 
 
 def format_only(data_source=None, solution_str="", ground_truth=None, extra_info=None, **kwargs) -> dict:
     """1.0 when the answer ends its answer the strict way (``#### N``, N a number), whatever N is."""
     well_formed = gsm8k.extract_answer(solution_str, "strict") is not None
-    return {"score": float(well_formed), "rule_score": _rule(solution_str, ground_truth)}
+    return {"score": float(well_formed), "rule_score": gsm8k.grade(solution_str, ground_truth)}

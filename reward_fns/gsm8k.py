@@ -73,3 +73,16 @@ def compute_score(
         return {"score": 0.0, "acc": 0.0, "format_ok": 0.0}
     correct = 1.0 if pred == ref else 0.0
     return {"score": correct, "acc": correct, "format_ok": 1.0}
+
+
+def grade(solution_str: object, ground_truth: object, mode: str = "strict") -> float:
+    """The rule's grade as the judge rewards use it: ``compute_score``'s ``score``, and 0.0 where the reference is no
+    number (non-GSM8K data: the rule cannot say "correct").
+
+    >>> grade("#### 72", "72"), grade("#### 72", "seventy-two")
+    (1.0, 0.0)
+    """
+    try:
+        return float(compute_score(solution_str=solution_str, ground_truth=ground_truth, mode=mode)["score"])
+    except ValueError:
+        return 0.0

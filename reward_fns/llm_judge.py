@@ -103,6 +103,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "compute_score",
     "check_options",
+    "client_options",
     "build_messages",
     "defuse",
     "get_client",
@@ -235,13 +236,6 @@ async def _canary(
 
 
 # ---------------------------------------------------------------------------- scoring
-def _rule(solution_str: object, ground_truth: object, rule_mode: str) -> float:
-    try:
-        return float(gsm8k.compute_score(solution_str=solution_str, ground_truth=ground_truth, mode=rule_mode)["score"])
-    except ValueError:  # no numeric reference (non-GSM8K data): the rule cannot say "correct"
-        return 0.0
-
-
 def _plain(value: Any) -> Any:
     """Hydra/OmegaConf containers (reward_kwargs values) -> plain dicts/lists for JSON."""
     try:
@@ -292,7 +286,7 @@ def _ask(client: JudgeClient, solution_str: object, ground_truth: object, extra_
     )
 
 
-def _client_options(opt: dict, timeout: object, max_retries: object) -> dict:
+def client_options(opt: dict, timeout: object, max_retries: object) -> dict:
     """``JudgeClient``'s settings from the options (its constructor checks them)."""
     keys = ("deadline", "max_concurrency", "temperature", "max_tokens", "cache_size", "cache_ttl", "max_response_bytes")
     return dict(
@@ -322,7 +316,7 @@ def check_options(**kwargs: Any) -> list[str]:
             "http://127.0.0.1:1/v1",
             "check",
             api_key_env=None,
-            **_client_options(opt, given["timeout"], given["max_retries"]),
+            **client_options(opt, given["timeout"], given["max_retries"]),
         ),
     ):
         try:
@@ -366,7 +360,7 @@ async def compute_score(
     if problems:
         raise ValueError("; ".join(problems))
     opt = {**DEFAULTS, **kwargs}
-    rule_score = _rule(solution_str, ground_truth, opt["rule_mode"])
+    rule_score = gsm8k.grade(solution_str, ground_truth, opt["rule_mode"])
     fallback_score = fallback_value(fallback, rule_score)
     no_verdict = parse_fail_value(parse_fail_score, mode)
     if no_verdict is None:  # "lowest": what a real verdict of 0 earns for this answer
@@ -396,7 +390,7 @@ async def compute_score(
     url, judge_model, key_env = where
 
     # 2. the call, with its prompt (a data problem here is a config problem: raise), parse and guard
-    client = get_client(url, judge_model, api_key_env=key_env, **_client_options(opt, timeout, max_retries))
+    client = get_client(url, judge_model, api_key_env=key_env, **client_options(opt, timeout, max_retries))
     reference = reference_answer(reference_text(ground_truth, extra_info), ground_truth)  # as the prompt shows it
     k = probe_index(solution_str, ground_truth, int(opt["canary_every"] or 0))
     started = time.perf_counter()

@@ -287,14 +287,14 @@ async def score_group(
         raise ValueError("; ".join(problems))
     opt = {**DEFAULTS, **kwargs}
     texts = [judge_service.text_of(t) for t in texts]
-    rules = [llm_judge._rule(t, ground_truth, opt["rule_mode"]) for t in texts]
+    rules = [gsm8k.grade(t, ground_truth, opt["rule_mode"]) for t in texts]
     fallbacks = [fallback_value(fallback, r) for r in rules]
     where = llm_judge.endpoint(base_url, model, api_key_env, reward_router_address, reward_model_tokenizer)
     if where is None:
         return [_row(None, i, rules[i], fallbacks[i], opt, 0, 0.0) for i in range(len(texts))]
     url, judge_model, key_env = where
     client = llm_judge.get_client(
-        url, judge_model, api_key_env=key_env, **llm_judge._client_options(opt, timeout, max_retries)
+        url, judge_model, api_key_env=key_env, **llm_judge.client_options(opt, timeout, max_retries)
     )
     shown = {**_prompt(opt), "max_response_chars": opt["max_response_chars"]}
     reference = judge_service.reference_text(ground_truth, extra_info)
@@ -306,7 +306,7 @@ async def score_group(
 
     def first(i: int) -> float | None:
         """``rule_first``'s grade (``decides``) of answer ``i``."""
-        grade = lambda m: llm_judge._rule(texts[i], ground_truth, m)  # noqa: E731
+        grade = lambda m: gsm8k.grade(texts[i], ground_truth, m)  # noqa: E731
         return decides(grade(opt["rule_mode"]), grade("flexible"), ref is not None and finals[i] == ref)
 
     async def ask(a: str, b: str) -> tuple:
