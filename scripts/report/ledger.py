@@ -80,7 +80,12 @@ def instance_name(out: str) -> str:
 
 
 def _bits(a: np.ndarray) -> str:
+    """0/1 grades as a string (``"0110"``), as ``grades.jsonl.gz`` keeps them; ``_grades`` reads it back."""
     return "".join(str(int(v)) for v in a)
+
+
+def _grades(bits: str) -> np.ndarray:
+    return np.array([int(c) for c in bits], dtype=float)
 
 
 def record(out: str, arms: list[str], seeds: list[int], steps: int, stamp: dict) -> tuple[dict, list[dict]]:
@@ -160,9 +165,8 @@ def load(folders: list[str], arms: list[str], seeds: list[int]) -> tuple[list[di
             seen.add(name)
             entries.append(e)
             for r in (r for r in rows if r["instance"] == name):
-                bits = lambda s: np.array([int(c) for c in s], dtype=float)  # noqa: E731
-                after = {a: np.stack([bits(r[f"after_{a}_seed{s}"]) for s in seeds]) for a in arms}
-                grades[r["split"]].append(Instance(bits(r["before"]), after))
+                after = {a: np.stack([_grades(r[f"after_{a}_seed{s}"]) for s in seeds]) for a in arms}
+                grades[r["split"]].append(Instance(_grades(r["before"]), after))
     return entries, {k: v for k, v in grades.items() if len(v) == len(entries) and v}
 
 
@@ -187,13 +191,6 @@ def markdown(res: dict, arms: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _list(text: str, kind=str) -> list:
-    items = [t.strip() for t in text.split(",") if t.strip()]
-    if not items or len(set(items)) != len(items):
-        raise argparse.ArgumentTypeError(f"a comma-separated list without repeats, got {text!r}")
-    return [kind(t) for t in items]
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m scripts.report.ledger", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -208,10 +205,11 @@ def main(argv: list[str] | None = None) -> int:
     q = sub.add_parser("pool", help="the scorecard over every instance of kept folders")
     q.add_argument("folders", nargs="+", help="kept folders (globs allowed)")
     for s in (k, q):
-        s.add_argument("--arms", type=_list, required=True, help="the rule first, e.g. rule,pairwise_ref")
-        s.add_argument("--seeds", type=lambda t: _list(t, int), default=[0])
+        s.add_argument("--arms", required=True, help="comma-separated, the rule first, e.g. rule,pairwise_ref")
+        s.add_argument("--seeds", default="0", help="comma-separated (default 0)")
     args = p.parse_args(argv)
     try:
+        args.arms, args.seeds = scorecard.listed("--arms", args.arms), scorecard.listed("--seeds", args.seeds, int)
         if args.verb == "keep":
             stamp = {k: getattr(args, k) for k in ("commit", "machine", "date", "command")}
             ledger = keep(args.folders, args.dest, args.arms, args.seeds, args.steps, stamp)

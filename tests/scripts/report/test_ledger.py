@@ -105,8 +105,8 @@ def test_pool_refuses_other_experiment_settings_and_missing_arms(tmp_path):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["pool", "x", "--arms", "rule,judge,judge"], "without repeats"),
-        (["pool", "x", "--arms", ","], "without repeats"),
+        (["pool", "x", "--arms", "rule,judge,judge"], "ledger: --arms: judge listed more than once"),
+        (["pool", "x", "--arms", ","], "ledger: --arms needs at least one value"),
         (["pool", "/nonexistent", "--arms", "rule,judge"], "ledger: "),
     ],
 )
