@@ -70,6 +70,16 @@ class JudgeError:
         return f"{self.kind}{'' if self.status is None else f' (HTTP {self.status})'}: {self.message}"
 
 
+def throttled(count: int) -> bool:
+    """Whether the ``count``-th of a repeated warning is logged: the first five, then every hundredth (a failing
+    judge or a stream of short groups is said, not logged thousands of times).
+
+    >>> [n for n in range(1, 301) if throttled(n)]
+    [1, 2, 3, 4, 5, 100, 200, 300]
+    """
+    return count <= 5 or count % 100 == 0
+
+
 def outcome(error: JudgeError | None) -> str:
     """``"ok"`` (no error), ``"fallback"``, ``"stop"`` or ``"refused"``; see ``OUTCOMES``."""
     return "ok" if error is None else OUTCOMES.get(error.kind, "refused")

@@ -89,7 +89,7 @@ from typing import Any
 
 from reward_fns import canaries, gsm8k, judge_service
 from reward_fns.judge_client import JudgeClient
-from reward_fns.judge_errors import JudgeConfigError
+from reward_fns.judge_errors import JudgeConfigError, throttled
 from reward_fns.judge_metrics import ACCEPT_AT
 from reward_fns.judge_options import DEFAULTS, MODES, combine, errors, fallback_value, parse_fail_value
 from reward_fns.judge_service import defuse, reference_text, text_of
@@ -259,7 +259,7 @@ def _log_failure(result: Any, where: str, outcome: str) -> None:
     the process, then every hundredth."""
     global _fail_count
     _fail_count += 1
-    if _fail_count <= 5 or _fail_count % 100 == 0:
+    if throttled(_fail_count):
         logger.warning(
             "llm_judge: judge call to %s failed (#%d, %s): %s",
             mask_url(where),

@@ -89,6 +89,7 @@ from decimal import Decimal
 from typing import Any
 
 from reward_fns import canaries, gsm8k, guard, judge_service, llm_judge
+from reward_fns.judge_errors import throttled
 from reward_fns.judge_options import DEFAULTS as JUDGE_DEFAULTS
 from reward_fns.judge_options import JUDGE_FAILURES, canary_every_value, fallback_value
 from reward_fns.parse import normalize_number, normalize_text, reference_answer
@@ -185,7 +186,7 @@ def _verdict(answer: judge_service.Answer, url: str) -> str | None:
     if answer.failure is None:
         return answer.value
     _failures += 1
-    if _failures <= 5 or _failures % 100 == 0:
+    if throttled(_failures):
         logger.warning("pairwise_judge: call to %s failed (#%d): %s", mask_url(url), _failures, answer.failure)
     return FAILED if answer.failure == "fallback" else REFUSED
 

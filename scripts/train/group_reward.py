@@ -43,6 +43,7 @@ from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 from verl.experimental.reward_loop.reward_manager.registry import REWARD_MANAGER
 
 from reward_fns import pairwise_judge
+from reward_fns.judge_errors import throttled
 from scripts.train.hooks import GROUP_EXPECTED
 
 logger = logging.getLogger(__name__)
@@ -127,7 +128,7 @@ class GroupRewardManager(RewardManagerBase):
 
     def _warn_short(self, uid: str, group: _Group) -> None:
         self.short += 1
-        if self.short <= 5 or self.short % 100 == 0:
+        if throttled(self.short):
             logger.warning(
                 "group_reward: group %s scored with %d of %d answers after waiting %.0fs for the rest "
                 "(verl_judge.group_reward.timeout; short groups so far: %d)",
@@ -140,7 +141,7 @@ class GroupRewardManager(RewardManagerBase):
 
     def _warn_alone(self, uid: str | None) -> None:
         self.alone += 1
-        if self.alone <= 5 or self.alone % 100 == 0:
+        if throttled(self.alone):
             why = "without a uid" if uid is None else f"of group {uid} came after the group was scored short"
             logger.warning(
                 "group_reward: a sample %s: scored alone, at once (samples scored alone so far: %d)", why, self.alone
