@@ -151,6 +151,7 @@ def check_paths(cfg) -> tuple[list[str], list[str]]:
 
 def parquet_rows(files) -> int | None:
     """Rows of the local parquet files together; None when one is remote, missing or not a readable parquet."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     total = 0
@@ -160,7 +161,7 @@ def parquet_rows(files) -> int | None:
             return None
         try:
             total += pq.ParquetFile(f).metadata.num_rows
-        except Exception:  # not a parquet file: verl names it when it opens it
+        except (pa.ArrowException, OSError):  # not a parquet file: verl names it when it opens it
             return None
     return total
 

@@ -223,7 +223,8 @@ def plan(
     files = {"data.train_files": "TRAIN_FILES", "data.val_files": "VAL_FILES"}
     missing = {key: name for key, name in files.items() if key not in given and name not in p.knobs}
     if len(missing) == 1:  # the recipe's default set would train or validate on another task than the user's
-        (key, name), (other_key, other) = [*missing.items(), *(kv for kv in files.items() if kv[0] not in missing)]
+        ((key, name),) = missing.items()
+        other_key, other = next(kv for kv in files.items() if kv[0] != key)
         raise LaunchError(
             f"{other} (or {other_key}=) is set but {name} (or {key}=) is not: set both, the training and the "
             f"validation parquet of one task (data_prep writes both: --train FILE --test FILE); without {name} the "
