@@ -14,7 +14,7 @@ the train split never has. The same settings and seed give byte-identical files.
 Difficulty: ``--steps`` (operations chained in one story, 1-4), ``--max-number`` (operands drawn from 1..N),
 ``--ops`` (``add``, ``sub``, ``mul``, ``div``; results stay whole and non-negative). The default is two steps,
 numbers up to 20, all four operations. SmolLM2-135M-Instruct solves none of these untrained (it rarely ends with
-``#### N``): ``scripts.workflows.policy_learns`` warm-starts it on worked solutions first. With a real model, use GSM8K
+``#### N``): ``scripts.lab.policy_learns`` warm-starts it on worked solutions first. With a real model, use GSM8K
 itself (``GSM8K_DIR``).
 
 Held-out stories name each story once and come with held-out problems: ``--heldout-size 0`` with held-out stories

@@ -6,7 +6,8 @@ against them (Spurious Rewards, arXiv 2506.10947: a random reward gained 0.74x t
 * ``format_only``: pays a well-formed ``#### N`` line, whatever the number.
 
 Both return ``score`` and ``rule_score`` (the strict ``#### N`` rule, for the step metrics and the hacking watch),
-the same keys for every sample. ``python -m scripts.policy_learns --arms rule,judge,random,format`` trains with them.
+the same keys for every sample. ``python -m scripts.lab.policy_learns --arms rule,judge,random,format`` trains with
+them.
 
     >>> format_only("openai/gsm8k", "3 + 4 = 7\\n#### 9", "7")
     {'score': 1.0, 'rule_score': 0.0}

@@ -21,9 +21,9 @@
    ``Answer.problem`` names what is wrong (``guard.PROBLEMS``), None when it holds or was not checked.
 
 What a reward pays for an ``Answer`` (a fallback, the lowest verdict, a loss) is the reward's. From a shell, against
-the fake server of ``scripts.serve.fake_openai``:
+the fake server of ``tests.doubles.fake_openai``:
 
-    echo '{}' > /tmp/none.json && python -m scripts.serve.fake_openai --port 18556 --replies /tmp/none.json \\
+    echo '{}' > /tmp/none.json && python -m tests.doubles.fake_openai --port 18556 --replies /tmp/none.json \\
         --default '<think>Reference: 72. Candidate: 72. Same.</think><score>4</score>' &
     python -c "import asyncio; from reward_fns import judge_service as s; from reward_fns.verdicts import POINTWISE
     from reward_fns.judge_client import JudgeClient; c = JudgeClient('http://127.0.0.1:18556/v1', 'judge')

@@ -69,7 +69,7 @@ The flip counts the judge's letters, voided or not (position bias); wins, ties a
 Against a fake judge that always answers A quoting 72 for both (``#### 72`` ties with the reference: 1.0; the reply
 that names ``#### 96`` as A quotes it as 72, so the guard voids it: 0, ``judge_guarded`` 0.5, ``judge_flip`` 1.0):
 
-    echo '{}' > /tmp/none.json && python -m scripts.serve.fake_openai --port 18555 --replies /tmp/none.json \\
+    echo '{}' > /tmp/none.json && python -m tests.doubles.fake_openai --port 18555 --replies /tmp/none.json \\
         --default '<think>Reference: 72. A: 72. B: 72.</think><better>A</better>' &
     python -m reward_fns.pairwise_judge --base-url http://127.0.0.1:18555/v1 --model judge \\
         --question 'What is 6 * 12?' --reference '6 * 12 = 72\\n#### 72' '#### 72' '#### 96'

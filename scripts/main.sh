@@ -3,11 +3,11 @@
 #
 #   bash scripts/main.sh [arguments...]
 #
-# * With a GPU (nvidia-smi works): `python -m scripts.policy_learns --out outputs/main`: SmolLM2-135M-Instruct
+# * With a GPU (nvidia-smi works): `python -m scripts.lab.policy_learns --out outputs/main`: SmolLM2-135M-Instruct
 #   (materialised offline) as judge and policy on the word-problem testbed (data_prep.word_problems): the
 #   policy's warm start, the judge trained and evaluated before / after, then the policy trained 100 GRPO steps
 #   with the rule and with the trained judge side by side, held-out accuracy before / after each
-#   (outputs/main/report.md). Resumable: run it again. Arguments go to it (python -m scripts.policy_learns --help;
+#   (outputs/main/report.md). Resumable: run it again. Arguments go to it (python -m scripts.lab.policy_learns --help;
 #   --testbed none and MODEL=... train on GSM8K itself).
 # * Without a GPU: DRY_RUN=1 of every recipe (data built, config validated against verl's schema),
 #   then a clear note that training needs a GPU. Exit 0 when every dry run passes. Arguments are
@@ -23,7 +23,7 @@ echo "[main] interpreter: $PYTHON"
 echo "[main] GSM8K: ${GSM8K_DIR:-../shared/data/gsm8k when present, else the HF hub (openai/gsm8k) when reachable, else the word-problem testbed}"
 
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-  exec "$PYTHON" -m scripts.policy_learns --out outputs/main "$@"
+  exec "$PYTHON" -m scripts.lab.policy_learns --out outputs/main "$@"
 fi
 
 echo "[main] no GPU (nvidia-smi fails): dry-running every recipe (config checked against verl's schema)"
@@ -44,8 +44,8 @@ for r in "${recipes[@]}"; do
     failed+=("$r")
   fi
 done
-echo "[main] ---- DRY_RUN=1 python -m scripts.policy_learns --out outputs/main (its rule and judge runs)"
-if DRY_RUN=1 "$PYTHON" -m scripts.policy_learns --out outputs/main "$@"; then
+echo "[main] ---- DRY_RUN=1 python -m scripts.lab.policy_learns --out outputs/main (its rule and judge runs)"
+if DRY_RUN=1 "$PYTHON" -m scripts.lab.policy_learns --out outputs/main "$@"; then
   echo "[main] policy_learns: dry run OK"
 else
   echo "[main] policy_learns: dry run FAILED"

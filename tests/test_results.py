@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import scripts
-from tests.scripts.bench.test_bench_cli import _summ  # scripts.report.summarize_run as a command
+from tests.scripts.lab.bench.test_bench_cli import _summ  # scripts.report.summarize_run as a command
 
 ROOT = scripts.ROOT
 
@@ -826,7 +826,7 @@ def test_scorecard_over_instances_comes_from_the_kept_grades():
     bootstrap, give report.json's pooled numbers exactly; README, the index and the folder's README quote them."""
     import numpy as np
 
-    from scripts.report.scorecard_stats import Instance, bootstrap
+    from scripts.lab.scorecard_stats import Instance, bootstrap
 
     arms = ["rule", "judge", "random"]
     bits = lambda s: np.array([int(c) for c in s], dtype=float)  # noqa: E731

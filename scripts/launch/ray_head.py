@@ -1,5 +1,5 @@
 """A private Ray node: ``start()`` runs ``ray start --head --block`` (or a node joining a head), ``stop()`` ends only
-that process. The launcher trains against one; ``scripts.bench.ray_cluster`` starts a head and nodes that join it.
+that process. The launcher trains against one; ``scripts.lab.bench.ray_cluster`` starts a head and nodes that join it.
 No command of its own:
 
     from scripts import ray_head; proc, address = ray_head.start(env, "ray_head.log"); ...; ray_head.stop(proc)

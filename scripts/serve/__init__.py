@@ -1,4 +1,3 @@
-"""OpenAI-compatible servers: ``python -m scripts.serve.cpu_judge`` (a real model on the CPU through
-transformers; ``bash scripts/serve/cpu_judge.sh vllm|hf`` also sets up vLLM's CPU build) and
-``python -m scripts.serve.fake_openai`` (scripted replies and injected faults, for tests, benchmarks
-and the README figures)."""
+"""An OpenAI-compatible judge server on the CPU: ``python -m scripts.serve.cpu_judge`` (a real model through
+transformers; ``bash scripts/serve/cpu_judge.sh vllm|hf`` also sets up vLLM's CPU build). The scripted fake server
+used by the tests and benchmarks is a test double: ``python -m tests.doubles.fake_openai``."""

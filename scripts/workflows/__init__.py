@@ -1,11 +1,11 @@
 """Workflows: stages wired into experiments, resumable, each stage a command with its log.
 
     python -m scripts.pipeline judge_to_reward --out runs/j2r        # train a judge, then reuse it as the reward
-    python -m scripts.policy_learns --out runs/pl                    # the policy trained by the rule and by the judge
 
 ``stages`` (one run: its folder, environment, resumable stages, background chains, ``sh`` and ``train``), ``steps``
 (the stage bodies, plain functions of their inputs and outputs), ``cli`` (the options both commands share),
-``pipeline`` (the judge's stages, ``judge`` and ``judge_to_reward``), ``policy_learns`` (the side-by-side experiment).
+``pipeline`` (the judge's stages, ``judge`` and ``judge_to_reward``). The side-by-side experiment over these is the
+lab's (``scripts.lab.policy_learns``).
 
 A new experiment is a short function over these, not a subclass; e.g. a judge, then two policies it rewards, one
 with the trained judge, the other with the same judge asked only where the rule cannot read the answer:

@@ -1,5 +1,5 @@
 """The command line both workflows share (no command of its own; used by ``python -m scripts.pipeline`` and
-``python -m scripts.policy_learns``): the judge stages' options, the checks of the arguments, and the run
+``python -m scripts.lab.policy_learns``): the judge stages' options, the checks of the arguments, and the run
 (``stages.Stages``) a workflow gets.
 
     args = cli.parse(parser, argv)            # argparse options; args.overrides: the Hydra overrides
@@ -19,7 +19,7 @@ from scripts.workflows.stages import Stages
 
 
 def add_judge_args(p: argparse.ArgumentParser) -> None:
-    """The judge stages' options (``scripts.pipeline`` and ``scripts.policy_learns``)."""
+    """The judge stages' options (``scripts.pipeline`` and ``scripts.lab.policy_learns``)."""
     p.add_argument("--out", required=True, help="run folder (stages resume from it)")
     p.add_argument(
         "--sft", action=argparse.BooleanOptionalAction, default=True, help="warm start with SFT (default on)"

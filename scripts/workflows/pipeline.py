@@ -26,7 +26,7 @@ after GRPO). ``judge_to_reward`` adds ``policy``: recipes/gsm8k_local_judge with
 (the task's ``reward``: ``reward_fns/llm_judge.py`` for ``pointwise``, ``reward_fns/pairwise_judge.py`` in
 ``pairwise_ref`` mode for ``pairwise_ref``; the no-reference ``pairwise`` judge rewards nothing: the pairwise reward
 asks with the reference shown; ``policy(flow, args, base, judge, recipe=...)`` takes another reward recipe;
-``scripts.workflows.policy_learns`` compares it with the rule).
+``scripts.lab.policy_learns`` compares it with the rule).
 
 Machine settings are the launcher's knobs (``python -m scripts.launch --knobs``: MODEL, GSM8K_DIR, PYTHON, N_GPUS,
 NO_FLASH_ATTN, ...), with its defaults (``scripts/launch/defaults.py``). ``DRY_RUN=1`` runs no stage: it checks each
@@ -47,8 +47,14 @@ from typing import NamedTuple
 from reward_fns import verdicts
 from scripts import bytecode
 from scripts.launch import launcher as launch
-from scripts.workflows import arms, cli, steps
+from scripts.workflows import cli, steps
 from scripts.workflows.stages import Stages, say
+
+#: the policy's reward overrides that make the pairwise judge (reference-guided, per sample) its reward
+PAIRWISE_REF_REWARD = (
+    "reward.custom_reward_function.path=pkg://reward_fns.pairwise_judge",
+    "++reward.custom_reward_function.reward_kwargs.mode=pairwise_ref",
+)
 
 
 class Task(NamedTuple):
@@ -60,7 +66,7 @@ class Task(NamedTuple):
 
 TASKS = {
     "pointwise": Task("judge_pointwise", verdicts.POINTWISE, [], ()),
-    "pairwise_ref": Task("judge_pairwise", verdicts.PAIRWISE, [], tuple(arms.PAIRWISE_REF)),
+    "pairwise_ref": Task("judge_pairwise", verdicts.PAIRWISE, [], PAIRWISE_REF_REWARD),
     "pairwise": Task("judge_pairwise", verdicts.PAIRWISE, ["--pair-prompt", "pairwise.v1"], None),
 }
 POLICY_RECIPE = "gsm8k_local_judge"

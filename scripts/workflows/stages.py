@@ -1,4 +1,4 @@
-"""Resumable stages, for the workflows of ``scripts.workflows.pipeline`` and ``scripts.workflows.policy_learns`` (no
+"""Resumable stages, for the workflows of ``scripts.workflows.pipeline`` and ``scripts.lab.policy_learns`` (no
 command of its own).
 
 ``Stages(out, env, py, quiet)`` is one workflow's run: its folder, the environment and interpreter its commands get,

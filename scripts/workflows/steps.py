@@ -1,5 +1,5 @@
 """The stage bodies of the workflows, each a plain function of its inputs and outputs (no command of its own; wired
-by ``scripts.workflows.pipeline`` and ``scripts.workflows.policy_learns``).
+by ``scripts.workflows.pipeline`` and ``scripts.lab.policy_learns``).
 
 Every function takes the run (``stages.Stages``: folder, environment, interpreter, logs) and the paths and settings
 of its step, runs one command (or the launcher) and writes its output where it is told. Nothing here reads the

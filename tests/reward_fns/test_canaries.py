@@ -10,7 +10,7 @@ import pytest
 
 from reward_fns import canaries, llm_judge
 from reward_fns.parse import FINAL_OK, final_answer
-from scripts.serve.fake_openai import FakeOpenAIServer
+from tests.doubles.fake_openai import FakeOpenAIServer
 
 COPY = "<think>Reference: 72. Candidate: 72. Same.</think><score>4</score>"  # accepts anything, quoting the reference
 INFO = {"question": "How many clips?", "answer": "48 + 24 = 72\n#### 72"}

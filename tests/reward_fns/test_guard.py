@@ -12,7 +12,7 @@ import pytest
 from reward_fns import gsm8k, llm_judge
 from reward_fns.guard import guard, pair_guard
 from reward_fns.llm_judge import compute_score, defuse
-from scripts.serve.fake_openai import FakeOpenAIServer
+from tests.doubles.fake_openai import FakeOpenAIServer
 
 INFO = {"question": "Tom has 10 apples and buys 8 more. How many now?", "answer": "10 + 8 = 18\n#### 18"}
 FLAGS = ("judge_ungrounded", "judge_contradiction", "judge_unverified")

@@ -2,7 +2,7 @@
 as a ``JudgeError`` and an outcome (fallback, stop or refused), checked directly and end to end against the fake
 server's injected faults; and no piece of a secret in an error text.
 
-Everything runs against the fake server ``scripts.serve.fake_openai`` on 127.0.0.1 (no network).
+Everything runs against the fake server ``tests.doubles.fake_openai`` on 127.0.0.1 (no network).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from reward_fns.judge_client import JudgeClient
 from reward_fns.judge_errors import OUTCOMES, JudgeError, outcome, scrub_secrets
 from reward_fns.judge_transport import ReplyRefused
-from scripts.serve.fake_openai import FakeOpenAIServer
+from tests.doubles.fake_openai import FakeOpenAIServer
 
 QUICK = dict(retry_after_ms="10")  # the test server's 429/5xx replies ask for a retry after 10 ms
 KEY_VAR = "VERL_JUDGE_TEST_CONFIG_KEY"

@@ -19,8 +19,8 @@ from reward_fns.judge_errors import JudgeConfigError
 from reward_fns.judge_service import Answer, ask
 from reward_fns.parse import parse_choice, parse_score
 from reward_fns.verdicts import PAIRWISE, POINTWISE
-from scripts.serve.fake_openai import FakeOpenAIServer
-from scripts.serve.fake_replies import Reply
+from tests.doubles.fake_openai import FakeOpenAIServer
+from tests.doubles.fake_replies import Reply
 
 #: made-up kinds: a copy of each shipped kind with another name and tag, and the parser of that tag
 GRADED = dataclasses.replace(POINTWISE, name="graded", tag="grade", parse=functools.partial(parse_score, tag="grade"))

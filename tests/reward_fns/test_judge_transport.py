@@ -2,7 +2,7 @@
 never beyond, an over-size reply's connection closed, a 2xx body that is not a chat completion refused; each refused
 reply is retried like a dropped connection.
 
-Everything runs against the fake server ``scripts.serve.fake_openai`` on 127.0.0.1 (no network).
+Everything runs against the fake server ``tests.doubles.fake_openai`` on 127.0.0.1 (no network).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 from reward_fns.judge_client import JudgeClient
 from reward_fns.judge_errors import outcome
 from reward_fns.parse import parse_score
-from scripts.serve.fake_openai import FakeOpenAIServer
-from scripts.serve.fake_replies import Reply
+from tests.doubles.fake_openai import FakeOpenAIServer
+from tests.doubles.fake_replies import Reply
 
 QUICK = dict(retry_after_ms="10")  # the test server's 429/5xx replies ask for a retry after 10 ms
 

@@ -1,6 +1,6 @@
 """LLM-judge reward: scoring table, deployments, secrets, prompt/injection hardening, cache, event loops.
 
-Everything runs against the fake server ``scripts.serve.fake_openai`` on 127.0.0.1 (no network, a few seconds).
+Everything runs against the fake server ``tests.doubles.fake_openai`` on 127.0.0.1 (no network, a few seconds).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from reward_fns.judge_errors import JudgeConfigError, JudgeError
 from reward_fns.llm_judge import KEYS, build_messages, compute_score, defuse
 from reward_fns.parse import parse_score
 from reward_fns.prompts import load
-from scripts.serve.fake_openai import FakeOpenAIServer
-from scripts.serve.fake_replies import candidate_of, default_reply
+from tests.doubles.fake_openai import FakeOpenAIServer
+from tests.doubles.fake_replies import candidate_of, default_reply
 
 QUESTION = "Natalia sold 48 clips in April and half as many in May. How many clips did she sell altogether?"
 REFERENCE = "In May she sold 48/2 = <<48/2=24>>24 clips.\nAltogether 48+24 = <<48+24=72>>72 clips.\n#### 72"
@@ -850,7 +850,7 @@ def test_bench_judge_reward_cli_runs(tmp_path, repo_root):
         [
             sys.executable,
             "-m",
-            "scripts.bench.judge_reward",
+            "scripts.lab.bench.judge_reward",
             "--n",
             "24",
             "--capacity",

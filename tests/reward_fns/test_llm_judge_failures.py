@@ -2,7 +2,7 @@
 transport failures get the fallback, configuration errors stop the run (with no piece of the key in the message),
 and under injected faults every sample of a batch gets a score with the right flags, and nothing hangs.
 
-Everything runs against the fake server ``scripts.serve.fake_openai`` on 127.0.0.1 (no network). Short per-attempt
+Everything runs against the fake server ``tests.doubles.fake_openai`` on 127.0.0.1 (no network). Short per-attempt
 timeouts (reward kwargs) and a test server whose 429/5xx replies ask for a retry after 10 ms (``retry-after-ms``,
 honoured by the openai SDK) keep the whole file to seconds; timeouts and dropped connections wait for the SDK's own
 backoff (0.5 s, then 1 s, less up to 25% jitter), which the fault suite records instead of sleeping
@@ -22,7 +22,7 @@ from reward_fns.judge_client import JudgeClient, chat_completions_url
 from reward_fns.judge_errors import JudgeConfigError
 from reward_fns.llm_judge import KEYS, compute_score
 from scripts.launch.services import free_port
-from scripts.serve.fake_openai import FakeOpenAIServer
+from tests.doubles.fake_openai import FakeOpenAIServer
 from tests.reward_fns.test_judge_errors import KEY, KEY_VAR, WITHHELD
 
 INFO = {"question": "What is 6 * 12?", "answer": "6 * 12 = 72\n#### 72"}

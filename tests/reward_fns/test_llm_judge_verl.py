@@ -23,7 +23,7 @@ import torch
 
 import scripts
 from reward_fns.llm_judge import KEYS
-from scripts.serve.fake_openai import FakeOpenAIServer
+from tests.doubles.fake_openai import FakeOpenAIServer
 
 ROOT = scripts.ROOT
 JUDGE_FN = os.path.join(ROOT, "reward_fns", "llm_judge.py")

@@ -17,9 +17,9 @@ import pytest
 from reward_fns import canaries
 from reward_fns.llm_judge import probe_index
 from reward_fns.pairwise_judge import CANARY_KEYS, KEYS, compute_score, score_group
-from scripts.serve.fake_openai import FakeOpenAIServer
-from scripts.serve.fake_replies import Reply
 from scripts.train.hooks import reward_metrics
+from tests.doubles.fake_openai import FakeOpenAIServer
+from tests.doubles.fake_replies import Reply
 from tests.reward_fns.test_pairwise_judge import (
     INFO,
     REFERENCE,

@@ -16,7 +16,7 @@ import pytest
 from reward_fns.guard import CONTRADICTION, UNGROUNDED, UNVERIFIED, pair_guard, quoted_side
 from reward_fns.pairwise_judge import compute_score, score_group
 from reward_fns.parse import FINAL_OK, final_answer
-from scripts.serve.fake_openai import FakeOpenAIServer
+from tests.doubles.fake_openai import FakeOpenAIServer
 from tests.reward_fns.test_pairwise_judge import INFO, REFERENCE, RIGHT, WRONG, row, shown, timeless
 
 FAST = dict(timeout=2.0, max_retries=0, canary_every=0)

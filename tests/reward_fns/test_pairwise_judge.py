@@ -3,7 +3,7 @@ judges (truthful, always A, always B, garbled, refusing, cyclic, down), with the
 orders on the wire, the options, the command line. The arithmetic alone: test_win_rates.py; the guard's
 cases: test_pairwise_guard.py; canaries: test_pairwise_canaries.py.
 
-Every judge runs on the fake server ``scripts.serve.fake_openai`` (127.0.0.1, no network): a reply function reads the
+Every judge runs on the fake server ``tests.doubles.fake_openai`` (127.0.0.1, no network): a reply function reads the
 two responses and the reference answer out of the request, as a judge would, and answers ``<better>A|B</better>``.
 """
 
@@ -18,8 +18,8 @@ from reward_fns import pairwise_judge
 from reward_fns.judge_errors import JudgeConfigError
 from reward_fns.pairwise_judge import KEYS, compute_score, score_group
 from reward_fns.prompts import load
-from scripts.serve.fake_openai import FakeOpenAIServer
-from scripts.serve.fake_replies import Reply
+from tests.doubles.fake_openai import FakeOpenAIServer
+from tests.doubles.fake_replies import Reply
 
 QUESTION = "What is 6 * 12?"
 REFERENCE = "6 * 12 = 72\n#### 72"

@@ -11,7 +11,7 @@ import pytest
 from reward_fns.judge_client import JudgeClient, JudgeResult
 from reward_fns.judge_errors import JudgeError
 from reward_fns.redact import mask_url
-from scripts.serve.fake_openai import FakeOpenAIServer
+from tests.doubles.fake_openai import FakeOpenAIServer
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """What the reports record of a command line or of Hydra overrides passes through ``scripts.console.masked``: a judge
 URL with credentials in them is written masked: the scorecard's command, an experiment's settings record
-(``python -m scripts.bench.judge_cost``'s report: tests/scripts/bench/test_judge_cost.py)."""
+(``python -m scripts.lab.bench.judge_cost``'s report: tests/scripts/lab/bench/test_judge_cost.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ import json
 
 import pytest
 
-from scripts.report import scorecard
-from scripts.workflows import policy_learns, reuse
-from tests.scripts.report.test_scorecard import ARMS, SEEDS, _instances
+from scripts.lab import policy_learns, reuse, scorecard
+from tests.scripts.lab.test_scorecard import ARMS, SEEDS, _instances
 
 SECRET = "https://svc:S3cret@judge.example/v1?key=QueryK3y"
 MASKED = "https://***@judge.example/v1?key=***"
@@ -19,7 +18,7 @@ OVERRIDE = "++reward.custom_reward_function.reward_kwargs.base_url='{}'"
 
 def _scorecard(tmp_path):
     out = tmp_path / "card"
-    command = ["python", "-m", "scripts.policy_learns", OVERRIDE.format(SECRET)]
+    command = ["python", "-m", "scripts.lab.policy_learns", OVERRIDE.format(SECRET)]
     scorecard.write_pooled(str(out), _instances(tmp_path), ARMS, SEEDS, 10, command=command)
     return [out / "report.json", out / "scorecard.md"], ("command",), [*command[:3], OVERRIDE.format(MASKED)]
 

@@ -1,6 +1,7 @@
-"""The layout of scripts/: no import cycle among its modules (the launch layer sits below the pipeline and the
-benchmarks), the packages run as ``python -m scripts.<group>.<name>`` with no ``sys.path`` edits, one fake
-OpenAI server, nothing outside tests/ imports tests/."""
+"""The layout of scripts/: no import cycle among its modules (the launch layer sits below the pipeline, the lab on
+top), the packages run as ``python -m scripts.<group>.<name>`` with no ``sys.path`` edits, the lab behind a one-way
+door (nothing outside scripts/lab imports it), one fake OpenAI server (a test double), nothing outside tests/ imports
+tests/."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ import scripts
 from tests.layout_helpers import imports
 
 ROOT = scripts.ROOT
-GROUPS = ("launch", "train", "workflows", "eval", "report", "bench", "serve")
+GROUPS = ("launch", "train", "workflows", "eval", "report", "serve", "lab", "lab/bench")
 PACKAGE_FILES = sorted(f for g in GROUPS for f in glob.glob(os.path.join(ROOT, "scripts", g, "*.py")))
+LAB = os.path.join(ROOT, "scripts", "lab")
 OWN_FILES = (
     PACKAGE_FILES
     + [os.path.join(ROOT, "scripts", "materialize_model.py")]
@@ -34,7 +36,8 @@ LAYERS = (
     ("scripts.console", "scripts.bytecode"),
     ("scripts.eval", "scripts.report", "scripts.serve"),
     ("scripts.launch", "scripts.train"),
-    ("scripts.workflows", "scripts.bench", "scripts.pipeline", "scripts.policy_learns"),
+    ("scripts.workflows", "scripts.pipeline"),
+    ("scripts.lab",),
 )
 
 
@@ -48,7 +51,8 @@ def _tree(path: str) -> ast.Module:
 
 
 def test_the_groups_hold_these_modules():
-    assert {g: sorted(os.path.basename(f) for f in PACKAGE_FILES if f.split(os.sep)[-2] == g) for g in GROUPS} == {
+    group = lambda f: os.path.relpath(os.path.dirname(f), os.path.join(ROOT, "scripts"))  # noqa: E731
+    assert {g: sorted(os.path.basename(f) for f in PACKAGE_FILES if group(f) == g) for g in GROUPS} == {
         "launch": [
             "__init__.py",
             "__main__.py",
@@ -80,12 +84,8 @@ def test_the_groups_hold_these_modules():
         ],
         "workflows": [
             "__init__.py",
-            "arms.py",
             "cli.py",
-            "instances.py",
             "pipeline.py",
-            "policy_learns.py",
-            "reuse.py",
             "stages.py",
             "steps.py",
         ],
@@ -107,17 +107,25 @@ def test_the_groups_hold_these_modules():
         "report": [
             "__init__.py",
             "compare_evals.py",
-            "disagreements.py",
-            "ledger.py",
             "metrics.py",
             "plot_metrics.py",
-            "policy_learns.py",
             "render.py",
-            "scorecard.py",
-            "scorecard_stats.py",
             "summarize_run.py",
         ],
-        "bench": [
+        "serve": ["__init__.py", "cpu_judge.py"],
+        "lab": [
+            "__init__.py",
+            "arms.py",
+            "disagreements.py",
+            "instances.py",
+            "ledger.py",
+            "policy_learns.py",
+            "report.py",
+            "reuse.py",
+            "scorecard.py",
+            "scorecard_stats.py",
+        ],
+        "lab/bench": [
             "__init__.py",
             "abstain.py",
             "cost_report.py",
@@ -128,16 +136,14 @@ def test_the_groups_hold_these_modules():
             "ray_cluster.py",
             "rewards.py",
         ],
-        "serve": ["__init__.py", "cpu_judge.py", "fake_faults.py", "fake_openai.py", "fake_replies.py"],
     }
-    # at the top: the package's ROOT, the two shared modules, the two documented workflow commands, one converter
+    # at the top: the package's ROOT, the two shared modules, the pipeline's documented command, one converter
     assert sorted(os.path.basename(f) for f in glob.glob(os.path.join(ROOT, "scripts", "*.py"))) == [
         "__init__.py",
         "bytecode.py",
         "console.py",
         "materialize_model.py",
         "pipeline.py",
-        "policy_learns.py",
     ]
 
 
@@ -223,8 +229,26 @@ def test_nothing_outside_tests_imports_tests(path):
     assert [m for m in imports(_tree(path)) if m.split(".")[0] in ("tests", "conftest")] == []
 
 
+def test_the_lab_door_is_one_way():
+    """Nothing outside scripts/lab (the product: reward_fns, data_prep, scripts; the recipes) imports the lab."""
+    files = [f for f in PRODUCT_FILES if not f.startswith(LAB + os.sep)]
+    files += glob.glob(os.path.join(ROOT, "recipes", "**", "*.py"), recursive=True)
+    graph = module_graph(glob.glob(os.path.join(ROOT, "scripts", "**", "*.py"), recursive=True))
+    assert [d for d in graph["scripts.lab.policy_learns"] if d.startswith("scripts.workflows")]  # the lab uses them
+    through = [
+        f"{_rel(f)} imports {m}" for f in files for m in imports(_tree(f)) if m.split(".")[:2] == ["scripts", "lab"]
+    ]
+    through += [
+        f"{_rel(f)}: from scripts import lab"
+        for f in files
+        for n in ast.walk(_tree(f))
+        if isinstance(n, ast.ImportFrom) and n.module == "scripts" and any(a.name == "lab" for a in n.names)
+    ]
+    assert through == []
+
+
 def test_one_fake_server_class():
-    tree = _tree(os.path.join(ROOT, "scripts", "serve", "fake_openai.py"))
+    tree = _tree(os.path.join(ROOT, "tests", "doubles", "fake_openai.py"))
     servers = [n.name for n in tree.body if isinstance(n, ast.ClassDef) and n.name.endswith("Server")]
     assert servers == ["FakeOpenAIServer"]
 
@@ -242,8 +266,9 @@ def test_tests_mirror_the_packages():
         "data_prep",
         "reward_fns",
         "scripts",
-        "scripts/bench",
         "scripts/eval",
+        "scripts/lab",
+        "scripts/lab/bench",
         "scripts/launch",
         "scripts/report",
         "scripts/train",

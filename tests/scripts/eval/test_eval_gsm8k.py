@@ -14,8 +14,8 @@ import pytest
 
 import scripts
 from scripts.eval import gsm8k as eval_gsm8k
-from scripts.serve.fake_openai import FakeOpenAIServer
-from scripts.serve.fake_replies import Reply, all_text
+from tests.doubles.fake_openai import FakeOpenAIServer
+from tests.doubles.fake_replies import Reply, all_text
 from tests.fixtures.eval.make_fixtures import gsm8k_row, write_parquet
 from tests.fixtures.eval.stoppable import Gate, run_and_signal
 

@@ -14,8 +14,8 @@ import pytest
 import scripts
 from reward_fns.llm_judge import DEFAULTS as _JUDGE_DEFAULTS
 from scripts.eval import judge as eval_judge
-from scripts.serve.fake_openai import FakeOpenAIServer
-from scripts.serve.fake_replies import Reply, markers
+from tests.doubles.fake_openai import FakeOpenAIServer
+from tests.doubles.fake_replies import Reply, markers
 from tests.fixtures.eval.make_fixtures import pairwise_rows, pointwise_row, write_parquet
 from tests.fixtures.eval.stoppable import Gate, run_and_signal
 

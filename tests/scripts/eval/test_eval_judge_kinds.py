@@ -13,7 +13,7 @@ import pytest
 from reward_fns import verdicts
 from scripts.eval import judge as eval_judge
 from scripts.eval.cli import InputError
-from scripts.serve.fake_openai import FakeOpenAIServer
+from tests.doubles.fake_openai import FakeOpenAIServer
 from tests.fixtures.eval.make_fixtures import pairwise_rows, pointwise_row, write_parquet
 
 GRADED = dataclasses.replace(verdicts.POINTWISE, name="graded")

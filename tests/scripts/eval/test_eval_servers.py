@@ -1,4 +1,4 @@
-"""The eval CLIs against the fake server's injected faults (scripts.serve.fake_openai) and against the
+"""The eval CLIs against the fake server's injected faults (tests.doubles.fake_openai) and against the
 real CPU judge server (scripts.serve.cpu_judge, SmolLM2-135M through transformers)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 import scripts
 from scripts.eval import gsm8k as eval_gsm8k
 from scripts.eval import judge as eval_judge
-from scripts.serve.fake_openai import FakeOpenAIServer
-from scripts.serve.fake_replies import all_text
+from tests.doubles.fake_openai import FakeOpenAIServer
+from tests.doubles.fake_replies import all_text
 from tests.fixtures.eval.make_fixtures import gsm8k_row, pairwise_rows, write_parquet
 
 ROOT = scripts.ROOT

@@ -16,8 +16,8 @@ from scripts.eval import backends, offline
 from scripts.eval import judge as eval_judge
 from scripts.eval.cli import InputError
 from scripts.report import compare_evals
-from scripts.serve.fake_openai import FakeOpenAIServer
-from scripts.serve.fake_replies import markers
+from tests.doubles.fake_openai import FakeOpenAIServer
+from tests.doubles.fake_replies import markers
 from tests.fixtures.eval.make_fixtures import pairwise_rows, pointwise_row, write_parquet
 
 ROOT = scripts.ROOT

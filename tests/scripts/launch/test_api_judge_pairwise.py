@@ -1,5 +1,5 @@
 """recipes/gsm8k_api_judge with verdict=pairwise, end to end on CPU: the recipe's config composed as the launcher
-composes it with the README's override sets (``scripts/workflows/arms.py``: ``PAIRWISE_REF``, ``TOURNAMENT``) and
+composes it with the README's override sets (``scripts/lab/arms.py``: ``PAIRWISE_REF``, ``TOURNAMENT``) and
 ``JUDGE_BASE_URL`` pointing at the fake OpenAI server, then verl 0.9.1's own ``RewardLoopWorker`` (in-process, as a
 Ray actor runs it) loads the recipe's reward manager and ``reward_fns/pairwise_judge.py`` with the composed
 ``reward_kwargs`` and scores a batch. Exact rewards for scripted judges: truthful (both orders asked), biased to A,
@@ -13,9 +13,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from reward_fns.pairwise_judge import KEYS
+from scripts.lab import arms
 from scripts.launch.config_compose import compose
-from scripts.serve.fake_openai import FakeOpenAIServer
-from scripts.workflows import arms
+from tests.doubles.fake_openai import FakeOpenAIServer
 from tests.reward_fns.test_pairwise_judge import INFO, REFERENCE, RIGHT, WRONG, always, garbled, row, shown, truthful
 
 pytest.importorskip("verl")

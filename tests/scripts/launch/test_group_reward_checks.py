@@ -10,9 +10,9 @@ import os
 import pytest
 from omegaconf import OmegaConf
 
+from scripts.lab import arms
 from scripts.launch import config_checks
 from scripts.launch.config_compose import compose
-from scripts.workflows import arms
 from tests.scripts.launch.test_recipes import ROOT, base_env, fx, run_recipe  # noqa: F401  (fx: the fixture)
 
 pytest.importorskip("verl")
@@ -34,7 +34,7 @@ UNGROUPED = (
     "reward.num_workers=1"
 )
 REGISTERED = ["reward.reward_manager.name=pairwise_group", "reward.num_workers=1", PAIRWISE, TOURNAMENT]
-N8 = ["actor_rollout_ref.rollout.n=8"]  # scripts.policy_learns's (recipes/base.yaml's: 4)
+N8 = ["actor_rollout_ref.rollout.n=8"]  # scripts.lab.policy_learns's (recipes/base.yaml's: 4)
 TIMEOUT = "verl_judge.group_reward.timeout={}"
 ALONE = (
     "actor_rollout_ref.rollout.n={n}: a tournament compares each answer with its GRPO group mates and needs "

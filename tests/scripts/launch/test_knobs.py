@@ -153,7 +153,7 @@ def test_dry_run_values(value, bad):
     "module",
     [
         ["scripts.launch", "gsm8k_rule"],
-        ["scripts.policy_learns", "--out", "x"],
+        ["scripts.lab.policy_learns", "--out", "x"],
         ["scripts.pipeline", "judge", "--out", "x"],
     ],
 )

@@ -520,7 +520,7 @@ def test_judge_to_reward_runs_the_pipeline(tmp_path):
 
 
 def test_main_sh_gpu_path_is_the_experiment(tmp_path):
-    """With a GPU, scripts/main.sh is one call: python -m scripts.policy_learns --out outputs/main."""
+    """With a GPU, scripts/main.sh is one call: python -m scripts.lab.policy_learns --out outputs/main."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
     (bindir / "nvidia-smi").write_text("#!/bin/bash\necho 'GPU 0: fake'\n")
@@ -537,7 +537,7 @@ def test_main_sh_gpu_path_is_the_experiment(tmp_path):
         timeout=60,
     )
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines()[-1] == "fake python: -m scripts.policy_learns --out outputs/main --grpo-steps 2"
+    assert r.stdout.splitlines()[-1] == "fake python: -m scripts.lab.policy_learns --out outputs/main --grpo-steps 2"
     assert "[main] GSM8K: /data/gsm8k" in r.stdout
 
 

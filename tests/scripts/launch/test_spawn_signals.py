@@ -70,7 +70,7 @@ def test_signals_are_only_noted_while_held():
 def test_a_ctrl_c_while_an_instance_is_made_stops_it(ctrl_c, tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from scripts.workflows import instances
+    from scripts.lab import instances
 
     real_spawn = services.spawn
     monkeypatch.setattr(services, "spawn", lambda cmd, env, log, **kw: real_spawn(SLEEP, env, log, **kw))

@@ -17,9 +17,9 @@ from omegaconf import OmegaConf
 
 import scripts
 from reward_fns.pairwise_judge import KEYS
-from scripts.serve.fake_openai import FakeOpenAIServer
 from scripts.train import group_reward
 from scripts.train.group_reward import GROUP_KEYS, GroupRewardManager
+from tests.doubles.fake_openai import FakeOpenAIServer
 from tests.reward_fns.test_pairwise_judge import INFO, REFERENCE, RIGHT, WRONG, truthful
 
 PATH = os.path.join(scripts.ROOT, "scripts", "train", "group_reward.py")

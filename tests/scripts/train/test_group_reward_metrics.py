@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from scripts.serve.fake_openai import FakeOpenAIServer
+from tests.doubles.fake_openai import FakeOpenAIServer
 from tests.reward_fns.test_pairwise_judge import INFO, truthful
 from tests.scripts.train.test_group_reward import EXPECTED, SAMPLES, group_overrides
 

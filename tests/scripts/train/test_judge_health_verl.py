@@ -1,6 +1,6 @@
 """Judge-health step metrics and the silent-judge fail-fast, through verl 0.9.1's own code on CPU.
 
-A fake OpenAI-compatible judge (``scripts.serve.fake_openai`` on 127.0.0.1) fails a known share of
+A fake OpenAI-compatible judge (``tests.doubles.fake_openai`` on 127.0.0.1) fails a known share of
 requests: ``FAULT:<kind>`` in a policy response makes it answer that request with HTTP 500/503 or a
 broken body (after the client's retries: a transport failure), ``JUDGE_SAYS:?``, ``FAULT:empty`` and
 ``FAULT:truncated`` make it answer without a verdict (a parse failure). Each batch of 8 responses is
@@ -31,9 +31,9 @@ import pytest
 pytest.importorskip("verl")
 ray = pytest.importorskip("ray")
 
-from scripts.serve.fake_openai import FakeOpenAIServer  # noqa: E402
 from scripts.train import trainer as train  # noqa: E402
 from scripts.train.hooks import JudgeSilentError, RewardHackingError, install  # noqa: E402
+from tests.doubles.fake_openai import FakeOpenAIServer  # noqa: E402
 from tests.reward_fns.test_llm_judge_verl import compose, make_batch  # noqa: E402
 
 N = 4  # GRPO group size (actor_rollout_ref.rollout.n): samples 0-3 answer prompt p0, 4-7 prompt p1

@@ -122,7 +122,7 @@ def test_hacking_watch_rejects_bad_settings(settings, message):
         HackingWatch(**settings)
 
 
-# A judge-rewarded run that was gamed (scripts.workflows.policy_learns on one H100, 2026-11-25;
+# A judge-rewarded run that was gamed (scripts.lab.policy_learns on one H100, 2026-11-25;
 # docs/results/2026-11-25-policy_learns_gamed):
 # per step the reward, the rule's accuracy of the same samples, the judge-accepts-rule-rejects share, and the alarm
 # that run logged (the trend rule alone, the settings of recipes/base.yaml then).

@@ -1,6 +1,7 @@
 """scripts/workflows/stages.py: a Ctrl-C (``KeyboardInterrupt`` in the main thread) while a stage runs beside it, such
 as a training whose launcher is starting its judge server, ends the workflow with one line, not a traceback, with
-every child process stopped first (``scripts.policy_learns`` and ``scripts.pipeline`` run in ``Stages.guarded``), and
+every child process stopped first (``scripts.lab.policy_learns`` and ``scripts.pipeline`` run in
+``Stages.guarded``), and
 ``services.Interrupted`` (status 130): their command lines then die of SIGINT, as an unhandled Ctrl-C ends Python, so
 that a shell script running them stops too (bash goes on after a child that merely exits 130)."""
 
@@ -54,24 +55,25 @@ def test_ctrl_c_ends_the_workflow_with_one_line(where, tmp_path, capsys):
     assert services.live() == [] and not any((tmp_path / f".{n}.done").exists() for n in ("rule", "judge"))
 
 
-# the command line itself (``python -m <command>``), its workflow a Ctrl-C in a stage
+# the command line itself (``python -m <command>``), its workflow a Ctrl-C in a stage: both commands parse their
+# arguments through ``cli.parse`` first, which here runs that workflow (``python -m`` runs a fresh copy of the module)
 ENTRY = """
 import runpy, sys
-from scripts.workflows import pipeline, policy_learns
+from scripts.workflows import cli
 from scripts.workflows.stages import Stages
 command, out = sys.argv[1:3]
-def main(argv=None):
+sys.argv = [command]
+def parse(parser, argv):
     flow = Stages(out)
     def interrupted():
         raise KeyboardInterrupt
     flow.guarded(lambda: flow.stage("judge", flow.path("judge"), interrupted))
-    return 0
-pipeline.main = policy_learns.main = main
+cli.parse = parse
 runpy.run_module(command, run_name="__main__")
 """
 
 
-@pytest.mark.parametrize("command", ["scripts.pipeline", "scripts.policy_learns"])
+@pytest.mark.parametrize("command", ["scripts.pipeline", "scripts.lab.policy_learns"])
 def test_an_interrupted_workflow_command_dies_of_sigint(command, tmp_path):
     proc = subprocess.run(
         [sys.executable, "-c", ENTRY, command, str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120

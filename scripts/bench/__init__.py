@@ -1,6 +1,0 @@
-"""Benchmarks: ``python -m scripts.bench.judge_cost`` (what a judge adds to a GRPO step, stage by stage, against the
-rule: rule, resident, colocated, server and route side by side), ``python -m scripts.bench.abstain`` (a judge outage
-replayed on rollout dumps), ``python -m scripts.bench.rewards`` (rule-reward throughput per core),
-``python -m scripts.bench.judge_reward`` (the LLM-judge reward against a server of known capacity) and
-``python -m scripts.bench.random_model`` (random-weight SmolLM2-360M / 1.7B models for the judge-cost
-benchmark at anchor shapes, ``scripts/bench/shapes.sh``)."""

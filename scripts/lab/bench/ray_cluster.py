@@ -1,0 +1,161 @@
+"""Submit a recipe to a Ray cluster started on this host, the way users run on clusters (docs/ray_cluster.md).
+
+Starts a Ray head with its dashboard and, with ``--nodes 2``, a second Ray node on the same host that joins it. Each
+node gets ``--gpus`` GPUs, split by CUDA_VISIBLE_DEVICES, so two nodes of one GPU each rehearse a two-node run. It waits
+until the dashboard takes jobs and every node is up. Then it runs
+``RAY_ADDRESS=http://127.0.0.1:<port> bash recipes/<recipe>/run.sh trainer.nnodes=<nodes> trainer.n_gpus_per_node=<gpus>
+<overrides>``, which the launcher submits with ``ray job submit --runtime-env runtime_env.yaml``. Afterwards OUT holds
+``metrics.jsonl`` (the job's, copied from OUT/run), ``ray_status.txt`` (the cluster before the job),
+``ray_job_list.txt`` and the nodes' logs. Only the nodes started here are stopped: other Ray instances on the host are
+left alone.
+
+    PYTHON=python3 GSM8K_DIR=/data/gsm8k python -m scripts.lab.bench.ray_cluster --out outputs/cluster -- \\
+        trainer.total_training_steps=3                                        # one node, all GPUs
+    python -m scripts.lab.bench.ray_cluster --nodes 2 --gpus 1 --out outputs/cluster2 -- trainer.total_training_steps=3
+
+The recipe's own variables (MODEL, GSM8K_DIR, DATA_DIR, PYTHON, NO_FLASH_ATTN, ...) are passed on; keep data and
+model outside the repository or on storage every node sees (the launcher notes what the job's upload leaves out).
+Exit status: the recipe's; 3 when the cluster takes no jobs (a Ray without its dashboard packages); 1 when a node
+does not start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+from scripts import console
+from scripts.launch import ray_head, services
+
+ROOT = ray_head.ROOT
+
+
+say = functools.partial(console.say, "ray_cluster", stamp=True)
+
+
+def dashboard_up(port: int, timeout: float) -> bool:
+    """Whether the dashboard's HTTP server answers (a 401 of token authentication counts as up)."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/version", timeout=2)
+            return True
+        except urllib.error.HTTPError:
+            return True
+        except OSError:
+            if time.time() >= deadline:
+                return False
+            time.sleep(0.5)
+
+
+def missing_dashboard_deps() -> str | None:
+    """None when Ray's dashboard can start here, else the import error that keeps it in minimal mode."""
+    r = subprocess.run([sys.executable, "-c", "import ray.dashboard.optional_deps"], capture_output=True, text=True)
+    return None if r.returncode == 0 else (r.stderr.strip().splitlines() or ["import failed"])[-1]
+
+
+def ray(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*ray_head.ray_cli(), *args], capture_output=True, text=True, timeout=120, env=env)
+
+
+def alive_nodes(address: str, env: dict) -> tuple[int, str]:
+    out = ray("status", f"--address={address}", env=env).stdout
+    active = out.split("Active:", 1)[-1].split("Pending:", 1)[0] if "Active:" in out else ""
+    return len(re.findall(r"^\s*\d+ node_", active, re.M)), out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m scripts.lab.bench.ray_cluster",
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("--recipe", default="gsm8k_rule", help="recipe folder under recipes/ (default gsm8k_rule)")
+    ap.add_argument("--nodes", type=int, choices=(1, 2), default=1, help="Ray nodes on this host (default 1)")
+    ap.add_argument("--gpus", type=int, default=None, help="GPUs per node (default: 1 with 2 nodes, else all visible)")
+    ap.add_argument("--out", required=True, help="folder for metrics.jsonl, ray_status.txt, ray_job_list.txt, logs")
+    ap.add_argument("overrides", nargs="*", help="Hydra overrides for the recipe (after --)")
+    a = ap.parse_args(argv)
+    recipes = os.environ.get("RECIPES_DIR") or os.path.join(ROOT, "recipes")  # tests point it at stand-ins
+    run_sh = os.path.join(recipes, a.recipe, "run.sh")
+    if not os.path.isfile(run_sh):
+        ap.error(f"--recipe {a.recipe}: no {run_sh}")
+    gpus = a.gpus if a.gpus is not None else (1 if a.nodes == 2 else ray_head.machine_gpus())
+    if gpus < 0:
+        ap.error(f"--gpus {gpus}: must be >= 0")
+    why = missing_dashboard_deps()
+    if why:  # `ray start` with a dashboard fails at once ("Cannot include dashboard with missing packages")
+        say(
+            f"Ray's dashboard cannot start here ({why}), so a cluster would take no jobs: install ray[default] of "
+            "the same Ray version"
+        )
+        return 3
+    out = os.path.abspath(a.out)
+    os.makedirs(out, exist_ok=True)
+    nodes: list[subprocess.Popen] = []
+    try:
+        port = services.free_port()
+        address, auth = "", {}
+        for i in range(a.nodes):
+            env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+            env.update(auth)  # a head with token authentication: the other nodes and the submission use it too
+            if a.nodes > 1 and gpus:
+                env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i * gpus + g) for g in range(gpus))
+            try:
+                proc, address = ray_head.start(
+                    env, os.path.join(out, f"ray_node{i}.log"), dashboard_port=port, join=address or None, num_gpus=gpus
+                )
+            except ray_head.RayStartError as e:
+                say(str(e))
+                return 1
+            nodes.append(proc)
+            auth = {"RAY_AUTH_MODE": env["RAY_AUTH_MODE"]} if env.get("RAY_AUTH_MODE") else {}
+        if not dashboard_up(port, timeout=60):
+            why = missing_dashboard_deps() or "see ray_node0.log"
+            say(
+                f"the Ray head started without its dashboard, so it takes no jobs ({why}): install ray[default] "
+                "of the same Ray version"
+            )
+            return 3
+        deadline = time.time() + 120
+        status_env = {**os.environ, **auth}
+        while (n := alive_nodes(address, status_env))[0] < a.nodes and time.time() < deadline:
+            time.sleep(1)
+        with open(os.path.join(out, "ray_status.txt"), "w") as f:
+            f.write(n[1])
+        if n[0] < a.nodes:
+            say(f"{n[0]} of {a.nodes} Ray nodes came up in 120 s; see ray_status.txt")
+            return 1
+        say(f"{a.nodes} node(s) of {gpus} GPU(s) up at {address}; dashboard http://127.0.0.1:{port}")
+        env = {**os.environ, **auth, "RAY_ADDRESS": f"http://127.0.0.1:{port}", "OUTPUT_DIR": os.path.join(out, "run")}
+        cmd = ["bash", run_sh, f"trainer.nnodes={a.nodes}", f"trainer.n_gpus_per_node={gpus}", *a.overrides]
+        say("running " + " ".join(cmd[1:]))
+        t0 = time.time()
+        rc = subprocess.call(cmd, env=env, cwd=ROOT)
+        say(f"{a.recipe}: exit {rc} in {time.time() - t0:.0f} s")
+        with open(os.path.join(out, "ray_job_list.txt"), "w") as f:
+            f.write(ray("job", "list", f"--address=http://127.0.0.1:{port}", env=status_env).stdout)
+        found = sorted(glob.glob(os.path.join(out, "run", "**", "*.jsonl"), recursive=True), key=os.path.getmtime)
+        if found:
+            shutil.copyfile(found[-1], os.path.join(out, "metrics.jsonl"))
+            say(f"metrics: {found[-1]} -> {os.path.join(out, 'metrics.jsonl')}")
+        else:
+            say("the job wrote no metrics under " + os.path.join(out, "run"))
+        return rc
+    finally:
+        for proc in reversed(nodes):
+            ray_head.stop(proc)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
