@@ -116,6 +116,8 @@ class JudgeSettings:
     #: the options the rewards' docs name first (the endpoint, the calls' limits, the mode and the scores without a
     #: verdict); ``DEFAULTS`` and the unknown-option message list the others, the knobs
     FIRST = ("base_url", "model", "api_key_env", "timeout", "max_retries", "mode", "fallback", "parse_fail_score")
+    #: how a choice's allowed values are told where a kind says them otherwise than "one of (...)"
+    SAYS: ClassVar[dict[str, str]] = {}
     #: verl's own arguments to a reward (its reward router), beside the reward_kwargs: no settings, ignored here
     VERL_ARGS = ("reward_router_address", "reward_model_tokenizer")
 
@@ -157,7 +159,7 @@ class JudgeSettings:
         if unknown:
             return [f"{cls.NAME}: unknown option(s) {sorted(unknown)}; known: {sorted(cls.defaults())}"]
         s = cls(**kwargs)
-        found = [f"{name} must be one of {allowed}, got {value!r}" for name, value, allowed in s._choices()]
+        found = [f"{n} must be {cls.SAYS.get(n, f'one of {allowed}')}, got {v!r}" for n, v, allowed in s._choices()]
         for check in s._checks():
             try:
                 check()
@@ -233,6 +235,7 @@ class PointwiseSettings(JudgeSettings):
     NAME: ClassVar[str] = "llm_judge.compute_score"
     VERDICT: ClassVar[Verdict] = POINTWISE
     MODES: ClassVar[tuple[str, ...]] = MODES
+    SAYS: ClassVar[dict[str, str]] = {"judge_failure": "'fallback' or 'abstain'"}
 
     mode: str = "judge"
     # the score when the judge gives no verdict or refuses the request: "lowest" (what a verdict of 0 earns) or a

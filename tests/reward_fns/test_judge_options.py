@@ -151,8 +151,9 @@ PROBLEMS = {
     ),
     "parse_fail_score is read in its mode": (
         PointwiseSettings,
-        {"mode": "hybrid", "parse_fail_score": 0.75, "fallback": float("inf")},
+        {"mode": "hybrid", "parse_fail_score": 0.75, "fallback": float("inf"), "judge_failure": "skip"},
         [
+            "judge_failure must be 'fallback' or 'abstain', got 'skip'",
             "fallback must be finite, got inf",
             "parse_fail_score=0.75 is above the reward of the lowest real verdict in mode 'hybrid' (0.5): a policy "
             "would learn to break the judge's reply",

@@ -619,7 +619,7 @@ D8_CASES = [
         "gsm8k_api_judge",
         [KW + "judge_failure=skip", KW + "rule_mode=bogus"],
         [
-            LLM + "judge_failure must be one of ('fallback', 'abstain'), got 'skip'",
+            LLM + "judge_failure must be 'fallback' or 'abstain', got 'skip'",
             LLM + "rule_mode must be one of ('strict', 'flexible'), got 'bogus'",
         ],
     ),
