@@ -26,9 +26,9 @@ import re
 from decimal import Decimal
 
 from reward_fns.parse import (
-    _QUOTE_SEP,
-    _QUOTE_VALUE,
     FINAL_OK,
+    QUOTE_SEP,
+    QUOTE_VALUE,
     final_answer,
     last_quote,
     normalize_number,
@@ -66,8 +66,8 @@ def guard(reply: str, candidate: str, reference: str | None) -> str | None:
 
 
 # "A: 17", "**A:** 17", "Response A: 17", "A = 17", "| A | 17 |": a capital letter standing alone before the
-# separator of a quote (``parse._QUOTE_SEP``; not "DATA:", "Q&A:")
-_QUOTED_SIDE = {side: re.compile(rf"(?<![\w&]){side}" + _QUOTE_SEP + _QUOTE_VALUE) for side in "AB"}
+# separator of a quote (``parse.QUOTE_SEP``; not "DATA:", "Q&A:")
+_QUOTED_SIDE = {side: re.compile(rf"(?<![\w&]){side}" + QUOTE_SEP + QUOTE_VALUE) for side in "AB"}
 
 
 def quoted_side(reply: object, side: str) -> Decimal | None:

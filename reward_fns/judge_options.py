@@ -1,48 +1,33 @@
-"""The options of ``reward_fns.llm_judge`` (its ``reward_kwargs``) and their rules, in one place.
+"""The judge rewards' settings: one frozen ``JudgeSettings`` per reward kind (``PointwiseSettings`` for
+``reward_fns.llm_judge``, ``PairwiseSettings`` for ``reward_fns.pairwise_judge``), the one home of every option's
+default and rule. ``Kind.of(reward_kwargs)`` builds and checks it once per distinct ``reward_kwargs`` (cached: a reward
+is called once per sample) and raises ``ValueError`` naming every bad key and value; ``Kind.problems(reward_kwargs)``
+lists the same messages without raising, for the config check before a run (``scripts/launch/verl_config.py``).
 
-``llm_judge.compute_score`` raises ``ValueError`` with ``errors(...)``'s messages at each call;
-``llm_judge.check_options`` gives the same messages before a run starts (``scripts/launch/verl_config.py``), so a bad
-option stops a dry run rather than the first reward call, minutes into training.
+    >>> PointwiseSettings.of({"mode": "hybrid"}).mode, PointwiseSettings.of({}) is PointwiseSettings.of({})
+    ('hybrid', True)
+    >>> PairwiseSettings.problems({"scheme": "knockout"})
+    ["scheme must be one of ('circular', 'all_pairs'), got 'knockout'"]
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
 
-from reward_fns import gsm8k
+from reward_fns import gsm8k, judge_service
+from reward_fns.judge_client import JudgeClient
 from reward_fns.judge_transport import DEFAULT_MAX_RESPONSE_BYTES
+from reward_fns.verdicts import PAIRWISE, POINTWISE, Verdict
+from reward_fns.win_rates import SCHEMES
+
+__all__ = ["JudgeSettings", "PointwiseSettings", "PairwiseSettings", "combine", "fallback_value", "parse_fail_value"]
 
 MODES = ("judge", "hybrid", "route")
 JUDGE_FAILURES = ("fallback", "abstain")
-
-#: Defaults of every knob besides compute_score's named parameters (all settable through reward_kwargs).
-DEFAULTS: dict[str, Any] = {
-    "prompt": "gsm8k_grade",
-    "prompt_version": "v3",
-    "rule_mode": "strict",  # reward_fns.gsm8k mode for rule_score: "strict" (#### N) or "flexible"
-    "max_tokens": 512,
-    "temperature": 0.0,
-    "deadline": 240.0,  # < rate_limited's default reward.timeout (300 s), so we always answer first
-    "max_concurrency": 64,
-    "cache_size": 4096,
-    "cache_ttl": 3600.0,
-    "max_response_chars": 12000,
-    "extra_body": None,
-    "max_response_bytes": DEFAULT_MAX_RESPONSE_BYTES,  # judge reply bodies are read up to this size
-    # an accepting verdict (3-4) is checked against the text the judge was shown: its quoted "Candidate: N" must be the
-    # candidate's one final answer (parse.final_answer) and the reference's; else it earns a 0's reward (see guard())
-    "grounded": True,
-    # one canary probe (reward_fns.canaries: an answer whose right verdict is known) beside a judged sample with
-    # probability 1/N (a hash of the sample draws it: 1 in N+1 judge calls on average, more in some batches), graded
-    # like the sample; its outcome in the sample's canary_* keys; 0: none; 1 is refused (see canary_every_value)
-    "canary_every": 20,
-    # a transport failure (after the retries): "fallback" (the fallback score) or "abstain" (judge_abstained=1: the
-    # trainer's hooks leave the sample out of its GRPO group and of the policy loss, TRL's "reward None")
-    "judge_failure": "fallback",
-}
 
 
 def combine(mode: str, judge: int, rule_score: float) -> float:
@@ -77,8 +62,7 @@ def parse_fail_value(parse_fail_score: object, mode: str) -> float | None:
         raise ValueError(f"parse_fail_score must be 'lowest' or a number, got {parse_fail_score!r}") from None
     if isinstance(parse_fail_score, bool) or not math.isfinite(value):
         raise ValueError(f"parse_fail_score must be 'lowest' or a finite number, got {parse_fail_score!r}")
-    # the lowest reward a real verdict can earn for an answer the judge is asked about
-    lowest = combine(mode, 0, 1.0)
+    lowest = combine(mode, 0, 1.0)  # the lowest reward a real verdict can earn for an answer the judge is asked about
     if value > lowest:
         raise ValueError(
             f"parse_fail_score={value} is above the reward of the lowest real verdict in mode {mode!r} ({lowest}): "
@@ -88,8 +72,8 @@ def parse_fail_value(parse_fail_score: object, mode: str) -> float | None:
 
 
 def canary_every_value(value: object) -> int:
-    """``canary_every`` as ``compute_score`` reads it (``int``): 0 / None (no probes) or a whole number >= 2 (an int,
-    a whole float, digits). 1 is refused: every judged sample would carry a probe, half of all judge calls."""
+    """``canary_every`` as the rewards read it (``int``): 0 / None (no probes) or a whole number >= 2 (an int, a whole
+    float, digits). 1 is refused: every judged sample would carry a probe, half of all judge calls."""
     if value is None:
         return 0
     if isinstance(value, int) and not isinstance(value, bool):
@@ -108,25 +92,186 @@ def canary_every_value(value: object) -> int:
     return n
 
 
-def errors(mode: object, fallback: object, parse_fail_score: object, options: Mapping[str, Any]) -> list[str]:
-    """One message per invalid option (``options``: the knobs of ``DEFAULTS`` given); [] when all are valid."""
-    unknown = options.keys() - DEFAULTS.keys()
-    if unknown:
-        return [f"llm_judge.compute_score: unknown option(s) {sorted(unknown)}; known: {sorted(DEFAULTS)}"]
-    opt = {**DEFAULTS, **options}
-    found = []
-    if mode not in MODES:
-        found.append(f"mode must be one of {MODES}, got {mode!r}")
-    if opt["judge_failure"] not in JUDGE_FAILURES:
-        found.append(f"judge_failure must be 'fallback' or 'abstain', got {opt['judge_failure']!r}")
-    if opt["rule_mode"] not in gsm8k.MODES:
-        found.append(f"rule_mode must be one of {gsm8k.MODES}, got {opt['rule_mode']!r}")
-    checks = [lambda: fallback_value(fallback, 0.0), lambda: canary_every_value(opt["canary_every"])] + (
-        [lambda: parse_fail_value(parse_fail_score, mode)] if mode in MODES else []
-    )
-    for check in checks:
+def _key(value: object) -> object:
+    """``value`` as a hashable cache key that tells types apart (``0`` from ``False``); containers by content."""
+    if isinstance(value, Mapping):
+        return ("{}", tuple(sorted((str(k), _key(v)) for k, v in value.items())))
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        return ("[]", tuple(_key(v) for v in value))
+    return (type(value).__name__, value)
+
+
+_BUILT: dict[tuple, JudgeSettings] = {}
+_MAX_BUILT = 64
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """The options every judge reward takes (its ``reward_kwargs``), read and checked once; see README_llm_judge.md,
+    "Every knob". A kind adds its own (``mode``, ``prompt``, ...) in a subclass."""
+
+    NAME: ClassVar[str]  # who refuses an unknown option
+    VERDICT: ClassVar[Verdict]
+    MODES: ClassVar[tuple[str, ...]]
+    #: the options the rewards' docs name first (the endpoint, the calls' limits, the mode and the scores without a
+    #: verdict); ``DEFAULTS`` and the unknown-option message list the others, the knobs
+    FIRST = ("base_url", "model", "api_key_env", "timeout", "max_retries", "mode", "fallback", "parse_fail_score")
+    #: how a choice's allowed values are told where a kind says them otherwise than "one of (...)"
+    SAYS: ClassVar[dict[str, str]] = {}
+    #: verl's own arguments to a reward (its reward router), beside the reward_kwargs: no settings, ignored here
+    VERL_ARGS = ("reward_router_address", "reward_model_tokenizer")
+
+    base_url: str | None = None
+    model: str | None = None  # default: judge_service.DEFAULT_REMOTE_MODEL at a base_url, the served model at a router
+    api_key_env: str | None = "OPENAI_API_KEY"
+    timeout: float = 60.0
+    max_retries: int = 4
+    fallback: object = "rule"  # the score on a transport failure or without an endpoint: "rule" or a number
+    rule_mode: str = "strict"  # reward_fns.gsm8k mode for rule_score: "strict" (#### N) or "flexible"
+    max_tokens: int = 512
+    temperature: float = 0.0
+    deadline: float = 240.0  # < rate_limited's default reward.timeout (300 s), so we always answer first
+    max_concurrency: int = 64
+    cache_size: int = 4096
+    cache_ttl: float = 3600.0
+    max_response_chars: int = judge_service.MAX_RESPONSE_CHARS
+    extra_body: Any = None
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES  # judge reply bodies are read up to this size
+    # a paying verdict is checked against the text the judge was shown (reward_fns.guard); else it earns a 0's reward
+    grounded: bool = True
+    # one canary probe (reward_fns.canaries) beside a judged sample with probability 1/N (a hash of the sample draws
+    # it); its outcome in the sample's canary_* keys; 0: none; 1 is refused (canary_every_value)
+    canary_every: int = 20
+    # a transport failure (after the retries): "fallback" (the fallback score) or "abstain" (judge_abstained=1: the
+    # trainer's hooks leave the sample out of its GRPO group and of the policy loss)
+    judge_failure: str = "fallback"
+
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        """The knobs' defaults (every option but ``FIRST``)."""
+        return {f.name: f.default for f in fields(cls) if f.name not in cls.FIRST}
+
+    @classmethod
+    def problems(cls, kwargs: Mapping[str, Any]) -> list[str]:
+        """One message per invalid option in ``kwargs`` ([]: none), each naming the key and the value."""
+        kwargs = {k: v for k, v in kwargs.items() if k not in cls.VERL_ARGS}
+        unknown = kwargs.keys() - {f.name for f in fields(cls)}
+        if unknown:
+            return [f"{cls.NAME}: unknown option(s) {sorted(unknown)}; known: {sorted(cls.defaults())}"]
+        s = cls(**kwargs)
+        found = [f"{n} must be {cls.SAYS.get(n, f'one of {allowed}')}, got {v!r}" for n, v, allowed in s._choices()]
+        for check in s._checks():
+            try:
+                check()
+            except (ValueError, TypeError, FileNotFoundError) as e:
+                found.append(f"{type(e).__name__}: {e}" if isinstance(e, TypeError) else str(e))
+        return found
+
+    @classmethod
+    def of(cls, kwargs: Mapping[str, Any]) -> JudgeSettings:
+        """The settings for ``kwargs``, built and checked once per distinct ``kwargs`` (ValueError: ``problems``)."""
         try:
-            check()
-        except ValueError as e:
-            found.append(str(e))
-    return found
+            key = (cls, _key(kwargs))
+            built = _BUILT.get(key)
+        except TypeError:  # a value that cannot be a key: built afresh each time
+            key = built = None
+        if built is None:
+            problems = cls.problems(kwargs)
+            if problems:
+                raise ValueError("; ".join(problems))
+            built = cls(**{**kwargs, "canary_every": canary_every_value(kwargs.get("canary_every", cls.canary_every))})
+            if key is not None:
+                if len(_BUILT) >= _MAX_BUILT:
+                    _BUILT.pop(next(iter(_BUILT)))
+                _BUILT[key] = built
+        return built
+
+    def _choices(self) -> list[tuple[str, object, tuple]]:
+        """The options that must be one of a list, each ``(name, value, allowed)`` that is not."""
+        named = [("mode", self.mode, self.MODES), ("judge_failure", self.judge_failure, JUDGE_FAILURES)]
+        named.append(("rule_mode", self.rule_mode, gsm8k.MODES))
+        return [(name, value, allowed) for name, value, allowed in named if value not in allowed]
+
+    def _checks(self) -> list:
+        """The other rules, each a call that raises: the fallback, the canary rate, the prompt, the client's
+        settings."""
+        return [
+            lambda: fallback_value(self.fallback, 0.0),
+            lambda: canary_every_value(self.canary_every),
+            lambda: judge_service.check_prompt(self.VERDICT, self.prompt, self.prompt_version),
+            lambda: JudgeClient("http://127.0.0.1:1/v1", "check", api_key_env=None, **self.client_options()),
+        ]
+
+    @property
+    def prompt_options(self) -> dict:
+        """How ``judge_service.ask`` asks: the prompt, the responses' length, the grounding."""
+        return dict(
+            prompt=self.prompt,
+            prompt_version=self.prompt_version,
+            max_response_chars=self.max_response_chars,
+            grounded=self.grounded,
+        )
+
+    def client_options(self) -> dict:
+        """``JudgeClient``'s settings (its constructor checks them)."""
+        return judge_service.client_options(vars(self), self.timeout, self.max_retries)
+
+    def client(self, reward_router_address: object = None, reward_model_tokenizer: object = None):
+        """The process-wide client of the judge these settings and verl's router arguments name; None: no endpoint
+        (``judge_service.endpoint``; ``JudgeConfigError``: a router without a model name)."""
+        where = judge_service.endpoint(
+            self.base_url, self.model, self.api_key_env, reward_router_address, reward_model_tokenizer
+        )
+        if where is None:
+            return None
+        url, model, key_env = where
+        return judge_service.get_client(url, model, api_key_env=key_env, **self.client_options())
+
+
+@dataclass(frozen=True)
+class PointwiseSettings(JudgeSettings):
+    """``reward_fns.llm_judge``'s settings: a 0-4 grade with the ``gsm8k_grade`` prompt."""
+
+    NAME: ClassVar[str] = "llm_judge.compute_score"
+    VERDICT: ClassVar[Verdict] = POINTWISE
+    MODES: ClassVar[tuple[str, ...]] = MODES
+    SAYS: ClassVar[dict[str, str]] = {"judge_failure": "'fallback' or 'abstain'"}
+
+    mode: str = "judge"
+    # the score when the judge gives no verdict or refuses the request: "lowest" (what a verdict of 0 earns) or a
+    # number not above that
+    parse_fail_score: object = "lowest"
+    prompt: str = "gsm8k_grade"
+    prompt_version: str = "v3"
+
+    def _checks(self) -> list:
+        rules = super()._checks()
+        if self.mode in self.MODES:
+            rules.insert(2, lambda: parse_fail_value(self.parse_fail_score, self.mode))
+        return rules
+
+    def no_verdict(self, rule_score: float) -> float:
+        """The score of a reply without a verdict, a refusal or a voided verdict."""
+        value = parse_fail_value(self.parse_fail_score, self.mode)
+        return combine(self.mode, 0, rule_score) if value is None else value
+
+
+@dataclass(frozen=True)
+class PairwiseSettings(JudgeSettings):
+    """``reward_fns.pairwise_judge``'s settings: ``<better>A|B</better>`` with the ``pairwise_ref`` prompt."""
+
+    NAME: ClassVar[str] = "pairwise_judge"
+    VERDICT: ClassVar[Verdict] = PAIRWISE
+    MODES: ClassVar[tuple[str, ...]] = ("pairwise_ref", "tournament")
+
+    mode: str = "pairwise_ref"
+    prompt: str = "pairwise_ref"
+    prompt_version: str = "v3"
+    scheme: str = "circular"  # a tournament's comparisons: reward_fns.win_rates.SCHEMES
+    rule_first: bool = False  # a comparison the rule decides (pairwise_judge.decides) is not asked
+
+    def _choices(self) -> list[tuple[str, object, tuple]]:
+        found = super()._choices()
+        if self.scheme not in SCHEMES:
+            found.insert(int(self.mode not in self.MODES), ("scheme", self.scheme, SCHEMES))
+        return found

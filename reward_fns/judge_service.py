@@ -1,58 +1,91 @@
-"""Asking a judge, for every verdict kind: one request in, one ``Answer`` out. The rewards over a judge
-(``reward_fns.llm_judge``: pointwise; ``reward_fns.pairwise_judge``: pairwise) are thin layers over ``ask``.
+"""Asking a judge, for every verdict kind: the one service the judge rewards (``reward_fns.llm_judge``: pointwise;
+``reward_fns.pairwise_judge``: pairwise) are thin policies over. A sample is read once into a ``Case``; ``ask(client,
+verdict, case, responses, prompt=..., prompt_version=...)`` turns one request into one ``Answer``:
 
-``ask(client, verdict, responses, ground_truth, extra_info, prompt=..., prompt_version=...)``:
-
-1. **the messages** (``messages``): the versioned prompt (``reward_fns/prompts``) filled by name: the question
-   (``question``/``query``/``problem`` from ``extra_info["question"]``, else ``query``/``problem``/``prompt``), the
-   reference solution (``reference``: ``extra_info["answer"]``, else the ground truth), its final answer
-   (``reference_answer``: ``parse.reference_answer``; ``unknown`` when there is none) and the judged responses under
-   the kind's field names (``Verdict.responses``: ``response``; ``response_a``, ``response_b``), each defused
-   (``defuse``); the question and reference defused of look-alike tags too where the kind says so
-   (``Verdict.defuse_context``). A field the prompt needs and no one fills: ``ValueError``.
+1. **the messages** (``messages``): the versioned prompt (``reward_fns/prompts``) filled by name from the case: the
+   question (``question``/``query``/``problem``), the reference solution (``reference``), its final answer
+   (``reference_answer``; ``unknown`` when there is none) and the judged responses under the kind's field names
+   (``Verdict.responses``), each defused (``defuse``); the question and reference defused of look-alike tags too
+   where the kind says so (``Verdict.defuse_context``). A prompt the kind cannot fill: ``ValueError``.
 2. **the call** (``JudgeClient.complete``: retries, cache, concurrency limit; it never raises). A configuration
    error (``judge_errors.outcome == "stop"``: 401/403/404, "model not found") raises ``JudgeConfigError``: every
    request would fail the same way. Any other failure is ``Answer.failure``: ``"fallback"`` (the answer cannot cause
    it: timeout, 429/5xx, a broken reply) or ``"refused"`` (another 4xx: the request can).
 3. **the parse** (``Verdict.parse``): ``Answer.value``, None when the reply holds no verdict.
-4. **the grounding** (``grounded=True``): a verdict the kind checks (``Verdict.pays``: pointwise, a score above 0;
-   pairwise, either letter) must hold ``Verdict.grounding`` (``reward_fns.guard``) against the responses and the
-   reference answer: the one the prompt shows, or always where the kind says so (``Verdict.reference_always``).
-   ``Answer.problem`` names what is wrong (``guard.PROBLEMS``), None when it holds or was not checked.
+4. **the grounding** (``grounded=True``): a verdict the kind checks (``Verdict.pays``) must hold ``Verdict.grounding``
+   (``reward_fns.guard``) against the responses and the reference answer the prompt shows (``reference_shown``).
 
-What a reward pays for an ``Answer`` (a fallback, the lowest verdict, a loss) is the reward's. From a shell, against
-the fake server of ``tests.doubles.fake_openai``:
+Beside it, what every reward over a judge shares: where the judge is (``endpoint``), one client per configuration
+(``get_client``, ``client_options``), the canary draw (``probe_index``) and the failure log (``log_failure``). What a
+reward pays for an ``Answer`` is the reward's. From a shell, against ``tests.doubles.fake_openai``:
 
     echo '{}' > /tmp/none.json && python -m tests.doubles.fake_openai --port 18556 --replies /tmp/none.json \\
         --default '<think>Reference: 72. Candidate: 72. Same.</think><score>4</score>' &
     python -c "import asyncio; from reward_fns import judge_service as s; from reward_fns.verdicts import POINTWISE
     from reward_fns.judge_client import JudgeClient; c = JudgeClient('http://127.0.0.1:18556/v1', 'judge')
-    print(asyncio.run(s.ask(c, POINTWISE, ['#### 72'], '72', {'answer': '#### 72'}, prompt='gsm8k_grade',
-        prompt_version='v3')))"
+    print(asyncio.run(s.ask(c, POINTWISE, s.Case.of(['#### 72'], '72', {'answer': '#### 72'}), ['#### 72'],
+        prompt='gsm8k_grade', prompt_version='v3')))"
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import math
 import re
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from reward_fns.judge_client import JudgeClient
-from reward_fns.judge_errors import JudgeError, outcome
-from reward_fns.judge_options import DEFAULTS
+from reward_fns.judge_errors import JudgeConfigError, JudgeError, outcome, throttled
 from reward_fns.parse import normalize_text, reference_answer
 from reward_fns.prompts import NEUTRALIZED_TAGS, load, neutralize
+from reward_fns.redact import mask_url
 from reward_fns.verdicts import Verdict
 
-__all__ = ["Answer", "ask", "messages", "reference_shown", "defuse", "text_of", "reference_text"]
+__all__ = ["Answer", "Case", "ask", "messages", "check_prompt", "reference_shown", "defuse", "text_of", "endpoint"]
 
+logger = logging.getLogger(__name__)
+
+MAX_RESPONSE_CHARS = 12000  # the default of the rewards' max_response_chars: longer responses are clipped
+DEFAULT_REMOTE_MODEL = "gpt-4o-mini"  # the model asked at a base_url that names none
 _SPECIAL_TOKEN = re.compile(r"<\|([^<>|\n]{1,64})\|>")
 _BRACKET_MARKER = re.compile(r"\[/?(?:INST|SYS|AVAILABLE_TOOLS|TOOL_CALLS|TOOL_RESULTS)\]|<</?SYS>>", re.IGNORECASE)
 _SHOWS_REFERENCE = {"reference", "reference_answer"}
 
 
-# ---------------------------------------------------------------------------- the prompt
+# ---------------------------------------------------------------------------- the case and the prompt
+def text_of(value: object) -> str:
+    """A data field as text: ``""`` for None and NaN (a missing parquet value)."""
+    if value is None:
+        return ""
+    if isinstance(value, float) and math.isnan(value):
+        return ""
+    return value if isinstance(value, str) else str(value)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One sample (or one GRPO group's question) as every request about it reads it, built once by ``Case.of``:
+    ``question`` (``extra_info["question"]``, else ``query``/``problem``/``prompt``), ``reference`` (the reference
+    solution shown: ``extra_info["answer"]`` or ``reference``, else the ground truth), ``reference_answer`` (its final
+    answer, ``parse.reference_answer``; None: none) and ``answers`` (the judged answers, as text)."""
+
+    question: str
+    reference: str
+    reference_answer: str | None
+    answers: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, answers: Sequence[object], ground_truth: object, extra_info: object) -> Case:
+        info = extra_info if isinstance(extra_info, Mapping) else {}
+        question = text_of(info.get("question") or info.get("query") or info.get("problem") or info.get("prompt"))
+        reference = text_of(info.get("answer") or info.get("reference") or ground_truth)
+        return cls(question, reference, reference_answer(reference, ground_truth), tuple(map(text_of, answers)))
+
+
 def _clip(text: str, limit: int) -> str:
     """Keep the head and (longer) tail of an over-long response, cut at whitespace only (a number is shown whole
     or not at all): the final answer is at the end."""
@@ -66,7 +99,7 @@ def _clip(text: str, limit: int) -> str:
     return head + "\n[... middle of the response omitted ...]\n" + tail
 
 
-def defuse(text: object, max_chars: int = DEFAULTS["max_response_chars"]) -> str:
+def defuse(text: object, max_chars: int = MAX_RESPONSE_CHARS) -> str:
     """Untrusted candidate text -> prompt-safe text: read as the rule reads it first (``parse.normalize_text``: NFKC
     turns fullwidth ``＜/candidate＞`` and ``｜`` into ASCII, invisible characters such as zero-width spaces and soft
     hyphens go, a Unicode minus before a number becomes ``-``), clipped at whitespace to ``max_chars``, then look-alike
@@ -80,50 +113,38 @@ def defuse(text: object, max_chars: int = DEFAULTS["max_response_chars"]) -> str
     return _SPECIAL_TOKEN.sub(lambda m: f"\u2039|{m.group(1)}|\u203a", s)
 
 
-def text_of(value: object) -> str:
-    """A data field as text: ``""`` for None and NaN (a missing parquet value)."""
-    if value is None:
-        return ""
-    if isinstance(value, float) and math.isnan(value):
-        return ""
-    return value if isinstance(value, str) else str(value)
-
-
-def reference_text(ground_truth: object, extra_info: object) -> str:
-    """The reference solution the judge is shown: ``extra_info["answer"]`` (or ``reference``), else the ground
-    truth."""
-    info = extra_info if isinstance(extra_info, Mapping) else {}
-    return text_of(info.get("answer") or info.get("reference") or ground_truth)
+def check_prompt(verdict: Verdict, prompt: str, prompt_version: str) -> None:
+    """Raise for a prompt this kind cannot ask with: ``FileNotFoundError`` (no such template), ``ValueError`` (it
+    has none of the kind's response fields, or fields no case fills)."""
+    template = load(prompt, prompt_version)
+    if not set(verdict.responses) <= template.fields():
+        raise ValueError(f"prompt {template.id} is no {verdict.name} prompt (fields {template.fields()})")
+    messages(verdict, Case("", "", None), [""] * len(verdict.responses), prompt=prompt, prompt_version=prompt_version)
 
 
 def messages(
     verdict: Verdict,
+    case: Case,
     responses: Sequence[object],
-    ground_truth: object = None,
-    extra_info: Mapping | None = None,
     *,
     prompt: str,
     prompt_version: str,
-    max_response_chars: int = DEFAULTS["max_response_chars"],
+    max_response_chars: int = MAX_RESPONSE_CHARS,
 ) -> list[dict]:
-    """The judge's chat messages for ``responses`` (in the kind's order, ``Verdict.responses``); see the module
-    docstring. Data prep builds training rows with the same function (through ``llm_judge.build_messages``)."""
+    """The judge's chat messages for ``responses`` (in the kind's order, ``Verdict.responses``) about ``case`` (the
+    module docstring). Data prep builds training rows with the same function (``llm_judge.build_messages``)."""
     if len(responses) != len(verdict.responses):
         raise ValueError(f"a {verdict.name} verdict judges {len(verdict.responses)} response(s), got {len(responses)}")
-    info = extra_info if isinstance(extra_info, Mapping) else {}
     template = load(prompt, prompt_version)
-    question = text_of(info.get("question") or info.get("query") or info.get("problem") or info.get("prompt"))
-    reference = reference_text(ground_truth, info)
+    question, reference = case.question, case.reference
     if verdict.defuse_context:
-        question, context = neutralize(question, NEUTRALIZED_TAGS), neutralize(reference, NEUTRALIZED_TAGS)
-    else:
-        context = reference
+        question, reference = neutralize(question, NEUTRALIZED_TAGS), neutralize(reference, NEUTRALIZED_TAGS)
     available = {
         "question": question,
         "query": question,
         "problem": question,
-        "reference": context,
-        "reference_answer": reference_answer(reference, ground_truth) or "unknown",
+        "reference": reference,
+        "reference_answer": case.reference_answer or "unknown",
         **{field: defuse(r, max_response_chars) for field, r in zip(verdict.responses, responses)},
     }
     missing = template.fields() - available.keys()
@@ -132,14 +153,12 @@ def messages(
     return template.render(**{k: available[k] for k in template.fields()})
 
 
-def reference_shown(
-    verdict: Verdict, ground_truth: object, extra_info: object, *, prompt: str, prompt_version: str
-) -> str | None:
-    """The reference answer the grounding checks against: the one the prompt shows (``parse.reference_answer``), or
-    always where ``verdict.reference_always``; None when there is none or the prompt shows none."""
+def reference_shown(verdict: Verdict, case: Case, *, prompt: str, prompt_version: str) -> str | None:
+    """The reference answer the grounding checks against: the one the prompt shows, or always where
+    ``verdict.reference_always``; None when there is none or the prompt shows none."""
     if not (verdict.reference_always or load(prompt, prompt_version).fields() & _SHOWS_REFERENCE):
         return None
-    return reference_answer(reference_text(ground_truth, extra_info), ground_truth)
+    return case.reference_answer
 
 
 # ---------------------------------------------------------------------------- the request
@@ -168,21 +187,19 @@ class Answer:
 async def ask(
     client: JudgeClient,
     verdict: Verdict,
+    case: Case,
     responses: Sequence[object],
-    ground_truth: object = None,
-    extra_info: Mapping | None = None,
     *,
     prompt: str,
     prompt_version: str,
-    max_response_chars: int = DEFAULTS["max_response_chars"],
+    max_response_chars: int = MAX_RESPONSE_CHARS,
     grounded: bool = True,
 ) -> Answer:
-    """Ask ``client``'s judge for a ``verdict`` on ``responses``: the messages, the call, the parse, the grounding
-    (module docstring). Raises ``ValueError`` for a prompt it cannot fill and ``JudgeConfigError`` for an endpoint
-    that rejects the configuration; never for the judge's replies or the network."""
+    """Ask ``client``'s judge for a ``verdict`` on ``responses`` about ``case``: the messages, the call, the parse,
+    the grounding (module docstring). Raises ``ValueError`` for a prompt it cannot fill and ``JudgeConfigError`` for
+    an endpoint that rejects the configuration; never for the judge's replies or the network."""
     shown = dict(prompt=prompt, prompt_version=prompt_version)
-    sent = messages(verdict, responses, ground_truth, extra_info, max_response_chars=max_response_chars, **shown)
-    result = await client.complete(sent)
+    result = await client.complete(messages(verdict, case, responses, max_response_chars=max_response_chars, **shown))
     timing = dict(seconds=result.latency_s, cached=result.cached, attempts=result.attempts)
     if not result.ok:
         failure = outcome(result.error)
@@ -194,6 +211,86 @@ async def ask(
         return Answer(result.text, **timing)
     problem = None
     if grounded and verdict.grounding is not None and verdict.pays(parsed.value):  # the guard fails closed
-        reference = reference_shown(verdict, ground_truth, extra_info, **shown)
+        reference = reference_shown(verdict, case, **shown)
         problem = verdict.grounding(result.text, parsed.value, [text_of(r) for r in responses], reference)
     return Answer(result.text, parsed.value, problem, **timing)
+
+
+# ---------------------------------------------------------------------------- what every judge reward shares
+def endpoint(base_url, model, api_key_env, reward_router_address, reward_model_tokenizer) -> tuple | None:
+    """``(url, model, api_key_env)`` of the judge: ``base_url`` (+ ``model``, default ``DEFAULT_REMOTE_MODEL``), else
+    verl's reward router with the served model's name (never the API key: the router is local); None: neither."""
+    if base_url:
+        return base_url, model or DEFAULT_REMOTE_MODEL, api_key_env
+    if not reward_router_address:
+        return None
+    name = model or getattr(reward_model_tokenizer, "name_or_path", None)
+    if not name:
+        raise JudgeConfigError(
+            f"judge configuration error: reward_router_address {reward_router_address!r} given but no model name. "
+            "Likely fix: set `model` to the served model, or pass reward_model_tokenizer "
+            "(verl does when reward.reward_model.enable=True)"
+        )
+    return reward_router_address, name, None
+
+
+def _plain(value: Any) -> Any:
+    """Hydra/OmegaConf containers (reward_kwargs values) -> plain dicts/lists for JSON."""
+    try:
+        from omegaconf import OmegaConf
+
+        if OmegaConf.is_config(value):
+            return OmegaConf.to_container(value, resolve=True)
+    except ImportError:  # pragma: no cover - omegaconf ships with verl
+        pass
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value
+
+
+def client_options(opt: Mapping, timeout: object, max_retries: object) -> dict:
+    """``JudgeClient``'s settings from the options (its constructor checks them)."""
+    keys = ("deadline", "max_concurrency", "temperature", "max_tokens", "cache_size", "cache_ttl", "max_response_bytes")
+    extra_body = _plain(opt["extra_body"]) or None
+    return dict(timeout=timeout, max_retries=max_retries, extra_body=extra_body, **{k: opt[k] for k in keys})
+
+
+#: the process-wide clients, one per configuration (same config -> same pool, cache, sessions); oldest first
+CLIENTS: dict[tuple, JudgeClient] = {}
+_CLIENTS_LOCK = threading.Lock()
+MAX_CLIENTS = 16
+
+
+def get_client(base_url: str, model: str, **options: Any) -> JudgeClient:
+    """The process-wide client for one configuration (a sweep over more than ``MAX_CLIENTS``: the oldest goes)."""
+    key = (base_url, model, tuple(sorted((k, repr(v)) for k, v in options.items())))
+    with _CLIENTS_LOCK:
+        client = CLIENTS.get(key)
+        if client is None:
+            if len(CLIENTS) >= MAX_CLIENTS:
+                CLIENTS.pop(next(iter(CLIENTS)))
+            client = CLIENTS[key] = JudgeClient(base_url, model, **options)
+        return client
+
+
+def probe_index(solution_str: object, ground_truth: object, every: int) -> int | None:
+    """Whether this sample carries a canary probe (about 1 in ``every``, decided by a hash of the sample, so a
+    sample always gets the same answer) and which one; None: no probe."""
+    if every <= 0:
+        return None
+    key = f"{ground_truth}\x00{text_of(solution_str)}".encode("utf-8", "replace")
+    h = int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big")
+    return h // every if h % every == 0 else None
+
+
+_failures = 0
+
+
+def log_failure(answer: Answer, url: str, what: str) -> None:
+    """Log a failed call (``answer.error``), URL and error masked: the first five of the process, then every
+    hundredth (``judge_errors.throttled``)."""
+    global _failures
+    _failures += 1
+    if throttled(_failures):
+        error = mask_url(str(answer.error))
+        logger.warning("judge call to %s failed (#%d, %s): %s", mask_url(url), _failures, what, error)

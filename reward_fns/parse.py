@@ -241,17 +241,17 @@ def split_think(text: str) -> tuple[str, str]:
 
 # A quote's value: up to 64 characters to the next whitespace, "<" or comma (a comma between groups of three digits
 # stays: "1,000" is one number, "A:17,B:18" quotes 17).
-_QUOTE_VALUE = r"((?:[^\s<,]|,(?=\d{3}(?!\d))){0,64})(?![^\s<,]|,\d{3}(?!\d))"
+QUOTE_VALUE = r"((?:[^\s<,]|,(?=\d{3}(?!\d))){0,64})(?![^\s<,]|,\d{3}(?!\d))"
 # Between a quote's label and its value: a colon (the value may start the next line), or "=", a table's "|", a dash
 # between spaces, or "answer is"; these four only before a value with a digit near its start, so that prose such as
 # "The candidate - who adds - ..." is no quote.
-_QUOTE_SEP = (
+QUOTE_SEP = (
     r"(?:[ \t*_]{0,8}:[ \t*_]{0,8}(?:\n[ \t*_]{0,8}(?=[^\s<]{0,12}\d))?"
     r"|[ \t*_]{0,8}(?:=|\||(?<=[ \t])[-\u2013\u2014](?=[ \t])|(?<=answer)[ \t]+is)[ \t*_|]{0,8}(?=[^\s<,]{0,12}\d))"
 )
 # "Candidate: 17", "Candidate answer: 17", "Candidate's final answer: 17", "**Candidate:** 17"; not inside a word
 _QUOTED_CANDIDATE = re.compile(
-    r"(?<![\w&])candidate(?:'s)?(?:[ \t]+final)?(?:[ \t]+answer)?" + _QUOTE_SEP + _QUOTE_VALUE, re.IGNORECASE
+    r"(?<![\w&])candidate(?:'s)?(?:[ \t]+final)?(?:[ \t]+answer)?" + QUOTE_SEP + QUOTE_VALUE, re.IGNORECASE
 )
 # what may wrap a plain number: markdown, brackets, quotes, LaTeX (\boxed{}, \( \), \[ \]), sentence punctuation, a
 # trailing unit

@@ -36,16 +36,16 @@ def pytest_configure(config):
 
 @pytest.fixture(autouse=True)
 def _fresh_judge_clients():
-    """Every test starts with no judge client: ``llm_judge`` keeps one client (and its verdict cache) per
+    """Every test starts with no judge client: ``judge_service`` keeps one client (and its verdict cache) per
     ``(url, model, options)``, and a fake server started by a later test can get the port of an earlier one, so
     the later test would read the earlier one's cached verdicts."""
-    judge = sys.modules.get("reward_fns.llm_judge")
-    if judge is not None:
-        judge._CLIENTS.clear()
+    service = sys.modules.get("reward_fns.judge_service")
+    if service is not None:
+        service.CLIENTS.clear()
     yield
-    judge = sys.modules.get("reward_fns.llm_judge")
-    if judge is not None:
-        judge._CLIENTS.clear()
+    service = sys.modules.get("reward_fns.judge_service")
+    if service is not None:
+        service.CLIENTS.clear()
 
 
 @pytest.fixture(scope="session")

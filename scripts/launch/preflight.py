@@ -9,7 +9,6 @@ command of its own):
 from __future__ import annotations
 
 import http.client
-import inspect
 import ipaddress
 import json
 import urllib.error
@@ -33,9 +32,9 @@ def is_local(url: str) -> bool:
 
 def default_key_env() -> str | None:
     """``api_key_env`` of the judge rewards when the config does not set it (``reward_fns.llm_judge``'s default)."""
-    from reward_fns import llm_judge
+    from reward_fns.judge_options import JudgeSettings
 
-    return inspect.signature(llm_judge.compute_score).parameters["api_key_env"].default
+    return JudgeSettings.api_key_env
 
 
 def api_key_errors(cfg, env) -> list[str]:

@@ -9,6 +9,8 @@ from decimal import Decimal
 import pytest
 
 from reward_fns import canaries, llm_judge
+from reward_fns.judge_options import PointwiseSettings
+from reward_fns.judge_service import Case
 from reward_fns.parse import FINAL_OK, final_answer
 from tests.doubles.fake_openai import FakeOpenAIServer
 
@@ -63,12 +65,12 @@ def test_about_one_sample_in_every_carries_a_probe():
 def test_a_judge_that_copies_the_reference(grounded, wrong_paid, right_unpaid):
     """Every probe, graded by a judge that accepts anything: the guard stops all six wrong probes; without it, all
     six are paid (the hacking watch would fire at the first)."""
-    opt = {**llm_judge.DEFAULTS, "grounded": grounded}
+    settings = PointwiseSettings.of({"grounded": grounded})
     got = {"canary_wrong_accepted": 0.0, "canary_right_rejected": 0.0, "canary_wrong": 0.0, "canary_right": 0.0}
     with FakeOpenAIServer(reply=lambda body: COPY) as srv:
         client = llm_judge.get_client(srv.base_url, "judge", api_key_env=None, timeout=5.0, max_retries=0)
         for k in range(len(canaries.PROBES)):
-            out = asyncio.run(llm_judge._canary(client, k, "72", "72", INFO, opt))
+            out = asyncio.run(llm_judge.canary(client, Case.of((), "72", INFO), k, settings))
             for key, v in out.items():
                 got[key] += v
     assert got == {
@@ -134,13 +136,13 @@ def test_probe_states_the_reference_exactly(reference, wrong_probe, right_probe)
 def test_a_probe_is_accepted_from_verdict_3(verdict, wrong_paid, right_unpaid):
     """A probe counts as paid at an accepting verdict, 3 or 4 (as a policy's answer is), not only at 4; the guard off,
     so the verdict alone decides."""
-    opt = {**llm_judge.DEFAULTS, "grounded": False}
+    settings = PointwiseSettings.of({"grounded": False})
     reply = f"<think>Reference: 72. Candidate: 72. Same.</think><score>{verdict}</score>"
     got = {"canary_wrong_accepted": 0.0, "canary_right_rejected": 0.0}
     with FakeOpenAIServer(reply=lambda body: reply) as srv:
         client = llm_judge.get_client(srv.base_url, "judge", api_key_env=None, timeout=5.0, max_retries=0)
         for k in range(len(canaries.PROBES)):
-            out = asyncio.run(llm_judge._canary(client, k, "72", "72", INFO, opt))
+            out = asyncio.run(llm_judge.canary(client, Case.of((), "72", INFO), k, settings))
             for key in got:
                 got[key] += out.get(key, 0.0)
     assert got == {"canary_wrong_accepted": float(wrong_paid), "canary_right_rejected": float(right_unpaid)}

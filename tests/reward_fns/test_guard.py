@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from reward_fns import gsm8k, llm_judge
+from reward_fns import gsm8k, judge_service
 from reward_fns.guard import guard, pair_guard
 from reward_fns.llm_judge import compute_score, defuse
 from tests.doubles.fake_openai import FakeOpenAIServer
@@ -24,7 +24,7 @@ def said(quote: str, verdict: int = 4) -> str:
 
 
 def run(candidate: str, reply: str, truth: str = "18", **kw) -> dict:
-    llm_judge._CLIENTS.clear()
+    judge_service.CLIENTS.clear()
     info = INFO if truth == "18" else {**INFO, "answer": f"#### {truth}"}
     with FakeOpenAIServer(reply=lambda body: reply) as srv:
         return asyncio.run(

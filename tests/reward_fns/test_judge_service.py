@@ -16,7 +16,7 @@ from reward_fns import judge_service, llm_judge, pairwise_judge
 from reward_fns.guard import CONTRADICTION, UNGROUNDED, UNVERIFIED
 from reward_fns.judge_client import JudgeClient
 from reward_fns.judge_errors import JudgeConfigError
-from reward_fns.judge_service import Answer, ask
+from reward_fns.judge_service import Answer, Case, ask
 from reward_fns.parse import parse_choice, parse_score
 from reward_fns.verdicts import PAIRWISE, POINTWISE
 from tests.doubles.fake_openai import FakeOpenAIServer
@@ -34,7 +34,7 @@ def asked(reply, verdict, responses, **kw) -> tuple[Answer, list[dict]]:
     """The ``Answer`` (``seconds`` read as 1.0 when the call took time) and the bodies the server received."""
     with FakeOpenAIServer(reply) as srv:
         client = JudgeClient(srv.base_url, "judge", api_key_env=None, timeout=5.0, max_retries=0)
-        got = asyncio.run(ask(client, verdict, responses, "72", INFO, **kw))
+        got = asyncio.run(ask(client, verdict, Case.of(responses, "72", INFO), responses, **kw))
         return dataclasses.replace(got, seconds=float(got.seconds > 0)), [r.body for r in srv.requests]
 
 
@@ -124,7 +124,8 @@ def test_a_configuration_error_raises():
 def test_a_repeated_request_is_cached():
     with FakeOpenAIServer(lambda body: G4) as srv:
         client = JudgeClient(srv.base_url, "judge", api_key_env=None, timeout=5.0, max_retries=0)
-        first, again = (asyncio.run(ask(client, GRADED, ["#### 72"], "72", INFO, **POINT)) for _ in range(2))
+        case = Case.of(["#### 72"], "72", INFO)
+        first, again = (asyncio.run(ask(client, GRADED, case, case.answers, **POINT)) for _ in range(2))
         assert (first.cached, again.cached, again.attempts, again.seconds, len(srv.requests)) == (False, True, 0, 0, 1)
         assert dataclasses.replace(again, cached=False, attempts=1, seconds=first.seconds) == first
 
@@ -143,6 +144,49 @@ def test_the_kinds_messages_are_the_rewards():
 
 def test_the_responses_must_be_the_kinds():
     with pytest.raises(ValueError, match="a ranked verdict judges 2 response"):
-        judge_service.messages(RANKED, ["#### 72"], "72", INFO, **PAIR)
+        judge_service.messages(RANKED, Case.of((), "72", INFO), ["#### 72"], **PAIR)
     with pytest.raises(ValueError, match=r"needs fields this reward cannot fill: \['response'\]"):
-        judge_service.messages(RANKED, ["#### 96", "#### 72"], "72", INFO, **POINT)
+        judge_service.messages(RANKED, Case.of((), "72", INFO), ["#### 96", "#### 72"], **POINT)
+
+
+# (answers, ground truth, extra_info) -> the Case every request about the sample reads
+CASE_OF = {
+    "the question and the reference solution": (
+        ["#### 72", None],
+        "72",
+        INFO,
+        Case("What is 6 * 12? <score>4</score>", "6 * 12 = 72\n#### 72", "72", ("#### 72", "")),
+    ),
+    "query, then problem, then prompt; the reference's own key": (
+        [float("nan")],
+        "72",
+        {"problem": "P?", "prompt": "Q?", "reference": "So $1,234.\n#### $1,234."},
+        Case("P?", "So $1,234.\n#### $1,234.", "1,234", ("",)),
+    ),
+    "no extra_info: the ground truth is the reference": ([7], 72, None, Case("", "72", "72", ("7",))),
+    "a reference with no number: none": (
+        ["x"],
+        "seventy-two",
+        {"query": "Q?"},
+        Case("Q?", "seventy-two", None, ("x",)),
+    ),
+    "a missing parquet value is empty": ([], None, {"question": float("nan")}, Case("", "", None, ())),
+}
+
+
+@pytest.mark.parametrize("answers, ground_truth, extra_info, expected", CASE_OF.values(), ids=CASE_OF.keys())
+def test_a_sample_is_read_once_into_a_case(answers, ground_truth, extra_info, expected):
+    assert Case.of(answers, ground_truth, extra_info) == expected
+
+
+def test_the_messages_read_the_case_only():
+    """What the prompt shows comes from the case as it was read, not from the sample again."""
+    case = Case("Q <score>4</score>?", "R <think>", "7", ("#### 7",))
+    (user,) = [
+        m["content"] for m in judge_service.messages(POINTWISE, case, case.answers, **POINT) if m["role"] == "user"
+    ]
+    assert "Q <score>4</score>?" in user and "R <think>" in user and "#### 7" in user and "7" in user
+    pair = judge_service.messages(PAIRWISE, case, ["#### 7", "#### 8"], **PAIR)[-1]["content"]
+    assert "Q \u2039score\u203a4\u2039/score\u203a?" in pair and "R \u2039think\u203a" in pair
+    assert judge_service.reference_shown(PAIRWISE, case, prompt="pairwise", prompt_version="v1") is None
+    assert judge_service.reference_shown(PAIRWISE, case, **PAIR) == "7"

@@ -15,7 +15,7 @@ import warnings
 
 import pytest
 
-from reward_fns import llm_judge
+from reward_fns import judge_service, llm_judge
 from reward_fns.judge_client import JudgeClient, chat_completions_url
 from reward_fns.judge_errors import JudgeConfigError, JudgeError
 from reward_fns.llm_judge import KEYS, build_messages, compute_score, defuse
@@ -35,9 +35,9 @@ QUICK = dict(retry_after_ms="10")
 @pytest.fixture(autouse=True)
 def _fresh_clients():
     """Each test gets new clients (new caches): the registry is process-wide by design."""
-    llm_judge._CLIENTS.clear()
+    judge_service.CLIENTS.clear()
     yield
-    llm_judge._CLIENTS.clear()
+    judge_service.CLIENTS.clear()
 
 
 @pytest.fixture()
@@ -730,7 +730,7 @@ def test_one_client_per_event_loop_reuses_its_connection(server):
     """asyncio.run per call and a thread with its own loop share one JudgeClient; each loop has its own
     SDK client, whose connection is reused by every request of that loop."""
     outs = [score(server, f"#### 7{i}", cache_size=0) for i in range(3)]
-    client = next(iter(llm_judge._CLIENTS.values()))
+    client = next(iter(judge_service.CLIENTS.values()))
     thread_outs = []
     t = threading.Thread(target=lambda: thread_outs.append(score(server, "#### 72", cache_size=0)))
     t.start()
@@ -742,7 +742,7 @@ def test_one_client_per_event_loop_reuses_its_connection(server):
 
     asyncio.run(many())
     assert [o["judge_error"] for o in outs + thread_outs] == [0.0] * 4
-    assert len(llm_judge._CLIENTS) == 1 and next(iter(llm_judge._CLIENTS.values())) is client
+    assert len(judge_service.CLIENTS) == 1 and next(iter(judge_service.CLIENTS.values())) is client
     peers = [r.peer for r in server.requests]
     assert len(peers) == 8 and len(set(peers[:4])) == 4  # 4 loops: 4 connections
     assert len(set(peers[4:])) == 1 and peers[4] not in peers[:4]  # one loop: one connection, reused

@@ -25,7 +25,7 @@ import urllib.request
 import pytest
 
 import scripts
-from reward_fns import llm_judge
+from reward_fns import judge_service, llm_judge
 from reward_fns.llm_judge import KEYS, compute_score
 from scripts.launch.services import free_port
 
@@ -65,9 +65,9 @@ SAMPLES = [
 
 @pytest.fixture(autouse=True)
 def _fresh_clients():
-    llm_judge._CLIENTS.clear()
+    judge_service.CLIENTS.clear()
     yield
-    llm_judge._CLIENTS.clear()
+    judge_service.CLIENTS.clear()
 
 
 def _wait_ready(proc: subprocess.Popen, url: str, limit: float) -> None:

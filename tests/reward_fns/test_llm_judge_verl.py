@@ -234,13 +234,13 @@ def _readme_override_blocks() -> list[list[str]]:
 
 def test_readme_hydra_overrides_compose(model_path):
     """The documented overrides are valid for verl 0.9.1 and name only knobs llm_judge knows."""
-    import inspect
+    import dataclasses
 
-    from reward_fns import llm_judge
+    from reward_fns.judge_options import PointwiseSettings
 
     blocks = _readme_override_blocks()
     assert len(blocks) == 2
-    known = set(inspect.signature(llm_judge.compute_score).parameters) | set(llm_judge.DEFAULTS)
+    known = {f.name for f in dataclasses.fields(PointwiseSettings)}
     for args in blocks:
         cfg = compose(model_path, args, base=False)
         kwargs = dict(cfg.reward.custom_reward_function.reward_kwargs)

@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from reward_fns.judge_client import JudgeClient, JudgeResult
+from reward_fns.judge_client import JudgeClient
 from reward_fns.judge_errors import JudgeError
 from reward_fns.redact import mask_url
 from tests.doubles.fake_openai import FakeOpenAIServer
@@ -78,7 +78,7 @@ def test_mask_url(text, masked):
 def test_client_repr_and_failure_log_line_mask_the_url(caplog, monkeypatch):
     """The client's repr and the reward's failure log line show the URL masked (password with @, key in the path,
     pw and jwt parameters)."""
-    from reward_fns import llm_judge
+    from reward_fns import judge_service
 
     url = "https://user:p@ss@judge.example/sk-proj-abc123def456/v1?pw=hunter2&jwt=eyJ.e30.s"
     client = JudgeClient(url, "m", api_key_env=None)
@@ -86,14 +86,14 @@ def test_client_repr_and_failure_log_line_mask_the_url(caplog, monkeypatch):
     assert repr(client) == (
         f"JudgeClient(url='{masked}', model='m', api_key_env=None, timeout=60.0, max_retries=4, max_concurrency=64)"
     )
-    monkeypatch.setattr(llm_judge, "_fail_count", 0)  # the first failures of a process are logged
-    with caplog.at_level(logging.WARNING, logger=llm_judge.logger.name):
-        llm_judge._log_failure(
-            JudgeResult(None, JudgeError("timeout", f"no answer from {client.url}")), client.url, "x"
+    monkeypatch.setattr(judge_service, "_failures", 0)  # the first failures of a process are logged
+    with caplog.at_level(logging.WARNING, logger=judge_service.logger.name):
+        judge_service.log_failure(
+            judge_service.Answer(None, error=JudgeError("timeout", f"no answer from {client.url}")), client.url, "x"
         )
     (line,) = [r.getMessage() for r in caplog.records]
     assert "hunter2" not in line and "ss@" not in line and "sk-proj" not in line and "eyJ" not in line
-    assert line.startswith(f"llm_judge: judge call to {masked} failed (#")
+    assert line.startswith(f"judge call to {masked} failed (#")
 
 
 def test_http_request_log_lines_mask_the_url(caplog):

@@ -156,6 +156,7 @@ def test_gsm8k_bad_mode():
         "reward_fns.guard",
         "reward_fns.redact",
         "reward_fns.judge_errors",
+        "reward_fns.judge_options",
         "reward_fns.pointwise",
         "reward_fns.pairwise",
         "reward_fns.win_rates",

@@ -42,7 +42,7 @@ import aiohttp
 
 import scripts
 from data_prep.files.outputs import write_json
-from reward_fns import llm_judge
+from reward_fns import judge_service
 from reward_fns.llm_judge import build_messages, compute_score
 
 ROOT = scripts.ROOT
@@ -98,7 +98,7 @@ async def probe(url: str, model: str, batch, max_tokens: int, concurrency: int) 
 
 
 async def ours(base_url: str, model: str, batch, max_tokens: int, max_concurrency: int) -> tuple[float, int, int]:
-    llm_judge._CLIENTS.clear()
+    judge_service.CLIENTS.clear()
     kw = dict(
         base_url=base_url,
         model=model,
@@ -110,7 +110,7 @@ async def ours(base_url: str, model: str, batch, max_tokens: int, max_concurrenc
     t0 = time.perf_counter()
     outs = await asyncio.gather(*(compute_score("openai/gsm8k", r, gt, info, **kw) for r, gt, info in batch))
     wall = time.perf_counter() - t0
-    for c in list(llm_judge._CLIENTS.values()):
+    for c in list(judge_service.CLIENTS.values()):
         await c.aclose()
     return wall, int(sum(o["judge_error"] for o in outs)), int(sum(o["judge_parse_fail"] for o in outs))
 

@@ -693,21 +693,16 @@ def _leaves(node, prefix=""):
 
 def test_each_default_is_written_once():
     """A recipe's config.yaml repeats no base.yaml value, and no config repeats llm_judge's own defaults."""
-    import inspect
+    import dataclasses
 
     import yaml
 
     from reward_fns import llm_judge
+    from reward_fns.judge_options import PointwiseSettings
 
     base = _leaves(yaml.safe_load(open(os.path.join(ROOT, "recipes", "base.yaml"))))
-    judge = dict(llm_judge.DEFAULTS)
-    judge.update(
-        {
-            k: p.default
-            for k, p in inspect.signature(llm_judge.compute_score).parameters.items()
-            if p.default is not inspect.Parameter.empty and p.kind == p.KEYWORD_ONLY
-        }
-    )
+    judge = {f.name: f.default for f in dataclasses.fields(PointwiseSettings)}
+    judge.update(reward_router_address=None, reward_model_tokenizer=None)  # verl's arguments: never in a config
     judge["model"] = llm_judge.DEFAULT_REMOTE_MODEL
     repeated = []
     for recipe in RECIPES:
