@@ -389,3 +389,34 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# ---------------------------------------------------------------------------- a group reward
+# (the contract of scripts/train/group_reward.py: recipes/README.md, "Group rewards")
+GROUP_STATS = ("flip_rate", "tie_rate", "cycle_rate", "calls")  # a tournament's, on each row as judge_group_<stat>
+
+
+async def score_answers(data_sources, solution_strs, ground_truths, extra_infos, *, mode="tournament", **kwargs):
+    """A group reward: ``score_group`` over every answer of one GRPO group (one prompt: the first answer's ground
+    truth and extra info); in a tournament each row also carries the group's ``judge_group_<stat>`` (``GROUP_STATS``,
+    the same on each), the keys by which ``reward_fns.judge_health`` knows win rates against group mates."""
+    stats: dict = {}
+    rows = await score_group(solution_strs, ground_truths[0], extra_infos[0], mode=mode, stats=stats, **kwargs)
+    group = {f"judge_group_{k}": float(stats.get(k, 0)) for k in GROUP_STATS} if mode == "tournament" else {}
+    return [{**row, **group} for row in rows]
+
+
+_one_sample = compute_score
+
+
+async def compute_score(*args, data_sources=None, solution_strs=None, ground_truths=None, extra_infos=None, **kwargs):
+    """verl's custom reward: one sample (``mode="pairwise_ref"``, the per-sample ``compute_score`` above) or, called
+    with ``solution_strs``, every answer of one GRPO group (``score_answers``: a tournament unless ``mode`` says)."""
+    if solution_strs is None:
+        return await _one_sample(*args, **kwargs)
+    return await score_answers(data_sources, solution_strs, ground_truths, extra_infos, **kwargs)
+
+
+#: the options under which ``compute_score`` scores only a whole group (the config check's question)
+compute_score.group_only = lambda mode="pairwise_ref", **_: mode == "tournament"
+__all__ += ["score_answers"]
