@@ -174,6 +174,8 @@ def test_the_value_check_includes_them():
 def test_default_group_settings():
     """recipes/base.yaml holds the defaults; the manager's own fallback (a config without the section) agrees."""
     group_reward = pytest.importorskip("scripts.train.group_reward")
+    from reward_fns import pairwise_judge
+
     base = OmegaConf.load(os.path.join(ROOT, "recipes", "base.yaml")).verl_judge.group_reward
     assert OmegaConf.to_container(base) == {"size": None, "timeout": group_reward.DEFAULT_TIMEOUT}
 
@@ -182,11 +184,13 @@ def test_default_group_settings():
         cfg = OmegaConf.create(
             {
                 "actor_rollout_ref": {"rollout": {"n": 3}},
-                "reward": {"custom_reward_function": {"reward_kwargs": kwargs}},
+                "reward": {
+                    "custom_reward_function": {"path": "pkg://reward_fns.pairwise_judge", "reward_kwargs": kwargs}
+                },
             }
         )
         cfg = OmegaConf.merge(cfg, extra)
-        manager = group_reward.GroupRewardManager(cfg, None, None)
+        manager = group_reward.GroupRewardManager(cfg, None, pairwise_judge.compute_score)
         return manager.size, manager.timeout
 
     assert built({}) == built({"verl_judge": {"group_reward": base}}) == (3, 120.0)
