@@ -31,7 +31,13 @@ comparison is a tie that pays both.
 
 from __future__ import annotations
 
+import asyncio
 from decimal import Decimal, localcontext
+
+from reward_fns.win_rates import FAILED, REFUSED
+
+#: the keys a probe's outcome adds to a sample's reward dict (every judge reward carries them)
+KEYS = ("canary_wrong", "canary_wrong_accepted", "canary_right", "canary_right_rejected")
 
 _NOISE = "the of and 3 to a in 12 is it you 5 that he was for on are 41 as with his they"
 
@@ -114,3 +120,29 @@ def tie(reference: object, k: int) -> tuple[str, str] | None:
         return None
     first, second = (PAIR_FORMS[(k + j) % len(PAIR_FORMS)].format(x=plain(r)) for j in (0, 1))
     return first, second
+
+
+async def pair_probe(ask, k: int, reference: str | None) -> dict:
+    """Pairwise canary probe ``k`` (``pair`` and ``tie``), each pair in both orders, asked with the pairwise reward's
+    ``ask(a, b) -> (verdict, seconds, voided, cached, agree)``: its ``canary_*`` counts (README_pairwise_judge.md,
+    "Canaries"); an order failed or answered from the cache counts nothing."""
+    made = pair(reference, k) if reference is not None else None
+    if made is None:
+        return {}
+    (wrong, right), same = made, tie(reference, k)
+    out = dict.fromkeys(KEYS, 0.0)
+    orders = ((wrong, right), (right, wrong), same, same[::-1])
+    replies = await asyncio.gather(*(ask(a, b) for a, b in orders))
+    for n, ((a, _), (verdict, _s, voided, cached, agree)) in enumerate(zip(orders, replies)):
+        if verdict in (FAILED, REFUSED) or cached:
+            continue
+        out["canary_right"] += 1
+        if n >= 2:  # two right answers: the judge must quote both as the reference's
+            out["canary_right_rejected"] += not agree
+            continue
+        picked = None if voided or verdict is None else verdict  # the letter paid
+        wrong_letter = "A" if a == wrong else "B"
+        out["canary_wrong"] += 1
+        out["canary_wrong_accepted"] += picked == wrong_letter
+        out["canary_right_rejected"] += picked != "AB"[wrong_letter == "A"]
+    return out if out["canary_right"] else {}

@@ -26,17 +26,18 @@ Pairwise (per answer shares, averaged): ``flip_rate``, ``tie_rate``, ``parse_fai
 answers the judge was asked about (``judge_calls`` > 0: not those the rule decided alone); ``error_rate``,
 ``fallback_rate`` and ``abstained_rate`` over all answers; ``cycle_rate``: mean over the step's groups (``uids``) of the
 group's intransitive-triple share (``judge_cycle``, the same on each answer of a group; ``judge_group_cycle_rate`` of
-``scripts/train/group_reward.py`` when absent); ``calls_per_group`` (judge calls / groups); ``judge_seconds`` (the
-step's request seconds, summed). Except in a tournament (``tournament``: a win rate against
-group mates is no verdict on the answer), ``agree_rule``, ``accept_rule_reject`` and ``reject_rule_accept`` as in
-pointwise, with "accept" = ``judge_wins`` >= 0.5, over the judged answers with a win share (``judge_wins`` >= 0).
+a group reward's, ``scripts/train/group_reward.py``, when absent); ``calls_per_group`` (judge calls / groups);
+``judge_seconds`` (the step's request seconds, summed). Unless the win shares are against group mates (the rows carry
+their group's cycle rate, ``MATES``: only answers compared with each other have cycles; such a win rate is no verdict
+on the answer), ``agree_rule``, ``accept_rule_reject`` and ``reject_rule_accept`` as in pointwise, with "accept" =
+``judge_wins`` >= 0.5, over the judged answers with a win share (``judge_wins`` >= 0).
 
 Both kinds: ``wrong_over_right``, over each group's (rule-wrong, rule-right) answer pairs (``uids``; the rule's grade
 as the agreement keys read it; abstained samples left out), the share where the wrong answer was paid more
-(``score``; not reported on a step without such a pair): the one health number a pointwise judge and a tournament
-share (``scripts/train/watches.HackingWatch`` reads it); canary probes (``reward_fns.canaries``): ``canary_accept``
-(share of wrong probes paid), ``canary_reject`` (share of right probes refused) and their counts ``canary_accept_n``
-/ ``canary_reject_n``.
+(``score``; not reported on a step without such a pair): the one health number a pointwise judge and win rates
+against group mates share (``scripts/train/watches.HackingWatch`` reads it); canary probes (``reward_fns.canaries``):
+``canary_accept`` (share of wrong probes paid), ``canary_reject`` (share of right probes refused) and their counts
+``canary_accept_n`` / ``canary_reject_n``.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ import numpy as np
 __all__ = ["ACCEPT", "PAIRWISE_ACCEPT", "columns", "metrics"]
 
 POINTWISE_KEYS = ("judge_error", "judge_parse_fail")
+MATES = "judge_group_cycle_rate"  # on a pairwise judge's rows: its win shares are against group mates
 ACCEPT = 3  # a pointwise verdict (0-4) of at least this accepts the answer
 PAIRWISE_ACCEPT = 0.5  # a pairwise win share (pairwise_ref: against the reference) of at least this accepts it
 PREFIX = "judge_health/"
@@ -78,11 +80,10 @@ def metrics(
     cols: Mapping[str, np.ndarray],
     reading: Sequence[float] | None = None,
     uids: Sequence | None = None,
-    tournament: bool = False,
 ) -> dict[str, float]:
     """``judge_health/*`` from ``columns`` (see the module docstring); {} for a reward without a judge."""
     if "judge_wins" in cols:
-        out = _pairwise(cols, uids, tournament)
+        out = _pairwise(cols, uids)
     elif all(k in cols for k in POINTWISE_KEYS):
         out = _pointwise(cols, reading)
     else:
@@ -141,7 +142,7 @@ def _groups(uids: Sequence | None, n: int) -> list[np.ndarray] | None:
     return [np.asarray(v) for v in by.values()]
 
 
-def _pairwise(cols: Mapping[str, np.ndarray], uids: Sequence | None, tournament: bool) -> dict[str, float]:
+def _pairwise(cols: Mapping[str, np.ndarray], uids: Sequence | None) -> dict[str, float]:
     wins = cols["judge_wins"]
     n = len(wins)
     judged = cols["judge_calls"] > 0 if "judge_calls" in cols else np.ones(n, bool)
@@ -153,17 +154,16 @@ def _pairwise(cols: Mapping[str, np.ndarray], uids: Sequence | None, tournament:
         if f"judge_{key}" in cols:
             out[f"{key}_rate"] = mean(cols[f"judge_{key}"])
     groups = _groups(uids, n)
-    cycle = cols.get("judge_cycle", cols.get("judge_group_cycle_rate"))
+    cycle = cols.get("judge_cycle", cols.get(MATES))
     if cycle is not None:
         out["cycle_rate"] = mean(np.array([cycle[g[0]] for g in groups])) if groups else mean(cycle)
     if "judge_calls" in cols and groups:
         out["calls_per_group"] = float(cols["judge_calls"].sum()) / len(groups)
     if "judge_seconds" in cols:
         out["judge_seconds"] = float(cols["judge_seconds"].sum())
-    if "rule_score" in cols:
+    if "rule_score" in cols and MATES not in cols:
         rule = cols["rule_score"]
-        if not tournament:
-            out.update(_agreement(wins >= PAIRWISE_ACCEPT, rule, judged & (wins >= 0) & ~np.isnan(rule)))
+        out.update(_agreement(wins >= PAIRWISE_ACCEPT, rule, judged & (wins >= 0) & ~np.isnan(rule)))
     return out
 
 

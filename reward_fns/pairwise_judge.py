@@ -32,7 +32,8 @@ from reward_fns.win_rates import FAILED, REFUSED, SCHEMES, comparisons, final_of
 __all__ = ["compute_score", "score_group", "build_messages", "check_options", "decides", "KEYS"]
 
 MODES = PairwiseSettings.MODES
-CANARY_KEYS = ("canary_wrong", "canary_wrong_accepted", "canary_right", "canary_right_rejected")  # llm_judge's
+CANARY_KEYS = canaries.KEYS
+GROUP_STATS = ("flip_rate", "tie_rate", "cycle_rate", "calls")  # a tournament's, on each row as judge_group_<stat>
 KEYS = (
     *"score judge_wins judge_flip judge_tie judge_parse_fail judge_error judge_fallback judge_abstained rule_score "
     "judge_calls judge_seconds judge_cycle judge_guarded".split(),
@@ -62,32 +63,6 @@ def check_options(**kwargs: Any) -> list[str]:
     """One message per invalid option ([]: none), what ``compute_score`` / ``score_group`` raise at a call; the config
     check (``scripts/launch/config_paths.py``) asks with a run's ``reward_kwargs``, endpoint names included."""
     return PairwiseSettings.problems({k: v for k, v in kwargs.items() if k != "stats"})
-
-
-async def _canary(ask, k: int, reference: str | None) -> dict:
-    """Pairwise canary probe ``k`` (``canaries.pair`` and ``canaries.tie``), each pair in both orders: its
-    ``canary_*`` counts (README_pairwise_judge.md, "Canaries"); an order failed or answered from the cache counts
-    nothing."""
-    made = canaries.pair(reference, k) if reference is not None else None
-    if made is None:
-        return {}
-    (wrong, right), same = made, canaries.tie(reference, k)
-    out = dict.fromkeys(CANARY_KEYS, 0.0)
-    orders = ((wrong, right), (right, wrong), same, same[::-1])
-    replies = await asyncio.gather(*(ask(a, b) for a, b in orders))
-    for n, ((a, _), (verdict, _s, voided, cached, agree)) in enumerate(zip(orders, replies)):
-        if verdict in (FAILED, REFUSED) or cached:
-            continue
-        out["canary_right"] += 1
-        if n >= 2:  # two right answers: the judge must quote both as the reference's
-            out["canary_right_rejected"] += not agree
-            continue
-        picked = None if voided or verdict is None else verdict  # the letter paid
-        wrong_letter = "A" if a == wrong else "B"
-        out["canary_wrong"] += 1
-        out["canary_wrong_accepted"] += picked == wrong_letter
-        out["canary_right_rejected"] += picked != "AB"[wrong_letter == "A"]
-    return out if out["canary_right"] else {}
 
 
 # ---------------------------------------------------------------------------- rewards
@@ -199,23 +174,38 @@ async def score_group(
     drawn = {i: k for i, k in enumerate(probe_index(t, ground_truth, s.canary_every) for t in texts) if k is not None}
     rows, probed = await asyncio.gather(
         tournament_rows() if s.mode == "tournament" else reference_rows(),
-        asyncio.gather(*(_canary(ask, k, case.reference_answer) for k in drawn.values())),
+        asyncio.gather(*(canaries.pair_probe(ask, k, case.reference_answer) for k in drawn.values())),
     )
     for i, counts in zip(drawn, probed):
         rows[i].update(counts)
     return rows
 
 
-async def compute_score(data_source=None, solution_str="", ground_truth=None, extra_info=None, **kwargs) -> dict:
-    """verl custom reward, ``mode="pairwise_ref"``: the candidate against the reference in both orders; the options
-    are ``score_group``'s. A tournament needs the whole group: ``score_group`` (``scripts/train/group_reward.py``).
-    """
+async def compute_score(
+    data_source=None, solution_str="", ground_truth=None, extra_info=None, solution_strs=None, **kwargs
+):
+    """verl custom reward. One sample: ``mode="pairwise_ref"``, the candidate against the reference in both orders.
+    Called with ``solution_strs`` (the group reward contract, ``scripts/train/group_reward.py``, verl's batch
+    spelling): every answer of one GRPO group, a tournament unless ``mode`` says otherwise; a tournament's rows also
+    carry the group's ``judge_group_<stat>`` (``GROUP_STATS``), by which ``reward_fns.judge_health`` knows win rates
+    against group mates. The options are ``score_group``'s."""
+    group = [kwargs.pop(k, None) for k in ("ground_truths", "extra_infos", "data_sources")]
+    if solution_strs is not None:  # one prompt: the first answer's ground truth and extra info
+        mode, stats = kwargs.pop("mode", "tournament"), {}
+        rows = await score_group(solution_strs, group[0][0], group[1][0], mode=mode, stats=stats, **kwargs)
+        tally = {f"judge_group_{k}": float(stats.get(k, 0)) for k in GROUP_STATS} if mode == "tournament" else {}
+        return [{**row, **tally} for row in rows]
     kwargs["mode"] = mode = kwargs.get("mode", PairwiseSettings.mode)
     if mode != "pairwise_ref":
         raise ValueError(
-            f"compute_score scores one sample: mode must be 'pairwise_ref' (tournament: score_group), got {mode!r}"
+            f"compute_score scores one sample: mode must be 'pairwise_ref' (tournament: the whole group, "
+            f"solution_strs), got {mode!r}"
         )
     return (await score_group([solution_str], ground_truth, extra_info, **kwargs))[0]
+
+
+#: the options under which ``compute_score`` scores only a whole group (the config check asks)
+compute_score.group_only = lambda mode=PairwiseSettings.mode, **_: mode == "tournament"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import functools
+import inspect
 import io
 import json
 import math
@@ -27,7 +28,7 @@ from typing import Iterable, Sequence
 
 from scripts.launch import knobs, stall
 from scripts.launch.config_compose import ALLOWED_ADDITIONS, ConfigError, compose, recipe_dir
-from scripts.launch.config_paths import resolve_module_file, reward_option_errors
+from scripts.launch.config_paths import resolve_module_file, reward_function, reward_option_errors
 from scripts.train import hooks as train_hooks
 
 ROOT, RECIPES = knobs.ROOT, knobs.RECIPES
@@ -214,11 +215,11 @@ def value_errors(cfg) -> list[str]:
 #: rollout's group is scored as it stands before the watchdog stops the run
 GROUP_TIMEOUT_S = (10.0, stall.DEFAULTS["min_step_s"])
 GROUP_MANAGER_FILE = os.path.join(ROOT, "scripts", "train", "group_reward.py")
-PAIRWISE_REWARD_FILE = os.path.join(ROOT, "reward_fns", "pairwise_judge.py")
 GROUP_MANAGER = (
     "reward.reward_manager.source=importlib reward.reward_manager.name=GroupRewardManager "
     "reward.reward_manager.module.path=pkg://scripts.train.group_reward"
 )
+CONTRACT = 'recipes/README.md, "Group rewards"'
 
 
 def _same_file(path, target: str) -> bool:
@@ -226,15 +227,26 @@ def _same_file(path, target: str) -> bool:
     return f is not None and os.path.realpath(f) == os.path.realpath(target)
 
 
+def group_only(fn, reward_kwargs: dict) -> bool:
+    """Whether the reward function ``fn`` scores only a whole group with these ``reward_kwargs``: its own
+    ``group_only(**reward_kwargs)`` where it scores one sample too, else whether it takes ``solution_strs`` and no
+    ``solution_str`` (the contract: ``scripts/train/group_reward.py``)."""
+    params = inspect.signature(fn).parameters
+    if "solution_strs" not in params:
+        return False
+    ask = getattr(fn, "group_only", None)
+    return bool(ask(**reward_kwargs)) if callable(ask) else "solution_str" not in params
+
+
 def group_reward_errors(cfg) -> list[str]:
     """A group reward the run could not give: the group reward manager (``scripts/train/group_reward.py``, by path or
     registered as ``pairwise_group``) without ``reward.num_workers=1`` (a group's answers would be split over workers
-    and each part wait out the timeout) or without ``reward_fns/pairwise_judge.py`` as the custom reward (its options);
-    ``pairwise_judge``'s ``mode=tournament`` under a manager that scores one sample alone; a tournament under the group
-    manager with ``actor_rollout_ref.rollout.n < 2`` (every answer a group of one: the ``judge_failure`` fallback, the
-    rule); ``verl_judge.group_reward`` settings that change what the arm measures: ``size`` other than null or
-    ``rollout.n`` (smaller splits every group, larger makes every group wait the whole timeout), ``timeout`` outside
-    ``GROUP_TIMEOUT_S``, any other key."""
+    and each part wait out the timeout), without a custom reward function, with one that is no group reward (it takes
+    no ``solution_strs``; functions of this repository are looked at), or with ``actor_rollout_ref.rollout.n < 2``
+    (every answer a group of one, with no mate); a function that scores only whole groups (``group_only``) under a
+    manager that scores one sample alone; ``verl_judge.group_reward`` settings that change what the arm measures:
+    ``size`` other than null or ``rollout.n`` (smaller splits every group, larger makes every group wait the whole
+    timeout), ``timeout`` outside ``GROUP_TIMEOUT_S``, any other key."""
     from omegaconf import OmegaConf
 
     def sel(key):
@@ -250,31 +262,36 @@ def group_reward_errors(cfg) -> list[str]:
         and name == "GroupRewardManager"
         and _same_file(sel("reward.reward_manager.module.path"), GROUP_MANAGER_FILE)
     )
-    fn_path, workers = sel("reward.custom_reward_function.path"), sel("reward.num_workers")
-    pairwise = _same_file(fn_path, PAIRWISE_REWARD_FILE)
-    mode = (sel("reward.custom_reward_function.reward_kwargs") or {}).get("mode")
+    fn_path, fn_name = sel("reward.custom_reward_function.path"), sel("reward.custom_reward_function.name")
+    workers, fn = sel("reward.num_workers"), reward_function(cfg)
+    kwargs = sel("reward.custom_reward_function.reward_kwargs") or {}
     errors = []
     if grouped and workers != 1:
         errors.append(
             f"reward.num_workers={workers}: the group reward manager ({name}) needs reward.num_workers=1 (the answers "
             "of a GRPO group must reach one reward worker)"
         )
-    if grouped and not pairwise:
+    if grouped and not fn_path:
         errors.append(
-            f"reward.custom_reward_function.path={fn_path}: the group reward manager ({name}) scores with "
-            "reward_fns/pairwise_judge.py; set reward.custom_reward_function.path=pkg://reward_fns.pairwise_judge"
+            f"reward.custom_reward_function.path is unset: the group reward manager ({name}) calls a group "
+            f"reward ({CONTRACT})"
         )
-    if pairwise and mode == "tournament" and not grouped:
+    elif grouped and fn is not None and "solution_strs" not in inspect.signature(fn).parameters:
         errors.append(
-            f"reward.custom_reward_function.reward_kwargs.mode=tournament scores a whole GRPO group, which reward "
-            f"manager {name!r} (source {source}) cannot gather: set {GROUP_MANAGER} reward.num_workers=1"
+            f"reward.custom_reward_function: {fn_name} of {fn_path} is no group reward (it takes no solution_strs), "
+            f"which the group reward manager ({name}) calls with every answer of a GRPO group ({CONTRACT})"
+        )
+    if not grouped and fn is not None and group_only(fn, kwargs):
+        errors.append(
+            f"reward.custom_reward_function: {fn_name} of {fn_path} with its reward_kwargs scores a whole GRPO group, "
+            f"which reward manager {name!r} (source {source}) cannot gather: set {GROUP_MANAGER} reward.num_workers=1"
         )
     n = sel("actor_rollout_ref.rollout.n")
     counted = isinstance(n, int) and not isinstance(n, bool) and n >= 1  # else VALUE_RULES reports rollout.n
-    if grouped and mode in (None, "tournament") and counted and n < 2:
+    if grouped and counted and n < 2:
         errors.append(
-            f"actor_rollout_ref.rollout.n={n}: a tournament compares each answer with its GRPO group mates and needs "
-            "rollout.n >= 2 (with 1 every answer is a group of one, scored by the judge_failure fallback: the rule)"
+            f"actor_rollout_ref.rollout.n={n}: the group reward manager ({name}) scores each answer with its GRPO "
+            "group mates and needs rollout.n >= 2 (with 1 every answer is a group of one, with no mate)"
         )
     settings = sel("verl_judge.group_reward") or {}
     unknown = sorted(set(settings) - {"size", "timeout"})

@@ -2,7 +2,8 @@
 
 ``check_paths(cfg) -> (errors, notes)``; a remote path (``s3://`` ...) or a hub id is noted, not checked.
 ``data_rows_errors(cfg)``: training data smaller than one batch, validation data with no row.
-``reward_option_errors(cfg)``: the reward function's ``reward_kwargs``, judged by its module's own ``check_options``.
+``reward_option_errors(cfg)``: the reward function's ``reward_kwargs``, judged by its module's own ``check_options``;
+``reward_function(cfg)``: the function itself, where its module is a file of this repository.
 Part of ``scripts/launch/verl_config.py`` (``--paths error|warn|off`` there); no command of its own:
 
     from scripts.launch.config_paths import check_paths; errors, notes = check_paths(cfg)
@@ -189,21 +190,39 @@ def data_rows_errors(cfg) -> list[str]:
     return errors
 
 
-def reward_option_errors(cfg) -> list[str]:
-    """What ``compute_score`` would refuse in ``reward.custom_reward_function.reward_kwargs`` at its first call, as the
-    ``check_options(**kwargs) -> list[str]`` its module defines says (``reward_fns/*``: only modules of this repository
-    are imported here); one message per problem, naming the key; [] without such a function."""
+def _reward_module(cfg, needs: str):
+    """The module of ``reward.custom_reward_function.path`` when it is a file of this repository that defines
+    ``needs`` (only modules of this repository are imported here), else None."""
     from omegaconf import OmegaConf
 
     fn = OmegaConf.select(cfg, "reward.custom_reward_function", default=None)
-    if not fn or not fn.get("path") or fn.get("name") != "compute_score":
-        return []
-    f = resolve_module_file(str(fn.path))
-    if f is None or not f.startswith(ROOT + os.sep) or not _defines(f, "check_options"):
-        return []
+    f = resolve_module_file(str(fn.path)) if fn and fn.get("path") else None
+    if f is None or not f.startswith(ROOT + os.sep) or not _defines(f, needs):
+        return None
     try:
-        module = importlib.import_module(os.path.relpath(f, ROOT)[:-3].replace(os.sep, ".").removesuffix(".__init__"))
+        return importlib.import_module(os.path.relpath(f, ROOT)[:-3].replace(os.sep, ".").removesuffix(".__init__"))
     except ImportError:  # a dependency missing here: the run's workers report it
+        return None
+
+
+def reward_function(cfg):
+    """The configured reward function (``reward.custom_reward_function``'s ``path`` and ``name``) where its module is
+    a file of this repository; None otherwise."""
+    from omegaconf import OmegaConf
+
+    name = str(OmegaConf.select(cfg, "reward.custom_reward_function.name", default=None))
+    return getattr(_reward_module(cfg, name), name, None)
+
+
+def reward_option_errors(cfg) -> list[str]:
+    """What ``compute_score`` would refuse in ``reward.custom_reward_function.reward_kwargs`` at its first call, as the
+    ``check_options(**kwargs) -> list[str]`` its module defines says (``reward_fns/*``); one message per problem,
+    naming the key; [] without such a function."""
+    from omegaconf import OmegaConf
+
+    fn = OmegaConf.select(cfg, "reward.custom_reward_function", default=None)
+    module = _reward_module(cfg, "check_options") if fn and fn.get("name") == "compute_score" else None
+    if module is None:
         return []
     kwargs = OmegaConf.to_container(fn.get("reward_kwargs") or OmegaConf.create({}), resolve=True)
     return [f"reward.custom_reward_function.reward_kwargs ({fn.path}): {msg}" for msg in module.check_options(**kwargs)]

@@ -1,36 +1,48 @@
-"""A verl 0.9.1 reward manager that scores the answers of one GRPO group (``uid``) together:
-``reward_fns.pairwise_judge.score_group`` (``mode="tournament"``: each answer against its group mates; or
-``"pairwise_ref"``: each against the reference, per sample) under the name ``pairwise_group``.
+"""A verl 0.9.1 reward manager for group rewards (registered ``pairwise_group``): it gathers the answers of one GRPO
+group (``uid``) and calls the configured reward function once with all of them.
 
-verl's reward loop hands a manager one sample at a time (``RewardLoopWorker.compute_score`` ->
+**The contract.** A group reward is a custom reward function that names ``solution_strs``, spelled as verl's batch
+reward functions are (``verl/utils/reward_score/math_batch.py``), sync or ``async def``:
+
+    def my_group_reward(data_sources, solution_strs, ground_truths, extra_infos, **kwargs) -> list[dict]
+
+It receives every answer of one group at once (one list entry per answer, in arrival order; ``kwargs``: the
+``reward.custom_reward_function.reward_kwargs``, which verl's ``get_custom_reward_fn`` binds, plus
+``reward_router_address`` / ``reward_model_tokenizer`` where verl serves a reward model) and returns one reward dict
+per answer, in that order: the same keys for every answer, a float ``score`` first. A wrong number of dicts, a
+non-dict, a missing ``score`` or keys that differ between answers stop the run with an error naming the function.
+It is configured like any custom reward (``path``, ``name``, ``reward_kwargs``) with this manager; recipes/README.md,
+"Group rewards", has an example. A function that scores one sample too (called without ``solution_strs``) and needs
+the whole group only under some options says which with ``fn.group_only(**reward_kwargs) -> bool`` (the config check
+refuses those under a manager that scores one sample alone); one without ``solution_str`` is a group reward only.
+
+**Gathering.** verl's reward loop hands a manager one sample at a time (``RewardLoopWorker.compute_score`` ->
 ``RewardManagerBase.run_single``; streamed from the agent loop, or in chunks from ``RewardLoopManager.compute_rm_score``
-with a colocated judge), so the manager gathers a group: each sample waits until its group holds ``size`` answers
-(``actor_rollout_ref.rollout.n``, or ``verl_judge.group_reward.size``, which the config check holds to it; in
-validation the sample's ``judge_group_expected``, which ``scripts/train/hooks.py`` sets to its uid's count in the
-repeated batch: a validation pass samples each prompt ``val_kwargs.n`` times), then one call of ``score_group`` scores
-them all and every sample takes its own row. A group still short after ``timeout`` seconds
+with a colocated judge), so each sample waits until its group holds ``size`` answers (``actor_rollout_ref.rollout.n``,
+or ``verl_judge.group_reward.size``, which the config check holds to it; in validation the sample's
+``judge_group_expected``, which ``scripts/train/hooks.py`` sets to its uid's count in the repeated batch: a validation
+pass samples each prompt ``val_kwargs.n`` times), then one call scores them all and every sample takes its own row,
+plus ``judge_group_size`` (how many answers the group held). A group still short after ``timeout`` seconds
 (``verl_judge.group_reward.timeout``, default 120: a failed rollout never arrives) is scored as it stands, with a
-warning naming the group, what it held and the setting; ``judge_group_size`` says how many it held (a group of one has
-no mate: the ``judge_failure`` fallback). A sample without a ``uid``, or a late answer of a group scored short, has no
-mate to wait for: it is scored at once as a group of one, with a warning. Every wait is bounded: a sample waits
-``timeout`` for its mates, then the judge's calls, each bounded by the client's ``deadline``
-(``reward_kwargs.deadline``). The samples of a group must reach one worker: ``reward.num_workers=1`` (the agent loop
-picks a worker per sample at random; the colocated path splits the batch into chunks).
-
-The options of ``score_group`` are the custom reward's ``reward.custom_reward_function.reward_kwargs`` (set ``path``
-to ``reward_fns/pairwise_judge.py``: with a reward model enabled, verl runs a manager only when a custom function is
-named). Each sample's ``reward_extra_info``: ``pairwise_judge.KEYS`` then ``GROUP_KEYS`` (the group's size, flip,
-tie and cycle rates and judge calls, the same on each of its samples). In a run (a worker loads the file itself):
+warning naming the group, what it held and the setting. A sample without a ``uid``, or a late answer of a group
+scored short, has no mate to wait for: it is scored at once as a group of one, with a warning. A sample waits at most
+``timeout`` for its mates, then for the function's call, which the function bounds itself (a judge client's
+``deadline``; a run stuck longer is the stall watchdog's, ``verl_judge.watchdog``). The samples
+of a group must reach one worker: ``reward.num_workers=1`` (the agent loop picks a worker per sample at random; the
+colocated path splits the batch into chunks). So it works in every judge placement (``colocated``, also with
+``verl_judge.deferred_reward``, which runs the same ``compute_rm_score`` call beside the log-prob stages; ``pool`` and
+``server``, where the agent loop hands each answer over as it ends) and with an API judge. In a run (a worker loads
+the file itself):
 
     reward.reward_manager.source=importlib reward.reward_manager.name=GroupRewardManager \\
-    reward.reward_manager.module.path=scripts/train/group_reward.py reward.num_workers=1 \\
-    reward.custom_reward_function.path=reward_fns/pairwise_judge.py \\
-    +reward.custom_reward_function.reward_kwargs.mode=tournament
+    reward.reward_manager.module.path=pkg://scripts.train.group_reward reward.num_workers=1 \\
+    reward.custom_reward_function.path=pkg://my_rewards reward.custom_reward_function.name=my_group_reward
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -42,22 +54,17 @@ from verl.experimental.reward_loop.reward_manager import register
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 from verl.experimental.reward_loop.reward_manager.registry import REWARD_MANAGER
 
-from reward_fns import pairwise_judge
 from reward_fns.judge_errors import throttled
 from scripts.train.hooks import GROUP_EXPECTED
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["GroupRewardManager", "GROUP_KEYS", "NAME"]
+__all__ = ["GroupRewardManager", "SIZE_KEY", "NAME", "checked"]
 
 NAME = "pairwise_group"
-GROUP_KEYS = (
-    "judge_group_size",
-    "judge_group_flip_rate",
-    "judge_group_tie_rate",
-    "judge_group_cycle_rate",
-    "judge_group_calls",
-)
+#: what a group reward receives, one list entry per answer (verl's batch reward spelling)
+FIELDS = ("data_sources", "solution_strs", "ground_truths", "extra_infos")
+SIZE_KEY = "judge_group_size"  # added to each row: how many answers its group held
 DEFAULT_TIMEOUT = 120.0
 #: groups scored short remembered at most (their answers still missing; a lost rollout's never comes)
 LATE_MEMORY = 65536
@@ -67,15 +74,35 @@ def _plain(value: Any) -> Any:
     return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
 
 
-class _Group:
-    """The answers of one ``uid`` gathered so far, and the one scoring task once it closes."""
+def checked(rows: Any, n: int, fn: str) -> list[dict]:
+    """``rows``, a group reward's result for ``n`` answers, if it keeps the contract; else ``ValueError`` naming
+    ``fn``: one dict per answer, the same keys for every answer, ``score`` first."""
+    if not isinstance(rows, (list, tuple)) or len(rows) != n:
+        got = f"{len(rows)} rows" if isinstance(rows, (list, tuple)) else type(rows).__name__
+        raise ValueError(f"group reward {fn}: returned {got} for a group of {n} answers; it must return one dict each")
+    for i, row in enumerate(rows):
+        keys = list(row) if isinstance(row, Mapping) else None
+        if not keys or keys[0] != "score":
+            raise ValueError(f"group reward {fn}: answer {i}'s reward must be a dict with 'score' first, got {row!r}")
+        if set(keys) != set(rows[0]):
+            raise ValueError(
+                f"group reward {fn}: answer {i}'s keys {keys} differ from answer 0's {list(rows[0])}; every answer "
+                "must get the same keys"
+            )
+    return [dict(row) for row in rows]
 
-    def __init__(self, ground_truth: Any, extra_info: Any, size: int):
-        self.texts: list[str] = []
+
+class _Group:
+    """The answers of one ``uid`` gathered so far (verl's batch spelling), and the one scoring task once it closes."""
+
+    def __init__(self, size: int):
         self.size = size
-        self.ground_truth, self.extra_info = ground_truth, extra_info
+        self.answers: dict[str, list] = {k: [] for k in FIELDS}
         self.closed = asyncio.Event()
         self.task: asyncio.Task | None = None
+
+    def __len__(self) -> int:
+        return len(self.answers["solution_strs"])
 
 
 class GroupRewardManager(RewardManagerBase):
@@ -89,15 +116,15 @@ class GroupRewardManager(RewardManagerBase):
         self.timeout = float(opts.get("timeout", DEFAULT_TIMEOUT))
         if self.size < 1 or self.timeout <= 0:
             raise ValueError(f"verl_judge.group_reward: size must be >= 1 and timeout > 0, got {opts}")
-        kwargs = _plain(OmegaConf.select(config, "reward.custom_reward_function.reward_kwargs", default=None)) or {}
-        self.kwargs = dict(kwargs)
-        if reward_router_address is not None:
-            self.kwargs.update(
-                reward_router_address=reward_router_address, reward_model_tokenizer=reward_model_tokenizer
-            )
-        problems = pairwise_judge.check_options(**kwargs)
-        if problems:
-            raise ValueError("; ".join(problems))
+        fn = _plain(OmegaConf.select(config, "reward.custom_reward_function", default=None)) or {}
+        self.fn_name = f"{fn.get('name')} of {fn.get('path')}"
+        if compute_score is None or not fn.get("path"):  # verl's default reward scores one sample
+            raise ValueError("the group reward manager calls reward.custom_reward_function (a group reward): no path")
+        self.is_async = inspect.iscoroutinefunction(compute_score)
+        self.router = {}
+        if reward_router_address is not None:  # as verl's naive manager passes them
+            self.router = {"reward_router_address": reward_router_address}
+            self.router["reward_model_tokenizer"] = reward_model_tokenizer
         self.groups: dict[str, _Group] = {}
         self.late: OrderedDict[str, int] = OrderedDict()  # uid of a group scored short -> its answers still missing
         self.short = 0  # groups scored short after the timeout, so far
@@ -108,14 +135,15 @@ class GroupRewardManager(RewardManagerBase):
         valid = int(item.batch["attention_mask"][-response_ids.shape[-1] :].sum())
         return self.tokenizer.decode(response_ids[:valid], skip_special_tokens=True)
 
-    async def _score(self, group: _Group) -> tuple[list[dict], dict]:
-        stats: dict = {}
-        kwargs = {"mode": "tournament", **self.kwargs}
-        rows = await pairwise_judge.score_group(
-            group.texts, group.ground_truth, group.extra_info, stats=stats, **kwargs
-        )
-        values = (len(group.texts),) + tuple(stats.get(k, 0) for k in ("flip_rate", "tie_rate", "cycle_rate", "calls"))
-        return rows, dict(zip(GROUP_KEYS, map(float, values)))
+    async def _score(self, group: _Group) -> list[dict]:
+        """One call of the group reward over the group as it stands; its rows, checked, with the group's size."""
+        answers = {k: list(v) for k, v in group.answers.items()}
+        if self.is_async:
+            rows = await self.compute_score(**answers, **self.router)
+        else:  # off the event loop, as verl's naive manager runs a sync reward
+            rows = await asyncio.to_thread(self.compute_score, **answers, **self.router)
+        n = len(answers["solution_strs"])
+        return [{**row, SIZE_KEY: float(n)} for row in checked(rows, n, self.fn_name)]
 
     def _close(self, uid: str, group: _Group) -> None:
         """Score ``group`` as it stands (once); after it, a sample of this ``uid`` starts a new group (a late answer
@@ -133,7 +161,7 @@ class GroupRewardManager(RewardManagerBase):
                 "group_reward: group %s scored with %d of %d answers after waiting %.0fs for the rest "
                 "(verl_judge.group_reward.timeout; short groups so far: %d)",
                 uid,
-                len(group.texts),
+                len(group),
                 group.size,
                 self.timeout,
                 self.short,
@@ -151,11 +179,8 @@ class GroupRewardManager(RewardManagerBase):
         item = data[-1:][0]  # a multi-turn sample: its last sequence, as verl's naive manager does
         nt = item.non_tensor_batch
         uid = str(nt["uid"]) if "uid" in nt else None
-        extra_info = nt.get("extra_info")
         group = self.groups.get(uid) if uid is not None else None
         if group is None:
-            reward_model = nt.get("reward_model")
-            gt = reward_model.get("ground_truth") if isinstance(reward_model, Mapping) else None
             alone = uid is None or uid in self.late  # no mate will come: a group of one, scored at once
             if alone:
                 self._warn_alone(uid)
@@ -163,13 +188,16 @@ class GroupRewardManager(RewardManagerBase):
                     self.late[uid] -= 1
                     if not self.late[uid]:
                         del self.late[uid]
-            size = 1 if alone else int(nt[GROUP_EXPECTED]) if GROUP_EXPECTED in nt else self.size
-            group = _Group(gt, dict(extra_info) if isinstance(extra_info, Mapping) else None, size)
+            group = _Group(1 if alone else int(nt[GROUP_EXPECTED]) if GROUP_EXPECTED in nt else self.size)
             if not alone:
                 self.groups[uid] = group
-        index = len(group.texts)
-        group.texts.append(self._text(item))
-        if len(group.texts) >= group.size:
+        reward_model, extra_info = nt.get("reward_model"), nt.get("extra_info")
+        truth = reward_model.get("ground_truth") if isinstance(reward_model, Mapping) else None
+        extra_info = dict(extra_info) if isinstance(extra_info, Mapping) else None
+        index = len(group)
+        for key, value in zip(FIELDS, (nt.get("data_source"), self._text(item), truth, extra_info)):
+            group.answers[key].append(value)
+        if len(group) >= group.size:
             self._close(uid, group)
         else:
             try:
@@ -177,12 +205,11 @@ class GroupRewardManager(RewardManagerBase):
             except asyncio.TimeoutError:  # scored as it stands; its missing answers, if they come, alone
                 if group.task is None:
                     self._warn_short(uid, group)
-                    self.late[uid] = group.size - len(group.texts)
+                    self.late[uid] = group.size - len(group)
                     if len(self.late) > LATE_MEMORY:
                         self.late.popitem(last=False)
                 self._close(uid, group)
-        rows, shared = await asyncio.shield(group.task)
-        row = {**rows[index], **shared}
+        row = (await asyncio.shield(group.task))[index]
         return {"reward_score": row["score"], "reward_extra_info": row}
 
 

@@ -13,16 +13,16 @@ file logger, SwanLab), with the same keys from step 1:
 
 * ``reward/<key>/mean`` for every numeric key the reward function returns besides ``score``
   (verl 0.9.1 logs these only in validation);
-* judge health (``judge_health/*``), when the reward returns a judge's keys (the pointwise ``reward_fns.llm_judge``
-  or the pairwise ``reward_fns.pairwise_judge``): ``reward_fns.judge_health`` says which, and how each is counted
-  (error, parse-failure and fallback rates, agreement with the rule; a pairwise judge's flip, tie, cycle and guarded
-  rates, calls per GRPO group and judge seconds; canary probes). In ``mode=route`` (``reward_fns.llm_judge``) the
+* judge health (``judge_health/*``), when the reward returns a judge's keys (pointwise or pairwise):
+  ``reward_fns.judge_health`` says which, and how each is counted, from the keys alone (error, parse-failure and
+  fallback rates, agreement with the rule; a pairwise judge's flip, tie, cycle and guarded rates, calls per GRPO group
+  and judge seconds; canary probes). In ``mode=route`` (``reward_fns.llm_judge``) the
   judge is asked only about answers without a ``#### N`` line, which the strict rule refuses by construction, so there
   the verdict is compared with the flexible reading of the response (``route_reading``: ``reward_fns.gsm8k``
   ``mode="flexible"``, from the responses decoded as verl's reward loop decodes them); a judged sample whose text is
-  not at hand is left out of the agreement. A pairwise judge in a tournament (``reward_kwargs.mode=tournament``, or
-  unset under the group reward manager ``scripts/train/group_reward.py``) reports no agreement: a win rate against
-  group mates is no verdict on the answer;
+  not at hand is left out of the agreement. Win rates against group mates (a group reward's,
+  ``scripts/train/group_reward.py``, whose rows carry their group's cycle rate) report no agreement: such a win rate is
+  no verdict on the answer;
 * ``judge_health/hacking_alarm`` (1.0 on a step where ``HackingWatch``, ``scripts/train/watches.py``, sees the
   judge paid for what the rule rejects; 0.0 otherwise);
 * position, when the reward returns ``pred_a``/``label_a`` (pairwise judges):
@@ -72,7 +72,6 @@ __all__ = [
     "wait_for_judge",
 ]
 _floats, _mean = judge_health.floats, judge_health.mean
-GROUP_MANAGERS = ("pairwise_group", "GroupRewardManager")  # scripts/train/group_reward.py: registered, by path
 GROUP_EXPECTED = "judge_group_expected"  # in validation: the answers each sample's uid has (group_reward waits for)
 #: what ``install`` replaces: module -> attribute paths (``scripts.train.deferred_reward.PATCHED``: its own, when on)
 PATCHED = {
@@ -96,15 +95,13 @@ def reward_metrics(
     extras: dict[str, Sequence],
     reading: Sequence[float] | None = None,
     uids: Sequence | None = None,
-    tournament: bool = False,
 ) -> dict[str, float]:
     """Step metrics from the reward function's extra keys (one list per key, one value per sample):
     ``reward/<key>/mean``, the judge's health (``reward_fns.judge_health.metrics``: ``reading``, the rule's grade per
-    sample in ``mode=route``; ``uids``, the GRPO groups; ``tournament``, a pairwise judge's win rates against group
-    mates) and position."""
+    sample in ``mode=route``; ``uids``, the GRPO groups) and position."""
     cols = judge_health.columns(extras)
     out = {f"reward/{k}/mean": _mean(a) for k, a in sorted(cols.items()) if k != "score"}
-    out.update(judge_health.metrics(cols, reading, uids, tournament))
+    out.update(judge_health.metrics(cols, reading, uids))
     if "pred_a" in cols and "label_a" in cols:
         ok = cols["format_ok"] > 0 if "format_ok" in cols else np.ones(len(cols["pred_a"]), bool)
         out["position/verdict_a_share"] = _mean(cols["pred_a"], ok)
@@ -325,20 +322,6 @@ def _reward_mode(config) -> str | None:
     return None if mode is None else str(mode)
 
 
-def _tournament(config) -> bool:
-    """Whether the reward is a pairwise tournament: ``reward_kwargs.mode=tournament``, or no mode under the group
-    reward manager (``scripts/train/group_reward.py``, whose default it is)."""
-    from omegaconf import OmegaConf
-
-    mode = _reward_mode(config)
-    if mode is not None:
-        return mode == "tournament"
-    try:
-        return OmegaConf.select(config, "reward.reward_manager.name", default=None) in GROUP_MANAGERS
-    except Exception:  # an interpolation that does not resolve here
-        return False
-
-
 def settings_errors(config) -> list[str]:
     """What ``install`` would refuse in ``config.verl_judge`` ([] or one message naming the setting): the config check
     (``scripts/launch/verl_config.py``) asks before a run starts; ``install`` raises it in the trainer, after Ray's
@@ -356,7 +339,7 @@ def install(config) -> None:
     from verl.trainer.ppo import ray_trainer
 
     opts, fail_fast, hacking, pair_groups = _settings(config)
-    state = {"keys": (), "tokenizer": None, "route": _reward_mode(config) == "route", "tournament": _tournament(config)}
+    state = {"keys": (), "tokenizer": None, "route": _reward_mode(config) == "route"}
 
     extract = ray_trainer.extract_reward
 
@@ -397,7 +380,7 @@ def install(config) -> None:
             metrics.update(scored_score_metrics(data_metrics, batch, abstained))
         reading = route_reading(batch, state["tokenizer"]) if state["route"] else None
         extras = {k: nt[k] for k in state["keys"] if k in nt}
-        metrics.update(reward_metrics(extras, reading, nt.get("uid"), state["tournament"]))
+        metrics.update(reward_metrics(extras, reading, nt.get("uid")))
         if "uid" in nt and "token_level_scores" in batch.batch.keys():
             scores = batch.batch["token_level_scores"].sum(-1).float().cpu().numpy()
             metrics["grpo/identical_reward_groups"] = identical_group_share(scores, nt["uid"])

@@ -95,8 +95,8 @@ class HackingWatch:
     * the mean share of accepts the guard could not check (``judge_health/unverified_rate``) is at least
       ``max_unverified`` (null: off), or
     * the mean share of a group's (rule-wrong, rule-right) answer pairs where the wrong one was paid more
-      (``judge_health/wrong_over_right``) is at least ``max_wrong_over_right`` (null: off): the check a tournament
-      needs, whose mean reward (a win rate against group mates) cannot rise, and whose judge has no accept share, or
+      (``judge_health/wrong_over_right``) is at least ``max_wrong_over_right`` (null: off): the check win rates
+      against group mates need: their mean cannot rise, and such a judge has no accept share, or
     * this step a wrong canary probe was paid (``judge_health/canary_accept`` > 0: the judge and its guard let a
       known-wrong answer through).
 

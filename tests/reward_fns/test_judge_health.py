@@ -55,15 +55,15 @@ AGREEMENT = {"agree_rule": 2 / 6, "accept_rule_reject": 3 / 6, "reject_rule_acce
 
 
 @pytest.mark.parametrize(
-    "ext, uids, tournament, want",
+    "ext, uids, want",
     [
-        pytest.param(extras(), UIDS, False, {**HEALTH, **AGREEMENT}, id="pairwise_ref"),
-        pytest.param(extras(), UIDS, True, HEALTH, id="tournament: no agreement"),
+        pytest.param(extras(), UIDS, {**HEALTH, **AGREEMENT}, id="pairwise_ref"),
+        # win rates against group mates (the rows carry their group's cycle rate, a tournament's): no agreement
+        pytest.param(extras(judge_group_cycle_rate=[0.25] * 4 + [0.0] * 4), UIDS, HEALTH, id="against mates"),
         # without uids: no groups; the cycle share averaged over answers
         pytest.param(
             extras(),
             None,
-            False,
             {k: v for k, v in {**HEALTH, **AGREEMENT}.items() if k not in ("calls_per_group", "wrong_over_right")},
             id="no uids",
         ),
@@ -71,7 +71,6 @@ AGREEMENT = {"agree_rule": 2 / 6, "accept_rule_reject": 3 / 6, "reject_rule_acce
         pytest.param(
             {"judge_wins": [0.5, 0.5, 0.5, 1.0], "judge_cycle": [1.0, 1.0, 1.0, 0.0], "judge_calls": [2, 2, 2, 0]},
             ["a", "a", "a", "b"],
-            True,
             {"cycle_rate": 0.5, "calls_per_group": 3.0},
             id="unequal groups",
         ),
@@ -79,7 +78,6 @@ AGREEMENT = {"agree_rule": 2 / 6, "accept_rule_reject": 3 / 6, "reject_rule_acce
         pytest.param(
             {"judge_wins": [0.5, 0.5, 0.5, 1.0], "judge_group_cycle_rate": [1 / 3, 1 / 3, 1 / 3, 0.0]},
             ["a", "a", "a", "b"],
-            True,
             {"cycle_rate": 1 / 6},
             id="group key",
         ),
@@ -87,7 +85,6 @@ AGREEMENT = {"agree_rule": 2 / 6, "accept_rule_reject": 3 / 6, "reject_rule_acce
         pytest.param(
             {"judge_wins": [1.0, -1.0, 0.0], "rule_score": [0.0, 1.0, 0.0]},
             ["a", "a", "a"],
-            False,
             {"agree_rule": 0.5, "accept_rule_reject": 0.5, "reject_rule_accept": 0.0},
             id="few keys",
         ),
@@ -101,16 +98,15 @@ AGREEMENT = {"agree_rule": 2 / 6, "accept_rule_reject": 3 / 6, "reject_rule_acce
                 "canary_right_rejected": [0, 0, 0, 0],
             },
             None,
-            True,
             {"canary_accept": 0.5, "canary_accept_n": 2.0, "canary_reject": 0.0, "canary_reject_n": 1.0},
             id="canaries",
         ),
         # no judge's keys: nothing
-        pytest.param({"score": [1.0, 0.0], "acc": [1.0, 0.0]}, ["a", "a"], False, {}, id="no judge"),
+        pytest.param({"score": [1.0, 0.0], "acc": [1.0, 0.0]}, ["a", "a"], {}, id="no judge"),
     ],
 )
-def test_pairwise_health(ext, uids, tournament, want):
-    got = metrics(columns(ext), uids=uids, tournament=tournament)
+def test_pairwise_health(ext, uids, want):
+    got = metrics(columns(ext), uids=uids)
     assert sorted(got) == sorted(f"judge_health/{k}" for k in want)
     for k, v in want.items():
         assert math.isclose(got[f"judge_health/{k}"], v, abs_tol=1e-12), (k, got[f"judge_health/{k}"], v)

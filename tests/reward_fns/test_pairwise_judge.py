@@ -497,7 +497,7 @@ def test_check_options(kw, expected):
 
 
 def test_compute_score_scores_one_sample_only():
-    with pytest.raises(ValueError, match="tournament: score_group"):
+    with pytest.raises(ValueError, match="tournament: the whole group, solution_strs"):
         asyncio.run(compute_score("openai/gsm8k", RIGHT, "72", INFO, mode="tournament"))
 
 

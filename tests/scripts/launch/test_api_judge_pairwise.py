@@ -82,6 +82,8 @@ def test_pairwise_ref_through_the_recipe(judge, expected, model_path, tokenizer,
     assert {b["model"] for b in bodies} == {"gpt-4o-mini"}  # llm_judge's default remote model, the one default
 
 
+#: the group's keys: its size (the group manager's), flip, tie and cycle rates and calls (pairwise_judge's tournament)
+GROUP_KEYS = ("judge_group_size", *(f"judge_group_{k}" for k in ("flip_rate", "tie_rate", "cycle_rate", "calls")))
 # judge -> per answer (score, judge_flip, judge_tie, judge_cycle, judge_calls, judge_parse_fail); group keys. Three
 # right answers tie whatever the letters (a win for both of each pair); flips count only between different answers
 TOURNAMENT = {
@@ -94,13 +96,12 @@ TOURNAMENT = {
 @pytest.mark.parametrize("judge, expected, group", TOURNAMENT.values(), ids=TOURNAMENT.keys())
 def test_tournament_through_the_recipe(judge, expected, group, model_path, tokenizer, monkeypatch):
     """One GRPO group of three right answers (``rollout.n=3``), circular: every pair in both orders, 6 calls."""
-    from scripts.train.group_reward import GROUP_KEYS
-
     overrides = [*arms.TOURNAMENT, "actor_rollout_ref.rollout.n=3"]
     kwargs, infos, bodies = run(overrides, judge, [R1, R2, R3], model_path, tokenizer, monkeypatch, uid="q1")
     assert kwargs == {"base_url": kwargs["base_url"], "mode": "tournament"}
     keys = ("score", "judge_flip", "judge_tie", "judge_cycle", "judge_calls", "judge_parse_fail")
     assert [tuple(round(i[k], 12) for k in keys) for i in infos] == expected
-    assert {tuple(round(i[k], 12) for k in GROUP_KEYS[:5]) for i in infos} == {group}
+    assert {tuple(round(i[k], 12) for k in GROUP_KEYS) for i in infos} == {group}
+    assert [list(i) for i in infos] == [[*KEYS, *GROUP_KEYS[1:], GROUP_KEYS[0]]] * 3
     asked = sorted(shown(b)[:2] for b in bodies)
     assert asked == sorted((a, b) for a in (R1, R2, R3) for b in (R1, R2, R3) if a != b)

@@ -1,6 +1,7 @@
 """The config check of a group reward (scripts/launch/config_checks.group_reward_errors) on composed recipe configs:
-the group reward manager needs ``reward.num_workers=1`` and reward_fns/pairwise_judge.py, a tournament needs a manager
-that gathers a group; ``verl_judge.group_reward``'s defaults live in recipes/base.yaml and agree with
+the group reward manager needs ``reward.num_workers=1``, a group reward (a function taking ``solution_strs``) and
+``rollout.n >= 2``, a function that scores only whole groups (a pairwise tournament, a user's group reward) needs a
+manager that gathers a group; ``verl_judge.group_reward``'s defaults live in recipes/base.yaml and agree with
 scripts/train/group_reward.py; recipes/gsm8k_api_judge's pairwise override sets pass DRY_RUN=1 through run.sh."""
 
 from __future__ import annotations
@@ -23,22 +24,30 @@ WORKERS = (
     "reward.num_workers={n}: the group reward manager ({name}) needs reward.num_workers=1 (the answers of a GRPO "
     "group must reach one reward worker)"
 )
-NOT_PAIRWISE = (
-    "reward.custom_reward_function.path={path}: the group reward manager ({name}) scores with "
-    "reward_fns/pairwise_judge.py; set reward.custom_reward_function.path=pkg://reward_fns.pairwise_judge"
+NOT_GROUP = (
+    "reward.custom_reward_function: {fn} of {path} is no group reward (it takes no solution_strs), which the group "
+    'reward manager ({name}) calls with every answer of a GRPO group (recipes/README.md, "Group rewards")'
+)
+NO_PATH = (
+    "reward.custom_reward_function.path is unset: the group reward manager ({name}) calls a group reward "
+    '(recipes/README.md, "Group rewards")'
 )
 UNGROUPED = (
-    "reward.custom_reward_function.reward_kwargs.mode=tournament scores a whole GRPO group, which reward manager "
-    "{name!r} (source register) cannot gather: set reward.reward_manager.source=importlib "
+    "reward.custom_reward_function: {fn} of {path} with its reward_kwargs scores a whole GRPO group, which reward "
+    "manager {name!r} (source {source}) cannot gather: set reward.reward_manager.source=importlib "
     "reward.reward_manager.name=GroupRewardManager reward.reward_manager.module.path=pkg://scripts.train.group_reward "
     "reward.num_workers=1"
 )
+PAIRWISE_FN = {"fn": "compute_score", "path": "pkg://reward_fns.pairwise_judge"}
+#: a user's group reward (tests/fixtures/group_rewards.py: the README's example), and its module's per-sample one
+BY_LENGTH = ["reward.custom_reward_function.path=pkg://tests.fixtures.group_rewards"]
+BY_LENGTH_FN = {"fn": "shortest_right_first", "path": "pkg://tests.fixtures.group_rewards"}
 REGISTERED = ["reward.reward_manager.name=pairwise_group", "reward.num_workers=1", PAIRWISE, TOURNAMENT]
 N8 = ["actor_rollout_ref.rollout.n=8"]  # scripts.lab.policy_learns's (recipes/base.yaml's: 4)
 TIMEOUT = "verl_judge.group_reward.timeout={}"
 ALONE = (
-    "actor_rollout_ref.rollout.n={n}: a tournament compares each answer with its GRPO group mates and needs "
-    "rollout.n >= 2 (with 1 every answer is a group of one, scored by the judge_failure fallback: the rule)"
+    "actor_rollout_ref.rollout.n={n}: the group reward manager ({name}) scores each answer with its GRPO group mates "
+    "and needs rollout.n >= 2 (with 1 every answer is a group of one, with no mate)"
 )
 SIZE = (
     "verl_judge.group_reward.size={size!r}: must be null or actor_rollout_ref.rollout.n ({n}): a smaller size splits "
@@ -75,13 +84,37 @@ CASES = {
     "group_manager_over_llm_judge": (
         "gsm8k_local_judge",
         arms.GROUP_MANAGER,
-        [NOT_PAIRWISE.format(path="pkg://reward_fns.llm_judge", name="GroupRewardManager")],
+        [NOT_GROUP.format(fn="compute_score", path="pkg://reward_fns.llm_judge", name="GroupRewardManager")],
     ),
-    "tournament_under_naive": ("gsm8k_local_judge", [PAIRWISE, TOURNAMENT], [UNGROUPED.format(name="naive")]),
+    "group_manager_without_a_function": (
+        "gsm8k_rule",
+        [*arms.GROUP_MANAGER, "reward.custom_reward_function.path=null"],
+        [NO_PATH.format(name="GroupRewardManager")],
+    ),
+    "tournament_under_naive": (
+        "gsm8k_local_judge",
+        [PAIRWISE, TOURNAMENT],
+        [UNGROUPED.format(**PAIRWISE_FN, name="naive", source="register")],
+    ),
     "tournament_under_rate_limited": (
         "gsm8k_api_judge",
         [PAIRWISE, TOURNAMENT, "reward.num_workers=1"],
-        [UNGROUPED.format(name="rate_limited")],
+        [UNGROUPED.format(**PAIRWISE_FN, name="rate_limited", source="register")],
+    ),
+    "a_users_group_reward": (
+        "gsm8k_rule",
+        [*BY_LENGTH, "reward.custom_reward_function.name=shortest_right_first", *arms.GROUP_MANAGER],
+        [],
+    ),
+    "a_users_group_reward_under_naive": (
+        "gsm8k_rule",
+        [*BY_LENGTH, "reward.custom_reward_function.name=shortest_right_first"],
+        [UNGROUPED.format(**BY_LENGTH_FN, name="naive", source="register")],
+    ),
+    "a_users_per_sample_reward_under_the_group_manager": (
+        "gsm8k_rule",
+        [*BY_LENGTH, "reward.custom_reward_function.name=right", *arms.GROUP_MANAGER],
+        [NOT_GROUP.format(fn="right", path=BY_LENGTH_FN["path"], name="GroupRewardManager")],
     ),
     "tournament_under_an_other_module": (
         "gsm8k_api_judge",
@@ -92,12 +125,7 @@ CASES = {
             "reward.reward_manager.name=GroupRewardManager",
             "reward.reward_manager.module.path=pkg://scripts.train.hooks",
         ],
-        [
-            "reward.custom_reward_function.reward_kwargs.mode=tournament scores a whole GRPO group, which reward "
-            "manager 'GroupRewardManager' (source importlib) cannot gather: set reward.reward_manager.source=importlib "
-            "reward.reward_manager.name=GroupRewardManager "
-            "reward.reward_manager.module.path=pkg://scripts.train.group_reward reward.num_workers=1"
-        ],
+        [UNGROUPED.format(**PAIRWISE_FN, name="GroupRewardManager", source="importlib")],
     ),
     "size_and_timeout": (
         "gsm8k_local_judge",
@@ -116,17 +144,17 @@ CASES = {
     "rollout_n_1": (
         "gsm8k_local_judge",
         [*arms.TOURNAMENT, "actor_rollout_ref.rollout.n=1"],
-        [ALONE.format(n=1)],
+        [ALONE.format(n=1, name="GroupRewardManager")],
     ),
     "rollout_n_1_tournament_by_default": (  # the group manager's default mode is a tournament
         "gsm8k_api_judge",
         [*arms.GROUP_MANAGER, PAIRWISE, "actor_rollout_ref.rollout.n=1"],
-        [ALONE.format(n=1)],
+        [ALONE.format(n=1, name="GroupRewardManager")],
     ),
-    "rollout_n_1_pairwise_ref": (  # each answer against the reference: no mate needed
+    "rollout_n_1_pairwise_ref": (  # each answer against the reference: the group manager gathers nothing
         "gsm8k_api_judge",
         [*arms.PAIRWISE_REF, *arms.GROUP_MANAGER, "actor_rollout_ref.rollout.n=1"],
-        [],
+        [ALONE.format(n=1, name="GroupRewardManager")],
     ),
     "rollout_n_1_without_the_group_manager": ("gsm8k_rule", ["actor_rollout_ref.rollout.n=1"], []),
     "size_below_n": (
@@ -174,6 +202,8 @@ def test_the_value_check_includes_them():
 def test_default_group_settings():
     """recipes/base.yaml holds the defaults; the manager's own fallback (a config without the section) agrees."""
     group_reward = pytest.importorskip("scripts.train.group_reward")
+    from reward_fns import pairwise_judge
+
     base = OmegaConf.load(os.path.join(ROOT, "recipes", "base.yaml")).verl_judge.group_reward
     assert OmegaConf.to_container(base) == {"size": None, "timeout": group_reward.DEFAULT_TIMEOUT}
 
@@ -182,11 +212,13 @@ def test_default_group_settings():
         cfg = OmegaConf.create(
             {
                 "actor_rollout_ref": {"rollout": {"n": 3}},
-                "reward": {"custom_reward_function": {"reward_kwargs": kwargs}},
+                "reward": {
+                    "custom_reward_function": {"path": "pkg://reward_fns.pairwise_judge", "reward_kwargs": kwargs}
+                },
             }
         )
         cfg = OmegaConf.merge(cfg, extra)
-        manager = group_reward.GroupRewardManager(cfg, None, None)
+        manager = group_reward.GroupRewardManager(cfg, None, pairwise_judge.compute_score)
         return manager.size, manager.timeout
 
     assert built({}) == built({"verl_judge": {"group_reward": base}}) == (3, 120.0)
@@ -219,5 +251,9 @@ def test_api_judge_pairwise_dry_run(overrides, ok, fx, model_path, tmp_path):
         readme = " ".join(open(os.path.join(ROOT, "recipes", "gsm8k_api_judge", "README.md")).read().split())
         assert " ".join(overrides) in readme.replace(" \\ ", " ")
     else:
-        assert r.returncode == 2 and f"[launch] CONFIG ERROR: {UNGROUPED.format(name='rate_limited')}" in text
+        assert (
+            r.returncode == 2
+            and f"[launch] CONFIG ERROR: {UNGROUPED.format(**PAIRWISE_FN, name='rate_limited', source='register')}"
+            in text
+        )
     assert not (tmp_path / "run").exists()

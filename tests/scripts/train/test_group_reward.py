@@ -1,7 +1,8 @@
 """The group reward manager (``scripts/train/group_reward.py``) through verl 0.9.1's own registry and reward-loop
-worker, on CPU: the samples of each ``uid`` are scored together by ``reward_fns.pairwise_judge.score_group`` against
-the fake OpenAI server, whatever order they arrive in; a short group is scored as it stands after the timeout; the
-score lands on the last valid response token of verl's ``rm_scores``.
+worker, on CPU, with the pairwise judge's tournament as its group reward (``reward_fns.pairwise_judge.compute_score``,
+``mode=tournament``, bound as verl's ``get_custom_reward_fn`` binds it): the samples of each ``uid`` are scored
+together against the fake OpenAI server, whatever order they arrive in; a short group is scored as it stands after
+the timeout; the score lands on the last valid response token of verl's ``rm_scores``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from omegaconf import OmegaConf
 import scripts
 from reward_fns.pairwise_judge import KEYS
 from scripts.train import group_reward
-from scripts.train.group_reward import GROUP_KEYS, GroupRewardManager
+from scripts.train.group_reward import GroupRewardManager
 from tests.doubles.fake_openai import FakeOpenAIServer
 from tests.reward_fns.test_pairwise_judge import INFO, REFERENCE, RIGHT, WRONG, truthful
 
@@ -29,8 +30,11 @@ SAMPLES = [("q1", RIGHT), ("q2", WRONG), ("q1", WRONG), ("q2", RIGHT), ("q1", "#
 #: The guard (on by default) voids a pick between two wrong answers (its quote is not the reference): q1's two wrong
 #: answers win nothing; q2's two right ones tie (a win for both), and flips count only between different answers
 EXPECTED = [(1.0, 0.0, 1.0), (0.0, 0.0, 0.0), (0.0, 0.5, 0.0), (1.0, 0.0, 1.0), (0.0, 0.5, 0.0), (1.0, 0.0, 1.0)]
-#: per group: judge_group_size, flip rate (letters, voided or not), tie rate (verdicts that stand), cycle rate, calls
-GROUP = {"q1": (3.0, 1 / 3, 0.0, 0.0, 6.0), "q2": (3.0, 0.0, 0.0, 0.0, 6.0)}
+#: the group's keys after pairwise_judge's: its tournament stats, then the manager's group size
+GROUP_KEYS = ("judge_group_flip_rate", "judge_group_tie_rate", "judge_group_cycle_rate", "judge_group_calls")
+GROUP_KEYS += ("judge_group_size",)
+#: per group: flip rate (letters, voided or not), tie rate (verdicts that stand), cycle rate, calls, judge_group_size
+GROUP = {"q1": (1 / 3, 0.0, 0.0, 6.0, 3.0), "q2": (0.0, 0.0, 0.0, 6.0, 3.0)}
 
 
 class CharTokenizer:
@@ -66,13 +70,21 @@ def batch(samples, prompt_len=4, response_len=48):
 
 def config(base_url, n=3, **group):
     kwargs = dict(base_url=base_url, model="judge", mode="tournament", scheme="all_pairs", timeout=2.0, max_retries=0)
+    fn = {"path": "pkg://reward_fns.pairwise_judge", "name": "compute_score", "reward_kwargs": kwargs}
     return OmegaConf.create(
         {
             "actor_rollout_ref": {"rollout": {"n": n}},
-            "reward": {"custom_reward_function": {"reward_kwargs": kwargs}},
+            "reward": {"custom_reward_function": fn},
             "verl_judge": {"group_reward": group},
         }
     )
+
+
+def manager_for(cfg, cls=GroupRewardManager):
+    """The manager as verl's ``load_reward_manager`` builds it: the custom function with its reward_kwargs bound."""
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+
+    return cls(config=cfg, tokenizer=CharTokenizer(), compute_score=get_custom_reward_fn(cfg))
 
 
 def group_overrides(base_url: str, **kwargs) -> list[str]:
@@ -127,7 +139,7 @@ def test_each_uid_is_scored_as_one_group():
 
     with FakeOpenAIServer(truthful) as srv:
         cls = get_reward_manager_cls("pairwise_group")
-        manager = cls(config=config(srv.base_url), tokenizer=CharTokenizer(), compute_score=None)
+        manager = manager_for(config(srv.base_url), cls)
         data = batch(SAMPLES)
         outs = run(manager, data)
         # 6 comparisons a group; RIGHT vs WRONG (both orders) is in both: the client sends those once
@@ -145,7 +157,7 @@ def test_each_uid_is_scored_as_one_group():
 
 def test_a_short_group_is_scored_as_it_stands_after_the_timeout(caplog):
     with FakeOpenAIServer(truthful) as srv:
-        manager = GroupRewardManager(config(srv.base_url, timeout=0.2), CharTokenizer(), None)
+        manager = manager_for(config(srv.base_url, timeout=0.2))
         with caplog.at_level(logging.WARNING, logger=group_reward.__name__):
             outs = run(manager, batch([("q1", WRONG), ("q1", RIGHT)]))  # 2 of the 3 rollout.n answers
         assert len(srv.requests) == 2
@@ -192,7 +204,7 @@ def test_a_sample_no_mate_can_join_is_scored_alone_without_waiting(first, then, 
     """Scored at once as a group of one (no mate: the judge_failure fallback, the rule's grade): no timeout passes
     for it (``short`` counts the groups scored after one) and the warning says why."""
     with FakeOpenAIServer(truthful) as srv:
-        manager = GroupRewardManager(config(srv.base_url, timeout=0.2), CharTokenizer(), None)
+        manager = manager_for(config(srv.base_url, timeout=0.2))
         with caplog.at_level(logging.WARNING, logger=group_reward.__name__):
             if first:
                 run(manager, batch(first))
@@ -233,7 +245,7 @@ def test_validation_groups_wait_for_their_own_size(monkeypatch, caplog):
     answers = batch([("v1", WRONG), ("v2", RIGHT)])
     answers.non_tensor_batch.update(gen.non_tensor_batch)
     with FakeOpenAIServer(truthful) as srv:
-        manager = GroupRewardManager(config(srv.base_url, n=8, timeout=5.0), CharTokenizer(), None)
+        manager = manager_for(config(srv.base_url, n=8, timeout=5.0))
         with caplog.at_level(logging.WARNING, logger=group_reward.__name__):
             outs = run(manager, answers)
         assert srv.requests == []  # a group of one has no mate
@@ -243,7 +255,7 @@ def test_validation_groups_wait_for_their_own_size(monkeypatch, caplog):
 
 def test_the_group_size_setting_and_a_bad_one():
     with FakeOpenAIServer(truthful) as srv:
-        manager = GroupRewardManager(config(srv.base_url, n=8, size=2, timeout=0.2), CharTokenizer(), None)
+        manager = manager_for(config(srv.base_url, n=8, size=2, timeout=0.2))
         outs = run(manager, batch([("q1", WRONG), ("q1", RIGHT), ("q1", RIGHT)]))  # a third: a group of its own
     assert [(o["reward_score"], o["reward_extra_info"]["judge_group_size"]) for o in outs] == [
         (0.0, 2.0),
@@ -251,11 +263,11 @@ def test_the_group_size_setting_and_a_bad_one():
         (1.0, 1.0),  # a group of one has no mate: the fallback, the rule's grade
     ]
     with pytest.raises(ValueError, match="size must be"):
-        GroupRewardManager(config("http://127.0.0.1:9/v1", size=0), CharTokenizer(), None)
-    bad = config("http://127.0.0.1:9/v1")
+        manager_for(config("http://127.0.0.1:9/v1", size=0))
+    bad = config("http://127.0.0.1:9/v1", n=1)  # a bad option of the function: refused at its first group
     bad.reward.custom_reward_function.reward_kwargs.scheme = "knockout"
     with pytest.raises(ValueError, match="scheme must be"):
-        GroupRewardManager(bad, CharTokenizer(), None)
+        run(manager_for(bad), batch([("q1", WRONG)]))
 
 
 def test_through_verls_reward_loop_worker(model_path, tokenizer):
@@ -308,7 +320,7 @@ def test_validation_padding_is_no_group_mate(caplog):
     answers.non_tensor_batch.update(nt)
     order = [4, 5, 0, 1, 2, 3]
     with FakeOpenAIServer(truthful) as srv:
-        manager = GroupRewardManager(config(srv.base_url, n=8, timeout=30.0), CharTokenizer(), None)
+        manager = manager_for(config(srv.base_url, n=8, timeout=30.0))
         with caplog.at_level(logging.WARNING, logger=group_reward.__name__):
             outs = run(manager, answers[order])
     got = {int(i): (o["reward_score"], o["reward_extra_info"]["judge_group_size"]) for i, o in zip(order, outs)}
