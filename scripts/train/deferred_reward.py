@@ -10,7 +10,7 @@ and the reference log-probs (l.1621), though nothing reads the scores before the
 ``token_level_scores``, the extra keys into ``non_tensor_batch``; ``compute_advantage`` l.1667). verl 0.9.1 has no
 option of its own for this (its old ``launch_reward_fn_async`` is gone).
 
-With the switch on (``install``, from ``scripts.train.hooks.install``), in a training step only:
+With the switch on (``scripts/train/seam.py`` puts ``Deferral``'s wrappers into verl), in a training step only:
 
 * the ``reward`` stage's call starts ``compute_rm_score`` on a thread of its own, over a copy of the batch, and hands
   the step a placeholder: ``rm_scores`` all NaN (so a read before the join shows), no extra keys;
@@ -22,8 +22,9 @@ With the switch on (``install``, from ``scripts.train.hooks.install``), in a tra
   reward (abstained samples and lone survivors at ``compute_advantage``; reward keys, route reading, judge health,
   the watches in ``compute_data_metrics``) all run after it;
 * the join waits at most ``DEADLINE_S`` and then stops the run naming what it waited for; an exception raised by the
-  reward is raised at the join, with a note saying where it came from; ``compute_advantage`` or ``apply_kl_penalty``
-  reached with a reward not joined is an error, as is a reward started while the last is pending.
+  reward is raised at the join, with a note saying where it came from; ``compute_advantage`` reached with a reward not
+  joined is an error (verl 0.9.1 applies the KL penalty in the ``adv`` stage, after the join), as is a reward started
+  while the last is pending.
 
 Validation (``_validate``) and REMAX's greedy-baseline reward call ``_compute_reward_colocate`` outside the ``reward``
 stage: they wait for it, as without the switch.
@@ -55,16 +56,6 @@ import time
 
 DEADLINE_S = 1800.0  # the join's wait; the stall watchdog (verl_judge.watchdog) may stop a stuck run sooner
 STAGE, JOIN_STAGE = "reward", "adv"  # verl 0.9.1's marked_timer names in RayPPOTrainer.fit
-#: what ``install`` replaces, as ``scripts.train.hooks.PATCHED`` lists the hooks' own
-PATCHED = {
-    "verl.trainer.ppo.ray_trainer": (
-        "marked_timer",
-        "RayPPOTrainer._compute_reward_colocate",
-        "extract_reward",
-        "compute_advantage",
-        "apply_kl_penalty",
-    )
-}
 
 
 def settings_errors(config) -> list[str]:
@@ -121,18 +112,18 @@ class _Pending:
 
 class Deferral:
     """The deferred reward of the step in flight (at most one). ``start`` in the ``reward`` stage, ``join`` at the
-    ``adv`` stage; ``state`` is the hooks' (``validating``, ``keys``)."""
+    ``adv`` stage; ``validating()`` says whether verl's ``_validate`` is running (its reward is never deferred)."""
 
-    def __init__(self, state: dict, deadline_s: float | None = None, clock=time.monotonic, say=print):
+    def __init__(self, validating=lambda: False, deadline_s: float | None = None, clock=time.monotonic, say=print):
         self.deadline_s = float(DEADLINE_S if deadline_s is None else deadline_s)
-        self.state, self.clock, self.say = state, clock, say
+        self.validating, self.clock, self.say = validating, clock, say
         self.stages: list[str] = []  # the marked_timer stages entered and not yet left
         self.pending: _Pending | None = None
         self.started = 0
 
     def defers(self) -> bool:
         """Whether a ``_compute_reward_colocate`` call now is the training step's reward stage."""
-        return bool(self.stages) and self.stages[-1] == STAGE and not self.state.get("validating")
+        return bool(self.stages) and self.stages[-1] == STAGE and not self.validating()
 
     def start(self, manager, batch, step=None):
         """Start ``manager.compute_rm_score`` over a copy of ``batch`` on a thread; the placeholder ``DataProto``."""
@@ -219,7 +210,6 @@ class Deferral:
         p.extras.update(columns)
         p.batch.non_tensor_batch.update({k: np.array(v) for k, v in columns.items()})
         p.batch.meta_info["reward_extra_keys"] = keys
-        self.state["keys"] = tuple(keys)
         if timing_raw is not None:
             timing_raw["reward_join"] = waited
             timing_raw["reward_deferred"] = p.seconds
@@ -233,48 +223,28 @@ class Deferral:
                 f"(verl's step entered no '{JOIN_STAGE}' stage before it); its scores would be the placeholder's NaN"
             )
 
+    def timer(self, marked_timer):
+        """verl's ``marked_timer`` that keeps the stages entered and joins the reward on entering ``adv``."""
 
-def install(ray_trainer, state: dict, deadline_s: float | None = None) -> Deferral:
-    """Patch verl's legacy trainer module (after the hooks' own patches, so these wrap theirs); the ``Deferral``."""
-    deferral = Deferral(state, deadline_s)
-    timer = ray_trainer.marked_timer
+        @contextlib.contextmanager
+        def stage_timer(name, timing_raw, *args, **kwargs):
+            if name == JOIN_STAGE:
+                self.join(timing_raw)
+            self.stages.append(name)
+            try:
+                with marked_timer(name, timing_raw, *args, **kwargs):
+                    yield
+            finally:
+                self.stages.pop()
 
-    @contextlib.contextmanager
-    def marked_timer(name, timing_raw, *args, **kwargs):
-        if name == JOIN_STAGE:
-            deferral.join(timing_raw)
-        deferral.stages.append(name)
-        try:
-            with timer(name, timing_raw, *args, **kwargs):
-                yield
-        finally:
-            deferral.stages.pop()
+        return stage_timer
 
-    colocate = ray_trainer.RayPPOTrainer._compute_reward_colocate
+    def extract(self, extract_reward):
+        """verl's ``extract_reward`` that hands ``extracted`` the placeholder's batch and dict."""
 
-    def compute_reward_colocate(self, batch):
-        if not deferral.defers():
-            return colocate(self, batch)
-        assert self.reward_loop_manager is not None, "RewardLoopManager is None"
-        return deferral.start(self.reward_loop_manager, batch, step=getattr(self, "global_steps", None))
+        def extract_and_keep(batch):
+            tensor, extras = extract_reward(batch)
+            self.extracted(batch, tensor, extras)
+            return tensor, extras
 
-    extract = ray_trainer.extract_reward
-
-    def extract_reward(batch):
-        tensor, extras = extract(batch)
-        deferral.extracted(batch, tensor, extras)
-        return tensor, extras
-
-    def guarded(fn, where):
-        def call(*args, **kwargs):
-            deferral.check_joined(where)
-            return fn(*args, **kwargs)
-
-        return call
-
-    ray_trainer.marked_timer = marked_timer
-    ray_trainer.RayPPOTrainer._compute_reward_colocate = compute_reward_colocate
-    ray_trainer.extract_reward = extract_reward
-    ray_trainer.compute_advantage = guarded(ray_trainer.compute_advantage, "compute_advantage")
-    ray_trainer.apply_kl_penalty = guarded(ray_trainer.apply_kl_penalty, "apply_kl_penalty")
-    return deferral
+        return extract_and_keep

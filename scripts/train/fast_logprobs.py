@@ -17,7 +17,7 @@ installed: verl then never calls the fallback.
 It is loaded through verl's own hook, the model config's ``external_lib`` (imported by
 ``verl.workers.config.HFModelConfig`` in every process that builds a model): ``recipes/base.yaml`` sets
 ``actor_rollout_ref.model.external_lib`` and ``scripts.workflows.pipeline`` passes ``model.external_lib`` to the
-SFT trainer.
+SFT trainer. It is one row of ``scripts.train.seam.PATCHED``, the table of every verl name the project replaces.
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ orders of a pairwise judge row, abstained samples left out of their groups, and 
 size (``judge_group_expected``: its uid's count in the repeated batch) for the group reward manager
 (``scripts/train/group_reward.py``).
 
-Pure functions and small classes over verl's ``DataProto`` (tested on CPU without Ray); ``install``
-wires them into verl's legacy trainer module (``verl.trainer.ppo.ray_trainer``) inside the process
-that runs ``fit()``. Settings live in the recipe config under ``verl_judge`` (see ``recipes/base.yaml``).
+Pure functions and small classes over verl's ``DataProto`` (tested on CPU without Ray); ``scripts/train/seam.py``
+wires them into verl's legacy trainer (its ``PATCHED`` table and ``JudgeTrainer``) inside the process that runs
+``fit()``. Settings live in the recipe config under ``verl_judge`` (see ``recipes/base.yaml``).
 
 Step metrics, logged with verl's own ``critic/score/mean`` in every training step (console, JSONL
 file logger, SwanLab), with the same keys from step 1:
@@ -58,12 +58,10 @@ __all__ = [
     "FailFast",
     "HackingWatch",
     "JudgeSilentError",
-    "PATCHED",
     "PairSampler",
     "RewardHackingError",
     "StopRun",
     "identical_group_share",
-    "install",
     "lone_survivors",
     "pair_ids",
     "reward_metrics",
@@ -73,19 +71,6 @@ __all__ = [
 ]
 _floats, _mean = judge_health.floats, judge_health.mean
 GROUP_EXPECTED = "judge_group_expected"  # in validation: the answers each sample's uid has (group_reward waits for)
-#: what ``install`` replaces: module -> attribute paths (``scripts.train.deferred_reward.PATCHED``: its own, when on)
-PATCHED = {
-    "verl.trainer.ppo.ray_trainer": (
-        "RayPPOTrainer.fit",
-        "RayPPOTrainer._validate",
-        "RayPPOTrainer._get_gen_batch",
-        "extract_reward",
-        "compute_advantage",
-        "compute_data_metrics",
-        "pad_dataproto_to_divisor",
-    ),
-    "verl.trainer.main_ppo_v0": ("create_rl_sampler",),
-}
 
 
 # ----------------------------------------------------------------------------------------- metrics
@@ -254,7 +239,7 @@ class PairSampler:
         return self.n
 
 
-# ----------------------------------------------------------------------------------------- install
+# ----------------------------------------------------------------------------------------- settings, judge server
 def wait_for_judge(opts: dict, clock=time.monotonic, sleep=time.sleep, say=print) -> float | None:
     """``judge_placement=server``: the launcher starts the judge server beside the trainer's own start-up (once its
     model exists: ``judge_server.wait_for``), so before the first step (and the step-0 validation) wait until it
@@ -283,9 +268,9 @@ def wait_for_judge(opts: dict, clock=time.monotonic, sleep=time.sleep, say=print
     return clock() - t0
 
 
-def _settings(config) -> tuple[dict, FailFast, HackingWatch | None, bool]:
-    """``config.verl_judge`` as the hooks use it: (the section, FailFast, HackingWatch or None, pair_groups); a bad
-    setting raises ``ValueError`` naming it."""
+def settings(config) -> tuple[dict, FailFast, HackingWatch | None, bool]:
+    """``config.verl_judge`` as the hooks use it (``scripts.train.seam.Seam``): (the section, FailFast, HackingWatch
+    or None, pair_groups); a bad setting raises ``ValueError`` naming it."""
     from omegaconf import OmegaConf
 
     section = config.get("verl_judge")
@@ -311,7 +296,7 @@ def _settings(config) -> tuple[dict, FailFast, HackingWatch | None, bool]:
     return opts, fail_fast, hacking, pair_groups
 
 
-def _reward_mode(config) -> str | None:
+def reward_mode(config) -> str | None:
     """The LLM-judge reward's ``mode`` (``reward.custom_reward_function.reward_kwargs.mode``), None if unset."""
     from omegaconf import OmegaConf
 
@@ -323,129 +308,11 @@ def _reward_mode(config) -> str | None:
 
 
 def settings_errors(config) -> list[str]:
-    """What ``install`` would refuse in ``config.verl_judge`` ([] or one message naming the setting): the config check
-    (``scripts/launch/verl_config.py``) asks before a run starts; ``install`` raises it in the trainer, after Ray's
-    start-up."""
+    """What ``scripts.train.seam.install`` would refuse in ``config.verl_judge`` ([] or one message naming the
+    setting): the config check (``scripts/launch/verl_config.py``) asks before a run starts; ``install`` raises it in
+    the trainer, after Ray's start-up."""
     try:
-        _settings(config)
+        settings(config)
     except ValueError as e:
         return [str(e)]
     return []
-
-
-def install(config) -> None:
-    """Patch verl's legacy trainer module in this process according to ``config.verl_judge``."""
-    from verl.trainer import main_ppo_v0
-    from verl.trainer.ppo import ray_trainer
-
-    opts, fail_fast, hacking, pair_groups = _settings(config)
-    state = {"keys": (), "tokenizer": None, "route": _reward_mode(config) == "route"}
-
-    extract = ray_trainer.extract_reward
-
-    def extract_reward(batch):
-        tensor, extras = extract(batch)
-        state["keys"] = tuple(extras or ())
-        return tensor, extras
-
-    compute_advantage = ray_trainer.compute_advantage
-
-    def grouped_advantage(data, *args, **kwargs):
-        nt = data.non_tensor_batch
-        abstained = abstained_mask(nt)
-        estimator = kwargs.get("adv_estimator", args[0] if args else None)
-        if (not pair_groups or "extra_info" not in nt or "uid" not in nt) and abstained is None:
-            return compute_advantage(data, *args, **kwargs)
-        uid = nt["uid"]
-        grouped = pair_ids(nt["extra_info"], uid) if pair_groups and "extra_info" in nt else uid
-        nt["uid"] = leave_out(grouped, abstained) if abstained is not None else grouped
-        try:
-            out = compute_advantage(data, *args, **kwargs)
-        finally:
-            nt["uid"] = grouped
-            if pair_groups and "extra_info" in nt:
-                nt["prompt_uid"] = uid
-        if abstained is not None:
-            groups = str(getattr(estimator, "value", estimator)) != "gae"  # GAE has no groups: a critic's baseline
-            mask_out(data, abstained, lone_survivors(grouped, abstained) if groups else None)
-        return out
-
-    data_metrics = ray_trainer.compute_data_metrics
-
-    def compute_data_metrics(batch, use_critic=True):
-        metrics = data_metrics(batch=batch, use_critic=use_critic)
-        nt = batch.non_tensor_batch
-        abstained = abstained_mask(nt)
-        if abstained is not None:
-            metrics.update(scored_score_metrics(data_metrics, batch, abstained))
-        reading = route_reading(batch, state["tokenizer"]) if state["route"] else None
-        extras = {k: nt[k] for k in state["keys"] if k in nt}
-        metrics.update(reward_metrics(extras, reading, nt.get("uid")))
-        if "uid" in nt and "token_level_scores" in batch.batch.keys():
-            scores = batch.batch["token_level_scores"].sum(-1).float().cpu().numpy()
-            metrics["grpo/identical_reward_groups"] = identical_group_share(scores, nt["uid"])
-        fail_fast.update(metrics)
-        if hacking is not None:
-            hacking.update(metrics)
-        return metrics
-
-    sampler = main_ppo_v0.create_rl_sampler
-
-    def create_rl_sampler(data_config, dataset):
-        if pair_groups:
-            return PairSampler(dataset, seed=data_config.get("seed") or 0)
-        return sampler(data_config, dataset)
-
-    fit = ray_trainer.RayPPOTrainer.fit
-
-    def fit_after_judge(self, *args, **kwargs):
-        state["tokenizer"] = getattr(self, "tokenizer", None)  # route_reading decodes the responses with it
-        wait_for_judge(opts)
-        return fit(self, *args, **kwargs)
-
-    validate, gen_batch = ray_trainer.RayPPOTrainer._validate, ray_trainer.RayPPOTrainer._get_gen_batch
-
-    def validate_marked(self, *args, **kwargs):
-        state["validating"] = True
-        try:
-            return validate(self, *args, **kwargs)
-        finally:
-            state["validating"] = False
-
-    def get_gen_batch(self, batch):
-        """In validation (the batch already repeated ``val_kwargs.n`` times, where ``fit`` repeats ``rollout.n`` times
-        after this call) each sample's group size, which the group reward manager waits for instead of ``rollout.n``."""
-        out = gen_batch(self, batch)
-        if state.get("validating") and "uid" in out.non_tensor_batch:
-            out.non_tensor_batch[GROUP_EXPECTED] = group_counts(out.non_tensor_batch["uid"])
-        return out
-
-    pad = ray_trainer.pad_dataproto_to_divisor
-
-    def pad_apart(data, size_divisor):
-        """verl's ``_validate`` pads its generation batch to a multiple of the agent workers with copies of its first
-        rows: in validation each copy gets a uid of its own and a group size of 1, so that the group reward manager
-        neither waits for it as a mate nor scores a real answer against it (the copies are dropped after the
-        reward)."""
-        padded, pad_size = pad(data, size_divisor)
-        nt = padded.non_tensor_batch
-        if state.get("validating") and pad_size and "uid" in nt and GROUP_EXPECTED in nt:
-            first = len(nt["uid"]) - pad_size
-            uids, expected = nt["uid"].copy(), nt[GROUP_EXPECTED].copy()
-            for k in range(first, len(uids)):
-                uids[k], expected[k] = f"{uids[k]}#pad{k - first}", 1
-            nt["uid"], nt[GROUP_EXPECTED] = uids, expected
-        return padded, pad_size
-
-    ray_trainer.pad_dataproto_to_divisor = pad_apart
-    ray_trainer.RayPPOTrainer.fit = fit_after_judge
-    ray_trainer.RayPPOTrainer._validate = validate_marked
-    ray_trainer.RayPPOTrainer._get_gen_batch = get_gen_batch
-    ray_trainer.extract_reward = extract_reward
-    ray_trainer.compute_advantage = grouped_advantage
-    ray_trainer.compute_data_metrics = compute_data_metrics
-    main_ppo_v0.create_rl_sampler = create_rl_sampler
-    if opts.get("deferred_reward", False):  # after the patches above: its wrappers run first (deferred_reward.py)
-        from scripts.train import deferred_reward
-
-        deferred_reward.install(ray_trainer, state)

@@ -7,10 +7,10 @@ A recipe's ``config.yaml`` starts ``defaults: [ppo_trainer, base, _self_]``: ver
 project's shared ``recipes/base.yaml``, then the recipe's values; command-line overrides win. This
 module adds the search path and the ``vj.*`` resolvers (``scripts/launch/knobs.py``), resolves the config here,
 where the knobs (``${oc.env:...}``) are set, and runs verl's ``run_ppo`` with a task runner that installs
-``scripts.train.hooks`` (judge-aware step metrics, fail-fast on a silent judge, pair-grouped GRPO)
-in the process that trains. The hooks patch verl's legacy trainer, which every recipe uses
-(``trainer.use_v1: false`` in base.yaml: verl 0.9.1's V1 trainer passes a colocated judge no
-ground truth, and logs no reward keys per step).
+the hooks (judge-aware step metrics, fail-fast on a silent judge, pair-grouped GRPO; ``scripts.train.seam``: every
+verl name replaced, in one table) in the process that trains. The hooks patch verl's legacy trainer, which every
+recipe uses (``trainer.use_v1: false`` in base.yaml: verl 0.9.1's V1 trainer passes a colocated judge no ground truth,
+and logs no reward keys per step).
 
 The driver's Ray job id is drawn at random (``unique_job_id``): verl 0.9.1 names the socket that carries the
 actor's weights to vLLM every step ``/tmp/rl-colocate-zmq-<Ray job id>-replica-<r>-rank-<k>.sock``, and every fresh
@@ -32,12 +32,12 @@ from scripts.launch import knobs
 
 @ray.remote(num_cpus=1)
 class JudgeTaskRunner(_VerlTaskRunner.__ray_actor_class__):
-    """verl's legacy TaskRunner with ``scripts.train.hooks`` installed before training."""
+    """verl's legacy TaskRunner with the hooks installed (``scripts.train.seam``) before it builds its trainer."""
 
     def run(self, config):
-        from scripts.train import hooks as train_hooks
+        from scripts.train import seam
 
-        train_hooks.install(config)
+        seam.install(config)
         return super().run(config)
 
 

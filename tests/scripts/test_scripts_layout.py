@@ -79,6 +79,7 @@ def test_the_groups_hold_these_modules():
             "fast_logprobs.py",
             "group_reward.py",
             "hooks.py",
+            "seam.py",
             "trainer.py",
             "watches.py",
         ],

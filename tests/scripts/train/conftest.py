@@ -1,6 +1,5 @@
-"""Every test here starts and ends with verl's own trainer functions: what ``scripts.train.hooks.install`` and
-``scripts.train.deferred_reward.install`` replace (their ``PATCHED``) is put back after each test, so that no test's
-hooks wrap another's."""
+"""Every test here starts and ends with verl's own trainer: what ``scripts.train.seam.install`` replaces (its
+``PATCHED`` table) is put back after each test, so that no test's hooks wrap another's."""
 
 from __future__ import annotations
 
@@ -8,21 +7,12 @@ import importlib
 
 import pytest
 
-from scripts.train import deferred_reward, hooks
+from scripts.train import seam
 
 
 def patched_attributes():
-    """``(owner, name)`` of everything the two installs replace."""
-    out = []
-    for table in (hooks.PATCHED, deferred_reward.PATCHED):
-        for module, paths in table.items():
-            for path in paths:
-                owner = importlib.import_module(module)
-                *parents, name = path.split(".")
-                for parent in parents:
-                    owner = getattr(owner, parent)
-                out.append((owner, name))
-    return out
+    """``(module, name)`` of every verl name the table lists."""
+    return [(importlib.import_module(module), name) for module, names in seam.PATCHED.items() for name in names]
 
 
 @pytest.fixture(autouse=True)

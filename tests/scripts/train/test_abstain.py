@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from scripts.train.hooks import install
+from scripts.train.seam import install
 
 
 def _grpo_batch(scores, uids, abstained):

@@ -145,9 +145,10 @@ def run(cfg, calls, judge, seen, validate=False):
     """verl's ``fit`` for one step (or, ``validate``, its step-0 validation only) with the hooks installed."""
     from verl.experimental.reward_loop.reward_loop import RewardLoopManager
     from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
+    from verl.trainer import main_ppo_v0
     from verl.trainer.ppo import ray_trainer
 
-    from scripts.train import deferred_reward, hooks
+    from scripts.train import deferred_reward, seam
 
     advantage = ray_trainer.compute_advantage
 
@@ -164,7 +165,7 @@ def run(cfg, calls, judge, seen, validate=False):
             calls.append("reward_joined")
         return waited
 
-    hooks.install(cfg)
+    seam.install(cfg)
 
     from verl import DataProto
 
@@ -200,7 +201,7 @@ def run(cfg, calls, judge, seen, validate=False):
             "extra_info": np.array([{"index": i} for i in range(n)], dtype=object),
         }
 
-    t = object.__new__(ray_trainer.RayPPOTrainer)
+    t = object.__new__(main_ppo_v0.RayPPOTrainer)  # the hooks' subclass, as verl's task runner builds it
     t.config, t.tokenizer, t.total_training_steps = cfg, Tok(), 1
     t.train_dataloader, t.val_dataloader, t.train_dataset = [rows("train", 2)], [rows("val", 2)], None
     t.actor_rollout_wg, t.async_rollout_manager = types.SimpleNamespace(), Rollout(calls)
@@ -400,6 +401,6 @@ def test_defers_only_the_training_steps_reward_stage(stages, validating, defers)
     open; the ``validating`` flag is what keeps a validation reward from being deferred on a verl that does."""
     from scripts.train.deferred_reward import Deferral
 
-    d = Deferral({"validating": validating})
+    d = Deferral(lambda: validating)
     d.stages = list(stages)
     assert d.defers() is defers

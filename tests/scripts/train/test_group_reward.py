@@ -224,18 +224,19 @@ def test_validation_groups_wait_for_their_own_size(monkeypatch, caplog):
     ``rollout.n`` times after it): the installed hooks give each sample its uid's count there, and the manager waits
     for that many answers, not ``rollout.n`` (a group of one: scored at once, no timeout). Outside ``_validate``, no
     count: the manager's size."""
+    from verl.trainer import main_ppo_v0
     from verl.trainer.ppo import ray_trainer
 
-    from scripts.train.hooks import GROUP_EXPECTED, install
-
-    trainer = ray_trainer.RayPPOTrainer
+    from scripts.train.hooks import GROUP_EXPECTED
+    from scripts.train.seam import install
 
     def validate(self, val_n):  # the lines of verl's _validate that lead to the rollout's input
         test_batch = batch([("v1", WRONG), ("v2", RIGHT)]).repeat(repeat_times=val_n, interleave=True)
         return self._get_gen_batch(test_batch)
 
-    monkeypatch.setattr(trainer, "_validate", validate)
+    monkeypatch.setattr(ray_trainer.RayPPOTrainer, "_validate", validate)
     install(OmegaConf.create({"data": {"train_batch_size": 2}, "verl_judge": {}}))
+    trainer = main_ppo_v0.RayPPOTrainer  # the hooks' subclass, which verl's task runner builds
     me = object.__new__(trainer)
     assert GROUP_EXPECTED not in trainer._get_gen_batch(me, batch(SAMPLES)).non_tensor_batch  # training
     assert trainer._validate(me, 2).non_tensor_batch[GROUP_EXPECTED].tolist() == [2, 2, 2, 2]
@@ -295,22 +296,24 @@ def test_through_verls_reward_loop_worker(model_path, tokenizer):
     assert scores[torch.arange(6), torch.tensor(valid) - 1].tolist() == [e[0] for e in EXPECTED]
 
 
-def test_validation_padding_is_no_group_mate(caplog):
+def test_validation_padding_is_no_group_mate(caplog, monkeypatch):
     """verl's ``_validate`` pads the generation batch to a multiple of the agent workers with copies of its first
     rows (``pad_dataproto_to_divisor``). Installed, the hooks give each copy a uid of its own and a group size of 1:
     no group waits for a copy, and no real answer is scored against one, whatever order the answers arrive in."""
+    from verl.trainer import main_ppo_v0
     from verl.trainer.ppo import ray_trainer
 
-    from scripts.train.hooks import GROUP_EXPECTED, install
+    from scripts.train.hooks import GROUP_EXPECTED
+    from scripts.train.seam import install
 
     def validate(self):  # the lines of verl's _validate up to the rollout's input: 2 prompts, val_kwargs.n=2
         gen = self._get_gen_batch(batch([("v1", RIGHT), ("v2", WRONG)]).repeat(repeat_times=2, interleave=True))
         return ray_trainer.pad_dataproto_to_divisor(gen, 3)
 
-    ray_trainer.RayPPOTrainer._validate = validate  # restored after the test (tests/scripts/train/conftest.py)
+    monkeypatch.setattr(ray_trainer.RayPPOTrainer, "_validate", validate)
     install(OmegaConf.create({"data": {"train_batch_size": 2}, "verl_judge": {}}))
-    me = object.__new__(ray_trainer.RayPPOTrainer)
-    padded, pad = ray_trainer.RayPPOTrainer._validate(me)
+    trainer = main_ppo_v0.RayPPOTrainer  # the hooks' subclass, which verl's task runner builds
+    padded, pad = trainer._validate(object.__new__(trainer))
     nt = padded.non_tensor_batch
     assert pad == 2
     assert list(nt["uid"]) == ["v1", "v1", "v2", "v2", "v1#pad0", "v1#pad1"]

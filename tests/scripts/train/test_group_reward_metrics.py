@@ -80,7 +80,7 @@ def step(cfg, tokenizer):
     from verl.trainer.ppo.ray_trainer import compute_response_mask
     from verl.trainer.ppo.utils import need_critic
 
-    from scripts.train.hooks import install
+    from scripts.train.seam import install
     from tests.scripts.train.test_verl_reward_loop import make_batch, user
 
     with open_dict(cfg):

@@ -7,8 +7,8 @@ broken body (after the client's retries: a transport failure), ``JUDGE_SAYS:?``,
 scored by verl's real ``RewardLoopManager`` (one Ray reward worker, ``naive`` manager) running
 ``reward_fns.llm_judge.compute_score``, and then goes through the steps of the legacy trainer's
 ``RayPPOTrainer.fit`` that lead to the step metrics, with the functions looked up on verl's module
-``verl.trainer.ppo.ray_trainer`` as ``fit`` looks them up, after ``scripts.train.hooks.install``
-replaced them: ``batch.union(reward)``, ``extract_reward``, the extras put into ``non_tensor_batch``,
+``verl.trainer.ppo.ray_trainer`` as ``fit`` looks them up, after ``scripts.train.seam.install``
+replaced some of them: ``batch.union(reward)``, ``extract_reward``, the extras put into ``non_tensor_batch``,
 GRPO ``compute_advantage`` and ``compute_data_metrics`` (verl's own underneath).
 
 * Table-driven fault mixes: every judge-health metric equals the value counted by hand from the
@@ -32,7 +32,8 @@ pytest.importorskip("verl")
 ray = pytest.importorskip("ray")
 
 from scripts.train import trainer as train  # noqa: E402
-from scripts.train.hooks import JudgeSilentError, RewardHackingError, install  # noqa: E402
+from scripts.train.hooks import JudgeSilentError, RewardHackingError  # noqa: E402
+from scripts.train.seam import install  # noqa: E402
 from tests.doubles.fake_openai import FakeOpenAIServer  # noqa: E402
 from tests.reward_fns.test_llm_judge_verl import compose, make_batch  # noqa: E402
 
@@ -253,7 +254,7 @@ def hooks(monkeypatch, judge):
             )
         install(cfg)
         assert ray_trainer.compute_data_metrics is not metric_utils.compute_data_metrics  # patched
-        assert ray_trainer.extract_reward is not reward.extract_reward
+        assert ray_trainer.extract_reward is reward.extract_reward  # verl's own (the keys come from the batch)
 
     return _install
 

@@ -1,5 +1,5 @@
-"""scripts/train/hooks.py: step metrics, fail-fast, pair groups, pair sampler; and their wiring into
-verl's legacy trainer module (the functions verl's ``fit()`` calls are the patched ones)."""
+"""scripts/train/hooks.py: step metrics, fail-fast, pair groups, pair sampler; and their wiring into verl's legacy
+trainer (scripts/train/seam.py: the trainer subclass verl's task runner builds, the functions ``fit()`` calls)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from scripts.train.hooks import (
     JudgeSilentError,
     PairSampler,
     identical_group_share,
-    install,
     pair_ids,
     reward_metrics,
 )
+from scripts.train.seam import install
 
 JUDGE = dict(
     judge_error=[0, 1, 0, 0],
@@ -216,26 +216,22 @@ def test_pair_ids_and_sampler():
 
 
 class FakeBatch:
-    """The parts of verl's DataProto the hooks read."""
+    """The parts of verl's DataProto the hooks read (``meta_info``: the reward's keys, as verl's union leaves them)."""
 
     def __init__(self, scores, uids, extra_info, extras):
         self.batch = {"token_level_scores": torch.tensor([[0.0, s] for s in scores])}
         self.non_tensor_batch = {"uid": np.array(uids, dtype=object), "extra_info": np.array(extra_info, dtype=object)}
         self.non_tensor_batch.update({k: np.array(v) for k, v in extras.items()})
+        self.meta_info = {"reward_extra_keys": list(extras)}
 
 
 def test_install_wires_verl_trainer(monkeypatch):
-    """install() replaces the functions verl's fit() calls: extract_reward records the reward keys,
-    compute_advantage sees pair groups as uids, compute_data_metrics adds the step metrics and stops
-    a silent judge."""
+    """install() replaces the functions verl's fit() calls: compute_advantage sees pair groups as uids,
+    compute_data_metrics adds the step metrics for the reward's keys and stops a silent judge."""
     from omegaconf import OmegaConf
-    from verl.trainer import main_ppo_v0
     from verl.trainer.ppo import ray_trainer
 
     seen = {}
-    monkeypatch.setattr(
-        ray_trainer, "extract_reward", lambda b: ("T", {"judge_error": [0, 0], "judge_parse_fail": [1, 1]})
-    )
     monkeypatch.setattr(
         ray_trainer, "compute_advantage", lambda d, *a, **k: seen.setdefault("uid", list(d.non_tensor_batch["uid"]))
     )
@@ -253,23 +249,35 @@ def test_install_wires_verl_trainer(monkeypatch):
         [{"pair_id": "p"}, {"pair_id": "p"}],
         {"judge_error": [0, 0], "judge_parse_fail": [1, 1]},
     )
-    assert ray_trainer.extract_reward(b) == ("T", {"judge_error": [0, 0], "judge_parse_fail": [1, 1]})
     ray_trainer.compute_advantage(b)
     assert seen["uid"] == ["pair:p", "pair:p"]
     assert list(b.non_tensor_batch["prompt_uid"]) == ["u1", "u2"]
     m = ray_trainer.compute_data_metrics(batch=b, use_critic=False)
     assert m["judge_health/parse_fail_rate"] == 1.0 and m["grpo/identical_reward_groups"] == 0.0
+    assert m["reward/judge_parse_fail/mean"] == 1.0
     with pytest.raises(JudgeSilentError):
         ray_trainer.compute_data_metrics(batch=b, use_critic=False)
-    assert isinstance(
-        main_ppo_v0.create_rl_sampler(
-            OmegaConf.create({"seed": 1}),
-            type(
-                "D", (), {"dataframe": {"extra_info": [{"pair_id": "a"}, {"pair_id": "a"}]}, "__len__": lambda self: 2}
-            )(),
-        ),
-        PairSampler,
-    )
+
+
+@pytest.mark.parametrize("pair_groups", [True, False])
+def test_the_trainer_verl_builds_takes_the_pair_sampler(pair_groups, monkeypatch):
+    """verl's task runner builds ``main_ppo_v0.RayPPOTrainer``: after install, the hooks' subclass, which hands verl's
+    ``__init__`` a ``PairSampler`` over the train dataset with ``verl_judge.pair_groups``, else verl's own sampler."""
+    from omegaconf import OmegaConf
+    from verl.trainer import main_ppo_v0
+    from verl.trainer.ppo import ray_trainer
+
+    seen = {}
+    monkeypatch.setattr(ray_trainer.RayPPOTrainer, "__init__", lambda self, **kw: seen.update(kw))
+    cfg = {"data": {"train_batch_size": 2, "seed": 7}, "verl_judge": {"pair_groups": pair_groups}}
+    install(OmegaConf.create(cfg))
+    assert issubclass(main_ppo_v0.RayPPOTrainer, ray_trainer.RayPPOTrainer)
+    data = type("D", (), {"dataframe": {"extra_info": [{"pair_id": "a"}, {"pair_id": "a"}]}, "__len__": lambda _: 2})()
+    main_ppo_v0.RayPPOTrainer(train_dataset=data, train_sampler="verl's")
+    if pair_groups:
+        assert isinstance(seen["train_sampler"], PairSampler) and seen["train_sampler"].seed == 7
+    else:
+        assert seen["train_sampler"] == "verl's"
 
 
 def test_install_rejects_odd_batch_with_pair_groups():
@@ -420,19 +428,18 @@ def _routed_batch(rows, pad: int = 4):
 def test_route_mode_measures_judged_samples_against_the_flexible_reading(
     mode, tokenizer, agree, accept_rule_reject, reject_rule_accept, monkeypatch
 ):
-    import types
-
     from omegaconf import OmegaConf
+    from verl.trainer import main_ppo_v0
     from verl.trainer.ppo import ray_trainer
 
     monkeypatch.setattr(ray_trainer.RayPPOTrainer, "fit", lambda self, *a, **k: None)
     batch, extras = _routed_batch(ROUTED)
-    monkeypatch.setattr(ray_trainer, "extract_reward", lambda b: ("T", extras))
     monkeypatch.setattr(ray_trainer, "compute_data_metrics", lambda batch, use_critic=True: {"critic/score/mean": 0.0})
     reward = {"custom_reward_function": {"path": "pkg://reward_fns.llm_judge", "reward_kwargs": {"mode": mode}}}
     install(OmegaConf.create({"data": {"train_batch_size": 1}, "reward": reward, "verl_judge": {}}))
-    ray_trainer.RayPPOTrainer.fit(types.SimpleNamespace(tokenizer=CharTokenizer() if tokenizer else None))
-    ray_trainer.extract_reward(batch)
+    trainer = object.__new__(main_ppo_v0.RayPPOTrainer)  # the hooks' subclass: its fit keeps the tokenizer
+    trainer.tokenizer = CharTokenizer() if tokenizer else None
+    trainer.fit()
     m = ray_trainer.compute_data_metrics(batch=batch, use_critic=False)
     got = [m[f"judge_health/{k}"] for k in ("agree_rule", "accept_rule_reject", "reject_rule_accept")]
     assert got == pytest.approx([agree, accept_rule_reject, reject_rule_accept], abs=1e-12)
@@ -456,34 +463,29 @@ def test_route_reading_of_a_rollout_batch_as_verl_builds_it(tokenizer):
 
 @pytest.mark.parametrize("deferred", [False, True], ids=["hooks", "hooks + deferred_reward"])
 def test_patched_lists_exactly_what_install_replaces(deferred):
-    """``hooks.PATCHED`` (and ``deferred_reward.PATCHED`` with the switch on) name every attribute of verl's trainer
-    modules that ``install`` replaces, and nothing else: the tests' conftest restores them from these lists."""
+    """``seam.PATCHED`` names every attribute of verl's modules that ``install`` replaces, and nothing else (the
+    deferred reward's two only with its switch on; ``fast_logprobs``' own is loaded in the workers): the tests'
+    conftest restores them from this table."""
     from omegaconf import OmegaConf
     from verl.trainer import main_ppo_v0
     from verl.trainer.ppo import ray_trainer
 
-    from scripts.train import deferred_reward, hooks
+    from scripts.train import seam
 
-    owners = {
-        "verl.trainer.ppo.ray_trainer": ray_trainer,
-        "verl.trainer.ppo.ray_trainer:RayPPOTrainer": ray_trainer.RayPPOTrainer,
-        "verl.trainer.main_ppo_v0": main_ppo_v0,
-    }
+    owners = {"verl.trainer.ppo.ray_trainer": ray_trainer, "verl.trainer.main_ppo_v0": main_ppo_v0}
 
     def snapshot():
-        return {(k, n): v for k, o in owners.items() for n, v in list(vars(o).items())}
+        return {(m, n): v for m, o in owners.items() for n, v in list(vars(o).items())}
 
     before = snapshot()
     cfg = {"data": {"train_batch_size": 2}, "verl_judge": {"deferred_reward": deferred}}
     if deferred:
         cfg["reward"] = {"reward_model": {"enable": True}}
-    hooks.install(OmegaConf.create(cfg))
+    seam.install(OmegaConf.create(cfg))
     after = snapshot()
-    changed = {
-        (k.split(":")[0], (k.split(":")[1] + "." if ":" in k else "") + n)
-        for (k, n) in after
-        if before.get((k, n)) is not after[(k, n)]
-    }
-    tables = [hooks.PATCHED] + ([deferred_reward.PATCHED] if deferred else [])
-    want = {(m, p) for t in tables for m, paths in t.items() for p in paths}
+    changed = {key for key in after if before.get(key) is not after[key]}
+    want = {(m, n) for m, names in seam.PATCHED.items() if m in owners for n in names}
+    if not deferred:
+        want -= {("verl.trainer.ppo.ray_trainer", "marked_timer"), ("verl.trainer.ppo.ray_trainer", "extract_reward")}
     assert changed == want
+    assert all(len(why) > 40 for names in seam.PATCHED.values() for why in names.values())  # each with its reason
