@@ -58,6 +58,13 @@ _TAG_CACHE: dict[str, tuple[str, str, re.Pattern]] = {}
 _SCORE_VALUE = re.compile(r"\s*([0-4])\s*", re.ASCII)
 _NUMBER = re.compile(r"-?[$]?\d[\d,]*(?:\.\d+)?|-?[$]?\.\d+", re.ASCII)
 _HASH_ANSWER = re.compile(r"####[ \t]*(\S*)")
+# what extends a "#### N" token on its line into an expression, a range or a hedge: "#### 72 / 5", "#### 72 - 24",
+# "#### 72 x 3", "#### 72 or 96", "#### 72 to 96", "#### 72, 96"; the token is then no final answer. Working in
+# brackets ("#### 18 (10 + 8)"), an equation that restates it ("#### 18 = 10 + 8"), a unit ("#### 18 m²") and words
+# ("#### 18 apples, 5 left") are not, nor a number in passing ("#### 18 -5 on the way", as GSM8K's strict reading).
+_EXTENDED = re.compile(
+    r"(?:(?<=,)|[ \t]*(?:[+*/×÷^]|\b(?:or|to|and|x)\b)|[ \t]+-(?=[ \t]))[ \t]*[$]?[0-9]", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True)
@@ -380,9 +387,10 @@ _SENTENCE_END = re.compile(r"[.!?;](?=\s)|[\r\n]")
 def _hash_value(t: str, cue: re.Match) -> Decimal | None:
     """The value of a ``####`` cue: its whole token, as the strict rule reads it (``hash_answer``), read through
     what may wrap a number (``_plain_number``: ``**18**``, ``18.``, ``18kg``); None when that token is no plain
-    number (``18/5``, ``18^2``, ``18e2``, ``18-20``, ``18:30``, ``18_2``, ``$ 18``)."""
+    number (``18/5``, ``18^2``, ``18e2``, ``18-20``, ``18:30``, ``18_2``, ``$ 18``) or the line goes on to extend it
+    (``_EXTENDED``: ``18 / 5``, ``18 or 20``)."""
     lead = cue.group(1).lstrip(" \t")
-    if " " in lead or "\t" in lead or t[cue.end() : cue.end() + 1].strip():
+    if " " in lead or "\t" in lead or t[cue.end() : cue.end() + 1].strip() or _EXTENDED.match(t, cue.end()):
         return None
     return _plain_number(lead + cue.group(2) + cue.group(3))
 
@@ -473,14 +481,15 @@ def final_answer(text: object) -> tuple[Decimal | None, str]:
 
 
 def hash_answer(text: object) -> str | None:
-    """The token right after the last ``####`` on its line (GSM8K "strict"), or ``None``.
+    """The token right after the last ``####`` on its line (GSM8K "strict"), or ``None``; ``None`` too when the line
+    goes on to make the token part of an expression, a range or a hedge (``#### 18 / 5``, ``#### 18 or 20``).
 
     The token is returned raw (``"$1,234."``); ``normalize_number`` decides whether it is a number.
     """
     if not isinstance(text, str) or "####" not in text:
         return None
     m = _HASH_ANSWER.match(text, text.rfind("####"))
-    return (m.group(1) or None) if m else None
+    return (m.group(1) or None) if m and not _EXTENDED.match(text, m.end()) else None
 
 
 def reference_answer(reference: object, ground_truth: object = None) -> str | None:

@@ -243,7 +243,8 @@ def group_reward_errors(cfg) -> list[str]:
     registered as ``pairwise_group``) without ``reward.num_workers=1`` (a group's answers would be split over workers
     and each part wait out the timeout), without a custom reward function, with one that is no group reward (it takes
     no ``solution_strs``; functions of this repository are looked at), or with ``actor_rollout_ref.rollout.n < 2``
-    (every answer a group of one, with no mate); a function that scores only whole groups (``group_only``) under a
+    (every answer a group of one, with no mate), or with REMAX (its greedy baseline shares the uid); a function that
+    scores only whole groups (``group_only``) under a
     manager that scores one sample alone; ``verl_judge.group_reward`` settings that change what the arm measures:
     ``size`` other than null or ``rollout.n`` (smaller splits every group, larger makes every group wait the whole
     timeout), ``timeout`` outside ``GROUP_TIMEOUT_S``, any other key."""
@@ -292,6 +293,13 @@ def group_reward_errors(cfg) -> list[str]:
         errors.append(
             f"actor_rollout_ref.rollout.n={n}: the group reward manager ({name}) scores each answer with its GRPO "
             "group mates and needs rollout.n >= 2 (with 1 every answer is a group of one, with no mate)"
+        )
+    estimator = str(sel("algorithm.adv_estimator") or "")
+    if grouped and estimator == "remax":
+        errors.append(
+            "algorithm.adv_estimator=remax: REMAX's greedy baseline answer shares its prompt's uid, so the group "
+            f"reward manager ({name}) would take it for a group mate (or score it alone after the group timeout): use "
+            "grpo, or a reward manager that scores one sample at a time"
         )
     settings = sel("verl_judge.group_reward") or {}
     unknown = sorted(set(settings) - {"size", "timeout"})

@@ -76,7 +76,7 @@ def _plain(value: Any) -> Any:
 
 def checked(rows: Any, n: int, fn: str) -> list[dict]:
     """``rows``, a group reward's result for ``n`` answers, if it keeps the contract; else ``ValueError`` naming
-    ``fn``: one dict per answer, the same keys for every answer, ``score`` first."""
+    ``fn``: one dict per answer, the same keys for every answer, ``score`` first and a number (not NaN, not a bool)."""
     if not isinstance(rows, (list, tuple)) or len(rows) != n:
         got = f"{len(rows)} rows" if isinstance(rows, (list, tuple)) else type(rows).__name__
         raise ValueError(f"group reward {fn}: returned {got} for a group of {n} answers; it must return one dict each")
@@ -84,6 +84,9 @@ def checked(rows: Any, n: int, fn: str) -> list[dict]:
         keys = list(row) if isinstance(row, Mapping) else None
         if not keys or keys[0] != "score":
             raise ValueError(f"group reward {fn}: answer {i}'s reward must be a dict with 'score' first, got {row!r}")
+        score = row["score"]
+        if isinstance(score, bool) or not isinstance(score, (int, float)) or score != score:
+            raise ValueError(f"group reward {fn}: answer {i}'s score must be a number, got {score!r}")
         if set(keys) != set(rows[0]):
             raise ValueError(
                 f"group reward {fn}: answer {i}'s keys {keys} differ from answer 0's {list(rows[0])}; every answer "

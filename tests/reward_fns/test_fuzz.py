@@ -423,7 +423,15 @@ def last_hash_differs(rng):
 
 def number_after_hash_answer(rng):
     a, b = two_whole(rng)
-    return f"{fill(rng)} #### {a} {fill(rng)} {b} apples", (Decimal(a), Decimal(b)), (Decimal(b), Decimal(a))
+    words = " ".join(rng.choice(["so", "the", "apples", "she", "has"]) for _ in range(rng.randint(0, 3)))
+    return f"{fill(rng)} #### {a} {words} {b} apples", (Decimal(a), Decimal(b)), (Decimal(b), Decimal(a))
+
+
+def hash_then_expression(rng):
+    """``#### a + b``, ``#### a or b``: the token is part of an expression or a hedge, no strict answer."""
+    a, b = two_whole(rng)
+    op = rng.choice(["+", "*", "/", " - ", "or", "to", "x", "÷"])
+    return f"{fill(rng)} #### {a} {op} {b} apples", (None, None), (Decimal(b), Decimal(a))
 
 
 def hash_then_line_break(rng):
@@ -490,6 +498,7 @@ FAMILIES = [
     (all_forms, "answer", "answer"),
     (last_hash_differs, "answer", "answer"),
     (number_after_hash_answer, "answer", "answer"),
+    (hash_then_expression, "none", "answer"),
     (hash_then_line_break, "none", "answer"),
     (hash_then_word, "none", "answer"),
     (no_hash, "none", "answer"),

@@ -376,6 +376,15 @@ def test_numbers_equal(a, b, equal):
         ("#### 1 then #### 2", "2"),
         ("####   $1,234.", "$1,234."),
         ("#### 18 dollars", "18"),
+        ("#### 18 (10 + 8)", "18"),  # working in brackets
+        ("#### 18 = 10 + 8", "18"),  # an equation that restates it
+        ("#### 72 / 5", None),  # the line makes the token part of an expression, a range or a hedge
+        ("#### 72 - 24", None),
+        ("#### 72 x 3", None),
+        ("#### 72 or 96", None),
+        ("#### 72 to 96", None),
+        ("#### 72, 96", None),
+        ("#### 72 96 apples", "72"),  # a number in passing, as GSM8K's strict reading takes the token
         ("####\n18", None),  # the number must be on the marker's line
         ("#### ", None),
         ("no marker 18", None),
@@ -546,6 +555,22 @@ FINAL_ANSWER_CASES = [
     ("#### 18/5\nCheck: 18 - 8 = 10", FINAL_NONE),
     ("The answer is 18.\n#### 18/5", FINAL_NONE),
     ("#### 18/5 (10 + 8)", FINAL_NONE),
+    # ... and so does a token the rest of its line extends into an expression, a range or a hedge
+    ("#### 72 / 5", FINAL_NONE),
+    ("#### 72 - 24", FINAL_NONE),
+    ("#### 72 * 2", FINAL_NONE),
+    ("#### 72 x 3", FINAL_NONE),
+    ("#### 72 or 96", FINAL_NONE),
+    ("#### 72 OR 96", FINAL_NONE),
+    ("#### 72 to 96", FINAL_NONE),
+    ("#### 72 and 96", FINAL_NONE),
+    ("#### 72, 96", FINAL_NONE),
+    ("#### 72 -96", Decimal("72")),  # a number in passing (a minus sign, not a spaced operator)
+    ("#### 18 = 10 + 8", Decimal("18")),
+    ("#### 18 (10 + 8)", Decimal("18")),
+    ("#### 18 m²", Decimal("18")),
+    ("#### 18 apples for 3 kids", Decimal("18")),
+    ("#### 18 - that's it", Decimal("18")),
     # a later line after the last #### N that states another number as an answer is a second answer
     ("#### 18\nWait, that's wrong. It is 17", FINAL_CONFLICT),
     ("#### 18\nIt's 17.", FINAL_CONFLICT),

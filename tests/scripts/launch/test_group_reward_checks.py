@@ -49,6 +49,11 @@ ALONE = (
     "actor_rollout_ref.rollout.n={n}: the group reward manager ({name}) scores each answer with its GRPO group mates "
     "and needs rollout.n >= 2 (with 1 every answer is a group of one, with no mate)"
 )
+REMAX = (
+    "algorithm.adv_estimator=remax: REMAX's greedy baseline answer shares its prompt's uid, so the group reward "
+    "manager ({name}) would take it for a group mate (or score it alone after the group timeout): use grpo, or a "
+    "reward manager that scores one sample at a time"
+)
 SIZE = (
     "verl_judge.group_reward.size={size!r}: must be null or actor_rollout_ref.rollout.n ({n}): a smaller size splits "
     "every GRPO group, a larger one makes every group wait verl_judge.group_reward.timeout"
@@ -157,6 +162,12 @@ CASES = {
         [ALONE.format(n=1, name="GroupRewardManager")],
     ),
     "rollout_n_1_without_the_group_manager": ("gsm8k_rule", ["actor_rollout_ref.rollout.n=1"], []),
+    "remax": (  # REMAX's greedy baseline shares its prompt's uid: a false mate
+        "gsm8k_local_judge",
+        [*arms.TOURNAMENT, "algorithm.adv_estimator=remax"],
+        [REMAX.format(name="GroupRewardManager")],
+    ),
+    "remax_without_the_group_manager": ("gsm8k_rule", ["algorithm.adv_estimator=remax"], []),
     "size_below_n": (
         "gsm8k_local_judge",
         [*arms.TOURNAMENT, "verl_judge.group_reward.size=2"],

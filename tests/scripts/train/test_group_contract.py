@@ -88,6 +88,10 @@ NAMED = "group reward broken of pkg://tests.fixtures.group_rewards: "
         ),
         ("no_score", "answer 0's reward must be a dict with 'score' first, got {'length': 7.0}"),
         ("score_not_first", "answer 0's reward must be a dict with 'score' first, got {'length': 7.0, 'score': 1.0}"),
+        ("score_none", "answer 1's score must be a number, got None"),
+        ("score_text", "answer 1's score must be a number, got '1'"),
+        ("score_bool", "answer 1's score must be a number, got True"),
+        ("score_nan", "answer 1's score must be a number, got nan"),
     ],
 )
 def test_a_broken_contract_stops_naming_the_function(breaks, message, model_path, tokenizer):
