@@ -110,7 +110,7 @@ def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespac
     """``parser``'s options; the rest must be Hydra overrides (``ns.overrides``). Checks what both workflows
     take: a ``--model-solutions`` file exists, ``--sft-model`` is a model folder, the machine knobs are known, the
     memory and learning-rate numbers are finite and positive (``inf`` and ``nan`` are refused here, not mid-run)."""
-    ns, overrides = parser.parse_known_ns(argv)
+    ns, overrides = parser.parse_known_args(argv)
     bad = [o for o in overrides if "=" not in o or o.startswith("-")]
     if bad:
         parser.error(f"unrecognized arguments: {' '.join(bad)} (extra arguments are Hydra overrides KEY=VALUE)")
