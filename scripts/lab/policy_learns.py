@@ -350,7 +350,7 @@ def parse_args(argv: list[str]) -> Experiment:
     """The command line checked, with the arms resolved (the judge task's default, ``--no-rule``)."""
     parser = build_parser()
     ns = cli.parse(parser, argv)
-    for name in ("steps", "test_freq", "eval_questions"):
+    for name in ("steps", "test_freq", "eval_questions", "parallel"):
         if getattr(ns, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(ns, name)}")
     if ns.policy_sft_rows < 0:
@@ -383,8 +383,6 @@ def parse_args(argv: list[str]) -> Experiment:
             reuse.read_settings(report_json, "report")
         except ValueError as e:
             parser.error(f"--out {cfg.out}: {e}; move it away")
-    if cfg.parallel < 1:
-        parser.error(f"--parallel must be >= 1, got {cfg.parallel}")
     if cfg.instances is not None:
         if min(cfg.instances) < 0 or cfg.testbed == "none":
             parser.error("--instances: testbed seeds >= 0, with the word-problem testbed")
