@@ -21,14 +21,10 @@ import contextlib
 import os
 import sys
 import time
-from typing import TYPE_CHECKING
 
 from scripts.lab import scorecard
 from scripts.launch import services
 from scripts.workflows.stages import say
-
-if TYPE_CHECKING:
-    from scripts.lab.policy_learns import Experiment
 
 POLL_S = 5.0  # how often the children are looked at
 SAY_S = 60.0  # how often progress is said
@@ -80,8 +76,9 @@ def progress(out: str, k: int) -> str:
     return f"{len(done)} stages done" + (f" (last: {max(done)[1]})" if done else "")
 
 
-def run(cfg: Experiment, argv: list[str]) -> int:
-    """Every instance of ``cfg.instances`` at once, then the pooled scorecard; 0, or 1 when an instance failed."""
+def run(cfg, argv: list[str]) -> int:
+    """Every instance of ``cfg.instances`` (the experiment's settings, ``policy_learns.Experiment``) at once, then the
+    pooled scorecard; 0, or 1 when an instance failed."""
     gpus = cfg.gpus.split(",") if cfg.gpus else []
     os.makedirs(cfg.out, exist_ok=True)
     procs: dict[int, tuple] = {}

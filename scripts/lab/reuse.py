@@ -11,14 +11,10 @@ import json
 import os
 import re
 import shutil
-from typing import TYPE_CHECKING
 
 from data_prep.files.outputs import write_json
 from scripts.console import masked
 from scripts.workflows.stages import Stages, say
-
-if TYPE_CHECKING:
-    from scripts.lab.policy_learns import Experiment
 
 #: what an experiment records of the settings that make the stages ``--reuse`` links (``stage_settings``)
 SETTINGS_FILE = "stage_settings.json"
@@ -52,9 +48,10 @@ STAGE_OPTIONS = (
 PRODUCTS = {"sft_data": os.path.join("data", "sft_train.parquet"), "merge": "hf"}
 
 
-def stage_settings(cfg: Experiment, env: dict) -> dict:
-    """The settings that make the stages ``--reuse`` links: ``STAGE_OPTIONS``, the start model (``MODEL``; "" for the
-    default), GSM8K's folder with ``--testbed none``, the Hydra overrides when the judge has GRPO steps."""
+def stage_settings(cfg, env: dict) -> dict:
+    """The settings that make the stages ``--reuse`` links, of the experiment's ``cfg`` (``policy_learns.Experiment``):
+    ``STAGE_OPTIONS``, the start model (``MODEL``; "" for the default), GSM8K's folder with ``--testbed none``, the
+    Hydra overrides when the judge has GRPO steps."""
     settings = {k: getattr(cfg, k) for k in STAGE_OPTIONS}
     settings["model"] = env.get("MODEL") or ""
     if cfg.testbed == "none":
@@ -64,7 +61,7 @@ def stage_settings(cfg: Experiment, env: dict) -> dict:
     return json.loads(json.dumps(settings))  # as the record reads back (tuples as lists)
 
 
-def record_settings(out: str, cfg: Experiment, env: dict) -> None:
+def record_settings(out: str, cfg, env: dict) -> None:
     """``SETTINGS_FILE`` in ``out``: written by the attempt that starts the folder, kept by the ones that resume it
     (its stages are that attempt's); a resume with other settings is told which."""
     path, now = os.path.join(out, SETTINGS_FILE), stage_settings(cfg, env)
@@ -98,7 +95,7 @@ def settings_differences(there: dict, here: dict) -> list[str]:
     ]
 
 
-def reuse_problems(src: str, cfg: Experiment, env: dict) -> list[str]:
+def reuse_problems(src: str, cfg, env: dict) -> list[str]:
     """Why experiment ``src``'s stages cannot serve this one ([]: they can): no finished experiment there, or its
     recorded settings differ from these (each difference named)."""
     if not os.path.isfile(os.path.join(src, ".judge_model.done")):
