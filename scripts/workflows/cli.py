@@ -36,9 +36,8 @@ def add_options(p: argparse.ArgumentParser, cls: type) -> None:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class JudgeRun:
-    """The judge stages' settings (``scripts.pipeline`` and ``scripts.lab.policy_learns``): their options, the judge
-    task (``--task``; the lab's ``--judge-task``) and the Hydra overrides, each default resolved (``parsed``). A
-    workflow's own settings extend it."""
+    """The judge stages' settings, which each workflow's own extend: their options, the judge task (``--task``; the
+    lab's ``--judge-task``) and the Hydra overrides, each default resolved (``parsed``)."""
 
     out: str = option(required=True, help="run folder (stages resume from it)")
     sft: bool = option(action=argparse.BooleanOptionalAction, default=True, help="warm start with SFT (default on)")
