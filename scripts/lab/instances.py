@@ -76,23 +76,24 @@ def progress(out: str, k: int) -> str:
     return f"{len(done)} stages done" + (f" (last: {max(done)[1]})" if done else "")
 
 
-def run(a, argv: list[str], steps: int) -> int:
-    """Every instance of ``a.instances`` at once, then the pooled scorecard; 0, or 1 when an instance failed."""
-    gpus = a.gpus.split(",") if a.gpus else []
-    os.makedirs(a.out, exist_ok=True)
+def run(cfg, argv: list[str]) -> int:
+    """Every instance of ``cfg.instances`` (the experiment's settings, ``policy_learns.Experiment``) at once, then the
+    pooled scorecard; 0, or 1 when an instance failed."""
+    gpus = cfg.gpus.split(",") if cfg.gpus else []
+    os.makedirs(cfg.out, exist_ok=True)
     procs: dict[int, tuple] = {}
     failed = None
     interrupted = False
     try:
-        for i, k in enumerate(a.instances):
+        for i, k in enumerate(cfg.instances):
             env = dict(os.environ)
             # every vLLM engine compiles with inductor, whose default pool is one process per CPU: with many runs at
             # once that exhausted a 64-core host's processes (docs/results/2026-11-27-guard_smoke)
             env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
             if gpus:
                 env["CUDA_VISIBLE_DEVICES"] = gpus[i % len(gpus)]
-            cmd = [sys.executable, "-m", "scripts.lab.policy_learns", *child_argv(argv, a.out, k, gpus, i)]
-            log = os.path.join(a.out, f"instance_{k}.log")
+            cmd = [sys.executable, "-m", "scripts.lab.policy_learns", *child_argv(argv, cfg.out, k, gpus, i)]
+            log = os.path.join(cfg.out, f"instance_{k}.log")
             release = services.hold_signals()  # a Ctrl-C while the instance is made would orphan it
             try:
                 proc = services.spawn(cmd, env, log, group=True)
@@ -107,7 +108,7 @@ def run(a, argv: list[str], steps: int) -> int:
             failed = next((k for k, (p, _) in procs.items() if p.poll() not in (None, 0)), None)
             if time.monotonic() - last_said >= SAY_S:
                 last_said = time.monotonic()
-                say("; ".join(f"instance {k}: {progress(a.out, k)}" for k in procs))
+                say("; ".join(f"instance {k}: {progress(cfg.out, k)}" for k in procs))
         failed = next((k for k, (p, _) in procs.items() if p.poll() not in (None, 0)), failed)
     except KeyboardInterrupt:  # no failure of an instance: one line below, once every instance is stopped
         interrupted = True
@@ -123,8 +124,7 @@ def run(a, argv: list[str], steps: int) -> int:
         say(f"ERROR: instance {failed} failed (exit {proc.returncode}); the others were stopped. {log} ends:")
         print(services.tail(log, 30), flush=True)
         return 1
-    report = scorecard.write_pooled(
-        a.out, [folder(a.out, k) for k in a.instances], a.arms, a.seeds, steps, command=["python", *sys.argv]
-    )
+    folders = [folder(cfg.out, k) for k in cfg.instances]
+    report = scorecard.write_pooled(cfg.out, folders, cfg.arms, cfg.seeds, cfg.steps, command=["python", *sys.argv])
     print(scorecard.pooled_console(report), flush=True)
     return 0

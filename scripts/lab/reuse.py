@@ -7,7 +7,6 @@ instead of making them again, once their settings match; torn or missing stages 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -49,22 +48,23 @@ STAGE_OPTIONS = (
 PRODUCTS = {"sft_data": os.path.join("data", "sft_train.parquet"), "merge": "hf"}
 
 
-def stage_settings(a: argparse.Namespace, env: dict) -> dict:
-    """The settings that make the stages ``--reuse`` links: ``STAGE_OPTIONS``, the start model (``MODEL``; "" for the
-    default), GSM8K's folder with ``--testbed none``, the Hydra overrides when the judge has GRPO steps."""
-    settings = {k: getattr(a, k) for k in STAGE_OPTIONS}
+def stage_settings(cfg, env: dict) -> dict:
+    """The settings that make the stages ``--reuse`` links, of the experiment's ``cfg`` (``policy_learns.Experiment``):
+    ``STAGE_OPTIONS``, the start model (``MODEL``; "" for the default), GSM8K's folder with ``--testbed none``, the
+    Hydra overrides when the judge has GRPO steps."""
+    settings = {k: getattr(cfg, k) for k in STAGE_OPTIONS}
     settings["model"] = env.get("MODEL") or ""
-    if a.testbed == "none":
+    if cfg.testbed == "none":
         settings["gsm8k_dir"] = env.get("GSM8K_DIR") or ""
-    if a.grpo_steps > 0:
-        settings["judge_grpo_overrides"] = masked(list(a.overrides), env)  # recorded: credentials masked
+    if cfg.grpo_steps > 0:
+        settings["judge_grpo_overrides"] = masked(list(cfg.overrides), env)  # recorded: credentials masked
     return json.loads(json.dumps(settings))  # as the record reads back (tuples as lists)
 
 
-def record_settings(out: str, a: argparse.Namespace, env: dict) -> None:
+def record_settings(out: str, cfg, env: dict) -> None:
     """``SETTINGS_FILE`` in ``out``: written by the attempt that starts the folder, kept by the ones that resume it
     (its stages are that attempt's); a resume with other settings is told which."""
-    path, now = os.path.join(out, SETTINGS_FILE), stage_settings(a, env)
+    path, now = os.path.join(out, SETTINGS_FILE), stage_settings(cfg, env)
     if os.path.exists(path):
         for diff in settings_differences(read_settings(path), now):
             say(f"WARNING: {out} was started with other settings; its finished stages keep theirs: {diff}")
@@ -95,7 +95,7 @@ def settings_differences(there: dict, here: dict) -> list[str]:
     ]
 
 
-def reuse_problems(src: str, a: argparse.Namespace, env: dict) -> list[str]:
+def reuse_problems(src: str, cfg, env: dict) -> list[str]:
     """Why experiment ``src``'s stages cannot serve this one ([]: they can): no finished experiment there, or its
     recorded settings differ from these (each difference named)."""
     if not os.path.isfile(os.path.join(src, ".judge_model.done")):
@@ -107,7 +107,7 @@ def reuse_problems(src: str, a: argparse.Namespace, env: dict) -> list[str]:
         there = read_settings(path)
     except ValueError as e:
         return [f"--reuse {src}: {e}"]
-    diffs = settings_differences(there, stage_settings(a, env))
+    diffs = settings_differences(there, stage_settings(cfg, env))
     return [f"--reuse {src}: its stages were made with other settings: {'; '.join(diffs)}"] if diffs else []
 
 

@@ -15,15 +15,15 @@ with the trained judge, the other with the same judge asked only where the rule 
 
     ROUTE = "++reward.custom_reward_function.reward_kwargs.mode=route"
 
-    def judge_then_two_policies(flow, args):
+    def judge_then_two_policies(flow, cfg):
         base = steps.start_model(flow.env)
         pipeline.policy_data_stage(flow, base)
-        judge = pipeline.judge(flow, args)
+        judge = pipeline.judge(flow, cfg)
         for name, extra in (("policy", ()), ("policy_route", (ROUTE,))):
-            run = functools.partial(pipeline.policy, flow, args, base, judge, name=name, extra=extra)
+            run = functools.partial(pipeline.policy, flow, cfg, base, judge, name=name, extra=extra)
             flow.stage(name, flow.path(name), run)
 
-    args = pipeline.parse_args(["judge_to_reward", "--out", "runs/x"])
-    flow = cli.run_of(args)
-    flow.guarded(lambda: judge_then_two_policies(flow, args))
+    cfg = pipeline.parse_args(["judge_to_reward", "--out", "runs/x"])
+    flow = cli.run_of(cfg)
+    flow.guarded(lambda: judge_then_two_policies(flow, cfg))
 """

@@ -25,7 +25,7 @@ first) -> ``merge`` (``verl.model_merger``) -> ``eval_after`` -> ``compare`` (``
 after GRPO). ``judge_to_reward`` adds ``policy``: recipes/gsm8k_local_judge with the trained judge as the reward
 (the task's ``reward``: ``reward_fns/llm_judge.py`` for ``pointwise``, ``reward_fns/pairwise_judge.py`` in
 ``pairwise_ref`` mode for ``pairwise_ref``; the no-reference ``pairwise`` judge rewards nothing: the pairwise reward
-asks with the reference shown; ``policy(flow, args, base, judge, recipe=...)`` takes another reward recipe;
+asks with the reference shown; ``policy(flow, cfg, base, judge, recipe=...)`` takes another reward recipe;
 ``scripts.lab.policy_learns`` compares it with the rule).
 
 Machine settings are the launcher's knobs (``python -m scripts.launch --knobs``: MODEL, GSM8K_DIR, PYTHON, N_GPUS,
@@ -37,6 +37,7 @@ make).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import os
 import shlex
@@ -76,49 +77,63 @@ POLICY_RECIPE = "gsm8k_local_judge"
 POLICY_STAGE = ["reward.reward_model.rollout.enforce_eager=true"]
 
 
-def judge(flow: Stages, a: argparse.Namespace, solver=None, beside_next: bool = False) -> str:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Pipeline(cli.JudgeRun):
+    """``python -m scripts.pipeline``'s settings: the judge's, the workflow and its policy stage's."""
+
+    workflow: str
+    policy_steps: int = cli.option(type=int, default=6, help="judge_to_reward: policy GRPO steps (default 6)")
+    policy_override: tuple[str, ...] = cli.option(
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="judge_to_reward: Hydra override of the policy stage (the positional overrides go to the judge)",
+    )
+
+
+def judge(flow: Stages, cfg: cli.JudgeRun, solver=None, beside_next: bool = False) -> str:
     """The judge's stages; returns the judge they make. ``solver``: a function giving the model whose answers stage
     ``samples`` collects, asked when the stage runs (default the start model). ``beside_next``: the last evaluation
     runs in the background, beside the caller's next stage (the caller then calls ``finish_judge``)."""
-    task, base = TASKS[a.task], steps.start_model(flow.env)
-    data, test = flow.path("data"), test_file(flow, a)
-    if a.model_solutions == "base":  # GPU work beside the CPU-bound data stage
+    task, base = TASKS[cfg.task], steps.start_model(flow.env)
+    data, test = flow.path("data"), test_file(flow, cfg)
+    if cfg.model_solutions == "base":  # GPU work beside the CPU-bound data stage
         policy_data = policy_data_stage(flow, base)
 
         def answers() -> None:
             questions = os.path.join(policy_data, "train.parquet")
-            kv = (a.eval_gpu_mem, a.eval_kv_cache_gb)
+            kv = (cfg.eval_gpu_mem, cfg.eval_kv_cache_gb)
             steps.samples(
-                flow, questions, solver() if solver else base, flow.path("samples"), a.model_solution_questions, *kv
+                flow, questions, solver() if solver else base, flow.path("samples"), cfg.model_solution_questions, *kv
             )
 
         flow.stage("samples", flow.path("samples"), answers, background=True)
-    flow.stage("data", data, lambda: steps.verify_data(flow, data, base, a.max_prompt_length, task.prompt_args))
-    flow.stage("sft_data", flow.path("data", "sft_train.parquet"), lambda: sft_data(flow, a, base))
-    if not a.skip_eval and a.eval_before:
+    flow.stage("data", data, lambda: steps.verify_data(flow, data, base, cfg.max_prompt_length, task.prompt_args))
+    flow.stage("sft_data", flow.path("data", "sft_train.parquet"), lambda: sft_data(flow, cfg, base))
+    if not cfg.skip_eval and cfg.eval_before:
         # the start model's evaluation needs nothing the SFT makes: it runs beside it when SFT will run
-        beside = a.sft and not a.sft_model and not flow.done("sft", flow.path("sft"))
-        evaluation(flow, a, "eval_before", base, beside)
+        beside = cfg.sft and not cfg.sft_model and not flow.done("sft", flow.path("sft"))
+        evaluation(flow, cfg, "eval_before", base, beside)
     start = base
-    if a.sft_model:  # a warm start trained elsewhere (e.g. the same SFT for GRPO with pair groups on and off)
-        start = a.sft_model
+    if cfg.sft_model:  # a warm start trained elsewhere (e.g. the same SFT for GRPO with pair groups on and off)
+        start = cfg.sft_model
         say(f"warm start given: {start} (stages sft and eval_sft skipped)")
-    elif a.sft:
-        length = a.max_prompt_length + a.max_response_length
+    elif cfg.sft:
+        length = cfg.max_prompt_length + cfg.max_response_length
         train = flow.path("data", "sft_train.parquet")
-        flow.stage("sft", flow.path("sft"), lambda: sft(flow, a, "sft", base, train, a.sft_steps, length))
+        flow.stage("sft", flow.path("sft"), lambda: sft(flow, cfg, "sft", base, train, cfg.sft_steps, length))
         start = steps.last_checkpoint(flow.path("sft"), "huggingface")
-        if not a.skip_eval:
-            evaluation(flow, a, "eval_sft", start, beside_next and a.grpo_steps <= 0)
+        if not cfg.skip_eval:
+            evaluation(flow, cfg, "eval_sft", start, beside_next and cfg.grpo_steps <= 0)
     judge_model = start
-    if a.grpo_steps > 0:
-        flow.stage("grpo", flow.path("grpo"), lambda: grpo(flow, a, start, test))
+    if cfg.grpo_steps > 0:
+        flow.stage("grpo", flow.path("grpo"), lambda: grpo(flow, cfg, start, test))
         judge_model = flow.path("hf")
         flow.stage("merge", judge_model, lambda: steps.merge(flow, flow.path("grpo"), judge_model))
-        if not a.skip_eval:
-            evaluation(flow, a, "eval_after", judge_model, beside_next)
+        if not cfg.skip_eval:
+            evaluation(flow, cfg, "eval_after", judge_model, beside_next)
     if not beside_next:
-        finish_judge(flow, a)
+        finish_judge(flow, cfg)
     return judge_model
 
 
@@ -128,83 +143,83 @@ def policy_data_stage(flow: Stages, base: str) -> str:
     return flow.stage("policy_data", out, lambda: steps.policy_data(flow, out, base))
 
 
-def test_file(flow: Stages, a: argparse.Namespace) -> str:
+def test_file(flow: Stages, cfg: cli.JudgeRun) -> str:
     """The judge's held-out verification rows (evaluations, GRPO validation, ``compare.md``)."""
-    return flow.path("data", f"{TASKS[a.task].verdict.name}_test.parquet")
+    return flow.path("data", f"{TASKS[cfg.task].verdict.name}_test.parquet")
 
 
-def sft_data(flow: Stages, a: argparse.Namespace, base: str) -> None:
+def sft_data(flow: Stages, cfg: cli.JudgeRun, base: str) -> None:
     """The judge's SFT rows: the verification split, plus the rows of a model's own answers when asked."""
-    task, solutions = TASKS[a.task], a.model_solutions
+    task, solutions = TASKS[cfg.task], cfg.model_solutions
     if solutions:
         solutions = flow.path("samples", "samples.jsonl") if solutions == "base" else solutions
         out = flow.path("data", "model_solutions")
-        steps.solution_data(flow, solutions, out, base, a.max_prompt_length, task.prompt_args)
-    inputs = steps.judge_train_files(flow.path("data"), task.verdict, bool(a.model_solutions))
-    steps.judge_sft_data(flow, inputs, flow.path("data", "sft_train.parquet"), a.sft_rows)
+        steps.solution_data(flow, solutions, out, base, cfg.max_prompt_length, task.prompt_args)
+    inputs = steps.judge_train_files(flow.path("data"), task.verdict, bool(cfg.model_solutions))
+    steps.judge_sft_data(flow, inputs, flow.path("data", "sft_train.parquet"), cfg.sft_rows)
 
 
-def sft(flow: Stages, a: argparse.Namespace, name: str, base: str, train: str, n_steps: int, length: int) -> None:
-    """verl's SFT trainer with the SFT options of ``a``: the judge's warm start, or another one (the policy's)."""
-    experiment = f"{a.task}-{name}"
-    steps.sft(flow, name, base, train, experiment, n_steps, length, a.sft_batch, a.sft_lr, a.sft_epochs, a.sft_override)
+def sft(flow: Stages, cfg: cli.JudgeRun, name: str, base: str, train: str, n_steps: int, length: int) -> None:
+    """verl's SFT trainer with the SFT options of ``cfg``: the judge's warm start, or another one (the policy's)."""
+    options = (cfg.sft_batch, cfg.sft_lr, cfg.sft_epochs, cfg.sft_override)
+    steps.sft(flow, name, base, train, f"{cfg.task}-{name}", n_steps, length, *options)
 
 
-def evaluation(flow: Stages, a: argparse.Namespace, name: str, model: str, beside: bool) -> None:
+def evaluation(flow: Stages, cfg: cli.JudgeRun, name: str, model: str, beside: bool) -> None:
     """Evaluation stage ``name`` of ``model``; ``beside`` (and ``--parallel-eval``): in the background, beside the
     next stage, with a fixed KV cache."""
-    task, background = TASKS[a.task], beside and a.parallel_eval
-    test = test_file(flow, a)
-    rows = ["--pairs", str(a.eval_pairs)] if task.verdict.paired else ["--limit", str(2 * a.eval_pairs)]
-    kv_cache_gb = a.eval_kv_cache_gb or (steps.SHARED_KV_CACHE_GB if background else None)
-    settings = (a.max_response_length, a.eval_gpu_mem, kv_cache_gb)
+    task, background = TASKS[cfg.task], beside and cfg.parallel_eval
+    test = test_file(flow, cfg)
+    rows = ["--pairs", str(cfg.eval_pairs)] if task.verdict.paired else ["--limit", str(2 * cfg.eval_pairs)]
+    kv_cache_gb = cfg.eval_kv_cache_gb or (steps.SHARED_KV_CACHE_GB if background else None)
+    settings = (cfg.max_response_length, cfg.eval_gpu_mem, kv_cache_gb)
     run = functools.partial(steps.evaluate, flow, model, test, flow.path(name), rows, *settings)
     flow.stage(name, flow.path(name), run, background=background)
 
 
-def grpo_settings(flow: Stages, a: argparse.Namespace) -> list[str]:
+def grpo_settings(flow: Stages, cfg: cli.JudgeRun) -> list[str]:
     """The judge's GRPO settings (its start model and data: ``grpo``); the user's overrides last."""
     return [
-        f"trainer.total_training_steps={a.grpo_steps}",
+        f"trainer.total_training_steps={cfg.grpo_steps}",
         f"trainer.default_local_dir={flow.path('grpo')}",
-        f"trainer.experiment_name={a.task}",
-        f"trainer.save_freq={min(a.grpo_steps, 10)}",
-        f"verl_judge.pair_groups={a.pair_groups}",
-        *a.overrides,
+        f"trainer.experiment_name={cfg.task}",
+        f"trainer.save_freq={min(cfg.grpo_steps, 10)}",
+        f"verl_judge.pair_groups={cfg.pair_groups}",
+        *cfg.overrides,
     ]
 
 
-def grpo(flow: Stages, a: argparse.Namespace, start: str, test: str) -> None:
-    files = steps.judge_train_files(flow.path("data"), TASKS[a.task].verdict, bool(a.model_solutions))
+def grpo(flow: Stages, cfg: cli.JudgeRun, start: str, test: str) -> None:
+    files = steps.judge_train_files(flow.path("data"), TASKS[cfg.task].verdict, bool(cfg.model_solutions))
     inputs = [f"actor_rollout_ref.model.path={start}", f"data.train_files=[{','.join(files)}]"]
-    settings = [*inputs, f"data.val_files={test}", *grpo_settings(flow, a)]
-    flow.train("grpo", TASKS[a.task].recipe, settings, "metrics.jsonl")
+    settings = [*inputs, f"data.val_files={test}", *grpo_settings(flow, cfg)]
+    flow.train("grpo", TASKS[cfg.task].recipe, settings, "metrics.jsonl")
 
 
-def finish_judge(flow: Stages, a: argparse.Namespace) -> None:
+def finish_judge(flow: Stages, cfg: cli.JudgeRun) -> None:
     """Join the judge's background evaluations, then write ``compare.md``."""
     flow.wait_background()
-    if not a.skip_eval:
-        title = f"{a.task}: held-out evaluation ({test_file(flow, a)})"
-        steps.compare(flow, title, TASKS[a.task].verdict.compare_keys)
+    if not cfg.skip_eval:
+        title = f"{cfg.task}: held-out evaluation ({test_file(flow, cfg)})"
+        steps.compare(flow, title, TASKS[cfg.task].verdict.compare_keys)
 
 
-def policy_settings(flow: Stages, a: argparse.Namespace, name: str = "policy") -> list[str]:
+def policy_settings(flow: Stages, cfg: Pipeline, name: str = "policy") -> list[str]:
     """The policy stage's settings (its models and data: ``policy``)."""
     return [
-        f"trainer.total_training_steps={a.policy_steps}",
+        f"trainer.total_training_steps={cfg.policy_steps}",
         f"trainer.default_local_dir={flow.path(name)}",
         f"trainer.experiment_name=judge_to_reward-{name}",
         "trainer.save_freq=-1",
-        *TASKS[a.task].reward,
+        *TASKS[cfg.task].reward,
         *POLICY_STAGE,
-        *a.policy_override,
+        *cfg.policy_override,
     ]
 
 
 def policy(
     flow: Stages,
-    a: argparse.Namespace,
+    cfg: Pipeline,
     base: str,
     judge: str,
     recipe: str = POLICY_RECIPE,
@@ -220,19 +235,19 @@ def policy(
         f"data.train_files={flow.path('policy_data', 'train.parquet')}",
         f"data.val_files={flow.path('policy_data', 'test.parquet')}",
     ]
-    flow.train(name, recipe, [*inputs, *policy_settings(flow, a, name), *extra], f"{name}_metrics.jsonl")
+    flow.train(name, recipe, [*inputs, *policy_settings(flow, cfg, name), *extra], f"{name}_metrics.jsonl")
     # its output: verl makes this folder only when it saves a checkpoint (none here: save_freq=-1), and a stage whose
     # output is missing is made again on a resume
     os.makedirs(flow.path(name), exist_ok=True)
 
 
-def judge_to_reward(flow: Stages, a: argparse.Namespace) -> str:
+def judge_to_reward(flow: Stages, cfg: Pipeline) -> str:
     """The judge's stages, then a GSM8K policy trained with the merged judge as its reward; ``summary.md``."""
     base = steps.start_model(flow.env)
     policy_data_stage(flow, base)
-    judge_model = judge(flow, a, beside_next=True)  # the judge's last evaluation runs beside the policy stage
-    flow.stage("policy", flow.path("policy"), lambda: policy(flow, a, base, judge_model))
-    finish_judge(flow, a)
+    judge_model = judge(flow, cfg, beside_next=True)  # the judge's last evaluation runs beside the policy stage
+    flow.stage("policy", flow.path("policy"), lambda: policy(flow, cfg, base, judge_model))
+    finish_judge(flow, cfg)
     steps.summary(flow, "policy_metrics.jsonl", f"judge_to_reward ({flow.out})", flow.t0)
     return judge_model
 
@@ -248,26 +263,18 @@ def build_parser() -> argparse.ArgumentParser:
         "rewarded by the trained judge (--task pointwise or pairwise_ref)",
     )
     p.add_argument("--task", choices=sorted(TASKS), default="pointwise")
-    cli.add_judge_args(p)
-    p.add_argument("--policy-steps", type=int, default=6, help="judge_to_reward: policy GRPO steps (default 6)")
-    p.add_argument(
-        "--policy-override",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="judge_to_reward: Hydra override of the policy stage (the positional overrides go to the judge)",
-    )
+    cli.add_options(p, Pipeline)
     return p
 
 
-def dry_run(flow: Stages, a: argparse.Namespace, argv: list[str]) -> int:
+def dry_run(flow: Stages, cfg: Pipeline, argv: list[str]) -> int:
     """DRY_RUN: each training stage's recipe, with the settings and arguments that stage gets, checked as a
     single recipe run is (the default model and data stand for the ones the stages before it make)."""
-    checks = [("judge", "grpo", TASKS[a.task].recipe, grpo_settings(flow, a), "metrics.jsonl")]
-    if a.workflow == "judge_to_reward":
-        checks.append(("policy", "policy", POLICY_RECIPE, policy_settings(flow, a), "policy_metrics.jsonl"))
+    checks = [("judge", "grpo", TASKS[cfg.task].recipe, grpo_settings(flow, cfg), "metrics.jsonl")]
+    if cfg.workflow == "judge_to_reward":
+        checks.append(("policy", "policy", POLICY_RECIPE, policy_settings(flow, cfg), "policy_metrics.jsonl"))
     for stage, name, recipe, settings, metrics in checks:
-        say(f"{a.workflow} stage {stage}: recipe {recipe}")
+        say(f"{cfg.workflow} stage {stage}: recipe {recipe}")
         try:
             launch.check_recipe(recipe, settings, dict(flow.env), **flow.where(name, metrics))
         except launch.LaunchError as e:
@@ -277,36 +284,30 @@ def dry_run(flow: Stages, a: argparse.Namespace, argv: list[str]) -> int:
     return 0
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
+def parse_args(argv: list[str]) -> Pipeline:
     """The command line checked, with the defaults that depend on the workflow filled in."""
     parser = build_parser()
-    args = cli.parse(parser, argv)
-    j2r = args.workflow == "judge_to_reward"
-    if args.model_solutions is None:
-        args.model_solutions = "base" if j2r else "none"
-    args.model_solutions = None if args.model_solutions == "none" else args.model_solutions
-    if j2r and TASKS[args.task].reward is None:
+    ns = cli.parse(parser, argv)
+    j2r = ns.workflow == "judge_to_reward"
+    if j2r and TASKS[ns.task].reward is None:
         rewards = ", ".join(k for k, t in TASKS.items() if t.reward is not None)
         parser.error(
-            f"judge_to_reward: a {args.task} judge cannot reward a policy (the pairwise reward asks with the reference "
+            f"judge_to_reward: a {ns.task} judge cannot reward a policy (the pairwise reward asks with the reference "
             f"solution shown, a prompt this judge is not trained on); --task {rewards}"
         )
-    args.grpo_steps = (0 if j2r else 30) if args.grpo_steps is None else args.grpo_steps
-    args.eval_pairs = (100 if j2r else 300) if args.eval_pairs is None else args.eval_pairs
-    return args
+    return Pipeline.parsed(ns, rewards=j2r)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    args = parse_args(argv)
-    j2r = args.workflow == "judge_to_reward"
-    flow = cli.run_of(args)
+    cfg = parse_args(argv)
+    flow = cli.run_of(cfg)
     if launch.truthy(os.environ.get("DRY_RUN") or "0"):
-        return dry_run(flow, args, argv)
+        return dry_run(flow, cfg, argv)
     slow_start = bytecode.warning()  # before any stage: every stage starts Python processes
     if slow_start:
         say(f"WARNING: {slow_start}")
-    workflow = judge_to_reward if j2r else judge
-    judge_model = flow.guarded(lambda: workflow(flow, args))
+    workflow = judge_to_reward if cfg.workflow == "judge_to_reward" else judge
+    judge_model = flow.guarded(lambda: workflow(flow, cfg))
     say(f"done in {time.time() - flow.t0:.0f}s: judge {judge_model}")
     return 0

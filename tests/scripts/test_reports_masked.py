@@ -25,9 +25,8 @@ def _scorecard(tmp_path):
 
 def _stage_settings(tmp_path):
     out = tmp_path / "pl"
-    args = policy_learns.build_parser().parse_args(["--out", str(out), "--grpo-steps", "5"])
-    args.overrides = [OVERRIDE.format(SECRET)]
-    reuse.record_settings(str(out), args, {})
+    cfg = policy_learns.parse_args(["--out", str(out), "--grpo-steps", "5", OVERRIDE.format(SECRET)])
+    reuse.record_settings(str(out), cfg, {})
     return [out / reuse.SETTINGS_FILE], ("judge_grpo_overrides",), [OVERRIDE.format(MASKED)]
 
 

@@ -12,7 +12,6 @@ import pytest
 
 from reward_fns import controls
 from scripts.lab import instances, policy_learns
-from scripts.workflows import cli
 from scripts.workflows.stages import Stages
 
 
@@ -86,17 +85,17 @@ def test_child_argv_is_what_the_parser_reads():
     """Each instance's command line, read by policy_learns' own parser: its folder, its testbed seed, its GPUs and
     the parent's other arguments; no --instances (else each instance would start instances of its own)."""
     argv = ["--out", "runs/c", "--instance", "0,1", "--gpu", "2,3", "--seeds", "0,1", "--steps", "3", "a.b=1"]
-    parent = cli.parse(policy_learns.build_parser(), argv)
-    assert (parent.out, parent.instances, parent.gpus) == ("runs/c", [0, 1], "2,3")
+    parent = policy_learns.parse_args(argv)
+    assert (parent.out, parent.instances, parent.gpus) == ("runs/c", (0, 1), "2,3")
     for i, k in enumerate(parent.instances):
-        child = cli.parse(policy_learns.build_parser(), instances.child_argv(argv, parent.out, k, ["2", "3"], i))
+        child = policy_learns.parse_args(instances.child_argv(argv, parent.out, k, ["2", "3"], i))
         assert (child.out, child.instances, child.gpus, child.testbed_arg) == (
             f"runs/c/instance_{k}",
             None,
             ["2,3", "3,2"][i],
-            [f"--seed={k}"],
+            (f"--seed={k}",),
         )
-        assert (child.seeds, child.steps, child.overrides) == ([0, 1], 3, ["a.b=1"])
+        assert (child.seeds, child.steps, child.overrides) == ((0, 1), 3, ("a.b=1",))
 
 
 INSTANCES = "--instances: testbed seeds >= 0, with the word-problem testbed"
@@ -133,18 +132,18 @@ def test_bad_instances_stop_the_command_line(args, message, dry, tmp_path, capsy
 
 def test_good_instances_start_them(tmp_path, monkeypatch):
     started = []
-    monkeypatch.setattr(instances, "run", lambda a, argv, steps: started.append((a.instances, argv, steps)) or 7)
+    monkeypatch.setattr(instances, "run", lambda cfg, argv: started.append((cfg.instances, argv, cfg.steps)) or 7)
     monkeypatch.delenv("DRY_RUN", raising=False)
     argv = ["--out", str(tmp_path / "x"), "--instances", "2,0", "--steps", "5", "--testbed-arg=--train-size=60"]
     assert policy_learns.main(argv) == 7
-    assert started == [([2, 0], argv, 5)]
+    assert started == [((2, 0), argv, 5)]
 
 
 def _settings(tmp_path, arms: str, seeds: str) -> dict[str, list[str]]:
     """Each run's settings (``policy_learns.run_settings``), by run name."""
-    a = cli.parse(policy_learns.build_parser(), ["--out", str(tmp_path), "--arms", arms, "--seeds", seeds])
+    cfg = policy_learns.parse_args(["--out", str(tmp_path), "--arms", arms, "--seeds", seeds])
     flow = Stages(str(tmp_path))
-    return {name: policy_learns.run_settings(flow, a, name, arm, seed) for name, arm, seed in policy_learns.runs(a)}
+    return {name: policy_learns.run_settings(flow, cfg, name, arm, seed) for name, arm, seed in policy_learns.runs(cfg)}
 
 
 SEED = "++reward.custom_reward_function.reward_kwargs.seed="

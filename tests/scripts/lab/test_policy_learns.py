@@ -226,13 +226,13 @@ def test_defaults_of_the_experiment():
     """The judge run's judge is served beside the policy, and the judge also learns from the start policy's answers."""
     from scripts.lab import policy_learns
 
-    args, overrides = policy_learns.build_parser().parse_known_args(["--out", "x"])
-    assert (args.judge_placement, args.model_solutions, args.steps, args.policy_sft_rows, overrides) == (
+    cfg = policy_learns.parse_args(["--out", "x"])
+    assert (cfg.judge_placement, cfg.model_solutions, cfg.steps, cfg.policy_sft_rows, cfg.overrides) == (
         "server",
         "base",
         100,
         500,
-        [],
+        (),
     )
 
 

@@ -179,9 +179,7 @@ def test_reuse_links_only_finished_stages(drop, here, linked, said, tmp_path, ca
 
 
 def _record(src, **changes) -> None:
-    args = policy_learns.build_parser().parse_args(["--out", str(src)])
-    args.model_solutions = args.model_solutions if args.model_solutions != "none" else None
-    settings = reuse.stage_settings(args, {"MODEL": "/models/m"})
+    settings = reuse.stage_settings(policy_learns.parse_args(["--out", str(src)]), {"MODEL": "/models/m"})
     settings.update(changes)
     (src / reuse.SETTINGS_FILE).write_text(json.dumps(settings))
 
@@ -207,9 +205,8 @@ def test_reuse_refuses_other_settings(recorded, argv, message, tmp_path, capsys,
     _experiment(src, {"judge_model": "judge_model/config.json"})
     _record(src, **recorded)
     monkeypatch.setenv("MODEL", "/models/m")
-    args = policy_learns.build_parser().parse_args(["--out", str(tmp_path / "out"), *argv])
-    args.model_solutions = None if args.model_solutions == "none" else args.model_solutions
-    problems = reuse.reuse_problems(str(src), args, os.environ)
+    cfg = policy_learns.parse_args(["--out", str(tmp_path / "out"), *argv])
+    problems = reuse.reuse_problems(str(src), cfg, os.environ)
     if message is None:
         assert problems == []
         return
@@ -221,11 +218,11 @@ def test_reuse_refuses_other_settings(recorded, argv, message, tmp_path, capsys,
 def test_an_experiment_records_its_stage_settings_once(tmp_path, capsys):
     """The attempt that starts a folder writes its record; a resume keeps it and says what differs."""
     out = tmp_path / "pl"
-    first = policy_learns.build_parser().parse_args(["--out", str(out)])
+    first = policy_learns.parse_args(["--out", str(out)])
     reuse.record_settings(str(out), first, {})
     record = json.loads((out / reuse.SETTINGS_FILE).read_text())
     assert (record["policy_sft_rows"], record["testbed_arg"], record["model"]) == (500, [], "")
-    again = policy_learns.build_parser().parse_args(["--out", str(out), "--policy-sft-rows", "8"])
+    again = policy_learns.parse_args(["--out", str(out), "--policy-sft-rows", "8"])
     reuse.record_settings(str(out), again, {})
     assert json.loads((out / reuse.SETTINGS_FILE).read_text()) == record
     assert (
@@ -236,3 +233,74 @@ def test_an_experiment_records_its_stage_settings_once(tmp_path, capsys):
             "policy_sft_rows: 500 there, 8 here"
         )
     )
+
+
+#: the stage settings a default command line records (MODEL=/m), in their order
+RECORDED = {
+    "testbed": "word_problems",
+    "testbed_arg": [],
+    "eval_questions": 500,
+    "policy_sft_rows": 500,
+    "task": "pointwise",
+    "model_solutions": "base",
+    "model_solution_questions": 2000,
+    "sft": True,
+    "sft_model": None,
+    "sft_rows": 4000,
+    "sft_epochs": 1,
+    "sft_steps": 100,
+    "sft_batch": 32,
+    "sft_lr": 2e-05,
+    "sft_override": [],
+    "grpo_steps": 0,
+    "pair_groups": "true",
+    "max_prompt_length": 1280,
+    "max_response_length": 128,
+    "eval_pairs": 100,
+    "skip_eval": False,
+    "eval_before": True,
+    "model": "/m",
+}
+JUDGE = ["--grpo-steps", "5", "--sft-override", "a=1", "--sft-override", "b=2", "--model-solutions", "none"]
+JUDGE += ["--sft-lr", "1e-5", "--judge-task", "pairwise_ref", "--no-sft", "--eval-pairs", "7"]
+
+
+@pytest.mark.parametrize(
+    "argv, want",
+    [
+        ([], RECORDED),
+        (
+            ["--testbed-arg=--steps=3", *JUDGE, "x.y=1", "z=https://u:p@h/v"],
+            {
+                **RECORDED,
+                "testbed_arg": ["--steps=3"],
+                "task": "pairwise_ref",
+                "model_solutions": None,
+                "sft": False,
+                "sft_lr": 1e-05,
+                "sft_override": ["a=1", "b=2"],
+                "grpo_steps": 5,
+                "eval_pairs": 7,
+                "judge_grpo_overrides": ["x.y=1", "z=https://***@h/v"],
+            },
+        ),
+        (
+            ["--testbed", "none", "--no-eval-before", "--skip-eval", "--policy-sft-rows", "0"],
+            {
+                **RECORDED,
+                "testbed": "none",
+                "policy_sft_rows": 0,
+                "skip_eval": True,
+                "eval_before": False,
+                "gsm8k_dir": "/data/gsm8k",
+            },
+        ),
+    ],
+)
+def test_the_stage_settings_record_is_pinned(argv, want, tmp_path):
+    """``stage_settings.json`` of a command line, byte for byte: ``--reuse`` and the ledger compare the records of
+    runs made at different times, so its keys, their order and their values stay the same for the same command."""
+    out = tmp_path / "pl"
+    cfg = policy_learns.parse_args(["--out", str(out), *argv])
+    reuse.record_settings(str(out), cfg, {"MODEL": "/m", "GSM8K_DIR": "/data/gsm8k"})
+    assert (out / reuse.SETTINGS_FILE).read_text() == json.dumps(want, indent=2) + "\n"

@@ -8,7 +8,6 @@ import pytest
 
 from reward_fns import pairwise_judge
 from scripts.lab import arms, policy_learns
-from scripts.workflows import cli
 from scripts.workflows.stages import Stages
 from tests.scripts.lab.test_policy_learns import run
 from tests.scripts.workflows.test_pipeline import fake, needs_model  # noqa: F401  (fake: the fixture)
@@ -24,7 +23,7 @@ KV = 4 * 2**30
 
 
 def _args(tmp_path, *argv):
-    return cli.parse(policy_learns.build_parser(), ["--out", str(tmp_path), *argv])
+    return policy_learns.parse_args(["--out", str(tmp_path), *argv])
 
 
 def _reward(tmp_path, arm: str, placement: str) -> list[str]:
@@ -91,9 +90,9 @@ def test_the_tournament_scheme_is_pairwise_judges_default_circular():
     ],
 )
 def test_the_judge_task_and_the_default_arms(argv, task, want, tmp_path, monkeypatch):
-    """The default judged arm is the judge task's; ``args.task`` is what the judge's stages and ``--reuse`` read."""
+    """The default judged arm is the judge task's; ``cfg.task`` is what the judge's stages and ``--reuse`` read."""
     seen = []
-    monkeypatch.setattr(policy_learns, "dry_run", lambda flow, a: seen.append((a.task, a.arms)) or 0)
+    monkeypatch.setattr(policy_learns, "dry_run", lambda flow, cfg: seen.append((cfg.task, list(cfg.arms))) or 0)
     monkeypatch.setenv("DRY_RUN", "1")
     assert policy_learns.main(["--out", str(tmp_path / "x"), *argv]) == 0
     assert seen == [(task, want)]

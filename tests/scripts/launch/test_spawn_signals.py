@@ -74,7 +74,7 @@ def test_a_ctrl_c_while_an_instance_is_made_stops_it(ctrl_c, tmp_path, monkeypat
 
     real_spawn = services.spawn
     monkeypatch.setattr(services, "spawn", lambda cmd, env, log, **kw: real_spawn(SLEEP, env, log, **kw))
-    a = SimpleNamespace(instances=[0, 1], gpus="", out=str(tmp_path), arms=["rule"], seeds=[0])
+    cfg = SimpleNamespace(instances=[0, 1], gpus="", out=str(tmp_path), arms=["rule"], seeds=[0], steps=1)
     with pytest.raises(services.Interrupted):
-        instances.run(a, ["--out", str(tmp_path)], 1)
+        instances.run(cfg, ["--out", str(tmp_path)])
     assert len(ctrl_c) == 1 and ctrl_c[0].poll() == -signal.SIGTERM and services.live() == []

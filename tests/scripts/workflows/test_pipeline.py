@@ -432,7 +432,7 @@ def test_training_stage_is_checked_before_it_starts(fake):
 
 
 def test_policy_stage_takes_another_recipe(tmp_path, monkeypatch):
-    """pipeline.policy(flow, args, base, judge, recipe=..., name=...): the recipe, its inputs and outputs, through
+    """pipeline.policy(flow, cfg, base, judge, recipe=..., name=...): the recipe, its inputs and outputs, through
     run_recipe."""
     from scripts.launch import launcher as launch
     from scripts.workflows import cli, pipeline
@@ -443,9 +443,9 @@ def test_policy_stage_takes_another_recipe(tmp_path, monkeypatch):
         "run_recipe",
         lambda recipe, overrides, env, **where: calls.append((recipe, overrides, env["PYTHON"], where)) or 0,
     )
-    args = cli.parse(pipeline.build_parser(), ["judge_to_reward", "--out", str(tmp_path)])
-    flow = cli.run_of(args)
-    pipeline.policy(flow, args, "/models/base", "/models/judge", recipe="gsm8k_api_judge", name="policy_api")
+    cfg = pipeline.parse_args(["judge_to_reward", "--out", str(tmp_path)])
+    flow = cli.run_of(cfg)
+    pipeline.policy(flow, cfg, "/models/base", "/models/judge", recipe="gsm8k_api_judge", name="policy_api")
     recipe, overrides, python, where = calls[0]
     assert recipe == "gsm8k_api_judge" and python == flow.py
     assert overrides[:2] == [
@@ -459,7 +459,7 @@ def test_policy_stage_takes_another_recipe(tmp_path, monkeypatch):
         "metrics_file": f"{tmp_path}/policy_api_metrics.jsonl",
         "log_file": f"{tmp_path}/logs/policy_api.log",
     }
-    pipeline.policy(flow, args, "/models/base", "/models/judge")  # the default: the local judge's recipe and outputs
+    pipeline.policy(flow, cfg, "/models/base", "/models/judge")  # the default: the local judge's recipe and outputs
     assert calls[1][0] == pipeline.POLICY_RECIPE == "gsm8k_local_judge"
     assert calls[1][3]["metrics_file"] == f"{tmp_path}/policy_metrics.jsonl"
 
@@ -475,7 +475,7 @@ def test_the_documented_new_experiment_runs(tmp_path, monkeypatch):
     from scripts.workflows.stages import Stages
 
     doc = scripts.workflows.__doc__
-    code = textwrap.dedent(doc[doc.index("    import functools") : doc.index("    args = pipeline.parse_args")])
+    code = textwrap.dedent(doc[doc.index("    import functools") : doc.index("    cfg = pipeline.parse_args")])
     example = {}
     exec(code, example)
     ran, trained = [], []
@@ -484,10 +484,10 @@ def test_the_documented_new_experiment_runs(tmp_path, monkeypatch):
         launch, "run_recipe", lambda recipe, overrides, env, **where: trained.append((recipe, overrides, where)) or 0
     )
     monkeypatch.setenv("MODEL", "/models/base")
-    args = pipeline.parse_args(["judge_to_reward", "--out", str(tmp_path), "--no-sft", "--skip-eval"])
-    args.model_solutions = None  # no samples stage: its model answers need a GPU
-    flow = cli.run_of(args)
-    flow.guarded(lambda: example["judge_then_two_policies"](flow, args))
+    argv = ["judge_to_reward", "--out", str(tmp_path), "--no-sft", "--skip-eval", "--model-solutions", "none"]
+    cfg = pipeline.parse_args(argv)  # no samples stage: its model answers need a GPU
+    flow = cli.run_of(cfg)
+    flow.guarded(lambda: example["judge_then_two_policies"](flow, cfg))
     assert ran == [
         ("data_prep.gsm8k", "policy_data"),
         ("data_prep.gsm8k_verify", "data"),
@@ -526,8 +526,8 @@ def test_judge_to_reward_rewards_the_policy_with_the_judge_it_trained(task, rewa
     ``--policy-override``, which win)."""
     from scripts.workflows import cli, pipeline
 
-    args = pipeline.parse_args(["judge_to_reward", "--task", task, "--out", str(tmp_path), "--policy-override", "a=b"])
-    got = pipeline.policy_settings(cli.run_of(args), args)
+    cfg = pipeline.parse_args(["judge_to_reward", "--task", task, "--out", str(tmp_path), "--policy-override", "a=b"])
+    got = pipeline.policy_settings(cli.run_of(cfg), cfg)
     assert got == [
         "trainer.total_training_steps=6",
         f"trainer.default_local_dir={tmp_path}/policy",

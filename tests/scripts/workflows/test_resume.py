@@ -223,9 +223,9 @@ def test_policy_stage_output_exists_without_checkpoints(policy_folder_removed, t
 
     runs = []
     monkeypatch.setattr(launch, "run_recipe", lambda recipe, overrides, env, **where: runs.append(recipe) or 0)
-    args = cli.parse(pipeline.build_parser(), ["judge_to_reward", "--out", str(tmp_path)])
-    flow = cli.run_of(args)
-    stage = lambda: flow.stage("policy", flow.path("policy"), lambda: pipeline.policy(flow, args, "/b", "/j"))  # noqa: E731
+    cfg = pipeline.parse_args(["judge_to_reward", "--out", str(tmp_path)])
+    flow = cli.run_of(cfg)
+    stage = lambda: flow.stage("policy", flow.path("policy"), lambda: pipeline.policy(flow, cfg, "/b", "/j"))  # noqa: E731
     stage()
     if policy_folder_removed:
         shutil.rmtree(tmp_path / "policy")
