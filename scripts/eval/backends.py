@@ -31,8 +31,7 @@ def add_backend_args(group, what: str) -> None:
 @dataclass(frozen=True)
 class Backend:
     """The generation backend and its settings: ``cli.from_args(Backend, args)`` of the flags ``add_backend_args``
-    sets (their defaults are there); a command line without the offline flags (the GSM8K judge's ``--judge-*``)
-    leaves those at the defaults here."""
+    sets (their defaults are there; None where the command line has no such flag: the GSM8K judge's offline ones)."""
 
     base_url: str | None
     model: str | None
@@ -44,10 +43,10 @@ class Backend:
     temperature: float
     vllm_offline: str | None = None
     hf_offline: str | None = None
-    batch_size: int = 8
-    gpu_memory_utilization: float = 0.9
+    batch_size: int | None = None
+    gpu_memory_utilization: float | None = None
     kv_cache_gb: float | None = None
-    enforce_eager: bool = False
+    enforce_eager: bool | None = None
 
     @property
     def kind(self) -> str:
@@ -55,15 +54,8 @@ class Backend:
 
     def check(self, what: str) -> None:
         """Exactly one of ``--base-url/--model``, ``--vllm-offline``, ``--hf-offline``, and its options in range."""
-        chosen = [
-            name
-            for name, on in (
-                ("--base-url/--model", bool(self.base_url or self.model)),
-                ("--vllm-offline", bool(self.vllm_offline)),
-                ("--hf-offline", bool(self.hf_offline)),
-            )
-            if on
-        ]
+        flags = {"--base-url/--model": self.base_url or self.model, "--vllm-offline": self.vllm_offline}
+        chosen = [name for name, on in {**flags, "--hf-offline": self.hf_offline}.items() if on]
         if len(chosen) > 1:
             raise InputError(f"give only one of {', '.join(chosen)}")
         if not chosen or (chosen == ["--base-url/--model"] and not (self.base_url and self.model)):
@@ -154,19 +146,7 @@ def generate(
     return _endpoint_chat(backend, conversations, n, (n == 1) if cache is None else cache, on_result, stop, **bar)
 
 
-def _endpoint_chat(
-    backend: Backend,
-    conversations: Sequence[Sequence[dict]],
-    n: int,
-    cache: bool,
-    on_result: OnResult | None,
-    stop: StopSignals | None,
-    *,
-    desc: str,
-    progress: bool,
-    done: int,
-    total: int | None,
-) -> tuple[list[list[JudgeResult] | None], dict]:
+def _endpoint_chat(backend: Backend, conversations, n: int, cache: bool, on_result, stop, *, done: int, total, **bar):
     """``generate`` through the endpoint: each of the ``n`` samples of a conversation is a request of its own."""
     client = make_client(
         backend.base_url,
@@ -187,8 +167,7 @@ def _endpoint_chat(
     flat = run_chats(
         client,
         [c for c in conversations for _ in range(n)],
-        desc=desc,
-        progress=progress,
+        **bar,
         on_result=flat_result,
         stop=stop,
         done=done * n,

@@ -60,9 +60,10 @@ from scripts.eval.cli import InputError, cli_main, from_args
 from scripts.eval.endpoint import add_endpoint_args
 from scripts.eval.figures import gsm8k_figures
 from scripts.eval.gsm8k_data import load_items
-from scripts.eval.gsm8k_grading import REPLY_KEEP_CHARS, conversation_hash, judge_fields, policy_record, score_record
+from scripts.eval.gsm8k_grading import judge_fields, policy_record, score_record
 from scripts.eval.gsm8k_report import judge_metrics, policy_metrics, render_md
 from scripts.eval.predictions import (
+    REPLY_KEEP_CHARS,
     PredictionLog,
     StopSignals,
     add_output_args,
@@ -254,7 +255,7 @@ class Answers:
                 if (
                     old is not None
                     and old.get("judge_status") != "error"
-                    and old.get("request") == conversation_hash(self._judge_conv(u))
+                    and old.get("request") == request_ids([self._judge_conv(u)])[0]
                 ):
                     self.graded[u] = {**old, "question_idx": u[0], "sample": u[1]}
         self.reused, self.judge_reused = len(self.policy), len(self.graded)
@@ -284,29 +285,25 @@ class Answers:
         self.log.append(self.policy[u])
 
     def _ask_policy(self, stop: StopSignals) -> None:
-        o, n = self.options, self.options.n_samples
+        o = self.options
         todo = [u for u in self.units if u not in self.policy]
-        common = dict(desc="policy", progress=not o.no_progress, seed=o.seed, stop=stop)
-        if todo and (o.policy.vllm_offline or o.policy.hf_offline):  # n samples per conversation in one go
-            qs = sorted({q for q, _ in todo})
+        if o.policy.kind == "endpoint":  # one request per missing answer (no cache when a question has several samples)
+            asks, total = [[u] for u in todo], len(self.units)
+        else:  # offline: the n samples of a question in one go
+            asks, total = [[(q, k) for k in range(o.n_samples)] for q in sorted({q for q, _ in todo})], len(self.items)
+        if asks:
             _, self.policy_ep = generate(
                 o.policy,
-                [self.items[q]["prompt"] for q in qs],
-                n=n,
-                on_result=lambda i, k, res: self._answered((qs[i], k), res),
-                done=len(self.items) - len(qs),
-                total=len(self.items),
-                **common,
-            )
-        elif todo:  # one request per missing answer (no cache when a question has several samples)
-            _, self.policy_ep = generate(
-                o.policy,
-                [self.items[q]["prompt"] for q, _ in todo],
-                cache=n == 1,
-                on_result=lambda j, _k, res: self._answered(todo[j], res),
-                done=self.reused,
-                total=len(self.units),
-                **common,
+                [self.items[us[0][0]]["prompt"] for us in asks],
+                n=len(asks[0]),
+                desc="policy",
+                progress=not o.no_progress,
+                seed=o.seed,
+                cache=o.n_samples == 1,
+                on_result=lambda i, k, res: self._answered(asks[i][k], res),
+                stop=stop,
+                done=total - len(asks),
+                total=total,
             )
 
     def _ask_judge(self, stop: StopSignals) -> None:
@@ -320,7 +317,7 @@ class Answers:
                 "row_id": self.uid[u],
                 "question_idx": u[0],
                 "sample": u[1],
-                "request": conversation_hash(convs[j]),
+                "request": request_ids([convs[j]])[0],  # a saved grade is reused for this very request only
                 **judge_fields(res),
             }
             self.log.append(self.graded[u])

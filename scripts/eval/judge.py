@@ -69,6 +69,7 @@ from scripts.eval.backends import Backend, add_backend_args, generate
 from scripts.eval.cli import InputError, cli_main, from_args
 from scripts.eval.figures import judge_figures
 from scripts.eval.predictions import (
+    REPLY_KEEP_CHARS,
     PredictionLog,
     StopSignals,
     add_output_args,
@@ -82,7 +83,6 @@ from scripts.eval.rows import as_messages, get_path, read_rows, require_columns
 from scripts.report.render import fmt, md_table
 
 TASKS = tuple(verdicts.KINDS)
-REPLY_KEEP_CHARS = 4000
 #: what each report.md metric means (printed under the tables)
 DEFINITIONS = {
     "accuracy": "rows whose verdict equals the label / all rows (failed or unparseable rows count as wrong)",
@@ -125,15 +125,10 @@ def coerce_labels(task: str, labels: Sequence[object], path: str) -> list:
 
 def select_pairs(rows: list[dict], n_pairs: int, seed: int, path: str) -> list[dict]:
     """Rows of ``n_pairs`` pair ids drawn at random (``seed``), both orders kept, file order kept."""
-    ids = []
-    seen = set()
-    for i, r in enumerate(rows):
-        pid = get_path(r, "extra_info.pair_id", None)
-        if pid is None:
-            raise InputError(f"{path}: row {i + 1}: --pairs needs extra_info.pair_id")
-        if pid not in seen:
-            seen.add(pid)
-            ids.append(pid)
+    pids = [get_path(r, "extra_info.pair_id", None) for r in rows]
+    if None in pids:
+        raise InputError(f"{path}: row {pids.index(None) + 1}: --pairs needs extra_info.pair_id")
+    ids = list(dict.fromkeys(pids))  # each once, in file order
     if n_pairs < 1:
         raise InputError(f"--pairs must be >= 1, got {n_pairs}")
     keep = set(ids) if n_pairs >= len(ids) else set(random.Random(seed).sample(ids, n_pairs))
@@ -141,10 +136,6 @@ def select_pairs(rows: list[dict], n_pairs: int, seed: int, path: str) -> list[d
 
 
 # ----------------------------------------------------------------------------- records
-def metrics_for(task: str, recs: Sequence[Mapping]) -> dict:
-    return verdicts.KINDS[task].metrics(recs)
-
-
 def make_record(task: str, i: int, row_id: str, row: Mapping, label, res) -> dict:
     """The ``predictions.jsonl`` record of row ``i`` from its reply (``JudgeResult``)."""
     rec = {
@@ -180,9 +171,10 @@ def summarize(task: str, recs: Sequence[Mapping]) -> dict:
     by_source: dict[str, list[Mapping]] = defaultdict(list)
     for r in recs:
         by_source[r["data_source"]].append(r)
+    metrics = verdicts.KINDS[task].metrics
     return {
-        "overall": metrics_for(task, recs),
-        "per_source": {s: metrics_for(task, rs) for s, rs in sorted(by_source.items())},
+        "overall": metrics(recs),
+        "per_source": {s: metrics(rs) for s, rs in sorted(by_source.items())},
         "error_kinds": dict(Counter(r["reason"] for r in recs if r["status"] == "error")),
         "parse_fail_reasons": dict(Counter(r["reason"] for r in recs if r["status"] == "parse_fail")),
     }

@@ -66,19 +66,14 @@ def vllm_chat(
         chunk = [list(c) for c in conversations[lo : lo + VLLM_CHUNK]]
         start = time.monotonic()
         outputs = llm.chat(chunk, params, use_tqdm=True)
-        elapsed = time.monotonic() - start
+        latency = (time.monotonic() - start) / max(1, len(outputs))
         for j, out in enumerate(outputs):
-            per = []
-            for comp in out.outputs:
-                per.append(
-                    JudgeResult(
-                        comp.text,
-                        None,
-                        attempts=1,
-                        latency_s=elapsed / max(1, len(outputs)),
-                        finish_reason=getattr(comp, "finish_reason", None),
-                    )
+            per = [
+                JudgeResult(
+                    c.text, None, attempts=1, latency_s=latency, finish_reason=getattr(c, "finish_reason", None)
                 )
+                for c in out.outputs
+            ]
             while len(per) < n:  # defensive: never fewer than asked
                 per.append(JudgeResult(None, JudgeError("bad_response", "vLLM returned fewer completions than n")))
             results[lo + j] = per

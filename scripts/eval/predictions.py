@@ -25,6 +25,8 @@ from data_prep.files.readers import read_jsonl
 from scripts.eval.cli import InputError
 
 T = TypeVar("T")
+#: characters of a reply kept in the records (the whole policy answer is in predictions.jsonl)
+REPLY_KEEP_CHARS = 4000
 
 
 def add_output_args(ap, *, default_out: str, reused: str):

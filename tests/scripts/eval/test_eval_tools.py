@@ -207,7 +207,7 @@ def test_from_args_reads_the_flags_of_a_prefix():
     assert b == backends.Backend("h:1", "j", None, 2, 3.0, 0, 9, 0.5)
     assert (b.kind, b.batch_size, b.info()) == (
         "endpoint",
-        8,
+        None,
         {"endpoint": "http://h:1/v1/chat/completions", "model": "j"},
     )
     assert b.settings() == {
