@@ -1,7 +1,8 @@
-"""How the evaluation and report CLIs read their flags and fail: ``from_args`` (the parsed flags as a frozen dataclass,
-built once and passed on), ``InputError`` (bad input or arguments) and ``cli_main``, which turns it into
-``error: <message>`` on stderr and exit status 2. Every ``python -m scripts.eval.*`` and ``python -m scripts.report.*``
-command ends in ``cli_main`` (``plot_metrics``, ``compare_evals``, ``judge``, ``gsm8k``).
+"""How the evaluation and report CLIs read their flags, show progress and fail: ``from_args`` (the parsed flags as a
+frozen dataclass, built once and passed on), ``progress_bar`` (tqdm on stderr), ``InputError`` (bad input or
+arguments) and ``cli_main``, which turns it into ``error: <message>`` on stderr and exit status 2. Every
+``python -m scripts.eval.*`` and ``python -m scripts.report.*`` command ends in ``cli_main`` (``plot_metrics``,
+``compare_evals``, ``judge``, ``gsm8k``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,15 @@ def cli_main(run: Callable[[list[str] | None], Any], argv: list[str] | None = No
             print(f"error: {reason}", file=sys.stderr)
         return status
     return 0
+
+
+def progress_bar(desc: str, unit: str, progress: bool, done: int, total: int):
+    """A tqdm bar on stderr that starts at ``done`` of ``total`` (hidden without ``progress``)."""
+    from tqdm import tqdm
+
+    return tqdm(
+        total=total, initial=done, desc=desc, unit=unit, disable=not progress, file=sys.stderr, dynamic_ncols=True
+    )
 
 
 def from_args(cls: type[T], args: argparse.Namespace, prefix: str = "", **given: Any) -> T:

@@ -8,13 +8,12 @@ for the flags, by ``python -m scripts.eval.judge`` and ``python -m scripts.eval.
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from reward_fns.judge_client import JudgeClient, JudgeResult
 from reward_fns.judge_errors import JudgeConfigError
-from scripts.eval.cli import InputError
+from scripts.eval.cli import InputError, progress_bar
 
 if TYPE_CHECKING:
     from scripts.eval.predictions import StopSignals
@@ -116,21 +115,11 @@ def run_chats(
     raised). When ``stop`` fires, no new request is sent, the ones in flight are cancelled and their
     slots stay ``None``. The bar (stderr) starts at ``done`` of ``total`` (default: the conversations).
     """
-    from tqdm import tqdm
-
     n = len(conversations)
     results: list[JudgeResult | None] = [None] * n
     if stop is not None and stop.stopped:
         return results
-    bar = tqdm(
-        total=done + n if total is None else total,
-        initial=done,
-        desc=desc,
-        unit="req",
-        disable=not progress,
-        file=sys.stderr,
-        dynamic_ncols=True,
-    )
+    bar = progress_bar(desc, "req", progress, done, done + n if total is None else total)
     failures = [0]
 
     async def main() -> None:

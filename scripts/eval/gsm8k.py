@@ -234,10 +234,9 @@ class Answers:
         judge = {k: v for k, v in options.judge.settings().items() if k != "backend"} if options.judge else None
         settings = {"policy": options.policy.settings(), "judge": judge}
         self.log = PredictionLog(options.out, "eval_gsm8k", settings, resume=not options.no_resume)
-        self.policy: dict[tuple[int, int], dict] = {}
+        self.policy: dict[tuple[int, int], dict] = {}  # (question, sample) -> its predictions.jsonl record
         self.graded: dict[tuple[int, int], dict] = {}
-        self.policy_ep: dict | None = None
-        self.judge_ep: dict | None = None
+        self.policy_ep = self.judge_ep = None  # generate's endpoint info, once asked
         self._reuse(self.log.load())
 
     def _judge_conv(self, u: tuple[int, int]) -> list[dict]:
@@ -323,13 +322,17 @@ class Answers:
             self.log.append(self.graded[u])
 
         if todo:
-            progress = dict(
+            done, progress = len(self.graded), not self.options.no_progress
+            _, self.judge_ep = generate(
+                self.options.judge,
+                convs,
                 desc="judge",
-                progress=not self.options.no_progress,
-                done=len(self.graded),
-                total=len(self.graded) + len(todo),
+                progress=progress,
+                on_result=graded,
+                stop=stop,
+                done=done,
+                total=done + len(todo),
             )
-            _, self.judge_ep = generate(self.options.judge, convs, on_result=graded, stop=stop, **progress)
 
     def finish(self) -> list[dict]:
         """The scored records of the finished answers (``samples.jsonl``), with their grades; the log in order."""

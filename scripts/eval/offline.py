@@ -8,14 +8,13 @@ flags, by ``python -m scripts.eval.judge`` and ``python -m scripts.eval.gsm8k``.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from reward_fns.judge_client import JudgeResult
 from reward_fns.judge_errors import JudgeError
-from scripts.eval.cli import InputError
+from scripts.eval.cli import InputError, progress_bar
 
 if TYPE_CHECKING:
     from scripts.eval.predictions import StopSignals
@@ -109,20 +108,10 @@ def hf_chat(
     results: list[list[JudgeResult] | None] = [None] * len(conversations)
     if not conversations or (stop is not None and stop.stopped):
         return results
-    from tqdm import tqdm
-
     hf = _HFModel(model_path, seed)
     ids = [hf.tokenize(c) for c in conversations]
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-    bar = tqdm(
-        total=done + len(ids) if total is None else total,
-        initial=done,
-        desc=desc,
-        unit="conv",
-        disable=not progress,
-        file=sys.stderr,
-        dynamic_ncols=True,
-    )
+    bar = progress_bar(desc, "conv", progress, done, done + len(ids) if total is None else total)
     try:
         for b in range(0, len(order), max(1, batch_size)):
             if stop is not None and stop.stopped:
