@@ -205,8 +205,7 @@ def _run(argv: list[str] | None) -> tuple[dict, int, str | None]:
         print(f"warning: {p['n_error']}/{p['n_samples']} policy requests failed", file=sys.stderr)
     if j and j["n_error"]:
         print(f"warning: {j['n_error']}/{j['n_asked']} judge requests failed", file=sys.stderr)
-    stop_status = stop.exit_status if stop.stopped else None
-    return report, *exit_status(report, stop_status=stop_status, allow_judge_errors=options.allow_judge_errors)
+    return report, *exit_status(report, stop_status=stop.exit_status, allow_judge_errors=options.allow_judge_errors)
 
 
 def _load_items(options: Options) -> list[dict]:
@@ -259,14 +258,9 @@ class Answers:
                     self.graded[u] = {**old, "question_idx": u[0], "sample": u[1]}
         self.reused, self.judge_reused = len(self.policy), len(self.graded)
         if saved or self.log.skipped_lines:
-            skipped = self.log.skipped_lines
-            print(
-                f"resume: {self.reused} of {len(self.units)} answers"
-                + (f" and {self.judge_reused} judge grades" if self.options.judge else "")
-                + f" reused from {self.log.path}"
-                + (f"; {skipped} lines skipped (cut off, or without a row id)" if skipped else ""),
-                file=sys.stderr,
-            )
+            grades = f" and {self.judge_reused} judge grades" if self.options.judge else ""
+            what = f"{self.reused} of {len(self.units)} answers{grades} reused from {self.log.path}"
+            print(f"resume: {what}{self.log.skipped_note}", file=sys.stderr)
         self.log.begin(
             [self.policy[u] for u in self.units if u in self.policy]
             + [self.graded[u] for u in self.units if u in self.graded]

@@ -365,8 +365,7 @@ def _run(argv: list[str] | None) -> tuple[dict, int, str | None]:
         first = next(r for r in done if r["status"] == "error")
         n_error, n = report["overall"]["n_error"], report["overall"]["n"]
         print(f"warning: {n_error}/{n} judge requests failed (first: {first['error']})", file=sys.stderr)
-    stop_status = stop.exit_status if stop.stopped else None
-    return report, *exit_status(report, stop_status=stop_status, allow_unparseable=options.allow_unparseable)
+    return report, *exit_status(report, stop_status=stop.exit_status, allow_unparseable=options.allow_unparseable)
 
 
 def select_rows(options: Options) -> tuple[str, list[dict], list]:
@@ -401,13 +400,9 @@ def reuse_saved(log: PredictionLog, ids: Sequence[str], rows: Sequence[Mapping],
     reused = sum(r is not None for r in recs)
     if saved or log.skipped_lines:
         dropped = len(saved) - reused
-        skipped = f"; {log.skipped_lines} lines skipped (cut off, or without a row id)" if log.skipped_lines else ""
-        print(
-            f"resume: {reused} of {len(rows)} rows reused from {log.path}, {len(rows) - reused} to request"
-            + (f" ({dropped} saved rows not reused: failed or not in this selection)" if dropped > 0 else "")
-            + skipped,
-            file=sys.stderr,
-        )
+        what = f"{reused} of {len(rows)} rows reused from {log.path}, {len(rows) - reused} to request"
+        what += f" ({dropped} saved rows not reused: failed or not in this selection)" if dropped > 0 else ""
+        print(f"resume: {what}{log.skipped_note}", file=sys.stderr)
     log.begin([r for r in recs if r is not None])
     return recs
 

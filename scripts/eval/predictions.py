@@ -149,6 +149,11 @@ class PredictionLog:
                 )
         return {k: v for k, v in recs.items() if self.settings.get(k[0]) is not None}
 
+    @property
+    def skipped_note(self) -> str:
+        """``; N lines skipped (...)`` when ``load`` skipped lines, for the resume message."""
+        return f"; {self.skipped_lines} lines skipped (cut off, or without a row id)" if self.skipped_lines else ""
+
     def begin(self, kept: Sequence[Mapping]) -> None:
         """Rewrite the file with ``kept`` (atomically), write ``run.json`` and open the file for appending."""
         write_json(self.meta_path, {"tool": self.tool, "settings": self.settings})
@@ -197,8 +202,7 @@ class StopSignals:
     def __init__(self, what: str = "requests"):
         self.what = what
         self.signum: int | None = None
-        self._callbacks: dict[int, Callable[[], None]] = {}
-        self._next = 0
+        self._callbacks: list[Callable[[], None]] = []
         self._old: dict[int, Any] = {}
 
     @property
@@ -210,18 +214,19 @@ class StopSignals:
         return None if self.signum is None else signal.Signals(self.signum).name
 
     @property
-    def exit_status(self) -> int:
-        return 128 + int(self.signum or 0)
+    def exit_status(self) -> int | None:
+        """128 + the signal number (130 SIGINT, 143 SIGTERM) once stopped, else None."""
+        return None if self.signum is None else 128 + self.signum
 
-    def on_stop(self, fn: Callable[[], None]) -> int:
-        self._next += 1
-        self._callbacks[self._next] = fn
+    def on_stop(self, fn: Callable[[], None]) -> Callable[[], None]:
+        """Run ``fn`` on the first signal (now, if it came already); ``remove(fn)`` drops it."""
+        self._callbacks.append(fn)
         if self.stopped:
             fn()
-        return self._next
+        return fn
 
-    def remove(self, token: int) -> None:
-        self._callbacks.pop(token, None)
+    def remove(self, fn: Callable[[], None]) -> None:
+        self._callbacks.remove(fn)
 
     def _handle(self, signum, _frame) -> None:
         if self.signum is not None:
@@ -233,7 +238,7 @@ class StopSignals:
             file=sys.stderr,
             flush=True,
         )
-        for fn in list(self._callbacks.values()):
+        for fn in list(self._callbacks):
             fn()
 
     def __enter__(self) -> "StopSignals":
