@@ -1,82 +1,109 @@
-"""Where the evaluators' replies come from: ``generate`` asks the backend the arguments name (an OpenAI-compatible
-endpoint, ``scripts.eval.endpoint``; ``--vllm-offline`` / ``--hf-offline``, ``scripts.eval.offline``) and returns
-``JudgeResult`` objects (``reward_fns.judge_client``) either way, so an evaluator never cares which one answered.
-``check_backend`` wants exactly one backend; ``backend_info`` / ``backend_settings`` describe it for the report and
-the resume log. No command of its own; used by ``python -m scripts.eval.judge`` and ``python -m scripts.eval.gsm8k``
-(``--help`` lists the flags).
+"""Where the evaluators' replies come from: ``Backend`` (the generation backend the command line names, parsed once:
+an OpenAI-compatible endpoint, ``scripts.eval.endpoint``; ``--vllm-offline`` / ``--hf-offline``,
+``scripts.eval.offline``) and ``generate``, which asks it and returns ``JudgeResult`` objects
+(``reward_fns.judge_client``) either way, so an evaluator never cares which one answered. No command of its own; used
+by ``python -m scripts.eval.judge`` and ``python -m scripts.eval.gsm8k`` (``--help`` lists the flags,
+``add_backend_args``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reward_fns.judge_client import JudgeResult, chat_completions_url
 from reward_fns.redact import mask_url
 from scripts.eval.cli import InputError
-from scripts.eval.endpoint import make_client, run_chats
-from scripts.eval.offline import OnResult, hf_chat, vllm_chat, vllm_kwargs
+from scripts.eval.endpoint import add_endpoint_args, make_client, run_chats
+from scripts.eval.offline import OnResult, add_offline_args, hf_chat, vllm_chat
 
 if TYPE_CHECKING:
     from scripts.eval.predictions import StopSignals
 
 
-def check_backend(args, what: str) -> None:
-    """Exactly one of ``--base-url/--model``, ``--vllm-offline``, ``--hf-offline``."""
-    chosen = [
-        name
-        for name, on in (
-            ("--base-url/--model", bool(args.base_url or args.model)),
-            ("--vllm-offline", bool(args.vllm_offline)),
-            ("--hf-offline", bool(args.hf_offline)),
-        )
-        if on
-    ]
-    if len(chosen) > 1:
-        raise InputError(f"give only one of {', '.join(chosen)}")
-    if not chosen or (chosen == ["--base-url/--model"] and not (args.base_url and args.model)):
-        raise InputError(
-            f"need --base-url and --model (an OpenAI-compatible {what} endpoint), "
-            "or --vllm-offline MODEL_PATH, or --hf-offline MODEL_PATH"
-        )
-    if args.vllm_offline and not 0 < args.gpu_memory_utilization <= 1:
-        raise InputError(f"--gpu-memory-utilization must be in (0, 1], got {args.gpu_memory_utilization}")
-    if args.vllm_offline and args.kv_cache_gb is not None and not args.kv_cache_gb > 0:
-        raise InputError(f"--kv-cache-gb must be > 0, got {args.kv_cache_gb}")
-    if args.hf_offline and args.batch_size < 1:
-        raise InputError(f"--batch-size must be >= 1, got {args.batch_size}")
+def add_backend_args(group, what: str) -> None:
+    """The flags of a ``Backend``: the endpoint's (``--base-url``, ``--model``, ...) and the offline ones."""
+    add_endpoint_args(group, what=what)
+    add_offline_args(group)
 
 
-def backend_info(args) -> dict:
-    """``{"endpoint", "model"}`` of the backend chosen by ``args`` (see ``check_backend``)."""
-    if args.vllm_offline:
-        return {"endpoint": "vllm offline", "model": args.vllm_offline}
-    if args.hf_offline:
-        return {"endpoint": "transformers offline", "model": args.hf_offline}
-    try:
-        url = chat_completions_url(args.base_url)
-    except ValueError:
-        url = args.base_url
-    return {"endpoint": url, "model": args.model}
+@dataclass(frozen=True)
+class Backend:
+    """The generation backend and its settings: ``cli.from_args(Backend, args)`` of the flags ``add_backend_args``
+    sets (their defaults are there; None where the command line has no such flag: the GSM8K judge's offline ones)."""
 
+    base_url: str | None
+    model: str | None
+    api_key_env: str | None
+    concurrency: int
+    timeout: float
+    max_retries: int
+    max_tokens: int
+    temperature: float
+    vllm_offline: str | None = None
+    hf_offline: str | None = None
+    batch_size: int | None = None
+    gpu_memory_utilization: float | None = None
+    kv_cache_gb: float | None = None
+    enforce_eager: bool | None = None
 
-def backend_settings(args) -> dict:
-    """What decides a backend's replies besides the prompt: a saved reply is reused only under the same."""
-    kind = "vllm" if args.vllm_offline else "hf" if args.hf_offline else "endpoint"
-    info = backend_info(args)
-    settings = {
-        "backend": kind,
-        "model": info["model"],
-        "temperature": float(args.temperature),
-        "max_tokens": int(args.max_tokens),
-    }
-    if kind == "endpoint":  # two servers that both serve "judge" are not one (credentials masked: this is written)
-        settings["endpoint"] = mask_url(info["endpoint"])
-    return settings
+    @property
+    def kind(self) -> str:
+        return "vllm" if self.vllm_offline else "hf" if self.hf_offline else "endpoint"
+
+    def check(self, what: str) -> None:
+        """Exactly one of ``--base-url/--model``, ``--vllm-offline``, ``--hf-offline``, and its options in range."""
+        flags = {"--base-url/--model": self.base_url or self.model, "--vllm-offline": self.vllm_offline}
+        chosen = [name for name, on in {**flags, "--hf-offline": self.hf_offline}.items() if on]
+        if len(chosen) > 1:
+            raise InputError(f"give only one of {', '.join(chosen)}")
+        if not chosen or (chosen == ["--base-url/--model"] and not (self.base_url and self.model)):
+            raise InputError(
+                f"need --base-url and --model (an OpenAI-compatible {what} endpoint), "
+                "or --vllm-offline MODEL_PATH, or --hf-offline MODEL_PATH"
+            )
+        if self.vllm_offline and not 0 < self.gpu_memory_utilization <= 1:
+            raise InputError(f"--gpu-memory-utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+        if self.vllm_offline and self.kv_cache_gb is not None and not self.kv_cache_gb > 0:
+            raise InputError(f"--kv-cache-gb must be > 0, got {self.kv_cache_gb}")
+        if self.hf_offline and self.batch_size < 1:
+            raise InputError(f"--batch-size must be >= 1, got {self.batch_size}")
+
+    def info(self) -> dict:
+        """``{"endpoint", "model"}`` of the backend, as the reports name it."""
+        if self.vllm_offline:
+            return {"endpoint": "vllm offline", "model": self.vllm_offline}
+        if self.hf_offline:
+            return {"endpoint": "transformers offline", "model": self.hf_offline}
+        try:
+            url = chat_completions_url(self.base_url)
+        except ValueError:
+            url = self.base_url
+        return {"endpoint": url, "model": self.model}
+
+    def settings(self) -> dict:
+        """What decides a backend's replies besides the prompt: a saved reply is reused only under the same."""
+        settings = {
+            "backend": self.kind,
+            "model": self.info()["model"],
+            "temperature": float(self.temperature),
+            "max_tokens": int(self.max_tokens),
+        }
+        if self.kind == "endpoint":  # two servers that both serve "judge" are not one (credentials masked: written)
+            settings["endpoint"] = mask_url(self.info()["endpoint"])
+        return settings
+
+    def vllm_kwargs(self) -> dict:
+        """``vllm.LLM`` keyword arguments from the ``--vllm-offline`` options."""
+        kw = {"gpu_memory_utilization": self.gpu_memory_utilization, "enforce_eager": self.enforce_eager}
+        if self.kv_cache_gb is not None:
+            kw["kv_cache_memory_bytes"] = int(self.kv_cache_gb * 2**30)
+        return kw
 
 
 def generate(
-    args,
+    backend: Backend,
     conversations: Sequence[Sequence[dict]],
     *,
     n: int = 1,
@@ -89,54 +116,48 @@ def generate(
     done: int = 0,
     total: int | None = None,
 ) -> tuple[list[list[JudgeResult] | None], dict]:
-    """``n`` replies per conversation from the backend chosen by ``args`` (see ``check_backend``).
+    """``n`` replies per conversation from ``backend``, and its ``info`` (an endpoint's with ``client_stats``).
 
     ``on_result(i, k, result)`` runs as soon as reply ``k`` of conversation ``i`` is there (endpoint:
     each reply; offline: after each batch). After ``stop`` fires no new request starts; conversations
     without all their replies are ``None`` in the result. ``cache`` (endpoint; default ``n == 1``)
     de-duplicates identical requests; leave it off when the same conversation is listed for separate samples.
     """
-    if args.vllm_offline:
+    sampling = dict(max_tokens=backend.max_tokens, temperature=backend.temperature, n=n, seed=seed)
+    if backend.vllm_offline:
+        llm_kwargs = backend.vllm_kwargs()
         res = vllm_chat(
-            args.vllm_offline,
-            conversations,
-            max_tokens=args.max_tokens,
-            temperature=args.temperature,
-            n=n,
-            seed=seed,
-            llm_kwargs=vllm_kwargs(args),
-            on_result=on_result,
-            stop=stop,
+            backend.vllm_offline, conversations, **sampling, llm_kwargs=llm_kwargs, on_result=on_result, stop=stop
         )
-        return res, backend_info(args)
-    if args.hf_offline:
+        return res, backend.info()
+    bar = dict(desc=desc, progress=progress, done=done, total=total)
+    if backend.hf_offline:
         res = hf_chat(
-            args.hf_offline,
+            backend.hf_offline,
             conversations,
-            max_tokens=args.max_tokens,
-            temperature=args.temperature,
-            n=n,
-            seed=seed,
-            batch_size=args.batch_size,
-            progress=progress,
-            desc=desc,
+            **sampling,
+            batch_size=backend.batch_size,
+            **bar,
             on_result=on_result,
             stop=stop,
-            done=done,
-            total=total,
         )
-        return res, backend_info(args)
+        return res, backend.info()
     # samples of one conversation are separate requests: no cache when n > 1, so they are never de-duplicated
+    return _endpoint_chat(backend, conversations, n, (n == 1) if cache is None else cache, on_result, stop, **bar)
+
+
+def _endpoint_chat(backend: Backend, conversations, n: int, cache: bool, on_result, stop, *, done: int, total, **bar):
+    """``generate`` through the endpoint: each of the ``n`` samples of a conversation is a request of its own."""
     client = make_client(
-        args.base_url,
-        args.model,
-        api_key_env=args.api_key_env,
-        concurrency=args.concurrency,
-        timeout=args.timeout,
-        max_retries=args.max_retries,
-        max_tokens=args.max_tokens,
-        temperature=args.temperature,
-        cache=(n == 1) if cache is None else cache,
+        backend.base_url,
+        backend.model,
+        api_key_env=backend.api_key_env,
+        concurrency=backend.concurrency,
+        timeout=backend.timeout,
+        max_retries=backend.max_retries,
+        max_tokens=backend.max_tokens,
+        temperature=backend.temperature,
+        cache=cache,
     )
 
     def flat_result(j: int, res: JudgeResult) -> None:
@@ -146,8 +167,7 @@ def generate(
     flat = run_chats(
         client,
         [c for c in conversations for _ in range(n)],
-        desc=desc,
-        progress=progress,
+        **bar,
         on_result=flat_result,
         stop=stop,
         done=done * n,
@@ -155,7 +175,6 @@ def generate(
     )
     per = [flat[i * n : (i + 1) * n] for i in range(len(conversations))]
     return [None if any(r is None for r in p) else p for p in per], {
-        "endpoint": client.url,
-        "model": args.model,
+        **backend.info(),
         "client_stats": dict(client.stats),
     }

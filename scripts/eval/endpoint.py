@@ -8,39 +8,28 @@ for the flags, by ``python -m scripts.eval.judge`` and ``python -m scripts.eval.
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from reward_fns.judge_client import JudgeClient, JudgeResult
 from reward_fns.judge_errors import JudgeConfigError
-from scripts.eval.cli import InputError
+from scripts.eval.cli import InputError, progress_bar
 
 if TYPE_CHECKING:
     from scripts.eval.predictions import StopSignals
 
 
-def add_endpoint_args(
-    group,
-    prefix: str = "",
-    *,
-    what: str = "judge",
-    max_tokens: int = 512,
-    concurrency: int = 16,
-    required: bool = False,
-) -> None:
+def add_endpoint_args(group, prefix: str = "", *, what: str = "judge") -> None:
     """``--{prefix}base-url``, ``--{prefix}model``, key env, concurrency, timeout, retries, sampling."""
     p = f"--{prefix}"
     group.add_argument(
         f"{p}base-url",
-        required=required,
         metavar="URL",
         help=f"OpenAI-compatible endpoint of the {what} (http://host:port/v1, host:port, "
         "or a full .../chat/completions URL)",
     )
     group.add_argument(
         f"{p}model",
-        required=required,
         metavar="NAME",
         help=f"'model' field sent to the {what} endpoint (for vLLM: the served path or name)",
     )
@@ -52,11 +41,7 @@ def add_endpoint_args(
         "default OPENAI_API_KEY; unset = no Authorization header)",
     )
     group.add_argument(
-        f"{p}concurrency",
-        type=int,
-        default=concurrency,
-        metavar="N",
-        help=f"requests in flight at once (default {concurrency})",
+        f"{p}concurrency", type=int, default=16, metavar="N", help="requests in flight at once (default 16)"
     )
     group.add_argument(f"{p}timeout", type=float, default=120.0, metavar="S", help="seconds per attempt (default 120)")
     group.add_argument(
@@ -67,11 +52,7 @@ def add_endpoint_args(
         help="retries of timeouts / connection errors / 429 / 5xx (default 4)",
     )
     group.add_argument(
-        f"{p}max-tokens",
-        type=int,
-        default=max_tokens,
-        metavar="N",
-        help=f"max tokens of each reply (default {max_tokens})",
+        f"{p}max-tokens", type=int, default=512, metavar="N", help="max tokens of each reply (default 512)"
     )
     group.add_argument(
         f"{p}temperature", type=float, default=0.0, metavar="T", help="sampling temperature (default 0 = greedy)"
@@ -134,21 +115,11 @@ def run_chats(
     raised). When ``stop`` fires, no new request is sent, the ones in flight are cancelled and their
     slots stay ``None``. The bar (stderr) starts at ``done`` of ``total`` (default: the conversations).
     """
-    from tqdm import tqdm
-
     n = len(conversations)
     results: list[JudgeResult | None] = [None] * n
     if stop is not None and stop.stopped:
         return results
-    bar = tqdm(
-        total=done + n if total is None else total,
-        initial=done,
-        desc=desc,
-        unit="req",
-        disable=not progress,
-        file=sys.stderr,
-        dynamic_ncols=True,
-    )
+    bar = progress_bar(desc, "req", progress, done, done + n if total is None else total)
     failures = [0]
 
     async def main() -> None:

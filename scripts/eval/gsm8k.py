@@ -48,21 +48,31 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 
-from data_prep.files.outputs import write_json, write_jsonl, write_text
+from data_prep.files.outputs import write_jsonl
 from reward_fns import gsm8k, llm_judge
-from reward_fns.judge_client import JudgeResult, chat_completions_url
+from reward_fns.judge_client import JudgeResult
 from reward_fns.redact import mask_url
-from scripts.eval.backends import backend_info, backend_settings, check_backend, generate
-from scripts.eval.cli import InputError, cli_main
-from scripts.eval.endpoint import add_endpoint_args, make_client, run_chats
+from scripts.eval.backends import Backend, add_backend_args, generate
+from scripts.eval.cli import InputError, cli_main, from_args
+from scripts.eval.endpoint import add_endpoint_args
 from scripts.eval.figures import gsm8k_figures
 from scripts.eval.gsm8k_data import load_items
-from scripts.eval.gsm8k_grading import REPLY_KEEP_CHARS, conversation_hash, judge_fields, policy_record, score_record
+from scripts.eval.gsm8k_grading import judge_fields, policy_record, score_record
 from scripts.eval.gsm8k_report import judge_metrics, policy_metrics, render_md
-from scripts.eval.offline import add_offline_args
-from scripts.eval.predictions import PredictionLog, StopSignals, add_output_args, prepare_out_dir, request_ids
+from scripts.eval.predictions import (
+    REPLY_KEEP_CHARS,
+    PredictionLog,
+    StopSignals,
+    add_output_args,
+    default_out,
+    prepare_out_dir,
+    request_ids,
+    until_stopped,
+    write_reports,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -81,11 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.add_argument("--policy-prompt-version", default="v1", help="gsm8k_policy template version for raw rows")
     g = ap.add_argument_group("policy endpoint (or --vllm-offline / --hf-offline)")
-    add_endpoint_args(g, what="policy", max_tokens=512, concurrency=16)
-    add_offline_args(g)
+    add_backend_args(g, what="policy")
     g.add_argument("--seed", type=int, default=0, help="offline sampling seed (default 0)")
     g = ap.add_argument_group("judge (optional)")
-    add_endpoint_args(g, prefix="judge-", what="judge", max_tokens=512, concurrency=16)
+    add_endpoint_args(g, prefix="judge-", what="judge")
     g.add_argument(
         "--judge-threshold",
         type=int,
@@ -122,238 +131,247 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _run(argv: list[str] | None) -> tuple[dict, int, str | None]:
+@dataclass(frozen=True)
+class Options:
+    """The command line (``build_parser``), parsed once by ``parse_options``."""
+
+    data: str
+    limit: int | None
+    n_samples: int
+    policy_prompt_version: str
+    policy: Backend
+    seed: int
+    judge: Backend | None  # None: no judge
+    judge_threshold: int
+    judge_prompt: str
+    judge_prompt_version: str
+    rule_mode: str
+    allow_judge_errors: bool
+    out: str
+    no_resume: bool
+    no_plots: bool
+    no_progress: bool
+
+    def judge_messages(self, item: Mapping, response: str) -> list[dict]:
+        """The judge's request for ``response`` to ``item`` (``reward_fns.llm_judge``'s prompt)."""
+        reference = {"question": item["question"], "answer": item["answer"]}
+        return llm_judge.build_messages(
+            response,
+            item["ground_truth"],
+            reference,
+            prompt=self.judge_prompt,
+            prompt_version=self.judge_prompt_version,
+        )
+
+
+def parse_options(argv: list[str] | None) -> Options:
+    """The command line, checked before any file is read."""
     args = build_parser().parse_args(argv)
-    check_backend(args, "policy")
+    policy = from_args(Backend, args)
+    policy.check("policy")
     if bool(args.judge_base_url) != bool(args.judge_model):
         raise InputError("a judge needs both --judge-base-url and --judge-model")
     if args.n_samples < 1:
         raise InputError(f"--n-samples must be >= 1, got {args.n_samples}")
     if args.n_samples > 1 and args.temperature == 0:
         print("warning: --n-samples > 1 with --temperature 0 gives (near) identical samples", file=sys.stderr)
-    if args.judge_model:  # a bad template name fails before any request is sent
+    judge = from_args(Backend, args, prefix="judge_") if args.judge_model else None
+    out = default_out(args.out, args.data, "gsm8k-")
+    options = from_args(Options, args, policy=policy, judge=judge, out=out)
+    if judge:  # a bad template name fails before any request is sent
         try:
-            llm_judge.build_messages(
-                "",
-                "0",
-                {"question": "q", "answer": "a"},
-                prompt=args.judge_prompt,
-                prompt_version=args.judge_prompt_version,
-            )
+            options.judge_messages({"question": "q", "answer": "a", "ground_truth": "0"}, "")
         except (FileNotFoundError, ValueError) as e:
             raise InputError(f"--judge-prompt: {e}") from None
-    items = load_items(args.data, args.limit, args.policy_prompt_version)
-    if args.judge_model:
-        missing = next((i for i, it in enumerate(items) if not it["question"]), None)
-        if missing is not None:
-            raise InputError(
-                f"{args.data}: row {missing + 1}: the judge needs the question: missing column "
-                "'extra_info.question' (or 'question')"
-            )
-    out_dir = args.out or os.path.join("outputs", "eval", "gsm8k-" + os.path.basename(args.data).split(".")[0])
-    prepare_out_dir(out_dir)  # before any request: an unwritable --out costs nothing
-    n = args.n_samples
-    judge_on = bool(args.judge_model)
+    return options
 
-    qids = request_ids([it["prompt"] for it in items])
-    units = [(q, k) for q in range(len(items)) for k in range(n)]
-    uid = {(q, k): f"{qids[q]}/s{k}" for q, k in units}
-    judge_settings = (
-        {
-            "model": args.judge_model,
-            "temperature": float(args.judge_temperature),
-            "max_tokens": int(args.judge_max_tokens),
-            "endpoint": mask_url(chat_completions_url(args.judge_base_url)),
-        }
-        if judge_on
-        else None
-    )
-    log = PredictionLog(
-        out_dir, "eval_gsm8k", {"policy": backend_settings(args), "judge": judge_settings}, resume=not args.no_resume
-    )
-    saved = log.load()
 
-    def judge_conv(u: tuple[int, int]) -> list[dict]:
-        it = items[u[0]]
-        return llm_judge.build_messages(
-            policy[u]["response"],
-            it["ground_truth"],
-            {"question": it["question"], "answer": it["answer"]},
-            prompt=args.judge_prompt,
-            prompt_version=args.judge_prompt_version,
-        )
-
-    policy: dict[tuple[int, int], dict] = {}
-    for q, k in units:
-        old = saved.get(("policy", uid[q, k]))
-        if old is not None and old.get("status") == "ok":  # failed requests are asked again
-            policy[q, k] = {**old, "question_idx": q, "sample": k}
-    graded: dict[tuple[int, int], dict] = {}
-    if judge_on:
-        for u in policy:
-            old = saved.get(("judge", uid[u]))
-            if (
-                old is not None
-                and old.get("judge_status") != "error"
-                and old.get("request") == conversation_hash(judge_conv(u))
-            ):
-                graded[u] = {**old, "question_idx": u[0], "sample": u[1]}
-    reused, judge_reused = len(policy), len(graded)
-    if saved or log.skipped_lines:
-        skipped = f"; {log.skipped_lines} lines skipped (cut off, or without a row id)" if log.skipped_lines else ""
-        print(
-            f"resume: {reused} of {len(units)} answers"
-            + (f" and {judge_reused} judge grades" if judge_on else "")
-            + f" reused from {log.path}"
-            + skipped,
-            file=sys.stderr,
-        )
-    log.begin([policy[u] for u in units if u in policy] + [graded[u] for u in units if u in graded])
-
-    def record_policy(u: tuple[int, int], res: JudgeResult) -> None:
-        policy[u] = policy_record(u[0], u[1], uid[u], res)
-        graded.pop(u, None)  # a new answer needs a new grade
-        log.append(policy[u])
-
-    start = time.monotonic()
-    policy_ep = jclient = None
-    with StopSignals("requests") as stop:
-        try:
-            todo = [u for u in units if u not in policy]
-            if todo and (args.vllm_offline or args.hf_offline):  # n samples per conversation in one go
-                qs = sorted({q for q, _ in todo})
-                _, policy_ep = generate(
-                    args,
-                    [items[q]["prompt"] for q in qs],
-                    n=n,
-                    desc="policy",
-                    progress=not args.no_progress,
-                    seed=args.seed,
-                    stop=stop,
-                    on_result=lambda i, k, res: record_policy((qs[i], k), res),
-                    done=len(items) - len(qs),
-                    total=len(items),
-                )
-            elif todo:  # one request per missing answer (no cache when a question has several samples)
-                _, policy_ep = generate(
-                    args,
-                    [items[q]["prompt"] for q, _ in todo],
-                    n=1,
-                    desc="policy",
-                    progress=not args.no_progress,
-                    seed=args.seed,
-                    cache=n == 1,
-                    stop=stop,
-                    on_result=lambda j, _k, res: record_policy(todo[j], res),
-                    done=reused,
-                    total=len(units),
-                )
-            if judge_on and not stop.stopped:
-                jtodo = [u for u in units if u in policy and policy[u]["status"] == "ok" and u not in graded]
-                convs = [judge_conv(u) for u in jtodo]
-
-                def record_judge(j: int, res: JudgeResult) -> None:
-                    u = jtodo[j]
-                    graded[u] = {
-                        "kind": "judge",
-                        "row_id": uid[u],
-                        "question_idx": u[0],
-                        "sample": u[1],
-                        "request": conversation_hash(convs[j]),
-                        **judge_fields(res),
-                    }
-                    log.append(graded[u])
-
-                if jtodo:
-                    jclient = make_client(
-                        args.judge_base_url,
-                        args.judge_model,
-                        api_key_env=args.judge_api_key_env,
-                        concurrency=args.judge_concurrency,
-                        timeout=args.judge_timeout,
-                        max_retries=args.judge_max_retries,
-                        max_tokens=args.judge_max_tokens,
-                        temperature=args.judge_temperature,
-                    )
-                    run_chats(
-                        jclient,
-                        convs,
-                        desc="judge",
-                        progress=not args.no_progress,
-                        on_result=record_judge,
-                        stop=stop,
-                        done=len(graded),
-                        total=len(graded) + len(jtodo),
-                    )
-        except KeyboardInterrupt:  # a second signal: stop at once, keep what finished
-            pass
-    wall = time.monotonic() - start
-
-    policy_ep = dict(policy_ep or backend_info(args))
-    policy_ep.update(temperature=args.temperature, max_tokens=args.max_tokens)
-    done = [u for u in units if u in policy]
-    recs = []
-    for u in done:
-        rec = score_record(items[u[0]], policy[u])
-        if u in graded and rec["status"] == "ok":
-            rec.update({k: v for k, v in graded[u].items() if k.startswith("judge_")})
-        recs.append(rec)
-    log.finalize([policy[u] for u in done] + [graded[u] for u in done if u in graded])
-    judge_total = sum(policy[u]["status"] == "ok" for u in done) if judge_on else 0
-    judge_done = sum(u in graded for u in done) if judge_on else 0
-    report: dict = {
-        "data": os.path.abspath(args.data),
-        "policy_endpoint": policy_ep,
-        "policy": policy_metrics(recs, len({q for q, _ in done}), n),
-        "partial": len(done) < len(units) or judge_done < judge_total,
-        "stopped_by": stop.name,
-        "progress": {
-            "samples": len(units),
-            "done": len(done),
-            "reused": reused,
-            **(
-                {"judge_total": judge_total, "judge_done": judge_done, "judge_reused": judge_reused} if judge_on else {}
-            ),
-        },
-    }
-    if judge_on:
-        report["judge_endpoint"] = {
-            "endpoint": mask_url(jclient.url if jclient else chat_completions_url(args.judge_base_url)),
-            "model": args.judge_model,
-            "prompt": f"{args.judge_prompt}.{args.judge_prompt_version}",
-            **({"client_stats": dict(jclient.stats)} if jclient else {}),
-        }
-        report["judge"] = judge_metrics(recs, args.judge_threshold, args.rule_mode)
-    report["wall_s"] = wall
-
+def _run(argv: list[str] | None) -> tuple[dict, int, str | None]:
+    options = parse_options(argv)
+    items = _load_items(options)
+    prepare_out_dir(options.out)  # before any request: an unwritable --out costs nothing
+    run = Answers(options, items)
+    _, stop, wall = until_stopped("requests", run.ask)
+    recs = run.finish()
+    report = run.report(recs, stop.name, wall)
     for r in recs:
         if r.get("response"):
             r["response"] = r["response"][:REPLY_KEEP_CHARS]
-    write_json(os.path.join(out_dir, "report.json"), report)
-    md = render_md(report)
-    write_text(os.path.join(out_dir, "report.md"), md)
-    write_jsonl(os.path.join(out_dir, "samples.jsonl"), recs)
-    report["figures"] = [] if args.no_plots or not recs else gsm8k_figures(report, out_dir)
-    print(md)
-    print(
-        f"wrote {out_dir}/report.json, report.md, samples.jsonl, predictions.jsonl"
-        + "".join(f", {os.path.basename(f)}" for f in report["figures"])
-    )
-    if report["policy"]["n_error"]:
-        print(
-            f"warning: {report['policy']['n_error']}/{report['policy']['n_samples']} policy requests failed",
-            file=sys.stderr,
+    write_jsonl(os.path.join(options.out, "samples.jsonl"), recs)
+    draw = None if options.no_plots or not recs else gsm8k_figures
+    write_reports(options.out, report, render_md(report), draw, also="samples.jsonl, predictions.jsonl")
+    p, j = report["policy"], report.get("judge")
+    if p["n_error"]:
+        print(f"warning: {p['n_error']}/{p['n_samples']} policy requests failed", file=sys.stderr)
+    if j and j["n_error"]:
+        print(f"warning: {j['n_error']}/{j['n_asked']} judge requests failed", file=sys.stderr)
+    return report, *exit_status(report, stop_status=stop.exit_status, allow_judge_errors=options.allow_judge_errors)
+
+
+def _load_items(options: Options) -> list[dict]:
+    """The questions (``gsm8k_data.load_items``); with a judge, each must have its question text."""
+    items = load_items(options.data, options.limit, options.policy_prompt_version)
+    missing = next((i for i, it in enumerate(items) if not it["question"]), None) if options.judge else None
+    if missing is not None:
+        raise InputError(
+            f"{options.data}: row {missing + 1}: the judge needs the question: missing column "
+            "'extra_info.question' (or 'question')"
         )
-    if report.get("judge") and report["judge"]["n_error"]:
-        print(
-            f"warning: {report['judge']['n_error']}/{report['judge']['n_asked']} judge requests failed", file=sys.stderr
+    return items
+
+
+class Answers:
+    """The run's answers and judge grades by ``(question, sample)``: those an earlier run in ``--out`` saved, then
+    each new one as it arrives (appended to ``predictions.jsonl``), and the report they make."""
+
+    def __init__(self, options: Options, items: list[dict]):
+        self.options, self.items = options, items
+        qids = request_ids([it["prompt"] for it in items])
+        self.units = [(q, k) for q in range(len(items)) for k in range(options.n_samples)]
+        self.uid = {(q, k): f"{qids[q]}/s{k}" for q, k in self.units}
+        # the judge's resume key has no "backend" (only an endpoint grades)
+        judge = {k: v for k, v in options.judge.settings().items() if k != "backend"} if options.judge else None
+        settings = {"policy": options.policy.settings(), "judge": judge}
+        self.log = PredictionLog(options.out, "eval_gsm8k", settings, resume=not options.no_resume)
+        self.policy: dict[tuple[int, int], dict] = {}  # (question, sample) -> its predictions.jsonl record
+        self.graded: dict[tuple[int, int], dict] = {}
+        self.policy_ep = self.judge_ep = None  # generate's endpoint info, once asked
+        self._reuse(self.log.load())
+
+    def _judge_conv(self, u: tuple[int, int]) -> list[dict]:
+        return self.options.judge_messages(self.items[u[0]], self.policy[u]["response"])
+
+    def _reuse(self, saved: dict) -> None:
+        """Keep the saved answers (failed requests are asked again) and the grades of exactly those answers."""
+        for q, k in self.units:
+            old = saved.get(("policy", self.uid[q, k]))
+            if old is not None and old.get("status") == "ok":
+                self.policy[q, k] = {**old, "question_idx": q, "sample": k}
+        if self.options.judge:
+            for u in self.policy:
+                old = saved.get(("judge", self.uid[u]))
+                if (
+                    old is not None
+                    and old.get("judge_status") != "error"
+                    and old.get("request") == request_ids([self._judge_conv(u)])[0]
+                ):
+                    self.graded[u] = {**old, "question_idx": u[0], "sample": u[1]}
+        self.reused, self.judge_reused = len(self.policy), len(self.graded)
+        if saved or self.log.skipped_lines:
+            grades = f" and {self.judge_reused} judge grades" if self.options.judge else ""
+            what = f"{self.reused} of {len(self.units)} answers{grades} reused from {self.log.path}"
+            print(f"resume: {what}{self.log.skipped_note}", file=sys.stderr)
+        self.log.begin(
+            [self.policy[u] for u in self.units if u in self.policy]
+            + [self.graded[u] for u in self.units if u in self.graded]
         )
-    return (
-        report,
-        *exit_status(
-            report, stop_status=stop.exit_status if stop.stopped else None, allow_judge_errors=args.allow_judge_errors
-        ),
-    )
+
+    def ask(self, stop: StopSignals) -> None:
+        """The missing answers, then (with a judge, unless stopped) the missing grades."""
+        self._ask_policy(stop)
+        if self.options.judge and not stop.stopped:
+            self._ask_judge(stop)
+
+    def _answered(self, u: tuple[int, int], res: JudgeResult) -> None:
+        self.policy[u] = policy_record(u[0], u[1], self.uid[u], res)
+        self.graded.pop(u, None)  # a new answer needs a new grade
+        self.log.append(self.policy[u])
+
+    def _ask_policy(self, stop: StopSignals) -> None:
+        o = self.options
+        todo = [u for u in self.units if u not in self.policy]
+        if o.policy.kind == "endpoint":  # one request per missing answer (no cache when a question has several samples)
+            asks, total = [[u] for u in todo], len(self.units)
+        else:  # offline: the n samples of a question in one go
+            asks, total = [[(q, k) for k in range(o.n_samples)] for q in sorted({q for q, _ in todo})], len(self.items)
+        if asks:
+            _, self.policy_ep = generate(
+                o.policy,
+                [self.items[us[0][0]]["prompt"] for us in asks],
+                n=len(asks[0]),
+                desc="policy",
+                progress=not o.no_progress,
+                seed=o.seed,
+                cache=o.n_samples == 1,
+                on_result=lambda i, k, res: self._answered(asks[i][k], res),
+                stop=stop,
+                done=total - len(asks),
+                total=total,
+            )
+
+    def _ask_judge(self, stop: StopSignals) -> None:
+        todo = [u for u in self.units if u in self.policy and self.policy[u]["status"] == "ok" and u not in self.graded]
+        convs = [self._judge_conv(u) for u in todo]
+
+        def graded(j: int, _k: int, res: JudgeResult) -> None:
+            u = todo[j]
+            self.graded[u] = {
+                "kind": "judge",
+                "row_id": self.uid[u],
+                "question_idx": u[0],
+                "sample": u[1],
+                "request": request_ids([convs[j]])[0],  # a saved grade is reused for this very request only
+                **judge_fields(res),
+            }
+            self.log.append(self.graded[u])
+
+        if todo:
+            done, progress = len(self.graded), not self.options.no_progress
+            _, self.judge_ep = generate(
+                self.options.judge,
+                convs,
+                desc="judge",
+                progress=progress,
+                on_result=graded,
+                stop=stop,
+                done=done,
+                total=done + len(todo),
+            )
+
+    def finish(self) -> list[dict]:
+        """The scored records of the finished answers (``samples.jsonl``), with their grades; the log in order."""
+        done = [u for u in self.units if u in self.policy]
+        recs = []
+        for u in done:
+            rec = score_record(self.items[u[0]], self.policy[u])
+            if u in self.graded and rec["status"] == "ok":
+                rec.update({k: v for k, v in self.graded[u].items() if k.startswith("judge_")})
+            recs.append(rec)
+        self.log.finalize([self.policy[u] for u in done] + [self.graded[u] for u in done if u in self.graded])
+        return recs
+
+    def report(self, recs: list[dict], stopped_by: str | None, wall: float) -> dict:
+        """``report.json``: the endpoints, the metrics of ``recs`` and how far the run got."""
+        o = self.options
+        done = [u for u in self.units if u in self.policy]
+        judge_total = sum(self.policy[u]["status"] == "ok" for u in done) if o.judge else 0
+        judge_done = sum(u in self.graded for u in done) if o.judge else 0
+        progress = {"samples": len(self.units), "done": len(done), "reused": self.reused}
+        if o.judge:
+            progress.update(judge_total=judge_total, judge_done=judge_done, judge_reused=self.judge_reused)
+        report: dict = {
+            "data": os.path.abspath(o.data),
+            "policy_endpoint": {
+                **(self.policy_ep or o.policy.info()),
+                "temperature": o.policy.temperature,
+                "max_tokens": o.policy.max_tokens,
+            },
+            "policy": policy_metrics(recs, len({q for q, _ in done}), o.n_samples),
+            "partial": len(done) < len(self.units) or judge_done < judge_total,
+            "stopped_by": stopped_by,
+            "progress": progress,
+        }
+        if o.judge:
+            ep = self.judge_ep or o.judge.info()
+            report["judge_endpoint"] = {
+                "endpoint": mask_url(ep["endpoint"]),
+                "model": o.judge.model,
+                "prompt": f"{o.judge_prompt}.{o.judge_prompt_version}",
+                **({"client_stats": ep["client_stats"]} if "client_stats" in ep else {}),
+            }
+            report["judge"] = judge_metrics(recs, o.judge_threshold, o.rule_mode)
+        report["wall_s"] = wall
+        return report
 
 
 def exit_status(

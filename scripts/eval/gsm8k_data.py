@@ -17,52 +17,39 @@ POLICY_TEMPLATE = "gsm8k_policy"
 def load_items(path: str, limit: int | None, policy_prompt_version: str = "v1") -> list[dict]:
     """``[{prompt, ground_truth, question, answer}]`` from a verl parquet or raw GSM8K rows."""
     rows = read_rows(path, limit)
-    first = rows[0]
-    items = []
-    if "prompt" in first:
-        for i, r in enumerate(rows):
-            where = f"{path}: row {i + 1}"
-            gt = get_path(r, "reward_model.ground_truth")
-            if gt is MISSING:
-                raise InputError(
-                    f"{where}: missing column 'reward_model.ground_truth'; the file has columns {sorted(r)}"
-                )
-            try:
-                gsm8k.reference_number(gt)
-            except ValueError as e:
-                raise InputError(f"{where}: reward_model.ground_truth: {e}") from None
-            question = get_path(r, "extra_info.question", None) or r.get("question")
-            answer = get_path(r, "extra_info.answer", None) or r.get("answer")
-            items.append(
-                {
-                    "prompt": as_messages(r["prompt"], f"{where}: prompt"),
-                    "ground_truth": str(gt),
-                    "question": question,
-                    "answer": answer,
-                }
-            )
-        return items
-    if "question" in first or "answer" in first:
+    if "prompt" in rows[0]:
+        return [_verl_item(r, f"{path}: row {i + 1}") for i, r in enumerate(rows)]
+    if "question" in rows[0] or "answer" in rows[0]:
         template = load_prompt(POLICY_TEMPLATE, policy_prompt_version)
-        for i, r in enumerate(rows):
-            where = f"{path}: row {i + 1}"
-            for col in ("question", "answer"):
-                if not isinstance(r.get(col), str) or not r[col].strip():
-                    raise InputError(f"{where}: missing column '{col}' (raw GSM8K rows need 'question' and 'answer')")
-            try:
-                ref = gsm8k.reference_number(r["answer"])
-            except ValueError:
-                raise InputError(f"{where}: column 'answer' has no final '#### <number>'") from None
-            items.append(
-                {
-                    "prompt": template.render(question=r["question"]),
-                    "ground_truth": str(ref),
-                    "question": r["question"],
-                    "answer": r["answer"],
-                }
-            )
-        return items
+        return [_raw_item(r, f"{path}: row {i + 1}", template) for i, r in enumerate(rows)]
     raise InputError(
         f"{path}: missing column 'prompt' (verl parquet from data_prep.gsm8k) or 'question' + "
-        f"'answer' (raw GSM8K); the file has columns {sorted(first)}"
+        f"'answer' (raw GSM8K); the file has columns {sorted(rows[0])}"
     )
+
+
+def _verl_item(r: dict, where: str) -> dict:
+    gt = get_path(r, "reward_model.ground_truth")
+    if gt is MISSING:
+        raise InputError(f"{where}: missing column 'reward_model.ground_truth'; the file has columns {sorted(r)}")
+    try:
+        gsm8k.reference_number(gt)
+    except ValueError as e:
+        raise InputError(f"{where}: reward_model.ground_truth: {e}") from None
+    question = get_path(r, "extra_info.question", None) or r.get("question")
+    answer = get_path(r, "extra_info.answer", None) or r.get("answer")
+    return dict(
+        prompt=as_messages(r["prompt"], f"{where}: prompt"), ground_truth=str(gt), question=question, answer=answer
+    )
+
+
+def _raw_item(r: dict, where: str, template) -> dict:
+    for col in ("question", "answer"):
+        if not isinstance(r.get(col), str) or not r[col].strip():
+            raise InputError(f"{where}: missing column '{col}' (raw GSM8K rows need 'question' and 'answer')")
+    try:
+        ref = gsm8k.reference_number(r["answer"])
+    except ValueError:
+        raise InputError(f"{where}: column 'answer' has no final '#### <number>'") from None
+    prompt = template.render(question=r["question"])
+    return dict(prompt=prompt, ground_truth=str(ref), question=r["question"], answer=r["answer"])

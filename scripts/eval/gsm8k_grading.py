@@ -1,19 +1,16 @@
 """Grading one GSM8K answer: its ``predictions.jsonl`` record (``policy_record``), its rule scores
-(``score_record``: strict and flexible, ``reward_fns.gsm8k``), the judge's grade of it (``judge_fields``, parsed by
-``reward_fns.parse``) and the hash that ties a saved grade to its judge request (``conversation_hash``). No command
-of its own; used by ``scripts.eval.gsm8k``.
+(``score_record``: strict and flexible, ``reward_fns.gsm8k``) and the judge's grade of it (``judge_fields``, parsed by
+``reward_fns.parse``). No command of its own; used by ``scripts.eval.gsm8k``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from reward_fns import gsm8k
 from reward_fns.judge_client import JudgeResult
 from reward_fns.parse import parse_score
-from scripts.eval.predictions import request_ids
-
-REPLY_KEEP_CHARS = 4000
+from scripts.eval.predictions import REPLY_KEEP_CHARS
 
 
 def policy_record(q: int, k: int, row_id: str, res: JudgeResult) -> dict:
@@ -71,8 +68,3 @@ def judge_fields(res: JudgeResult) -> dict:
     else:
         out.update(judge_status="parse_fail", judge_reason=parsed.reason, judge_score=None)
     return out
-
-
-def conversation_hash(messages: Sequence[Mapping]) -> str:
-    """Content hash of a judge request: a saved grade is reused only for the very same request."""
-    return request_ids([messages])[0]

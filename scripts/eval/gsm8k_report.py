@@ -123,20 +123,8 @@ def render_md(report: dict) -> str:
             f"- judge says correct: score >= {j['threshold']}; rule: `{j['rule']}`",
             "",
         ]
-        keys = [
-            "n_asked",
-            "n_graded",
-            "agreement",
-            "precision",
-            "recall",
-            "f1",
-            "judge_says_correct_rate",
-            "rule_correct_rate",
-            "mean_score_rule_correct",
-            "mean_score_rule_wrong",
-            "parse_fail_rate",
-            "error_rate",
-        ]
+        keys = "n_asked n_graded agreement precision recall f1 judge_says_correct_rate rule_correct_rate".split()
+        keys += ["mean_score_rule_correct", "mean_score_rule_wrong", "parse_fail_rate", "error_rate"]
         lines += [
             md_table(["metric", "value"], [(k, j[k]) for k in keys]),
             "",

@@ -59,24 +59,30 @@ import argparse
 import os
 import random
 import sys
-import time
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
-from data_prep.files.outputs import write_json, write_text
 from reward_fns import verdicts
 from reward_fns.judge_metrics import ratio
-from scripts.eval.backends import backend_info, backend_settings, check_backend, generate
-from scripts.eval.cli import InputError, cli_main
-from scripts.eval.endpoint import add_endpoint_args
+from scripts.eval.backends import Backend, add_backend_args, generate
+from scripts.eval.cli import InputError, cli_main, from_args
 from scripts.eval.figures import judge_figures
-from scripts.eval.offline import add_offline_args
-from scripts.eval.predictions import PredictionLog, StopSignals, add_output_args, prepare_out_dir, request_ids
+from scripts.eval.predictions import (
+    REPLY_KEEP_CHARS,
+    PredictionLog,
+    StopSignals,
+    add_output_args,
+    default_out,
+    prepare_out_dir,
+    request_ids,
+    until_stopped,
+    write_reports,
+)
 from scripts.eval.rows import as_messages, get_path, read_rows, require_columns
 from scripts.report.render import fmt, md_table
 
 TASKS = tuple(verdicts.KINDS)
-REPLY_KEEP_CHARS = 4000
 #: what each report.md metric means (printed under the tables)
 DEFINITIONS = {
     "accuracy": "rows whose verdict equals the label / all rows (failed or unparseable rows count as wrong)",
@@ -119,15 +125,10 @@ def coerce_labels(task: str, labels: Sequence[object], path: str) -> list:
 
 def select_pairs(rows: list[dict], n_pairs: int, seed: int, path: str) -> list[dict]:
     """Rows of ``n_pairs`` pair ids drawn at random (``seed``), both orders kept, file order kept."""
-    ids = []
-    seen = set()
-    for i, r in enumerate(rows):
-        pid = get_path(r, "extra_info.pair_id", None)
-        if pid is None:
-            raise InputError(f"{path}: row {i + 1}: --pairs needs extra_info.pair_id")
-        if pid not in seen:
-            seen.add(pid)
-            ids.append(pid)
+    pids = [get_path(r, "extra_info.pair_id", None) for r in rows]
+    if None in pids:
+        raise InputError(f"{path}: row {pids.index(None) + 1}: --pairs needs extra_info.pair_id")
+    ids = list(dict.fromkeys(pids))  # each once, in file order
     if n_pairs < 1:
         raise InputError(f"--pairs must be >= 1, got {n_pairs}")
     keep = set(ids) if n_pairs >= len(ids) else set(random.Random(seed).sample(ids, n_pairs))
@@ -135,10 +136,6 @@ def select_pairs(rows: list[dict], n_pairs: int, seed: int, path: str) -> list[d
 
 
 # ----------------------------------------------------------------------------- records
-def metrics_for(task: str, recs: Sequence[Mapping]) -> dict:
-    return verdicts.KINDS[task].metrics(recs)
-
-
 def make_record(task: str, i: int, row_id: str, row: Mapping, label, res) -> dict:
     """The ``predictions.jsonl`` record of row ``i`` from its reply (``JudgeResult``)."""
     rec = {
@@ -174,9 +171,10 @@ def summarize(task: str, recs: Sequence[Mapping]) -> dict:
     by_source: dict[str, list[Mapping]] = defaultdict(list)
     for r in recs:
         by_source[r["data_source"]].append(r)
+    metrics = verdicts.KINDS[task].metrics
     return {
-        "overall": metrics_for(task, recs),
-        "per_source": {s: metrics_for(task, rs) for s, rs in sorted(by_source.items())},
+        "overall": metrics(recs),
+        "per_source": {s: metrics(rs) for s, rs in sorted(by_source.items())},
         "error_kinds": dict(Counter(r["reason"] for r in recs if r["status"] == "error")),
         "parse_fail_reasons": dict(Counter(r["reason"] for r in recs if r["status"] == "parse_fail")),
     }
@@ -283,8 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.add_argument("--seed", type=int, default=0, help="seed of --pairs (default 0)")
     g = p.add_argument_group("judge endpoint (or --vllm-offline / --hf-offline)")
-    add_endpoint_args(g, what="judge", max_tokens=512)
-    add_offline_args(g)
+    add_backend_args(g, what="judge")
     g = add_output_args(p, default_out="outputs/eval/judge-<data file stem>", reused="rows already answered")
     g.add_argument(
         "--allow-unparseable",
@@ -297,32 +294,102 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _run(argv: list[str] | None) -> tuple[dict, int, str | None]:
+@dataclass(frozen=True)
+class Options:
+    """The command line (``build_parser``), parsed once by ``parse_options``."""
+
+    data: str
+    task: str
+    limit: int | None
+    pairs: int | None
+    seed: int
+    judge: Backend
+    out: str
+    no_resume: bool
+    allow_unparseable: bool
+    no_plots: bool
+    no_progress: bool
+
+
+def parse_options(argv: list[str] | None) -> Options:
     args = build_parser().parse_args(argv)
-    check_backend(args, "judge")
-    rows = read_rows(args.data, args.limit)
-    require_columns(rows, ["prompt", "reward_model.ground_truth"], args.data)
+    judge = from_args(Backend, args)
+    judge.check("judge")
+    return from_args(Options, args, judge=judge, out=default_out(args.out, args.data, "judge-"))
+
+
+def _run(argv: list[str] | None) -> tuple[dict, int, str | None]:
+    options = parse_options(argv)
+    task, rows, labels = select_rows(options)
+    conversations = [as_messages(r["prompt"], f"{options.data}: row {i + 1}: prompt") for i, r in enumerate(rows)]
+    prepare_out_dir(options.out)  # before any request: an unwritable --out costs nothing
+    ids = request_ids(conversations)
+    settings = {"judge": {"task": task, **options.judge.settings()}}
+    log = PredictionLog(options.out, "eval_judge", settings, resume=not options.no_resume)
+    recs = reuse_saved(log, ids, rows, labels)
+    reused, todo = sum(r is not None for r in recs), [i for i, r in enumerate(recs) if r is None]
+
+    def on_result(j: int, _k: int, res) -> None:
+        i = todo[j]
+        recs[i] = make_record(task, i, ids[i], rows[i], labels[i], res)
+        log.append(recs[i])
+
+    def ask(stop: StopSignals) -> dict | None:
+        convs = [conversations[i] for i in todo]
+        progress = dict(desc=f"judge {task}", progress=not options.no_progress, done=reused, total=len(rows))
+        return generate(options.judge, convs, on_result=on_result, stop=stop, **progress)[1] if todo else None
+
+    judge, stop, wall = until_stopped("judge requests", ask)
+    done = [r for r in recs if r is not None]
+    log.finalize(done)
+    latencies = [recs[i]["latency_s"] for i in todo if recs[i] is not None and "latency_s" in recs[i]]
+    report = {
+        "task": task,
+        "data": os.path.abspath(options.data),
+        "judge": {
+            **(judge or options.judge.info()),
+            "temperature": options.judge.temperature,
+            "max_tokens": options.judge.max_tokens,
+        },
+        "selection": {"limit": options.limit, "pairs": options.pairs, "seed": options.seed},
+        "partial": len(done) < len(rows),
+        "stopped_by": stop.name,
+        "progress": {"rows": len(rows), "done": len(done), "reused": reused},
+        "wall_s": wall,
+        "mean_latency_s": ratio(sum(latencies), len(latencies)),
+        **summarize(task, done),
+    }
+    draw = None if options.no_plots or not done else judge_figures
+    write_reports(options.out, report, render_md(report), draw, also="predictions.jsonl")
+    if report["overall"]["n_error"]:
+        first = next(r for r in done if r["status"] == "error")
+        n_error, n = report["overall"]["n_error"], report["overall"]["n"]
+        print(f"warning: {n_error}/{n} judge requests failed (first: {first['error']})", file=sys.stderr)
+    return report, *exit_status(report, stop_status=stop.exit_status, allow_unparseable=options.allow_unparseable)
+
+
+def select_rows(options: Options) -> tuple[str, list[dict], list]:
+    """The verdict kind, the rows (``--limit``, ``--pairs``) and their labels."""
+    rows = read_rows(options.data, options.limit)
+    require_columns(rows, ["prompt", "reward_model.ground_truth"], options.data)
     raw_labels = [get_path(r, "reward_model.ground_truth") for r in rows]
-    task = detect_task(raw_labels, args.data) if args.task == "auto" else args.task
-    if args.pairs is not None:
+    task = detect_task(raw_labels, options.data) if options.task == "auto" else options.task
+    if options.pairs is not None:
         if not verdicts.KINDS[task].paired:
             raise InputError("--pairs only applies to pairwise data")
-        rows = select_pairs(rows, args.pairs, args.seed, args.data)
+        rows = select_pairs(rows, options.pairs, options.seed, options.data)
         raw_labels = [get_path(r, "reward_model.ground_truth") for r in rows]
-    labels = coerce_labels(task, raw_labels, args.data)
-    conversations = [as_messages(r["prompt"], f"{args.data}: row {i + 1}: prompt") for i, r in enumerate(rows)]
-    out_dir = args.out or os.path.join("outputs", "eval", "judge-" + os.path.basename(args.data).split(".")[0])
-    prepare_out_dir(out_dir)  # before any request: an unwritable --out costs nothing
+    return task, rows, coerce_labels(task, raw_labels, options.data)
 
-    ids = request_ids(conversations)
-    log = PredictionLog(
-        out_dir, "eval_judge", {"judge": {"task": task, **backend_settings(args)}}, resume=not args.no_resume
-    )
+
+def reuse_saved(log: PredictionLog, ids: Sequence[str], rows: Sequence[Mapping], labels: Sequence) -> list:
+    """The records an earlier run in ``--out`` saved for these rows (failed requests are asked again: ``None``, as
+    every row still to request); says what it reuses, then starts the log with them."""
     saved = log.load()
     recs: list[dict | None] = [None] * len(rows)
     for i, rid in enumerate(ids):
         old = saved.get(("judge", rid))
-        if old is not None and old.get("status") != "error":  # failed requests are asked again
+        if old is not None and old.get("status") != "error":
             recs[i] = {
                 **old,
                 "row": i,
@@ -331,78 +398,13 @@ def _run(argv: list[str] | None) -> tuple[dict, int, str | None]:
                 "pair_id": get_path(rows[i], "extra_info.pair_id", None),
             }
     reused = sum(r is not None for r in recs)
-    todo = [i for i, r in enumerate(recs) if r is None]
     if saved or log.skipped_lines:
         dropped = len(saved) - reused
-        skipped = f"; {log.skipped_lines} lines skipped (cut off, or without a row id)" if log.skipped_lines else ""
-        print(
-            f"resume: {reused} of {len(rows)} rows reused from {log.path}, {len(todo)} to request"
-            + (f" ({dropped} saved rows not reused: failed or not in this selection)" if dropped > 0 else "")
-            + skipped,
-            file=sys.stderr,
-        )
+        what = f"{reused} of {len(rows)} rows reused from {log.path}, {len(rows) - reused} to request"
+        what += f" ({dropped} saved rows not reused: failed or not in this selection)" if dropped > 0 else ""
+        print(f"resume: {what}{log.skipped_note}", file=sys.stderr)
     log.begin([r for r in recs if r is not None])
-
-    def on_result(j: int, _k: int, res) -> None:
-        i = todo[j]
-        recs[i] = make_record(task, i, ids[i], rows[i], labels[i], res)
-        log.append(recs[i])
-
-    start = time.monotonic()
-    judge = None
-    with StopSignals("judge requests") as stop:
-        try:
-            if todo:
-                _, judge = generate(
-                    args,
-                    [conversations[i] for i in todo],
-                    desc=f"judge {task}",
-                    progress=not args.no_progress,
-                    on_result=on_result,
-                    stop=stop,
-                    done=reused,
-                    total=len(rows),
-                )
-        except KeyboardInterrupt:  # a second signal: stop at once, keep what finished
-            pass
-    wall = time.monotonic() - start
-    if judge is None:
-        judge = backend_info(args)
-
-    done = [r for r in recs if r is not None]
-    log.finalize(done)
-    latencies = [recs[i]["latency_s"] for i in todo if recs[i] is not None and "latency_s" in recs[i]]
-    report = {
-        "task": task,
-        "data": os.path.abspath(args.data),
-        "judge": {**judge, "temperature": args.temperature, "max_tokens": args.max_tokens},
-        "selection": {"limit": args.limit, "pairs": args.pairs, "seed": args.seed},
-        "partial": len(done) < len(rows),
-        "stopped_by": stop.name,
-        "progress": {"rows": len(rows), "done": len(done), "reused": reused},
-        "wall_s": wall,
-        "mean_latency_s": ratio(sum(latencies), len(latencies)),
-        **summarize(task, done),
-    }
-    write_json(os.path.join(out_dir, "report.json"), report)
-    md = render_md(report)
-    write_text(os.path.join(out_dir, "report.md"), md)
-    report["figures"] = [] if args.no_plots or not done else judge_figures(report, out_dir)
-    print(md)
-    print(
-        f"wrote {out_dir}/report.json, report.md, predictions.jsonl"
-        + "".join(f", {os.path.basename(f)}" for f in report["figures"])
-    )
-    ov = report["overall"]
-    if ov["n_error"]:
-        first = next(r for r in done if r["status"] == "error")
-        print(f"warning: {ov['n_error']}/{ov['n']} judge requests failed (first: {first['error']})", file=sys.stderr)
-    return (
-        report,
-        *exit_status(
-            report, stop_status=stop.exit_status if stop.stopped else None, allow_unparseable=args.allow_unparseable
-        ),
-    )
+    return recs
 
 
 def exit_status(

@@ -1,21 +1,20 @@
 """Replies generated on this machine instead of an endpoint: ``vllm_chat`` (``vllm.LLM.chat`` on the GPU,
 ``--vllm-offline MODEL_PATH``) and ``hf_chat`` (transformers on CPU or GPU, ``--hf-offline MODEL_PATH``), each
-``n`` ``JudgeResult`` objects per conversation, handed over batch by batch; their flags (``add_offline_args``) and
-the ``vllm.LLM`` options those give (``vllm_kwargs``). No command of its own; used by ``scripts.eval.backends`` and,
-for the flags, by ``python -m scripts.eval.judge`` and ``python -m scripts.eval.gsm8k``.
+``n`` ``JudgeResult`` objects per conversation, handed over batch by batch, and their flags (``add_offline_args``,
+held by ``scripts.eval.backends.Backend``). No command of its own; used by ``scripts.eval.backends`` and, for the
+flags, by ``python -m scripts.eval.judge`` and ``python -m scripts.eval.gsm8k``.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from reward_fns.judge_client import JudgeResult
 from reward_fns.judge_errors import JudgeError
-from scripts.eval.cli import InputError
+from scripts.eval.cli import InputError, progress_bar
 
 if TYPE_CHECKING:
     from scripts.eval.predictions import StopSignals
@@ -66,19 +65,14 @@ def vllm_chat(
         chunk = [list(c) for c in conversations[lo : lo + VLLM_CHUNK]]
         start = time.monotonic()
         outputs = llm.chat(chunk, params, use_tqdm=True)
-        elapsed = time.monotonic() - start
+        latency = (time.monotonic() - start) / max(1, len(outputs))
         for j, out in enumerate(outputs):
-            per = []
-            for comp in out.outputs:
-                per.append(
-                    JudgeResult(
-                        comp.text,
-                        None,
-                        attempts=1,
-                        latency_s=elapsed / max(1, len(outputs)),
-                        finish_reason=getattr(comp, "finish_reason", None),
-                    )
+            per = [
+                JudgeResult(
+                    c.text, None, attempts=1, latency_s=latency, finish_reason=getattr(c, "finish_reason", None)
                 )
+                for c in out.outputs
+            ]
             while len(per) < n:  # defensive: never fewer than asked
                 per.append(JudgeResult(None, JudgeError("bad_response", "vLLM returned fewer completions than n")))
             results[lo + j] = per
@@ -114,65 +108,16 @@ def hf_chat(
     results: list[list[JudgeResult] | None] = [None] * len(conversations)
     if not conversations or (stop is not None and stop.stopped):
         return results
-    import torch
-    from tqdm import tqdm
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    dtype = torch.float32 if device == "cpu" else torch.bfloat16
-    tok = AutoTokenizer.from_pretrained(model_path)
-    if tok.pad_token_id is None:
-        tok.pad_token = tok.eos_token
-    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).to(device).eval()
-    torch.manual_seed(seed)
-    ids = [
-        tok.apply_chat_template(list(c), add_generation_prompt=True, tokenize=True, return_dict=False)
-        for c in conversations
-    ]
+    hf = _HFModel(model_path, seed)
+    ids = [hf.tokenize(c) for c in conversations]
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-    gen_eos = getattr(model.generation_config, "eos_token_id", None)
-    eos = {tok.eos_token_id} | set(gen_eos if isinstance(gen_eos, (list, tuple)) else [gen_eos])
-    eos.discard(None)
-    bar = tqdm(
-        total=done + len(ids) if total is None else total,
-        initial=done,
-        desc=desc,
-        unit="conv",
-        disable=not progress,
-        file=sys.stderr,
-        dynamic_ncols=True,
-    )
+    bar = progress_bar(desc, "conv", progress, done, done + len(ids) if total is None else total)
     try:
         for b in range(0, len(order), max(1, batch_size)):
             if stop is not None and stop.stopped:
                 break
             chunk = order[b : b + batch_size]
-            width = max(len(ids[i]) for i in chunk)
-            input_ids = torch.full((len(chunk), width), tok.pad_token_id, dtype=torch.long)
-            mask = torch.zeros((len(chunk), width), dtype=torch.long)
-            for row, i in enumerate(chunk):
-                input_ids[row, width - len(ids[i]) :] = torch.tensor(ids[i])
-                mask[row, width - len(ids[i]) :] = 1
-            start = time.monotonic()
-            gen_kwargs = {"max_new_tokens": max_tokens, "num_return_sequences": n, "pad_token_id": tok.pad_token_id}
-            if temperature > 0:
-                gen_kwargs.update(do_sample=True, temperature=temperature)
-            else:
-                gen_kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-            with torch.no_grad():
-                out = model.generate(input_ids=input_ids.to(device), attention_mask=mask.to(device), **gen_kwargs)
-            elapsed = time.monotonic() - start
-            new = out[:, width:].tolist()
-            for row, i in enumerate(chunk):
-                per = []
-                for k in range(n):
-                    toks = new[row * n + k]
-                    stop_at = next((j for j, t in enumerate(toks) if t in eos), None)
-                    finish = "stop" if stop_at is not None else "length"
-                    text = tok.decode(toks if stop_at is None else toks[:stop_at], skip_special_tokens=True)
-                    per.append(
-                        JudgeResult(text, None, attempts=1, latency_s=elapsed / len(chunk), finish_reason=finish)
-                    )
+            for i, per in zip(chunk, hf.generate([ids[i] for i in chunk], max_tokens, temperature, n)):
                 results[i] = per
                 if on_result is not None:
                     for k, res in enumerate(per):
@@ -181,6 +126,59 @@ def hf_chat(
     finally:
         bar.close()
     return results
+
+
+class _HFModel:
+    """A transformers causal LM and its tokenizer (``hf_chat``), on the GPU when there is one, seeded."""
+
+    def __init__(self, model_path: str, seed: int):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        dtype = torch.float32 if self.device == "cpu" else torch.bfloat16
+        self.tok = AutoTokenizer.from_pretrained(model_path)
+        if self.tok.pad_token_id is None:
+            self.tok.pad_token = self.tok.eos_token
+        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).to(self.device).eval()
+        torch.manual_seed(seed)
+        gen_eos = getattr(self.model.generation_config, "eos_token_id", None)
+        self.eos = {self.tok.eos_token_id} | set(gen_eos if isinstance(gen_eos, (list, tuple)) else [gen_eos])
+        self.eos.discard(None)
+
+    def tokenize(self, conversation: Sequence[dict]) -> list[int]:
+        return self.tok.apply_chat_template(
+            list(conversation), add_generation_prompt=True, tokenize=True, return_dict=False
+        )
+
+    def generate(self, batch: list[list[int]], max_tokens: int, temperature: float, n: int) -> list[list[JudgeResult]]:
+        """``n`` replies to each prompt of ``batch`` (token ids), left-padded to one width."""
+        import torch
+
+        width = max(len(ids) for ids in batch)
+        input_ids = torch.full((len(batch), width), self.tok.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, ids in enumerate(batch):
+            input_ids[row, width - len(ids) :] = torch.tensor(ids)
+            mask[row, width - len(ids) :] = 1
+        kw = {"max_new_tokens": max_tokens, "num_return_sequences": n, "pad_token_id": self.tok.pad_token_id}
+        if temperature > 0:
+            kw.update(do_sample=True, temperature=temperature)
+        else:
+            kw.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        start = time.monotonic()
+        with torch.no_grad():
+            out = self.model.generate(input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device), **kw)
+        latency = (time.monotonic() - start) / len(batch)
+        new = out[:, width:].tolist()
+        return [[self._result(new[row * n + k], latency) for k in range(n)] for row in range(len(batch))]
+
+    def _result(self, toks: list[int], latency: float) -> JudgeResult:
+        """One reply: its tokens up to the first end-of-sequence token (``finish_reason`` stop), else all (length)."""
+        stop_at = next((j for j, t in enumerate(toks) if t in self.eos), None)
+        text = self.tok.decode(toks if stop_at is None else toks[:stop_at], skip_special_tokens=True)
+        finish = "stop" if stop_at is not None else "length"
+        return JudgeResult(text, None, attempts=1, latency_s=latency, finish_reason=finish)
 
 
 def add_offline_args(group) -> None:
@@ -217,11 +215,3 @@ def add_offline_args(group) -> None:
         action="store_true",
         help="--vllm-offline: no CUDA graphs / compilation (faster start, slower decoding)",
     )
-
-
-def vllm_kwargs(args) -> dict:
-    """``vllm.LLM`` keyword arguments from the ``--vllm-offline`` options."""
-    kw = {"gpu_memory_utilization": args.gpu_memory_utilization, "enforce_eager": args.enforce_eager}
-    if args.kv_cache_gb is not None:
-        kw["kv_cache_memory_bytes"] = int(args.kv_cache_gb * 2**30)
-    return kw

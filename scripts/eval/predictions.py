@@ -1,8 +1,9 @@
 """Results that survive the run: ``--out`` checked writable before the first request
 (``prepare_out_dir``), ``PredictionLog`` (``--out/predictions.jsonl``: every reply appended and flushed
 as it arrives; a rerun with the same ``--out`` reuses the rows already answered with the same
-settings, ``--out/run.json``) and ``StopSignals`` (SIGINT / SIGTERM stop the request loops so the
-evaluator writes a partial report). Used by ``python -m scripts.eval.judge`` and
+settings, ``--out/run.json``), ``StopSignals`` (SIGINT / SIGTERM stop the request loops so the
+evaluator writes a partial report; ``until_stopped`` runs the requests under them) and ``write_reports``
+(``report.json``, ``report.md``, the figures). Used by ``python -m scripts.eval.judge`` and
 ``python -m scripts.eval.gsm8k`` (``--out DIR``, ``--no-resume``).
 """
 
@@ -14,13 +15,18 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from data_prep.files.errors import DataError
-from data_prep.files.outputs import write_json, write_jsonl
+from data_prep.files.outputs import write_json, write_jsonl, write_text
 from data_prep.files.readers import read_jsonl
 from scripts.eval.cli import InputError
+
+T = TypeVar("T")
+#: characters of a reply kept in the records (the whole policy answer is in predictions.jsonl)
+REPLY_KEEP_CHARS = 4000
 
 
 def add_output_args(ap, *, default_out: str, reused: str):
@@ -34,6 +40,11 @@ def add_output_args(ap, *, default_out: str, reused: str):
         f"(default: {reused} already there with the same settings are reused)",
     )
     return g
+
+
+def default_out(out: str | None, data: str, prefix: str) -> str:
+    """``--out``, or its default: ``outputs/eval/<prefix><stem of the --data file>``."""
+    return out or os.path.join("outputs", "eval", prefix + os.path.basename(data).split(".")[0])
 
 
 def prepare_out_dir(path: str) -> str:
@@ -83,10 +94,8 @@ class PredictionLog:
     records kept and opens it for appending; ``finalize`` rewrites it atomically in row order.
     """
 
-    def __init__(
-        self, out_dir: str, tool: str, settings: Mapping[str, Any], resume: bool = True, name: str = "predictions.jsonl"
-    ):
-        self.path = os.path.join(out_dir, name)
+    def __init__(self, out_dir: str, tool: str, settings: Mapping[str, Any], resume: bool = True):
+        self.path = os.path.join(out_dir, "predictions.jsonl")
         self.meta_path = os.path.join(out_dir, "run.json")
         self.tool = tool
         self.settings = _canon(dict(settings))
@@ -140,6 +149,11 @@ class PredictionLog:
                 )
         return {k: v for k, v in recs.items() if self.settings.get(k[0]) is not None}
 
+    @property
+    def skipped_note(self) -> str:
+        """``; N lines skipped (...)`` when ``load`` skipped lines, for the resume message."""
+        return f"; {self.skipped_lines} lines skipped (cut off, or without a row id)" if self.skipped_lines else ""
+
     def begin(self, kept: Sequence[Mapping]) -> None:
         """Rewrite the file with ``kept`` (atomically), write ``run.json`` and open the file for appending."""
         write_json(self.meta_path, {"tool": self.tool, "settings": self.settings})
@@ -152,14 +166,26 @@ class PredictionLog:
             self._f.write(line)
             self._f.flush()
 
-    def close(self) -> None:
+    def finalize(self, records: Sequence[Mapping]) -> None:
         if self._f is not None:
             self._f.close()
             self._f = None
-
-    def finalize(self, records: Sequence[Mapping]) -> None:
-        self.close()
         write_jsonl(self.path, records)
+
+
+def write_reports(
+    out_dir: str, report: dict, md: str, draw: Callable[[dict, str], list[str]] | None, also: str
+) -> None:
+    """``report.json`` and ``report.md`` (atomically), then the figures ``draw`` makes (their paths in
+    ``report["figures"]``, not in report.json); prints the Markdown and what was written (``also``: the other files)."""
+    write_json(os.path.join(out_dir, "report.json"), report)
+    write_text(os.path.join(out_dir, "report.md"), md)
+    report["figures"] = [] if draw is None else draw(report, out_dir)
+    print(md)
+    print(
+        f"wrote {out_dir}/report.json, report.md, {also}"
+        + "".join(f", {os.path.basename(f)}" for f in report["figures"])
+    )
 
 
 class StopSignals:
@@ -176,8 +202,7 @@ class StopSignals:
     def __init__(self, what: str = "requests"):
         self.what = what
         self.signum: int | None = None
-        self._callbacks: dict[int, Callable[[], None]] = {}
-        self._next = 0
+        self._callbacks: list[Callable[[], None]] = []
         self._old: dict[int, Any] = {}
 
     @property
@@ -189,18 +214,19 @@ class StopSignals:
         return None if self.signum is None else signal.Signals(self.signum).name
 
     @property
-    def exit_status(self) -> int:
-        return 128 + int(self.signum or 0)
+    def exit_status(self) -> int | None:
+        """128 + the signal number (130 SIGINT, 143 SIGTERM) once stopped, else None."""
+        return None if self.signum is None else 128 + self.signum
 
-    def on_stop(self, fn: Callable[[], None]) -> int:
-        self._next += 1
-        self._callbacks[self._next] = fn
+    def on_stop(self, fn: Callable[[], None]) -> Callable[[], None]:
+        """Run ``fn`` on the first signal (now, if it came already); ``remove(fn)`` drops it."""
+        self._callbacks.append(fn)
         if self.stopped:
             fn()
-        return self._next
+        return fn
 
-    def remove(self, token: int) -> None:
-        self._callbacks.pop(token, None)
+    def remove(self, fn: Callable[[], None]) -> None:
+        self._callbacks.remove(fn)
 
     def _handle(self, signum, _frame) -> None:
         if self.signum is not None:
@@ -212,7 +238,7 @@ class StopSignals:
             file=sys.stderr,
             flush=True,
         )
-        for fn in list(self._callbacks.values()):
+        for fn in list(self._callbacks):
             fn()
 
     def __enter__(self) -> "StopSignals":
@@ -225,3 +251,15 @@ class StopSignals:
         for s, h in self._old.items():
             signal.signal(s, signal.SIG_DFL if h is None else h)
         self._old.clear()
+
+
+def until_stopped(what: str, work: Callable[[StopSignals], T]) -> tuple[T | None, StopSignals, float]:
+    """``work(stop)`` under ``StopSignals(what)``: what it returns (None when a second signal cut it short), the
+    signals (``stop.stopped``, ``stop.name``) and the wall time in seconds."""
+    start, out = time.monotonic(), None
+    with StopSignals(what) as stop:
+        try:
+            out = work(stop)
+        except KeyboardInterrupt:  # a second signal: stop at once, keep what finished
+            pass
+    return out, stop, time.monotonic() - start

@@ -1,8 +1,9 @@
-"""scripts.report.compare_evals and the --vllm-offline options of scripts.eval.offline / backends (CPU; vLLM faked)."""
+"""scripts.report.compare_evals and the backend options of scripts.eval.backends (CPU; vLLM faked)."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -12,9 +13,9 @@ import types
 import pytest
 
 import scripts
-from scripts.eval import backends, offline
+from scripts.eval import backends
 from scripts.eval import judge as eval_judge
-from scripts.eval.cli import InputError
+from scripts.eval.cli import InputError, from_args
 from scripts.report import compare_evals
 from tests.doubles.fake_openai import FakeOpenAIServer
 from tests.doubles.fake_replies import markers
@@ -189,20 +190,33 @@ def test_compare_names_a_partial_report(tmp_path):
 
 
 # ----------------------------------------------------------------------------- --vllm-offline options
-def _args(**kw):
-    base = dict(
-        base_url=None,
-        model=None,
-        vllm_offline=None,
-        hf_offline=None,
-        batch_size=8,
-        max_tokens=16,
-        temperature=0.0,
-        gpu_memory_utilization=0.9,
-        enforce_eager=False,
-        kv_cache_gb=None,
+def _backend(**kw):
+    """The Backend the evaluators parse from ``--max-tokens 16``, with the fields ``kw`` changes."""
+    p = argparse.ArgumentParser()
+    backends.add_backend_args(p, what="judge")
+    return dataclasses.replace(from_args(backends.Backend, p.parse_args(["--max-tokens", "16"])), **kw)
+
+
+def test_from_args_reads_the_flags_of_a_prefix():
+    """A field without a flag keeps its default (the GSM8K judge has no offline flags); ``given`` ones win."""
+    flags = dict(
+        base_url="h:1", model="j", api_key_env=None, concurrency=2, timeout=3.0, max_retries=0, temperature=0.5
     )
-    return argparse.Namespace(**{**base, **kw})
+    ns = argparse.Namespace(**{f"judge_{k}": v for k, v in flags.items()}, judge_max_tokens=8, base_url="policy:1")
+    b = from_args(backends.Backend, ns, "judge_", max_tokens=9)
+    assert b == backends.Backend("h:1", "j", None, 2, 3.0, 0, 9, 0.5)
+    assert (b.kind, b.batch_size, b.info()) == (
+        "endpoint",
+        None,
+        {"endpoint": "http://h:1/v1/chat/completions", "model": "j"},
+    )
+    assert b.settings() == {
+        "backend": "endpoint",
+        "model": "j",
+        "temperature": 0.5,
+        "max_tokens": 9,
+        "endpoint": "http://h:1/v1/chat/completions",
+    }
 
 
 @pytest.mark.parametrize(
@@ -217,7 +231,7 @@ def _args(**kw):
     ],
 )
 def test_vllm_kwargs(kw, expected):
-    assert offline.vllm_kwargs(_args(**kw)) == expected
+    assert _backend(**kw).vllm_kwargs() == expected
 
 
 @pytest.mark.parametrize(
@@ -230,7 +244,7 @@ def test_vllm_kwargs(kw, expected):
 )
 def test_vllm_options_checked(kw, msg):
     with pytest.raises(InputError) as e:
-        backends.check_backend(_args(**kw), "judge")
+        _backend(**kw).check("judge")
     assert str(e.value) == msg
 
 
@@ -253,7 +267,9 @@ def test_vllm_offline_passes_the_options_to_vllm(tmp_path, monkeypatch):
     fake.SamplingParams = lambda **kw: kw
     monkeypatch.setitem(sys.modules, "vllm", fake)
     convs = [[{"role": "user", "content": "a"}], [{"role": "user", "content": "b"}]]
-    res, info = backends.generate(_args(vllm_offline=str(tmp_path), kv_cache_gb=2, gpu_memory_utilization=0.2), convs)
+    res, info = backends.generate(
+        _backend(vllm_offline=str(tmp_path), kv_cache_gb=2, gpu_memory_utilization=0.2), convs
+    )
     assert seen["llm"] == {
         "model": str(tmp_path),
         "seed": 0,
