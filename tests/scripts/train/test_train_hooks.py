@@ -489,3 +489,21 @@ def test_patched_lists_exactly_what_install_replaces(deferred):
         want -= {("verl.trainer.ppo.ray_trainer", "marked_timer"), ("verl.trainer.ppo.ray_trainer", "extract_reward")}
     assert changed == want
     assert all(len(why) > 40 for names in seam.PATCHED.values() for why in names.values())  # each with its reason
+
+
+def test_verls_task_runner_builds_its_trainer_by_the_name_the_seam_replaces():
+    """What the seam rests on, read from verl 0.9.1's source: the legacy task runner builds its trainer by the module
+    name ``RayPPOTrainer`` (so the subclass put there is what trains) and hands it the sampler by keyword (which the
+    subclass swaps for the pair sampler); ``fit`` and ``_validate`` call the wrapped functions by module name."""
+    import inspect
+
+    from verl.trainer import main_ppo_v0
+    from verl.trainer.ppo import ray_trainer
+
+    run = inspect.getsource(main_ppo_v0.TaskRunner.__ray_actor_class__.run)
+    assert "trainer = RayPPOTrainer(" in run and "train_sampler=train_sampler," in run
+    assert "train_dataset=train_dataset," in run
+    fit = inspect.getsource(ray_trainer.RayPPOTrainer.fit)
+    for call in ("compute_advantage(", "compute_data_metrics(", "extract_reward(", 'marked_timer("adv"'):
+        assert call in fit, call
+    assert "pad_dataproto_to_divisor(" in inspect.getsource(ray_trainer.RayPPOTrainer._validate)
