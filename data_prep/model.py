@@ -119,7 +119,7 @@ def check_out(out: str, force: bool = False) -> bool:
     return False
 
 
-def convert(gguf_path: str, out: str, tokenizer_only: bool = False) -> None:
+def convert(gguf_path: str, out: str) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -135,18 +135,15 @@ def convert(gguf_path: str, out: str, tokenizer_only: bool = False) -> None:
         if tok.convert_tokens_to_ids(EOS) != EOS_ID:
             raise MaterializeError(f"unexpected vocabulary: {EOS} is not id {EOS_ID}")
         tok.save_pretrained(tmp)
-        if not tokenizer_only:
-            model = AutoModelForCausalLM.from_pretrained(src_dir, gguf_file=fname, dtype=torch.bfloat16).to(
-                torch.bfloat16
-            )
-            model.config.architectures = ["LlamaForCausalLM"]
-            model.config.eos_token_id = EOS_ID
-            model.config.pad_token_id = EOS_ID
-            model.config.bos_token_id = 1
-            model.generation_config.eos_token_id = EOS_ID
-            model.generation_config.pad_token_id = EOS_ID
-            model.save_pretrained(tmp, safe_serialization=True)
-        open(os.path.join(tmp, ".complete"), "w").write("tokenizer-only\n" if tokenizer_only else "full\n")
+        model = AutoModelForCausalLM.from_pretrained(src_dir, gguf_file=fname, dtype=torch.bfloat16).to(torch.bfloat16)
+        model.config.architectures = ["LlamaForCausalLM"]
+        model.config.eos_token_id = EOS_ID
+        model.config.pad_token_id = EOS_ID
+        model.config.bos_token_id = 1
+        model.generation_config.eos_token_id = EOS_ID
+        model.generation_config.pad_token_id = EOS_ID
+        model.save_pretrained(tmp, safe_serialization=True)
+        open(os.path.join(tmp, ".complete"), "w").write("full\n")
         if os.path.exists(out):
             shutil.rmtree(out)
         os.replace(tmp, out)

@@ -1,5 +1,5 @@
 """Reading inputs: local JSONL (``.jsonl``/``.jsonl.gz``), JSON arrays (``.json``/``.json.gz``), parquet,
-or a Hugging Face hub dataset (``datasets.load_dataset``); ``read_jsonl`` for any JSONL file as a list.
+or a Hugging Face hub dataset (``datasets.load_dataset``); ``read_jsonl`` / ``read_parquet`` for a whole file as a list.
 
 Rows are numbered from 1 in file order (for JSONL the number is the line number; ``\\n``, ``\\r\\n``
 and ``\\r`` end a line), so an error can name the row. A JSONL line that is not valid UTF-8, not JSON
@@ -133,6 +133,14 @@ def read_jsonl(path: str, on_bad: Callable[[int, str], None] | None = None) -> l
         else:
             rows.append(obj)
     return rows
+
+
+def read_parquet(path: str) -> list[dict]:
+    """Every row of a parquet file; a DataError naming ``path`` when it cannot be read."""
+    try:
+        return pq.read_table(path).to_pylist()
+    except (OSError, pa.ArrowInvalid) as e:
+        raise DataError(f"{path}: cannot read: {e}") from None
 
 
 def _read_bytes(path: str) -> bytes:
