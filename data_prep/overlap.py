@@ -38,7 +38,7 @@ def _queries(path: str, progress: bool, require: bool = False) -> tuple[list[tup
     """``([(row, query text)], rows without query text)``; with ``require``, no query text at all is a DataError."""
     src = local_source([path])
     out, missing = [], 0
-    bar = progress_bar(lambda: src.total, os.path.basename(path), progress)
+    bar = progress_bar(src.total, os.path.basename(path), progress)
     try:
         for _loc, n, row in src.rows():
             bar.update(1)

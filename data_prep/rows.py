@@ -71,7 +71,7 @@ def read_units(
     """Run ``to_units`` over every row; bad rows error or are counted; duplicates, conflicting labels and
     ``--exclude`` applied (see the module docstring)."""
     found: list[Unit] = []
-    bar = progress_bar(lambda: source.total, f"{stats.output or stats.split}: read", progress)
+    bar = progress_bar(source.total, f"{stats.output or stats.split}: read", progress)
     try:
         for loc, rownum, row in source.rows():
             stats.read += 1

@@ -93,7 +93,7 @@ def test_limit_and_total(tmp_path):
     path = str(tmp_path / "f.jsonl")
     open(path, "w").write("".join(json.dumps({"i": i}) + "\n" for i in range(5)))
     src = local_source([path, path], limit=7)
-    assert src.total == 7 and [n for _l, n, _r in src.rows()] == [1, 2, 3, 4, 5, 1, 2]
+    assert src.total() == 7 and [n for _l, n, _r in src.rows()] == [1, 2, 3, 4, 5, 1, 2]
 
 
 def _write_pq(path):
