@@ -1,11 +1,12 @@
 """What every converter CLI shares: arguments, input/output checks, the per-split loop, summaries, errors.
 
-A converter (``data_prep.gsm8k``, ``pointwise``, ``pairwise``) describes itself as a ``Conversion``
-(schema, how a row becomes units, how a unit becomes drafts, the data_source) and calls
-``run_conversion``, the one per-split loop:
+The command line is parsed once into a frozen ``Options`` (``Options.parse``: the hub preset, the input format
+and the prompt-length limit resolved there), which every step below takes. A converter (``data_prep.gsm8k``,
+``pointwise``, ``pairwise``) describes itself as a ``Conversion`` (schema, how a row becomes units, how a unit
+becomes drafts, the data_source) and calls ``run_conversion``, the one per-split loop:
 
     check inputs and outputs -> per split: read rows -> units (bad rows, duplicates, conflicting labels,
-    --exclude) -> length gate -> drafts -> verl rows -> parquet -> summary (+ --summary-json)
+    --exclude) -> length gate -> drafts -> verl rows -> parquet (``write_split``) -> summary (+ --summary-json)
 
 The whole run is one ``output_set``: every split's parquet and the summary JSON are renamed into place
 together at the end, or, on any error, none of them (earlier files stay as they were). An output with
@@ -20,7 +21,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import pyarrow as pa
 
@@ -54,14 +55,24 @@ def positive_int(text: str) -> int:
     return n
 
 
-def add_empty_args(g) -> None:
-    """``--fail-on-empty`` / ``--no-fail-on-empty`` (default on)."""
+def new_parser(prog: str, doc: str | None) -> argparse.ArgumentParser:
+    """The parser of ``python -m <prog>``; ``--help`` shows the module docstring ``doc`` as written."""
+    return argparse.ArgumentParser(
+        prog=f"python -m {prog}", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+
+
+def add_run_flags(g) -> None:
+    """``--fail-on-empty`` / ``--no-fail-on-empty`` (default on) and ``--no-progress``."""
     g.add_argument(
         "--fail-on-empty",
         action=argparse.BooleanOptionalAction,
         default=True,
         help="an output with no rows (empty input, every row skipped) is an error, exit status 2 "
         "(default); --no-fail-on-empty writes the empty file",
+    )
+    g.add_argument(
+        "--no-progress", action="store_true", help="no progress bars (they are only shown when stderr is a terminal)"
     )
 
 
@@ -71,9 +82,17 @@ def add_common_args(
     default_max_len: int,
     text_fields: Sequence[str],
     presets: Mapping[str, HFPreset],
-    default_preset: str | None,
+    default_preset: str,
 ) -> None:
-    g = p.add_argument_group("inputs and outputs")
+    """Every converter's arguments, in three groups: inputs and outputs, rows, prompt length."""
+    _add_input_args(p.add_argument_group("inputs and outputs"), presets, default_preset)
+    _add_row_args(p.add_argument_group("rows"))
+    _add_length_args(
+        p.add_argument_group("prompt length (measured like verl's RLHFDataset)"), default_max_len, text_fields
+    )
+
+
+def _add_input_args(g, presets: Mapping[str, HFPreset], default_preset: str) -> None:
     g.add_argument("--out", required=True, metavar="DIR", help="output folder (file names: see data_prep/README.md)")
     g.add_argument(
         "--train",
@@ -96,12 +115,10 @@ def add_common_args(
     g.add_argument("--hf-data-dir", help="override the hub data_dir")
     g.add_argument("--limit", type=positive_int, default=None, help="read at most N rows per split (quick runs)")
     g.add_argument("--summary-json", metavar="FILE", help="also write the summary as JSON")
-    add_empty_args(g)
-    g.add_argument(
-        "--no-progress", action="store_true", help="no progress bars (they are only shown when stderr is a terminal)"
-    )
+    add_run_flags(g)
 
-    g = p.add_argument_group("rows")
+
+def _add_row_args(g) -> None:
     g.add_argument(
         "--on-bad-row",
         choices=("error", "skip"),
@@ -119,7 +136,8 @@ def add_common_args(
     g.add_argument("--data-source", default=None, help="override the data_source column")
     g.add_argument("--prompt-version", default="v1", help="prompt template version (default v1)")
 
-    g = p.add_argument_group("prompt length (measured like verl's RLHFDataset)")
+
+def _add_length_args(g, default_max_len: int, text_fields: Sequence[str]) -> None:
     g.add_argument(
         "--max-prompt-length",
         type=int,
@@ -149,119 +167,143 @@ def add_common_args(
     )
 
 
-def load_template(name: str, version: str):
-    """``reward_fns.prompts.load``; an unknown template/version is a DataError listing the available ones."""
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    """A converter's command line, parsed once by ``Options.parse``. A converter with flags of its own
+    subclasses it; ``parse`` fills every field a subclass adds from the flag of the same name."""
+
+    out: str
+    train: tuple[str, ...]
+    test: tuple[str, ...]
+    hf: str | None  # --hf as given
+    hub: HFPreset | None  # the hub dataset read (preset + --hf-path/--hf-name/--hf-data-dir); None: local files
+    limit: int | None
+    summary_json: str | None
+    fail_on_empty: bool
+    progress: bool  # not --no-progress
+    on_bad_row: str
+    seed: int
+    exclude: tuple[str, ...] | None
+    data_source: str | None
+    prompt_version: str
+    max_len: int | None  # --max-prompt-length; None: no limit
+    tokenizer: str | None
+    chat_template_kwargs: str  # JSON, checked by make_gate
+    truncate: tuple[str, ...] | None  # --truncate-field: None = drop over-long rows; () = any text field
+    fmt: str | None = None  # --format, else the hub preset's format; None: detect it from each split's first row
+
+    @classmethod
+    def parse(
+        cls,
+        parser: argparse.ArgumentParser,
+        argv: list[str] | None,
+        presets: Mapping[str, HFPreset],
+        default_preset: str,
+        preset_format: Mapping[str, str] | None = None,
+    ):
+        """``parser``'s reading of ``argv`` (lists as tuples) with the derived values resolved."""
+        given = {k: tuple(v) if isinstance(v, list) else v for k, v in vars(parser.parse_args(argv)).items()}
+        name = given["hf"] or default_preset
+        hub = None
+        if not (given["train"] or given["test"]):
+            pre = presets[name]
+            hub = replace(
+                pre,
+                path=given["hf_path"] or pre.path,
+                name=given["hf_name"] or pre.name,
+                data_dir=given["hf_data_dir"] or pre.data_dir,
+            )
+        fmt = given.get("format", "auto")
+        derived = {
+            "train": given["train"] or (),
+            "test": given["test"] or (),
+            "hub": hub,
+            "progress": not given["no_progress"],
+            "max_len": given["max_prompt_length"] if given["max_prompt_length"] > 0 else None,
+            "truncate": given["truncate_field"],
+            "fmt": fmt if fmt != "auto" else (preset_format or {}).get(name) if hub else None,
+        }
+        return cls(**{f.name: derived[f.name] if f.name in derived else given[f.name] for f in fields(cls)})
+
+    def template(self, name: str):
+        """Prompt template ``name`` at ``--prompt-version``."""
+        return load_template(name, self.prompt_version, f"--prompt-version {self.prompt_version}")
+
+
+def load_template(name: str, version: str, what: str):
+    """``reward_fns.prompts.load``; an unknown template/version is a DataError (``what: ...``) listing the available
+    ones."""
     from reward_fns.prompts import load
 
     try:
         return load(name, version)
     except FileNotFoundError as e:
-        raise DataError(f"--prompt-version {version}: {e}") from None
+        raise DataError(f"{what}: {e}") from None
 
 
-def make_gate(args) -> LengthGate:
+def make_gate(options: Options) -> LengthGate:
     try:
-        kwargs = json.loads(args.chat_template_kwargs)
+        kwargs = json.loads(options.chat_template_kwargs)
     except json.JSONDecodeError as e:
         raise DataError(f"--chat-template-kwargs is not JSON: {e}") from e
     if not isinstance(kwargs, dict):
         raise DataError("--chat-template-kwargs must be a JSON object")
-    max_len = args.max_prompt_length if args.max_prompt_length and args.max_prompt_length > 0 else None
     tok = None
-    if max_len is not None:
-        path = args.tokenizer or default_tokenizer_path()
+    if options.max_len is not None:
+        path = options.tokenizer or default_tokenizer_path()
         try:
             tok = load_tokenizer(path)
         except Exception as e:  # noqa: BLE001 - transformers raises many types for an unusable folder
             what = "" if os.path.isdir(path) else "no such folder, and not a usable hub id: "
             raise DataError(f"--tokenizer {path}: cannot load a tokenizer: {what}{type(e).__name__}: {e}") from None
-    truncate = None if args.truncate_field is None else tuple(args.truncate_field)
-    return LengthGate(tok, max_len, truncate, kwargs)
+    return LengthGate(tok, options.max_len, options.truncate, kwargs)
 
 
-def check_outputs(args, files: Sequence[str] = ()) -> None:
+def check_outputs(options: Options, files: Sequence[str] = ()) -> None:
     """Before any work: ``--out`` can hold files, each of ``files`` (names in it) and ``--summary-json`` can be
     written."""
-    check_output_folder(args.out, "--out")
+    check_output_folder(options.out, "--out")
     for name in files:
-        check_output_file(os.path.join(args.out, name))
-    if getattr(args, "summary_json", None):
-        check_output_file(args.summary_json, "--summary-json")
+        check_output_file(os.path.join(options.out, name))
+    if options.summary_json:
+        check_output_file(options.summary_json, "--summary-json")
 
 
-def resolve_sources(args, presets: Mapping[str, HFPreset], default_preset: str | None) -> list[tuple[str, Source]]:
+def resolve_sources(options: Options) -> list[tuple[str, Source]]:
     """``[(split, Source)]`` from ``--train``/``--test`` or, with none of them, the hub preset.
 
     The run's outputs are checked first (``check_outputs``: ``--out``, ``--summary-json``), and local
     inputs when their sources are created, so a bad path fails before any work.
     """
-    check_outputs(args)
-    if (args.train or args.test) and args.hf:
+    check_outputs(options)
+    if options.hub is None and options.hf:
         raise DataError("give either local files (--train/--test) or --hf, not both")
-    out = []
-    shared = sorted({os.path.realpath(f) for f in args.train or []} & {os.path.realpath(f) for f in args.test or []})
+    shared = sorted({os.path.realpath(f) for f in options.train} & {os.path.realpath(f) for f in options.test})
     if shared:
         print(
             f"warning: --train and --test share {', '.join(shared)}: validation on it measures what was trained on "
             "(give a held-out file as --test)",
             file=sys.stderr,
         )
-    if args.train or args.test:
-        for split in ("train", "test"):
-            paths = getattr(args, split)
-            if paths:
-                out.append((split, local_source(paths, args.limit)))
-        return out
-    preset_name = args.hf or default_preset
-    if preset_name is None:
-        raise DataError("no input: give --train/--test files or --hf PRESET")
-    pre = presets[preset_name]
-    data_files = dict(pre.data_files) if pre.data_files else None
-    for ours, hub in pre.splits:
-        out.append(
-            (
-                ours,
-                hf_source(
-                    args.hf_path or pre.path,
-                    hub,
-                    name=args.hf_name or pre.name,
-                    data_dir=args.hf_data_dir or pre.data_dir,
-                    data_files=data_files,
-                    limit=args.limit,
-                ),
-            )
-        )
-    return out
-
-
-def fixed_format(args, preset_format: Mapping[str, str], default_preset: str) -> str | None:
-    """``--format`` if given, the hub preset's format, or None: detect it from each split's first row."""
-    if args.format != "auto":
-        return args.format
-    if not (args.train or args.test):
-        return preset_format[args.hf or default_preset]
-    return None
+    hub = options.hub
+    if hub is None:
+        local = (("train", options.train), ("test", options.test))
+        return [(split, local_source(paths, options.limit)) for split, paths in local if paths]
+    files = dict(hub.data_files) if hub.data_files else None
+    return [
+        (ours, hf_source(hub.path, theirs, name=hub.name, data_dir=hub.data_dir, data_files=files, limit=options.limit))
+        for ours, theirs in hub.splits
+    ]
 
 
 # ----------------------------------------------------------------------------- summaries, errors
-def check_not_empty(prog: str, stats: Stats, args) -> None:
-    """DataError for an output without rows, unless ``--no-fail-on-empty``."""
-    if stats.written == 0 and getattr(args, "fail_on_empty", True):
-        raise DataError(
-            f"{prog}: {stats.output or stats.split}: no rows to write: {describe_empty(stats)} "
-            "(--no-fail-on-empty writes an empty file)"
-        )
-
-
-def finish(prog: str, all_stats: list[Stats], args) -> dict:
-    """Check no output is empty (``--fail-on-empty``), print every summary (stdout), write ``--summary-json``."""
-    for s in all_stats:
-        check_not_empty(prog, s, args)
+def finish(prog: str, all_stats: list[Stats], options: Options) -> dict:
+    """Print every summary (stdout), write ``--summary-json``."""
     for s in all_stats:
         print(format_summary(prog, s), flush=True)
-    summary = {"program": prog, "seed": args.seed, "outputs": [s.as_dict() for s in all_stats]}
-    if getattr(args, "summary_json", None):
-        write_json(args.summary_json, summary, sort_keys=True)
+    summary = {"program": prog, "seed": options.seed, "outputs": [s.as_dict() for s in all_stats]}
+    if options.summary_json:
+        write_json(options.summary_json, summary, sort_keys=True)
     return summary
 
 
@@ -298,7 +340,7 @@ def cli(
 # ----------------------------------------------------------------------------- the per-split loop
 @dataclass
 class SplitRun:
-    """One split in progress: its name, source, stats, and the input format (detected from its first row)."""
+    """One output in progress: its split, source, stats, and the input format (detected from its first row)."""
 
     split: str
     source: Source
@@ -311,62 +353,79 @@ def all_drafts(_run: SplitRun, accepted: list) -> list[tuple[Draft, tuple[str, .
     return [(d, names) for _u, ds, names in accepted for d in ds]
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class Conversion:
-    """A converter, as the shared loop (``run_conversion``) needs it.
+    """A converter, as the shared loop (``run_conversion``, ``write_split``) needs it.
 
-    ``to_units(run, row, n)``: the units of input row number ``n`` (BadRow / SkipRow as usual);
-    ``build(unit, fields)``: its drafts; ``select(run, accepted)``: the ``(draft, truncated fields)`` to
-    write (default: all); ``data_source(run)``: the column value. ``fmt``: a fixed input format, or None
-    to detect it per split with ``detect(row)``. ``count_labels``: count ground truths in the summary.
+    ``to_units(run, row, n)``: the units of input row number ``n`` (BadRow / SkipRow as usual; None for a
+    converter that reads its units itself); ``build(unit, fields)``: its drafts; ``select(run, accepted)``: the
+    ``(draft, truncated fields)`` to write (default: all); ``data_source(run)``: the column value. ``detect(row)``:
+    the input format, from each split's first row when ``--format`` does not fix it. ``count_labels``: count
+    ground truths in the summary.
     """
 
     prog: str
     schema: pa.Schema
     ability: str
-    to_units: Callable[[SplitRun, Mapping, int], list[Unit]]
     build: Builder
     data_source: Callable[[SplitRun], str]
+    to_units: Callable[[SplitRun, Mapping, int], list[Unit]] | None = None
     select: Callable[[SplitRun, list], list] = all_drafts
-    fmt: str | None = None
     detect: Callable[[Mapping], str] | None = None
     count_labels: bool = True
 
+    def reader(self, run: SplitRun) -> Callable[[Mapping, int], list[Unit]]:
+        """``to_units`` for ``read_units`` on ``run``'s split; the format detected from its first row if not fixed."""
 
-def run_conversion(conv: Conversion, args, presets: Mapping[str, HFPreset], default_preset: str | None) -> dict:
+        def to_units(row: Mapping, n: int) -> list[Unit]:
+            if run.fmt is None and self.detect is not None:
+                run.fmt = self.detect(row)
+            return self.to_units(run, row, n)
+
+        return to_units
+
+
+def write_split(conv: Conversion, run: SplitRun, units: list[Unit], gate: LengthGate, options: Options) -> Stats:
+    """``units`` through the length gate -> drafts -> verl rows -> ``<out>/<output or split>.parquet``; the
+    counts go to ``run.stats`` (an output without rows is an error unless ``--no-fail-on-empty``)."""
+    stats = run.stats
+    accepted = gate.apply(units, conv.build, stats, progress=options.progress)
+    drafts = conv.select(run, accepted)
+    if conv.count_labels:
+        for d, _ in drafts:
+            stats.labels[d.ground_truth] += 1
+    stats.written = len(drafts)
+    if stats.written == 0 and options.fail_on_empty:
+        raise DataError(
+            f"{conv.prog}: {stats.output or stats.split}: no rows to write: {describe_empty(stats)} "
+            "(--no-fail-on-empty writes an empty file)"
+        )
+    rows = make_rows(
+        drafts, split=run.split, data_source=conv.data_source(run), ability=conv.ability, schema=conv.schema
+    )
+    stats.path = os.path.join(options.out, f"{stats.output or run.split}.parquet")
+    write_parquet(rows, stats.path, conv.schema)
+    return stats
+
+
+def run_conversion(conv: Conversion, options: Options) -> dict:
     """The per-split loop: read -> units -> length gate -> rows -> parquet, then the summary; all or nothing."""
-    progress = not args.no_progress
     with output_set():
-        sources = resolve_sources(args, presets, default_preset)
-        if not sources:
-            raise DataError("no input splits")
-        check_outputs(args, [f"{split}.parquet" for split, _ in sources])
-        gate = make_gate(args)
-        exclude = load_exclusion(args.exclude)
+        sources = resolve_sources(options)
+        check_outputs(options, [f"{split}.parquet" for split, _ in sources])
+        gate = make_gate(options)
+        exclude = load_exclusion(options.exclude)
         all_stats = []
         for split, source in sources:
-            run = SplitRun(split, source, Stats(split=split, source=source.name, max_len=gate.max_len), fmt=conv.fmt)
-
-            def to_units(row, n, run=run):
-                if run.fmt is None and conv.detect is not None:
-                    run.fmt = conv.detect(row)
-                return conv.to_units(run, row, n)
-
+            run = SplitRun(split, source, Stats(split=split, source=source.name, max_len=gate.max_len), fmt=options.fmt)
             units = read_units(
-                source, to_units, run.stats, on_bad_row=args.on_bad_row, progress=progress, exclude=exclude
+                source,
+                conv.reader(run),
+                run.stats,
+                on_bad_row=options.on_bad_row,
+                progress=options.progress,
+                exclude=exclude,
             )
             run.stats.items = len(units)
-            accepted = gate.apply(units, conv.build, run.stats, progress=progress)
-            drafts = conv.select(run, accepted)
-            if conv.count_labels:
-                for d, _ in drafts:
-                    run.stats.labels[d.ground_truth] += 1
-            run.stats.written = len(drafts)
-            check_not_empty(conv.prog, run.stats, args)
-            rows = make_rows(
-                drafts, split=split, data_source=conv.data_source(run), ability=conv.ability, schema=conv.schema
-            )
-            run.stats.path = os.path.join(args.out, f"{split}.parquet")
-            write_parquet(rows, run.stats.path, conv.schema)
-            all_stats.append(run.stats)
-        return finish(conv.prog, all_stats, args)
+            all_stats.append(write_split(conv, run, units, gate, options))
+        return finish(conv.prog, all_stats, options)

@@ -87,15 +87,11 @@ def query_text(row: Mapping) -> str | None:
             v = ei.get(k)
             if isinstance(v, str) and v.strip():
                 return v
-    for k in ("query", "question", "problem"):
+    for k in ("query", "question", "problem", "prompt", "input"):
         v = row.get(k)
         if isinstance(v, str) and v.strip():
             return v
-    for k in ("prompt", "input"):
-        v = row.get(k)
-        if isinstance(v, str) and v.strip():
-            return v
-        if v is not None and not isinstance(v, str):
+        if k in ("prompt", "input") and v is not None and not isinstance(v, str):
             try:
                 return format_turns(messages_to_turns(v, k))
             except BadRow:

@@ -12,13 +12,12 @@ and ``answer`` (the full reference solution, as in verl's own GSM8K prep) so an 
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Mapping
 
 import pyarrow as pa
 
-from data_prep.cli import Conversion, HFPreset, SplitRun, add_common_args, cli, load_template, run_conversion
+from data_prep.cli import Conversion, HFPreset, Options, SplitRun, add_common_args, cli, new_parser, run_conversion
 from data_prep.files.errors import BadRow
 from data_prep.rows import Draft, Unit, row_schema
 from data_prep.text import require_str, stable_hash
@@ -54,10 +53,8 @@ def gsm8k_fields(row: Mapping) -> tuple[str, str, str]:
     return question, answer, number
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=f"python -m {PROG}", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def build_parser():
+    p = new_parser(PROG, __doc__)
     add_common_args(
         p, default_max_len=DEFAULT_MAX_LEN, text_fields=TEXT_FIELDS, presets=PRESETS, default_preset="gsm8k"
     )
@@ -65,8 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(argv: list[str] | None = None) -> dict:
-    args = build_parser().parse_args(argv)
-    template = load_template(TEMPLATE, args.prompt_version)
+    options = Options.parse(build_parser(), argv, PRESETS, "gsm8k")
+    template = options.template(TEMPLATE)
 
     def to_units(_run: SplitRun, row: Mapping, n: int) -> list[Unit]:
         q, a, num = gsm8k_fields(row)
@@ -92,10 +89,10 @@ def run(argv: list[str] | None = None) -> dict:
         ability="math",
         to_units=to_units,
         build=build,
-        data_source=lambda _run: args.data_source or DATA_SOURCE,
+        data_source=lambda _run: options.data_source or DATA_SOURCE,
         count_labels=False,
     )
-    return run_conversion(conv, args, PRESETS, "gsm8k")
+    return run_conversion(conv, options)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,29 +32,39 @@ correct-vs-incorrect pairs, both orders, ``pairwise`` template with the question
 
 from __future__ import annotations
 
-import argparse
-import os
 import random
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
 
 import pyarrow as pa
 
-from data_prep.cli import add_common_args, cli, finish, make_gate, resolve_sources
+from data_prep.cli import (
+    Conversion,
+    SplitRun,
+    add_common_args,
+    check_outputs,
+    cli,
+    finish,
+    load_template,
+    make_gate,
+    new_parser,
+    resolve_sources,
+    write_split,
+)
 from data_prep.files.errors import BadRow, DataError, SkipRow
-from data_prep.files.outputs import write_parquet
-from data_prep.files.readers import InvalidRow, local_source
+from data_prep.files.readers import InvalidRow, Source, local_source
 from data_prep.gsm8k import PRESETS, gsm8k_fields
 from data_prep.lengths import LengthGate
-from data_prep.pairwise import PAIR_EXTRA, pair_builder, pair_unit, select_orders
+from data_prep.pairwise import PAIR_EXTRA, PairOptions, order_selector, pair_builder, pair_unit
 from data_prep.perturb import perturb, pick_style, restyle, strip_annotations, truncate
-from data_prep.rows import JUDGE_ABILITY, Draft, Unit, load_exclusion, make_rows, read_units, row_schema
+from data_prep.rows import JUDGE_ABILITY, Draft, Unit, load_exclusion, read_units, row_schema
 from data_prep.summary import Stats
 from data_prep.text import normalize_text, require_str, stable_hash
 from reward_fns.gsm8k import compute_score
 from reward_fns.llm_judge import build_messages
 from reward_fns.parse import hash_answer, normalize_number
-from reward_fns.prompts import load
 
 PROG = "data_prep.gsm8k_verify"
 DEFAULT_MAX_LEN = 2048
@@ -75,64 +85,25 @@ POINT_EXTRA = [
 _PAIR_META = ("answer", "candidates", "question_id")
 PAIR_SCHEMA_EXTRA = PAIR_EXTRA[:6] + [(k, pa.string()) for k in _PAIR_META] + PAIR_EXTRA[6:]
 CORRECT, INCORRECT = 4, 0
+#: ``--truncate-field`` names (pointwise fields) -> the pairwise fields they stand for
+PAIR_FIELDS = {"question": ("query",), "response": ("chosen", "rejected")}
 
 
-def template_id(value: str) -> tuple[str, str]:
-    """``"gsm8k_grade.v3"`` -> ``("gsm8k_grade", "v3")``; the template must exist."""
-    name, dot, version = value.rpartition(".")
-    if not dot or not name or not version:
-        raise DataError(f"a prompt is NAME.VERSION (e.g. {DEFAULT_GRADE_PROMPT}), got {value!r}")
-    try:
-        load(name, version)
-    except FileNotFoundError as e:
-        raise DataError(str(e)) from None
-    return name, version
+@dataclass(frozen=True, kw_only=True)
+class VerifyOptions(PairOptions):
+    candidates: str
+    grade: str
+    references: tuple[str, ...] | None
+    pairs_per_question: int
+    keep_annotations: bool
+    final_styles: str
+    truncated_share: float
+    grade_prompt: str
+    pair_prompt: str
 
 
-def grade_messages(question: str, reference: str, response: str, version: str, name: str = "gsm8k_grade") -> list[dict]:
-    """The LLM-judge reward's own prompt for (question, reference, candidate)."""
-    return build_messages(
-        response, None, {"question": question, "answer": reference}, prompt=name, prompt_version=version
-    )
-
-
-def _correct_flag(value: object) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, (int, float)) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
-        return value.strip().lower() in ("true", "1", "yes")
-    raise BadRow("correct", f"expected a boolean or 0/1, got {value!r}", reason="bad_value")
-
-
-class References:
-    """GSM8K reference solutions by question text (exact, then normalized) for ``--references``."""
-
-    def __init__(self, paths):
-        self.exact: dict[str, str] = {}
-        self.norm: dict[str, str] = {}
-        self.malformed = 0  # malformed reference rows are not usable for look-up; counted in the summary
-        for p in paths or ():
-            for _loc, _n, row in local_source([p]).rows():
-                try:
-                    if isinstance(row, InvalidRow):
-                        raise BadRow(row.field, row.message)
-                    q, a, _ = gsm8k_fields(row)
-                except BadRow:
-                    self.malformed += 1
-                    continue
-                self.exact.setdefault(q, a)
-                self.norm.setdefault(normalize_text(q), a)
-
-    def get(self, question: str) -> str | None:
-        return self.exact.get(question) or self.norm.get(normalize_text(question))
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=f"python -m {PROG}", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def build_parser():
+    p = new_parser(PROG, __doc__)
     add_common_args(
         p, default_max_len=DEFAULT_MAX_LEN, text_fields=TEXT_FIELDS, presets=PRESETS, default_preset="gsm8k"
     )
@@ -200,227 +171,283 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def run(argv: list[str] | None = None) -> dict:
-    args = build_parser().parse_args(argv)
-    if args.candidates == "perturb" and args.references:
+def check_candidates(options: VerifyOptions) -> None:
+    """The candidate options fit together (before any work)."""
+    if options.candidates == "perturb" and options.references:
         raise DataError("--references is for --candidates solutions")
-    if args.candidates == "solutions" and not (args.train or args.test):
+    if options.candidates == "solutions" and not (options.train or options.test):
         raise DataError("--candidates solutions needs local --train/--test solution files")
-    grade_name, grade_version = template_id(args.grade_prompt)
-    pair_template = load(*template_id(args.pair_prompt))
-    if not {"query", "response_a", "response_b"} <= pair_template.fields():
-        raise DataError(
-            f"--pair-prompt {args.pair_prompt} is not a pairwise template (needs query, response_a, response_b)"
-        )
-    grade_id = load(grade_name, grade_version).id
-    base_gate = make_gate(args)
-    # pointwise fields: question, reference, response.N; pairwise fields: query, chosen, rejected
-    pair_trunc = None
-    if base_gate.truncate is not None:
-        names = base_gate.truncate or TEXT_FIELDS
-        pair_trunc = tuple(
-            x for n in names for x in {"question": ("query",), "response": ("chosen", "rejected")}.get(n, ())
-        )
-        if not pair_trunc and base_gate.truncate:
-            pair_trunc = ("_none_",)  # only 'reference' named: nothing in a pairwise prompt may be cut
-    pair_gate = LengthGate(base_gate.tokenizer, base_gate.max_len, pair_trunc, base_gate.kwargs)
-    exclude = load_exclusion(args.exclude)
-    refs = References(args.references)
-    point_schema = row_schema(pa.int64(), POINT_EXTRA)
-    pair_schema = row_schema(pa.string(), PAIR_SCHEMA_EXTRA)
-    strip = (lambda t: t) if args.keep_annotations else strip_annotations
-    cand_label = "reference/perturbed" if args.candidates == "perturb" else "model/model"
+    if options.candidates == "perturb" and not 0.0 <= options.truncated_share <= 1.0:
+        raise DataError(f"--truncated-share must be in [0, 1], got {options.truncated_share}")
 
-    def to_units(row: Mapping, n: int) -> list[Unit]:
-        """One unit per candidate solution: fields question/reference/response, meta correct/kind."""
-        if args.candidates == "perturb":
-            q, a, _num = gsm8k_fields(row)
-            qid = stable_hash(q)
-            wrong = perturb(a, f"{args.seed}:{qid}")
-            if wrong is None:
-                raise SkipRow("no_perturbation")
-            text, how = wrong
-            good, bad = strip(a), strip(text)
-            if args.final_styles == "mixed":
-                style = pick_style(f"{args.seed}:{qid}")
-                good = restyle(good, style, random.Random(f"{args.seed}:{qid}:c"))
-                bad = restyle(bad, style, random.Random(f"{args.seed}:{qid}:w"))
-            units = [
-                Unit(
-                    row=n,
-                    fields={"question": q, "reference": a, "response": good},
-                    meta={"correct": True, "kind": "reference", "qid": qid},
-                    key=stable_hash(q, a, "c"),
-                    query=q,
-                ),
-                Unit(
-                    row=n,
-                    fields={"question": q, "reference": a, "response": bad},
-                    meta={"correct": False, "kind": f"perturbed:{how}", "qid": qid},
-                    key=stable_hash(q, a, "w"),
-                    query=q,
-                ),
-            ]
-            rng = random.Random(f"{args.seed}:{qid}:t")
-            if not 0.0 <= args.truncated_share <= 1.0:
-                raise DataError(f"--truncated-share must be in [0, 1], got {args.truncated_share}")
-            if rng.random() < args.truncated_share:
-                cut = truncate(good, a, rng)
-                if cut is not None:  # a reply stopped before its final answer: wrong, whatever it computed
-                    units.append(
-                        Unit(
-                            row=n,
-                            fields={"question": q, "reference": a, "response": cut},
-                            meta={"correct": False, "kind": "truncated", "qid": qid},
-                            key=stable_hash(q, a, "t"),
-                            query=q,
-                        )
-                    )
-            return units
-        q = require_str(row, "question")
-        resp = require_str(row, "response", allow_empty=True)
-        a = row.get("answer")
+
+def template(value: str, option: str):
+    """The prompt template ``value`` = ``NAME.VERSION`` (e.g. ``gsm8k_grade.v3``) of ``option``."""
+    name, dot, version = value.rpartition(".")
+    if not dot or not name or not version:
+        raise DataError(f"a prompt is NAME.VERSION (e.g. {DEFAULT_GRADE_PROMPT}), got {value!r}")
+    return load_template(name, version, f"{option} {value}")
+
+
+def pair_template(value: str):
+    """``--pair-prompt``'s template; it must be a pairwise one."""
+    found = template(value, "--pair-prompt")
+    if not {"query", "response_a", "response_b"} <= found.fields():
+        raise DataError(f"--pair-prompt {value} is not a pairwise template (needs query, response_a, response_b)")
+    return found
+
+
+def pair_gate(point_gate: LengthGate) -> LengthGate:
+    """The pairwise outputs' gate: the pointwise one with ``--truncate-field`` names mapped to pairwise fields."""
+    names = point_gate.truncate
+    if names:  # only 'reference' named: nothing in a pairwise prompt may be cut
+        names = tuple(x for n in names for x in PAIR_FIELDS.get(n, ())) or ("_none_",)
+    return LengthGate(point_gate.tokenizer, point_gate.max_len, names, point_gate.kwargs)
+
+
+# ----------------------------------------------------------------------------- candidates
+def _correct_flag(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
+        return value.strip().lower() in ("true", "1", "yes")
+    raise BadRow("correct", f"expected a boolean or 0/1, got {value!r}", reason="bad_value")
+
+
+class References:
+    """GSM8K reference solutions by question text (exact, then normalized) for ``--references``."""
+
+    def __init__(self, paths):
+        self.exact: dict[str, str] = {}
+        self.norm: dict[str, str] = {}
+        self.malformed = 0  # malformed reference rows are not usable for look-up; counted in the summary
+        for p in paths or ():
+            for _loc, _n, row in local_source([p]).rows():
+                try:
+                    if isinstance(row, InvalidRow):
+                        raise BadRow(row.field, row.message)
+                    q, a, _ = gsm8k_fields(row)
+                except BadRow:
+                    self.malformed += 1
+                    continue
+                self.exact.setdefault(q, a)
+                self.norm.setdefault(normalize_text(q), a)
+
+    def get(self, question: str) -> str | None:
+        return self.exact.get(question) or self.norm.get(normalize_text(question))
+
+
+def candidate(n: int, question: str, reference: str, response: str, correct: bool, kind: str, key: str) -> Unit:
+    """One candidate solution of input row ``n``: fields question/reference/response, meta correct/kind/qid."""
+    return Unit(
+        row=n,
+        fields={"question": question, "reference": reference, "response": response},
+        meta={"correct": correct, "kind": kind, "qid": stable_hash(question)},
+        key=key,
+        query=question,
+    )
+
+
+def perturbed_candidates(options: VerifyOptions, row: Mapping, n: int) -> list[Unit]:
+    """A GSM8K row's reference solution (correct) and a perturbed copy (incorrect), both restyled unless
+    ``--final-styles hash``; for a ``--truncated-share`` of questions also a copy cut off before its final answer."""
+    q, a, _num = gsm8k_fields(row)
+    seed = f"{options.seed}:{stable_hash(q)}"
+    wrong = perturb(a, seed)
+    if wrong is None:
+        raise SkipRow("no_perturbation")
+    text, how = wrong
+    good, bad = (a, text) if options.keep_annotations else (strip_annotations(a), strip_annotations(text))
+    if options.final_styles == "mixed":
+        style = pick_style(seed)
+        good = restyle(good, style, random.Random(f"{seed}:c"))
+        bad = restyle(bad, style, random.Random(f"{seed}:w"))
+    units = [
+        candidate(n, q, a, good, True, "reference", stable_hash(q, a, "c")),
+        candidate(n, q, a, bad, False, f"perturbed:{how}", stable_hash(q, a, "w")),
+    ]
+    rng = random.Random(f"{seed}:t")
+    if rng.random() < options.truncated_share:
+        cut = truncate(good, a, rng)
+        if cut is not None:  # a reply stopped before its final answer: wrong, whatever it computed
+            units.append(candidate(n, q, a, cut, False, "truncated", stable_hash(q, a, "t")))
+    return units
+
+
+def model_candidate(options: VerifyOptions, refs: References, row: Mapping, n: int) -> list[Unit]:
+    """A model solution: its reference from the row or ``--references``, graded by the rule reward unless the row
+    says ``correct``."""
+    q = require_str(row, "question")
+    resp = require_str(row, "response", allow_empty=True)
+    a = row.get("answer")
+    if a is None:
+        a = refs.get(q)
         if a is None:
-            a = refs.get(q)
-            if a is None:
-                raise BadRow("answer", "missing, and the question is not in --references", reason="missing")
-        elif not isinstance(a, str):
-            a = str(a)
-        if normalize_number(a) is None and normalize_number(hash_answer(a)) is None:
-            raise BadRow("answer", "neither a number nor a solution ending '#### <number>'", reason="bad_value")
-        if "correct" in row and row["correct"] is not None:
-            ok = _correct_flag(row["correct"])
-        else:
-            ok = compute_score(solution_str=resp, ground_truth=a, mode=args.grade)["acc"] == 1.0
-        if not resp.strip():
-            raise SkipRow("empty_response")
-        qid = stable_hash(q)
-        return [
-            Unit(
-                row=n,
-                fields={"question": q, "reference": a, "response": resp},
-                meta={"correct": ok, "kind": "model", "qid": qid},
-                key=stable_hash(q, resp),
-                query=q,
-            )
-        ]
+            raise BadRow("answer", "missing, and the question is not in --references", reason="missing")
+    elif not isinstance(a, str):
+        a = str(a)
+    if normalize_number(a) is None and normalize_number(hash_answer(a)) is None:
+        raise BadRow("answer", "neither a number nor a solution ending '#### <number>'", reason="bad_value")
+    if "correct" in row and row["correct"] is not None:
+        ok = _correct_flag(row["correct"])
+    else:
+        ok = compute_score(solution_str=resp, ground_truth=a, mode=options.grade)["acc"] == 1.0
+    if not resp.strip():
+        raise SkipRow("empty_response")
+    return [candidate(n, q, a, resp, ok, "model", stable_hash(q, resp))]
 
-    def build_point(u: Unit, fields: dict) -> list[Draft]:
+
+# ----------------------------------------------------------------------------- per question
+def question_unit(qid: str, cands: list[Unit]) -> Unit:
+    """The pointwise unit of one question: every candidate (``response.<i>``), so all pass the length gate together."""
+    first = cands[0]
+    fields = {"question": first.fields["question"], "reference": first.fields["reference"]}
+    for i, c in enumerate(cands):
+        fields[f"response.{i}"] = c.fields["response"]
+    return Unit(
+        row=first.row,
+        fields=fields,
+        key=qid,
+        query=first.query,
+        weight=len(cands),
+        meta={"qid": qid, "cands": [(c.meta["correct"], c.meta["kind"], c.row) for c in cands]},
+    )
+
+
+def question_pairs(options: VerifyOptions, split: str, qid: str, cands: list[Unit]) -> list[Unit]:
+    """Up to ``--pairs-per-question`` correct-vs-incorrect pairs of one question (seeded; never a truncated one)."""
+    first = cands[0]
+    good = [c for c in cands if c.meta["correct"]]
+    bad = [c for c in cands if not c.meta["correct"] and c.meta["kind"] != "truncated"]
+    rng = random.Random(f"{options.seed}:{split}:{qid}")
+    rng.shuffle(good)
+    rng.shuffle(bad)
+    label = "reference/perturbed" if options.candidates == "perturb" else "model/model"
+    pairs = []
+    for g, b in list(zip(good, bad))[: max(0, options.pairs_per_question)]:
+        try:
+            pairs.append(
+                pair_unit(
+                    g.row,
+                    first.fields["question"],
+                    g.fields["response"],
+                    b.fields["response"],
+                    "gsm8k_verify",
+                    answer=first.fields["reference"],
+                    candidates=label,
+                    question_id=qid,
+                )
+            )
+        except SkipRow:  # identical texts cannot happen for correct vs incorrect; keep the guard
+            continue
+    return pairs
+
+
+def point_builder(grade) -> Callable[[Unit, dict], list[Draft]]:
+    """Drafts of a question's pointwise unit: one per candidate, in the LLM-judge reward's own prompt."""
+
+    def build(u: Unit, fields: dict) -> list[Draft]:
         out = []
         for i, (ok, kind, row) in enumerate(u.meta["cands"]):
-            resp = fields[f"response.{i}"]
-            out.append(
-                Draft(
-                    messages=grade_messages(fields["question"], fields["reference"], resp, grade_version, grade_name),
-                    ground_truth=CORRECT if ok else INCORRECT,
-                    extra_info={
-                        "question": fields["question"],
-                        "answer": fields["reference"],
-                        "response": resp,
-                        "correct": ok,
-                        "candidate": kind,
-                        "question_id": u.meta["qid"],
-                        "prompt_version": grade_id,
-                        "source_row": row,
-                    },
-                )
+            q, ref, resp = fields["question"], fields["reference"], fields[f"response.{i}"]
+            messages = build_messages(
+                resp, None, {"question": q, "answer": ref}, prompt=grade.name, prompt_version=grade.version
             )
+            extra = {"question": q, "answer": ref, "response": resp, "correct": ok, "candidate": kind}
+            extra.update({"question_id": u.meta["qid"], "prompt_version": grade.id, "source_row": row})
+            out.append(Draft(messages=messages, ground_truth=CORRECT if ok else INCORRECT, extra_info=extra))
         return out
 
-    build_pair = pair_builder(pair_template, extra=_PAIR_META)
+    return build
+
+
+# ----------------------------------------------------------------------------- the run
+@dataclass(frozen=True)
+class Verify:
+    """One run's fixed parts: its options, how an input row becomes candidates, and per output (pointwise,
+    pairwise) its conversion and length gate."""
+
+    options: VerifyOptions
+    refs: References
+    to_units: Callable[[Mapping, int], list[Unit]]
+    exclude: set[str] | None
+    point: Conversion
+    pair: Conversion
+    point_gate: LengthGate
+    pair_gate: LengthGate
+
+
+def prepare(options: VerifyOptions) -> tuple[Verify, list[tuple[str, Source]]]:
+    """Check the options, templates, inputs and outputs; load the tokenizer, ``--exclude`` and ``--references``."""
+    check_candidates(options)
+    grade, pairs = template(options.grade_prompt, "--grade-prompt"), pair_template(options.pair_prompt)
+    sources = resolve_sources(options)
+    check_outputs(options, [f"{kind}_{split}.parquet" for split, _ in sources for kind in ("pointwise", "pairwise")])
+    gate = make_gate(options)
+    exclude = load_exclusion(options.exclude)
+    refs = References(options.references)
+    if options.candidates == "perturb":
+        to_units = partial(perturbed_candidates, options)
+    else:
+        to_units = partial(model_candidate, options, refs)
+    point = Conversion(
+        prog=PROG,
+        schema=row_schema(pa.int64(), POINT_EXTRA),
+        ability=JUDGE_ABILITY,
+        build=point_builder(grade),
+        data_source=lambda _run: options.data_source or "gsm8k_verify/pointwise",
+    )
+    pair = Conversion(
+        prog=PROG,
+        schema=row_schema(pa.string(), PAIR_SCHEMA_EXTRA),
+        ability=JUDGE_ABILITY,
+        build=pair_builder(pairs, extra=_PAIR_META),
+        select=order_selector(options.orders, options.seed),
+        data_source=lambda _run: options.data_source or "gsm8k_verify/pairwise",
+    )
+    return Verify(options, refs, to_units, exclude, point, pair, gate, pair_gate(gate)), sources
+
+
+def output_run(kind: str, split: str, source: Source, max_len: int | None, **counts) -> SplitRun:
+    """The ``<kind>_<split>`` output of ``split`` in progress."""
+    stats = Stats(split=split, output=f"{kind}_{split}", source=source.name, max_len=max_len, **counts)
+    return SplitRun(split, source, stats)
+
+
+def convert_split(job: Verify, split: str, source: Source) -> list[Stats]:
+    """One split: candidates -> per question a pointwise unit and pairs -> ``pointwise_<split>.parquet`` and
+    ``pairwise_<split>.parquet``."""
+    options, max_len = job.options, job.point_gate.max_len
+    point = output_run("pointwise", split, source, max_len)
+    cands = read_units(
+        source, job.to_units, point.stats, on_bad_row=options.on_bad_row, progress=options.progress, exclude=job.exclude
+    )
+    groups: dict[str, list[Unit]] = {}  # candidates by question, first-seen order
+    for c in cands:
+        groups.setdefault(c.meta["qid"], []).append(c)
+    point_units = [question_unit(qid, cs) for qid, cs in groups.items()]
+    pair_units = [u for qid, cs in groups.items() for u in question_pairs(options, split, qid, cs)]
+    pair = output_run("pairwise", split, source, max_len, read=point.stats.read, skipped=point.stats.skipped.copy())
+    point.stats.items, pair.stats.items = len(cands), len(pair_units)
+    point.stats.extra["questions"] = len(groups)
+    if options.references:
+        point.stats.extra["reference_rows_malformed"] = job.refs.malformed
+    pair.stats.extra["questions_without_pair"] = len(groups) - len({u.meta["question_id"] for u in pair_units})
+    return [
+        write_split(job.point, point, point_units, job.point_gate, options),
+        write_split(job.pair, pair, pair_units, job.pair_gate, options),
+    ]
+
+
+def run(argv: list[str] | None = None) -> dict:
+    options = VerifyOptions.parse(build_parser(), argv, PRESETS, "gsm8k")
+    job, sources = prepare(options)
     all_stats = []
-    for split, source in resolve_sources(args, PRESETS, "gsm8k"):
-        sp = Stats(split=split, output=f"pointwise_{split}", source=source.name, max_len=base_gate.max_len)
-        cands = read_units(
-            source, to_units, sp, on_bad_row=args.on_bad_row, progress=not args.no_progress, exclude=exclude
-        )
-        # group candidates by question (first-seen order)
-        groups: dict[str, list[Unit]] = {}
-        for c in cands:
-            groups.setdefault(c.meta["qid"], []).append(c)
-        point_units, pair_units = [], []
-        for qid, cs in groups.items():
-            first = cs[0]
-            fields = {"question": first.fields["question"], "reference": first.fields["reference"]}
-            for i, c in enumerate(cs):
-                fields[f"response.{i}"] = c.fields["response"]
-            point_units.append(
-                Unit(
-                    row=first.row,
-                    fields=fields,
-                    key=qid,
-                    query=first.query,
-                    weight=len(cs),
-                    meta={"qid": qid, "cands": [(c.meta["correct"], c.meta["kind"], c.row) for c in cs]},
-                )
-            )
-            good = [c for c in cs if c.meta["correct"]]
-            bad = [c for c in cs if not c.meta["correct"] and c.meta["kind"] != "truncated"]
-            rng = random.Random(f"{args.seed}:{split}:{qid}")
-            rng.shuffle(good)
-            rng.shuffle(bad)
-            for g, b in list(zip(good, bad))[: max(0, args.pairs_per_question)]:
-                try:
-                    pair_units.append(
-                        pair_unit(
-                            g.row,
-                            first.fields["question"],
-                            g.fields["response"],
-                            b.fields["response"],
-                            "gsm8k_verify",
-                            answer=first.fields["reference"],
-                            candidates=cand_label,
-                            question_id=qid,
-                        )
-                    )
-                except SkipRow:  # identical texts cannot happen for correct vs incorrect; keep the guard
-                    continue
-        sq = Stats(
-            split=split,
-            output=f"pairwise_{split}",
-            source=source.name,
-            max_len=base_gate.max_len,
-            read=sp.read,
-            skipped=sp.skipped.copy(),
-        )
-        sp.items, sq.items = len(cands), len(pair_units)
-        sp.extra["questions"] = len(groups)
-        if args.references:
-            sp.extra["reference_rows_malformed"] = refs.malformed
-        sq.extra["questions_without_pair"] = len(groups) - len({u.meta["question_id"] for u in pair_units})
-
-        accepted = base_gate.apply(point_units, build_point, sp, progress=not args.no_progress)
-        drafts = [(d, names) for _u, ds, names in accepted for d in ds]
-        for d, _ in drafts:
-            sp.labels[d.ground_truth] += 1
-        rows = make_rows(
-            drafts,
-            split=split,
-            data_source=args.data_source or "gsm8k_verify/pointwise",
-            ability=JUDGE_ABILITY,
-            schema=point_schema,
-        )
-        sp.path = os.path.join(args.out, f"pointwise_{split}.parquet")
-        write_parquet(rows, sp.path, point_schema)
-        sp.written = len(rows)
-
-        accepted = pair_gate.apply(pair_units, build_pair, sq, progress=not args.no_progress)
-        drafts = select_orders(accepted, args.orders, args.seed, split)
-        for d, _ in drafts:
-            sq.labels[d.ground_truth] += 1
-        sq.extra["pairs_written"] = len(accepted)
-        rows = make_rows(
-            drafts,
-            split=split,
-            data_source=args.data_source or "gsm8k_verify/pairwise",
-            ability=JUDGE_ABILITY,
-            schema=pair_schema,
-        )
-        sq.path = os.path.join(args.out, f"pairwise_{split}.parquet")
-        write_parquet(rows, sq.path, pair_schema)
-        sq.written = len(rows)
-        all_stats += [sp, sq]
-    return finish(PROG, all_stats, args)
+    for split, source in sources:
+        all_stats += convert_split(job, split, source)
+    return finish(PROG, all_stats, options)
 
 
 def main(argv: list[str] | None = None) -> int:

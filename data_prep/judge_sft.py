@@ -22,30 +22,21 @@ by reason are printed; outputs are written atomically.
 
 from __future__ import annotations
 
-import argparse
 import random
 import sys
 from collections import Counter
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from data_prep.files.errors import DataError
+from data_prep.cli import cli, new_parser
+from data_prep.files.errors import DataError, SkipRow
 from data_prep.files.outputs import write_parquet
+from data_prep.files.readers import read_parquet
+from data_prep.rows import SFT_FIELDS, sft_row
 from reward_fns import verdicts
 
 PROG = "data_prep.judge_sft"
-SCHEMA = pa.schema(
-    [
-        ("messages", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
-        ("data_source", pa.string()),
-        ("label", pa.string()),
-    ]
-)
-
-
-class SkipRow(Exception):
-    """A row that cannot get a rationale; ``args[0]`` is the reason counted in the summary."""
+SCHEMA = pa.schema([*SFT_FIELDS, ("label", pa.string())])
 
 
 def target(row: dict) -> str:
@@ -67,23 +58,14 @@ def build(rows: list[dict]) -> tuple[list[dict], Counter]:
         try:
             answer = target(row)
         except SkipRow as e:
-            skipped[e.args[0]] += 1
+            skipped[e.reason] += 1
             continue
-        msgs = [{"role": m["role"], "content": m["content"]} for m in row["prompt"]]
-        out.append(
-            {
-                "messages": msgs + [{"role": "assistant", "content": answer}],
-                "data_source": str(row.get("data_source", "")),
-                "label": str((row.get("reward_model") or {}).get("ground_truth")),
-            }
-        )
+        out.append({**sft_row(row, answer), "label": str((row.get("reward_model") or {}).get("ground_truth"))})
     return out, skipped
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog=f"python -m {PROG}", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def build_parser():
+    p = new_parser(PROG, __doc__)
     p.add_argument(
         "--in",
         dest="inputs",
@@ -100,37 +82,30 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="several --in files: their rows are interleaved by a shuffle with this seed before --max-rows",
     )
-    args = p.parse_args(argv)
-    rows = []
-    for path in args.inputs:
-        try:
-            rows += pq.read_table(path).to_pylist()
-        except (OSError, pa.ArrowInvalid) as e:
-            print(f"{PROG}: error: cannot read {path}: {e}", file=sys.stderr)
-            return 2
+    return p
+
+
+def run(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    rows = [row for path in args.inputs for row in read_parquet(path)]
     out, skipped = build(rows)
     if len(args.inputs) > 1:  # e.g. perturbed + model-written candidates: --max-rows keeps both kinds
         random.Random(args.seed).shuffle(out)
     if args.max_rows >= 0:
         out = out[: args.max_rows]
     if not out:
-        print(
-            f"{PROG}: error: no row could be turned into SFT data (read {len(rows)}, skipped {dict(skipped)})",
-            file=sys.stderr,
-        )
-        return 2
-    try:
-        write_parquet(out, args.out, SCHEMA)  # deterministic, atomic (data_prep.files.outputs)
-    except DataError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
+        raise DataError(f"no row could be turned into SFT data (read {len(rows)}, skipped {dict(skipped)})")
+    write_parquet(out, args.out, SCHEMA)  # deterministic, atomic (data_prep.files.outputs)
     labels = Counter(r["label"] for r in out)
     print(f"== {PROG}: {args.out}")
     print(f"  rows read      {len(rows)}")
     print(f"  rows written   {len(out)}")
     print(f"  skipped        {sum(skipped.values())}" + "".join(f"\n    {k}: {v}" for k, v in sorted(skipped.items())))
     print("  labels         " + "  ".join(f"{k}: {v}" for k, v in sorted(labels.items())))
-    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli(run, argv)
 
 
 if __name__ == "__main__":

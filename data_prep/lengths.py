@@ -74,9 +74,6 @@ class LengthGate:
         ids = out["input_ids"] if isinstance(out, Mapping) or hasattr(out, "keys") else out
         return [len(x) for x in ids]
 
-    def length(self, messages: list[dict]) -> int:
-        return self.lengths([messages])[0]
-
     @property
     def marker_tokens(self) -> int:
         if self._marker_tokens is None:

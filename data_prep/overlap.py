@@ -19,12 +19,11 @@ A file in which no row has query text cannot be compared: that is an error (exit
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections import Counter
 
-from data_prep.cli import add_empty_args, cli
+from data_prep.cli import add_run_flags, cli, new_parser
 from data_prep.conversations import QUERY_FIELDS, query_text
 from data_prep.files.errors import DataError
 from data_prep.files.outputs import check_output_file, write_json
@@ -39,7 +38,7 @@ def _queries(path: str, progress: bool, require: bool = False) -> tuple[list[tup
     """``([(row, query text)], rows without query text)``; with ``require``, no query text at all is a DataError."""
     src = local_source([path])
     out, missing = [], 0
-    bar = progress_bar(lambda: src.total, os.path.basename(path), progress)
+    bar = progress_bar(src.total, os.path.basename(path), progress)
     try:
         for _loc, n, row in src.rows():
             bar.update(1)
@@ -143,19 +142,14 @@ def format_report(r: dict) -> str:
     return "\n".join(lines)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=f"python -m {PROG}", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def build_parser():
+    p = new_parser(PROG, __doc__)
     p.add_argument("--train", required=True, metavar="FILE", help="training file (.jsonl[.gz], .json, .parquet)")
     p.add_argument("--eval", required=True, nargs="+", metavar="FILE", help="evaluation file(s)")
     p.add_argument("--examples", type=int, default=5, help="examples listed per evaluation file (default 5)")
     p.add_argument("--fail-on-overlap", action="store_true", help="exit with status 1 if any overlap is found")
     p.add_argument("--summary-json", metavar="FILE", help="also write the report as JSON")
-    add_empty_args(p)
-    p.add_argument(
-        "--no-progress", action="store_true", help="no progress bars (they are only shown when stderr is a terminal)"
-    )
+    add_run_flags(p)
     return p
 
 

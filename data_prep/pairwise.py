@@ -21,21 +21,22 @@ together (and share any truncation), so the balance holds after filtering too.
 
 from __future__ import annotations
 
-import argparse
 import random
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import pyarrow as pa
 
 from data_prep.cli import (
     Conversion,
     HFPreset,
+    Options,
     SplitRun,
     add_common_args,
+    all_drafts,
     cli,
-    fixed_format,
-    load_template,
+    new_parser,
     run_conversion,
 )
 from data_prep.conversations import format_turns, hh_pair, messages_to_turns
@@ -210,26 +211,34 @@ def pair_builder(template, extra: tuple[str, ...] = ()):
     return build
 
 
-def select_orders(accepted, orders: int, seed: int, split: str) -> list:
-    """``[(draft, truncated)]``: both orders, or one per pair with A/B counts differing by <= 1 (seeded)."""
-    if orders == 2:
-        return [(d, names) for _u, ds, names in accepted for d in ds]
-    rng = random.Random(f"{seed}:{split}:orders")
-    n = len(accepted)
-    labels = ["A"] * (n // 2) + ["B"] * (n // 2)
-    if n % 2:
-        labels.append(rng.choice("AB"))
-    rng.shuffle(labels)
-    out = []
-    for (_u, ds, names), want in zip(accepted, labels):
-        out.append((next(d for d in ds if d.ground_truth == want), names))
-    return out
+def order_selector(orders: int, seed: int) -> Callable[[SplitRun, list], list]:
+    """``Conversion.select`` for pairs: ``[(draft, truncated)]`` of both orders (``orders`` 2), or of one order per
+    pair with A/B counts differing by <= 1 (seeded per split); the pairs written are counted (``pairs_written``)."""
+
+    def select(run: SplitRun, accepted: list) -> list:
+        run.stats.extra["pairs_written"] = len(accepted)
+        if orders == 2:
+            return all_drafts(run, accepted)
+        rng = random.Random(f"{seed}:{run.split}:orders")
+        n = len(accepted)
+        labels = ["A"] * (n // 2) + ["B"] * (n // 2)
+        if n % 2:
+            labels.append(rng.choice("AB"))
+        rng.shuffle(labels)
+        return [
+            (next(d for d in ds if d.ground_truth == want), names) for (_u, ds, names), want in zip(accepted, labels)
+        ]
+
+    return select
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=f"python -m {PROG}", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+@dataclass(frozen=True, kw_only=True)
+class PairOptions(Options):
+    orders: int  # --orders
+
+
+def build_parser():
+    p = new_parser(PROG, __doc__)
     add_common_args(
         p, default_max_len=DEFAULT_MAX_LEN, text_fields=TEXT_FIELDS, presets=PRESETS, default_preset="openjudge"
     )
@@ -247,16 +256,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(argv: list[str] | None = None) -> dict:
-    args = build_parser().parse_args(argv)
-    template = load_template(TEMPLATE, args.prompt_version)
+    options = PairOptions.parse(build_parser(), argv, PRESETS, "openjudge", PRESET_FORMAT)
+    template = options.template(TEMPLATE)
 
     def to_units(run: SplitRun, row: Mapping, n: int) -> list[Unit]:
         q, c, r = pair_from_row(row, run.fmt)
         return [pair_unit(n, q, c, r, run.fmt)]
-
-    def select(run: SplitRun, accepted: list) -> list:
-        run.stats.extra["pairs_written"] = len(accepted)
-        return select_orders(accepted, args.orders, args.seed, run.split)
 
     conv = Conversion(
         prog=PROG,
@@ -264,12 +269,11 @@ def run(argv: list[str] | None = None) -> dict:
         ability=JUDGE_ABILITY,
         to_units=to_units,
         build=pair_builder(template),
-        select=select,
-        data_source=lambda run: args.data_source or f"pairwise/{run.fmt or 'empty'}",
-        fmt=fixed_format(args, PRESET_FORMAT, "openjudge"),
+        select=order_selector(options.orders, options.seed),
+        data_source=lambda run: options.data_source or f"pairwise/{run.fmt or 'empty'}",
         detect=detect_format,
     )
-    return run_conversion(conv, args, PRESETS, "openjudge")
+    return run_conversion(conv, options)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,22 +18,12 @@ output format ``<think>...</think><score>0-4</score>``); untrusted text is neutr
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Mapping
 
 import pyarrow as pa
 
-from data_prep.cli import (
-    Conversion,
-    HFPreset,
-    SplitRun,
-    add_common_args,
-    cli,
-    fixed_format,
-    load_template,
-    run_conversion,
-)
+from data_prep.cli import Conversion, HFPreset, Options, SplitRun, add_common_args, cli, new_parser, run_conversion
 from data_prep.conversations import format_turns, messages_to_turns
 from data_prep.files.errors import BadRow
 from data_prep.rows import JUDGE_ABILITY, Draft, Unit, row_schema
@@ -134,10 +124,8 @@ def items_from_row(row: Mapping, fmt: str) -> list[tuple[str, str, int]]:
     raise ValueError(fmt)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=f"python -m {PROG}", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def build_parser():
+    p = new_parser(PROG, __doc__)
     add_common_args(
         p, default_max_len=DEFAULT_MAX_LEN, text_fields=TEXT_FIELDS, presets=PRESETS, default_preset="openjudge"
     )
@@ -148,8 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(argv: list[str] | None = None) -> dict:
-    args = build_parser().parse_args(argv)
-    template = load_template(TEMPLATE, args.prompt_version)
+    options = Options.parse(build_parser(), argv, PRESETS, "openjudge", PRESET_FORMAT)
+    template = options.template(TEMPLATE)
 
     def to_units(run: SplitRun, row: Mapping, n: int) -> list[Unit]:
         out = []
@@ -192,11 +180,10 @@ def run(argv: list[str] | None = None) -> dict:
         ability=JUDGE_ABILITY,
         to_units=to_units,
         build=build,
-        data_source=lambda run: args.data_source or f"pointwise/{run.fmt or 'empty'}",
-        fmt=fixed_format(args, PRESET_FORMAT, "openjudge"),
+        data_source=lambda run: options.data_source or f"pointwise/{run.fmt or 'empty'}",
         detect=detect_format,
     )
-    return run_conversion(conv, args, PRESETS, "openjudge")
+    return run_conversion(conv, options)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,6 +8,7 @@
   ``--exclude`` files are dropped (``excluded_overlap``).
 * ``row_schema`` / ``make_rows``: the verl ``RLHFDataset`` row (``data_source``, ``prompt``,
   ``ability``, ``reward_model``, ``extra_info``) with an explicit arrow schema.
+* ``sft_row``: a warm-start row for verl's SFT trainer (``SFT_FIELDS``): a verl row's prompt plus an answer.
 """
 
 from __future__ import annotations
@@ -66,12 +67,11 @@ def read_units(
     on_bad_row: str,
     progress: bool = True,
     exclude: set[str] | None = None,
-    dedup: bool = True,
 ) -> list[Unit]:
     """Run ``to_units`` over every row; bad rows error or are counted; duplicates, conflicting labels and
     ``--exclude`` applied (see the module docstring)."""
     found: list[Unit] = []
-    bar = progress_bar(lambda: source.total, f"{stats.output or stats.split}: read", progress)
+    bar = progress_bar(source.total, f"{stats.output or stats.split}: read", progress)
     try:
         for loc, rownum, row in source.rows():
             stats.read += 1
@@ -91,21 +91,19 @@ def read_units(
                 stats.skip(e.reason)
     finally:
         bar.close()
-    return _keep_unique(found, stats, exclude, dedup)
+    return _keep_unique(found, stats, exclude)
 
 
-def _keep_unique(found: list[Unit], stats: Stats, exclude: set[str] | None, dedup: bool) -> list[Unit]:
+def _keep_unique(found: list[Unit], stats: Stats, exclude: set[str] | None) -> list[Unit]:
+    labels: dict[str, Hashable] = {}
     conflicting: set[str] = set()
-    if dedup:
-        labels: dict[str, Hashable] = {}
-        for u in found:
-            if u.key and u.label is not None:
-                if labels.setdefault(u.key, u.label) != u.label:
-                    conflicting.add(u.key)
+    for u in found:
+        if u.key and u.label is not None and labels.setdefault(u.key, u.label) != u.label:
+            conflicting.add(u.key)
     units: list[Unit] = []
     seen: set[str] = set()
     for u in found:
-        if dedup and u.key:
+        if u.key:
             if u.key in conflicting:
                 stats.skip("conflicting_label")
                 continue
@@ -174,3 +172,16 @@ def make_rows(
             }
         )
     return rows
+
+
+#: The columns of an SFT row (``verl.trainer.sft_trainer`` reads ``messages``).
+SFT_FIELDS = [("messages", MESSAGES_TYPE), ("data_source", pa.string())]
+
+
+def sft_row(row: Mapping, answer: str) -> dict:
+    """An SFT row of the verl row ``row``: its prompt messages plus the assistant turn ``answer``."""
+    msgs = [{"role": m["role"], "content": m["content"]} for m in row["prompt"]]
+    return {
+        "messages": [*msgs, {"role": "assistant", "content": answer}],
+        "data_source": str(row.get("data_source", "")),
+    }

@@ -9,25 +9,14 @@ import unicodedata
 from collections.abc import Mapping
 
 from data_prep.files.errors import BadRow
+from reward_fns.prompts import NEUTRALIZED_TAGS
 from reward_fns.prompts import neutralize as _neutralize
-
-#: Look-alike tags defused in every untrusted text placed in a judge prompt.
-NEUTRALIZE_TAGS = (
-    "score",
-    "better",
-    "think",
-    "response",
-    "response_a",
-    "response_b",
-    "query",
-    "candidate",
-    "reference",
-    "problem",
-)
 
 
 def neutralize(text: str) -> str:
-    return _neutralize(text, NEUTRALIZE_TAGS)
+    """``text`` with look-alike tags defused, as the judge rewards defuse it (``reward_fns.prompts.NEUTRALIZED_TAGS``),
+    so a judge trains on the prompts it is later shown."""
+    return _neutralize(text, NEUTRALIZED_TAGS)
 
 
 _PUNCT = re.compile(r"[^\w\s]|_")

@@ -24,7 +24,6 @@ stories; ``--heldout-stories ''`` is none.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -32,8 +31,9 @@ import random
 import sys
 
 from data_prep import stories
+from data_prep.cli import new_parser
 from data_prep.files.errors import DataError
-from data_prep.files.outputs import check_output_folder, output_set
+from data_prep.files.outputs import check_output_folder, output_set, write_jsonl, write_text
 from data_prep.stories import STORIES
 
 PROG = "data_prep.word_problems"
@@ -197,10 +197,8 @@ def generate(
     return out
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=f"python -m {PROG}", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def build_parser():
+    p = new_parser(PROG, __doc__)
     p.add_argument("--out", required=True, help="folder for train.jsonl, test.jsonl, settings.json")
     p.add_argument("--steps", type=int, default=2, help="operations per problem, 1-4 (default 2)")
     p.add_argument("--max-number", type=int, default=20, help="operands from 1..N (default 20)")
@@ -258,13 +256,11 @@ def main(argv: list[str] | None = None) -> int:
         with output_set() as outs:
             for split, rows in data.items():
                 path = os.path.join(args.out, f"{split}.jsonl")
-                if not rows:  # an earlier run's split of this name is not this set's
+                if rows:
+                    write_jsonl(path, rows)
+                else:  # an earlier run's split of this name is not this set's
                     outs.drop(path)
-                    continue
-                with open(outs.stage(path), "w", encoding="utf-8") as f:
-                    f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-            with open(outs.stage(os.path.join(args.out, "settings.json")), "w", encoding="utf-8") as f:
-                f.write(json.dumps(settings, indent=1) + "\n")
+            write_text(os.path.join(args.out, "settings.json"), json.dumps(settings, indent=1))
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -1,5 +1,5 @@
 """Reading inputs: local JSONL (``.jsonl``/``.jsonl.gz``), JSON arrays (``.json``/``.json.gz``), parquet,
-or a Hugging Face hub dataset (``datasets.load_dataset``); ``read_jsonl`` for any JSONL file as a list.
+or a Hugging Face hub dataset (``datasets.load_dataset``); ``read_jsonl`` / ``read_parquet`` for a whole file as a list.
 
 Rows are numbered from 1 in file order (for JSONL the number is the line number; ``\\n``, ``\\r\\n``
 and ``\\r`` end a line), so an error can name the row. A JSONL line that is not valid UTF-8, not JSON
@@ -38,33 +38,14 @@ class InvalidRow:
     reason: str
 
 
+@dataclass
 class Source:
-    """One split's input: a name for messages and an iterator of ``(location, row_number, row)``.
+    """One split's input: a name for messages, an iterator of ``(location, row_number, row)``, and ``total()``,
+    its row count for progress bars (None when unknown; called only when a bar is shown)."""
 
-    ``total`` (rows, for progress bars) is counted on first use only, by ``count()`` when given.
-    """
-
-    def __init__(
-        self,
-        name: str,
-        rows: Callable[[], Iterator[tuple[str, int, object]]],
-        total: int | None = None,
-        count: Callable[[], int | None] | None = None,
-    ):
-        self.name = name
-        self.rows = rows
-        self._total = total
-        self._count = count
-
-    @property
-    def total(self) -> int | None:
-        if self._total is None and self._count is not None:
-            count, self._count = self._count, None
-            try:
-                self._total = count()
-            except (DataError, OSError, pa.ArrowException, *_GZIP_ERRORS):  # a broken file is reported while reading
-                self._total = None
-        return self._total
+    name: str
+    rows: Callable[[], Iterator[tuple[str, int, object]]]
+    total: Callable[[], int | None] = lambda: None
 
 
 # ----------------------------------------------------------------------------- lines and files
@@ -133,6 +114,14 @@ def read_jsonl(path: str, on_bad: Callable[[int, str], None] | None = None) -> l
         else:
             rows.append(obj)
     return rows
+
+
+def read_parquet(path: str) -> list[dict]:
+    """Every row of a parquet file; a DataError naming ``path`` when it cannot be read."""
+    try:
+        return pq.read_table(path).to_pylist()
+    except (OSError, pa.ArrowInvalid) as e:
+        raise DataError(f"{path}: cannot read: {e}") from None
 
 
 def _read_bytes(path: str) -> bytes:
@@ -241,13 +230,16 @@ def local_source(paths: Sequence[str], limit: int | None = None) -> Source:
                 n += 1
                 yield item
 
-    def count():
-        counts = [_count_rows(p) for p in paths]
+    def total():
+        try:
+            counts = [_count_rows(p) for p in paths]
+        except (DataError, OSError, pa.ArrowException, *_GZIP_ERRORS):  # a broken file is reported while reading
+            return None
         if any(c is None for c in counts):
             return None
         return sum(counts) if limit is None else min(sum(counts), limit)
 
-    return Source(name=", ".join(paths), rows=rows, count=count)
+    return Source(name=", ".join(paths), rows=rows, total=total)
 
 
 def hf_source(
@@ -280,4 +272,4 @@ def hf_source(
         for i in range(total):
             yield label, i + 1, ds[i]
 
-    return Source(name=label, rows=rows, total=total)
+    return Source(name=label, rows=rows, total=lambda: total)

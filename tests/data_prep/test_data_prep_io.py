@@ -93,7 +93,7 @@ def test_limit_and_total(tmp_path):
     path = str(tmp_path / "f.jsonl")
     open(path, "w").write("".join(json.dumps({"i": i}) + "\n" for i in range(5)))
     src = local_source([path, path], limit=7)
-    assert src.total == 7 and [n for _l, n, _r in src.rows()] == [1, 2, 3, 4, 5, 1, 2]
+    assert src.total() == 7 and [n for _l, n, _r in src.rows()] == [1, 2, 3, 4, 5, 1, 2]
 
 
 def _write_pq(path):
@@ -231,7 +231,7 @@ def test_train_and_test_sharing_a_file_is_warned(train, test, warned, tmp_path, 
     for f in ("a.jsonl", "b.jsonl"):
         (tmp_path / f).write_text('{"question": "q", "answer": "#### 1"}\n')
     argv = ["--out", str(tmp_path / "out"), "--train", *train] + (["--test", *test] if test else [])
-    cli.resolve_sources(gsm8k.build_parser().parse_args(argv), gsm8k.PRESETS, "gsm8k")
+    cli.resolve_sources(cli.Options.parse(gsm8k.build_parser(), argv, gsm8k.PRESETS, "gsm8k"))
     err = capsys.readouterr().err
     shared = ", ".join(str(tmp_path / f) for f in warned)
     assert err == (
