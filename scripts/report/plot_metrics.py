@@ -3,7 +3,7 @@
 Input lines are verl's file logger records (``trainer.logger=[console,file]``; one
 ``{"step": N, "data": {...}}`` per step, written to ``$VERL_FILE_LOGGER_PATH`` or
 ``$VERL_FILE_LOGGER_ROOT/<project>/<experiment>.jsonl``) or flat ``{"step": N, "<metric>": value}``
-dicts, read by ``scripts.report.metrics.read_metrics``. The step is ``step``, else
+dicts, read by ``scripts.report.render.read_metrics``. The step is ``step``, else
 ``training/global_step``, else the record's position in the file. Records of the same step are merged
 (verl logs the initial validation separately); malformed lines are skipped with a warning (so a file
 still being written can be plotted), non-numeric values silently.
@@ -51,8 +51,7 @@ from collections.abc import Mapping, Sequence
 from data_prep.files.errors import DataError
 from data_prep.files.outputs import write_json, write_text
 from scripts.eval.cli import InputError, cli_main
-from scripts.report.metrics import read_metrics
-from scripts.report.render import md_table, pyplot, save_fig
+from scripts.report.render import md_table, pyplot, read_metrics, save_fig
 
 STAGES = ("gen", "reward", "old_log_prob", "ref", "update_actor")
 JUDGE_HEALTH = (

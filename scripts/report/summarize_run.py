@@ -21,7 +21,7 @@ import statistics
 import sys
 
 from data_prep.files.errors import DataError
-from scripts.report.metrics import read_metrics
+from scripts.report.render import read_metrics
 
 STAGES = (
     "timing_s/step",
@@ -36,7 +36,7 @@ MIN_BASE_S = 0.05  # a first-run stage shorter than this gets no ratio (it would
 
 
 def load(path: str) -> list[dict]:
-    """The numeric metrics of each step (``scripts.report.metrics.read_metrics``); a missing or malformed
+    """The numeric metrics of each step (``scripts.report.render.read_metrics``); a missing or malformed
     file ends the program with a message."""
     if not os.path.exists(path):
         raise SystemExit(f"{path}: no such file")
