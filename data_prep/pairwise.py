@@ -38,7 +38,7 @@ from data_prep.cli import (
     load_template,
     run_conversion,
 )
-from data_prep.conversations import format_turns, hh_pair, messages_to_turns
+from data_prep.conversations import hh_pair, openjudge_output
 from data_prep.files.errors import BadRow, SkipRow
 from data_prep.rows import JUDGE_ABILITY, Draft, Unit, row_schema
 from data_prep.text import neutralize, require_str, stable_hash
@@ -89,11 +89,7 @@ def detect_format(row: Mapping) -> str:
     )
 
 
-def _preference(entry: object, i: int) -> str | None:
-    ans = entry.get("answer") if isinstance(entry, Mapping) else None
-    label = ans.get("label") if isinstance(ans, Mapping) else None
-    if label is None and isinstance(entry, Mapping):
-        label = entry.get("label")
+def _preference(label: object, i: int) -> str | None:
     if isinstance(label, Mapping):
         label = label.get("preference")
     if label is None:
@@ -116,19 +112,8 @@ def pair_from_row(row: Mapping, fmt: str) -> tuple[str, str, str]:
     if fmt == "hh-rlhf":
         return hh_pair(require_str(row, "chosen"), require_str(row, "rejected"))
     if fmt == "openjudge":
-        query = format_turns(messages_to_turns(row.get("input"), "input"))
-        output = row.get("output")
-        if hasattr(output, "tolist"):
-            output = output.tolist()
-        if not isinstance(output, list) or len(output) != 2:
-            raise BadRow("output", "expected a list of exactly two {'answer': {...}} entries", reason="bad_type")
-        texts = []
-        for i, entry in enumerate(output):
-            ans = entry.get("answer") if isinstance(entry, Mapping) else None
-            if not isinstance(ans, Mapping) or not isinstance(ans.get("content"), str):
-                raise BadRow(f"output[{i}].answer.content", "missing or not a string", reason="missing")
-            texts.append(ans["content"])
-        prefs = [_preference(e, i) for i, e in enumerate(output)]
+        query, answers = openjudge_output(row, pair=True)
+        prefs = [_preference(label, i) for i, (_, label) in enumerate(answers)]
         given = [(i, p) for i, p in enumerate(prefs) if p is not None]
         if not given:
             raise BadRow("output[0].answer.label.preference", "missing", reason="missing")
@@ -147,7 +132,7 @@ def pair_from_row(row: Mapping, fmt: str) -> tuple[str, str, str]:
                 f"expected 'A', 'B' or 'tie', got {pref!r}",
                 reason="bad_label",
             )
-        a, b = texts
+        (a, _), (b, _) = answers
         return (query, a, b) if pref == "A" else (query, b, a)
     raise ValueError(fmt)
 

@@ -34,7 +34,7 @@ from data_prep.cli import (
     load_template,
     run_conversion,
 )
-from data_prep.conversations import format_turns, messages_to_turns
+from data_prep.conversations import openjudge_output
 from data_prep.files.errors import BadRow
 from data_prep.rows import JUDGE_ABILITY, Draft, Unit, row_schema
 from data_prep.text import neutralize, require_str, stable_hash
@@ -94,23 +94,9 @@ def _label(value: object, field_name: str) -> int:
 def items_from_row(row: Mapping, fmt: str) -> list[tuple[str, str, int]]:
     """``[(query, response, label)]`` of one input row in format ``fmt``."""
     if fmt == "openjudge":
-        query = format_turns(messages_to_turns(row.get("input"), "input"))
-        output = row.get("output")
-        if hasattr(output, "tolist"):
-            output = output.tolist()
-        if isinstance(output, Mapping):
-            output = [output]
-        if not isinstance(output, list) or not output:
-            raise BadRow("output", "expected a non-empty list of {'answer': {...}} entries", reason="bad_type")
+        query, answers = openjudge_output(row)
         items = []
-        for i, entry in enumerate(output):
-            ans = entry.get("answer") if isinstance(entry, Mapping) else None
-            if not isinstance(ans, Mapping):
-                raise BadRow(f"output[{i}].answer", "missing", reason="missing")
-            content = ans.get("content")
-            if not isinstance(content, str):
-                raise BadRow(f"output[{i}].answer.content", "missing or not a string", reason="missing")
-            label = ans.get("label", entry.get("label"))
+        for i, (content, label) in enumerate(answers):
             if isinstance(label, Mapping):
                 label = label.get("helpfulness", label.get("score"))
             items.append((query, content, _label(label, f"output[{i}].answer.label.helpfulness")))
