@@ -1,19 +1,13 @@
 """Judge data, pairwise: (query, chosen, rejected) -> A/B-balanced verl parquet for the pairwise recipe.
 
-Input schemas (``--format auto`` picks one from the first row's keys):
+Input schemas (``--format auto`` picks one from the first row's keys): ``openjudge`` (OpenJudge's pairwise parquet:
+``input`` chat messages, two ``output`` answers with ``label.preference``; ties skipped and counted), ``hh-rlhf``
+(``chosen``/``rejected`` transcripts sharing the conversation before the last Assistant turn) and ``generic`` (JSONL
+``query``, ``chosen``, ``rejected``).
 
-* ``openjudge``: OpenJudge's pairwise parquet (``agentscope-ai/OpenJudge``, ``train_rm/grpo/pairwise``):
-  ``input`` (chat messages), ``output`` = two ``{"answer": {"content", "label": {"preference": "A"|"B"}}}``.
-  Ties are skipped and counted.
-* ``hh-rlhf``: ``chosen``/``rejected`` full transcripts (``\\n\\nHuman: ... \\n\\nAssistant: ...``); the
-  conversation before the last Assistant turn is the query (it must be the same in both), the last
-  Assistant turns are the two responses (hub: ``Anthropic/hh-rlhf``, e.g. ``data_dir=harmless-base``).
-* ``generic``: JSONL ``query``, ``chosen``, ``rejected``.
-
-Every pair is written in both orders (``--orders 2``, default; the two rows are adjacent and share
-``extra_info.pair_id``), so labels are exactly 50% A / 50% B; ``--orders 1`` writes one order per pair,
-chosen by ``--seed`` so that A and B differ by at most one. Both orders of a pair pass the length gate
-together (and share any truncation), so the balance holds after filtering too.
+``--orders 2`` (default) writes every pair in both orders (adjacent rows sharing ``extra_info.pair_id``): labels
+exactly 50% A; ``--orders 1`` one order per pair, chosen by ``--seed`` so A and B differ by at most one. Both orders
+pass the length gate together, so the balance holds after filtering too.
 
     python -m data_prep.pairwise --out data/hh_harmless --hf hh-rlhf-harmless --on-bad-row skip
     python -m data_prep.pairwise --out data/pairs --train pairs.jsonl --orders 1 --seed 3
