@@ -1,16 +1,9 @@
 """Judge data, pointwise: (query, response, 0-4 score) -> verl parquet for the pointwise judge recipe.
 
-Input schemas (``--format auto`` picks one from the first row's keys):
-
-* ``openjudge``: OpenJudge's parquet as published on the hub (``agentscope-ai/OpenJudge``,
-  ``train_rm/grpo/pointwise``): ``input`` (chat messages), ``output`` (a list of
-  ``{"answer": {"role", "content", "label": {"helpfulness": 0-4}}}``); one row per output entry.
-* ``helpsteer``: HelpSteer-style rows ``prompt``, ``response``, ``helpfulness`` (0-4).
-* ``generic``: JSONL ``query``, ``response``, ``score`` (0-4).
-
-The prompt is the versioned ``pointwise`` template (task, principles, ``# Query``, ``# Response``,
-output format ``<think>...</think><score>0-4</score>``); untrusted text is neutralized.
-``reward_model.ground_truth`` is the integer label.
+Input schemas (``--format auto`` picks one from the first row's keys): ``openjudge`` (OpenJudge's parquet, one row
+per ``output`` answer, label ``helpfulness``), ``helpsteer`` (``prompt``, ``response``, ``helpfulness``) and ``generic``
+(JSONL ``query``, ``response``, ``score``). The prompt is the versioned ``pointwise`` template, untrusted text
+neutralized; ``reward_model.ground_truth`` is the integer label.
 
     python -m data_prep.pointwise --out data/pointwise --hf openjudge
     python -m data_prep.pointwise --out data/pointwise --train rows.jsonl --test eval.jsonl
