@@ -34,6 +34,32 @@ def messages_to_turns(messages: object, field_name: str = "input") -> list[tuple
     return turns
 
 
+def openjudge_output(row: Mapping, pair: bool = False) -> tuple[str, list[tuple[str, object]]]:
+    """An OpenJudge row (``input``: chat messages; ``output``: ``{"answer": {"content", "label"}}`` entries, exactly
+    two with ``pair``): its query text and each answer's ``(content, label)`` (the entry's own ``label`` where the
+    answer has none); BadRow when malformed."""
+    query = format_turns(messages_to_turns(row.get("input"), "input"))
+    output = row.get("output")
+    if hasattr(output, "tolist"):
+        output = output.tolist()
+    if isinstance(output, Mapping) and not pair:
+        output = [output]
+    if pair and (not isinstance(output, list) or len(output) != 2):
+        raise BadRow("output", "expected a list of exactly two {'answer': {...}} entries", reason="bad_type")
+    if not isinstance(output, list) or not output:
+        raise BadRow("output", "expected a non-empty list of {'answer': {...}} entries", reason="bad_type")
+    answers = []
+    for i, entry in enumerate(output):
+        ans = entry.get("answer") if isinstance(entry, Mapping) else None
+        if not isinstance(ans, Mapping):
+            raise BadRow(f"output[{i}].answer", "missing", reason="missing")
+        if not isinstance(ans.get("content"), str):
+            raise BadRow(f"output[{i}].answer.content", "missing or not a string", reason="missing")
+        label = ans.get("label")
+        answers.append((ans["content"], entry.get("label") if label is None else label))
+    return query, answers
+
+
 _HH_MARK = re.compile(r"\n\n(Human|Assistant):")
 
 

@@ -1,21 +1,11 @@
 """Warm-start (SFT) data for a judge: each verification row's prompt plus a short, checkable answer.
 
-GRPO cannot teach a small model a verdict format it never writes (every sample malformed = every
-reward equal = no gradient). This builds, from the same parquet the GRPO stage trains on, a chat
-data set for verl's SFT trainer (``verl.trainer.sft_trainer``, column ``messages``) whose assistant
-turn states the final answers the verdict rests on, then the verdict:
-
-* pointwise (``gsm8k_grade`` rows, labels 4 / 0):
-  ``<think>Reference: 72. Candidate: 62. Different.</think><score>0</score>``
-* pairwise with a reference (``pairwise_ref`` rows, labels A / B):
-  ``<think>Reference: 72. A: 72. B: 62.</think><better>A</better>``
-* pairwise without a reference (``pairwise`` rows): ``<think>A: 72. B: 62.</think><better>A</better>``
-
-Final answers are read with the shared parser (``####`` line of the reference; the last number of a
-candidate, which is where every style of ``data_prep.perturb.FINAL_STYLES`` puts it). A row whose
-label disagrees with those answers (e.g. a model solution graded by hand) is skipped as
-``rationale_mismatch``, so the warm start never teaches a wrong comparison. Rows in, rows out, skips
-by reason are printed; outputs are written atomically.
+GRPO cannot teach a small model a verdict format it never writes (every sample malformed = every reward equal = no
+gradient). This builds, from the GRPO stage's parquet, a chat data set for verl's SFT trainer (column ``messages``)
+whose assistant turn states the final answers the verdict rests on, then the verdict, e.g.
+``<think>Reference: 72. Candidate: 62. Different.</think><score>0</score>`` or
+``<think>Reference: 72. A: 72. B: 62.</think><better>A</better>``. A row whose label disagrees with those answers is
+skipped as ``rationale_mismatch``.
 
     python -m data_prep.judge_sft --in data/gsm8k_verify/pointwise_train.parquet --out data/sft/pointwise_train.parquet
 """

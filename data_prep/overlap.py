@@ -1,18 +1,10 @@
 """Contamination check: overlap of prompt/query text between a training file and evaluation files.
 
-For every training row the query text is taken (``extra_info.query``/``question`` of our parquet
-outputs, else ``query``/``question``/``problem``/``prompt``/OpenJudge ``input``/hh-rlhf ``chosen``
-prefix -- see ``data_prep.conversations.query_text``) and compared with every evaluation file:
-
-* **exact**: identical text (leading/trailing whitespace ignored);
-* **normalized**: identical after NFKC, lowercasing, stripping punctuation and collapsing whitespace
-  (a superset of exact).
-
-The report gives counts (training rows that overlap, distinct overlapping texts) and examples, plus
-duplicates inside the training file. ``--fail-on-overlap`` exits with status 1 when any normalized
-overlap is found (for CI). To remove overlapping rows, rerun the converter with ``--exclude``.
-A file in which no row has query text cannot be compared: that is an error (exit status 2), not
-"no overlap", unless ``--no-fail-on-empty`` is given.
+Each row's query text (``data_prep.conversations.query_text``) is compared exact (whitespace-trimmed) and normalized
+(NFKC, lowercase, no punctuation, collapsed whitespace); the report gives overlapping rows, distinct texts, examples
+and duplicates inside the training file. ``--fail-on-overlap`` exits 1 on any normalized overlap (for CI); rerun the
+converter with ``--exclude`` to drop them. A file with no query text is an error (exit 2) unless
+``--no-fail-on-empty``.
 
     python -m data_prep.overlap --train data/pairs/train.parquet --eval data/pairs/test.parquet rb2.jsonl
 """

@@ -1,19 +1,13 @@
 """Judge data, pairwise: (query, chosen, rejected) -> A/B-balanced verl parquet for the pairwise recipe.
 
-Input schemas (``--format auto`` picks one from the first row's keys):
+Input schemas (``--format auto`` picks one from the first row's keys): ``openjudge`` (OpenJudge's pairwise parquet:
+``input`` chat messages, two ``output`` answers with ``label.preference``; ties skipped and counted), ``hh-rlhf``
+(``chosen``/``rejected`` transcripts sharing the conversation before the last Assistant turn) and ``generic`` (JSONL
+``query``, ``chosen``, ``rejected``).
 
-* ``openjudge``: OpenJudge's pairwise parquet (``agentscope-ai/OpenJudge``, ``train_rm/grpo/pairwise``):
-  ``input`` (chat messages), ``output`` = two ``{"answer": {"content", "label": {"preference": "A"|"B"}}}``.
-  Ties are skipped and counted.
-* ``hh-rlhf``: ``chosen``/``rejected`` full transcripts (``\\n\\nHuman: ... \\n\\nAssistant: ...``); the
-  conversation before the last Assistant turn is the query (it must be the same in both), the last
-  Assistant turns are the two responses (hub: ``Anthropic/hh-rlhf``, e.g. ``data_dir=harmless-base``).
-* ``generic``: JSONL ``query``, ``chosen``, ``rejected``.
-
-Every pair is written in both orders (``--orders 2``, default; the two rows are adjacent and share
-``extra_info.pair_id``), so labels are exactly 50% A / 50% B; ``--orders 1`` writes one order per pair,
-chosen by ``--seed`` so that A and B differ by at most one. Both orders of a pair pass the length gate
-together (and share any truncation), so the balance holds after filtering too.
+``--orders 2`` (default) writes every pair in both orders (adjacent rows sharing ``extra_info.pair_id``): labels
+exactly 50% A; ``--orders 1`` one order per pair, chosen by ``--seed`` so A and B differ by at most one. Both orders
+pass the length gate together, so the balance holds after filtering too.
 
     python -m data_prep.pairwise --out data/hh_harmless --hf hh-rlhf-harmless --on-bad-row skip
     python -m data_prep.pairwise --out data/pairs --train pairs.jsonl --orders 1 --seed 3
@@ -39,7 +33,7 @@ from data_prep.cli import (
     new_parser,
     run_conversion,
 )
-from data_prep.conversations import format_turns, hh_pair, messages_to_turns
+from data_prep.conversations import hh_pair, openjudge_output
 from data_prep.files.errors import BadRow, SkipRow
 from data_prep.rows import JUDGE_ABILITY, Draft, Unit, row_schema
 from data_prep.text import neutralize, require_str, stable_hash
@@ -90,11 +84,7 @@ def detect_format(row: Mapping) -> str:
     )
 
 
-def _preference(entry: object, i: int) -> str | None:
-    ans = entry.get("answer") if isinstance(entry, Mapping) else None
-    label = ans.get("label") if isinstance(ans, Mapping) else None
-    if label is None and isinstance(entry, Mapping):
-        label = entry.get("label")
+def _preference(label: object, i: int) -> str | None:
     if isinstance(label, Mapping):
         label = label.get("preference")
     if label is None:
@@ -117,19 +107,8 @@ def pair_from_row(row: Mapping, fmt: str) -> tuple[str, str, str]:
     if fmt == "hh-rlhf":
         return hh_pair(require_str(row, "chosen"), require_str(row, "rejected"))
     if fmt == "openjudge":
-        query = format_turns(messages_to_turns(row.get("input"), "input"))
-        output = row.get("output")
-        if hasattr(output, "tolist"):
-            output = output.tolist()
-        if not isinstance(output, list) or len(output) != 2:
-            raise BadRow("output", "expected a list of exactly two {'answer': {...}} entries", reason="bad_type")
-        texts = []
-        for i, entry in enumerate(output):
-            ans = entry.get("answer") if isinstance(entry, Mapping) else None
-            if not isinstance(ans, Mapping) or not isinstance(ans.get("content"), str):
-                raise BadRow(f"output[{i}].answer.content", "missing or not a string", reason="missing")
-            texts.append(ans["content"])
-        prefs = [_preference(e, i) for i, e in enumerate(output)]
+        query, answers = openjudge_output(row, pair=True)
+        prefs = [_preference(label, i) for i, (_, label) in enumerate(answers)]
         given = [(i, p) for i, p in enumerate(prefs) if p is not None]
         if not given:
             raise BadRow("output[0].answer.label.preference", "missing", reason="missing")
@@ -148,7 +127,7 @@ def pair_from_row(row: Mapping, fmt: str) -> tuple[str, str, str]:
                 f"expected 'A', 'B' or 'tie', got {pref!r}",
                 reason="bad_label",
             )
-        a, b = texts
+        (a, _), (b, _) = answers
         return (query, a, b) if pref == "A" else (query, b, a)
     raise ValueError(fmt)
 

@@ -1,12 +1,9 @@
 """Deterministic wrong GSM8K solutions: change one arithmetic step and carry the change to the end.
 
-A GSM8K reference solution marks each calculation as ``<<expr=result>>result``. ``perturb`` picks one
-step (seeded), replaces its result by a nearby wrong value, then walks forward: every later number
-equal to a changed value is replaced (in the visible text and in later expressions), later
-expressions that changed are re-evaluated exactly (fractions), and so on down to ``#### N``. The
-result is kept only if its final answer, read by the shared GSM8K parser, differs from the
-reference (``reward_fns.gsm8k.compute_score`` gives 0 with ``format_ok`` 1); otherwise other steps
-and deltas are tried, and as a last resort the final calculation (or the ``####`` line) is changed.
+``perturb`` picks one ``<<expr=result>>result`` step (seeded), gives it a nearby wrong result, replaces every later
+number equal to a changed value and re-evaluates later expressions exactly, down to ``#### N``. A result is kept only
+if its final answer differs from the reference's (the rule gives 0 with ``format_ok`` 1); otherwise other steps and
+deltas are tried, and last the final calculation (or the ``####`` line).
 """
 
 from __future__ import annotations

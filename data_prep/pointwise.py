@@ -1,16 +1,9 @@
 """Judge data, pointwise: (query, response, 0-4 score) -> verl parquet for the pointwise judge recipe.
 
-Input schemas (``--format auto`` picks one from the first row's keys):
-
-* ``openjudge``: OpenJudge's parquet as published on the hub (``agentscope-ai/OpenJudge``,
-  ``train_rm/grpo/pointwise``): ``input`` (chat messages), ``output`` (a list of
-  ``{"answer": {"role", "content", "label": {"helpfulness": 0-4}}}``); one row per output entry.
-* ``helpsteer``: HelpSteer-style rows ``prompt``, ``response``, ``helpfulness`` (0-4).
-* ``generic``: JSONL ``query``, ``response``, ``score`` (0-4).
-
-The prompt is the versioned ``pointwise`` template (task, principles, ``# Query``, ``# Response``,
-output format ``<think>...</think><score>0-4</score>``); untrusted text is neutralized.
-``reward_model.ground_truth`` is the integer label.
+Input schemas (``--format auto`` picks one from the first row's keys): ``openjudge`` (OpenJudge's parquet, one row
+per ``output`` answer, label ``helpfulness``), ``helpsteer`` (``prompt``, ``response``, ``helpfulness``) and ``generic``
+(JSONL ``query``, ``response``, ``score``). The prompt is the versioned ``pointwise`` template, untrusted text
+neutralized; ``reward_model.ground_truth`` is the integer label.
 
     python -m data_prep.pointwise --out data/pointwise --hf openjudge
     python -m data_prep.pointwise --out data/pointwise --train rows.jsonl --test eval.jsonl
@@ -24,7 +17,7 @@ from collections.abc import Mapping
 import pyarrow as pa
 
 from data_prep.cli import Conversion, HFPreset, Options, SplitRun, add_common_args, cli, new_parser, run_conversion
-from data_prep.conversations import format_turns, messages_to_turns
+from data_prep.conversations import openjudge_output
 from data_prep.files.errors import BadRow
 from data_prep.rows import JUDGE_ABILITY, Draft, Unit, row_schema
 from data_prep.text import neutralize, require_str, stable_hash
@@ -84,23 +77,9 @@ def _label(value: object, field_name: str) -> int:
 def items_from_row(row: Mapping, fmt: str) -> list[tuple[str, str, int]]:
     """``[(query, response, label)]`` of one input row in format ``fmt``."""
     if fmt == "openjudge":
-        query = format_turns(messages_to_turns(row.get("input"), "input"))
-        output = row.get("output")
-        if hasattr(output, "tolist"):
-            output = output.tolist()
-        if isinstance(output, Mapping):
-            output = [output]
-        if not isinstance(output, list) or not output:
-            raise BadRow("output", "expected a non-empty list of {'answer': {...}} entries", reason="bad_type")
+        query, answers = openjudge_output(row)
         items = []
-        for i, entry in enumerate(output):
-            ans = entry.get("answer") if isinstance(entry, Mapping) else None
-            if not isinstance(ans, Mapping):
-                raise BadRow(f"output[{i}].answer", "missing", reason="missing")
-            content = ans.get("content")
-            if not isinstance(content, str):
-                raise BadRow(f"output[{i}].answer.content", "missing or not a string", reason="missing")
-            label = ans.get("label", entry.get("label"))
+        for i, (content, label) in enumerate(answers):
             if isinstance(label, Mapping):
                 label = label.get("helpfulness", label.get("score"))
             items.append((query, content, _label(label, f"output[{i}].answer.label.helpfulness")))

@@ -1,9 +1,8 @@
 """Progress on stderr for long loops, shown only when stderr is a terminal.
 
-``progress_bar(total, desc, enabled)`` returns a tqdm bar (``update(n)``, ``close()``). When stderr is not a
-terminal (logs, pipes, CI), or ``enabled`` is false (``--no-progress``), it is a no-op and nothing is written, so
-redirected output holds only the summaries and errors. Progress never goes to stdout. ``total`` may be a callable:
-it is only called when a bar is shown (counting rows means reading a file once more).
+``progress_bar(total, desc, enabled)``: a tqdm bar, a no-op when stderr is not a terminal or ``enabled`` is false
+(``--no-progress``); progress never goes to stdout. ``total`` may be a callable, called only when a bar is shown
+(counting rows means reading a file once more).
 """
 
 from __future__ import annotations

@@ -1,25 +1,16 @@
 """Seeded grade-school word problems in GSM8K's own shape: a testbed a small policy can learn.
 
-Writes ``train.jsonl``, ``test.jsonl`` and ``heldout.jsonl`` with GSM8K's fields, ``question`` and ``answer`` (a
-worked solution with ``<<a+b=c>>`` calculator notes, ending ``#### N``), plus ``story``, and ``settings.json``.
-Point ``GSM8K_DIR`` (or ``data_prep.gsm8k --train/--test``) at the folder and every recipe, reward, judge prompt,
-verification-data builder and evaluator works unchanged. Each problem is one story of ``data_prep.stories`` told
-with wordings drawn per sentence. Train and test share their stories and are disjoint (a question's split is decided
-by its text's hash, so no text is in both); ``heldout.jsonl`` holds only the held-out stories, whose every wording
-the train split never has. The same settings and seed give byte-identical files.
+Writes ``train.jsonl``, ``test.jsonl`` and ``heldout.jsonl`` with GSM8K's fields (``question``, ``answer`` ending
+``#### N``) plus ``story``, and ``settings.json``; point ``GSM8K_DIR`` at the folder and everything that reads GSM8K
+works unchanged. Each problem is one story of ``data_prep.stories``; train and test share stories and no text;
+``heldout.jsonl`` holds only the held-out stories. The same settings and seed give byte-identical files.
 
     python -m data_prep.word_problems --out data/word_problems                      # the default testbed
     python -m data_prep.word_problems --out data/wp1 --steps 1 --max-number 10 --ops add,sub --heldout-stories ''
 
-Difficulty: ``--steps`` (operations chained in one story, 1-4), ``--max-number`` (operands drawn from 1..N),
-``--ops`` (``add``, ``sub``, ``mul``, ``div``; results stay whole and non-negative). The default is two steps,
-numbers up to 20, all four operations. SmolLM2-135M-Instruct solves none of these untrained (it rarely ends with
-``#### N``): ``scripts.lab.policy_learns`` warm-starts it on worked solutions first. With a real model, use GSM8K
-itself (``GSM8K_DIR``).
-
-Held-out stories name each story once and come with held-out problems: ``--heldout-size 0`` with held-out stories
-(which would keep them out of train and test and write none of their problems) is an error, as is a size without
-stories; ``--heldout-stories ''`` is none.
+Difficulty: ``--steps`` (operations chained, 1-4), ``--max-number`` (operands 1..N), ``--ops`` (``add``, ``sub``,
+``mul``, ``div``; results stay whole and non-negative). ``--heldout-size`` needs held-out stories and they need it;
+``--heldout-stories ''`` is none.
 """
 
 from __future__ import annotations

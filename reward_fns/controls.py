@@ -1,13 +1,10 @@
 """Control rewards: what a policy gains from a reward that does not check the answer. A learning claim is measured
 against them (Spurious Rewards, arXiv 2506.10947: a random reward gained 0.74x the ground truth's on Qwen2.5-Math).
 
-* ``random_reward``: each answer is paid 1 with probability 0.5, whatever it says (a hash of the answer, the
-  reference and ``seed`` decides, so the same answer in the same run is paid the same);
-* ``format_only``: pays a well-formed ``#### N`` line, whatever the number.
-
-Both return ``score`` and ``rule_score`` (the strict ``#### N`` rule, for the step metrics and the hacking watch),
-the same keys for every sample. ``python -m scripts.lab.policy_learns --arms rule,judge,random,format`` trains with
-them.
+``random_reward`` pays 1 with probability 0.5 whatever the answer says (a hash of the answer, the reference and
+``seed`` decides); ``format_only`` pays a well-formed ``#### N`` line, whatever the number. Both also return
+``rule_score`` (the strict rule). ``python -m scripts.lab.policy_learns --arms rule,judge,random,format`` trains
+with them.
 
     >>> format_only("openai/gsm8k", "3 + 4 = 7\\n#### 9", "7")
     {'score': 1.0, 'rule_score': 0.0}

@@ -1,15 +1,9 @@
 """GSM8K rule reward: 1.0 when the policy's final number equals the reference, else 0.0.
 
-* ``mode="strict"`` (default): the number right after the last ``#### `` in the response.
-* ``mode="flexible"``: the last number anywhere in the response.
-
-The response is read after ``parse.normalize_text`` (NFKC, invisible characters removed, digits of any script in ASCII,
-a non-ASCII minus before a number written ``-``), the same reading the LLM judge and its guard get. Numbers compare
-numerically after removing ``$``, thousands commas and one trailing period (``18.00`` == ``18``, ``1,234`` == ``1234``,
-``-3`` works). The ground truth may be a number (string or numeric) or a full GSM8K solution ending in ``#### N``.
-
-Returned keys, always the same and in this order: ``score``, ``acc``, ``format_ok`` (1.0 when a
-number was found by the chosen mode).
+``mode="strict"`` (default) reads the number right after the last ``#### ``; ``mode="flexible"`` the last number
+anywhere. The response is read after ``parse.normalize_text``, as the LLM judge and its guard read it; numbers compare
+numerically (``18.00`` == ``18``, ``1,234`` == ``1234``). The ground truth may be a number or a full GSM8K solution
+ending in ``#### N``. Keys, always these in this order: ``score``, ``acc``, ``format_ok`` (a number was found).
 """
 
 from __future__ import annotations

@@ -37,8 +37,8 @@ from reward_fns.parse import (
     quoted_candidate,
 )
 
+# each problem earns what a verdict of 0 earns
 UNGROUNDED, CONTRADICTION, UNVERIFIED = "judge_ungrounded", "judge_contradiction", "judge_unverified"
-PROBLEMS = (UNGROUNDED, CONTRADICTION, UNVERIFIED)  # each earns what a verdict of 0 earns
 
 
 def _reference(reference: object) -> Decimal | None:
@@ -48,13 +48,9 @@ def _reference(reference: object) -> Decimal | None:
 
 
 def guard(reply: str, candidate: str, reference: str | None) -> str | None:
-    """What is wrong with a paying verdict, checked against the candidate's whole answer (``candidate``, read here
-    with ``parse.normalize_text``) and the reference answer the judge was shown: ``judge_unverified`` when the reply
-    quotes no candidate answer that reads as one number (``Candidate: seventeen``, ``Candidate: none``, no quote at
-    all); ``judge_contradiction`` when the quoted candidate answer is not the reference's (a pay for an answer it
-    calls different); ``judge_ungrounded`` when the candidate does not state exactly that one final answer
-    (``parse.final_answer``: hedges, several answers, noise lines); None when it holds. Each problem earns a 0's
-    reward (``llm_judge``)."""
+    """What is wrong with a paying verdict (None: nothing): ``judge_unverified`` when the reply quotes no candidate
+    answer that reads as one number; ``judge_contradiction`` when the quote is not the reference's;
+    ``judge_ungrounded`` when ``candidate`` does not state exactly that one final answer (``parse.final_answer``)."""
     quoted = quoted_candidate(reply)
     if quoted is None:
         return UNVERIFIED
@@ -71,12 +67,9 @@ _QUOTED_SIDE = {side: re.compile(rf"(?<![\w&]){side}" + QUOTE_SEP + QUOTE_VALUE)
 
 
 def quoted_side(reply: object, side: str) -> Decimal | None:
-    """The final answer a pairwise reply quotes for response ``side`` (``A: 17``; the prompt asks for
-    ``<think>Reference: 18. A: 17. B: 18.</think>``): the number after the last ``A:`` of the think part (the
-    judge's summary after its working), else of the rest of the reply, read as ``parse.quoted_candidate`` reads
-    ``Candidate:`` (``parse.last_quote``: ``17,``, ``(17)``, ``**17**``, ``\\boxed{17}``, ``A = 17``, ``| A | 17 |``
-    are 17; ``A:17,B:18`` quotes 17); None when there is none or it is no plain number (``seventeen``, ``none``,
-    ``17²``).
+    """The final answer a pairwise reply quotes for response ``side`` (``A: 17``): the number after the last ``A:``
+    of the think part, else of the rest of the reply, read as ``parse.quoted_candidate`` reads ``Candidate:``; None
+    when there is none or it is no plain number.
 
     >>> quoted_side("<think>Reference: 18. A: (17), B: **18**.</think>", "A"), quoted_side("A: none. B: 1", "A")
     (Decimal('17'), None)
@@ -89,16 +82,10 @@ def quoted_side(reply: object, side: str) -> Decimal | None:
 def pair_guard(
     reply: str, response_a: object, response_b: object, reference: str | None, choice: str | None = None
 ) -> str | None:
-    """What is wrong with a pairwise verdict ``<better>X</better>`` (None: no verdict, nothing to check), checked
-    against the responses (read with ``parse.normalize_text``) and the reference answer the judge was shown (None:
-    the prompt showed none). Where the reference is shown, only the winner is checked: ``judge_unverified`` when the
-    reply quotes no number for it (``A: 17.``); ``judge_contradiction`` when that quote is not the reference's;
-    ``judge_ungrounded`` when the winner does not state exactly that one final answer (``parse.final_answer``: a
-    misquote, hedges, several answers, none). The loser's quote and answer may be anything (no final answer, a hedge,
-    ``B: none``): a right answer wins against an answer that states none. Without a reference nothing says which
-    answer is right, so both are checked: the reply must quote both as numbers (``A: 17. B: 18.``), each that
-    response's one final answer. None when it holds. ``choice``: the verdict (``"A"``/``"B"``) as the caller read
-    it, for a kind whose tag is not ``<better>``; None: read from the reply."""
+    """What is wrong with a pairwise verdict ``<better>X</better>`` (None: no verdict, or nothing wrong), with the
+    problems of ``guard``. With a reference only the winner is checked (a right answer wins against one that states
+    none); without one nothing says which answer is right, so both quotes and answers are checked. ``choice``: the
+    verdict as the caller read it, for a kind whose tag is not ``<better>``; None: read from the reply."""
     if choice is None:
         parsed = parse_choice(reply)
         if not parsed.ok:

@@ -1,41 +1,31 @@
-"""The async client of OpenAI-compatible ``/chat/completions`` judges, built on the ``openai`` SDK.
+"""The async client of OpenAI-compatible ``/chat/completions`` judges, on the ``openai`` SDK. Every judge request of
+``reward_fns.llm_judge`` and of the evaluators (``scripts.eval.endpoint.make_client``) goes through ``JudgeClient``;
+from a script: ``JudgeClient(base_url, model).run_batch(list_of_messages)``. A call returns a ``JudgeResult``: the
+reply text or a typed ``JudgeError`` (``reward_fns.judge_errors``); it never raises for network, HTTP or payload
+problems.
 
-Every judge request of the LLM-judge reward (``reward_fns.llm_judge.compute_score``, run by verl's
-reward loop) and of the evaluators (``python -m scripts.eval.judge`` / ``scripts.eval.gsm8k``, via
-``scripts.eval.endpoint.make_client``) goes through ``JudgeClient``; from a script:
-``JudgeClient(base_url, model).run_batch(list_of_messages)``. A call returns a ``JudgeResult``: the
-reply text or a typed ``JudgeError`` (``reward_fns.judge_errors``: what each kind means, what a caller
-does about it); it never raises for network, HTTP or payload problems.
-
-* Retries, backoff with jitter, ``Retry-After`` and timeouts are the SDK's (``AsyncOpenAI(max_retries=,
-  timeout=)``); ``deadline`` bounds a whole call.
-* The SDK's ``http_client`` is an ``httpx.AsyncClient`` over ``reward_fns.judge_transport.Transport``: reply
-  bodies read up to ``max_response_bytes``, a 2xx reply that is not a chat completion refused, attempts counted.
-* One concurrency limit, ``max_concurrency``: SDK calls in progress per event loop (a FIFO
-  semaphore around each call, its retries included; the transport holds as many connections). It
-  is the one every caller has (reward and evaluators), counts requests after de-duplication and
-  keeps them in submission order. verl's ``rate_limited`` manager has the same kind of semaphore
-  (``reward.max_concurrent``, default 1): with that manager, set it >= ``max_concurrency``.
-* One SDK client per (process, event loop), made on first use: verl's reward workers are Ray actors
-  with one long-lived loop, scripts use ``asyncio.run``. It is closed with its loop: an async
-  generator parked at its ``yield`` is finalised by the loop's ``shutdown_asyncgens()`` (which
-  ``asyncio.run`` calls) and awaits ``close()``; ``aclose()`` closes the running loop's one now. A
-  forked child makes its own.
-* Identical requests (URL and body, SHA-256) are sent once; successful replies are kept in an LRU
-  (``reward_fns.judge_cache``).
-* The API key (the variable named by ``api_key_env``, read when a loop's client is made) goes to the
-  SDK only; error texts are scrubbed of it and of extra header values (``reward_fns.judge_errors``). httpx's own
-  log line for each request (``HTTP Request: POST <url> ...``, printed when the root logger is at INFO) shows the
-  URL masked (``reward_fns.redact.mask_url``: user info, ``?key=``, a key in the path).
+* Retries, backoff and timeouts are the SDK's; ``deadline`` bounds a whole call.
+* ``max_concurrency``: SDK calls in progress per event loop (a FIFO semaphore; the transport holds as many
+  connections). verl's ``rate_limited`` manager has its own (``reward.max_concurrent``, default 1): set it >=
+  ``max_concurrency``.
+* One SDK client per (process, event loop), closed with its loop (``_closed_with_loop``); a forked child makes its own.
+* Identical requests (URL and body, SHA-256) are sent once; successful replies are kept in an LRU (``ReplyCache``).
+* The key goes to the SDK only; error texts are scrubbed of it and of extra header values, and httpx's request log
+  lines show URLs masked (``reward_fns.redact.mask_url``).
+* ``Transport`` reads reply bodies up to ``max_response_bytes`` and refuses a 2xx reply that is not a chat completion
+  (``ReplyRefused``: the SDK retries it like a dropped connection).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import hashlib
 import json
 import logging
 import os
+import ssl
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -47,12 +37,118 @@ import httpx
 import openai
 
 from reward_fns import judge_errors
-from reward_fns.judge_cache import ReplyCache
-from reward_fns.judge_errors import JudgeConfigError, JudgeError, secrets_of
-from reward_fns.judge_transport import ATTEMPTS, DEFAULT_MAX_RESPONSE_BYTES, NO_KEY, Transport
+from reward_fns.judge_errors import JudgeConfigError, JudgeError, ReplyRefused, secrets_of
 from reward_fns.redact import mask_url
 
 __all__ = ["JudgeClient", "JudgeResult", "chat_completions_url"]
+
+DEFAULT_MAX_RESPONSE_BYTES = 1 << 20
+#: HTTP attempts of the running call, counted by the transport (the SDK retries inside one call).
+ATTEMPTS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("judge_attempts", default=None)
+#: The SDK's api_key when there is none; the transport drops its header (no key may reach verl's router).
+NO_KEY = "verl-judge-no-key"
+_SHARD = 8  # connections per httpcore pool (see Transport)
+
+
+def _completion_problem(raw: bytes) -> str | None:
+    """Why a 2xx body is not a chat completion the caller can read (None: it is one)."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:  # RecursionError: nested past Python's limit
+        return f"malformed JSON ({type(e).__name__}, {len(raw)} bytes)"
+    if not isinstance(data, dict):
+        return "reply is not a JSON object"
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        error = data.get("error")
+        return "reply has no choices" + (f": {error.get('message', '')}" if isinstance(error, dict) else "")
+    message = choices[0].get("message")
+    if not isinstance(message, dict):
+        return "choice has no message"
+    content = message.get("content")
+    if content is None or isinstance(content, str):
+        return None
+    return f"message content is {type(content).__name__}, not text"
+
+
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """One TLS context per process (building one reads the CA bundle: about 50 ms)."""
+    return httpx.create_ssl_context()
+
+
+class Transport(httpx.AsyncBaseTransport):
+    """One loop's HTTP transport: ``max_concurrency`` connections, bodies read up to a cap, attempts
+    counted. The connections are split into pools of at most ``_SHARD``: httpcore's pool bookkeeping
+    grows with the square of its size (about 18 ms of CPU per request at 64 connections in one pool,
+    4 ms in pools of 8). The client's semaphore around each call keeps a connection free."""
+
+    def __init__(self, max_concurrency: int, cap: int):
+        full, rest = divmod(max_concurrency, _SHARD)
+        self._room = [_SHARD] * full + [rest] * bool(rest)
+        self._pools = [
+            httpx.AsyncHTTPTransport(verify=_tls(), limits=httpx.Limits(max_connections=n)) for n in self._room
+        ]
+        self._cap = cap
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        request.headers["Accept-Encoding"] = "identity"  # the cap counts body bytes, not compressed ones
+        if request.headers.get("Authorization") == f"Bearer {NO_KEY}":
+            del request.headers["Authorization"]
+        if (counter := ATTEMPTS.get()) is not None:
+            counter[0] += 1
+        i = next(i for i, room in enumerate(self._room) if room)  # the first pool with a free connection
+        self._room[i] -= 1
+        try:
+            response = await self._pools[i].handle_async_request(request)
+            ok, body = 200 <= response.status_code < 300, bytearray()
+            over = ok and int(response.headers.get("content-length") or 0) > self._cap
+            try:
+                if not over:
+                    async for chunk in response.stream:
+                        body += chunk
+                        if over := len(body) > self._cap:
+                            break
+            finally:
+                await response.aclose()  # a body left unread closes its connection instead of reusing it
+        finally:
+            self._room[i] += 1
+        if ok:
+            problem = f"reply body over max_response_bytes={self._cap} (reading stopped)" if over else None
+            if problem or (problem := _completion_problem(bytes(body))):
+                raise ReplyRefused("too_large" if over else "bad_response", problem)
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            content=bytes(body[: self._cap]),
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(pool.aclose() for pool in self._pools))
+
+
+class ReplyCache:
+    """Thread-safe bounded LRU of completed replies with an optional time-to-live (``ttl`` seconds)."""
+
+    def __init__(self, size: int, ttl: float | None):
+        self.size, self.ttl, self._lock = max(0, int(size)), ttl, threading.Lock()
+        self._data: dict[str, tuple[float, Any]] = {}  # oldest first
+
+    def get(self, key: str) -> Any | None:
+        with self._lock:
+            stamp, value = self._data.pop(key, (0.0, None))
+            if value is None or (self.ttl is not None and time.monotonic() - stamp > self.ttl):
+                return None
+            self._data[key] = (stamp, value)  # now the most recently used
+            return value
+
+    def put(self, key: str, value: Any) -> None:
+        with self._lock:
+            self._data.pop(key, None)
+            self._data[key] = (time.monotonic(), value)
+            while len(self._data) > self.size:
+                del self._data[next(iter(self._data))]
 
 
 class _MaskedURLs(logging.Filter):
@@ -117,17 +213,10 @@ class _LoopState:
 
 
 class JudgeClient:
-    """Async OpenAI-compatible chat-completions client: the SDK, a reply cap, a cache, typed errors.
-
-    ``base_url``: an API base (``https://api.openai.com/v1``), a bare ``host:port`` (verl's
-    ``reward_router_address``) or a full ``.../chat/completions`` URL. ``api_key_env``: the *name* of
-    the key's variable (``None`` or unset: no ``Authorization`` header, whatever ``OPENAI_API_KEY``
-    holds). ``timeout`` (per attempt: to connect, to send, between bytes of the reply) and
-    ``max_retries`` go to the SDK; ``deadline`` bounds one ``complete`` call (waiting for a slot,
-    attempts, retry sleeps). ``temperature``, ``max_tokens`` and ``extra_body`` make up every request
-    body. ``cache_size`` 0 disables the cache and de-duplication. ``headers``: extra HTTP headers
-    (scrubbed like the key).
-    """
+    """``base_url``: an API base, a bare ``host:port`` or a full URL (``chat_completions_url``). ``api_key_env``: the
+    *name* of the key's variable (``None`` or unset: no ``Authorization`` header). ``timeout`` is per attempt;
+    ``deadline`` bounds one ``complete`` call (slot wait, attempts, retry sleeps). ``cache_size`` 0 disables the cache
+    and de-duplication. ``headers``: extra HTTP headers (scrubbed like the key)."""
 
     def __init__(
         self,

@@ -3,12 +3,9 @@ about each kind (``OUTCOMES``), the ``JudgeConfigError`` that stops a run with t
 of secrets. No command of its own; used by ``reward_fns.judge_client`` (``JudgeClient.error_from`` and
 ``config_error``), ``reward_fns.llm_judge`` and the evaluators (``scripts.eval.backends``).
 
-* ``outcome(error)`` says what a caller does: ``"fallback"`` (``APITimeoutError``, ``APIConnectionError``,
-  ``RateLimitError``, ``InternalServerError`` after the retries; a 2xx reply the transport refused), ``"stop"``
-  (``AuthenticationError``, ``PermissionDeniedError``, ``NotFoundError``, 405, "model not found": ``config_error``
-  names the fix) or ``"refused"`` (any other 4xx: this request was rejected).
-* Error texts are scrubbed: any piece of 8+ characters of the key or of an extra header value, in any case, becomes
-  ``***``, and a server's text that holds such a piece is withheld.
+``outcome(error)`` says what a caller does about each kind (``OUTCOMES``). Error texts are scrubbed: any piece of 8+
+characters of the key or of an extra header value, in any case, becomes ``***``; a server's text holding one is
+withheld.
 
     >>> scrub_secrets("key sk-abcdefgh12 rejected", ["sk-abcdefgh12"])
     ('key *** rejected', True)
@@ -21,10 +18,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 
+import httpx
 import openai
 
-from reward_fns.judge_transport import ReplyRefused
 from reward_fns.redact import mask_url
+
+
+class ReplyRefused(httpx.TransportError):
+    """A 2xx reply the transport refused (``kind``: ``too_large`` or ``bad_response``). A transport error:
+    the SDK retries it like a dropped connection, then raises ``APIConnectionError`` from it. The reason
+    (``detail``, which may quote the server) is kept out of the message: SDKs log their exceptions."""
+
+    def __init__(self, kind: str, detail: str):
+        super().__init__(f"2xx reply refused: {kind}")
+        self.kind, self.detail = kind, detail
+
 
 #: Every ``JudgeError.kind`` and what a caller does about it.
 OUTCOMES = {

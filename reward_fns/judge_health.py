@@ -9,35 +9,25 @@ key, one value per sample) to the ``judge_health/*`` metrics ``scripts/train/hoo
 
     python -c "from reward_fns.judge_health import metrics; print(metrics({}))"
 
-The kind is read from the columns: ``judge_wins`` (``reward_fns.pairwise_judge``) is pairwise; else ``judge_error``
-with ``judge_parse_fail`` (``reward_fns.llm_judge``) is pointwise; else no judge (nothing here). A key a reward does
-not return is not reported.
+The kind is read from the columns: ``judge_wins`` is pairwise, else ``judge_error`` with ``judge_parse_fail`` is
+pointwise, else no judge. A key a reward does not return is not reported.
 
-Pointwise: ``error_rate`` (transport failures), ``parse_fail_rate`` (answered without a valid verdict),
-``skipped_rate``, ``fallback_rate``, ``answered_rate``, ``score_mean`` (mean verdict 0-4 over answered samples) and
-``agree_rule`` (share of answered samples where "verdict >= 3" equals "rule reward = 1"; 0.0 when the judge answered
-none) with its two disagreements, which sum with it to 1: ``accept_rule_reject`` (verdict >= 3 on an answer the rule
-rejects: what a policy that games the judge grows) and ``reject_rule_accept``. ``reading`` replaces ``rule_score`` as
-the rule's grade (``hooks.route_reading``: NaN leaves a sample out). The guard's ``ungrounded_rate``,
-``contradiction_rate``, ``unverified_rate``, ``abstained_rate`` and ``unverified_accepts`` (a count: accepts the guard
-could not verify).
+Pointwise: ``error_rate``, ``parse_fail_rate``, ``skipped_rate``, ``fallback_rate``, ``answered_rate``, ``score_mean``
+(over answered samples), ``agree_rule`` (share of answered samples where "verdict >= 3" equals "rule reward = 1")
+and the two disagreements that sum with it to 1, ``accept_rule_reject`` (what a policy that games the judge grows)
+and ``reject_rule_accept``; ``reading`` replaces ``rule_score`` as the rule's grade (NaN leaves a sample out). The
+guard's ``ungrounded_rate``, ``contradiction_rate``, ``unverified_rate``, ``abstained_rate`` and the count
+``unverified_accepts``.
 
-Pairwise (per answer shares, averaged): ``flip_rate``, ``tie_rate``, ``parse_fail_rate`` and ``guarded_rate`` over the
-answers the judge was asked about (``judge_calls`` > 0: not those the rule decided alone); ``error_rate``,
-``fallback_rate`` and ``abstained_rate`` over all answers; ``cycle_rate``: mean over the step's groups (``uids``) of the
-group's intransitive-triple share (``judge_cycle``, the same on each answer of a group; ``judge_group_cycle_rate`` of
-a group reward's, ``scripts/train/group_reward.py``, when absent); ``calls_per_group`` (judge calls / groups);
-``judge_seconds`` (the step's request seconds, summed). Unless the win shares are against group mates (the rows carry
-their group's cycle rate, ``MATES``: only answers compared with each other have cycles; such a win rate is no verdict
-on the answer), ``agree_rule``, ``accept_rule_reject`` and ``reject_rule_accept`` as in pointwise, with "accept" =
-``judge_wins`` >= 0.5, over the judged answers with a win share (``judge_wins`` >= 0).
+Pairwise: ``flip_rate``, ``tie_rate``, ``parse_fail_rate``, ``guarded_rate`` over the answers the judge was asked
+about; ``error_rate``, ``fallback_rate``, ``abstained_rate`` over all; ``cycle_rate`` (mean over groups of the
+intransitive-triple share, ``judge_cycle`` or ``MATES``); ``calls_per_group``; ``judge_seconds`` (summed). Unless the
+win shares are against group mates (``MATES``: no verdict on the answer), the agreement keys as in pointwise, with
+"accept" = ``judge_wins`` >= 0.5.
 
-Both kinds: ``wrong_over_right``, over each group's (rule-wrong, rule-right) answer pairs (``uids``; the rule's grade
-as the agreement keys read it; abstained samples left out), the share where the wrong answer was paid more
-(``score``; not reported on a step without such a pair): the one health number a pointwise judge and win rates
-against group mates share (``scripts/train/watches.HackingWatch`` reads it); canary probes (``reward_fns.canaries``):
-``canary_accept`` (share of wrong probes paid), ``canary_reject`` (share of right probes refused) and their counts
-``canary_accept_n`` / ``canary_reject_n``.
+Both: ``wrong_over_right`` (``_wrong_over_right``; ``scripts/train/watches.HackingWatch`` reads it); canary probes
+(``reward_fns.canaries``): ``canary_accept``, ``canary_reject`` and the counts ``canary_accept_n`` /
+``canary_reject_n``.
 """
 
 from __future__ import annotations

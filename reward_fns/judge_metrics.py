@@ -1,13 +1,6 @@
 """How good a judge is, from its verdicts on labelled rows: the metrics of each verdict kind (``reward_fns.verdicts``).
-
-A record is one row's outcome: ``{label, pred, status ("ok" | "parse_fail" | "error"), pair_id}``, as
-``python -m scripts.eval.judge`` writes them to ``predictions.jsonl``. A failed or unparseable row counts as wrong.
-
-* pointwise (labels and verdicts 0-4): exact and within-1 accuracy, MAE, a confusion matrix, and, when every label is
-  0 or 4 (verification data: 4 = a right solution, 0 = a wrong one), accept (score >= 3) / reject metrics:
-  balanced accuracy, precision, recall, specificity.
-* pairwise (labels and verdicts A / B): accuracy, the share of A, and over pairs asked in both orders
-  (``pair_id``): pair accuracy (right in both orders) and flip rate (a different response picked after the swap).
+A record is one row's outcome, ``{label, pred, status ("ok" | "parse_fail" | "error"), pair_id}``, as
+``python -m scripts.eval.judge`` writes them to ``predictions.jsonl``; a failed or unparseable row counts as wrong.
 
     python -c "from reward_fns.judge_metrics import pointwise_metrics; print(pointwise_metrics([]))"
 """
@@ -64,7 +57,8 @@ def _status_metrics(n: int, n_err: int, n_pf: int, n_parsed: int) -> dict:
 
 
 def pairwise_metrics(recs: Sequence[Mapping]) -> dict:
-    """Metrics of pairwise records ``{label, pred (A/B/None), status, pair_id}``.
+    """Metrics of pairwise records ``{label, pred (A/B/None), status, pair_id}``: accuracy, the share of A and, over
+    pairs asked in both orders, pair accuracy (right in both) and flip rate (another response picked after the swap).
 
     >>> m = pairwise_metrics([{"label": "A", "pred": "A", "status": "ok", "pair_id": 1},
     ...                       {"label": "B", "pred": "A", "status": "ok", "pair_id": 1}])
@@ -134,7 +128,8 @@ def verification_metrics(recs: Sequence[Mapping]) -> dict:
 
 
 def pointwise_metrics(recs: Sequence[Mapping]) -> dict:
-    """Metrics of pointwise records ``{label, pred (0-4/None), status}``.
+    """Metrics of pointwise records ``{label, pred (0-4/None), status}``: exact and within-1 accuracy, MAE, a confusion
+    matrix and, when every label is 0 or 4 (verification data), accept (score >= 3) / reject metrics.
 
     >>> m = pointwise_metrics([{"label": 4, "pred": 4, "status": "ok"}, {"label": 0, "pred": 3, "status": "ok"},
     ...                        {"label": 0, "pred": None, "status": "parse_fail"}])

@@ -19,8 +19,7 @@ from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 from reward_fns import gsm8k, judge_service
-from reward_fns.judge_client import JudgeClient
-from reward_fns.judge_transport import DEFAULT_MAX_RESPONSE_BYTES
+from reward_fns.judge_client import DEFAULT_MAX_RESPONSE_BYTES, JudgeClient
 from reward_fns.verdicts import PAIRWISE, POINTWISE, Verdict
 from reward_fns.win_rates import SCHEMES
 

@@ -1,23 +1,11 @@
 """Asking a judge, for every verdict kind: the one service the judge rewards (``reward_fns.llm_judge``: pointwise;
 ``reward_fns.pairwise_judge``: pairwise) are thin policies over. A sample is read once into a ``Case``; ``ask(client,
-verdict, case, responses, prompt=..., prompt_version=...)`` turns one request into one ``Answer``:
-
-1. **the messages** (``messages``): the versioned prompt (``reward_fns/prompts``) filled by name from the case: the
-   question (``question``/``query``/``problem``), the reference solution (``reference``), its final answer
-   (``reference_answer``; ``unknown`` when there is none) and the judged responses under the kind's field names
-   (``Verdict.responses``), each defused (``defuse``); the question and reference defused of look-alike tags too
-   where the kind says so (``Verdict.defuse_context``). A prompt the kind cannot fill: ``ValueError``.
-2. **the call** (``JudgeClient.complete``: retries, cache, concurrency limit; it never raises). A configuration
-   error (``judge_errors.outcome == "stop"``: 401/403/404, "model not found") raises ``JudgeConfigError``: every
-   request would fail the same way. Any other failure is ``Answer.failure``: ``"fallback"`` (the answer cannot cause
-   it: timeout, 429/5xx, a broken reply) or ``"refused"`` (another 4xx: the request can).
-3. **the parse** (``Verdict.parse``): ``Answer.value``, None when the reply holds no verdict.
-4. **the grounding** (``grounded=True``): a verdict the kind checks (``Verdict.pays``) must hold ``Verdict.grounding``
-   (``reward_fns.guard``) against the responses and the reference answer the prompt shows (``reference_shown``).
-
-Beside it, what every reward over a judge shares: where the judge is (``endpoint``), one client per configuration
-(``get_client``, ``client_options``), the canary draw (``probe_index``) and the failure log (``log_failure``). What a
-reward pays for an ``Answer`` is the reward's. From a shell, against ``tests.doubles.fake_openai``:
+verdict, case, responses, prompt=..., prompt_version=...)`` turns one request into one ``Answer``: the prompt filled
+from the case with each response defused (``messages``; ``ValueError`` for a prompt the kind cannot fill), the call
+(``JudgeClient.complete``; a configuration error raises ``JudgeConfigError``, any other failure is
+``Answer.failure``), the parse (``Verdict.parse``) and, with ``grounded=True``, the guard (``Verdict.grounding``).
+Beside it what every reward over a judge shares: ``endpoint``, ``get_client``, ``probe_index``, ``log_failure``.
+From a shell, against ``tests.doubles.fake_openai``:
 
     echo '{}' > /tmp/none.json && python -m tests.doubles.fake_openai --port 18556 --replies /tmp/none.json \\
         --default '<think>Reference: 72. Candidate: 72. Same.</think><score>4</score>' &
@@ -131,8 +119,9 @@ def messages(
     prompt_version: str,
     max_response_chars: int = MAX_RESPONSE_CHARS,
 ) -> list[dict]:
-    """The judge's chat messages for ``responses`` (in the kind's order, ``Verdict.responses``) about ``case`` (the
-    module docstring). Data prep builds training rows with the same function (``llm_judge.build_messages``)."""
+    """The judge's chat messages for ``responses`` (under the kind's field names, ``Verdict.responses``) about
+    ``case``: the prompt filled by name (``question``/``query``/``problem``, ``reference``, ``reference_answer``,
+    ``unknown`` when there is none). Data prep builds training rows with it too (``llm_judge.build_messages``)."""
     if len(responses) != len(verdict.responses):
         raise ValueError(f"a {verdict.name} verdict judges {len(verdict.responses)} response(s), got {len(responses)}")
     template = load(prompt, prompt_version)

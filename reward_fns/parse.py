@@ -2,22 +2,16 @@
 
 Rules (identical everywhere):
 
-1. Think blocks are removed first, and they nest. ``<think>`` opens a block and ``</think>``
-   closes the innermost open one; everything from an outermost ``<think>`` to its matching
-   ``</think>`` is thinking, whatever it contains (a verdict inside a nested block, or after an
-   inner ``</think>`` but before the outer one, does not count). So
-   ``<think><think>a</think><score>4</score></think>`` has no answer. A ``</think>`` while no block
-   is open is ordinary text. A ``<think>`` never closed (a block still open at the end of the
-   text, at any depth) means there is no answer: ``unclosed_think``.
-2. After that, the answer tag must appear exactly once: one ``<tag>`` and one ``</tag>``, in that
-   order. Zero is "missing", two or more is "multiple" (a hedge such as
+1. Think blocks are removed first, and they nest: everything from an outermost ``<think>`` to its matching
+   ``</think>`` is thinking, whatever it contains (``<think><think>a</think><score>4</score></think>`` has no
+   answer). A ``</think>`` while no block is open is ordinary text; a ``<think>`` never closed: ``unclosed_think``.
+2. Then the answer tag must appear exactly once: zero is "missing", two or more "multiple" (a hedge such as
    ``<better>A</better><better>B</better>`` earns nothing).
-3. The content between the tags is validated by the caller's value rule (``parse_score``,
-   ``parse_choice``); anything else is "bad_value".
+3. The content is validated by the caller's value rule (``parse_score``, ``parse_choice``); anything else is
+   "bad_value".
 
-Every function here is total: any ``str`` (or even a non-string) input returns a ``Parsed``
-and never raises. Parsing is linear-time (one left-to-right scan for think blocks, then counts and
-one bounded search), safe on megabyte inputs; ``tests/reward_fns/test_parse.py`` checks the growth rate.
+Every function here is total (any input returns, never raises) and linear-time, safe on megabyte inputs
+(``tests/reward_fns/test_parse.py`` checks the growth rate).
 """
 
 from __future__ import annotations
@@ -294,15 +288,11 @@ def last_quote(pattern: re.Pattern, judge_text: object) -> Decimal | None:
 
 
 def quoted_candidate(judge_text: object) -> Decimal | None:
-    """The candidate's final answer as a judge's reply quotes it in its think block (the ``gsm8k_grade``
-    prompts ask for ``<think>Reference: 18. Candidate: 18. Same.</think>``): the number after the last
-    ``Candidate:`` of the think part, else of the rest of the reply (also ``Candidate answer:``, ``**Candidate:**``,
-    ``Candidate = 18``, ``| Candidate | 18 |``, ``Candidate - 18``, ``Candidate answer is 18``, ``Candidate:`` with
-    the number on the next line; not ``Noncandidate:``), read by ``last_quote``: after ``normalize_text`` and through
-    markdown, brackets, LaTeX, quotes, sentence punctuation and a trailing unit (``17,``, ``(17)``, ``**17**``,
-    ``\\boxed{17}``, ``\\(17\\)``, ``17kg``, ``17。``); a comma ends the value unless it separates groups of three
-    digits; ``None`` when the reply quotes none or something that is not one plain number (``seventeen``, ``none``,
-    ``17/1``, ``17²``): a guard that reads ``None`` fails closed.
+    """The candidate's final answer as a judge's reply quotes it (the ``gsm8k_grade`` prompts ask for
+    ``<think>Reference: 18. Candidate: 18. Same.</think>``): the number after the last ``Candidate:`` (or
+    ``Candidate answer:``, ``Candidate =``, ``| Candidate |`` ...) of the think part, else of the rest of the reply,
+    read by ``last_quote``; ``None`` when the reply quotes none or no plain number: a guard that reads ``None`` fails
+    closed.
 
     >>> quoted_candidate("<think>Reference: 18, Candidate: (17), Same.</think><score>4</score>")
     Decimal('17')
@@ -419,28 +409,10 @@ def _disowned(t: str, start: int, value: Decimal) -> bool:
 def final_answer(text: object) -> tuple[Decimal | None, str]:
     """The one final answer ``text`` states, as the strict and the flexible rules read it: ``(value, "ok")``;
     ``(None, "none")`` when it states no number it stands by; ``(None, "conflict")`` when it states different final
-    answers.
-
-    Read in ``normalize_text``'s reading: every number right after an answer cue (``####``, ``answer is``,
-    ``answer:``, a line starting ``A:``, ``\\boxed{``, ``Candidate:``) and the last number of the text (the
-    flexible rule's reading). All of them must be one value: ``The answer is 5. The answer is 18.``,
-    ``#### 18 ... #### 7``, two different ``\\boxed{}``, ``A: 18`` then ``#### 20``, a ``#### 7`` followed by a line
-    ``Candidate: 18``, ``The answer is 18`` followed by another last number are conflicts. Without any cue, the last
-    non-empty line must hold one value, or end on the result of a computation (``3 + 15 = 18``): a line
-    ``0 1 2 ... 999`` is a conflict. Number words (``eighteen``) are not numbers.
-
-    A ``####`` states the whole token after it, the one the strict rule reads (``hash_answer``), read through
-    markdown, brackets, sentence punctuation and a unit (``**18**``, ``18.``, ``18kg``). A token that is not one
-    plain number (``18/5``, ``1/2``, ``18^2``, ``18e2``, ``18-20``, ``18:30``, ``18_2``) is no readable final answer:
-    ``none``, as the strict rule, which reads no number there, says; reading a part of it would pick one number out
-    of an expression. After the last ``#### N``, the rest of its line is working or a unit (``#### 18 (10 + 8)``,
-    ``#### 18 m²``); a later line is working when it holds a computation (an operator between two numbers:
-    ``Check: 18 - 8 = 10``) or names numbers in passing (``I used 3 steps.``), and restates an answer, a conflict,
-    when it holds another number after ``is``, ``was``, ``be``, ``equals``, ``'s`` or ``=``, or alone
-    (``Wait, that's wrong. It is 17``, ``17``). The final statement (the sentence or line of the last ``####``, else
-    of the last number, to the end) must not disown its answer: ``The answer is not 18.``, ``18 is wrong; I don't
-    know``, ``#### 18`` then ``that's wrong``, ``isn't 18``, ``not sure`` are ``none``; an earlier sentence may say
-    anything (``18 is not divisible by 5. ... #### 18`` is 18). Total and linear-time.
+    answers. Every number after an answer cue (``####``, ``answer is``, ``answer:``, a line starting ``A:``,
+    ``\\boxed{``, ``Candidate:``) and the last number must be one value; a ``####`` states its whole token
+    (``hash_answer``); the final statement must not disown its answer. The full reading, with examples:
+    reward_fns/README_llm_judge.md, "Ungrounded". Total and linear-time.
 
     >>> final_answer("She has 5 + 3 = 8 apples.\\n#### 8")
     (Decimal('8'), 'ok')

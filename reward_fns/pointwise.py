@@ -1,16 +1,9 @@
 """Pointwise judge reward: the judge writes ``<think>...</think><score>N</score>`` with N in 0-4.
 
-Reward for a well-formed answer ``pred`` against ``label``:
-
-* label 0 or 1 (a bad response): 1.0 on an exact match, else 0.0. A judge must not earn partial
-  credit for calling garbage "fine" (OpenJudge's cookbook did).
-* label 2, 3 or 4: ``1 - |pred - label| / 4`` (so in [0.5, 1.0] for label 2, [0.25, 1.0] for 4).
-
-Malformed output (see ``reward_fns.parse``) earns ``format_penalty`` (default -1.0), which must be
-below 0.0, the lowest reward of any well-formed answer.
-
-Returned keys, always the same and in this order: ``score``, ``acc`` (1.0 on exact match),
-``pred`` (the parsed score, -1 when malformed), ``label``, ``format_ok`` (1.0/0.0).
+Against ``label``: 0 or 1 (a bad response) pays 1.0 on an exact match, else 0.0 (no partial credit for calling
+garbage "fine"); 2-4 pays ``1 - |pred - label| / 4``. Malformed output earns ``format_penalty`` (default -1.0, below
+any well-formed answer's). Keys, always these in this order: ``score``, ``acc``, ``pred`` (-1 when malformed),
+``label``, ``format_ok``.
 """
 
 from __future__ import annotations

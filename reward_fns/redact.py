@@ -90,17 +90,9 @@ def _mask_one(scheme: str, rest: str) -> str:
 
 
 def mask_url(text: str) -> str:
-    """``text`` with the credentials of every URL in it masked:
-
-    * user info, wholly, up to the last ``@`` before the host: ``https://user:p@ss@host`` -> ``https://***@host``;
-    * the values of query and fragment parameters whose name looks secret (``key``, ``token``, ``secret``,
-      ``password``/``pass``, ``pw``, ``pwd``, ``jwt``, ``sig``/``signature``, ``auth``, ``access_token``,
-      ``credential``, ``code``, ``session``, ``cookie``, ``bearer`` and names holding them): ``?key=abc`` ->
-      ``?key=***``, ``#access_token=abc`` -> ``#access_token=***``;
-    * path segments that look like keys (``sk-...``, ``hf_...``, ``eyJ...``, a run of 8+ letters and digits mixing
-      both: ``PathTok4242x``) -> ``***``; a shorter run (``abc1234``) is read as a name, as model names are.
-
-    Parameters with such names outside a full URL (``/v1?key=abc``) are masked too. Used by every print, repr and
-    error message of a judge URL."""
+    """``text`` with the credentials of every URL in it masked: user info (up to the last ``@`` before the host),
+    values of parameters whose name looks secret (``_SECRET_NAME``) and path segments that look like keys
+    (``_keyish``), in a full URL or not (``/v1?key=abc``). Used by every print, repr and error message of a judge
+    URL."""
     masked = _URL.sub(lambda m: _mask_one(m.group(1), m.group(2)), str(text))
     return _PARAM.sub(lambda m: f"{m.group(1)}{m.group(2)}=***" if _secret_name(m.group(2)) else m.group(0), masked)

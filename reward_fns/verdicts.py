@@ -1,23 +1,13 @@
-"""The judge's verdict kinds, one object each: everything that differs between a pointwise and a pairwise judge.
+"""The judge's verdict kinds, one object each: everything that differs between a pointwise and a pairwise judge (its
+tag, parser, label rule, training reward, warm-start rationale, metrics, report and grounding: the ``Verdict``
+fields). Data prep, the evaluator and the pipeline ask these objects instead of testing for a kind's name.
 
-A ``Verdict`` holds its tag (``<score>`` / ``<better>``), the parser of a reply, the rule that reads a label, the reward
-a judge in training earns (``reward_fns.pointwise`` / ``reward_fns.pairwise``), the warm start's answer for a
-labelled row (the rationale, then the verdict), the metrics of a judge's verdicts (``reward_fns.judge_metrics``),
-the keys a before/after comparison shows, what the evaluator's report adds (``summary``, ``caveat``, ``values``) and
-the grounding of an accepting verdict (``grounding``: ``reward_fns.guard``, what the rewards over a judge check) and
-how a reward asks it (``responses``, ``pays``, ``reference_always``, ``defuse_context``: ``reward_fns.judge_service``).
-Data prep, the evaluator and the pipeline ask these objects instead of testing for a kind's name.
-
-* ``POINTWISE``: ``<think>...</think><score>N</score>``, N in 0-4; verification rows (label 4: a right solution, 0: a
-  wrong one) have the rationale ``Reference: 72. Candidate: 62. Different.``, the contract that ``reward_fns.guard``
-  reads back (``reward_fns.parse.quoted_candidate``).
+* ``POINTWISE``: ``<think>...</think><score>N</score>``, N in 0-4; verification rows (label 4: right, 0: wrong) have
+  the rationale ``Reference: 72. Candidate: 62. Different.``, which ``reward_fns.guard`` reads back.
 * ``PAIRWISE``: ``<think>...</think><better>A|B</better>``; its rows come in both orders (``extra_info.pair_id``), so
-  an evaluation draws pairs, not rows; the rationale is ``Reference: 72. A: 72. B: 62.`` (no reference when the
-  prompt shows none).
+  an evaluation draws pairs, not rows; the rationale is ``Reference: 72. A: 72. B: 62.``.
 
-Adding a kind (a tie, or ``<verdict>correct</verdict>``): a ``Verdict`` here with its parser (``reward_fns.parse``),
-label rule (``reward_fns._labels``), reward module and metrics; a prompt template (``reward_fns/prompts/``); the
-``data_prep`` builder of its rows; its training recipe. docs/verdict_kinds.md walks through one.
+Adding a kind: docs/verdict_kinds.md.
 
     python -c "from reward_fns.verdicts import KINDS; print(sorted(KINDS))"
 """

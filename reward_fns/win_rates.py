@@ -57,22 +57,14 @@ def win_rates(
     finals: Sequence[Decimal | None] | None = None,
 ) -> dict:
     """Win rates of one group's answers (``texts``; ``finals``: their final answers where the caller knows them
-    better, None: ``final_of`` each text) from the verdicts of every comparison of ``scheme`` (``comparisons``).
+    better) from the verdicts of every comparison of ``scheme``, counted as the module docstring says.
 
-    ``verdicts[(a, b)]``: what the judge said with answer ``a`` as A and ``b`` as B: ``"A"``/``"B"``; ``None`` (no
-    verdict) or ``REFUSED``: a loss for both answers; ``FAILED`` (a transport failure): left out of both answers' win
-    rates. ``decided[(a, b)]``: ``"A"``/``"B"`` for comparisons settled without the judge (the rule). Every comparison
-    of the scheme is in exactly one of the two. ``ties``: judged comparisons with a verdict whose two answers both
-    state the reference's final answer: a win for both, whatever the letter. ``voided``: judged comparisons whose
-    verdict the guard voided (``reward_fns.guard.pair_guard``): a loss for the answer picked, left out of the other's
-    win rate (no loss for an answer the judge did not pick); the letter still counts for the flip. Per answer
-    (lists): ``win_rate`` (wins / comparisons that count for it; None when none counts: every one failed or was
-    voided for the mate, or it has none), ``wins``, ``played``, ``calls`` (judge comparisons with it
-    as A), ``flip``, ``tie``, ``parse_fail``, ``guarded`` (shares, see the module docstring), ``error`` (1: one of
-    its comparisons failed or was refused), ``failed`` (every comparison of it failed: no win rate). Group:
-    ``flip_rate`` over pairs whose final answers differ, judged in both orders with both parsed; ``tie_rate`` over
-    the sides of such pairs judged in both orders (a side that won exactly one order); ``cycle_rate``: intransitive
-    triples among triples whose three pairwise majorities are decided."""
+    ``verdicts[(a, b)]``: the judge's ``"A"``/``"B"``, ``None``/``REFUSED`` or ``FAILED`` with ``a`` as A;
+    ``decided[(a, b)]``: comparisons settled without the judge (every comparison is in exactly one of the two);
+    ``ties`` / ``voided``: judged comparisons that tie / the guard voided. Per answer (lists): ``win_rate`` (None when
+    no comparison counts), ``wins``, ``played``, ``calls`` (judge comparisons with it as A), ``flip``, ``tie``,
+    ``parse_fail``, ``guarded``, ``error``, ``failed``. Group: ``flip_rate``, ``tie_rate``, ``cycle_rate``
+    (intransitive triples among those whose three majorities are decided)."""
     n, decided, voided, ties = len(texts), dict(decided or {}), set(voided), set(ties)
     plan = comparisons(n, scheme)
     outcomes = _checked(plan, verdicts, decided, voided, ties, f"{scheme} over {n} answers")

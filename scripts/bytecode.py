@@ -1,16 +1,8 @@
 """Are the training stack's modules byte-compiled? Start-up time depends on it.
 
-Python caches a module's bytecode (``__pycache__/*.pyc``) the first time it imports it, unless
-``PYTHONDONTWRITEBYTECODE`` is set, which many container images do. If the packages were also installed
-without bytecode (``pip install --no-compile``, or a copied site-packages folder), every process then
-compiles every module it imports from source, every time. A verl run starts about ten Python processes
-(Ray workers, FSDP workers, vLLM servers and their engine cores), and each one imports vLLM, torch and
-transformers.
-
-Measured on one H100 (2026-11-23, ``PYTHONDONTWRITEBYTECODE=1`` set by the image):
-``python -c "import vllm, verl, ray, transformers, datasets"`` took 19.8 s, and 8.7 s after ``--compile``.
-With the packages compiled, ``bash scripts/main.sh`` took 538 s
-(``docs/results/2026-11-23-main-bytecode``).
+With ``PYTHONDONTWRITEBYTECODE`` set (many container images do) and packages installed without bytecode, every
+process of a verl run (about ten: Ray, FSDP and vLLM workers) compiles vLLM, torch and transformers from source, every
+time (measured: ``docs/results/2026-11-23-main-bytecode``).
 
     python -m scripts.bytecode             # report; exit 1 when the cost applies
                                            # (the flag is set and bytecode is missing)

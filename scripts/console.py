@@ -1,9 +1,6 @@
 """What the scripts print and the reports they write record: ``say(tag, msg)`` writes ``[tag] msg`` with the values of
-secret variables masked; ``masked(record)`` masks every string of a report before it is written.
-
-A secret is the value of a variable whose name ends in KEY, TOKEN, SECRET, PASSWORD or CREDENTIALS, or
-is named by ``PASS_ENV`` or by the recipe's judge key variable; ``api_key=VALUE`` written inline is
-masked too. Used by the launcher, the pipeline, the benchmarks and the reports (no command of its own):
+secret variables masked (names ending in KEY, TOKEN, SECRET, PASSWORD or CREDENTIALS, those in ``PASS_ENV``, the
+judge key variable; ``api_key=VALUE`` inline too); ``masked(record)`` masks every string of a report. No command:
 
     from scripts.console import say; say("launch", "config OK")
     write_json(path, masked(report))

@@ -1,14 +1,9 @@
-"""Versioned prompt templates.
+"""Versioned prompt templates: ``<name>.<version>.txt`` files in this folder with an optional ``<<<system>>>`` and a
+``<<<user>>>`` section. Placeholders are ``${field}`` (``string.Template``), inserted verbatim and never re-parsed; a
+template names its own version, which data prep writes into ``extra_info.prompt_version``.
 
-Each template is a file ``<name>.<version>.txt`` in this folder with a ``<<<system>>>`` section
-(optional) and a ``<<<user>>>`` section. Placeholders are ``${field}`` (``string.Template``); values
-are inserted verbatim and never re-parsed, so user text containing ``$`` or braces is safe. A
-template names its own version, which data prep writes into ``extra_info.prompt_version`` so a
-dataset always says which prompt produced it.
-
-``neutralize(text, tags)`` defuses look-alike verdict tags (``<score>``, ``</response>`` ...) inside
-untrusted text before it is placed in a prompt: ``<score>`` becomes ``‹score›`` so no parser,
-ours or the judge's, can read it as a verdict or as a closing delimiter.
+``neutralize(text, tags)`` defuses look-alike verdict tags in untrusted text before it is placed in a prompt:
+``<score>`` becomes ``‹score›``, so no parser can read it as a verdict or a closing delimiter.
 """
 
 from __future__ import annotations

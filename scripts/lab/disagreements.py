@@ -56,7 +56,7 @@ LABELS = {
     "refused_right": "(c) refused, rule pays",
     "guard_voided": "(d) guard voided",
 }
-GUARD = ("judge_ungrounded", "judge_contradiction", "judge_unverified")  # reward_fns.guard.PROBLEMS
+GUARD = ("judge_ungrounded", "judge_contradiction", "judge_unverified")  # reward_fns.guard's problems
 #: each judge's verdict key (its rows have it) and the keys every row of its dumps needs
 VERDICT = {"pointwise": "judge_score", "pairwise": "judge_wins"}
 NEEDED = {

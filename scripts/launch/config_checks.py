@@ -1,13 +1,6 @@
-"""The checks of the config check, one function per kind of problem, each returning one message per problem.
-
-Against verl 0.9.1's ``ppo_trainer`` schema, on CPU: ``check_override_keys`` (legacy top-level reward keys, ``+key``
-additions outside ``ALLOWED_ADDITIONS``, ``~key`` deletions), ``unknown_recipe_keys`` (keys a recipe's YAML files add
-that neither verl nor ``recipes/base.yaml`` define), ``resolution_errors`` (values that do not resolve),
-``value_errors`` (``VALUE_RULES`` ranges, reward options, ``verl_judge`` settings, ``watchdog_errors``,
-``group_reward_errors``),
-``batch_errors`` (micro-batches that do not divide a GPU's share) and ``verl_checks`` (verl's own ``validate_config``,
-its config dataclasses, the reward manager, a colocated judge on the V1 trainer). No command of its own; run in order by
-``scripts/launch/verl_config.py`` (``check``), and by the launcher:
+"""The checks of the config check, one function per kind of problem, each returning one message per problem, against
+verl 0.9.1's ``ppo_trainer`` schema, on CPU. No command of its own; run in order by ``scripts/launch/verl_config.py``
+(``check``), and by the launcher:
 
     from scripts.launch import config_checks; errors = config_checks.value_errors(cfg)
 """
@@ -222,6 +215,18 @@ GROUP_MANAGER = (
 CONTRACT = 'recipes/README.md, "Group rewards"'
 
 
+def _select(cfg, key: str):
+    """The value at ``key`` (a node as plain containers); None where it is unset or does not resolve (an
+    interpolation that does not resolve is reported by ``resolution_errors``)."""
+    from omegaconf import OmegaConf
+
+    try:
+        value = OmegaConf.select(cfg, key, default=None)
+    except Exception:
+        return None
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+
+
 def _same_file(path, target: str) -> bool:
     f = resolve_module_file(str(path)) if path else None
     return f is not None and os.path.realpath(f) == os.path.realpath(target)
@@ -239,24 +244,11 @@ def group_only(fn, reward_kwargs: dict) -> bool:
 
 
 def group_reward_errors(cfg) -> list[str]:
-    """A group reward the run could not give: the group reward manager (``scripts/train/group_reward.py``, by path or
-    registered as ``pairwise_group``) without ``reward.num_workers=1`` (a group's answers would be split over workers
-    and each part wait out the timeout), without a custom reward function, with one that is no group reward (it takes
-    no ``solution_strs``; functions of this repository are looked at), or with ``actor_rollout_ref.rollout.n < 2``
-    (every answer a group of one, with no mate), or with REMAX (its greedy baseline shares the uid); a function that
-    scores only whole groups (``group_only``) under a
-    manager that scores one sample alone; ``verl_judge.group_reward`` settings that change what the arm measures:
-    ``size`` other than null or ``rollout.n`` (smaller splits every group, larger makes every group wait the whole
-    timeout), ``timeout`` outside ``GROUP_TIMEOUT_S``, any other key."""
-    from omegaconf import OmegaConf
-
-    def sel(key):
-        try:
-            value = OmegaConf.select(cfg, key, default=None)
-        except Exception:  # an interpolation that does not resolve: reported by resolution_errors
-            return None
-        return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
-
+    """A group reward the run could not give: the group reward manager (``scripts/train/group_reward.py``) without
+    ``reward.num_workers=1``, a group reward function, ``rollout.n >= 2`` or a non-REMAX estimator; a ``group_only``
+    function under a manager that scores one sample alone; ``verl_judge.group_reward`` settings that change what the
+    arm measures (each message says why)."""
+    sel = functools.partial(_select, cfg)
     source, name = sel("reward.reward_manager.source"), sel("reward.reward_manager.name")
     grouped = (source == "register" and name == "pairwise_group") or (
         source == "importlib"
@@ -342,14 +334,7 @@ def batch_errors(cfg) -> list[str]:
     """Micro-batches that do not divide what each GPU gets (verl 0.9.1 asserts this only after start-up, in the
     first update): the actor's mini-batch, ``ppo_mini_batch_size * rollout.n / GPUs``, and a step's samples,
     ``train_batch_size * rollout.n / GPUs``, for the log-prob passes. Skipped with dynamic batch sizes."""
-    from omegaconf import OmegaConf
-
-    def get(key):
-        try:
-            return OmegaConf.select(cfg, key, default=None)
-        except Exception:  # an interpolation that does not resolve: reported elsewhere
-            return None
-
+    get = functools.partial(_select, cfg)
     gpus = (get("trainer.n_gpus_per_node") or 0) * (get("trainer.nnodes") or 0)
     n, mini, batch = (
         get("actor_rollout_ref.rollout.n"),

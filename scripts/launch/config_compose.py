@@ -1,11 +1,8 @@
 """Compose a recipe's Hydra config (or verl 0.9.1's bare ``ppo_trainer``) on CPU, as the trainer will see it.
 
-``compose(overrides, recipe=None)`` composes, with the Hydra compose API and the *installed* verl, either
-``recipes/<recipe>/config.yaml`` (``defaults: [ppo_trainer, base, _self_]``, found on
-``scripts.launch.knobs.SEARCH_PATH`` as ``scripts/train/trainer.py`` finds them, with the ``vj.*`` resolvers) or
-verl's bare ``ppo_trainer.yaml``, and applies the overrides in struct mode (an unknown key raises). Every problem
-is raised as ``ConfigError``. No command of its own; used by the config check (``scripts/launch/verl_config.py``,
-``scripts/launch/config_checks.py``) and the launcher:
+``compose(overrides, recipe=None)``: ``recipes/<recipe>/config.yaml`` (found on ``knobs.SEARCH_PATH``, with the
+``vj.*`` resolvers) or verl's bare ``ppo_trainer.yaml`` with the overrides in struct mode; every problem is a
+``ConfigError``. No command of its own; used by the config check and the launcher:
 
     from scripts.launch.config_compose import compose; cfg = compose(["trainer.nnodes=1"], "gsm8k_rule")
 """

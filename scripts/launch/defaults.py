@@ -1,11 +1,8 @@
-"""The model and data a run gets when none are given: SmolLM2-135M-Instruct (``data_prep.model``, offline,
-cached) and the recipe's ``verl_judge.default_data`` set, built by ``data_prep`` from GSM8K: ``GSM8K_DIR``, else
-``../shared/data/gsm8k`` (beside the checkout's folder) when it is there, else the HF hub when it can be reached. With
-none of these the run says so and trains on the word-problem testbed in GSM8K's shape (``data_prep.word_problems``,
-built once into ``DATA_DIR/word_problems``), a named choice of its own: folder ``DATA_DIR/word_problems*_p<max prompt
-length>/``, ``data_source=word_problems``, a line in the plan. A GSM8K set goes to ``DATA_DIR/<set>_p<max prompt
-length>/``. Each built set has a ``source.json`` naming what it was built from; a set built from another source (or
-with no such file) is built again, never reused. Used by the launcher and the pipeline (no command):
+"""The model and data a run gets when none are given: SmolLM2-135M-Instruct (``data_prep.model``) and the recipe's
+``verl_judge.default_data`` set, built from GSM8K (``GSM8K_DIR``, else ``../shared/data/gsm8k`` beside the checkout,
+else the HF hub), else, saying so, the word-problem testbed (``data_prep.word_problems``). A built set goes to
+``DATA_DIR/<set>_p<max prompt length>/`` with a ``source.json``; one built from another source is built again. Used by
+the launcher and the pipeline (no command):
 
     from scripts.launch import defaults; model = defaults.model(env); gsm8k = defaults.gsm8k_args(env)
 """

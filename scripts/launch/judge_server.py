@@ -1,30 +1,18 @@
 """The judge served beside the policy (``judge_placement=server``): an OpenAI-compatible server of the judge model
 on the training machine, started before training, watched while it runs, stopped after it.
 
-verl 0.9.1 scores a colocated reward model in a stage of its own after generation, but computes a custom reward
-inside the agent loop as each rollout finishes when no reward model is configured. So a judge behind an endpoint
-on the same GPU, asked by ``reward_fns.llm_judge``, grades a finished answer while the rest of the batch is still
-generating. The launcher (``scripts/launch/launcher.py``) runs this for a recipe whose composed config has
-``verl_judge.judge_server.enable: true`` (``recipes/gsm8k_local_judge/judge_placement/server.yaml``); the settings
-and their defaults are in ``recipes/base.yaml`` (``verl_judge.judge_server``).
-
-* ``engine: vllm``: ``python -m vllm.entrypoints.openai.api_server`` with a fixed memory share (or a fixed KV
-  cache), prefix caching, CUDA graphs unless ``enforce_eager``; ``engine: cpu_judge``: the project's CPU server
-  (``scripts/serve/cpu_judge.py``, for tests and CPU machines).
-* ``Served`` (the launcher's) starts the server in a thread beside the training's own start-up, once its model
-  exists (``wait_for``), waits until ``GET /v1/models`` lists it, and stops training at once when the server cannot
-  start or dies mid-run, naming its exit code and log tail (no silent fallback to the rule for many steps); the
-  trainer's first step waits for the server (``scripts/train/hooks.py``). ``start`` (the command line's) starts and
-  waits; ``stop`` ends the server's whole process group, its leader gone or not.
-
-* ``devices`` (``split_devices``): the server on GPUs of its own (e.g. ``devices=1`` on a two-GPU machine); training
-  gets the other visible GPUs. Unset, the server shares training's GPUs.
+Why: verl 0.9.1 scores a colocated reward model in a stage of its own after generation, but computes a custom reward
+inside the agent loop as each rollout finishes when no reward model is configured; so a judge behind an endpoint
+grades a finished answer while the rest of the batch is still generating. The launcher runs this for a config with
+``verl_judge.judge_server.enable: true``; settings and defaults: ``recipes/base.yaml`` (``verl_judge.judge_server``).
+``engine``: ``vllm`` or ``cpu_judge`` (``scripts/serve/cpu_judge.py``, for tests and CPU machines); ``devices``: the
+server's own GPUs (``split_devices``), unset: it shares training's. A server that cannot start or dies mid-run stops
+training at once, naming its exit code and log tail (``Served``).
 
     python -m scripts.launch.judge_server --model PATH [--engine cpu_judge] [--port 0]   # serve until Ctrl-C / SIGTERM
 
   The command line prints ``READY <url>`` once the server answers and exits 0 when stopped; a Ctrl-C before that
-  stops the server, says so in one line on stderr and ends the command line by SIGINT (a shell's ``$?``: 130,
-  ``services.as_command``), so a script that ran it stops too.
+  stops the server and ends the command line by SIGINT (``$?``: 130), so a script that ran it stops too.
 """
 
 from __future__ import annotations
@@ -117,11 +105,10 @@ def command(settings: dict, port: int, python: str = sys.executable) -> list[str
 
 
 def split_devices(devices, visible: str | None, n_train: int, machine: int = 0) -> tuple[str, str] | None:
-    """``(server's, training's)`` CUDA_VISIBLE_DEVICES for ``verl_judge.judge_server.devices``: GPUs as
-    CUDA_VISIBLE_DEVICES names them (``1``, ``"2,3"``, ``[2, 3]``, a ``GPU-<uuid>``). The server gets those, training
-    every other GPU of ``visible`` (CUDA_VISIBLE_DEVICES; unset: the ``machine``'s GPUs 0 .. machine - 1, or, when
-    their number is unknown (0), GPUs 0 .. n_train + the server's - 1). None when ``devices`` is unset. A ValueError
-    names a bad value, or too few GPUs left for training's ``n_train``.
+    """``(server's, training's)`` CUDA_VISIBLE_DEVICES for ``verl_judge.judge_server.devices`` (``1``, ``"2,3"``,
+    ``[2, 3]``, a ``GPU-<uuid>``): training gets every other GPU of ``visible`` (unset: the ``machine``'s GPUs, or,
+    when their number is unknown (0), n_train + the server's). None when ``devices`` is unset; a ValueError names a
+    bad value, or too few GPUs left for training's ``n_train``.
 
     >>> split_devices(1, None, 1, machine=2)
     ('1', '0')

@@ -1,11 +1,9 @@
-"""One local training run, as the launcher runs it (``python -m scripts.launch`` / ``bash recipes/<name>/run.sh``
-without ``RAY_ADDRESS``): the judge server when the config asks for one (``scripts/launch/judge_server.py``), a private
-Ray head (``scripts/launch/ray_head.py``), the trainer with its output teed to the console and the run's log (secrets
-masked), and the stall watchdog (``scripts/launch/stall.py``). Everything it starts is stopped before it returns.
+"""One local training run, as the launcher runs it (without ``RAY_ADDRESS``): the judge server when the config asks
+for one, a private Ray head, the trainer with its output teed to the console and the run's log (secrets masked), and
+the stall watchdog. Everything it starts is stopped before it returns.
 
-verl picks free ports for each worker group's process group and binds them seconds later; a run starting beside
-others can find one taken meanwhile (``EADDRINUSE``, seen with six runs started together on one host). ``run``
-starts such a run again, with a fresh Ray head and judge server, when it failed that way before its first training
+verl picks free ports for each worker group and binds them seconds later; a run starting beside others can find one
+taken meanwhile (``EADDRINUSE``). ``run`` starts such a run again, fresh, when it failed that way before its first
 step, ``START_TRIES`` starts in all.
 
     python -m scripts.launch gsm8k_rule trainer.total_training_steps=3      # a local run (this module's caller)

@@ -1,13 +1,10 @@
 """A private Ray node: ``start()`` runs ``ray start --head --block`` (or a node joining a head), ``stop()`` ends only
-that process. The launcher trains against one; ``scripts.lab.bench.ray_cluster`` starts a head and nodes that join it.
-No command of its own:
+that process. No command of its own:
 
     from scripts import ray_head; proc, address = ray_head.start(env, "ray_head.log"); ...; ray_head.stop(proc)
 
-Each node is its own: free ports for every service Ray would otherwise open on a fixed default port, and a Ray temp
-directory of its own (``proc.temp_dir``: sessions, logs, sockets, ``ray_current_cluster``), so two runs on one
-machine (two trainings of one pipeline on one GPU, two pipelines on two GPUs) never share a file or a port, and
-stopping one never touches the other. ``stop()`` removes that directory after a clean stop, unless ``keep``.
+Each node gets free ports and a Ray temp directory of its own (``proc.temp_dir``), so two runs on one machine never
+share a file or a port; ``stop()`` removes that directory after a clean stop, unless ``keep``.
 """
 
 from __future__ import annotations

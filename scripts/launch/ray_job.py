@@ -1,11 +1,7 @@
 """A recipe run as a Ray job (``RAY_ADDRESS`` set): ``ray job submit --runtime-env runtime_env.yaml -- python3 -m
-scripts.train ...``, the knobs on the entrypoint (``env MODEL=... python3 ...``), secrets by name in memory.
-
-The repo is the job's working_dir, so repo paths become repo-relative, except those the upload leaves out
-(``runtime_env.yaml`` excludes, ``.gitignore``: data/, outputs/, ...), which stay absolute. Secrets that are
-set are merged into the runtime env in memory and reach ``ray job submit`` on its stdin, never on a
-command line nor in a file. A fresh cluster whose job agent is not up yet is asked again. Used by
-``scripts/launch/launcher.py`` (no command of its own):
+scripts.train ...``, the knobs on the entrypoint (``env MODEL=... python3 ...``). The repo is the job's working_dir,
+so repo paths become repo-relative, except those the upload leaves out (data/, outputs/, ...). Secrets reach ``ray
+job submit`` on its stdin, never on a command line nor in a file. Used by the launcher (no command of its own):
 
     RAY_ADDRESS=http://head:8265 bash recipes/gsm8k_rule/run.sh trainer.nnodes=2
 """

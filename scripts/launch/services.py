@@ -7,11 +7,7 @@ processes a run or a pipeline must stop on every exit path. No command of its ow
     with services.tracked(subprocess.Popen(...)) as proc: ...                    # stopped whatever happens
     services.stop_all("stage sft failed")                                        # every tracked child still running
 
-``wait_until`` raises ``ServiceExited`` when the process ends before it is ready and ``ServiceError`` when the deadline
-passes, each naming what it waited for and ending with its log's last lines; it says every 30 s that it is still
-waiting. ``stop`` with ``group=True`` also kills what the process left in its process group (vLLM's engine core).
-``hold_signals`` keeps a Ctrl-C from landing between a child's fork and its registration; a command line that
-handled a Ctrl-C raises ``Interrupted`` and ends through ``as_command`` (it dies of SIGINT, so a calling script stops).
+``stop`` with ``group=True`` also kills what the process left in its process group (vLLM's engine core).
 """
 
 from __future__ import annotations

@@ -1,22 +1,13 @@
 """The stall watchdog: a training run that completes no step for too long is stopped, with a message saying which
-run, its last step, how long it waited and the last lines of its log. The launcher (``scripts/launch/launcher.py``) runs
-one beside every local training run; no command of its own.
+run, its last step, how long it waited and the last lines of its log. The launcher runs one beside every local
+training run; no command of its own.
 
-A step counts when verl reports it: a ``step`` in the run's metrics JSONL (verl's ``file`` logger) or a ``step:N``
-line in its console output (verl's ``console`` logger), whichever comes first; so the watchdog needs one of the two in
-``trainer.logger``. Progress is a step number not reported before (each step is reported twice, once by each; and
-Ray forwards every worker's output, so a stray ``step:999999`` is one more new number, never a mark that later real
-steps must pass). The limits are ``verl_judge.watchdog`` in ``recipes/base.yaml``:
-
-* ``startup_s`` (at least ``MIN_STARTUP_S``) until the first step (Ray, workers, vLLM, a judge being trained or
-  served, the first validation);
-* after it, ``factor`` x the median step so far, never below ``min_step_s`` (a validation or checkpoint step is
-  slower than the rest) nor above ``step_s`` (before there is a median, ``step_s``); ``min_step_s <= step_s``.
-
-A run may go exactly its limit without a step; past it, it is overdue.
-
-A stalled run's trainer is stopped (SIGTERM, SIGKILL after ``KILL_GRACE_S``); the launcher then stops its judge
-server and Ray head, keeps its checkpoints and Ray's session logs, and exits with ``STALL_EXIT``.
+A step counts when verl reports it (a ``step`` in the metrics JSONL or a ``step:N`` console line, so ``trainer.logger``
+needs ``file`` or ``console``); progress is a step number not reported before (a stray ``step:999999`` from a Ray
+worker is one more new number, never a mark later steps must pass). The limits (``verl_judge.watchdog`` in
+``recipes/base.yaml``): ``startup_s`` until the first step, then ``factor`` x the median step, within
+[``min_step_s``, ``step_s``]. A stalled trainer is stopped (SIGTERM, SIGKILL after ``KILL_GRACE_S``) and the launcher
+exits with ``STALL_EXIT``.
 
     watch = Stall(settings, "judge"); ... watch.saw(step) ...; watch.overdue() -> seconds waited, or None
 """

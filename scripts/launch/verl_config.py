@@ -1,42 +1,18 @@
 #!/usr/bin/env python3
 """Check a recipe config (or bare Hydra overrides) against verl 0.9.1's own ``ppo_trainer`` schema, on CPU.
 
-Composes, with the Hydra compose API and the *installed* verl, either a recipe's
-``recipes/<recipe>/config.yaml`` (``defaults: [ppo_trainer, base, _self_]``, found on
-``scripts.launch.knobs.SEARCH_PATH`` as ``scripts/train/trainer.py`` finds them, with the ``vj.*`` resolvers) or
-verl's bare ``ppo_trainer.yaml``, applies the overrides, then fails with a clear message on:
-
-* a key verl does not define: in an override (Hydra struct error) or in the recipe's YAML files
-  (only ``verl_judge.*`` keys declared in ``recipes/base.yaml`` and the additions below may be new);
-* a ``+key`` / ``++key`` addition outside the allowlist ``config_checks.ALLOWED_ADDITIONS`` (e.g.
-  ``+actor_rollout_ref.model.override_config.*``, ``+reward.custom_reward_function.reward_kwargs.*``)
-  and any ``~key`` deletion;
-* any legacy top-level reward key (``reward_model.*``, ``custom_reward_function.*``,
-  ``sandbox_fusion.*``): verl 0.9.1 reads reward settings under ``reward.*`` only;
-* a value out of range (``config_checks.VALUE_RULES``): GPU / node counts, batch sizes and ``rollout.n`` must be
-  integers >= 1, ``gpu_memory_utilization`` in (0, 1], temperatures >= 0, the learning rate > 0;
-* a ``reward_kwargs`` option its reward function refuses (its module's ``check_options``) and a ``verl_judge`` setting
-  ``scripts/train/hooks.py`` refuses, both found by verl only at the first reward / in the trainer;
-* a micro-batch that does not divide what each GPU gets (``config_checks.batch_errors``), which verl itself finds only
-  at its first update, after start-up;
-* a value that does not resolve: a knob the config reads unset (``${oc.env:MODEL}``) or of a bad value;
-* files that do not exist (``scripts/launch/config_paths.py``): model path, data files, judge model path,
-  reward function file (or a ``pkg://`` module that cannot be found) and the function name inside it;
-* local training parquet(s) with fewer rows than ``data.train_batch_size`` (verl: ``Train dataloader is empty!``) or
-  validation parquet(s) with no row;
-
-then runs verl's own ``validate_config``, instantiates the config dataclasses that build on CPU
-(algorithm, rollout, model, reward model, sandbox), checks the reward manager is registered and
-refuses a colocated judge on verl's V1 trainer.
+Composes a recipe's ``recipes/<recipe>/config.yaml`` or verl's bare ``ppo_trainer.yaml`` with the overrides
+(``config_compose.compose``), then runs the checks of ``scripts/launch/config_checks.py`` in order (unknown and
+legacy keys, additions outside ``ALLOWED_ADDITIONS``, values out of range or that do not resolve, reward options,
+micro-batches, verl's own ``validate_config``) and those of ``scripts/launch/config_paths.py`` (files that do not
+exist, too few parquet rows).
 
     python -m scripts.launch.verl_config --recipe judge_pointwise data.train_files=a.parquet ...
     python -m scripts.launch.verl_config [--paths error|warn|off] [--overrides-file F] OVERRIDE ...
     python -m scripts.launch.verl_config --show trainer.logger data.train_files OVERRIDE ...
 
-Exit 0 and ``CONFIG OK`` when valid; exit 1 with one ``CONFIG ERROR: ...`` line per problem.
-Python API: ``check(overrides, recipe=None) -> DictConfig`` (raises ``ConfigError``); the stages it runs are in
-``scripts/launch/config_checks.py`` (``value_errors(cfg)`` ...), the composing in ``scripts/launch/config_compose.py``
-(``compose(overrides, recipe=None)``, ``ConfigError``).
+Exit 0 and ``CONFIG OK`` when valid; exit 1 with one ``CONFIG ERROR: ...`` line per problem. Python API:
+``check(overrides, recipe=None) -> DictConfig`` (raises ``ConfigError``).
 """
 
 from __future__ import annotations

@@ -3,13 +3,10 @@
 
     python -m scripts.report.compare_evals outputs/learn/x/eval_before outputs/learn/x/eval_after [--out FILE.md]
 
-Compares every numeric headline metric (``overall`` of a ``scripts.eval.judge`` report, ``policy`` of a
-``scripts.eval.gsm8k`` report) that either report has: ``metric | before | after | after - before``, e.g.
-``accuracy``, ``pair_accuracy``, ``flip_rate``, ``balanced_accuracy``, ``precision``, ``recall``,
-``specificity``. A metric missing or null on one side shows ``n/a``. A report marked
-``"partial": true`` (an evaluation stopped before every row was answered) is named under the table
-and on stderr. Writes the Markdown table to ``--out`` (and a ``.json`` beside it) when given, and
-prints it. Exit status 2 on a missing or mismatched report.
+Every numeric headline metric either report has (``overall`` of a judge report, ``policy`` of a gsm8k one):
+``metric | before | after | after - before``; missing or null shows ``n/a``; a ``"partial": true`` report is named.
+Writes the Markdown table to ``--out`` (and a ``.json`` beside it) when given, and prints it. Exit status 2 on a
+missing or mismatched report.
 """
 
 from __future__ import annotations

@@ -1,40 +1,14 @@
 """Training curves (PNG) from the JSONL metrics file of one run, or several runs overlaid.
 
-Input lines are verl's file logger records (``trainer.logger=[console,file]``; one
-``{"step": N, "data": {...}}`` per step, written to ``$VERL_FILE_LOGGER_PATH`` or
-``$VERL_FILE_LOGGER_ROOT/<project>/<experiment>.jsonl``) or flat ``{"step": N, "<metric>": value}``
-dicts, read by ``scripts.report.metrics.read_metrics``. The step is ``step``, else
-``training/global_step``, else the record's position in the file. Records of the same step are merged
-(verl logs the initial validation separately); malformed lines are skipped with a warning (so a file
-still being written can be plotted), non-numeric values silently.
+Input: verl's file logger records (``trainer.logger=[console,file]``, at ``$VERL_FILE_LOGGER_PATH``) or flat
+``{"step": N, "<metric>": value}`` lines (``scripts.report.render.read_metrics``). Records of one step are merged;
+malformed lines are skipped with a warning (a file still being written can be plotted).
 
-Panels (file name: keys looked for; a panel whose keys are absent from every run is skipped and
-reported, never an error):
-
-* ``reward.png``: ``critic/score/mean`` (else ``critic/rewards/mean``)
-* ``judge_health.png``: the training hooks' judge health per step (``scripts/train/hooks.py``, a
-  run with an LLM-judge reward): ``judge_health/error_rate``, ``judge_health/parse_fail_rate``,
-  ``judge_health/fallback_rate`` (share of samples that got the fallback score) and
-  ``judge_health/agree_rule`` (judge-rule agreement over answered samples)
-* ``position.png``: ``position/verdict_a_share`` against ``position/label_a_share`` (a pairwise
-  judge in training: a verdict A-share far from the labels' is position bias)
-* ``identical_reward_groups.png``: ``grpo/identical_reward_groups`` (share of GRPO groups whose
-  rewards are all equal: no gradient from them)
-* ``validation.png``: every ``val-core/...`` key (verl's validation headline metrics)
-* ``judge_rule_agreement.png``: any key with a path segment ``judge_rule_agree`` or
-  ``judge_rule_agreement`` (e.g. ``reward/judge_rule_agree/mean``). Agreement cannot be derived from
-  the means of ``judge_score`` and ``rule_score``, so it is only drawn when a run logs it.
-* ``judge_failures.png``: segments ``judge_error``, ``judge_parse_fail`` (rates: the mean of the
-  per-sample 0/1 flags of ``reward_fns.llm_judge``)
-* ``judge_scores.png``: segments ``judge_score``, ``rule_score``
-* ``response_length.png``: ``response_length/mean``
-* ``step_time.png``: ``timing_s/gen``, ``timing_s/reward``, ``timing_s/old_log_prob``, ``timing_s/ref``,
-  ``timing_s/update_actor`` and the whole step ``timing_s/step`` (dashed)
-
-A segment key matches as ``<token>``, ``.../<token>`` or ``.../<token>/mean[@N]`` (so verl's
-``val-aux/<source>/judge_error/mean@1`` matches too; ``std``/``min``/``max`` variants do not).
-Also writes ``overview.png`` (all drawn panels) and ``summary.json`` / ``summary.md`` (panels drawn
-or skipped, keys used, last value per run).
+Panels (``panel_specs``: the keys each looks for; a panel whose keys no run has is skipped and reported): reward,
+judge_health, position, identical_reward_groups, validation, judge_rule_agreement, judge_failures, judge_scores,
+response_length, step_time. A segment key matches as ``<token>``, ``.../<token>`` or ``.../<token>/mean[@N]``. Also
+writes ``overview.png`` (all drawn panels) and ``summary.json`` / ``summary.md`` (panels drawn or skipped, keys used,
+last value per run).
 
     python -m scripts.report.plot_metrics runs/a.jsonl runs/b.jsonl --labels rule judge --out figs
 """
@@ -51,8 +25,7 @@ from collections.abc import Mapping, Sequence
 from data_prep.files.errors import DataError
 from data_prep.files.outputs import write_json, write_text
 from scripts.eval.cli import InputError, cli_main
-from scripts.report.metrics import read_metrics
-from scripts.report.render import md_table, pyplot, save_fig
+from scripts.report.render import md_table, pyplot, read_metrics, save_fig
 
 STAGES = ("gen", "reward", "old_log_prob", "ref", "update_actor")
 JUDGE_HEALTH = (

@@ -1,20 +1,41 @@
-"""Numbers into reports: ``ratio`` (``None`` for a zero denominator: JSON ``null``, Markdown ``n/a``; its home is
-``reward_fns.judge_metrics``), ``fmt`` and ``md_table`` (Markdown), ``pyplot`` (matplotlib on the non-interactive Agg
-backend) and
-``save_fig`` (a figure written atomically). Used by the reports the evaluators write
-(``python -m scripts.eval.judge``, ``python -m scripts.eval.gsm8k``) and by
-``python -m scripts.report.plot_metrics`` / ``python -m scripts.report.compare_evals``.
+"""Reading a run's metrics and putting numbers into reports. ``read_metrics`` reads verl's file logger JSONL
+(``trainer.logger=[console,file]``: one ``{"step": n, "data": {...}}`` per line, at ``$VERL_FILE_LOGGER_PATH``) or flat
+``{"step": n, "<metric>": value}`` lines. ``ratio`` (``None`` for a zero denominator; its home is
+``reward_fns.judge_metrics``), ``fmt`` and ``md_table`` (Markdown), ``pyplot`` (matplotlib on the Agg backend) and
+``save_fig`` (a figure written atomically). Used by the evaluators' reports, ``python -m scripts.report.plot_metrics``,
+``summarize_run``, ``compare_evals`` and the pipeline's summary.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from data_prep.files.outputs import write_file
+from data_prep.files.readers import read_jsonl
 from reward_fns.judge_metrics import ratio  # noqa: F401  (the reports' ratio)
+
+
+def read_metrics(path: str, on_bad: Callable[[int, str], None] | None = None) -> list[dict]:
+    """Each line's ``data`` dict (a flat line: the line itself) in file order, with ``"step"`` added when
+    absent: the line's ``step``, else ``data["training/global_step"]``, else the record's position (from 1).
+
+    A missing file gives ``[]``. A line that is not a JSON object is a ``data_prep.files.errors.DataError``, or,
+    with ``on_bad``, skipped after ``on_bad(line_number, problem)`` (a file still being written).
+    """
+    if not os.path.exists(path):
+        return []
+    rows = []
+    for pos, rec in enumerate(read_jsonl(path, on_bad=on_bad), 1):
+        data = rec.get("data")
+        row = dict(data) if isinstance(data, Mapping) else dict(rec)
+        if "step" not in row:
+            step = rec.get("step")
+            row["step"] = step if step is not None else row.get("training/global_step", pos)
+        rows.append(row)
+    return rows
 
 
 def fmt(x: Any, digits: int = 3) -> str:

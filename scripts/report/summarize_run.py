@@ -3,13 +3,10 @@
     python -m scripts.report.summarize_run outputs/verl-judge/gsm8k_rule/metrics.jsonl [more.jsonl ...]
         [--skip-first 1] [--json] [--require KEY ...] [--labels A B ...] [--ratio]
 
-Median of every ``timing_s/*`` key over the steps after the first ``--skip-first`` (start-up and
-compile noise), the first and last ``critic/score/mean``, and every ``val-*`` key of the last
-validation. ``--require KEY`` exits 1 when a key never appears (substring match), which is how
-``scripts/gpu_smoke.sh`` checks that the reward keys reached verl's metrics. Several files are
-printed as one Markdown table (one column each) so runs can be compared side by side; ``--ratio``
-adds a table of each stage's median divided by the first run's (e.g. local judge / rule reward);
-a stage under 0.05 s in the first run (the rule reward: microseconds) has no ratio, read its seconds.
+Median of every ``timing_s/*`` key after the first ``--skip-first`` steps, the first and last ``critic/score/mean``,
+every ``val-*`` key of the last validation. ``--require KEY`` exits 1 when a key never appears (substring match;
+``scripts/gpu_smoke.sh`` uses it). Several files make one Markdown table; ``--ratio`` adds each stage's median over
+the first run's (none for a stage under 0.05 s there).
 """
 
 from __future__ import annotations
@@ -21,7 +18,7 @@ import statistics
 import sys
 
 from data_prep.files.errors import DataError
-from scripts.report.metrics import read_metrics
+from scripts.report.render import read_metrics
 
 STAGES = (
     "timing_s/step",
@@ -36,7 +33,7 @@ MIN_BASE_S = 0.05  # a first-run stage shorter than this gets no ratio (it would
 
 
 def load(path: str) -> list[dict]:
-    """The numeric metrics of each step (``scripts.report.metrics.read_metrics``); a missing or malformed
+    """The numeric metrics of each step (``scripts.report.render.read_metrics``); a missing or malformed
     file ends the program with a message."""
     if not os.path.exists(path):
         raise SystemExit(f"{path}: no such file")

@@ -1,15 +1,9 @@
 """A small real OpenAI-compatible chat server around ``transformers`` generate, on the CPU.
 
-The cheap real judge server for CI (starts in seconds from the project venv; vLLM's CPU build is
-the production-like one, see ``scripts/serve/cpu_judge.sh``). It runs a real model end to end:
-``POST /v1/chat/completions`` applies the model's chat template, generates greedily, and answers in
-the OpenAI format with ``usage`` and ``finish_reason`` (``stop``/``length``); ``GET /v1/models``
-lists the served name. Like ``vllm serve PATH``, the served model name is the model path unless
-``--served-model-name`` is given, and a request naming another model gets 404.
-
-Requests are batched dynamically: whatever arrives while the model is busy (up to
-``--max-batch``) is generated together in one left-padded ``generate`` call. Sampling is greedy
-(temperature is accepted and ignored: a judge reward runs at temperature 0).
+The cheap real judge server for CI (vLLM's CPU build is the production-like one: ``scripts/serve/cpu_judge.sh``):
+``POST /v1/chat/completions`` applies the chat template and generates greedily (temperature is ignored; a judge runs
+at 0), batching whatever arrives while busy (up to ``--max-batch``); ``GET /v1/models`` lists the served name (the
+model path unless ``--served-model-name``; another model gets 404).
 
     python -m scripts.serve.cpu_judge --model PATH [--host 127.0.0.1] [--port 8000] [--max-batch 16]
 

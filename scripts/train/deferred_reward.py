@@ -3,48 +3,25 @@ advantage (``verl_judge.deferred_reward``; off by default, ``recipes/base.yaml``
 
     python -m scripts.launch gsm8k_local_judge judge_placement=colocated verl_judge.deferred_reward=true
 
-verl 0.9.1's legacy step (``verl/trainer/ppo/ray_trainer.py``, ``RayPPOTrainer.fit``) computes a colocated reward
-model's reward in a stage of its own, ``reward`` (l.1561-1568: ``_compute_reward_colocate``, l.588-594, which calls
-``RewardLoopManager.compute_rm_score`` and waits for it; then ``extract_reward``), before the old log-probs (l.1586)
-and the reference log-probs (l.1621), though nothing reads the scores before the ``adv`` stage (l.1630-1635:
-``token_level_scores``, the extra keys into ``non_tensor_batch``; ``compute_advantage`` l.1667). verl 0.9.1 has no
-option of its own for this (its old ``launch_reward_fn_async`` is gone).
+Why: verl 0.9.1's legacy step (``verl/trainer/ppo/ray_trainer.py``, ``RayPPOTrainer.fit``) computes a colocated reward
+model's reward in a stage of its own, ``reward`` (l.1561-1568: ``_compute_reward_colocate``, l.588-594, which waits
+for ``RewardLoopManager.compute_rm_score``), before the old log-probs (l.1586) and the reference log-probs (l.1621),
+though nothing reads the scores before the ``adv`` stage (l.1630-1635; ``compute_advantage`` l.1667). verl 0.9.1 has
+no option of its own for this.
 
-With the switch on (``scripts/train/seam.py`` puts ``Deferral``'s wrappers into verl), in a training step only:
+With the switch on (``scripts/train/seam.py`` puts ``Deferral``'s wrappers into verl), in a training step only, the
+``reward`` stage starts ``compute_rm_score`` on a thread over a copy of the batch and hands the step a placeholder
+(``rm_scores`` all NaN, no extra keys); entering the ``adv`` stage joins it: scores copied into the placeholder in
+place, extra keys into the dict ``extract_reward`` returned and the batch, the wait logged as
+``timing_s/reward_join`` (the reward's own duration: ``timing_s/reward_deferred``). The join waits at most
+``DEADLINE_S``; a reward's exception is raised at the join. Validation and REMAX's baseline wait, as without it.
 
-* the ``reward`` stage's call starts ``compute_rm_score`` on a thread of its own, over a copy of the batch, and hands
-  the step a placeholder: ``rm_scores`` all NaN (so a read before the join shows), no extra keys;
-* when the step enters the ``adv`` stage, the result is joined: its scores are copied into the placeholder in place
-  (the tensor ``extract_reward`` gave the step, which becomes ``token_level_scores``), its extra keys go into the dict
-  ``extract_reward`` returned (verl's l.1634 then puts them into ``non_tensor_batch`` as without the switch) and into
-  the batch, ``meta_info["reward_extra_keys"]`` and the hooks' reward keys are set, and the wait is logged as
-  ``timing_s/reward_join`` (the reward's own duration as ``timing_s/reward_deferred``). The hooks' readers of the
-  reward (abstained samples and lone survivors at ``compute_advantage``; reward keys, route reading, judge health,
-  the watches in ``compute_data_metrics``) all run after it;
-* the join waits at most ``DEADLINE_S`` and then stops the run naming what it waited for; an exception raised by the
-  reward is raised at the join, with a note saying where it came from; ``compute_advantage`` reached with a reward not
-  joined is an error (verl 0.9.1 applies the KL penalty in the ``adv`` stage, after the join), as is a reward started
-  while the last is pending.
-
-Validation (``_validate``) and REMAX's greedy-baseline reward call ``_compute_reward_colocate`` outside the ``reward``
-stage: they wait for it, as without the switch.
-
-Where it can work (``settings_errors``, asked by the hooks' settings check): a reward model colocated with the policy
-(``reward.reward_model.enable`` true, ``enable_resource_pool`` false: ``judge_placement=colocated``). Without one, or
-on a pool of its own, verl 0.9.1 computes the reward inside the agent loop as each rollout finishes
-(``experimental/agent_loop/agent_loop.py`` l.968-1028: ``enable_async_reward`` when the reward loop hands its workers to
-the agent loop) and the batch reaches the trainer with ``rm_scores`` (l.1563), so there is nothing here to defer. It
-also needs a stage to overlap: the old log-probs (not in ``algorithm.rollout_correction.bypass_mode``), the reference
-policy's or the critic's values. No estimator of verl 0.9.1 reads the reward before the ``adv`` stage (REMAX's baseline
-is its own call, not deferred).
-
-A judge put to sleep between stages (``reward.reward_model.rollout.free_cache_engine=true``) works too:
-``compute_rm_score`` wakes it and puts it back to sleep within the one call (``reward_loop.py`` l.344-345, 371-372),
-which runs whole on the reward's thread, and the colocated judge is a vLLM server in Ray workers of its own
-(``workers/rollout/replica.py`` l.160-186, ``init_colocated``), not the actor's workers that compute the log-probs. Its
-cost: the judge's memory (its ``gpu_memory_utilization`` share, woken) is then taken during the log-prob stages too,
-as it is all the time with ``free_cache_engine=false`` (the recipe's default); a GPU too small for both fails at the
-join with vLLM's or the actor's out-of-memory error. Not measured on a GPU yet.
+Where it can work (``settings_errors``): a reward model colocated with the policy (``judge_placement=colocated``).
+Otherwise verl 0.9.1 computes the reward inside the agent loop as each rollout finishes
+(``experimental/agent_loop/agent_loop.py`` l.968-1028), so there is nothing to defer; it also needs a stage to
+overlap (old log-probs outside ``bypass_mode``, the reference policy, the critic). A judge put to sleep between stages
+(``free_cache_engine=true``) works: ``compute_rm_score`` wakes it and puts it back within the call (``reward_loop.py``
+l.344-345, 371-372), but its memory is then taken during the log-prob stages too.
 """
 
 from __future__ import annotations

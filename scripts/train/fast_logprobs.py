@@ -1,23 +1,15 @@
 """Per-token log-probabilities over chunks of rows, for verl on machines without flash-attn.
 
-verl 0.9.1 computes the log-probability of each label token with flash-attn's Triton
-cross-entropy when flash-attn imports, else with ``verl.utils.torch_functional.logprobs_from_logits_v2``,
-which loops over the first dimension one row at a time. With ``use_remove_padding=False`` (the setting
-torch SDPA needs) verl's FSDP engine hands it logits of shape ``(tokens, vocab)``
-(``workers/engine/fsdp/transformer_impl.py``, the ``NO_PADDING`` branch), so the loop runs once per
-token: about 20,000 tiny kernels plus their backward for one SFT step of 32 judge rows, which is
-why such a step took ~4.3 s on an H100 for a 135M model. The GRPO actor, its old-log-prob and its
-reference pass go through the same function.
+Why: without flash-attn verl 0.9.1 falls back to ``verl.utils.torch_functional.logprobs_from_logits_v2``, which loops
+over the first dimension one row at a time; with ``use_remove_padding=False`` (which torch SDPA needs) verl's FSDP
+engine hands it logits of shape ``(tokens, vocab)`` (``workers/engine/fsdp/transformer_impl.py``, the ``NO_PADDING``
+branch), so the loop runs once per token. Importing this module replaces that fallback with the same arithmetic over
+``CHUNK_ROWS`` rows at a time (results match verl's loop; memory stays bounded). Nothing changes where flash-attn is
+installed.
 
-Importing this module replaces that fallback with the same arithmetic over ``CHUNK_ROWS`` rows at a
-time (fp32/fp64: label logit minus logsumexp; bf16/fp16: log_softmax then gather, as verl does), so
-peak memory stays bounded and results match verl's row loop. Nothing changes where flash-attn is
-installed: verl then never calls the fallback.
-
-It is loaded through verl's own hook, the model config's ``external_lib`` (imported by
-``verl.workers.config.HFModelConfig`` in every process that builds a model): ``recipes/base.yaml`` sets
-``actor_rollout_ref.model.external_lib`` and ``scripts.workflows.pipeline`` passes ``model.external_lib`` to the
-SFT trainer. It is one row of ``scripts.train.seam.PATCHED``, the table of every verl name the project replaces.
+Loaded through verl's own hook, the model config's ``external_lib`` (``recipes/base.yaml`` sets
+``actor_rollout_ref.model.external_lib``; ``scripts.workflows.pipeline`` passes it to the SFT trainer); one row of
+``scripts.train.seam.PATCHED``.
 """
 
 from __future__ import annotations

@@ -1,38 +1,15 @@
 """A verl 0.9.1 reward manager for group rewards (registered ``pairwise_group``): it gathers the answers of one GRPO
-group (``uid``) and calls the configured reward function once with all of them.
+group (``uid``) and calls the configured reward function once with all of them. The contract (a function naming
+``solution_strs`` returning one dict per answer, same keys, ``score`` first; ``group_only``) and an example:
+recipes/README.md, "Group rewards".
 
-**The contract.** A group reward is a custom reward function that names ``solution_strs``, spelled as verl's batch
-reward functions are (``verl/utils/reward_score/math_batch.py``), sync or ``async def``:
-
-    def my_group_reward(data_sources, solution_strs, ground_truths, extra_infos, **kwargs) -> list[dict]
-
-It receives every answer of one group at once (one list entry per answer, in arrival order; ``kwargs``: the
-``reward.custom_reward_function.reward_kwargs``, which verl's ``get_custom_reward_fn`` binds, plus
-``reward_router_address`` / ``reward_model_tokenizer`` where verl serves a reward model) and returns one reward dict
-per answer, in that order: the same keys for every answer, a float ``score`` first. A wrong number of dicts, a
-non-dict, a missing ``score`` or keys that differ between answers stop the run with an error naming the function.
-It is configured like any custom reward (``path``, ``name``, ``reward_kwargs``) with this manager; recipes/README.md,
-"Group rewards", has an example. A function that scores one sample too (called without ``solution_strs``) and needs
-the whole group only under some options says which with ``fn.group_only(**reward_kwargs) -> bool`` (the config check
-refuses those under a manager that scores one sample alone); one without ``solution_str`` is a group reward only.
-
-**Gathering.** verl's reward loop hands a manager one sample at a time (``RewardLoopWorker.compute_score`` ->
-``RewardManagerBase.run_single``; streamed from the agent loop, or in chunks from ``RewardLoopManager.compute_rm_score``
-with a colocated judge), so each sample waits until its group holds ``size`` answers (``actor_rollout_ref.rollout.n``,
-or ``verl_judge.group_reward.size``, which the config check holds to it; in validation the sample's
-``judge_group_expected``, which ``scripts/train/hooks.py`` sets to its uid's count in the repeated batch: a validation
-pass samples each prompt ``val_kwargs.n`` times), then one call scores them all and every sample takes its own row,
-plus ``judge_group_size`` (how many answers the group held). A group still short after ``timeout`` seconds
-(``verl_judge.group_reward.timeout``, default 120: a failed rollout never arrives) is scored as it stands, with a
-warning naming the group, what it held and the setting. A sample without a ``uid``, or a late answer of a group
-scored short, has no mate to wait for: it is scored at once as a group of one, with a warning. A sample waits at most
-``timeout`` for its mates, then for the function's call, which the function bounds itself (a judge client's
-``deadline``; a run stuck longer is the stall watchdog's, ``verl_judge.watchdog``). The samples
-of a group must reach one worker: ``reward.num_workers=1`` (the agent loop picks a worker per sample at random; the
-colocated path splits the batch into chunks). So it works in every judge placement (``colocated``, also with
-``verl_judge.deferred_reward``, which runs the same ``compute_rm_score`` call beside the log-prob stages; ``pool`` and
-``server``, where the agent loop hands each answer over as it ends) and with an API judge. In a run (a worker loads
-the file itself):
+Why it waits: verl's reward loop hands a manager one sample at a time (``RewardLoopWorker.compute_score`` ->
+``RewardManagerBase.run_single``), so each sample waits until its group holds ``size`` answers (``rollout.n``; in
+validation the sample's ``judge_group_expected``, set by ``scripts/train/hooks.py``), then one call scores them all
+and each takes its own row plus ``judge_group_size``. A group still short after ``verl_judge.group_reward.timeout``
+is scored as it stands, with a warning; a sample without a ``uid``, or late for a group scored short, is scored at
+once as a group of one. The samples of a group must reach one worker: ``reward.num_workers=1``. In a run (a worker
+loads the file itself):
 
     reward.reward_manager.source=importlib reward.reward_manager.name=GroupRewardManager \\
     reward.reward_manager.module.path=pkg://scripts.train.group_reward reward.num_workers=1 \\

@@ -1,44 +1,22 @@
 """What ``python -m scripts.train`` adds to verl's PPO trainer: judge-aware step metrics, the watches
-(``scripts/train/watches.py``: fail-fast on a silent judge, the reward-hacking watch), GRPO groups that hold both
-orders of a pairwise judge row, abstained samples left out of their groups, and in validation each sample's group
-size (``judge_group_expected``: its uid's count in the repeated batch) for the group reward manager
-(``scripts/train/group_reward.py``).
+(``scripts/train/watches.py``), GRPO groups that hold both orders of a pairwise judge row, abstained samples left out
+of their groups, and in validation each sample's group size (``judge_group_expected``) for the group reward manager.
+Pure functions over verl's ``DataProto`` (tested on CPU); ``scripts/train/seam.py`` wires them into verl's trainer.
+Settings: ``verl_judge`` in ``recipes/base.yaml``.
 
-Pure functions and small classes over verl's ``DataProto`` (tested on CPU without Ray); ``scripts/train/seam.py``
-wires them into verl's legacy trainer (its ``PATCHED`` table and ``JudgeTrainer``) inside the process that runs
-``fit()``. Settings live in the recipe config under ``verl_judge`` (see ``recipes/base.yaml``).
+Step metrics, logged in every training step with the same keys from step 1:
 
-Step metrics, logged with verl's own ``critic/score/mean`` in every training step (console, JSONL
-file logger, SwanLab), with the same keys from step 1:
+* ``reward/<key>/mean`` for every numeric key the reward returns besides ``score`` (verl 0.9.1 logs these only in
+  validation);
+* ``judge_health/*`` (``reward_fns.judge_health``); in ``mode=route`` the judge sees only answers the strict rule
+  refuses by construction, so its verdict is compared with the flexible reading instead (``route_reading``);
+* ``judge_health/hacking_alarm`` (1.0 on a step where ``HackingWatch`` fires, else 0.0);
+* ``position/verdict_a_share`` and ``position/label_a_share`` when the reward returns ``pred_a``/``label_a``;
+* ``grpo/identical_reward_groups``: share of GRPO groups whose rewards are all equal (no gradient).
 
-* ``reward/<key>/mean`` for every numeric key the reward function returns besides ``score``
-  (verl 0.9.1 logs these only in validation);
-* judge health (``judge_health/*``), when the reward returns a judge's keys (pointwise or pairwise):
-  ``reward_fns.judge_health`` says which, and how each is counted, from the keys alone (error, parse-failure and
-  fallback rates, agreement with the rule; a pairwise judge's flip, tie, cycle and guarded rates, calls per GRPO group
-  and judge seconds; canary probes). In ``mode=route`` (``reward_fns.llm_judge``) the
-  judge is asked only about answers without a ``#### N`` line, which the strict rule refuses by construction, so there
-  the verdict is compared with the flexible reading of the response (``route_reading``: ``reward_fns.gsm8k``
-  ``mode="flexible"``, from the responses decoded as verl's reward loop decodes them); a judged sample whose text is
-  not at hand is left out of the agreement. Win rates against group mates (a group reward's,
-  ``scripts/train/group_reward.py``, whose rows carry their group's cycle rate) report no agreement: such a win rate is
-  no verdict on the answer;
-* ``judge_health/hacking_alarm`` (1.0 on a step where ``HackingWatch``, ``scripts/train/watches.py``, sees the
-  judge paid for what the rule rejects; 0.0 otherwise);
-* position, when the reward returns ``pred_a``/``label_a`` (pairwise judges):
-  ``position/verdict_a_share`` (over well-formed verdicts) and ``position/label_a_share``;
-* ``grpo/identical_reward_groups``: share of GRPO groups (as grouped for the advantage) whose
-  rewards are all equal, i.e. that give no gradient.
-
-Abstained samples (``judge_abstained``: ``judge_failure="abstain"``) leave ``critic/score/*`` (mean, max and min over
-the samples the judge graded: the series the hacking watch fits), their GRPO group's mean and std and the policy loss
-(advantage, return and response mask 0). A group that abstention leaves with fewer than two scored samples gives no
-advantage either: verl gives a group of one its raw score (mean 0, std 1), a push with no baseline, where among equally
-scored mates it would get 0; its survivor keeps advantage 0 and stays in the loss, as in a group of equal scores. A
-group no sample of which abstained (a prompt sampled once) is left to verl.
-
-``verl_judge.deferred_reward`` (off by default): a colocated judge's reward computed beside the log-prob stages and
-joined just before the advantage (``scripts/train/deferred_reward.py``), before any of the above reads it.
+Abstained samples (``judge_abstained``) leave ``critic/score/*``, their group's mean and std and the policy loss. A
+group abstention leaves with one scored sample gives it advantage 0: verl would give a group of one its raw score
+(mean 0, std 1), a push with no baseline.
 """
 
 from __future__ import annotations

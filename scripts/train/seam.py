@@ -2,12 +2,10 @@
 
     python -m scripts.train --config-path "$PWD/recipes/<recipe>" --config-name config [overrides]
 
-``install(config)`` runs in the process that trains (``scripts.train.trainer.JudgeTaskRunner``, before verl's task
-runner builds its trainer): verl's task runner then builds ``JudgeTrainer``, a subclass of ``RayPPOTrainer`` whose
-methods add what belongs to the trainer (the pair sampler, the wait for the judge server, validation's group sizes,
-the deferred reward's start), and the module functions ``fit`` calls by name are wrapped. ``PATCHED`` is every verl
-name the project replaces, with the reason; nothing else of verl is touched. The hooks themselves are pure functions
-over verl's ``DataProto`` in ``scripts/train/hooks.py`` and ``scripts/train/deferred_reward.py``.
+``install(config)`` runs in the process that trains: verl's task runner then builds ``JudgeTrainer`` (a
+``RayPPOTrainer`` adding the pair sampler, the wait for the judge server, validation's group sizes, the deferred
+reward's start), and the module functions ``fit`` calls by name are wrapped. ``PATCHED`` is every verl name the
+project replaces, with the reason; nothing else of verl is touched.
 """
 
 from __future__ import annotations

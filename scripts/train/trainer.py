@@ -2,21 +2,15 @@
 
     python -m scripts.train --config-path "$PWD/recipes/judge_pointwise" --config-name config [hydra overrides]
 
-A recipe's ``config.yaml`` starts ``defaults: [ppo_trainer, base, _self_]``: verl 0.9.1's own
-``ppo_trainer`` config (found on Hydra's search path as ``pkg://verl.trainer.config``), then the
-project's shared ``recipes/base.yaml``, then the recipe's values; command-line overrides win. This
-module adds the search path and the ``vj.*`` resolvers (``scripts/launch/knobs.py``), resolves the config here,
-where the knobs (``${oc.env:...}``) are set, and runs verl's ``run_ppo`` with a task runner that installs
-the hooks (judge-aware step metrics, fail-fast on a silent judge, pair-grouped GRPO; ``scripts.train.seam``: every
-verl name replaced, in one table) in the process that trains. The hooks patch verl's legacy trainer, which every
-recipe uses (``trainer.use_v1: false`` in base.yaml: verl 0.9.1's V1 trainer passes a colocated judge no ground truth,
-and logs no reward keys per step).
+A recipe's ``config.yaml`` starts ``defaults: [ppo_trainer, base, _self_]``. This module adds the search path and the
+``vj.*`` resolvers (``scripts/launch/knobs.py``), resolves the config where the knobs are set, and runs verl's
+``run_ppo`` with a task runner that installs the hooks (``scripts.train.seam``) in the process that trains. The hooks
+patch verl's legacy trainer (``trainer.use_v1: false``: verl 0.9.1's V1 trainer passes a colocated judge no ground
+truth and logs no reward keys per step).
 
-The driver's Ray job id is drawn at random (``unique_job_id``): verl 0.9.1 names the socket that carries the
-actor's weights to vLLM every step ``/tmp/rl-colocate-zmq-<Ray job id>-replica-<r>-rank-<k>.sock``, and every fresh
-Ray cluster numbers its first job ``01000000``. Two runs on one machine, each on its private Ray head (two trainings
-of one pipeline, two pipelines on two GPUs), then bind the same path: one run's vLLM connects to the other's socket
-and waits forever for weights that never come (or loads the other run's weights).
+The driver's Ray job id is drawn at random (``unique_job_id``): verl 0.9.1 names the weight-sync socket
+``/tmp/rl-colocate-zmq-<Ray job id>-replica-<r>-rank-<k>.sock`` and every fresh Ray cluster numbers its first job
+``01000000``, so two runs on one machine would bind the same path and one's vLLM would wait for the other's weights.
 """
 
 from __future__ import annotations

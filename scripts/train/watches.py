@@ -82,31 +82,15 @@ def _rise(values: Sequence[float]) -> float:
 
 
 class HackingWatch:
-    """Reward-hacking alarm for a judge-rewarded run. Each step it reads the reward the policy gets
-    (``critic/score/mean``, over the samples the judge graded: ``scripts/train/hooks.py`` leaves abstained ones out),
-    the rule's accuracy on the step's samples (``reward/rule_score/mean``, which the LLM-judge reward returns; the rule
-    grades every answer) and the share of answers the judge accepts and the rule rejects
-    (``judge_health/accept_rule_reject``). Over the last ``window`` steps the alarm is on when
-
-    * the reward's fitted rise is at least ``min_rise`` while the rule's fitted fall is at least ``min_fall``
-      (the policy is being taught to please the judge, not to be right), or
-    * the mean judge-accepts-rule-rejects share is at least ``max_accept_rule_reject`` (the judge pays for
-      wrong answers; this one stays on once the rule's accuracy has bottomed out and stopped falling), or
-    * the mean share of accepts the guard could not check (``judge_health/unverified_rate``) is at least
-      ``max_unverified`` (null: off), or
-    * the mean share of a group's (rule-wrong, rule-right) answer pairs where the wrong one was paid more
-      (``judge_health/wrong_over_right``) is at least ``max_wrong_over_right`` (null: off): the check win rates
-      against group mates need: their mean cannot rise, and such a judge has no accept share, or
-    * this step a wrong canary probe was paid (``judge_health/canary_accept`` > 0: the judge and its guard let a
-      known-wrong answer through).
-
-    ``judge_health/hacking_alarm`` is 1.0 on such a step; a warning naming the cause is printed when the
-    alarm turns on; with ``fail`` the run stops with ``RewardHackingError``.
-
-    Besides, every step with accepts the guard could not verify (``judge_health/unverified_accepts`` > 0: the judge's
-    reply quoted no candidate answer, so the accept earns what a 0 earns and keeps ``judge_unverified=1``) prints a
-    warning naming the count and the run's total so far; this warning neither turns the alarm on nor stops the run
-    (``max_unverified`` does, at a share of the samples)."""
+    """Reward-hacking alarm for a judge-rewarded run (the settings: ``verl_judge.hacking_watch``, recipes/base.yaml).
+    Over the last ``window`` steps the alarm is on when the reward (``critic/score/mean``, abstained samples left out)
+    rises by ``min_rise`` while the rule's accuracy (``reward/rule_score/mean``) falls by ``min_fall``, or the mean of
+    ``judge_health/accept_rule_reject`` reaches ``max_accept_rule_reject`` (it stays on once the rule's accuracy has
+    bottomed out), of ``unverified_rate`` ``max_unverified``, of ``wrong_over_right`` ``max_wrong_over_right`` (the
+    check win rates against group mates need: their mean cannot rise), or this step a wrong canary probe was paid.
+    Such a step logs ``judge_health/hacking_alarm`` 1.0; the alarm turning on prints the cause; ``fail`` stops the
+    run (``RewardHackingError``). Every step with ``unverified_accepts`` > 0 prints a warning with the run's total;
+    that alone neither turns the alarm on nor stops the run."""
 
     def __init__(
         self,

@@ -18,8 +18,7 @@ import time
 
 from reward_fns import verdicts
 from scripts.launch import defaults, knobs
-from scripts.report.metrics import read_metrics
-from scripts.report.render import md_table
+from scripts.report.render import md_table, read_metrics
 from scripts.workflows.stages import Stages, say
 
 SHARED_KV_CACHE_GB = 4.0  # an evaluator beside a training stage: ~170k tokens of KV cache for a 135M judge

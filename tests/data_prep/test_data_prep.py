@@ -20,8 +20,8 @@ import pytest
 
 import scripts
 from data_prep import gsm8k, gsm8k_verify, overlap, pairwise, pointwise
-from data_prep.conversations import query_text
-from data_prep.files.errors import DataError
+from data_prep.conversations import openjudge_output, query_text
+from data_prep.files.errors import BadRow, DataError
 from data_prep.lengths import TRUNCATION_MARKER, LengthGate, load_tokenizer, middle_cut
 from data_prep.perturb import perturb, safe_eval, strip_annotations
 from data_prep.text import neutralize, normalize_text
@@ -744,6 +744,31 @@ def test_exclude_removes_overlap(run_cli, module, train, output, excluded, writt
 )
 def test_query_text(row, expected):
     assert query_text(row) == expected
+
+
+Q = [{"role": "user", "content": "Q"}]
+ANS = {"answer": {"content": "x", "label": {"helpfulness": 3}}}
+OPENJUDGE = [
+    # (output, pair, expected answers or (field, message) of the BadRow)
+    ([ANS], False, [("x", {"helpfulness": 3})]),
+    (ANS, False, [("x", {"helpfulness": 3})]),  # one entry given alone
+    ([{"answer": {"content": "y"}, "label": "A"}, ANS], True, [("y", "A"), ("x", {"helpfulness": 3})]),
+    ([], False, ("output", "expected a non-empty list of {'answer': {...}} entries")),
+    ([ANS], True, ("output", "expected a list of exactly two {'answer': {...}} entries")),
+    ([{"label": 3}], False, ("output[0].answer", "missing")),
+    ([ANS, {"answer": {"content": 5}}], True, ("output[1].answer.content", "missing or not a string")),
+]
+
+
+@pytest.mark.parametrize("output,pair,expected", OPENJUDGE)
+def test_openjudge_output(output, pair, expected):
+    row = {"input": Q, "output": output}
+    if isinstance(expected, list):
+        assert openjudge_output(row, pair) == ("Q", expected)
+        return
+    with pytest.raises(BadRow) as e:
+        openjudge_output(row, pair)
+    assert (e.value.field, e.value.message) == expected
 
 
 def test_normalize_text():

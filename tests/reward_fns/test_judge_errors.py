@@ -16,8 +16,7 @@ import openai
 import pytest
 
 from reward_fns.judge_client import JudgeClient
-from reward_fns.judge_errors import OUTCOMES, JudgeError, outcome, scrub_secrets
-from reward_fns.judge_transport import ReplyRefused
+from reward_fns.judge_errors import OUTCOMES, JudgeError, ReplyRefused, outcome, scrub_secrets
 from tests.doubles.fake_openai import FakeOpenAIServer
 
 QUICK = dict(retry_after_ms="10")  # the test server's 429/5xx replies ask for a retry after 10 ms

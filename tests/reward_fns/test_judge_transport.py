@@ -1,6 +1,6 @@
-"""The judge client's transport (``reward_fns/judge_transport.py``): reply bodies read up to ``max_response_bytes`` and
-never beyond, an over-size reply's connection closed, a 2xx body that is not a chat completion refused; each refused
-reply is retried like a dropped connection.
+"""The judge client's transport (``reward_fns.judge_client.Transport``): reply bodies read up to ``max_response_bytes``
+and never beyond, an over-size reply's connection closed, a 2xx body that is not a chat completion refused; each
+refused reply is retried like a dropped connection.
 
 Everything runs against the fake server ``tests.doubles.fake_openai`` on 127.0.0.1 (no network).
 """

@@ -108,7 +108,6 @@ def test_the_groups_hold_these_modules():
         "report": [
             "__init__.py",
             "compare_evals.py",
-            "metrics.py",
             "plot_metrics.py",
             "render.py",
             "summarize_run.py",

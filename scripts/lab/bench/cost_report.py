@@ -15,7 +15,7 @@ import subprocess
 from importlib import metadata
 
 import scripts
-from scripts.report.metrics import read_metrics
+from scripts.report.render import read_metrics
 from scripts.report.summarize_run import MIN_BASE_S, STAGES
 
 ROOT = scripts.ROOT

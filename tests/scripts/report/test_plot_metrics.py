@@ -1,4 +1,4 @@
-"""scripts.report.metrics.read_metrics (verl's file logger lines) and scripts.report.plot_metrics: PNGs
+"""scripts.report.render.read_metrics (verl's file logger lines) and scripts.report.plot_metrics: PNGs
 written and non-empty, absent panels skipped (never a crash), verl's wrapper read, the training hooks'
 judge-health / position / identical-group panels."""
 
@@ -13,7 +13,7 @@ import pytest
 import scripts
 from data_prep.files.errors import DataError
 from scripts.report import plot_metrics
-from scripts.report.metrics import read_metrics
+from scripts.report.render import read_metrics
 
 ROOT = scripts.ROOT
 FIX = os.path.join(ROOT, "tests", "fixtures", "eval")
