@@ -37,8 +37,6 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["ACCEPT", "PAIRWISE_ACCEPT", "columns", "metrics"]
-
 POINTWISE_KEYS = ("judge_error", "judge_parse_fail")
 MATES = "judge_group_cycle_rate"  # on a pairwise judge's rows: its win shares are against group mates
 ACCEPT = 3  # a pointwise verdict (0-4) of at least this accepts the answer

@@ -21,25 +21,6 @@ import unicodedata
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
-__all__ = [
-    "Parsed",
-    "strip_think",
-    "extract_tag",
-    "parse_score",
-    "parse_choice",
-    "normalize_number",
-    "numbers_equal",
-    "last_number",
-    "quoted_candidate",
-    "last_quote",
-    "split_think",
-    "ascii_digits",
-    "normalize_text",
-    "final_answer",
-    "hash_answer",
-    "reference_answer",
-]
-
 OK = "ok"
 NOT_TEXT = "not_text"
 UNCLOSED_THINK = "unclosed_think"

@@ -1,46 +1,30 @@
 """Policy accuracy on GSM8K (strict and flexible), optionally graded by an LLM judge as well.
 
-The policy is reached through an OpenAI-compatible endpoint (``--base-url``/``--model``: a vLLM
-server of a HF folder or checkpoint, or an API) or offline with ``--vllm-offline MODEL_PATH`` (GPU)
-or ``--hf-offline MODEL_PATH`` (transformers, CPU or GPU).
-Each answer is scored by the rule reward ``reward_fns.gsm8k``:
+The policy is an OpenAI-compatible endpoint (``--base-url``/``--model``) or offline ``--vllm-offline MODEL_PATH``
+(GPU) / ``--hf-offline MODEL_PATH`` (transformers). Each answer is scored by the rule reward ``reward_fns.gsm8k``:
+``strict`` (the number after the last ``####``) and ``flexible`` (the last number anywhere) against the reference.
 
-* ``strict``: the number after the last ``####`` equals the reference;
-* ``flexible``: the last number anywhere in the answer equals the reference.
+With ``--judge-base-url``/``--judge-model`` the judge grades the same answers with the LLM-judge reward's own prompt
+(``reward_fns.llm_judge.build_messages``, ``gsm8k_grade``); "correct" is score >= ``--judge-threshold`` (default 3),
+compared with the rule (``--rule-mode``, default strict): agreement, precision / recall / F1 (positive = correct),
+confusion counts, mean judge score of rule-correct and rule-wrong answers. Unparseable replies and failed requests are
+counted and left out of agreement; a judge with no verdict at all exits 4 unless ``--allow-judge-errors``.
 
-With ``--judge-base-url``/``--judge-model`` the same answers are graded by the judge with the
-LLM-judge reward's own prompt (``reward_fns.llm_judge.build_messages``, template ``gsm8k_grade``)
-and parsed by the shared parser. "Judge says correct" means score >= ``--judge-threshold`` (default
-3); it is compared with the rule (``--rule-mode``, default strict, as the reward's ``rule_score``):
-agreement, precision / recall / F1 (positive = correct), the confusion counts, mean judge score of
-rule-correct and rule-wrong answers. Unparseable judge replies and failed judge requests are counted
-and left out of agreement. A judge that gives no verdict at all (every judge request failed or every
-reply unparseable) measured nothing: exit status 4, unless ``--allow-judge-errors``.
-
-Input: a verl parquet from ``python -m data_prep.gsm8k`` (``prompt``, ``reward_model.ground_truth``,
-``extra_info.question``/``answer``) or raw GSM8K JSONL/parquet (``question``, ``answer`` ending in
-``#### N``; the prompt is then the ``gsm8k_policy`` template, as data prep builds it).
+Input: a verl parquet from ``python -m data_prep.gsm8k`` or raw GSM8K JSONL/parquet (``question``, ``answer`` ending
+in ``#### N``; prompted with the ``gsm8k_policy`` template, as data prep does).
 
 Outputs in ``--out``: ``report.json``, ``report.md``, ``samples.jsonl`` (one scored record per answer),
-``predictions.jsonl`` (every policy answer and judge reply, appended as it arrives), ``run.json``
-(the settings those replies were made with), ``gsm8k_accuracy.png`` and, with a judge,
-``judge_vs_rule.png``.
-
-Results are never only in memory: ``--out`` is checked writable before the first request; a rerun
-with the same ``--out`` resumes (answers and grades already in ``predictions.jsonl`` are not requested
-again; failed requests are; the policy and judge settings must be the same, else ``--no-resume``);
-SIGINT / SIGTERM stop sending requests and write the reports of what finished, marked
-``"partial": true``. Reports are written atomically.
+``predictions.jsonl`` (every reply, appended as it arrives), ``run.json`` (the settings), ``gsm8k_accuracy.png`` and,
+with a judge, ``judge_vs_rule.png``. A rerun with the same ``--out`` resumes (same settings, else ``--no-resume``);
+SIGINT / SIGTERM write the reports of what finished, ``"partial": true``.
 
 Examples (from the repository root):
     python -m scripts.eval.gsm8k --data ../shared/data/gsm8k/test.jsonl --limit 200 \\
         --base-url http://127.0.0.1:8000/v1 --model policy
     python -m scripts.eval.gsm8k --data data/gsm8k/test.parquet --vllm-offline /ckpt/hf \\
         --judge-base-url http://127.0.0.1:8001/v1 --judge-model judge
-Exit status: 0 ok; 2 bad input or unwritable --out; 3 every policy request failed; 4 the judge gave no
-verdict (every judge request failed or every reply was unparseable; --allow-judge-errors turns this
-into 0, e.g. for an untrained judge); 130 / 143 stopped by SIGINT / SIGTERM. The reports are written
-in every case but 2.
+Exit status: 0 ok; 2 bad input or unwritable --out; 3 every policy request failed; 4 the judge gave no verdict
+(--allow-judge-errors makes it 0); 130 / 143 SIGINT / SIGTERM. Reports are written in every case but 2.
 """
 
 from __future__ import annotations

@@ -1,43 +1,28 @@
-"""Evaluate a judge on a pointwise or pairwise parquet (from ``data_prep``) through any OpenAI-compatible
-endpoint (a vLLM server of a HF folder / checkpoint, or an API), or offline with vLLM / transformers.
+"""Evaluate a judge on a pointwise or pairwise parquet (from ``data_prep``) through an OpenAI-compatible endpoint
+(a vLLM server or an API), or offline with vLLM / transformers.
 
-Each row's ``prompt`` chat messages are sent exactly as the parquet has them (whatever template built
-them: the evaluator never looks inside); the label is ``reward_model.ground_truth`` and pairs are
-matched by ``extra_info.pair_id``. The reply is parsed with the same shared parser as the training
-rewards (``reward_fns.parse``: ``<better>A|B</better>`` or ``<score>0-4</score>`` after ``<think>``
-blocks, exactly one verdict tag). The task is auto-detected from the labels ("A"/"B" -> pairwise,
-integers 0-4 -> pointwise).
+Each row's ``prompt`` is sent as the parquet has it; the label is ``reward_model.ground_truth`` (``"A"``/``"B"`` ->
+pairwise, integers 0-4 -> pointwise), pairs are matched by ``extra_info.pair_id``, replies are parsed by
+``reward_fns.parse`` as in training (exactly one ``<better>``/``<score>`` tag outside ``<think>``).
 
-Metrics (``report.json`` / ``report.md``, overall and per ``data_source``):
+Metrics (``report.json`` / ``report.md``, overall and per ``data_source``); failed requests and unparseable replies
+count as wrong, the ``*_parsed`` variants use parsed replies only:
 
-* every task: ``n``, ``error_rate`` (requests that failed after retries / n), ``parse_fail_rate``
-  (replies without a well-formed verdict / replies received). Failed requests and unparseable
-  replies count as wrong in ``accuracy``/``exact``/``within1``; the ``*_parsed`` variants use parsed
-  replies only.
-* pairwise: ``accuracy``, ``a_share`` (share of A among parsed verdicts; ``label_a_share`` for the
-  data). Over pairs present in both orders (same ``extra_info.pair_id``, labels A and B;
-  ``pairs_both_orders``): ``pair_accuracy`` = share of those pairs judged right in BOTH orders (a
-  failed or unparseable order makes the pair wrong); ``flip_rate`` = share of the pairs with a
-  verdict in both orders (``pairs_compared``) where the verdict picks a different underlying
-  response after the A/B swap (a judge that always says A flips on every pair: 1.0).
-* pointwise: ``exact``, ``within1`` (|pred - label| <= 1), ``mae`` (parsed replies), the 5x5
-  confusion matrix (+ a column for no verdict).
-* pointwise rows whose labels are only 0 and 4 (verification, e.g. GSM8K: 4 = correct solution,
-  0 = wrong): accept = score >= 3, reject = score <= 2, none = no verdict (failed or unparseable).
-  Counts ``tp`` (label 4 accepted), ``fn`` (label 4 rejected), ``tn`` (label 0 rejected), ``fp``
-  (label 0 accepted), ``none``; ``recall`` = tp / label-4 rows, ``specificity`` = tn / label-0 rows
-  (a row without a verdict is wrong in its class), ``balanced_accuracy`` = (recall + specificity) / 2,
-  ``precision`` = tp / accepted rows (0.0 when nothing is accepted). null for other label sets.
+* every task: ``n``, ``error_rate`` (failed requests / n), ``parse_fail_rate`` (no verdict / replies).
+* pairwise: ``accuracy``, ``a_share`` (A among parsed verdicts; ``label_a_share`` for the data); over pairs in both
+  orders (``pairs_both_orders``): ``pair_accuracy`` (right in BOTH orders) and ``flip_rate`` (of ``pairs_compared``,
+  the pairs with both verdicts: the share picking a different response after the A/B swap; always-A flips on all).
+* pointwise: ``exact``, ``within1`` (|pred - label| <= 1), ``mae`` (parsed replies), the 5x5 confusion matrix (+ a
+  no-verdict column).
+* labels only 0 and 4 (verification): accept = score >= 3, reject <= 2; ``tp``, ``fn``, ``tn``, ``fp``, ``none``;
+  ``recall`` = tp / label-4 rows, ``specificity`` = tn / label-0 rows, ``balanced_accuracy`` their mean,
+  ``precision`` = tp / accepted (0.0 when none). null for other label sets.
 
-Figures: ``per_source_accuracy.png``; pairwise ``position_bias.png`` (A-share, flip rate per source);
-pointwise ``confusion_matrix.png``.
+Figures: ``per_source_accuracy.png``; pairwise ``position_bias.png``; pointwise ``confusion_matrix.png``.
 
-Results are never only in memory: ``--out`` is checked writable before the first request; every
-reply is appended to ``predictions.jsonl`` as it arrives; a rerun with the same ``--out`` resumes
-(rows already answered there, keyed by a hash of their prompt, are not requested again; failed
-requests are; the judge and its sampling settings must be the same: ``run.json``); SIGINT / SIGTERM
-stop sending requests and write the reports of the rows that finished, marked ``"partial": true``.
-Reports are written atomically.
+``--out`` is checked writable first; every reply is appended to ``predictions.jsonl`` as it arrives; a rerun with the
+same ``--out`` resumes (answered rows, keyed by a prompt hash, are skipped; failed ones retried; judge and sampling
+settings must match ``run.json``); SIGINT / SIGTERM write the reports of finished rows, ``"partial": true``.
 
 Examples (from the repository root):
     python -m scripts.eval.judge --data data/pairwise/test.parquet \\
@@ -46,11 +31,9 @@ Examples (from the repository root):
         --base-url https://api.openai.com/v1 --model gpt-4o-mini --api-key-env OPENAI_API_KEY
     python -m scripts.eval.judge --data data/pointwise/test.parquet --vllm-offline /ckpt/hf   # GPU
     python -m scripts.eval.judge --data data/pairwise/test.parquet --hf-offline MODEL --max-tokens 256  # CPU
-    python -m scripts.eval.judge --data data/pairwise/test.parquet --hf-offline BASE_MODEL \\
-        --allow-unparseable   # an untrained judge (before training): no verdict is a result, exit 0
-Exit status: 0 ok; 2 bad input or unwritable --out; 3 every request failed; 4 no reply had a parseable
-verdict (the run measured nothing; --allow-unparseable turns this into 0, e.g. for an untrained judge);
-130 / 143 stopped by SIGINT / SIGTERM. The reports are written in every case but 2.
+Exit status: 0 ok; 2 bad input or unwritable --out; 3 every request failed; 4 no reply had a parseable verdict
+(--allow-unparseable makes it 0, e.g. for an untrained judge); 130 / 143 SIGINT / SIGTERM. Reports are written
+in every case but 2.
 """
 
 from __future__ import annotations

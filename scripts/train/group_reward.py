@@ -36,7 +36,6 @@ from scripts.train.hooks import GROUP_EXPECTED
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["GroupRewardManager", "SIZE_KEY", "NAME", "checked"]
 
 NAME = "pairwise_group"
 #: what a group reward receives, one list entry per answer (verl's batch reward spelling)

@@ -1,22 +1,18 @@
-"""What ``python -m scripts.train`` adds to verl's PPO trainer: judge-aware step metrics, the watches
-(``scripts/train/watches.py``), GRPO groups that hold both orders of a pairwise judge row, abstained samples left out
-of their groups, and in validation each sample's group size (``judge_group_expected``) for the group reward manager.
-Pure functions over verl's ``DataProto`` (tested on CPU); ``scripts/train/seam.py`` wires them into verl's trainer.
-Settings: ``verl_judge`` in ``recipes/base.yaml``.
+"""What ``python -m scripts.train`` adds to verl's PPO trainer, as pure functions over verl's ``DataProto`` (wired in
+by ``scripts/train/seam.py``; settings: ``verl_judge`` in ``recipes/base.yaml``).
 
 Step metrics, logged in every training step with the same keys from step 1:
 
 * ``reward/<key>/mean`` for every numeric key the reward returns besides ``score`` (verl 0.9.1 logs these only in
   validation);
-* ``judge_health/*`` (``reward_fns.judge_health``); in ``mode=route`` the judge sees only answers the strict rule
-  refuses by construction, so its verdict is compared with the flexible reading instead (``route_reading``);
-* ``judge_health/hacking_alarm`` (1.0 on a step where ``HackingWatch`` fires, else 0.0);
+* ``judge_health/*`` (``reward_fns.judge_health``; in ``mode=route`` against the flexible reading: ``route_reading``)
+  and ``judge_health/hacking_alarm`` (1.0 on a step where ``HackingWatch`` fires);
 * ``position/verdict_a_share`` and ``position/label_a_share`` when the reward returns ``pred_a``/``label_a``;
 * ``grpo/identical_reward_groups``: share of GRPO groups whose rewards are all equal (no gradient).
 
-Abstained samples (``judge_abstained``) leave ``critic/score/*``, their group's mean and std and the policy loss. A
-group abstention leaves with one scored sample gives it advantage 0: verl would give a group of one its raw score
-(mean 0, std 1), a push with no baseline.
+Also: GRPO groups holding both orders of a pairwise row (``PairSampler``, ``pair_ids``) and abstained samples
+(``judge_abstained``) left out of ``critic/score/*``, their group's mean and std and the policy loss; a group left with
+one scored sample gives it advantage 0 (verl would give a group of one its raw score: a push with no baseline).
 """
 
 from __future__ import annotations
@@ -30,23 +26,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from reward_fns import judge_health
-from scripts.train.watches import FailFast, HackingWatch, JudgeSilentError, RewardHackingError, StopRun
+from scripts.train.watches import FailFast, HackingWatch, StopRun
 
-__all__ = [
-    "FailFast",
-    "HackingWatch",
-    "JudgeSilentError",
-    "PairSampler",
-    "RewardHackingError",
-    "StopRun",
-    "identical_group_share",
-    "lone_survivors",
-    "pair_ids",
-    "reward_metrics",
-    "route_reading",
-    "settings_errors",
-    "wait_for_judge",
-]
 _floats, _mean = judge_health.floats, judge_health.mean
 GROUP_EXPECTED = "judge_group_expected"  # in validation: the answers each sample's uid has (group_reward waits for)
 

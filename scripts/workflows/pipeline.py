@@ -7,31 +7,21 @@ by the judge made.
     python -m scripts.pipeline judge_to_reward --out runs/j2r          # + policy rewarded by the judge
     python -m scripts.pipeline judge_to_reward --task pairwise_ref --out runs/j2r_pairwise  # the pairwise judge
 
-Judge tasks (all on GSM8K verification data from ``data_prep.gsm8k_verify``):
+Judge tasks (GSM8K verification data from ``data_prep.gsm8k_verify``):
 
 * ``pointwise``     reference shown, ``gsm8k_grade.v3``, labels 4 / 0 -> recipes/judge_pointwise
 * ``pairwise_ref``  reference shown, ``pairwise_ref.v3``, both orders  -> recipes/judge_pairwise
 * ``pairwise``      no reference, ``pairwise.v1`` (preference-style)   -> recipes/judge_pairwise
 
-A workflow is a function that wires stages (``judge``, ``judge_to_reward``); each stage's body is a plain function
-of its inputs and outputs (``scripts.workflows.steps``). Stages (each prints its output; a stage whose ``.done``
-marker exists is skipped, so a rerun resumes): ``samples`` (``--model-solutions base``: the start model's answers to
-GSM8K train questions, on the GPU beside ``data``, after ``policy_data``: ``data_prep.gsm8k``) -> ``data``
-(verification parquet of perturbed reference solutions, CPU) -> ``sft_data`` (model-written rows too, then
-``data_prep.judge_sft``) -> ``eval_before`` (``scripts.eval.judge``, the start model, beside ``sft`` with a fixed KV
-cache unless ``--no-parallel-eval``) -> ``sft`` (``torchrun -m verl.trainer.sft_trainer``) -> ``eval_sft`` (in
-``judge_to_reward`` beside ``policy``) -> ``grpo`` (the recipe through ``scripts.launch.launcher.run_recipe``, checked
-first) -> ``merge`` (``verl.model_merger``) -> ``eval_after`` -> ``compare`` (``compare.md``: before / after SFT /
-after GRPO). ``judge_to_reward`` adds ``policy``: recipes/gsm8k_local_judge with the trained judge as the reward
-(the task's ``reward``: ``reward_fns/llm_judge.py`` for ``pointwise``, ``reward_fns/pairwise_judge.py`` in
-``pairwise_ref`` mode for ``pairwise_ref``; the no-reference ``pairwise`` judge rewards nothing: the pairwise reward
-asks with the reference shown; ``policy(flow, cfg, base, judge, recipe=...)`` takes another reward recipe;
-``scripts.lab.policy_learns`` compares it with the rule).
+Stages (bodies in ``scripts.workflows.steps``; one whose ``.done`` marker exists is skipped, so a rerun resumes):
+``samples`` (``--model-solutions base``) -> ``data`` -> ``sft_data`` -> ``eval_before`` (beside ``sft`` unless
+``--no-parallel-eval``) -> ``sft`` -> ``eval_sft`` -> ``grpo`` (``scripts.launch.launcher.run_recipe``) -> ``merge``
+-> ``eval_after`` -> ``compare`` (``compare.md``). ``judge_to_reward`` adds ``policy``: recipes/gsm8k_local_judge
+with the trained judge as the reward (``reward_fns/llm_judge.py`` for ``pointwise``, ``reward_fns/pairwise_judge.py``
+in ``pairwise_ref`` mode for ``pairwise_ref``; the no-reference ``pairwise`` judge rewards nothing).
 
-Machine settings are the launcher's knobs (``python -m scripts.launch --knobs``: MODEL, GSM8K_DIR, PYTHON, N_GPUS,
-NO_FLASH_ATTN, ...), with its defaults (``scripts/launch/defaults.py``). ``DRY_RUN=1`` runs no stage: it checks each
-training stage's recipe with the arguments that stage gets (the default model and data stand for what earlier stages
-make).
+Machine settings are the launcher's knobs (``python -m scripts.launch --knobs``). ``DRY_RUN=1`` runs no stage: it
+checks each training stage's recipe with the arguments that stage gets.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@
   iterator, as in training). A row with 2 workers shows that the count sees workers. Every recipe
   config under recipes/ composes to 0 workers.
 * Fail-fast on a silent judge: when ``ray.get`` raises the Ray task error whose cause is
-  ``scripts.train.hooks.JudgeSilentError``, ``python -m scripts.train`` prints that message as its last
+  ``scripts.train.watches.JudgeSilentError``, ``python -m scripts.train`` prints that message as its last
   line and exits with status 3; any other error is left to Hydra (status 1).
 """
 
@@ -29,7 +29,7 @@ ray = pytest.importorskip("ray")
 
 import scripts  # noqa: E402
 from scripts.train import trainer as train  # noqa: E402
-from scripts.train.hooks import FailFast, JudgeSilentError  # noqa: E402
+from scripts.train.watches import FailFast, JudgeSilentError  # noqa: E402
 
 ROOT = scripts.ROOT
 RECIPES = os.path.join(ROOT, "recipes")
@@ -233,7 +233,7 @@ def test_exit_on_silent_judge(case, capsys):
 ENTRY = """
 import sys, ray
 import verl.trainer.main_ppo as main_ppo
-from scripts.train.hooks import JudgeSilentError
+from scripts.train.watches import JudgeSilentError
 
 message = sys.argv.pop()
 cause = JudgeSilentError(message) if message.startswith("stopping:") else ValueError(message)

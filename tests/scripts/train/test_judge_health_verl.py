@@ -32,8 +32,8 @@ pytest.importorskip("verl")
 ray = pytest.importorskip("ray")
 
 from scripts.train import trainer as train  # noqa: E402
-from scripts.train.hooks import JudgeSilentError, RewardHackingError  # noqa: E402
 from scripts.train.seam import install  # noqa: E402
+from scripts.train.watches import JudgeSilentError, RewardHackingError  # noqa: E402
 from tests.doubles.fake_openai import FakeOpenAIServer  # noqa: E402
 from tests.reward_fns.test_llm_judge_verl import compose, make_batch  # noqa: E402
 

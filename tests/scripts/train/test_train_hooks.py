@@ -10,13 +10,13 @@ import pytest
 import torch
 
 from scripts.train.hooks import (
-    JudgeSilentError,
     PairSampler,
     identical_group_share,
     pair_ids,
     reward_metrics,
 )
 from scripts.train.seam import install
+from scripts.train.watches import JudgeSilentError
 
 JUDGE = dict(
     judge_error=[0, 1, 0, 0],

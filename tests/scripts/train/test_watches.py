@@ -9,7 +9,7 @@ import os
 import pytest
 
 import scripts
-from scripts.train.hooks import FailFast, HackingWatch, JudgeSilentError, RewardHackingError
+from scripts.train.watches import FailFast, HackingWatch, JudgeSilentError, RewardHackingError
 
 
 @pytest.mark.parametrize(
