@@ -1,17 +1,12 @@
 """What every converter CLI shares: arguments, input/output checks, the per-split loop, summaries, errors.
 
-The command line is parsed once into a frozen ``Options`` (``Options.parse``: the hub preset, the input format
-and the prompt-length limit resolved there), which every step below takes. A converter (``data_prep.gsm8k``,
-``pointwise``, ``pairwise``) describes itself as a ``Conversion`` (schema, how a row becomes units, how a unit
-becomes drafts, the data_source) and calls ``run_conversion``, the one per-split loop:
+A converter describes itself as a ``Conversion`` and calls ``run_conversion``, the one per-split loop:
 
     check inputs and outputs -> per split: read rows -> units (bad rows, duplicates, conflicting labels,
     --exclude) -> length gate -> drafts -> verl rows -> parquet (``write_split``) -> summary (+ --summary-json)
 
-The whole run is one ``output_set``: every split's parquet and the summary JSON are renamed into place
-together at the end, or, on any error, none of them (earlier files stay as they were). An output with
-no rows is an error (``--fail-on-empty``, default) unless ``--no-fail-on-empty`` is given. ``cli`` turns
-a ``DataError`` (or an operating-system error) into one line on stderr, ``error: ...``, and exit status 2.
+The whole run is one ``output_set``: every output is renamed into place at the end, or, on any error, none. ``cli``
+turns a ``DataError`` (or an operating-system error) into one ``error: ...`` line on stderr and exit status 2.
 """
 
 from __future__ import annotations

@@ -1,29 +1,19 @@
 """GSM8K verification data: judge rows with verifiable labels (correct vs incorrect solutions).
 
-A judge trained on these rows is the one later reused as the GSM8K reward (``reward_fns.llm_judge``),
-so the pointwise rows use exactly the prompt that reward sends (``gsm8k_grade`` template, question
-and reference solution shown, candidate defused) -- built by ``reward_fns.llm_judge.build_messages``
-itself when that module is importable.
+Pointwise rows use exactly the prompt of the GSM8K LLM-judge reward (``reward_fns.llm_judge.build_messages``,
+``gsm8k_grade``, reference shown), so a judge trained on them is a drop-in reward.
 
-Candidates (``--candidates``):
+Candidates (``--candidates``; details: data_prep/README.md):
 
-* ``perturb`` (default, no model needed): input = GSM8K rows (``question``, ``answer``; local JSONL
-  or hub ``openai/gsm8k`` main). The reference solution is the correct candidate; a perturbed copy
-  (one arithmetic step changed and carried to a different final answer, seeded, see
-  ``data_prep.perturb``) is the incorrect one. Calculator annotations ``<<...>>`` are removed from
-  both candidates (``--keep-annotations`` keeps them), so the correct candidate is not a verbatim
-  copy of the reference shown to the judge.
-* ``solutions``: input = JSONL of model solutions, one per line: ``question``, ``response``,
-  optional ``correct`` (bool/0/1; graded with ``reward_fns.gsm8k.compute_score`` in ``--grade`` mode
-  when absent: ``strict`` = ``#### N``, ``flexible`` = the last number, i.e. the final answer stated
-  in any way, as the judge prompts grade it),
-  optional ``answer`` (reference solution ``... #### N``; else looked up by question text in
-  ``--references`` GSM8K files). Identical solutions of one question are counted as duplicates.
-  ``python -m scripts.eval.gsm8k``'s ``samples.jsonl`` (a model's own answers) is such a file.
+* ``perturb`` (default): GSM8K rows (local JSONL or hub ``openai/gsm8k`` main); the reference solution is the correct
+  candidate, a perturbed copy (``data_prep.perturb``, seeded) the incorrect one; ``<<...>>`` annotations are removed
+  from both unless ``--keep-annotations``.
+* ``solutions``: JSONL of model solutions (``question``, ``response``, optional ``correct``, else graded by
+  ``reward_fns.gsm8k`` in ``--grade`` mode; optional ``answer``, else looked up by question in ``--references``), such
+  as ``scripts.eval.gsm8k``'s ``samples.jsonl``. Identical solutions of one question count as duplicates.
 
-Outputs (``--out DIR``): ``pointwise_<split>.parquet`` (every candidate; ground truth 4 = correct,
-0 = incorrect) and ``pairwise_<split>.parquet`` (per question up to ``--pairs-per-question``
-correct-vs-incorrect pairs, both orders, ``pairwise`` template with the question as the query).
+Outputs (``--out DIR``): ``pointwise_<split>.parquet`` (4 = correct, 0 = incorrect) and ``pairwise_<split>.parquet``
+(per question up to ``--pairs-per-question`` correct-vs-incorrect pairs, both orders, question as the query).
 
     python -m data_prep.gsm8k_verify --out data/gsm8k_verify --train train.jsonl --test test.jsonl
     python -m data_prep.gsm8k_verify --out data/gsm8k_verify --candidates solutions \\

@@ -3,16 +3,13 @@ on the training machine, started before training, watched while it runs, stopped
 
 Why: verl 0.9.1 scores a colocated reward model in a stage of its own after generation, but computes a custom reward
 inside the agent loop as each rollout finishes when no reward model is configured; so a judge behind an endpoint
-grades a finished answer while the rest of the batch is still generating. The launcher runs this for a config with
-``verl_judge.judge_server.enable: true``; settings and defaults: ``recipes/base.yaml`` (``verl_judge.judge_server``).
-``engine``: ``vllm`` or ``cpu_judge`` (``scripts/serve/cpu_judge.py``, for tests and CPU machines); ``devices``: the
-server's own GPUs (``split_devices``), unset: it shares training's. A server that cannot start or dies mid-run stops
-training at once, naming its exit code and log tail (``Served``).
+grades a finished answer while the rest of the batch is still generating. Settings: ``verl_judge.judge_server`` in
+``recipes/base.yaml``. A server that cannot start or dies mid-run stops training at once (``Served``).
 
     python -m scripts.launch.judge_server --model PATH [--engine cpu_judge] [--port 0]   # serve until Ctrl-C / SIGTERM
 
-  The command line prints ``READY <url>`` once the server answers and exits 0 when stopped; a Ctrl-C before that
-  stops the server and ends the command line by SIGINT (``$?``: 130), so a script that ran it stops too.
+  It prints ``READY <url>`` once the server answers and exits 0 when stopped; a Ctrl-C before that ends it by SIGINT
+  (``$?``: 130), so a script that ran it stops too.
 """
 
 from __future__ import annotations

@@ -6,22 +6,18 @@ advantage (``verl_judge.deferred_reward``; off by default, ``recipes/base.yaml``
 Why: verl 0.9.1's legacy step (``verl/trainer/ppo/ray_trainer.py``, ``RayPPOTrainer.fit``) computes a colocated reward
 model's reward in a stage of its own, ``reward`` (l.1561-1568: ``_compute_reward_colocate``, l.588-594, which waits
 for ``RewardLoopManager.compute_rm_score``), before the old log-probs (l.1586) and the reference log-probs (l.1621),
-though nothing reads the scores before the ``adv`` stage (l.1630-1635; ``compute_advantage`` l.1667). verl 0.9.1 has
-no option of its own for this.
+though nothing reads the scores before the ``adv`` stage (l.1630-1635; ``compute_advantage`` l.1667).
 
-With the switch on (``scripts/train/seam.py`` puts ``Deferral``'s wrappers into verl), in a training step only, the
-``reward`` stage starts ``compute_rm_score`` on a thread over a copy of the batch and hands the step a placeholder
-(``rm_scores`` all NaN, no extra keys); entering the ``adv`` stage joins it: scores copied into the placeholder in
-place, extra keys into the dict ``extract_reward`` returned and the batch, the wait logged as
-``timing_s/reward_join`` (the reward's own duration: ``timing_s/reward_deferred``). The join waits at most
-``DEADLINE_S``; a reward's exception is raised at the join. Validation and REMAX's baseline wait, as without it.
+With the switch on (``Deferral``, wired by ``scripts/train/seam.py``), in a training step only, the ``reward`` stage
+starts ``compute_rm_score`` on a thread over a copy of the batch and hands the step a placeholder (``rm_scores`` NaN);
+the ``adv`` stage joins it (at most ``DEADLINE_S``; a reward's exception is raised there), filling the placeholder and
+the extra keys in place, and logs ``timing_s/reward_join`` (the reward's own duration: ``timing_s/reward_deferred``).
 
-Where it can work (``settings_errors``): a reward model colocated with the policy (``judge_placement=colocated``).
-Otherwise verl 0.9.1 computes the reward inside the agent loop as each rollout finishes
-(``experimental/agent_loop/agent_loop.py`` l.968-1028), so there is nothing to defer; it also needs a stage to
-overlap (old log-probs outside ``bypass_mode``, the reference policy, the critic). A judge put to sleep between stages
-(``free_cache_engine=true``) works: ``compute_rm_score`` wakes it and puts it back within the call (``reward_loop.py``
-l.344-345, 371-372), but its memory is then taken during the log-prob stages too.
+It needs a reward model colocated with the policy (``settings_errors``): otherwise verl 0.9.1 computes the reward in
+the agent loop (``experimental/agent_loop/agent_loop.py`` l.968-1028) and there is nothing to defer; and a stage to
+overlap (old log-probs outside ``bypass_mode``, the reference policy, the critic). With ``free_cache_engine=true``
+``compute_rm_score`` wakes the judge within the call (``reward_loop.py`` l.344-345, 371-372), so its memory is taken
+during the log-prob stages too.
 """
 
 from __future__ import annotations

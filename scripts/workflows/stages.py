@@ -1,19 +1,12 @@
 """Resumable stages, for the workflows of ``scripts.workflows.pipeline`` and ``scripts.lab.policy_learns`` (no
 command of its own).
 
-``Stages(out, env, py, quiet)`` is one workflow's run: its folder, the environment and interpreter its commands get,
-and the runner of its stages. ``sh`` runs a stage's command with its log, ``train`` a recipe through the launcher.
-A stage is a named step with an output: it runs unless ``<out>/.<name>.done`` exists and its output too, and writes
-that marker (its seconds) when it succeeds, so a rerun resumes (and remakes a stage whose output was removed).
-``stage(..., background=True)`` runs one beside the next stage and joins it before the stage after, run or skipped;
-``chain`` runs a list of stages one after the other in a thread of its own, beside everything else, until ``join``.
-Errors in a thread are re-raised in the main thread.
-
-A stage that fails stops the workflow at once, naming it: ``guarded(fn)`` runs the workflow, and when a stage fails
-(in any thread) or the process gets SIGTERM / SIGHUP / Ctrl-C, it stops every child process still running
-(``scripts/launch/services.py``; each training's launcher then stops its own judge server and Ray head), waits for the
-threads, and exits non-zero with ``stage <name> failed: ...``, the first failure (a Ctrl-C: a line saying so, no
-traceback, and ``services.Interrupted``: the command line dies of SIGINT, a shell's ``$?`` 130).
+``Stages(out, env, py, quiet)`` is one workflow's run. A stage runs unless ``<out>/.<name>.done`` and its output
+exist, and writes that marker when it succeeds, so a rerun resumes. ``stage(..., background=True)`` runs one beside
+the next stage; ``chain`` runs stages in a thread of its own until ``join``; a thread's error is re-raised in the main
+thread. ``guarded(fn)`` stops the workflow at the first failure (or SIGTERM / SIGHUP / Ctrl-C): it stops every child
+process still running (``scripts/launch/services.py``), waits for the threads and exits non-zero with
+``stage <name> failed: ...`` (Ctrl-C: ``services.Interrupted``, the command line dies of SIGINT, ``$?`` 130).
 
     flow = Stages("runs/x"); flow.guarded(lambda: flow.stage("data", flow.path("data"), build_data))
 """
