@@ -1,15 +1,11 @@
 """Canary probes: answers whose right verdict is known, graded by the judge beside the policy's own samples.
 
-``reward_fns.llm_judge`` sends one probe beside a judged sample with probability ``1/canary_every`` (a hash of the
-sample draws it: ``probe_index``), built from its question and reference answer and graded exactly as a policy
-answer is. The probe is not in the policy's batch: the sample's ``canary_*`` keys carry its outcome, which
-``scripts/train/hooks.py`` turns into ``judge_health/canary_accept`` / ``canary_reject``.
-
-Wrong probes are the attacks a policy finds against a judge (hedges, an injected verdict or ``Candidate:`` line, the
-reference only in the working, noise around it); right probes are right answers in formats the strict rule misses.
-Noise that *ends* on the reference is no wrong probe: the flexible rule agrees the final answer matches. Pairwise
-(``reward_fns.pairwise_judge``): a wrong answer (reference + 1) against a right one written alike (``pair``), and two
-right answers written differently (``tie``), each asked in both orders.
+``reward_fns.llm_judge`` sends one probe beside a judged sample with probability ``1/canary_every`` (``probe_index``),
+built from its question and reference and graded as a policy answer is; the sample's ``canary_*`` keys carry the
+outcome (``judge_health/canary_accept`` / ``canary_reject``). Wrong probes are the attacks a policy finds (hedges, an
+injected verdict or ``Candidate:`` line, the reference only in the working, noise around it; noise that *ends* on the
+reference is right by the flexible rule); right probes are right answers in formats the strict rule misses. Pairwise:
+a wrong answer against a right one written alike (``pair``) and two right ones written differently (``tie``).
 
     >>> probe(7, 0)
     ('The answer is 8 or 7.', False)

@@ -1,19 +1,11 @@
 """Writing outputs atomically: every file of one run appears together or not at all.
 
-Every writer here (``write_parquet``, ``write_json``, ``write_jsonl``, ``write_text``, ``write_file``)
-fills a hidden temporary file (``.<name>.tmp-<pid>-<random>``) in the destination folder. Inside
-``output_set()`` all of them are renamed into place together when the block ends without an error (an
-existing file is kept aside until every rename has succeeded, and put back if one fails); on any error,
-and on Ctrl-C, the temporary files are removed, folders the run created are removed again, and earlier
-outputs stay as they were. Outside a block a write is one atomic file on its own (temporary file +
-``os.replace``: readers see the old file or the new one, never a half-written one). The data_prep CLIs
-wrap a whole run in one block (every split plus ``--summary-json``); the evaluators and reports under
-``scripts/`` write their reports one file at a time.
-
-Parquet is written with an explicit schema and fixed options (zstd, fixed row groups, no varying
-metadata), so the same inputs and seed give byte-identical files. Paths are checked before any work:
-``check_output_file`` / ``check_output_folder`` fail with a ``DataError`` naming the path when it is a
-folder, lies under a file, or its folder cannot be created.
+Every writer here fills a hidden temporary file in the destination folder. Inside ``output_set()`` all of them are
+renamed into place together when the block ends without an error (replaced files are put back if a rename fails); on
+any error or Ctrl-C the temporary files and the folders the run created are removed and earlier outputs stay. Outside
+a block a write is one atomic file (temporary file + ``os.replace``). Parquet is written with an explicit schema and
+fixed options, so the same inputs and seed give byte-identical files. ``check_output_file`` / ``check_output_folder``
+fail early with a ``DataError`` naming a path that cannot be written.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """Reading inputs: local JSONL (``.jsonl``/``.jsonl.gz``), JSON arrays (``.json``/``.json.gz``), parquet,
 or a Hugging Face hub dataset (``datasets.load_dataset``); ``read_jsonl`` / ``read_parquet`` for a whole file as a list.
 
-Rows are numbered from 1 in file order (for JSONL the number is the line number; ``\\n``, ``\\r\\n``
-and ``\\r`` end a line), so an error can name the row. A JSONL line that is not valid UTF-8, not JSON
-or not an object becomes an ``InvalidRow`` (an error or, with ``--on-bad-row skip``, a counted skip of
-that row). Problems that cannot be pinned to one row are a ``DataError`` naming the file: a missing
-file or a folder, an unsupported suffix, a ``.gz`` that is not gzip or is truncated, a parquet file that
-cannot be read, invalid UTF-8 or JSON in a ``.json`` array file. Files are checked when the source is
-created, so a bad path fails before any work.
+Rows are numbered from 1 in file order (JSONL: the line number), so an error can name the row. A JSONL line that is
+not valid UTF-8, not JSON or not an object is an ``InvalidRow`` (an error, or a counted skip with ``--on-bad-row
+skip``); a problem of the whole file (missing, unsupported suffix, bad gzip or parquet, a bad ``.json`` array) is a
+``DataError`` naming it, raised when the source is created, before any work.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""The files a composed recipe config points at: model folders, data files, the reward function and its name.
-
-``check_paths(cfg) -> (errors, notes)``; a remote path (``s3://`` ...) or a hub id is noted, not checked.
-``data_rows_errors(cfg)``: training data smaller than one batch, validation data with no row.
-``reward_option_errors(cfg)``: the reward function's ``reward_kwargs``, judged by its module's own ``check_options``;
-``reward_function(cfg)``: the function itself, where its module is a file of this repository.
-Part of ``scripts/launch/verl_config.py`` (``--paths error|warn|off`` there); no command of its own:
+"""The files a composed recipe config points at: model folders, data files, the reward function and its name
+(``check_paths``; a remote path or a hub id is noted, not checked), data too small for a batch
+(``data_rows_errors``) and the reward's ``reward_kwargs`` (``reward_option_errors``). Part of
+``scripts/launch/verl_config.py`` (``--paths error|warn|off``):
 
     from scripts.launch.config_paths import check_paths; errors, notes = check_paths(cfg)
 """

@@ -1,11 +1,9 @@
 """The environment variables of the project ("knobs"): where each is read, the config resolvers, one check.
 
-Machine knobs live in the recipe configs as OmegaConf resolvers (``${oc.env:N_GPUS,1}`` in
-``recipes/base.yaml`` and the like), so Hydra reads them wherever the config is composed; the few the
-launcher needs before Hydra (default data, output folder, secrets, ``ray job submit``) it reads itself.
-``register()`` adds the project's resolvers (``vj.*``) and ``SEARCH_PATH`` is where a recipe's
-``defaults`` are found; ``scripts/launch/config_compose.py`` and ``scripts/train/trainer.py`` use both. A variable that
-looks like one of ours (``JUDGE_*``, ``TRAIN_*``, ...) but is not a knob is an error that names it.
+Machine knobs are OmegaConf resolvers in the recipe configs (``${oc.env:N_GPUS,1}``); the few the launcher needs
+before Hydra it reads itself. ``register()`` adds the project's resolvers (``vj.*``) and ``SEARCH_PATH`` is where a
+recipe's ``defaults`` are found. A variable that looks like ours (``JUDGE_*``, ``TRAIN_*``, ...) but is no knob is an
+error naming it.
 
     python -m scripts.launch.knobs                 # the table (Markdown), as python -m scripts.launch --knobs
     python -m scripts.launch.knobs --check WHO     # exit 2 naming each unknown JUDGE_*/TRAIN_*/... variable set

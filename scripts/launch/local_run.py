@@ -1,10 +1,9 @@
 """One local training run, as the launcher runs it (without ``RAY_ADDRESS``): the judge server when the config asks
-for one, a private Ray head, the trainer with its output teed to the console and the run's log (secrets masked), and
-the stall watchdog. Everything it starts is stopped before it returns.
+for one, a private Ray head, the trainer (output teed to the console and the run's log, secrets masked) and the stall
+watchdog; everything it starts is stopped before it returns.
 
-verl picks free ports for each worker group and binds them seconds later; a run starting beside others can find one
-taken meanwhile (``EADDRINUSE``). ``run`` starts such a run again, fresh, when it failed that way before its first
-step, ``START_TRIES`` starts in all.
+verl binds the free ports it picks seconds later, so a run starting beside others can hit ``EADDRINUSE``: ``run``
+starts it again when it failed so before its first step, ``START_TRIES`` starts in all.
 
     python -m scripts.launch gsm8k_rule trainer.total_training_steps=3      # a local run (this module's caller)
 """

@@ -1,13 +1,10 @@
-"""The stall watchdog: a training run that completes no step for too long is stopped, with a message saying which
-run, its last step, how long it waited and the last lines of its log. The launcher runs one beside every local
-training run; no command of its own.
+"""The stall watchdog: a training run that completes no step for too long is stopped, with a message naming the run,
+its last step, the wait and its log's last lines. The launcher runs one beside every local training run.
 
-A step counts when verl reports it (a ``step`` in the metrics JSONL or a ``step:N`` console line, so ``trainer.logger``
-needs ``file`` or ``console``); progress is a step number not reported before (a stray ``step:999999`` from a Ray
-worker is one more new number, never a mark later steps must pass). The limits (``verl_judge.watchdog`` in
-``recipes/base.yaml``): ``startup_s`` until the first step, then ``factor`` x the median step, within
-[``min_step_s``, ``step_s``]. A stalled trainer is stopped (SIGTERM, SIGKILL after ``KILL_GRACE_S``) and the launcher
-exits with ``STALL_EXIT``.
+A step counts when verl reports a step number not seen before (metrics JSONL ``step`` or a ``step:N`` console line,
+so ``trainer.logger`` needs ``file`` or ``console``). Limits (``verl_judge.watchdog`` in ``recipes/base.yaml``):
+``startup_s`` until the first step, then ``factor`` x the median step within [``min_step_s``, ``step_s``]. A stalled
+trainer gets SIGTERM, SIGKILL after ``KILL_GRACE_S``; the launcher exits with ``STALL_EXIT``.
 
     watch = Stall(settings, "judge"); ... watch.saw(step) ...; watch.overdue() -> seconds waited, or None
 """

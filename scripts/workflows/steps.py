@@ -1,9 +1,6 @@
-"""The stage bodies of the workflows, each a plain function of its inputs and outputs (no command of its own; wired
-by ``scripts.workflows.pipeline`` and ``scripts.lab.policy_learns``).
-
-Every function takes the run (``stages.Stages``: folder, environment, interpreter, logs) and the paths and settings
-of its step, runs one command (or the launcher) and writes its output where it is told. Nothing here reads the
-command line: a workflow passes what a step needs.
+"""The stage bodies of the workflows, each a plain function of the run (``stages.Stages``) and its step's paths and
+settings: it runs one command (or the launcher) and writes its output where it is told; nothing here reads the
+command line. Wired by ``scripts.workflows.pipeline`` and ``scripts.lab.policy_learns``.
 
     steps.merge(flow, checkpoints=flow.path("grpo"), target=flow.path("hf"))
 """
