@@ -59,16 +59,9 @@ def new_parser(prog: str, doc: str | None) -> argparse.ArgumentParser:
 
 def add_run_flags(g) -> None:
     """``--fail-on-empty`` / ``--no-fail-on-empty`` (default on) and ``--no-progress``."""
-    g.add_argument(
-        "--fail-on-empty",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="an output with no rows (empty input, every row skipped) is an error, exit status 2 "
-        "(default); --no-fail-on-empty writes the empty file",
-    )
-    g.add_argument(
-        "--no-progress", action="store_true", help="no progress bars (they are only shown when stderr is a terminal)"
-    )
+    empty_help = "an output with no rows is an error, exit status 2 (default); --no-fail-on-empty writes the empty file"
+    g.add_argument("--fail-on-empty", action=argparse.BooleanOptionalAction, default=True, help=empty_help)
+    g.add_argument("--no-progress", action="store_true", help="no progress bars (shown only when stderr is a terminal)")
 
 
 def add_common_args(
@@ -89,22 +82,12 @@ def add_common_args(
 
 def _add_input_args(g, presets: Mapping[str, HFPreset], default_preset: str) -> None:
     g.add_argument("--out", required=True, metavar="DIR", help="output folder (file names: see data_prep/README.md)")
-    g.add_argument(
-        "--train",
-        nargs="+",
-        metavar="FILE",
-        help="local input file(s) for the train split (.jsonl[.gz], .json, .parquet)",
-    )
+    train_help = "local input file(s) for the train split (.jsonl[.gz], .json, .parquet)"
+    g.add_argument("--train", nargs="+", metavar="FILE", help=train_help)
     g.add_argument("--test", nargs="+", metavar="FILE", help="local input file(s) for the test split")
     names = ", ".join(f"{k} ({v.help or v.path})" for k, v in presets.items())
-    g.add_argument(
-        "--hf",
-        nargs="?",
-        const=default_preset,
-        default=None,
-        choices=sorted(presets),
-        help=f"read from the Hugging Face hub instead (default when no --train/--test): {names}",
-    )
+    hf_help = f"read from the Hugging Face hub instead (default when no --train/--test): {names}"
+    g.add_argument("--hf", nargs="?", const=default_preset, default=None, choices=sorted(presets), help=hf_help)
     g.add_argument("--hf-path", help="override the hub dataset id of the preset")
     g.add_argument("--hf-name", help="override the hub config name")
     g.add_argument("--hf-data-dir", help="override the hub data_dir")
@@ -114,51 +97,27 @@ def _add_input_args(g, presets: Mapping[str, HFPreset], default_preset: str) -> 
 
 
 def _add_row_args(g) -> None:
-    g.add_argument(
-        "--on-bad-row",
-        choices=("error", "skip"),
-        default="error",
-        help="malformed row: stop with row number and field (error, default) or count and drop it (skip)",
-    )
+    bad_help = "malformed row: stop with row number and field (error, default) or count and drop it (skip)"
+    g.add_argument("--on-bad-row", choices=("error", "skip"), default="error", help=bad_help)
     g.add_argument("--seed", type=int, default=0, help="seed for every random choice (default 0)")
-    g.add_argument(
-        "--exclude",
-        nargs="+",
-        metavar="FILE",
-        default=None,
-        help="drop rows whose normalized query text appears in any of these files (contamination removal)",
-    )
+    exclude_help = "drop rows whose normalized query text appears in any of these files (contamination removal)"
+    g.add_argument("--exclude", nargs="+", metavar="FILE", default=None, help=exclude_help)
     g.add_argument("--data-source", default=None, help="override the data_source column")
     g.add_argument("--prompt-version", default="v1", help="prompt template version (default v1)")
 
 
 def _add_length_args(g, default_max_len: int, text_fields: Sequence[str]) -> None:
+    length_help = f"tokens of the chat-formatted prompt (default {default_max_len}; 0 = no limit); "
+    length_help += "set it to the recipe's data.max_prompt_length"
+    g.add_argument("--max-prompt-length", type=int, default=default_max_len, help=length_help)
+    tokenizer_help = "policy tokenizer folder (default: $VERL_JUDGE_MODEL, else the materialised SmolLM2-135M-Instruct)"
+    g.add_argument("--tokenizer", default=None, help=tokenizer_help)
+    kwargs_help = "extra apply_chat_template kwargs, as data.apply_chat_template_kwargs (default {})"
+    g.add_argument("--chat-template-kwargs", default="{}", metavar="JSON", help=kwargs_help)
+    truncate_help = "instead of dropping an over-long row, shorten the longest of these free-text fields in the "
+    truncate_help += f"middle (marker {TRUNCATION_MARKER.strip()!r}); no FIELD = any of: {', '.join(text_fields)}"
     g.add_argument(
-        "--max-prompt-length",
-        type=int,
-        default=default_max_len,
-        help=f"tokens of the chat-formatted prompt (default {default_max_len}; 0 = no limit); "
-        "set it to the recipe's data.max_prompt_length",
-    )
-    g.add_argument(
-        "--tokenizer",
-        default=None,
-        help="policy tokenizer folder (default: $VERL_JUDGE_MODEL, else the materialised SmolLM2-135M-Instruct)",
-    )
-    g.add_argument(
-        "--chat-template-kwargs",
-        default="{}",
-        metavar="JSON",
-        help="extra apply_chat_template kwargs, as data.apply_chat_template_kwargs (default {})",
-    )
-    g.add_argument(
-        "--truncate-field",
-        nargs="*",
-        default=None,
-        choices=list(text_fields),
-        metavar="FIELD",
-        help="instead of dropping an over-long row, shorten the longest of these free-text fields in "
-        f"the middle (marker {TRUNCATION_MARKER.strip()!r}); no FIELD = any of: {', '.join(text_fields)}",
+        "--truncate-field", nargs="*", default=None, choices=list(text_fields), metavar="FIELD", help=truncate_help
     )
 
 

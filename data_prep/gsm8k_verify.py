@@ -98,66 +98,31 @@ def build_parser():
         p, default_max_len=DEFAULT_MAX_LEN, text_fields=TEXT_FIELDS, presets=PRESETS, default_preset="gsm8k"
     )
     g = p.add_argument_group("candidates")
-    g.add_argument(
-        "--candidates",
-        choices=("perturb", "solutions"),
-        default="perturb",
-        help="perturb: reference vs perturbed copy (default); solutions: model solutions JSONL",
-    )
-    g.add_argument(
-        "--grade",
-        choices=("strict", "flexible"),
-        default="strict",
-        help="solutions mode: how a row without 'correct' is graded (default strict: '#### N'; flexible: "
-        "the last number)",
-    )
-    g.add_argument(
-        "--references",
-        nargs="+",
-        metavar="FILE",
-        help="GSM8K files to look up the reference solution by question (solutions mode)",
-    )
-    g.add_argument(
-        "--pairs-per-question", type=int, default=1, help="max correct-vs-incorrect pairs per question (default 1)"
-    )
+    cand_help = "perturb: reference vs perturbed copy (default); solutions: model solutions JSONL"
+    g.add_argument("--candidates", choices=("perturb", "solutions"), default="perturb", help=cand_help)
+    grade_help = "solutions mode: how a row without 'correct' is graded (default strict: '#### N'; flexible: "
+    grade_help += "the last number)"
+    g.add_argument("--grade", choices=("strict", "flexible"), default="strict", help=grade_help)
+    ref_help = "GSM8K files to look up the reference solution by question (solutions mode)"
+    g.add_argument("--references", nargs="+", metavar="FILE", help=ref_help)
+    ppq_help = "max correct-vs-incorrect pairs per question (default 1)"
+    g.add_argument("--pairs-per-question", type=int, default=1, help=ppq_help)
     g.add_argument("--keep-annotations", action="store_true", help="keep <<...>> calculator annotations in candidates")
-    g.add_argument(
-        "--final-styles",
-        choices=("mixed", "hash"),
-        default="mixed",
-        help="perturb mode: state each question's final answers in one seeded style of "
-        "data_prep.perturb.FINAL_STYLES ('The answer is 18.', 'A: 18', '\\boxed{18}', ...; mixed, "
-        "default) or keep GSM8K's '#### N' (hash)",
-    )
-    g.add_argument(
-        "--truncated-share",
-        type=float,
-        default=0.0,
-        metavar="P",
-        help="perturb mode: share of questions that also get a pointwise candidate cut off before its "
-        "final answer (label 0, kind 'truncated'; pairs never use it). Default 0: measured on one "
-        "H100, 0.25 did not lower the false positives on real SmolLM2 replies (docs/results)",
-    )
-    g.add_argument(
-        "--grade-prompt",
-        default=DEFAULT_GRADE_PROMPT,
-        metavar="NAME.VERSION",
-        help=f"pointwise template (default {DEFAULT_GRADE_PROMPT}: reference shown, final answers compared)",
-    )
-    g.add_argument(
-        "--pair-prompt",
-        default=DEFAULT_PAIR_PROMPT,
-        metavar="NAME.VERSION",
-        help=f"pairwise template (default {DEFAULT_PAIR_PROMPT}: reference shown; pairwise.v1: no reference, "
-        "the preference-data task)",
-    )
-    p.add_argument(
-        "--orders",
-        type=int,
-        choices=(1, 2),
-        default=2,
-        help="pairwise: both orders (2, default) or one seeded order (1)",
-    )
+    styles_help = "perturb mode: state each question's final answers in one seeded style of "
+    styles_help += "data_prep.perturb.FINAL_STYLES ('The answer is 18.', 'A: 18', '\\boxed{18}', ...; mixed, default) "
+    styles_help += "or keep GSM8K's '#### N' (hash)"
+    g.add_argument("--final-styles", choices=("mixed", "hash"), default="mixed", help=styles_help)
+    cut_help = "perturb mode: share of questions that also get a pointwise candidate cut off before its final answer "
+    cut_help += "(label 0, kind 'truncated'; pairs never use it). Default 0: measured on one H100, 0.25 did not lower "
+    cut_help += "the false positives on real SmolLM2 replies (docs/results)"
+    g.add_argument("--truncated-share", type=float, default=0.0, metavar="P", help=cut_help)
+    grade_prompt_help = f"pointwise template (default {DEFAULT_GRADE_PROMPT}: reference shown, final answers compared)"
+    g.add_argument("--grade-prompt", default=DEFAULT_GRADE_PROMPT, metavar="NAME.VERSION", help=grade_prompt_help)
+    pair_prompt_help = f"pairwise template (default {DEFAULT_PAIR_PROMPT}: reference shown; pairwise.v1: no "
+    pair_prompt_help += "reference, the preference-data task)"
+    g.add_argument("--pair-prompt", default=DEFAULT_PAIR_PROMPT, metavar="NAME.VERSION", help=pair_prompt_help)
+    orders_help = "pairwise: both orders (2, default) or one seeded order (1)"
+    p.add_argument("--orders", type=int, choices=(1, 2), default=2, help=orders_help)
     return p
 
 

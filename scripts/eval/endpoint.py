@@ -22,41 +22,21 @@ if TYPE_CHECKING:
 def add_endpoint_args(group, prefix: str = "", *, what: str = "judge") -> None:
     """``--{prefix}base-url``, ``--{prefix}model``, key env, concurrency, timeout, retries, sampling."""
     p = f"--{prefix}"
-    group.add_argument(
-        f"{p}base-url",
-        metavar="URL",
-        help=f"OpenAI-compatible endpoint of the {what} (http://host:port/v1, host:port, "
-        "or a full .../chat/completions URL)",
+    url_help = (
+        f"OpenAI-compatible endpoint of the {what} (http://host:port/v1, host:port or a .../chat/completions URL)"
     )
+    group.add_argument(f"{p}base-url", metavar="URL", help=url_help)
     group.add_argument(
-        f"{p}model",
-        metavar="NAME",
-        help=f"'model' field sent to the {what} endpoint (for vLLM: the served path or name)",
+        f"{p}model", metavar="NAME", help=f"'model' sent to the {what} endpoint (vLLM: served path/name)"
     )
-    group.add_argument(
-        f"{p}api-key-env",
-        default="OPENAI_API_KEY",
-        metavar="ENV",
-        help="environment variable holding the API key (read at request time, never printed; "
-        "default OPENAI_API_KEY; unset = no Authorization header)",
-    )
-    group.add_argument(
-        f"{p}concurrency", type=int, default=16, metavar="N", help="requests in flight at once (default 16)"
-    )
+    key_help = "env variable of the API key (read per request, never printed; default OPENAI_API_KEY; unset: no auth)"
+    group.add_argument(f"{p}api-key-env", default="OPENAI_API_KEY", metavar="ENV", help=key_help)
+    group.add_argument(f"{p}concurrency", type=int, default=16, metavar="N", help="requests in flight (default 16)")
     group.add_argument(f"{p}timeout", type=float, default=120.0, metavar="S", help="seconds per attempt (default 120)")
-    group.add_argument(
-        f"{p}max-retries",
-        type=int,
-        default=4,
-        metavar="N",
-        help="retries of timeouts / connection errors / 429 / 5xx (default 4)",
-    )
-    group.add_argument(
-        f"{p}max-tokens", type=int, default=512, metavar="N", help="max tokens of each reply (default 512)"
-    )
-    group.add_argument(
-        f"{p}temperature", type=float, default=0.0, metavar="T", help="sampling temperature (default 0 = greedy)"
-    )
+    retry_help = "retries of timeouts / connection errors / 429 / 5xx (default 4)"
+    group.add_argument(f"{p}max-retries", type=int, default=4, metavar="N", help=retry_help)
+    group.add_argument(f"{p}max-tokens", type=int, default=512, metavar="N", help="max tokens per reply (default 512)")
+    group.add_argument(f"{p}temperature", type=float, default=0.0, metavar="T", help="temperature (default 0 = greedy)")
 
 
 def make_client(

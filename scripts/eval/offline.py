@@ -182,36 +182,15 @@ class _HFModel:
 
 
 def add_offline_args(group) -> None:
-    group.add_argument(
-        "--vllm-offline",
-        metavar="MODEL_PATH",
-        default=None,
-        help="generate with vllm.LLM on this machine's GPU instead of an endpoint",
-    )
-    group.add_argument(
-        "--hf-offline",
-        metavar="MODEL_PATH",
-        default=None,
-        help="generate with transformers on this machine (CPU or GPU) instead of an endpoint",
-    )
+    vllm_help = "generate with vllm.LLM on this machine's GPU instead of an endpoint"
+    group.add_argument("--vllm-offline", metavar="MODEL_PATH", default=None, help=vllm_help)
+    hf_help = "generate with transformers on this machine (CPU or GPU) instead of an endpoint"
+    group.add_argument("--hf-offline", metavar="MODEL_PATH", default=None, help=hf_help)
     group.add_argument("--batch-size", type=int, default=8, metavar="N", help="--hf-offline batch size (default 8)")
-    group.add_argument(
-        "--gpu-memory-utilization",
-        type=float,
-        default=0.9,
-        metavar="F",
-        help="--vllm-offline: share of GPU memory vLLM may take (default 0.9; lower it to share the GPU)",
-    )
-    group.add_argument(
-        "--kv-cache-gb",
-        type=float,
-        default=None,
-        metavar="GB",
-        help="--vllm-offline: fixed KV-cache size instead of vLLM's memory profiling (needed when "
-        "other processes allocate GPU memory while vLLM starts)",
-    )
-    group.add_argument(
-        "--enforce-eager",
-        action="store_true",
-        help="--vllm-offline: no CUDA graphs / compilation (faster start, slower decoding)",
-    )
+    mem_help = "--vllm-offline: share of GPU memory vLLM may take (default 0.9; lower it to share the GPU)"
+    group.add_argument("--gpu-memory-utilization", type=float, default=0.9, metavar="F", help=mem_help)
+    kv_help = "--vllm-offline: fixed KV-cache size instead of vLLM's memory profiling (needed when other processes "
+    kv_help += "allocate GPU memory while vLLM starts)"
+    group.add_argument("--kv-cache-gb", type=float, default=None, metavar="GB", help=kv_help)
+    eager_help = "--vllm-offline: no CUDA graphs / compilation (faster start, slower decoding)"
+    group.add_argument("--enforce-eager", action="store_true", help=eager_help)
