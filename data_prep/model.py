@@ -153,14 +153,10 @@ def materialize(out: str | None = None, force: bool = False) -> str:
 
 def main(argv=None, prog: str | None = None) -> int:
     ap = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument(
-        "--out", default=None, help=f"target folder (default: {default_out()}; cache root from $VERL_JUDGE_CACHE)"
-    )
-    ap.add_argument(
-        "--force",
-        action="store_true",
-        help="convert again even if the folder is complete; replace a non-empty --out without the model",
-    )
+    out_help = f"target folder (default: {default_out()}; cache root from $VERL_JUDGE_CACHE)"
+    ap.add_argument("--out", default=None, help=out_help)
+    force_help = "convert again even if the folder is complete; replace a non-empty --out without the model"
+    ap.add_argument("--force", action="store_true", help=force_help)
     args = ap.parse_args(argv)
     from data_prep.files.errors import DataError
 

@@ -196,19 +196,13 @@ def build_parser():
     p.add_argument("--ops", default=",".join(OPS), help=f"comma-separated subset of {','.join(OPS)} (default all)")
     p.add_argument("--train-size", type=int, default=5000, help="train problems (default 5000)")
     p.add_argument("--test-size", type=int, default=1000, help="test problems (default 1000)")
-    p.add_argument(
-        "--heldout-size",
-        type=int,
-        default=None,
-        help=f"problems of the held-out stories, heldout.jsonl (default {HELDOUT_SIZE}; 0, the default with no "
-        "held-out stories, is an error with some, as is a size with none)",
-    )
-    p.add_argument(
-        "--heldout-stories",
-        default=",".join(stories.HELDOUT),
-        help=f"stories kept out of train and test, comma-separated, of {','.join(stories.STORIES)} "
-        f"(default {','.join(stories.HELDOUT)}; empty = none)",
-    )
+    size_help = f"problems of the held-out stories, heldout.jsonl (default {HELDOUT_SIZE}; 0, the default with no "
+    size_help += "held-out stories, is an error with some, as is a size with none)"
+    p.add_argument("--heldout-size", type=int, default=None, help=size_help)
+    held = ",".join(stories.HELDOUT)
+    held_help = f"stories kept out of train and test, comma-separated, of {','.join(stories.STORIES)} (default "
+    held_help += f"{held}; empty = none)"
+    p.add_argument("--heldout-stories", default=held, help=held_help)
     p.add_argument("--seed", type=int, default=0)
     return p
 

@@ -66,49 +66,24 @@ def build_parser() -> argparse.ArgumentParser:
     g = ap.add_argument_group("data")
     g.add_argument("--data", required=True, metavar="FILE", help="GSM8K test: verl .parquet or raw .jsonl")
     g.add_argument("--limit", type=int, default=None, metavar="N", help="first N questions only")
-    g.add_argument(
-        "--n-samples",
-        type=int,
-        default=1,
-        metavar="N",
-        help="answers per question (default 1; >1 also reports pass@N; use --temperature > 0)",
-    )
+    n_help = "answers per question (default 1; >1 also reports pass@N; use --temperature > 0)"
+    g.add_argument("--n-samples", type=int, default=1, metavar="N", help=n_help)
     g.add_argument("--policy-prompt-version", default="v1", help="gsm8k_policy template version for raw rows")
     g = ap.add_argument_group("policy endpoint (or --vllm-offline / --hf-offline)")
     add_backend_args(g, what="policy")
     g.add_argument("--seed", type=int, default=0, help="offline sampling seed (default 0)")
     g = ap.add_argument_group("judge (optional)")
     add_endpoint_args(g, prefix="judge-", what="judge")
-    g.add_argument(
-        "--judge-threshold",
-        type=int,
-        default=3,
-        choices=range(5),
-        metavar="S",
-        help="judge says correct when score >= S (default 3)",
-    )
-    g.add_argument(
-        "--judge-prompt",
-        default=llm_judge.DEFAULTS["prompt"],
-        help=f"judge prompt template (default {llm_judge.DEFAULTS['prompt']})",
-    )
-    g.add_argument(
-        "--judge-prompt-version",
-        default=llm_judge.DEFAULTS["prompt_version"],
-        help=f"template version (default {llm_judge.DEFAULTS['prompt_version']})",
-    )
-    g.add_argument(
-        "--rule-mode",
-        choices=gsm8k.MODES,
-        default=llm_judge.DEFAULTS["rule_mode"],
-        help="rule the judge is compared with (default strict, as the reward's rule_score)",
-    )
-    g.add_argument(
-        "--allow-judge-errors",
-        action="store_true",
-        help="exit 0 even when the judge gives no verdict at all (every judge request failed or every "
-        "reply unparseable, e.g. an untrained judge); without it such a run exits 4",
-    )
+    threshold_help = "judge says correct when score >= S (default 3)"
+    g.add_argument("--judge-threshold", type=int, default=3, choices=range(5), metavar="S", help=threshold_help)
+    prompt, version, rule = (llm_judge.DEFAULTS[k] for k in ("prompt", "prompt_version", "rule_mode"))
+    g.add_argument("--judge-prompt", default=prompt, help=f"judge prompt template (default {prompt})")
+    g.add_argument("--judge-prompt-version", default=version, help=f"template version (default {version})")
+    rule_help = "rule the judge is compared with (default strict, as the reward's rule_score)"
+    g.add_argument("--rule-mode", choices=gsm8k.MODES, default=rule, help=rule_help)
+    errors_help = "exit 0 even when the judge gives no verdict at all (every judge request failed or every reply "
+    errors_help += "unparseable, e.g. an untrained judge); without it such a run exits 4"
+    g.add_argument("--allow-judge-errors", action="store_true", help=errors_help)
     g = add_output_args(ap, default_out="outputs/eval/gsm8k-<data stem>", reused="answers and grades")
     g.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     g.add_argument("--no-progress", action="store_true", help="no progress bars (stderr)")

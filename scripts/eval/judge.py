@@ -248,30 +248,20 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m scripts.eval.judge", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     g = p.add_argument_group("data")
-    g.add_argument(
-        "--data", required=True, metavar="FILE", help="pointwise or pairwise parquet (or .jsonl) from data_prep"
-    )
-    g.add_argument(
-        "--task", choices=("auto",) + TASKS, default="auto", help="auto (default): from reward_model.ground_truth"
-    )
+    data_help = "pointwise or pairwise parquet (or .jsonl) from data_prep"
+    g.add_argument("--data", required=True, metavar="FILE", help=data_help)
+    task_help = "auto (default): from reward_model.ground_truth"
+    g.add_argument("--task", choices=("auto",) + TASKS, default="auto", help=task_help)
     g.add_argument("--limit", type=int, default=None, metavar="N", help="first N rows only")
-    g.add_argument(
-        "--pairs",
-        type=int,
-        default=None,
-        metavar="N",
-        help="pairwise: N random pair ids (--seed), both orders of each (after --limit)",
-    )
+    pairs_help = "pairwise: N random pair ids (--seed), both orders of each (after --limit)"
+    g.add_argument("--pairs", type=int, default=None, metavar="N", help=pairs_help)
     g.add_argument("--seed", type=int, default=0, help="seed of --pairs (default 0)")
     g = p.add_argument_group("judge endpoint (or --vllm-offline / --hf-offline)")
     add_backend_args(g, what="judge")
     g = add_output_args(p, default_out="outputs/eval/judge-<data file stem>", reused="rows already answered")
-    g.add_argument(
-        "--allow-unparseable",
-        action="store_true",
-        help="exit 0 even when no reply has a parseable verdict (expected of an untrained judge, e.g. "
-        "the 'before' evaluation of a training run); without it such a run exits 4",
-    )
+    unparseable_help = "exit 0 even when no reply has a parseable verdict (expected of an untrained judge, e.g. the "
+    unparseable_help += "'before' evaluation of a training run); without it such a run exits 4"
+    g.add_argument("--allow-unparseable", action="store_true", help=unparseable_help)
     g.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     g.add_argument("--no-progress", action="store_true", help="no progress bar (stderr)")
     return p

@@ -33,12 +33,9 @@ def add_output_args(ap, *, default_out: str, reused: str):
     """The output group both evaluators start with (--out, --no-resume); returned for their own options."""
     g = ap.add_argument_group("output")
     g.add_argument("--out", metavar="DIR", default=None, help=f"report folder (default {default_out})")
-    g.add_argument(
-        "--no-resume",
-        action="store_true",
-        help="request everything again, replacing the predictions.jsonl of an earlier run in --out "
-        f"(default: {reused} already there with the same settings are reused)",
-    )
+    resume_help = "request everything again, replacing the predictions.jsonl of an earlier run in --out "
+    resume_help += f"(default: {reused} already there with the same settings are reused)"
+    g.add_argument("--no-resume", action="store_true", help=resume_help)
     return g
 
 

@@ -66,24 +66,13 @@ def main(argv=None) -> int:
         epilog="Allowed '+' additions: " + ", ".join(config_checks.ALLOWED_ADDITIONS),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    ap.add_argument(
-        "overrides", nargs="*", help="Hydra overrides, as given to python -m scripts.train / verl.trainer.main_ppo"
-    )
-    ap.add_argument(
-        "--recipe",
-        help="check recipes/<RECIPE>/config.yaml (name or folder) with the overrides; "
-        "without it: verl's bare ppo_trainer config",
-    )
-    ap.add_argument(
-        "--overrides-file", action="append", default=[], help="file with one override per line (# comments)"
-    )
-    ap.add_argument(
-        "--paths",
-        choices=["error", "warn", "off"],
-        default="error",
-        help="missing model/data/reward files: error (default), warn (e.g. paths that exist only on a Ray cluster), "
-        "off",
-    )
+    ap.add_argument("overrides", nargs="*", help="Hydra overrides, as given to python -m scripts.train")
+    recipe_help = "check recipes/<RECIPE>/config.yaml (name or folder); without it: verl's bare ppo_trainer config"
+    ap.add_argument("--recipe", help=recipe_help)
+    file_help = "file with one override per line (# comments)"
+    ap.add_argument("--overrides-file", action="append", default=[], help=file_help)
+    paths_help = "missing model/data/reward files: error (default), warn (e.g. paths only on a Ray cluster), off"
+    ap.add_argument("--paths", choices=["error", "warn", "off"], default="error", help=paths_help)
     ap.add_argument("--allow", action="append", default=[], help="extra glob of keys that may be added with '+'")
     ap.add_argument("--show", nargs="+", default=[], metavar="KEY", help="print these keys of the composed config")
     ap.add_argument("--quiet", "-q", action="store_true", help="print only errors")

@@ -246,12 +246,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m scripts.pipeline", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument(
-        "workflow",
-        choices=("judge", "judge_to_reward"),
-        help="judge: data -> SFT -> GRPO -> merge -> evaluate; judge_to_reward: the same, then a GSM8K policy "
-        "rewarded by the trained judge (--task pointwise or pairwise_ref)",
-    )
+    workflow_help = "judge: data -> SFT -> GRPO -> merge -> evaluate; judge_to_reward: the same, then a GSM8K policy "
+    workflow_help += "rewarded by the trained judge (--task pointwise or pairwise_ref)"
+    p.add_argument("workflow", choices=("judge", "judge_to_reward"), help=workflow_help)
     p.add_argument("--task", choices=sorted(TASKS), default="pointwise")
     cli.add_options(p, Pipeline)
     return p
