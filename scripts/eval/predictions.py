@@ -1,10 +1,6 @@
-"""Results that survive the run: ``--out`` checked writable before the first request
-(``prepare_out_dir``), ``PredictionLog`` (``--out/predictions.jsonl``: every reply appended and flushed
-as it arrives; a rerun with the same ``--out`` reuses the rows already answered with the same
-settings, ``--out/run.json``), ``StopSignals`` (SIGINT / SIGTERM stop the request loops so the
-evaluator writes a partial report; ``until_stopped`` runs the requests under them) and ``write_reports``
-(``report.json``, ``report.md``, the figures). Used by ``python -m scripts.eval.judge`` and
-``python -m scripts.eval.gsm8k`` (``--out DIR``, ``--no-resume``).
+"""Results that survive the run of ``python -m scripts.eval.judge`` / ``scripts.eval.gsm8k``: ``prepare_out_dir``,
+``PredictionLog`` (``predictions.jsonl``, reused by a rerun with the same settings, ``run.json``), ``StopSignals``
+(SIGINT / SIGTERM stop the requests, ``until_stopped``, for a partial report) and ``write_reports``.
 """
 
 from __future__ import annotations

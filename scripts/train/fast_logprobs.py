@@ -4,12 +4,8 @@ Why: without flash-attn verl 0.9.1 falls back to ``verl.utils.torch_functional.l
 over the first dimension one row at a time; with ``use_remove_padding=False`` (which torch SDPA needs) verl's FSDP
 engine hands it logits of shape ``(tokens, vocab)`` (``workers/engine/fsdp/transformer_impl.py``, the ``NO_PADDING``
 branch), so the loop runs once per token. Importing this module replaces that fallback with the same arithmetic over
-``CHUNK_ROWS`` rows at a time (results match verl's loop; memory stays bounded). Nothing changes where flash-attn is
-installed.
-
-Loaded through verl's own hook, the model config's ``external_lib`` (``recipes/base.yaml`` sets
-``actor_rollout_ref.model.external_lib``; ``scripts.workflows.pipeline`` passes it to the SFT trainer); one row of
-``scripts.train.seam.PATCHED``.
+``CHUNK_ROWS`` rows at a time (results match verl's loop; memory stays bounded). Loaded through verl's own hook, the
+model config's ``external_lib`` (``recipes/base.yaml``); one row of ``scripts.train.seam.PATCHED``.
 """
 
 from __future__ import annotations

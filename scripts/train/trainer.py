@@ -2,11 +2,10 @@
 
     python -m scripts.train --config-path "$PWD/recipes/judge_pointwise" --config-name config [hydra overrides]
 
-A recipe's ``config.yaml`` starts ``defaults: [ppo_trainer, base, _self_]``. This module adds the search path and the
-``vj.*`` resolvers (``scripts/launch/knobs.py``), resolves the config where the knobs are set, and runs verl's
-``run_ppo`` with a task runner that installs the hooks (``scripts.train.seam``) in the process that trains. The hooks
-patch verl's legacy trainer (``trainer.use_v1: false``: verl 0.9.1's V1 trainer passes a colocated judge no ground
-truth and logs no reward keys per step).
+It adds the search path and the ``vj.*`` resolvers (``scripts/launch/knobs.py``) and runs verl's ``run_ppo`` with a
+task runner that installs the hooks (``scripts.train.seam``) in the process that trains, into verl's legacy trainer
+(``trainer.use_v1: false``: verl 0.9.1's V1 trainer passes a colocated judge no ground truth and logs no reward keys
+per step).
 
 The driver's Ray job id is drawn at random (``unique_job_id``): verl 0.9.1 names the weight-sync socket
 ``/tmp/rl-colocate-zmq-<Ray job id>-replica-<r>-rank-<k>.sock`` and every fresh Ray cluster numbers its first job
