@@ -24,7 +24,7 @@ Examples (from the repository root):
     python -m scripts.eval.gsm8k --data data/gsm8k/test.parquet --vllm-offline /ckpt/hf \\
         --judge-base-url http://127.0.0.1:8001/v1 --judge-model judge
 Exit status: 0 ok; 2 bad input or unwritable --out; 3 every policy request failed; 4 the judge gave no verdict
-(--allow-judge-errors makes it 0); 130 / 143 SIGINT / SIGTERM. Reports are written in every case but 2.
+(--allow-judge-errors makes it 0); 130 / 143 stopped by SIGINT / SIGTERM. Reports are written in every case but 2.
 """
 
 from __future__ import annotations

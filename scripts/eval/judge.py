@@ -32,8 +32,8 @@ Examples (from the repository root):
     python -m scripts.eval.judge --data data/pointwise/test.parquet --vllm-offline /ckpt/hf   # GPU
     python -m scripts.eval.judge --data data/pairwise/test.parquet --hf-offline MODEL --max-tokens 256  # CPU
 Exit status: 0 ok; 2 bad input or unwritable --out; 3 every request failed; 4 no reply had a parseable verdict
-(--allow-unparseable makes it 0, e.g. for an untrained judge); 130 / 143 SIGINT / SIGTERM. Reports are written
-in every case but 2.
+(--allow-unparseable makes it 0, e.g. for an untrained judge); 130 / 143 stopped by SIGINT / SIGTERM. Reports are
+written in every case but 2.
 """
 
 from __future__ import annotations
