@@ -320,6 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m scripts.report.plot_metrics",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="keys the judge panels read: " + ", ".join([*JUDGE_HEALTH, *POSITION, IDENTICAL_GROUPS]),
     )
     ap.add_argument("runs", nargs="+", metavar="RUN.jsonl", help="metrics JSONL file(s); several are overlaid")
     ap.add_argument("--out", required=True, metavar="DIR", help="output folder for the PNGs and summary")
