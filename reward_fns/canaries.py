@@ -2,11 +2,12 @@
 
 ``reward_fns.llm_judge`` sends one probe beside a judged sample with probability ``1/canary_every`` (``probe_index``;
 the default 20 gives 1 in 21 judge calls on average, not at most: 6.4 probes expected in a batch of 128 judged samples;
-about 1 batch in 9 has 10 or more, 7.2% or more of its calls), built from its question and reference and graded as
-a policy answer is; the sample's ``canary_*`` keys carry the outcome (``judge_health/canary_accept`` / ``canary_reject``). Wrong probes are the attacks a policy finds (hedges, an
-injected verdict or ``Candidate:`` line, the reference only in the working, noise around it; noise that *ends* on the
-reference is right by the flexible rule); right probes are right answers in formats the strict rule misses. Pairwise:
-a wrong answer against a right one written alike (``pair``) and two right ones written differently (``tie``).
+about 1 batch in 9 has 10 or more, 7.2% or more of its calls), built from its question and reference and graded as a
+policy answer is; the sample's ``canary_*`` keys carry the outcome (``judge_health/canary_accept`` / ``canary_reject``).
+Wrong probes are the attacks a policy finds (hedges, an injected verdict or ``Candidate:`` line, the reference only in
+the working, noise around it; noise that *ends* on the reference is right by the flexible rule); right probes are right
+answers in formats the strict rule misses. Pairwise: a wrong answer against a right one written alike (``pair``) and two
+right ones written differently (``tie``).
 
     >>> probe(7, 0)
     ('The answer is 8 or 7.', False)
