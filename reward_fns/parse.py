@@ -38,7 +38,7 @@ _HASH_ANSWER = re.compile(r"####[ \t]*(\S*)")
 # brackets ("#### 18 (10 + 8)"), an equation that restates it ("#### 18 = 10 + 8"), a unit ("#### 18 m²") and words
 # ("#### 18 apples, 5 left") are not, nor a number in passing ("#### 18 -5 on the way", as GSM8K's strict reading).
 _EXTENDED = re.compile(
-    r"(?:(?<=,)|[ \t]*(?:[+*/×÷^]|\b(?:or|to|and|x)\b)|[ \t]+-(?=[ \t]))[ \t]*[$]?[0-9]", re.IGNORECASE
+    r"(?:(?<=,)|[ \t]*(?:[+*/×÷^]|\b(?:or|to|and|x)\b)|[ \t]+-(?=[ \t]))[ \t]*-?[$]?\.?[0-9]", re.IGNORECASE
 )
 
 

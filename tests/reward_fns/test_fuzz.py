@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import collections
 import random
+import re
 import unicodedata
 from decimal import Decimal
 
@@ -264,7 +265,20 @@ def gsm8k_answer(draw):
                 parts += ["####", "\n"]
             hashes.append(strict)
     info["first_hash_differs"] = len(hashes) > 1 and hashes[0] != hashes[-1]
-    return "".join(parts), strict, flexible, info
+    text = "".join(parts)
+    if strict is not None and extended(text[text.rfind("####") :]):
+        strict = None
+    return text, strict, flexible, info
+
+
+EXTENDERS = {"+", "*", "/", "-", "x", "×", "÷", "^", "or", "to", "and"}
+
+
+def extended(hash_line: str) -> bool:
+    """The test's own reading: a ``#### N`` line that goes on with an operator or ``or``/``to``/``and`` and then a
+    number (``#### 0 + 5``, ``#### 7 or -2``) states no strict answer."""
+    words = hash_line.split("\n")[0].replace("####", " ", 1).split()
+    return len(words) >= 3 and words[1].lower() in EXTENDERS and re.match(r"-?\$?\.?\d", words[2]) is not None
 
 
 def written_reference(value: Decimal, form: int):

@@ -384,6 +384,8 @@ def test_numbers_equal(a, b, equal):
         ("#### 72 or 96", None),
         ("#### 72 to 96", None),
         ("#### 72, 96", None),
+        ("#### 72 + .5", None),
+        ("#### 72 + -5", None),
         ("#### 72 96 apples", "72"),  # a number in passing, as GSM8K's strict reading takes the token
         ("####\n18", None),  # the number must be on the marker's line
         ("#### ", None),
