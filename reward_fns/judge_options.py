@@ -23,20 +23,41 @@ from reward_fns.judge_client import DEFAULT_MAX_RESPONSE_BYTES, JudgeClient
 from reward_fns.verdicts import PAIRWISE, POINTWISE, Verdict
 from reward_fns.win_rates import SCHEMES
 
-__all__ = ["JudgeSettings", "PointwiseSettings", "PairwiseSettings", "combine", "fallback_value", "parse_fail_value"]
+__all__ = [
+    "Mode",
+    "JudgeSettings",
+    "PointwiseSettings",
+    "PairwiseSettings",
+    "combine",
+    "fallback_value",
+    "parse_fail_value",
+]
 
-MODES = ("judge", "hybrid", "route")
+
+class Mode:
+    """The reward modes (a reward's ``mode`` option), each name spelled here once: the settings check them, the rewards
+    branch on them, the lab names its arms after them."""
+
+    JUDGE = "judge"  # llm_judge: judge / 4
+    HYBRID = "hybrid"  # llm_judge: rule * (0.5 + 0.5 * judge / 4)
+    ROUTE = "route"  # llm_judge: judge / 4, the judge asked only where the rule cannot decide
+    PAIRWISE_REF = "pairwise_ref"  # pairwise_judge: each answer against the reference solution
+    TOURNAMENT = "tournament"  # pairwise_judge: each answer of a GRPO group against its group mates
+    POINTWISE = (JUDGE, HYBRID, ROUTE)  # PointwiseSettings.mode
+    PAIRWISE = (PAIRWISE_REF, TOURNAMENT)  # PairwiseSettings.mode
+
+
 JUDGE_FAILURES = ("fallback", "abstain")
 
 
 def combine(mode: str, judge: int, rule_score: float) -> float:
     """Reward from a 0-4 judge grade: ``judge/4`` (judge and route modes) or, in hybrid mode, ``rule * (0.5 +
     0.5*judge/4)``."""
-    if mode in ("judge", "route"):
+    if mode in (Mode.JUDGE, Mode.ROUTE):
         return judge / 4.0
-    if mode == "hybrid":
+    if mode == Mode.HYBRID:
         return rule_score * (0.5 + 0.5 * judge / 4.0)
-    raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    raise ValueError(f"mode must be one of {Mode.POINTWISE}, got {mode!r}")
 
 
 def fallback_value(fallback: object, rule_score: float) -> float:
@@ -233,10 +254,10 @@ class PointwiseSettings(JudgeSettings):
 
     NAME: ClassVar[str] = "llm_judge.compute_score"
     VERDICT: ClassVar[Verdict] = POINTWISE
-    MODES: ClassVar[tuple[str, ...]] = MODES
+    MODES: ClassVar[tuple[str, ...]] = Mode.POINTWISE
     SAYS: ClassVar[dict[str, str]] = {"judge_failure": "'fallback' or 'abstain'"}
 
-    mode: str = "judge"
+    mode: str = Mode.JUDGE
     # the score when the judge gives no verdict or refuses the request: "lowest" (what a verdict of 0 earns) or a
     # number not above that
     parse_fail_score: object = "lowest"
@@ -261,9 +282,9 @@ class PairwiseSettings(JudgeSettings):
 
     NAME: ClassVar[str] = "pairwise_judge"
     VERDICT: ClassVar[Verdict] = PAIRWISE
-    MODES: ClassVar[tuple[str, ...]] = ("pairwise_ref", "tournament")
+    MODES: ClassVar[tuple[str, ...]] = Mode.PAIRWISE
 
-    mode: str = "pairwise_ref"
+    mode: str = Mode.PAIRWISE_REF
     prompt: str = "pairwise_ref"
     prompt_version: str = "v3"
     scheme: str = "circular"  # a tournament's comparisons: reward_fns.win_rates.SCHEMES

@@ -21,17 +21,8 @@ from reward_fns import canaries, gsm8k, judge_service
 from reward_fns.judge_client import JudgeClient
 from reward_fns.judge_errors import JudgeConfigError
 from reward_fns.judge_metrics import ACCEPT_AT
-from reward_fns.judge_options import PointwiseSettings, combine, fallback_value
-from reward_fns.judge_service import (
-    DEFAULT_REMOTE_MODEL,
-    Case,
-    client_options,
-    defuse,
-    endpoint,
-    get_client,
-    log_failure,
-    probe_index,
-)
+from reward_fns.judge_options import Mode, PointwiseSettings, combine, fallback_value
+from reward_fns.judge_service import DEFAULT_REMOTE_MODEL, Case, defuse, get_client, log_failure, probe_index
 from reward_fns.parse import FINAL_OK, final_answer
 from reward_fns.verdicts import POINTWISE
 
@@ -42,12 +33,9 @@ __all__ = [
     "check_options",
     "build_messages",
     "canary",
-    "client_options",
-    "endpoint",
     "get_client",
     "probe_index",
     "defuse",
-    "combine",
     "KEYS",
     "DEFAULTS",
     "DEFAULT_REMOTE_MODEL",
@@ -103,6 +91,84 @@ async def canary(client: JudgeClient, case: Case, k: int, settings: PointwiseSet
 _skipped_said = False
 
 
+def _unjudged(solution_str: object, ground_truth: object, s: PointwiseSettings) -> dict:
+    """A sample's keys before any judging: the rule's grade, the fallback score, no verdict."""
+    rule_score = gsm8k.grade(solution_str, ground_truth, s.rule_mode)
+    out = dict.fromkeys(KEYS, 0.0)
+    out.update(
+        score=fallback_value(s.fallback, rule_score),
+        judge_score=-1.0,
+        rule_score=rule_score,
+        judge_fallback=1.0,
+        rule_format=float(gsm8k.extract_answer(solution_str, "strict") is not None),
+    )
+    return out
+
+
+def _rule_decides(out: dict, solution_str: object, s: PointwiseSettings) -> bool:
+    """Whether the judge is not asked (``out`` then scored): hybrid, a rule-wrong answer earns 0 whatever the judge
+    says; route, the rule decides a ``#### N`` answer and one without one final answer."""
+    if s.mode == Mode.HYBRID and out["rule_score"] == 0.0:
+        out.update(score=0.0, judge_skipped=1.0, judge_fallback=0.0)
+        return True
+    if s.mode == Mode.ROUTE and (out["rule_format"] or final_answer(solution_str)[1] != FINAL_OK):
+        out.update(score=out["rule_score"], judge_skipped=1.0, judge_fallback=0.0)
+        return True
+    return False
+
+
+def _no_endpoint(out: dict) -> dict:
+    """The fallback score without a judge to ask (said once a process)."""
+    global _skipped_said
+    if not _skipped_said:
+        _skipped_said = True
+        logger.warning("llm_judge: no base_url and no reward_router_address (validation?): using the fallback")
+    out["judge_skipped"] = 1.0
+    return out
+
+
+async def _ask(out: dict, client: JudgeClient, case: Case, k: int | None, s: PointwiseSettings):
+    """The judge's answer for the case (a data problem here is a config problem: raised), canary probe ``k`` beside
+    it (None: none); the call's keys and the probe's into ``out``."""
+    started = time.perf_counter()
+    asked = judge_service.ask(client, POINTWISE, case, case.answers, **s.prompt_options)
+    if k is not None:
+        answer, probed = await asyncio.gather(asked, canary(client, case, k, s))
+        out.update(probed)
+    else:
+        answer = await asked
+    out.update(judge_seconds=time.perf_counter() - started, judge_attempts=float(answer.attempts))
+    out["judge_cached"] = 1.0 if answer.cached else 0.0
+    return answer
+
+
+def _failed(out: dict, answer, url: str, s: PointwiseSettings) -> dict:
+    """A call without a verdict (a configuration error has raised ``JudgeConfigError``)."""
+    out["judge_error"] = 1.0
+    if answer.failure == "fallback" and s.judge_failure == "abstain":  # no reward: left out
+        log_failure(answer, url, "abstaining")
+        out.update(score=0.0, judge_fallback=0.0, judge_abstained=1.0)
+    elif answer.failure == "fallback":  # the answer cannot cause these: the documented fallback
+        log_failure(answer, url, "using the fallback")
+    else:  # a refusal this request can cause
+        log_failure(answer, url, "scored as the lowest verdict")
+        out.update(score=s.no_verdict(out["rule_score"]), judge_fallback=0.0)
+    return out
+
+
+def _verdict(out: dict, answer, s: PointwiseSettings) -> dict:
+    """The reply's verdict as the score (none in the reply, or a paying one the guard voids: what a 0 earns)."""
+    rule_score = out["rule_score"]
+    out["judge_fallback"] = 0.0
+    if answer.value is None:
+        out.update(score=s.no_verdict(rule_score), judge_parse_fail=1.0)
+        return out
+    out.update(judge_score=float(answer.value), score=combine(s.mode, answer.value, rule_score))
+    if answer.problem is not None:
+        out.update({answer.problem: 1.0, "score": s.no_verdict(rule_score)})
+    return out
+
+
 async def compute_score(
     data_source=None,
     solution_str="",
@@ -116,74 +182,23 @@ async def compute_score(
     """verl custom reward function; see the module docstring. ``reward_kwargs``: ``PointwiseSettings``; the router
     arguments are verl's (``reward.reward_model.enable=True``).
 
-    Every sample gets the same keys, ``score`` first. In ``mode="route"`` the rule decides an answer with a ``#### N``
-    line without asking the judge (``judge_skipped`` 1.0; no request is made here):
+    Every sample gets the same keys, ``score`` first. In route mode (``Mode.ROUTE``) the rule decides an answer with a
+    ``#### N`` line without asking the judge (``judge_skipped`` 1.0; no request is made here):
 
     >>> r = asyncio.run(compute_score("openai/gsm8k", "48 + 24 = 72\\n#### 72", "72", {"question": "How many?"},
-    ...                               base_url="http://127.0.0.1:9/v1", model="judge", mode="route", canary_every=0))
+    ...                               base_url="http://127.0.0.1:9/v1", model="judge", mode=Mode.ROUTE, canary_every=0))
     >>> list(r)[:6], len(r)
     (['score', 'judge_score', 'rule_score', 'judge_error', 'judge_parse_fail', 'judge_skipped'], 19)
     >>> (r["score"], r["rule_score"], r["judge_skipped"])
     (1.0, 1.0, 1.0)
     """
-    global _skipped_said
     s = PointwiseSettings.of(reward_kwargs)
-    rule_score = gsm8k.grade(solution_str, ground_truth, s.rule_mode)
-    out = dict.fromkeys(KEYS, 0.0)
-    out.update(
-        score=fallback_value(s.fallback, rule_score),
-        judge_score=-1.0,
-        rule_score=rule_score,
-        judge_fallback=1.0,
-        rule_format=float(gsm8k.extract_answer(solution_str, "strict") is not None),
-    )
-
-    # 1. whether to ask (hybrid: a rule-wrong answer earns 0 whatever the judge says; route: the rule decides a
-    #    "#### N" answer and one without one final answer) and where
-    if s.mode == "hybrid" and rule_score == 0.0:
-        out.update(score=0.0, judge_skipped=1.0, judge_fallback=0.0)
-        return out
-    if s.mode == "route" and (out["rule_format"] or final_answer(solution_str)[1] != FINAL_OK):
-        out.update(score=rule_score, judge_skipped=1.0, judge_fallback=0.0)
+    out = _unjudged(solution_str, ground_truth, s)
+    if _rule_decides(out, solution_str, s):
         return out
     client = s.client(reward_router_address, reward_model_tokenizer)
     if client is None:
-        if not _skipped_said:
-            _skipped_said = True
-            logger.warning("llm_judge: no base_url and no reward_router_address (validation?): using the fallback")
-        out["judge_skipped"] = 1.0
-        return out
-
-    # 2. the call (a data problem here is a config problem: raise), parse and guard; a probe beside it
+        return _no_endpoint(out)
     case = Case.of((solution_str,), ground_truth, extra_info)
-    k = probe_index(solution_str, ground_truth, s.canary_every)
-    started = time.perf_counter()
-    asked = judge_service.ask(client, POINTWISE, case, case.answers, **s.prompt_options)
-    if k is not None:
-        answer, probed = await asyncio.gather(asked, canary(client, case, k, s))
-        out.update(probed)
-    else:
-        answer = await asked
-    out.update(judge_seconds=time.perf_counter() - started, judge_attempts=float(answer.attempts))
-    out["judge_cached"] = 1.0 if answer.cached else 0.0
-    if answer.failure:  # (a configuration error has raised JudgeConfigError)
-        out["judge_error"] = 1.0
-        if answer.failure == "fallback" and s.judge_failure == "abstain":  # no reward: left out
-            log_failure(answer, client.url, "abstaining")
-            out.update(score=0.0, judge_fallback=0.0, judge_abstained=1.0)
-        elif answer.failure == "fallback":  # the answer cannot cause these: the documented fallback
-            log_failure(answer, client.url, "using the fallback")
-        else:  # a refusal this request can cause
-            log_failure(answer, client.url, "scored as the lowest verdict")
-            out.update(score=s.no_verdict(rule_score), judge_fallback=0.0)
-        return out
-
-    # 3. the verdict (none in the reply, or a paying one the guard voids: what a 0 earns)
-    out["judge_fallback"] = 0.0
-    if answer.value is None:
-        out.update(score=s.no_verdict(rule_score), judge_parse_fail=1.0)
-        return out
-    out.update(judge_score=float(answer.value), score=combine(s.mode, answer.value, rule_score))
-    if answer.problem is not None:
-        out.update({answer.problem: 1.0, "score": s.no_verdict(rule_score)})
-    return out
+    answer = await _ask(out, client, case, probe_index(solution_str, ground_truth, s.canary_every), s)
+    return _failed(out, answer, client.url, s) if answer.failure else _verdict(out, answer, s)

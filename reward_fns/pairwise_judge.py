@@ -23,7 +23,7 @@ from decimal import Decimal
 from typing import Any
 
 from reward_fns import canaries, gsm8k, guard, judge_service
-from reward_fns.judge_options import PairwiseSettings, fallback_value
+from reward_fns.judge_options import Mode, PairwiseSettings, fallback_value
 from reward_fns.judge_service import DEFAULT_REMOTE_MODEL, Case, log_failure, probe_index, reference_shown
 from reward_fns.parse import normalize_number, normalize_text, reference_answer
 from reward_fns.verdicts import PAIRWISE
@@ -31,7 +31,6 @@ from reward_fns.win_rates import FAILED, REFUSED, SCHEMES, comparisons, final_of
 
 __all__ = ["compute_score", "score_group", "build_messages", "check_options", "decides", "KEYS"]
 
-MODES = PairwiseSettings.MODES
 CANARY_KEYS = canaries.KEYS
 GROUP_STATS = ("flip_rate", "tie_rate", "cycle_rate", "calls")  # a tournament's, on each row as judge_group_<stat>
 KEYS = (
@@ -122,7 +121,7 @@ async def score_group(
     ``kwargs``: ``PairwiseSettings`` (``mode`` default ``tournament``); the router arguments are verl's. ``stats`` (a
     dict), in a tournament: filled with the group's ``flip_rate``, ``tie_rate``, ``cycle_rate``, ``triples_decided``,
     ``cycles`` and ``calls``."""
-    s = PairwiseSettings.of({"mode": "tournament", **kwargs})
+    s = PairwiseSettings.of({"mode": Mode.TOURNAMENT, **kwargs})
     case = Case.of(texts, ground_truth, extra_info)
     texts, abstain = case.answers, s.judge_failure == "abstain"
     rules = [gsm8k.grade(t, ground_truth, s.rule_mode) for t in texts]
@@ -173,7 +172,7 @@ async def score_group(
 
     drawn = {i: k for i, k in enumerate(probe_index(t, ground_truth, s.canary_every) for t in texts) if k is not None}
     rows, probed = await asyncio.gather(
-        tournament_rows() if s.mode == "tournament" else reference_rows(),
+        tournament_rows() if s.mode == Mode.TOURNAMENT else reference_rows(),
         asyncio.gather(*(canaries.pair_probe(ask, k, case.reference_answer) for k in drawn.values())),
     )
     for i, counts in zip(drawn, probed):
@@ -191,21 +190,21 @@ async def compute_score(
     against group mates. The options are ``score_group``'s."""
     group = [kwargs.pop(k, None) for k in ("ground_truths", "extra_infos", "data_sources")]
     if solution_strs is not None:  # one prompt: the first answer's ground truth and extra info
-        mode, stats = kwargs.pop("mode", "tournament"), {}
+        mode, stats = kwargs.pop("mode", Mode.TOURNAMENT), {}
         rows = await score_group(solution_strs, group[0][0], group[1][0], mode=mode, stats=stats, **kwargs)
-        tally = {f"judge_group_{k}": float(stats.get(k, 0)) for k in GROUP_STATS} if mode == "tournament" else {}
+        tally = {f"judge_group_{k}": float(stats.get(k, 0)) for k in GROUP_STATS} if mode == Mode.TOURNAMENT else {}
         return [{**row, **tally} for row in rows]
     kwargs["mode"] = mode = kwargs.get("mode", PairwiseSettings.mode)
-    if mode != "pairwise_ref":
+    if mode != Mode.PAIRWISE_REF:
         raise ValueError(
-            f"compute_score scores one sample: mode must be 'pairwise_ref' (tournament: the whole group, "
-            f"solution_strs), got {mode!r}"
+            f"compute_score scores one sample: mode must be {Mode.PAIRWISE_REF!r} ({Mode.TOURNAMENT}: the whole "
+            f"group, solution_strs), got {mode!r}"
         )
     return (await score_group([solution_str], ground_truth, extra_info, **kwargs))[0]
 
 
 #: the options under which ``compute_score`` scores only a whole group (the config check asks)
-compute_score.group_only = lambda mode=PairwiseSettings.mode, **_: mode == "tournament"
+compute_score.group_only = lambda mode=PairwiseSettings.mode, **_: mode == Mode.TOURNAMENT
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -218,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--api-key-env", default=PairwiseSettings.api_key_env)
     p.add_argument("--question", default="")
     p.add_argument("--reference", required=True, help="the reference solution (\\n: a new line)")
-    p.add_argument("--mode", choices=MODES, default=PairwiseSettings.mode)
+    p.add_argument("--mode", choices=Mode.PAIRWISE, default=PairwiseSettings.mode)
     p.add_argument("--scheme", choices=SCHEMES, default=PairwiseSettings.scheme)
     p.add_argument("--rule-first", action="store_true")
     args = p.parse_args(argv)

@@ -19,6 +19,7 @@ run asks (``--judge-placement``; a served judge's URL reaches the reward's ``bas
 
 from __future__ import annotations
 
+from reward_fns.judge_options import Mode
 from scripts.workflows.pipeline import PAIRWISE_REF_REWARD
 
 KWARGS = "++reward.custom_reward_function.reward_kwargs."
@@ -32,11 +33,13 @@ GROUP_MANAGER = [
     "reward.num_workers=1",
 ]
 PAIRWISE_REF = list(PAIRWISE_REF_REWARD)
-TOURNAMENT = [PAIRWISE, KWARGS + "mode=tournament", *GROUP_MANAGER]
+TOURNAMENT = [PAIRWISE, f"{KWARGS}mode={Mode.TOURNAMENT}", *GROUP_MANAGER]
 
+#: an arm that runs a reward mode as it is bears the mode's name (``Mode``)
+MODE_ARMS = (Mode.JUDGE, Mode.ROUTE, Mode.PAIRWISE_REF, Mode.TOURNAMENT)
 ARMS = {
     "rule": [],
-    "judge": [],
+    Mode.JUDGE: [],
     "random": [
         "reward.custom_reward_function.path=pkg://reward_fns.controls",
         "reward.custom_reward_function.name=random_reward",
@@ -45,21 +48,21 @@ ARMS = {
         "reward.custom_reward_function.path=pkg://reward_fns.controls",
         "reward.custom_reward_function.name=format_only",
     ],
-    "route": [KWARGS + "mode=route"],
+    Mode.ROUTE: [f"{KWARGS}mode={Mode.ROUTE}"],
     "flaky_fallback": [FLAKY, KWARGS + "fail_share=0.2"],
     "flaky_abstain": [FLAKY, KWARGS + "fail_share=0.2", KWARGS + "judge_failure=abstain"],
-    "pairwise_ref": PAIRWISE_REF,
-    "tournament": TOURNAMENT,
+    Mode.PAIRWISE_REF: PAIRWISE_REF,
+    Mode.TOURNAMENT: TOURNAMENT,
 }
 #: the judge task (``--judge-task``, ``scripts.workflows.pipeline.TASKS``) each judged arm's reward asks
 NEEDS = {
-    **dict.fromkeys(("judge", "route", "flaky_fallback", "flaky_abstain"), "pointwise"),
-    **dict.fromkeys(("pairwise_ref", "tournament"), "pairwise_ref"),
+    **dict.fromkeys((Mode.JUDGE, Mode.ROUTE, "flaky_fallback", "flaky_abstain"), "pointwise"),
+    **dict.fromkeys((Mode.PAIRWISE_REF, Mode.TOURNAMENT), "pairwise_ref"),
 }
 JUDGED = tuple(NEEDS)  # rewarded by the trained judge (recipes/gsm8k_local_judge)
 SEEDED = ("random",)  # controls whose randomness is seeded per run (reward_kwargs.seed = the run's data.seed)
 #: the judged arm of the default ``rule,<arm>`` pair, per judge task
-DEFAULT_JUDGED = {"pointwise": "judge", "pairwise_ref": "pairwise_ref"}
+DEFAULT_JUDGED = {"pointwise": Mode.JUDGE, "pairwise_ref": Mode.PAIRWISE_REF}
 
 
 def mismatched(arms: list[str], task: str) -> list[str]:

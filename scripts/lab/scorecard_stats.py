@@ -17,10 +17,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scripts.lab.arms import MODE_ARMS
+
 BOOTSTRAP = 2000
 #: judge-rewarded arms: (pooled mean >=, lower bound >=); controls: upper bound <= (lower bound above: not met)
 TARGETS = {
-    **dict.fromkeys(("judge", "route", "pairwise_ref", "tournament"), (0.9, 0.8)),
+    **dict.fromkeys(MODE_ARMS, (0.9, 0.8)),
     **dict.fromkeys(("random", "format"), 0.3),
 }
 

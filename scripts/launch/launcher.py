@@ -185,22 +185,10 @@ def outputs(
     return gen
 
 
-def plan(
-    env,
-    user_args: list[str],
-    recipe: str,
-    materialize: bool = True,
-    output_dir: str | None = None,
-    metrics_file: str | None = None,
-    log_file: str | None = None,
-) -> Plan:
-    """Everything a run needs, from the recipe config, the knobs and the arguments (``materialize=False``:
-    build no model or data, only name them)."""
-    from omegaconf import OmegaConf
-
-    job = bool(env.get("RAY_ADDRESS"))
+def recipe_folder(recipe: str) -> str:
+    """recipes/<recipe>, the folder of its config; the LaunchError for a pipeline's folder names its run.sh."""
     try:
-        rdir = config_compose.recipe_dir(recipe)
+        return config_compose.recipe_dir(recipe)
     except config_compose.ConfigError as e:
         hint = (
             f" (a pipeline: bash recipes/{recipe}/run.sh)"
@@ -208,20 +196,22 @@ def plan(
             else ""
         )
         raise LaunchError(e.errors[0] + hint) from None
-    unknown = knobs.unknown(env)
-    if unknown:
-        raise LaunchError("; ".join(unknown))
-    p = Plan(recipe=recipe, mode="job" if job else "local", recipe_dir=rdir)
-    user_args = ov.merge(user_args)
-    given = {ov.key(o) for o in user_args}
-    set_by_user = {
+
+
+def set_knobs(env) -> dict[str, str]:
+    """The config's knobs ``env`` sets, as the run gets them (``knob_value``)."""
+    return {
         k.name: knob_value(k, env[k.name], env)
         for k in knobs.KNOBS
         if k.where == "config" and (env.get(k.name) or "").strip()
     }
-    p.knobs = dict(set_by_user)
+
+
+def missing_data(given: set[str], set_by_user: dict[str, str]) -> dict[str, str]:
+    """Hydra key -> knob of the data files neither an override nor a knob gives (the recipe's default data stands
+    in); one of the two without the other is refused."""
     files = {"data.train_files": "TRAIN_FILES", "data.val_files": "VAL_FILES"}
-    missing = {key: name for key, name in files.items() if key not in given and name not in p.knobs}
+    missing = {key: name for key, name in files.items() if key not in given and name not in set_by_user}
     if len(missing) == 1:  # the recipe's default set would train or validate on another task than the user's
         ((key, name),) = missing.items()
         other_key, other = next(kv for kv in files.items() if kv[0] != key)
@@ -230,36 +220,51 @@ def plan(
             f"validation parquet of one task (data_prep writes both: --train FILE --test FILE); without {name} the "
             "run would use the recipe's default data for it"
         )
-    pending = dict.fromkeys(missing.values(), PENDING)  # stand-ins while the values are checked
-    if "actor_rollout_ref.model.path" not in given and "MODEL" not in p.knobs:
-        pending["MODEL"] = PENDING
-    cfg = compose(recipe, user_args, {**env, **p.knobs, **pending})
-    p.sources = knob_sources(cfg, set_by_user)
-    check_values(cfg, p, {**env, **pending})
+    return missing
+
+
+def fill_defaults(p: Plan, cfg, env, model: bool, missing: dict[str, str], materialize: bool) -> None:
+    """The default model (``model``) and the recipe's default data (the knobs of ``missing``) into ``p.knobs``, the
+    data's command and source line into ``p``."""
+    from omegaconf import OmegaConf
+
     try:
-        if "MODEL" in pending:
+        if model:
             p.knobs["MODEL"] = defaults.model(env, create=materialize)
         if missing:
             with knobs.environ({**env, **p.knobs}):
                 kind = OmegaConf.select(cfg, "verl_judge.default_data", default=None)
                 tokenizer = str(cfg.actor_rollout_ref.model.path)
             train, val, p.data, line = defaults.data(
-                kind, recipe, cfg.data.max_prompt_length, tokenizer, env, materialize
+                kind, p.recipe, cfg.data.max_prompt_length, tokenizer, env, materialize
             )
             p.notes.append(line)
             got = {"TRAIN_FILES": train, "VAL_FILES": val}
             p.knobs.update({name: ray_job.local_path(got[name], env) for name in missing.values()})
     except defaults.DefaultsError as e:
         raise LaunchError(str(e)) from None
+
+
+def ignored_knobs(p: Plan, set_by_user: dict[str, str]) -> list[str]:
+    """A note for each knob set that the recipe's config (config.yaml, its config groups, base.yaml) does not read."""
     yaml_files = [os.path.join(knobs.RECIPES, "base.yaml")] + glob.glob(
-        os.path.join(rdir, "**", "*.yaml"), recursive=True
+        os.path.join(p.recipe_dir, "**", "*.yaml"), recursive=True
     )
-    yaml_text = "".join(open(f, encoding="utf-8").read() for f in yaml_files)  # config.yaml and its config groups
-    p.notes += [
-        f"{n} ignored: recipe {recipe} does not read it (no ${{oc.env:{n}}} in its config)"
+    yaml_text = "".join(open(f, encoding="utf-8").read() for f in yaml_files)
+    return [
+        f"{n} ignored: recipe {p.recipe} does not read it (no ${{oc.env:{n}}} in its config)"
         for n in set_by_user
         if f"oc.env:{n}" not in yaml_text
     ]
+
+
+def read_config(p: Plan, cfg, env, given: set[str]) -> tuple[str, str, list[str], str]:
+    """What the plan takes from the composed config, the knobs' values in force: the judge API's key variable, the
+    attention note, the services to start beside training, the watchdog; ``(project, experiment, loggers,
+    checkpoint folder)``."""
+    from omegaconf import OmegaConf
+
+    job = p.mode == "job"
     with knobs.environ({**env, **p.knobs}):
         p.key_env = str(
             OmegaConf.select(cfg, "reward.custom_reward_function.reward_kwargs.api_key_env", default=None) or ""
@@ -285,22 +290,60 @@ def plan(
             raise LaunchError("; ".join(errors))
         p.watchdog = watchdog if watchdog.get("enable", True) else None
         project, experiment = str(cfg.trainer.project_name), str(cfg.trainer.experiment_name)
-        loggers = [str(x) for x in cfg.trainer.logger]
-        ckpt = str(cfg.trainer.default_local_dir)
+        return project, experiment, [str(x) for x in cfg.trainer.logger], str(cfg.trainer.default_local_dir)
 
-    gen = outputs(p, env, given, project, experiment, loggers, output_dir, metrics_file, log_file)
-    p.overrides = ov.merge(gen, user_args)
 
-    if job:
-        p.command, p.runtime_env, notes = ray_job.command(rdir, p.overrides, p.knobs, {**env, KEY_ENV: p.key_env})
+def set_command(p: Plan, env, gen: list[str], ckpt: str) -> None:
+    """The command that runs ``p`` and the variables shown with it: a Ray job's submission (with what its upload
+    leaves out), or the trainer on this machine."""
+    if p.mode == "job":
+        p.command, p.runtime_env, notes = ray_job.command(
+            p.recipe_dir, p.overrides, p.knobs, {**env, KEY_ENV: p.key_env}
+        )
         p.notes += notes
         p.env = {"RAY_ADDRESS": env["RAY_ADDRESS"]}
         values = [f for v in p.knobs.values() for f in v.split(",")] + [o.partition("=")[2] for o in gen]
         p.notes += ray_job.upload_notes(values, ckpt)
     else:
         python = env.get("PYTHON") or sys.executable
-        p.command = [python, "-m", "scripts.train", "--config-path", rdir, "--config-name", "config", *p.overrides]
+        p.command = [python, "-m", "scripts.train", "--config-path", p.recipe_dir, "--config-name", "config"]
+        p.command += p.overrides
         p.env = {"PYTHONPATH": ROOT, "RAY_ADDRESS": "<private local head>"}
+
+
+def plan(
+    env,
+    user_args: list[str],
+    recipe: str,
+    materialize: bool = True,
+    output_dir: str | None = None,
+    metrics_file: str | None = None,
+    log_file: str | None = None,
+) -> Plan:
+    """Everything a run needs, from the recipe config, the knobs and the arguments (``materialize=False``:
+    build no model or data, only name them)."""
+    rdir = recipe_folder(recipe)
+    unknown = knobs.unknown(env)
+    if unknown:
+        raise LaunchError("; ".join(unknown))
+    p = Plan(recipe=recipe, mode="job" if env.get("RAY_ADDRESS") else "local", recipe_dir=rdir)
+    user_args = ov.merge(user_args)
+    given = {ov.key(o) for o in user_args}
+    set_by_user = set_knobs(env)
+    p.knobs = dict(set_by_user)
+    missing = missing_data(given, p.knobs)
+    pending = dict.fromkeys(missing.values(), PENDING)  # stand-ins while the values are checked
+    if "actor_rollout_ref.model.path" not in given and "MODEL" not in p.knobs:
+        pending["MODEL"] = PENDING
+    cfg = compose(recipe, user_args, {**env, **p.knobs, **pending})
+    p.sources = knob_sources(cfg, set_by_user)
+    check_values(cfg, p, {**env, **pending})
+    fill_defaults(p, cfg, env, "MODEL" in pending, missing, materialize)
+    p.notes += ignored_knobs(p, set_by_user)
+    project, experiment, loggers, ckpt = read_config(p, cfg, env, given)
+    gen = outputs(p, env, given, project, experiment, loggers, output_dir, metrics_file, log_file)
+    p.overrides = ov.merge(gen, user_args)
+    set_command(p, env, gen, ckpt)
     return p
 
 

@@ -80,7 +80,9 @@ from dataclasses import dataclass, field
 import scripts
 from data_prep.files.errors import DataError
 from data_prep.files.outputs import check_output_folder, write_json, write_text
+from reward_fns.judge_options import Mode
 from scripts.console import masked, say
+from scripts.lab.arms import KWARGS
 from scripts.lab.bench.cost_report import gpu_names, markdown, report, train_steps
 from scripts.launch import knobs, services
 from scripts.launch import overrides as ov
@@ -89,15 +91,16 @@ from scripts.launch.launcher import truthy
 ROOT = scripts.ROOT
 WHO = "judge_cost"
 RULE_REWARD = "reward.custom_reward_function.path=pkg://reward_fns.gsm8k"
-KWARGS = "++reward.custom_reward_function.reward_kwargs."
+#: the judge's placements the arms run (recipes/gsm8k_local_judge/judge_placement/<name>.yaml)
+COLOCATED, SERVER = "judge_placement=colocated", "judge_placement=server"
 #: arm -> (recipe, the arm's own Hydra overrides)
 ARMS: dict[str, tuple[str, list[str]]] = {
     "rule": ("gsm8k_rule", []),
-    "resident": ("gsm8k_local_judge", ["judge_placement=colocated", RULE_REWARD]),
-    "colocated": ("gsm8k_local_judge", ["judge_placement=colocated"]),
-    "colocated_deferred": ("gsm8k_local_judge", ["judge_placement=colocated", "verl_judge.deferred_reward=true"]),
-    "server": ("gsm8k_local_judge", ["judge_placement=server"]),
-    "route": ("gsm8k_local_judge", ["judge_placement=server", KWARGS + "mode=route"]),
+    "resident": ("gsm8k_local_judge", [COLOCATED, RULE_REWARD]),
+    "colocated": ("gsm8k_local_judge", [COLOCATED]),
+    "colocated_deferred": ("gsm8k_local_judge", [COLOCATED, "verl_judge.deferred_reward=true"]),
+    "server": ("gsm8k_local_judge", [SERVER]),
+    Mode.ROUTE: ("gsm8k_local_judge", [SERVER, f"{KWARGS}mode={Mode.ROUTE}"]),  # the rule decides the clear answers
 }
 BASE = "rule"
 #: variables that would change what an arm is (its reward, its placement): refused rather than passed on
@@ -262,7 +265,7 @@ def wait(wave: list[Run], timeout: float, grace: float) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ entry
-def parse(argv):
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m scripts.lab.bench.judge_cost",
         description=__doc__,
@@ -303,14 +306,22 @@ def parse(argv):
         "-m scripts.launch); a custom one is trusted to find its GPUs",
     )
     ap.add_argument("overrides", nargs="*", help="Hydra overrides for every arm (after --)")
-    args = ap.parse_args(argv)
-    if args.launcher is not None:
-        first = (shlex.split(args.launcher) or [""])[0]
+    return ap
+
+
+def _check_launcher(ap: argparse.ArgumentParser, launcher: str | None) -> None:
+    """A ``--launcher`` must start with an executable."""
+    if launcher is not None:
+        first = (shlex.split(launcher) or [""])[0]
         if not first or not shutil.which(first):
             what = f"{first} is not an executable (a path, or a command on PATH)" if first else "no command"
-            ap.error(f"--launcher {args.launcher!r}: {what}")
+            ap.error(f"--launcher {launcher!r}: {what}")
+
+
+def _arm_table(ap: argparse.ArgumentParser, specs: list[str]) -> tuple[dict, list[str]]:
+    """``ARMS`` with the ``--arm`` specs added: (arm -> (recipe, overrides), the names of yours)."""
     table, yours = dict(ARMS), []
-    for spec in args.arm:
+    for spec in specs:
         try:
             name, recipe, own = parse_arm(spec)
         except ValueError as e:
@@ -324,6 +335,12 @@ def parse(argv):
             )
         yours.append(name)
         table[name] = (recipe, own)
+    return table, yours
+
+
+def _chosen_arms(ap: argparse.ArgumentParser, args, table: dict, yours: list[str]) -> list[str]:
+    """The arms ``--arms`` runs (default: every one, the named first), each known and named once; ``--base`` one of
+    them."""
     every = list(ARMS) + [n for n in yours if n not in ARMS]
     arms = every if args.arms is None else [a.strip() for a in args.arms.split(",") if a.strip()]
     bad = [a for a in arms if a not in table]
@@ -333,6 +350,12 @@ def parse(argv):
         ap.error("--arms: an arm is named twice")
     if args.base is not None and args.base not in arms:
         ap.error(f"--base {args.base}: not one of the arms run ({', '.join(arms)})")
+    return arms
+
+
+def _placement(ap: argparse.ArgumentParser, args, arms: list[str]) -> tuple[list[str], list[str]]:
+    """``(gpus, slots)``: the GPU ids of ``--gpus`` and their groups of ``--gpus-per-arm``, one arm's each;
+    ``args.interleave`` set where the arms can only take turns (one slot)."""
     gpus = [g.strip() for g in args.gpus.split(",") if g.strip()]
     n = args.gpus_per_arm
     if not gpus or len(set(gpus)) != len(gpus):
@@ -355,6 +378,11 @@ def parse(argv):
             f"{len(arms)} arms ({', '.join(arms)}) for {len(slots)} {unit} ({','.join(gpus)}): one arm per GPU; "
             "give more GPUs, fewer --arms, or --interleave"
         )
+    return gpus, slots
+
+
+def _check_rest(ap: argparse.ArgumentParser, args) -> None:
+    """The counts, the seconds, the results folder and the overrides."""
     for name in ("rounds", "steps"):
         if getattr(args, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
@@ -372,76 +400,74 @@ def parse(argv):
     bad = [o for o in args.overrides if "=" not in o]
     if bad:
         ap.error(f"not a Hydra override KEY=VALUE: {' '.join(bad)}")
+
+
+def parse(argv):
+    ap = _parser()
+    args = ap.parse_args(argv)
+    _check_launcher(ap, args.launcher)
+    table, yours = _arm_table(ap, args.arm)
+    arms = _chosen_arms(ap, args, table, yours)
+    gpus, slots = _placement(ap, args, arms)
+    _check_rest(ap, args)
     args.arms, args.gpus, args.slots, args.table = arms, gpus, slots, table
     if args.base is None and BASE in arms:
         args.base = BASE  # else no base: no ratios
     return args
 
 
-def main(argv=None, env=None) -> int:
-    env = dict(os.environ if env is None else env)
-    args = parse(sys.argv[1:] if argv is None else argv)
+def env_errors(env) -> list[str]:
+    """Why no run may start in this environment ([]: none): variables the launcher would refuse for every run, a Ray
+    cluster, a variable that would change what an arm is."""
     unknown = knobs.unknown(env)  # the launcher would refuse every run for these: refused before any
-    for m in unknown:
-        say(WHO, f"ERROR: {m}")
     if unknown:
-        return 2
+        return unknown
     if (env.get("RAY_ADDRESS") or "").strip():
-        say(
-            WHO,
-            f"ERROR: RAY_ADDRESS={env['RAY_ADDRESS']} is set: the bench runs local runs, one per GPU (a Ray job logs "
-            "its metrics where the bench does not read them); unset it",
-        )
-        return 2
+        return [
+            f"RAY_ADDRESS={env['RAY_ADDRESS']} is set: the bench runs local runs, one per GPU (a Ray job logs its "
+            "metrics where the bench does not read them); unset it"
+        ]
     fixed = [n for n in FIXED_BY_ARMS if (env.get(n) or "").strip()]
     if fixed:
-        say(WHO, f"ERROR: {', '.join(fixed)} set: each arm sets its reward and placement itself; unset them")
-        return 2
-    dry = is_dry(env)
-    custom = args.launcher is not None
-    launcher = shlex.split(args.launcher) if custom else [sys.executable, "-m", "scripts.launch"]
-    if not dry and not custom:
-        seen = gpu_names()
-        if seen is None:
-            say(WHO, "ERROR: no GPU (nvidia-smi fails or is missing); DRY_RUN=1 checks the arms' configs on CPU")
-            return 2
-        ids = {ln.split(",")[0].strip() for ln in seen}
-        missing = [g for g in args.gpus if g.isdigit() and g not in ids]
-        if missing:
-            say(WHO, f"ERROR: --gpus {','.join(missing)}: no such GPU; nvidia-smi lists {', '.join(sorted(ids))}")
-            return 2
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
-    out = os.path.abspath(args.out or os.path.join(ROOT, "outputs", "judge_cost", stamp))
-    interleave = args.interleave or dry  # a dry run checks one arm after another (no GPU, a few seconds each)
-    waves = plan_runs(
-        args.arms, args.slots, interleave, args.rounds, args.steps, out, args.overrides, launcher, args.table
-    )
-    runs = [r for w in waves for r in w]
-    command = shlex.join(["python", "-m", "scripts.lab.bench.judge_cost", *(sys.argv[1:] if argv is None else argv)])
+        return [f"{', '.join(fixed)} set: each arm sets its reward and placement itself; unset them"]
+    return []
+
+
+def gpu_errors(gpus: list[str]) -> list[str]:
+    """Why the runs cannot have these GPUs ([]: none): no GPU here, or an index nvidia-smi does not list."""
+    seen = gpu_names()
+    if seen is None:
+        return ["no GPU (nvidia-smi fails or is missing); DRY_RUN=1 checks the arms' configs on CPU"]
+    ids = {ln.split(",")[0].strip() for ln in seen}
+    missing = [g for g in gpus if g.isdigit() and g not in ids]
+    if missing:
+        return [f"--gpus {','.join(missing)}: no such GPU; nvidia-smi lists {', '.join(sorted(ids))}"]
+    return []
+
+
+def settings_of(args, interleave: bool) -> dict:
+    """The bench's settings as the report tells them."""
     unit = "GPU" if args.gpus_per_arm == 1 else f"group of {args.gpus_per_arm} GPUs"
-    placement = f"interleaved on GPU {args.slots[0]}" if interleave else f"one arm per {unit}, started together"
-    settings = {
+    return {
         "arms": args.arms,
         "base": args.base,
         "definitions": {a: {"recipe": args.table[a][0], "overrides": args.table[a][1]} for a in args.arms},
-        "placement": placement,
+        "placement": f"interleaved on GPU {args.slots[0]}" if interleave else f"one arm per {unit}, started together",
         "gpus": args.gpus,
         "steps": args.steps,
         "rounds": args.rounds,
         "overrides": args.overrides,
     }
-    say(WHO, f"{len(runs)} run(s), {placement}{' (DRY_RUN: config checks only)' if dry else ''}; results: {out}")
 
-    terminated = []  # SIGTERM / SIGHUP: exit 130; a Ctrl-C: services.Interrupted
+
+def run_waves(waves: list[list[Run]], env, timeout: float, grace: float) -> tuple[bool, list[int]]:
+    """Start each wave and wait for it; every run is stopped at the end, on every exit path (a second Ctrl-C does not
+    cut that short). ``(interrupted, the SIGTERM / SIGHUP signals taken)``."""
+    terminated: list[int] = []  # SIGTERM / SIGHUP: exit 130; a Ctrl-C: services.Interrupted
 
     def on_term(signum, _frame):
         terminated.append(signum)
         raise KeyboardInterrupt
-
-    def status() -> int:
-        if interrupted and not terminated:
-            raise services.Interrupted  # the command line then dies of SIGINT (services.as_command)
-        return 130 if interrupted else (1 if failed else 0)
 
     main_thread = threading.current_thread() is threading.main_thread()
     stops = (signal.SIGTERM, signal.SIGHUP)  # a hangup as SIGTERM: the children, in sessions of their own, stay
@@ -451,7 +477,7 @@ def main(argv=None, env=None) -> int:
         for wave in waves:
             for r in wave:
                 start(r, env)
-            wait(wave, args.run_timeout, args.stop_grace)
+            wait(wave, timeout, grace)
     except KeyboardInterrupt:
         interrupted = True
         say(WHO, "interrupted")
@@ -461,25 +487,23 @@ def main(argv=None, env=None) -> int:
             for s in stops:
                 signal.signal(s, signal.SIG_IGN)
         try:
-            stop(runs, args.stop_grace, "interrupted" if interrupted else "the bench ends")
+            stop([r for w in waves for r in w], grace, "interrupted" if interrupted else "the bench ends")
         finally:
             if main_thread:
                 signal.signal(signal.SIGINT, old_int)
                 for s, h in old.items():
                     signal.signal(s, h)
-    if not dry:
-        for r in runs:
-            if r.rc == 0 and not train_steps(r.metrics)[args.skip_first :]:
-                r.error = "finished but logged no steps"
-                say(
-                    WHO,
-                    f"{r.arm} (round {r.round}): exit 0, but no step after the first {args.skip_first} in {r.metrics}",
-                )
-    failed = [r for r in runs if r.rc != 0 or r.error]
-    if dry:
-        for r in runs:
-            say(WHO, f"DRY_RUN {r.arm}: {'config OK' if r.rc == 0 else f'exit {r.rc}, see {r.log}'}")
-        return status()
+    return interrupted, terminated
+
+
+def exit_status(interrupted: bool, terminated: list[int], failed: list[Run]) -> int:
+    if interrupted and not terminated:
+        raise services.Interrupted  # the command line then dies of SIGINT (services.as_command)
+    return 130 if interrupted else (1 if failed else 0)
+
+
+def write_report(runs: list[Run], failed: list[Run], settings: dict, command: str, args, out: str, env) -> None:
+    """``OUT/cost.json`` and ``OUT/cost.md`` (printed too), masked; then the runs that failed."""
     rep = masked(report(runs, settings, command, args.skip_first, args.table), env)  # credentials in overrides
     os.makedirs(out, exist_ok=True)
     write_json(os.path.join(out, "cost.json"), rep)
@@ -490,7 +514,43 @@ def main(argv=None, env=None) -> int:
         what = "was not started" if r.rc is None else r.error or f"exited {r.rc}"
         say(WHO, f"{r.arm} (round {r.round}) {what}: {r.log}")
     say(WHO, f"report: {os.path.join(out, 'cost.md')} and cost.json")
-    return status()
+
+
+def main(argv=None, env=None) -> int:
+    env = dict(os.environ if env is None else env)
+    args = parse(sys.argv[1:] if argv is None else argv)
+    dry, custom = is_dry(env), args.launcher is not None
+    errors = env_errors(env) or ([] if dry or custom else gpu_errors(args.gpus))
+    for m in errors:
+        say(WHO, f"ERROR: {m}")
+    if errors:
+        return 2
+    launcher = shlex.split(args.launcher) if custom else [sys.executable, "-m", "scripts.launch"]
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    out = os.path.abspath(args.out or os.path.join(ROOT, "outputs", "judge_cost", stamp))
+    interleave = args.interleave or dry  # a dry run checks one arm after another (no GPU, a few seconds each)
+    waves = plan_runs(
+        args.arms, args.slots, interleave, args.rounds, args.steps, out, args.overrides, launcher, args.table
+    )
+    runs = [r for w in waves for r in w]
+    settings = settings_of(args, interleave)
+    checks = " (DRY_RUN: config checks only)" if dry else ""
+    say(WHO, f"{len(runs)} run(s), {settings['placement']}{checks}; results: {out}")
+    interrupted, terminated = run_waves(waves, env, args.run_timeout, args.stop_grace)
+    for r in runs if not dry else []:  # a dry run logs no steps
+        if r.rc == 0 and not train_steps(r.metrics)[args.skip_first :]:
+            r.error = "finished but logged no steps"
+            say(WHO, f"{r.arm} (round {r.round}): exit 0, but no step after the first {args.skip_first} in {r.metrics}")
+    failed = [r for r in runs if r.rc != 0 or r.error]
+    if dry:
+        for r in runs:
+            say(WHO, f"DRY_RUN {r.arm}: {'config OK' if r.rc == 0 else f'exit {r.rc}, see {r.log}'}")
+    else:
+        command = shlex.join(
+            ["python", "-m", "scripts.lab.bench.judge_cost", *(sys.argv[1:] if argv is None else argv)]
+        )
+        write_report(runs, failed, settings, command, args, out, env)
+    return exit_status(interrupted, terminated, failed)
 
 
 if __name__ == "__main__":

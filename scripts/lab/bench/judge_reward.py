@@ -139,7 +139,7 @@ def start_test_server(capacity: int, latency: float) -> tuple[subprocess.Popen, 
     return proc, f"http://{line.split()[1]}/v1"
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m scripts.lab.bench.judge_reward",
         description=__doc__.split("\n\n")[0],
@@ -159,34 +159,60 @@ def main(argv: list[str] | None = None) -> int:
         "--seq-n", type=int, default=None, help="time the sequential client on this many samples and extrapolate"
     )
     ap.add_argument("--json", default=None, help="also write the numbers here")
-    args = ap.parse_args(argv)
+    return ap
 
-    proc = None
+
+def server(args) -> tuple[subprocess.Popen | None, str, str]:
+    """``(the test server's process or None, base URL, the table's label)``: ``--base-url``, else a test server."""
     if args.base_url:
-        base_url = args.base_url
-        label = args.label or f"{base_url} ({args.model})"
-    else:
-        proc, base_url = start_test_server(args.capacity, args.latency)
-        label = (
-            args.label
-            or f"test server, capacity {args.capacity} x latency {args.latency}s "
-            f"(nominal {args.capacity / args.latency:.0f} req/s)"
-        )
+        return None, args.base_url, args.label or f"{args.base_url} ({args.model})"
+    proc, base_url = start_test_server(args.capacity, args.latency)
+    nominal = f"(nominal {args.capacity / args.latency:.0f} req/s)"
+    return proc, base_url, args.label or f"test server, capacity {args.capacity} x latency {args.latency}s {nominal}"
+
+
+def phases(args, base_url: str, seq_n: int) -> tuple:
+    """The three phases' ``(wall seconds, errors[, parse failures])``, each on its own distinct samples, after a
+    warm-up (connection setup, server-side compilation and caches)."""
     from reward_fns.judge_client import chat_completions_url
 
-    url = chat_completions_url(base_url)
+    url, n = chat_completions_url(base_url), args.n
+    asyncio.run(probe(url, args.model, samples(8, 10_000), args.max_tokens, 8))
+    probe_wall, probe_err = asyncio.run(probe(url, args.model, samples(n, 0), args.max_tokens, args.probe_concurrency))
+    ours_wall, ours_err, ours_pf = asyncio.run(
+        ours(base_url, args.model, samples(n, 20_000), args.max_tokens, args.max_concurrency)
+    )
+    seq_wall, seq_err = asyncio.run(sequential(url, args.model, samples(seq_n, 40_000), args.max_tokens))
+    return (probe_wall, probe_err), (ours_wall, ours_err, ours_pf), (seq_wall, seq_err)
+
+
+def table(row: dict, probe_wall: float) -> str:
+    """The Markdown table of ``row`` (``main``'s numbers)."""
+    n, floor, ours_wall, seq_full, errors = row["n"], row["floor_s"], row["ours_s"], row["sequential_s"], row["errors"]
+    seq_n = row["sequential_measured_on"]
+    seq_note = "" if seq_n == n else f" (extrapolated from {seq_n})"
+    return "\n".join(
+        [
+            "| client | wall (s) | req/s | floor N/throughput (s) | ratio to floor "
+            "| speed-up vs sequential | judge errors |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+            f"| probe (bare, saturating) | {probe_wall:.2f} | {row['server_throughput_rps']:.1f} | {floor:.2f} | 1.00 "
+            f"| - | {errors['probe']} |",
+            f"| llm_judge.compute_score (gather) | {ours_wall:.2f} | {n / ours_wall:.1f} | {floor:.2f} | "
+            f"**{ours_wall / floor:.2f}** | **{seq_full / ours_wall:.1f}x** | {errors['ours']} |",
+            f"| sequential per-sample client{seq_note} | {seq_full:.2f} | {n / seq_full:.1f} | {floor:.2f} | "
+            f"{seq_full / floor:.2f} | 1.0x | {errors['sequential']} |",
+        ]
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    proc, base_url, label = server(args)
     n = args.n
     seq_n = min(args.seq_n or n, n)
     try:
-        # warm-up (connection setup, server-side compilation/caches)
-        asyncio.run(probe(url, args.model, samples(8, 10_000), args.max_tokens, 8))
-        probe_wall, probe_err = asyncio.run(
-            probe(url, args.model, samples(n, 0), args.max_tokens, args.probe_concurrency)
-        )
-        ours_wall, ours_err, ours_pf = asyncio.run(
-            ours(base_url, args.model, samples(n, 20_000), args.max_tokens, args.max_concurrency)
-        )
-        seq_wall, seq_err = asyncio.run(sequential(url, args.model, samples(seq_n, 40_000), args.max_tokens))
+        (probe_wall, probe_err), (ours_wall, ours_err, ours_pf), (seq_wall, seq_err) = phases(args, base_url, seq_n)
     finally:
         if proc is not None:
             proc.terminate()
@@ -210,22 +236,8 @@ def main(argv: list[str] | None = None) -> int:
         "errors": {"probe": probe_err, "ours": ours_err, "ours_parse_fail": ours_pf, "sequential": seq_err},
         "host": f"{platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}",
     }
-    seq_note = "" if seq_n == n else f" (extrapolated from {seq_n})"
     print(f"\n{row['date']} | {label} | N={n}, max_tokens={args.max_tokens} | {row['host']}\n")
-    print(
-        "| client | wall (s) | req/s | floor N/throughput (s) | ratio to floor "
-        "| speed-up vs sequential | judge errors |"
-    )
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    print(f"| probe (bare, saturating) | {probe_wall:.2f} | {thr:.1f} | {floor:.2f} | 1.00 | - | {probe_err} |")
-    print(
-        f"| llm_judge.compute_score (gather) | {ours_wall:.2f} | {n / ours_wall:.1f} | {floor:.2f} | "
-        f"**{ours_wall / floor:.2f}** | **{seq_full / ours_wall:.1f}x** | {ours_err} |"
-    )
-    print(
-        f"| sequential per-sample client{seq_note} | {seq_full:.2f} | {n / seq_full:.1f} | {floor:.2f} | "
-        f"{seq_full / floor:.2f} | 1.0x | {seq_err} |"
-    )
+    print(table(row, probe_wall))
     if args.json:
         write_json(args.json, row)
     return 0

@@ -73,7 +73,8 @@ def alive_nodes(address: str, env: dict) -> tuple[int, str]:
     return len(re.findall(r"^\s*\d+ node_", active, re.M)), out
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse(argv: list[str] | None):
+    """The arguments, with ``run_sh`` (the recipe's script) and ``gpus`` (per node) checked."""
     ap = argparse.ArgumentParser(
         prog="python -m scripts.lab.bench.ray_cluster",
         description=__doc__.split("\n\n")[0],
@@ -87,12 +88,64 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("overrides", nargs="*", help="Hydra overrides for the recipe (after --)")
     a = ap.parse_args(argv)
     recipes = os.environ.get("RECIPES_DIR") or os.path.join(ROOT, "recipes")  # tests point it at stand-ins
-    run_sh = os.path.join(recipes, a.recipe, "run.sh")
-    if not os.path.isfile(run_sh):
-        ap.error(f"--recipe {a.recipe}: no {run_sh}")
-    gpus = a.gpus if a.gpus is not None else (1 if a.nodes == 2 else ray_head.machine_gpus())
-    if gpus < 0:
-        ap.error(f"--gpus {gpus}: must be >= 0")
+    a.run_sh = os.path.join(recipes, a.recipe, "run.sh")
+    if not os.path.isfile(a.run_sh):
+        ap.error(f"--recipe {a.recipe}: no {a.run_sh}")
+    a.gpus = a.gpus if a.gpus is not None else (1 if a.nodes == 2 else ray_head.machine_gpus())
+    if a.gpus < 0:
+        ap.error(f"--gpus {a.gpus}: must be >= 0")
+    return a
+
+
+def start_nodes(a, out: str, port: int, nodes: list[subprocess.Popen]) -> tuple[str, dict]:
+    """Start the head (dashboard on ``port``) and the nodes that join it, each appended to ``nodes``: ``(the head's
+    address, the authentication variables the others and the submission use)``; ``RayStartError``: one did not."""
+    address, auth = "", {}
+    for i in range(a.nodes):
+        env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+        env.update(auth)  # a head with token authentication: the other nodes and the submission use it too
+        if a.nodes > 1 and a.gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i * a.gpus + g) for g in range(a.gpus))
+        log = os.path.join(out, f"ray_node{i}.log")
+        proc, address = ray_head.start(env, log, dashboard_port=port, join=address or None, num_gpus=a.gpus)
+        nodes.append(proc)
+        auth = {"RAY_AUTH_MODE": env["RAY_AUTH_MODE"]} if env.get("RAY_AUTH_MODE") else {}
+    return address, auth
+
+
+def nodes_up(address: str, want: int, out: str, status_env: dict) -> bool:
+    """Whether ``want`` nodes are alive within 120 s; the cluster's status in OUT/ray_status.txt."""
+    deadline = time.time() + 120
+    while (n := alive_nodes(address, status_env))[0] < want and time.time() < deadline:
+        time.sleep(1)
+    with open(os.path.join(out, "ray_status.txt"), "w") as f:
+        f.write(n[1])
+    if n[0] < want:
+        say(f"{n[0]} of {want} Ray nodes came up in 120 s; see ray_status.txt")
+    return n[0] >= want
+
+
+def run_job(a, out: str, port: int, status_env: dict) -> int:
+    """The recipe submitted to the cluster: its exit status; the job list and the job's metrics copied to OUT."""
+    env = {**status_env, "RAY_ADDRESS": f"http://127.0.0.1:{port}", "OUTPUT_DIR": os.path.join(out, "run")}
+    cmd = ["bash", a.run_sh, f"trainer.nnodes={a.nodes}", f"trainer.n_gpus_per_node={a.gpus}", *a.overrides]
+    say("running " + " ".join(cmd[1:]))
+    t0 = time.time()
+    rc = subprocess.call(cmd, env=env, cwd=ROOT)
+    say(f"{a.recipe}: exit {rc} in {time.time() - t0:.0f} s")
+    with open(os.path.join(out, "ray_job_list.txt"), "w") as f:
+        f.write(ray("job", "list", f"--address=http://127.0.0.1:{port}", env=status_env).stdout)
+    found = sorted(glob.glob(os.path.join(out, "run", "**", "*.jsonl"), recursive=True), key=os.path.getmtime)
+    if found:
+        shutil.copyfile(found[-1], os.path.join(out, "metrics.jsonl"))
+        say(f"metrics: {found[-1]} -> {os.path.join(out, 'metrics.jsonl')}")
+    else:
+        say("the job wrote no metrics under " + os.path.join(out, "run"))
+    return rc
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse(argv)
     why = missing_dashboard_deps()
     if why:  # `ray start` with a dashboard fails at once ("Cannot include dashboard with missing packages")
         say(
@@ -105,21 +158,11 @@ def main(argv: list[str] | None = None) -> int:
     nodes: list[subprocess.Popen] = []
     try:
         port = services.free_port()
-        address, auth = "", {}
-        for i in range(a.nodes):
-            env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-            env.update(auth)  # a head with token authentication: the other nodes and the submission use it too
-            if a.nodes > 1 and gpus:
-                env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i * gpus + g) for g in range(gpus))
-            try:
-                proc, address = ray_head.start(
-                    env, os.path.join(out, f"ray_node{i}.log"), dashboard_port=port, join=address or None, num_gpus=gpus
-                )
-            except ray_head.RayStartError as e:
-                say(str(e))
-                return 1
-            nodes.append(proc)
-            auth = {"RAY_AUTH_MODE": env["RAY_AUTH_MODE"]} if env.get("RAY_AUTH_MODE") else {}
+        try:
+            address, auth = start_nodes(a, out, port, nodes)
+        except ray_head.RayStartError as e:
+            say(str(e))
+            return 1
         if not dashboard_up(port, timeout=60):
             why = missing_dashboard_deps() or "see ray_node0.log"
             say(
@@ -127,31 +170,11 @@ def main(argv: list[str] | None = None) -> int:
                 "of the same Ray version"
             )
             return 3
-        deadline = time.time() + 120
         status_env = {**os.environ, **auth}
-        while (n := alive_nodes(address, status_env))[0] < a.nodes and time.time() < deadline:
-            time.sleep(1)
-        with open(os.path.join(out, "ray_status.txt"), "w") as f:
-            f.write(n[1])
-        if n[0] < a.nodes:
-            say(f"{n[0]} of {a.nodes} Ray nodes came up in 120 s; see ray_status.txt")
+        if not nodes_up(address, a.nodes, out, status_env):
             return 1
-        say(f"{a.nodes} node(s) of {gpus} GPU(s) up at {address}; dashboard http://127.0.0.1:{port}")
-        env = {**os.environ, **auth, "RAY_ADDRESS": f"http://127.0.0.1:{port}", "OUTPUT_DIR": os.path.join(out, "run")}
-        cmd = ["bash", run_sh, f"trainer.nnodes={a.nodes}", f"trainer.n_gpus_per_node={gpus}", *a.overrides]
-        say("running " + " ".join(cmd[1:]))
-        t0 = time.time()
-        rc = subprocess.call(cmd, env=env, cwd=ROOT)
-        say(f"{a.recipe}: exit {rc} in {time.time() - t0:.0f} s")
-        with open(os.path.join(out, "ray_job_list.txt"), "w") as f:
-            f.write(ray("job", "list", f"--address=http://127.0.0.1:{port}", env=status_env).stdout)
-        found = sorted(glob.glob(os.path.join(out, "run", "**", "*.jsonl"), recursive=True), key=os.path.getmtime)
-        if found:
-            shutil.copyfile(found[-1], os.path.join(out, "metrics.jsonl"))
-            say(f"metrics: {found[-1]} -> {os.path.join(out, 'metrics.jsonl')}")
-        else:
-            say("the job wrote no metrics under " + os.path.join(out, "run"))
-        return rc
+        say(f"{a.nodes} node(s) of {a.gpus} GPU(s) up at {address}; dashboard http://127.0.0.1:{port}")
+        return run_job(a, out, port, status_env)
     finally:
         for proc in reversed(nodes):
             ray_head.stop(proc)

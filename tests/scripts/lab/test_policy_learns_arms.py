@@ -79,6 +79,17 @@ def test_the_tournament_scheme_is_pairwise_judges_default_circular():
     assert not [s for s in arms.ARMS["tournament"] if "scheme" in s]
 
 
+@pytest.mark.parametrize("arm", arms.MODE_ARMS)
+def test_an_arm_named_after_a_reward_mode_runs_that_mode(arm):
+    """``arms.MODE_ARMS`` bear their reward's ``mode``: the one their overrides set, else their reward's default."""
+    from reward_fns.judge_options import PairwiseSettings, PointwiseSettings
+
+    said = [o.rpartition("=")[2] for o in arms.ARMS[arm] if o.startswith(arms.KWARGS + "mode=")]
+    kind = PairwiseSettings if any("pairwise_judge" in o for o in arms.ARMS[arm]) else PointwiseSettings
+    assert (said or [kind.mode])[-1] == arm
+    assert arm in kind.MODES
+
+
 @pytest.mark.parametrize(
     "argv, task, want",
     [
