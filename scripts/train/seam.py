@@ -10,6 +10,7 @@ project replaces, with the reason; nothing else of verl is touched.
 
 from __future__ import annotations
 
+from reward_fns.judge_options import Mode
 from scripts.train import deferred_reward, hooks
 
 #: every verl name the project replaces (module -> name -> why); the tests restore them after each test from this table
@@ -42,7 +43,7 @@ class Seam:
 
     def __init__(self, config):
         self.opts, self.fail_fast, self.hacking, self.pair_groups = hooks.settings(config)
-        self.route = hooks.reward_mode(config) == "route"
+        self.route = hooks.reward_mode(config) == Mode.ROUTE
         self.seed = config.data.get("seed") or 0
         self.tokenizer = None
         self.validating = False
