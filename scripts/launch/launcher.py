@@ -4,32 +4,17 @@
     python -m scripts.launch gsm8k_rule trainer.total_training_steps=3     # the same, from the repo root
     python -m scripts.launch --knobs                                       # the environment variables (Markdown)
 
-A recipe is a Hydra config, ``recipes/<recipe>/config.yaml``: verl's ``ppo_trainer``, then
-``recipes/base.yaml``, then the recipe's own values, in verl's key spelling; the machine knobs (MODEL,
-N_GPUS, ...) are read there (``${oc.env:...}``). Arguments are Hydra overrides and win over everything.
-The launcher does what must happen before Hydra:
+A recipe is a Hydra config, ``recipes/<recipe>/config.yaml`` (verl's ``ppo_trainer``, then ``recipes/base.yaml``,
+then its own values; machine knobs read as ``${oc.env:...}``); arguments are Hydra overrides and win. Before Hydra the
+launcher stops on a variable that looks like a knob but is none and on knob values out of range (``knobs.py``); fills
+the default model and data (``defaults.py``); makes the run folder (``OUTPUT_DIR``: ``launch.log``, ``metrics.jsonl``),
+prints the command (secrets masked) and checks the composed config (``verl_config.py``, ``preflight.py``); then runs
+``python -m scripts.train`` against a private Ray head (``local_run.py``) or, with ``RAY_ADDRESS`` answering, submits
+it with ``ray job submit --runtime-env runtime_env.yaml`` (``ray_job.py``).
 
-1. stops on a variable that looks like a knob but is none (``scripts/launch/knobs.py``), and on values out of
-   range or that do not resolve (GPU and node counts, batch sizes, memory share, ...), naming the knob;
-2. the default model (``MODEL`` unset, no ``actor_rollout_ref.model.path=``) and the recipe's default
-   data (``verl_judge.default_data``, built by ``data_prep``, its source a line of the plan), given to the run as
-   MODEL / TRAIN_FILES / VAL_FILES (``scripts/launch/defaults.py``; one of the two files without the other stops it);
-   paths of knobs made absolute (repo-relative for a Ray job);
-3. the run folder (``OUTPUT_DIR``: ``launch.log``, ``launch.ray_head.log``, verl's ``file`` logger's
-   ``metrics.jsonl``), ``swanlab`` with a key; prints the command (secret values masked) and checks the
-   composed config with ``scripts/launch/verl_config.py`` (data smaller than one batch too) and the judge API's key
-   variable (``scripts/launch/preflight.py``);
-4. runs ``python -m scripts.train --config-path <recipe> --config-name config <overrides>`` with the
-   knobs in its environment against a private Ray head, stopped afterwards (``scripts/launch/local_run.py``: a
-   run that loses a port race at start-up is started again); or, with ``RAY_ADDRESS`` set and a Ray dashboard
-   answering there, submits it with ``ray job submit --runtime-env runtime_env.yaml`` (``scripts/launch/ray_job.py``:
-   secrets that are set are added by name, in memory).
-
-``DRY_RUN=1`` stops after step 3 (CPU is enough); ``DRY_RUN=print`` prints the plan as JSON without
-building data or checking. A Ctrl-C stops what the launch started on this machine (the trainer, the judge server,
-also one still starting, the Ray head), says so in one line, and ends the command as an unhandled Ctrl-C would: by
-SIGINT (a shell's ``$?``: 130), so a script that ran it stops too. Python: ``run_recipe(recipe, overrides, env)``
-(the pipeline's training stages), ``check_recipe(...)`` (plan + check, no run).
+``DRY_RUN=1`` stops after the checks (CPU is enough); ``DRY_RUN=print`` prints the plan as JSON without building data
+or checking. A Ctrl-C stops what the launch started on this machine, says so in one line, and ends the command by
+SIGINT (``$?`` 130). Python: ``run_recipe(recipe, overrides, env)``, ``check_recipe(...)`` (plan + check, no run).
 """
 
 from __future__ import annotations
@@ -276,19 +261,14 @@ def read_config(p: Plan, cfg, env, given: set[str]) -> tuple[str, str, list[str]
             and not knobs.flash_attn("auto")
         ):
             p.notes.append("NO_FLASH_ATTN=auto: flash_attn not importable here -> sdpa attention, no remove-padding")
-        for name, service in local_run.SERVICES.items():  # what the config asks to start beside training
-            try:
+        try:
+            for name, service in local_run.SERVICES.items():  # what the config asks to start beside training
                 settings = service.planned(cfg, env, job)
-            except ValueError as e:
-                raise LaunchError(str(e)) from None
-            if settings is not None:
-                p.services[name] = settings
-        watchdog = OmegaConf.select(cfg, "verl_judge.watchdog", default=None)
-        watchdog = OmegaConf.to_container(watchdog, resolve=True) if watchdog is not None else {}
-        errors = stall.settings_errors(watchdog)
-        if errors:
-            raise LaunchError("; ".join(errors))
-        p.watchdog = watchdog if watchdog.get("enable", True) else None
+                if settings is not None:
+                    p.services[name] = settings
+            p.watchdog = stall.planned(cfg)
+        except ValueError as e:
+            raise LaunchError(str(e)) from None
         project, experiment = str(cfg.trainer.project_name), str(cfg.trainer.experiment_name)
         return project, experiment, [str(x) for x in cfg.trainer.logger], str(cfg.trainer.default_local_dir)
 

@@ -57,6 +57,19 @@ def settings_errors(settings: dict) -> list[str]:
     return errors
 
 
+def planned(cfg) -> dict | None:
+    """``verl_judge.watchdog`` of a composed config: its settings when on, None when off; ``ValueError`` naming a bad
+    one (``settings_errors``)."""
+    from omegaconf import OmegaConf
+
+    watchdog = OmegaConf.select(cfg, "verl_judge.watchdog", default=None)
+    watchdog = OmegaConf.to_container(watchdog, resolve=True) if watchdog is not None else {}
+    errors = settings_errors(watchdog)
+    if errors:
+        raise ValueError("; ".join(errors))
+    return watchdog if watchdog.get("enable", True) else None
+
+
 def source_errors(settings: dict, loggers) -> list[str]:
     """An enabled watchdog whose run reports no steps it can read: ``trainer.logger`` (``loggers``, a list or one
     name) without ``console`` and ``file``."""
