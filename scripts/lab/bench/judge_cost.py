@@ -82,11 +82,13 @@ from data_prep.files.errors import DataError
 from data_prep.files.outputs import check_output_folder, write_json, write_text
 from reward_fns.judge_options import Mode
 from scripts.console import masked, say
+from scripts.eval.cli import from_args
 from scripts.lab.arms import KWARGS
 from scripts.lab.bench.cost_report import gpu_names, markdown, report, train_steps
 from scripts.launch import knobs, services
 from scripts.launch import overrides as ov
 from scripts.launch.launcher import truthy
+from scripts.workflows.cli import add_options, option
 
 ROOT = scripts.ROOT
 WHO = "judge_cost"
@@ -265,46 +267,53 @@ def wait(wave: list[Run], timeout: float, grace: float) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ entry
+@dataclass(frozen=True, kw_only=True)
+class Bench:
+    """The bench's settings: its options, checked and resolved by ``parse`` (``arms``, ``gpus`` as lists, ``base``
+    and ``interleave`` as they apply), the overrides after ``--``, the GPU groups (``slots``) and the arm table."""
+
+    arms: list[str] = option(
+        default=None,
+        help=f"comma-separated, from {', '.join(ARMS)} and the --arm names (default: all, in that order)",
+    )
+    arm: list[str] = option(
+        action="append", default=[], metavar="SPEC", help=f"an arm of yours (repeatable): {ARM_FORM}"
+    )
+    base: str | None = option(
+        default=None,
+        help=f"the arm the ratios are against (default {BASE} when it runs, else none: no ratios)",
+    )
+    gpus: list[str] = option(default="0", help="GPU ids (CUDA_VISIBLE_DEVICES values), one arm each (default 0)")
+    gpus_per_arm: int = option(type=int, default=1, help="GPUs of --gpus each run sees (default 1)")
+    interleave: bool = option(action="store_true", help="every arm on the one GPU (group) of --gpus, in turns")
+    rounds: int = option(type=int, default=1, help="times every arm runs (default 1)")
+    steps: int = option(type=int, default=40, help="training steps a run (default 40)")
+    skip_first: int = option(type=int, default=1, help="steps of each run left out of the medians (default 1)")
+    out: str | None = option(default=None, help="results folder (default outputs/judge_cost/<UTC date-time>)")
+    run_timeout: float = option(type=float, default=7200, help="seconds a run may take (default 7200)")
+    stop_grace: float = option(
+        type=float,
+        default=150,
+        help="seconds from SIGTERM to SIGKILL (default 150: above the launcher's own worst-case teardown, ~110 s for "
+        "the trainer, its Ray head and its judge server; a SIGKILL before that leaves the judge server running)",
+    )
+    launcher: str | None = option(
+        default=None,
+        help="the command that runs one recipe, given the recipe and its overrides (default: this interpreter "
+        "-m scripts.launch); a custom one is trusted to find its GPUs",
+    )
+    overrides: list[str]  # Hydra overrides for every arm (after --)
+    slots: list[str]  # the GPU ids each run sees, joined by commas
+    table: dict[str, tuple[str, list[str]]]  # arm -> (recipe, overrides): ARMS and the --arm ones
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m scripts.lab.bench.judge_cost",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    ap.add_argument(
-        "--arms",
-        default=None,
-        help=f"comma-separated, from {', '.join(ARMS)} and the --arm names (default: all, in that order)",
-    )
-    ap.add_argument(
-        "--arm", action="append", default=[], metavar="SPEC", help=f"an arm of yours (repeatable): {ARM_FORM}"
-    )
-    ap.add_argument(
-        "--base",
-        default=None,
-        help=f"the arm the ratios are against (default {BASE} when it runs, else none: no ratios)",
-    )
-    ap.add_argument("--gpus", default="0", help="GPU ids (CUDA_VISIBLE_DEVICES values), one arm each (default 0)")
-    ap.add_argument("--gpus-per-arm", type=int, default=1, help="GPUs of --gpus each run sees (default 1)")
-    ap.add_argument("--interleave", action="store_true", help="every arm on the one GPU (group) of --gpus, in turns")
-    ap.add_argument("--rounds", type=int, default=1, help="times every arm runs (default 1)")
-    ap.add_argument("--steps", type=int, default=40, help="training steps a run (default 40)")
-    ap.add_argument("--skip-first", type=int, default=1, help="steps of each run left out of the medians (default 1)")
-    ap.add_argument("--out", default=None, help="results folder (default outputs/judge_cost/<UTC date-time>)")
-    ap.add_argument("--run-timeout", type=float, default=7200, help="seconds a run may take (default 7200)")
-    ap.add_argument(
-        "--stop-grace",
-        type=float,
-        default=150,
-        help="seconds from SIGTERM to SIGKILL (default 150: above the launcher's own worst-case teardown, ~110 s for "
-        "the trainer, its Ray head and its judge server; a SIGKILL before that leaves the judge server running)",
-    )
-    ap.add_argument(
-        "--launcher",
-        default=None,
-        help="the command that runs one recipe, given the recipe and its overrides (default: this interpreter "
-        "-m scripts.launch); a custom one is trusted to find its GPUs",
-    )
+    add_options(ap, Bench)
     ap.add_argument("overrides", nargs="*", help="Hydra overrides for every arm (after --)")
     return ap
 
@@ -338,82 +347,81 @@ def _arm_table(ap: argparse.ArgumentParser, specs: list[str]) -> tuple[dict, lis
     return table, yours
 
 
-def _chosen_arms(ap: argparse.ArgumentParser, args, table: dict, yours: list[str]) -> list[str]:
-    """The arms ``--arms`` runs (default: every one, the named first), each known and named once; ``--base`` one of
-    them."""
+def _chosen_arms(ap: argparse.ArgumentParser, given: str | None, base: str | None, table: dict, yours: list[str]):
+    """The arms ``--arms`` (``given``) runs (default: every one, the named first), each known and named once;
+    ``--base`` one of them."""
     every = list(ARMS) + [n for n in yours if n not in ARMS]
-    arms = every if args.arms is None else [a.strip() for a in args.arms.split(",") if a.strip()]
+    arms = every if given is None else [a.strip() for a in given.split(",") if a.strip()]
     bad = [a for a in arms if a not in table]
     if bad or not arms:
         ap.error(f"--arms: unknown arm(s) {', '.join(bad) or '(none given)'}; the arms: {', '.join(every)}")
     if len(set(arms)) != len(arms):
         ap.error("--arms: an arm is named twice")
-    if args.base is not None and args.base not in arms:
-        ap.error(f"--base {args.base}: not one of the arms run ({', '.join(arms)})")
+    if base is not None and base not in arms:
+        ap.error(f"--base {base}: not one of the arms run ({', '.join(arms)})")
     return arms
 
 
-def _placement(ap: argparse.ArgumentParser, args, arms: list[str]) -> tuple[list[str], list[str]]:
-    """``(gpus, slots)``: the GPU ids of ``--gpus`` and their groups of ``--gpus-per-arm``, one arm's each;
-    ``args.interleave`` set where the arms can only take turns (one slot)."""
-    gpus = [g.strip() for g in args.gpus.split(",") if g.strip()]
-    n = args.gpus_per_arm
+def _placement(ap: argparse.ArgumentParser, ids: str, n: int, interleave: bool, arms: list[str]) -> tuple:
+    """``(gpus, slots, interleave)``: the GPU ids of ``--gpus`` (``ids``) and their groups of ``--gpus-per-arm``
+    (``n``), one arm's each; ``--interleave``, or true where the arms can only take turns (one slot)."""
+    gpus = [g.strip() for g in ids.split(",") if g.strip()]
     if not gpus or len(set(gpus)) != len(gpus):
-        ap.error(f"--gpus {args.gpus!r}: give distinct GPU ids, e.g. 0,1,2,3")
+        ap.error(f"--gpus {ids!r}: give distinct GPU ids, e.g. 0,1,2,3")
     bad = [g for g in gpus if not GPU_RE.match(g)]
     if bad:
         ap.error(
-            f"--gpus {args.gpus!r}: {', '.join(bad)} is no GPU id (an index >= 0 as nvidia-smi lists it, or a "
+            f"--gpus {ids!r}: {', '.join(bad)} is no GPU id (an index >= 0 as nvidia-smi lists it, or a "
             "GPU-/MIG- UUID), e.g. 0,1,2,3"
         )
     if n < 1 or len(gpus) % n:
         ap.error(f"--gpus-per-arm {n}: give a number >= 1 that divides the {len(gpus)} GPU id(s) of --gpus")
     slots = [",".join(gpus[i : i + n]) for i in range(0, len(gpus), n)]
-    if args.interleave and len(slots) != 1:
-        ap.error(f"--interleave runs every arm on one GPU: give one id with --gpus, not {args.gpus!r}")
-    args.interleave = args.interleave or len(slots) == 1  # one GPU (group): the arms can only take turns
-    if not args.interleave and len(arms) > len(slots):
+    if interleave and len(slots) != 1:
+        ap.error(f"--interleave runs every arm on one GPU: give one id with --gpus, not {ids!r}")
+    interleave = interleave or len(slots) == 1  # one GPU (group): the arms can only take turns
+    if not interleave and len(arms) > len(slots):
         unit = "GPU(s)" if n == 1 else f"groups of {n} GPUs"
         ap.error(
             f"{len(arms)} arms ({', '.join(arms)}) for {len(slots)} {unit} ({','.join(gpus)}): one arm per GPU; "
             "give more GPUs, fewer --arms, or --interleave"
         )
-    return gpus, slots
+    return gpus, slots, interleave
 
 
-def _check_rest(ap: argparse.ArgumentParser, args) -> None:
+def _check_rest(ap: argparse.ArgumentParser, cfg: Bench) -> None:
     """The counts, the seconds, the results folder and the overrides."""
     for name in ("rounds", "steps"):
-        if getattr(args, name) < 1:
-            ap.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    if args.skip_first < 0 or args.skip_first >= args.steps:
-        ap.error(f"--skip-first must be in [0, --steps), got {args.skip_first} for {args.steps} steps")
+        if getattr(cfg, name) < 1:
+            ap.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(cfg, name)}")
+    if cfg.skip_first < 0 or cfg.skip_first >= cfg.steps:
+        ap.error(f"--skip-first must be in [0, --steps), got {cfg.skip_first} for {cfg.steps} steps")
     for name in ("run_timeout", "stop_grace"):
-        value = getattr(args, name)
+        value = getattr(cfg, name)
         if not (math.isfinite(value) and value > 0):
             ap.error(f"--{name.replace('_', '-')} {value}: give a finite number of seconds > 0")
-    if args.out is not None:
+    if cfg.out is not None:
         try:
-            check_output_folder(args.out, "--out")
+            check_output_folder(cfg.out, "--out")
         except DataError as e:
             ap.error(str(e))
-    bad = [o for o in args.overrides if "=" not in o]
+    bad = [o for o in cfg.overrides if "=" not in o]
     if bad:
         ap.error(f"not a Hydra override KEY=VALUE: {' '.join(bad)}")
 
 
-def parse(argv):
+def parse(argv) -> Bench:
+    """The command line as the bench's settings; ``ap.error`` (exit 2) for the first bad argument."""
     ap = _parser()
-    args = ap.parse_args(argv)
-    _check_launcher(ap, args.launcher)
-    table, yours = _arm_table(ap, args.arm)
-    arms = _chosen_arms(ap, args, table, yours)
-    gpus, slots = _placement(ap, args, arms)
-    _check_rest(ap, args)
-    args.arms, args.gpus, args.slots, args.table = arms, gpus, slots, table
-    if args.base is None and BASE in arms:
-        args.base = BASE  # else no base: no ratios
-    return args
+    ns = ap.parse_args(argv)
+    _check_launcher(ap, ns.launcher)
+    table, yours = _arm_table(ap, ns.arm)
+    arms = _chosen_arms(ap, ns.arms, ns.base, table, yours)
+    gpus, slots, interleave = _placement(ap, ns.gpus, ns.gpus_per_arm, ns.interleave, arms)
+    base = BASE if ns.base is None and BASE in arms else ns.base  # else no base: no ratios
+    cfg = from_args(Bench, ns, arms=arms, base=base, gpus=gpus, interleave=interleave, slots=slots, table=table)
+    _check_rest(ap, cfg)
+    return cfg
 
 
 def env_errors(env) -> list[str]:
@@ -445,18 +453,18 @@ def gpu_errors(gpus: list[str]) -> list[str]:
     return []
 
 
-def settings_of(args, interleave: bool) -> dict:
+def settings_of(cfg: Bench, interleave: bool) -> dict:
     """The bench's settings as the report tells them."""
-    unit = "GPU" if args.gpus_per_arm == 1 else f"group of {args.gpus_per_arm} GPUs"
+    unit = "GPU" if cfg.gpus_per_arm == 1 else f"group of {cfg.gpus_per_arm} GPUs"
     return {
-        "arms": args.arms,
-        "base": args.base,
-        "definitions": {a: {"recipe": args.table[a][0], "overrides": args.table[a][1]} for a in args.arms},
-        "placement": f"interleaved on GPU {args.slots[0]}" if interleave else f"one arm per {unit}, started together",
-        "gpus": args.gpus,
-        "steps": args.steps,
-        "rounds": args.rounds,
-        "overrides": args.overrides,
+        "arms": cfg.arms,
+        "base": cfg.base,
+        "definitions": {a: {"recipe": cfg.table[a][0], "overrides": cfg.table[a][1]} for a in cfg.arms},
+        "placement": f"interleaved on GPU {cfg.slots[0]}" if interleave else f"one arm per {unit}, started together",
+        "gpus": cfg.gpus,
+        "steps": cfg.steps,
+        "rounds": cfg.rounds,
+        "overrides": cfg.overrides,
     }
 
 
@@ -502,9 +510,8 @@ def exit_status(interrupted: bool, terminated: list[int], failed: list[Run]) -> 
     return 130 if interrupted else (1 if failed else 0)
 
 
-def write_report(runs: list[Run], failed: list[Run], settings: dict, command: str, args, out: str, env) -> None:
-    """``OUT/cost.json`` and ``OUT/cost.md`` (printed too), masked; then the runs that failed."""
-    rep = masked(report(runs, settings, command, args.skip_first, args.table), env)  # credentials in overrides
+def write_report(rep: dict, failed: list[Run], out: str) -> None:
+    """``OUT/cost.json`` and ``OUT/cost.md`` (printed too) of report ``rep``; then the runs that failed."""
     os.makedirs(out, exist_ok=True)
     write_json(os.path.join(out, "cost.json"), rep)
     text = markdown(rep)
@@ -518,29 +525,27 @@ def write_report(runs: list[Run], failed: list[Run], settings: dict, command: st
 
 def main(argv=None, env=None) -> int:
     env = dict(os.environ if env is None else env)
-    args = parse(sys.argv[1:] if argv is None else argv)
-    dry, custom = is_dry(env), args.launcher is not None
-    errors = env_errors(env) or ([] if dry or custom else gpu_errors(args.gpus))
+    cfg = parse(sys.argv[1:] if argv is None else argv)
+    dry, custom = is_dry(env), cfg.launcher is not None
+    errors = env_errors(env) or ([] if dry or custom else gpu_errors(cfg.gpus))
     for m in errors:
         say(WHO, f"ERROR: {m}")
     if errors:
         return 2
-    launcher = shlex.split(args.launcher) if custom else [sys.executable, "-m", "scripts.launch"]
+    launcher = shlex.split(cfg.launcher) if custom else [sys.executable, "-m", "scripts.launch"]
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
-    out = os.path.abspath(args.out or os.path.join(ROOT, "outputs", "judge_cost", stamp))
-    interleave = args.interleave or dry  # a dry run checks one arm after another (no GPU, a few seconds each)
-    waves = plan_runs(
-        args.arms, args.slots, interleave, args.rounds, args.steps, out, args.overrides, launcher, args.table
-    )
+    out = os.path.abspath(cfg.out or os.path.join(ROOT, "outputs", "judge_cost", stamp))
+    interleave = cfg.interleave or dry  # a dry run checks one arm after another (no GPU, a few seconds each)
+    waves = plan_runs(cfg.arms, cfg.slots, interleave, cfg.rounds, cfg.steps, out, cfg.overrides, launcher, cfg.table)
     runs = [r for w in waves for r in w]
-    settings = settings_of(args, interleave)
+    settings = settings_of(cfg, interleave)
     checks = " (DRY_RUN: config checks only)" if dry else ""
     say(WHO, f"{len(runs)} run(s), {settings['placement']}{checks}; results: {out}")
-    interrupted, terminated = run_waves(waves, env, args.run_timeout, args.stop_grace)
+    interrupted, terminated = run_waves(waves, env, cfg.run_timeout, cfg.stop_grace)
     for r in runs if not dry else []:  # a dry run logs no steps
-        if r.rc == 0 and not train_steps(r.metrics)[args.skip_first :]:
+        if r.rc == 0 and not train_steps(r.metrics)[cfg.skip_first :]:
             r.error = "finished but logged no steps"
-            say(WHO, f"{r.arm} (round {r.round}): exit 0, but no step after the first {args.skip_first} in {r.metrics}")
+            say(WHO, f"{r.arm} (round {r.round}): exit 0, but no step after the first {cfg.skip_first} in {r.metrics}")
     failed = [r for r in runs if r.rc != 0 or r.error]
     if dry:
         for r in runs:
@@ -549,7 +554,8 @@ def main(argv=None, env=None) -> int:
         command = shlex.join(
             ["python", "-m", "scripts.lab.bench.judge_cost", *(sys.argv[1:] if argv is None else argv)]
         )
-        write_report(runs, failed, settings, command, args, out, env)
+        rep = report(runs, settings, command, cfg.skip_first, cfg.table)
+        write_report(masked(rep, env), failed, out)  # credentials in overrides
     return exit_status(interrupted, terminated, failed)
 
 

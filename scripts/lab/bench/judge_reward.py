@@ -37,6 +37,7 @@ import platform
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 
 import aiohttp
 
@@ -44,6 +45,7 @@ import scripts
 from data_prep.files.outputs import write_json
 from reward_fns import judge_service
 from reward_fns.llm_judge import build_messages, compute_score
+from scripts.workflows.cli import add_options, option
 
 ROOT = scripts.ROOT
 
@@ -139,6 +141,25 @@ def start_test_server(capacity: int, latency: float) -> tuple[subprocess.Popen, 
     return proc, f"http://{line.split()[1]}/v1"
 
 
+@dataclass(frozen=True, kw_only=True)
+class Bench:
+    """The command line's settings, each field an option (``--max-tokens``: ``max_tokens``)."""
+
+    n: int = option(type=int, default=256, help="samples scored per phase (default 256)")
+    capacity: int = option(type=int, default=16, help="test server: requests served at once")
+    latency: float = option(type=float, default=0.05, help="test server: seconds per request")
+    base_url: str | None = option(default=None, help="use a running server instead of the test server")
+    model: str = option(default="judge", help="model name sent (a real server's served name)")
+    label: str | None = option(default=None, help="server description for the table")
+    max_tokens: int = option(type=int, default=64)
+    max_concurrency: int = option(type=int, default=64, help="llm_judge max_concurrency (per process)")
+    probe_concurrency: int = option(type=int, default=256)
+    seq_n: int | None = option(
+        type=int, default=None, help="time the sequential client on this many samples and extrapolate"
+    )
+    json: str | None = option(default=None, help="also write the numbers here")
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m scripts.lab.bench.judge_reward",
@@ -146,43 +167,31 @@ def _parser() -> argparse.ArgumentParser:
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    ap.add_argument("--n", type=int, default=256, help="samples scored per phase (default 256)")
-    ap.add_argument("--capacity", type=int, default=16, help="test server: requests served at once")
-    ap.add_argument("--latency", type=float, default=0.05, help="test server: seconds per request")
-    ap.add_argument("--base-url", default=None, help="use a running server instead of the test server")
-    ap.add_argument("--model", default="judge", help="model name sent (a real server's served name)")
-    ap.add_argument("--label", default=None, help="server description for the table")
-    ap.add_argument("--max-tokens", type=int, default=64)
-    ap.add_argument("--max-concurrency", type=int, default=64, help="llm_judge max_concurrency (per process)")
-    ap.add_argument("--probe-concurrency", type=int, default=256)
-    ap.add_argument(
-        "--seq-n", type=int, default=None, help="time the sequential client on this many samples and extrapolate"
-    )
-    ap.add_argument("--json", default=None, help="also write the numbers here")
+    add_options(ap, Bench)
     return ap
 
 
-def server(args) -> tuple[subprocess.Popen | None, str, str]:
+def server(cfg: Bench) -> tuple[subprocess.Popen | None, str, str]:
     """``(the test server's process or None, base URL, the table's label)``: ``--base-url``, else a test server."""
-    if args.base_url:
-        return None, args.base_url, args.label or f"{args.base_url} ({args.model})"
-    proc, base_url = start_test_server(args.capacity, args.latency)
-    nominal = f"(nominal {args.capacity / args.latency:.0f} req/s)"
-    return proc, base_url, args.label or f"test server, capacity {args.capacity} x latency {args.latency}s {nominal}"
+    if cfg.base_url:
+        return None, cfg.base_url, cfg.label or f"{cfg.base_url} ({cfg.model})"
+    proc, base_url = start_test_server(cfg.capacity, cfg.latency)
+    nominal = f"(nominal {cfg.capacity / cfg.latency:.0f} req/s)"
+    return proc, base_url, cfg.label or f"test server, capacity {cfg.capacity} x latency {cfg.latency}s {nominal}"
 
 
-def phases(args, base_url: str, seq_n: int) -> tuple:
+def phases(cfg: Bench, base_url: str, seq_n: int) -> tuple:
     """The three phases' ``(wall seconds, errors[, parse failures])``, each on its own distinct samples, after a
     warm-up (connection setup, server-side compilation and caches)."""
     from reward_fns.judge_client import chat_completions_url
 
-    url, n = chat_completions_url(base_url), args.n
-    asyncio.run(probe(url, args.model, samples(8, 10_000), args.max_tokens, 8))
-    probe_wall, probe_err = asyncio.run(probe(url, args.model, samples(n, 0), args.max_tokens, args.probe_concurrency))
+    url, n = chat_completions_url(base_url), cfg.n
+    asyncio.run(probe(url, cfg.model, samples(8, 10_000), cfg.max_tokens, 8))
+    probe_wall, probe_err = asyncio.run(probe(url, cfg.model, samples(n, 0), cfg.max_tokens, cfg.probe_concurrency))
     ours_wall, ours_err, ours_pf = asyncio.run(
-        ours(base_url, args.model, samples(n, 20_000), args.max_tokens, args.max_concurrency)
+        ours(base_url, cfg.model, samples(n, 20_000), cfg.max_tokens, cfg.max_concurrency)
     )
-    seq_wall, seq_err = asyncio.run(sequential(url, args.model, samples(seq_n, 40_000), args.max_tokens))
+    seq_wall, seq_err = asyncio.run(sequential(url, cfg.model, samples(seq_n, 40_000), cfg.max_tokens))
     return (probe_wall, probe_err), (ours_wall, ours_err, ours_pf), (seq_wall, seq_err)
 
 
@@ -207,12 +216,12 @@ def table(row: dict, probe_wall: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    proc, base_url, label = server(args)
-    n = args.n
-    seq_n = min(args.seq_n or n, n)
+    cfg = Bench(**vars(_parser().parse_args(argv)))
+    proc, base_url, label = server(cfg)
+    n = cfg.n
+    seq_n = min(cfg.seq_n or n, n)
     try:
-        (probe_wall, probe_err), (ours_wall, ours_err, ours_pf), (seq_wall, seq_err) = phases(args, base_url, seq_n)
+        (probe_wall, probe_err), (ours_wall, ours_err, ours_pf), (seq_wall, seq_err) = phases(cfg, base_url, seq_n)
     finally:
         if proc is not None:
             proc.terminate()
@@ -224,8 +233,8 @@ def main(argv: list[str] | None = None) -> int:
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "server": label,
         "n": n,
-        "max_tokens": args.max_tokens,
-        "max_concurrency": args.max_concurrency,
+        "max_tokens": cfg.max_tokens,
+        "max_concurrency": cfg.max_concurrency,
         "server_throughput_rps": thr,
         "floor_s": floor,
         "ours_s": ours_wall,
@@ -236,10 +245,10 @@ def main(argv: list[str] | None = None) -> int:
         "errors": {"probe": probe_err, "ours": ours_err, "ours_parse_fail": ours_pf, "sequential": seq_err},
         "host": f"{platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}",
     }
-    print(f"\n{row['date']} | {label} | N={n}, max_tokens={args.max_tokens} | {row['host']}\n")
+    print(f"\n{row['date']} | {label} | N={n}, max_tokens={cfg.max_tokens} | {row['host']}\n")
     print(table(row, probe_wall))
-    if args.json:
-        write_json(args.json, row)
+    if cfg.json:
+        write_json(cfg.json, row)
     return 0
 
 

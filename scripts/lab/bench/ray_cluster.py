@@ -32,9 +32,11 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 
 from scripts import console
 from scripts.launch import ray_head, services
+from scripts.workflows.cli import add_options, option
 
 ROOT = ray_head.ROOT
 
@@ -73,7 +75,19 @@ def alive_nodes(address: str, env: dict) -> tuple[int, str]:
     return len(re.findall(r"^\s*\d+ node_", active, re.M)), out
 
 
-def parse(argv: list[str] | None):
+@dataclass(frozen=True, kw_only=True)
+class Cluster:
+    """The command line's settings (``parse``): the options, the recipe's script and the GPUs per node resolved."""
+
+    recipe: str = option(default="gsm8k_rule", help="recipe folder under recipes/ (default gsm8k_rule)")
+    nodes: int = option(type=int, choices=(1, 2), default=1, help="Ray nodes on this host (default 1)")
+    gpus: int = option(type=int, default=None, help="GPUs per node (default: 1 with 2 nodes, else all visible)")
+    out: str = option(required=True, help="folder for metrics.jsonl, ray_status.txt, ray_job_list.txt, logs")
+    overrides: list[str]  # Hydra overrides for the recipe (after --)
+    run_sh: str  # recipes/<recipe>/run.sh
+
+
+def parse(argv: list[str] | None) -> Cluster:
     """The arguments, with ``run_sh`` (the recipe's script) and ``gpus`` (per node) checked."""
     ap = argparse.ArgumentParser(
         prog="python -m scripts.lab.bench.ray_cluster",
@@ -81,34 +95,32 @@ def parse(argv: list[str] | None):
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    ap.add_argument("--recipe", default="gsm8k_rule", help="recipe folder under recipes/ (default gsm8k_rule)")
-    ap.add_argument("--nodes", type=int, choices=(1, 2), default=1, help="Ray nodes on this host (default 1)")
-    ap.add_argument("--gpus", type=int, default=None, help="GPUs per node (default: 1 with 2 nodes, else all visible)")
-    ap.add_argument("--out", required=True, help="folder for metrics.jsonl, ray_status.txt, ray_job_list.txt, logs")
+    add_options(ap, Cluster)
     ap.add_argument("overrides", nargs="*", help="Hydra overrides for the recipe (after --)")
     a = ap.parse_args(argv)
     recipes = os.environ.get("RECIPES_DIR") or os.path.join(ROOT, "recipes")  # tests point it at stand-ins
-    a.run_sh = os.path.join(recipes, a.recipe, "run.sh")
-    if not os.path.isfile(a.run_sh):
-        ap.error(f"--recipe {a.recipe}: no {a.run_sh}")
-    a.gpus = a.gpus if a.gpus is not None else (1 if a.nodes == 2 else ray_head.machine_gpus())
-    if a.gpus < 0:
-        ap.error(f"--gpus {a.gpus}: must be >= 0")
-    return a
+    run_sh = os.path.join(recipes, a.recipe, "run.sh")
+    if not os.path.isfile(run_sh):
+        ap.error(f"--recipe {a.recipe}: no {run_sh}")
+    gpus = a.gpus if a.gpus is not None else (1 if a.nodes == 2 else ray_head.machine_gpus())
+    if gpus < 0:
+        ap.error(f"--gpus {gpus}: must be >= 0")
+    return Cluster(**vars(a) | {"run_sh": run_sh, "gpus": gpus})
 
 
-def start_nodes(a, out: str, port: int, nodes: list[subprocess.Popen]) -> tuple[str, dict]:
-    """Start the head (dashboard on ``port``) and the nodes that join it, each appended to ``nodes``: ``(the head's
-    address, the authentication variables the others and the submission use)``; ``RayStartError``: one did not."""
+def start_nodes(count: int, gpus: int, out: str, port: int, procs: list[subprocess.Popen]) -> tuple[str, dict]:
+    """Start ``count`` nodes of ``gpus`` GPUs, the head (dashboard on ``port``) and those that join it, each appended
+    to ``procs``: ``(the head's address, the authentication variables the others and the submission use)``;
+    ``RayStartError``: one did not."""
     address, auth = "", {}
-    for i in range(a.nodes):
+    for i in range(count):
         env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
         env.update(auth)  # a head with token authentication: the other nodes and the submission use it too
-        if a.nodes > 1 and a.gpus:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i * a.gpus + g) for g in range(a.gpus))
+        if count > 1 and gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i * gpus + g) for g in range(gpus))
         log = os.path.join(out, f"ray_node{i}.log")
-        proc, address = ray_head.start(env, log, dashboard_port=port, join=address or None, num_gpus=a.gpus)
-        nodes.append(proc)
+        proc, address = ray_head.start(env, log, dashboard_port=port, join=address or None, num_gpus=gpus)
+        procs.append(proc)
         auth = {"RAY_AUTH_MODE": env["RAY_AUTH_MODE"]} if env.get("RAY_AUTH_MODE") else {}
     return address, auth
 
@@ -125,14 +137,14 @@ def nodes_up(address: str, want: int, out: str, status_env: dict) -> bool:
     return n[0] >= want
 
 
-def run_job(a, out: str, port: int, status_env: dict) -> int:
+def run_job(cfg: Cluster, out: str, port: int, status_env: dict) -> int:
     """The recipe submitted to the cluster: its exit status; the job list and the job's metrics copied to OUT."""
     env = {**status_env, "RAY_ADDRESS": f"http://127.0.0.1:{port}", "OUTPUT_DIR": os.path.join(out, "run")}
-    cmd = ["bash", a.run_sh, f"trainer.nnodes={a.nodes}", f"trainer.n_gpus_per_node={a.gpus}", *a.overrides]
+    cmd = ["bash", cfg.run_sh, f"trainer.nnodes={cfg.nodes}", f"trainer.n_gpus_per_node={cfg.gpus}", *cfg.overrides]
     say("running " + " ".join(cmd[1:]))
     t0 = time.time()
     rc = subprocess.call(cmd, env=env, cwd=ROOT)
-    say(f"{a.recipe}: exit {rc} in {time.time() - t0:.0f} s")
+    say(f"{cfg.recipe}: exit {rc} in {time.time() - t0:.0f} s")
     with open(os.path.join(out, "ray_job_list.txt"), "w") as f:
         f.write(ray("job", "list", f"--address=http://127.0.0.1:{port}", env=status_env).stdout)
     found = sorted(glob.glob(os.path.join(out, "run", "**", "*.jsonl"), recursive=True), key=os.path.getmtime)
@@ -145,7 +157,7 @@ def run_job(a, out: str, port: int, status_env: dict) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    a = parse(argv)
+    cfg = parse(argv)
     why = missing_dashboard_deps()
     if why:  # `ray start` with a dashboard fails at once ("Cannot include dashboard with missing packages")
         say(
@@ -153,13 +165,13 @@ def main(argv: list[str] | None = None) -> int:
             "the same Ray version"
         )
         return 3
-    out = os.path.abspath(a.out)
+    out = os.path.abspath(cfg.out)
     os.makedirs(out, exist_ok=True)
     nodes: list[subprocess.Popen] = []
     try:
         port = services.free_port()
         try:
-            address, auth = start_nodes(a, out, port, nodes)
+            address, auth = start_nodes(cfg.nodes, cfg.gpus, out, port, nodes)
         except ray_head.RayStartError as e:
             say(str(e))
             return 1
@@ -171,10 +183,10 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 3
         status_env = {**os.environ, **auth}
-        if not nodes_up(address, a.nodes, out, status_env):
+        if not nodes_up(address, cfg.nodes, out, status_env):
             return 1
-        say(f"{a.nodes} node(s) of {a.gpus} GPU(s) up at {address}; dashboard http://127.0.0.1:{port}")
-        return run_job(a, out, port, status_env)
+        say(f"{cfg.nodes} node(s) of {cfg.gpus} GPU(s) up at {address}; dashboard http://127.0.0.1:{port}")
+        return run_job(cfg, out, port, status_env)
     finally:
         for proc in reversed(nodes):
             ray_head.stop(proc)

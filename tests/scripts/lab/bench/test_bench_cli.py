@@ -445,3 +445,29 @@ def test_ray_cluster_dashboard_checks():
     assert ray_cluster.dashboard_up(services.free_port(), timeout=0) is False
     pytest.importorskip("aiohttp_cors")
     assert ray_cluster.missing_dashboard_deps() is None
+
+
+@pytest.mark.parametrize(
+    "argv,nodes,gpus,overrides",
+    [
+        (["--gpus", "0"], 1, 0, []),
+        (["--nodes", "2", "--", "trainer.total_training_steps=3"], 2, 1, ["trainer.total_training_steps=3"]),
+        (["--nodes", "2", "--gpus", "2"], 2, 2, []),
+    ],
+)
+def test_ray_cluster_parses_into_its_settings(monkeypatch, tmp_path, argv, nodes, gpus, overrides):
+    """The command line as a frozen ``Cluster``: the recipe's run.sh found, the GPUs per node resolved."""
+    import dataclasses
+
+    from scripts.lab.bench import ray_cluster
+
+    (tmp_path / "gsm8k_rule").mkdir()
+    (tmp_path / "gsm8k_rule" / "run.sh").write_text("")
+    monkeypatch.setenv("RECIPES_DIR", str(tmp_path))
+    cfg = ray_cluster.parse(["--out", "o", *argv])
+    run_sh = str(tmp_path / "gsm8k_rule" / "run.sh")
+    assert cfg == ray_cluster.Cluster(
+        recipe="gsm8k_rule", nodes=nodes, gpus=gpus, out="o", overrides=overrides, run_sh=run_sh
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.gpus = 3

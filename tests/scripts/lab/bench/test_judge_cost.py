@@ -994,3 +994,27 @@ def test_shapes_runs_without_the_rule_run_have_no_ratios(tmp_path):
     assert (rep["settings"]["arms"], rep["settings"]["base"]) == (["colocated", "server"], None)
     assert {a: v["ratio"] for a, v in rep["arms"].items()} == {"colocated": {}, "server": {}}
     assert "no ratios: no base arm in this run (--base names one)." in _lines(cost / "cost.md")[2]
+
+
+@pytest.mark.parametrize(
+    "argv,gpus,slots,interleave",
+    [
+        (["--gpus", "0"], ["0"], ["0"], True),  # one GPU: the arms take turns
+        (["--gpus", "0,1"], ["0", "1"], ["0", "1"], False),
+        (["--gpus", "0,1", "--gpus-per-arm", "2"], ["0", "1"], ["0,1"], True),  # one group: turns
+    ],
+)
+def test_parse_resolves_the_placement(argv, gpus, slots, interleave):
+    """``parse``'s frozen settings: the GPU ids of --gpus, their groups, and whether the arms take turns."""
+    import dataclasses
+
+    cfg = jc.parse(["--arms", "rule,server", *argv])
+    assert (cfg.arms, cfg.base, cfg.gpus, cfg.slots, cfg.interleave) == (
+        ["rule", "server"],
+        "rule",
+        gpus,
+        slots,
+        interleave,
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.steps = 1
