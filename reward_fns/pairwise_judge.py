@@ -104,6 +104,8 @@ def _row(t: dict | None, i: int, rule_score: float, fallback_score: float, absta
         out.update(score=0.0, judge_fallback=0.0, judge_abstained=1.0)
     elif t["win_rate"][i] is not None:
         out.update(score=t["win_rate"][i], judge_wins=t["win_rate"][i], judge_fallback=0.0)
+    elif not calls and not t["failed"][i]:  # no mate to compare with (a group of one): the rule's grade, no failure
+        out.update(score=rule_score, judge_fallback=0.0)
     return out
 
 

@@ -428,11 +428,18 @@ TOURNAMENT = {
         [t_row(0.0, calls=1.0), t_row(1.0, rule=1.0, calls=1.0)],
         dict(flip_rate=0.0, tie_rate=0.0, cycle_rate=0.0, triples_decided=0, cycles=0, calls=2),
     ),
-    "one answer: nothing to compare -> rule": (
+    "one answer: nothing to compare -> rule": (  # no call failed: no fallback
         truthful,
         [RIGHT],
         {},
-        [row(1.0, -1.0, fallback=1.0, rule=1.0, calls=0.0)],
+        [row(1.0, -1.0, rule=1.0, calls=0.0)],
+        dict(flip_rate=0.0, tie_rate=0.0, cycle_rate=0.0, triples_decided=0, cycles=0, calls=0),
+    ),
+    "one wrong answer, a numeric fallback: the rule's 0, not the fallback": (
+        truthful,
+        [WRONG],
+        {"fallback": 0.5},
+        [row(0.0, -1.0, calls=0.0)],
         dict(flip_rate=0.0, tie_rate=0.0, cycle_rate=0.0, triples_decided=0, cycles=0, calls=0),
     ),
 }

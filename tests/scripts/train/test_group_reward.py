@@ -261,7 +261,7 @@ def test_the_group_size_setting_and_a_bad_one():
     assert [(o["reward_score"], o["reward_extra_info"]["judge_group_size"]) for o in outs] == [
         (0.0, 2.0),
         (1.0, 2.0),
-        (1.0, 1.0),  # a group of one has no mate: the fallback, the rule's grade
+        (1.0, 1.0),  # a group of one has no mate: the rule's grade
     ]
     with pytest.raises(ValueError, match="size must be"):
         manager_for(config("http://127.0.0.1:9/v1", size=0))
