@@ -12,6 +12,7 @@ lists the same messages without raising, for the config check before a run (``sc
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -63,6 +64,8 @@ def combine(mode: str, judge: int, rule_score: float) -> float:
 def fallback_value(fallback: object, rule_score: float) -> float:
     if isinstance(fallback, str) and fallback.strip().lower() == "rule":
         return rule_score
+    if isinstance(fallback, bool):
+        raise ValueError(f"fallback must be 'rule' or a number, got {fallback!r}")
     try:
         value = float(fallback)
     except (TypeError, ValueError):
@@ -121,6 +124,21 @@ def _key(value: object) -> object:
     return (type(value).__name__, value)
 
 
+def number_problem(name: str, value: object, whole: bool, least: float, above: bool) -> str | None:
+    """Why option ``name`` cannot be ``value`` (None: it can): a number (``whole``: a whole one), at least ``least``
+    (``above``: more than it); a bool, text or infinity is none.
+
+    >>> number_problem("max_tokens", 0, True, 1, False), number_problem("deadline", 30, False, 0, True)
+    ('max_tokens must be a whole number >= 1, got 0', None)
+    """
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if ok and (not whole or float(value).is_integer()) and (value > least if above else value >= least):
+        return None
+    return (
+        f"{name} must be {'a whole number' if whole else 'a number'} {'>' if above else '>='} {least:g}, got {value!r}"
+    )
+
+
 _BUILT: dict[tuple, JudgeSettings] = {}
 _MAX_BUILT = 64
 
@@ -140,6 +158,20 @@ class JudgeSettings:
     SAYS: ClassVar[dict[str, str]] = {}
     #: verl's own arguments to a reward (its reward router), beside the reward_kwargs: no settings, ignored here
     VERL_ARGS = ("reward_router_address", "reward_model_tokenizer")
+    #: the options that are numbers: (whole, least, above least only, None allowed)
+    NUMBERS: ClassVar[dict[str, tuple]] = {
+        "timeout": (False, 0, True, False),
+        "max_retries": (True, 0, False, False),
+        "max_tokens": (True, 1, False, False),
+        "temperature": (False, 0, False, False),
+        "deadline": (False, 0, True, True),
+        "max_concurrency": (True, 1, False, False),
+        "cache_size": (True, 0, False, False),
+        "cache_ttl": (False, 0, False, True),
+        "max_response_chars": (True, 1, False, False),
+        "max_response_bytes": (True, 1, False, False),
+    }
+    SWITCHES: ClassVar[tuple[str, ...]] = ("grounded",)  # options that are true or false
 
     base_url: str | None = None
     model: str | None = None  # default: judge_service.DEFAULT_REMOTE_MODEL at a base_url, the served model at a router
@@ -180,7 +212,16 @@ class JudgeSettings:
             return [f"{cls.NAME}: unknown option(s) {sorted(unknown)}; known: {sorted(cls.defaults())}"]
         s = cls(**kwargs)
         found = [f"{n} must be {cls.SAYS.get(n, f'one of {allowed}')}, got {v!r}" for n, v, allowed in s._choices()]
-        for check in s._checks():
+        found += [
+            f"{n} must be true or false, got {getattr(s, n)!r}" for n in cls.SWITCHES if type(getattr(s, n)) is not bool
+        ]
+        bad = []
+        for name, (whole, least, above, none_ok) in cls.NUMBERS.items():
+            value = getattr(s, name)
+            problem = None if value is None and none_ok else number_problem(name, value, whole, least, above)
+            bad += [problem] if problem else []
+        found += bad
+        for check in s._checks()[: -1 if bad else None]:  # the last, the client's, refuses bad numbers less clearly
             try:
                 check()
             except (ValueError, TypeError, FileNotFoundError) as e:
@@ -199,6 +240,7 @@ class JudgeSettings:
             problems = cls.problems(kwargs)
             if problems:
                 raise ValueError("; ".join(problems))
+            kwargs = copy.deepcopy(dict(kwargs))  # the settings keep no reference a caller could change later
             built = cls(**{**kwargs, "canary_every": canary_every_value(kwargs.get("canary_every", cls.canary_every))})
             if key is not None:
                 if len(_BUILT) >= _MAX_BUILT:
@@ -289,6 +331,7 @@ class PairwiseSettings(JudgeSettings):
     prompt_version: str = "v3"
     scheme: str = "circular"  # a tournament's comparisons: reward_fns.win_rates.SCHEMES
     rule_first: bool = False  # a comparison the rule decides (pairwise_judge.decides) is not asked
+    SWITCHES: ClassVar[tuple[str, ...]] = ("grounded", "rule_first")
 
     def _choices(self) -> list[tuple[str, object, tuple]]:
         found = super()._choices()

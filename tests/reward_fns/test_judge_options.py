@@ -167,12 +167,42 @@ PROBLEMS = {
     "the client's settings": (
         PairwiseSettings,
         {"timeout": 0, "max_concurrency": 0},
-        ["timeout must be > 0, got 0"],
+        ["timeout must be a number > 0, got 0", "max_concurrency must be a whole number >= 1, got 0"],
     ),
     "a value of the wrong type": (
         PointwiseSettings,
         {"max_tokens": [1]},
-        ["TypeError: int() argument must be a string, a bytes-like object or a real number, not 'list'"],
+        ["max_tokens must be a whole number >= 1, got [1]"],
+    ),
+    "every number and switch, each naming its key": (
+        PairwiseSettings,
+        {
+            "timeout": "abc",
+            "max_retries": 1.5,
+            "max_tokens": 0,
+            "deadline": -1,
+            "cache_size": -1,
+            "max_response_chars": "abc",
+            "fallback": True,
+            "rule_first": "false",
+            "grounded": 1,
+        },
+        [
+            "grounded must be true or false, got 1",
+            "rule_first must be true or false, got 'false'",
+            "timeout must be a number > 0, got 'abc'",
+            "max_retries must be a whole number >= 0, got 1.5",
+            "max_tokens must be a whole number >= 1, got 0",
+            "deadline must be a number > 0, got -1",
+            "cache_size must be a whole number >= 0, got -1",
+            "max_response_chars must be a whole number >= 1, got 'abc'",
+            "fallback must be 'rule' or a number, got True",
+        ],
+    ),
+    "no deadline and no cache expiry are allowed": (
+        PointwiseSettings,
+        {"deadline": None, "cache_ttl": None, "timeout": 30, "temperature": 0},
+        [],
     ),
 }
 
@@ -213,3 +243,14 @@ def test_settings_are_built_once_per_distinct_kwargs():
 @pytest.mark.parametrize("value, n", [("20", 20), (40.0, 40), (None, 0), (" 7 ", 7)])
 def test_settings_hold_canary_every_as_read(value, n):
     assert PointwiseSettings.of({"canary_every": value}).canary_every == n
+
+
+def test_built_settings_keep_no_reference_to_the_callers_values():
+    """A caller that changes its kwargs after a build changes neither the built settings nor what the same content
+    asks for later."""
+    body = {"top_p": 0.5}
+    kwargs = {"extra_body": body, "max_tokens": 17}
+    built = PointwiseSettings.of(kwargs)
+    body["top_p"] = 0.9
+    assert built.extra_body == {"top_p": 0.5}
+    assert PointwiseSettings.of({"extra_body": {"top_p": 0.5}, "max_tokens": 17}).extra_body == {"top_p": 0.5}

@@ -434,7 +434,7 @@ def test_rule_mode_flexible_and_non_numeric_ground_truth(server):
         ({"parse_fail_score": True}, "finite"),
         ({"parse_fail_score": 0.25}, r"above the reward of the lowest real verdict in mode 'judge' \(0.0\)"),
         ({"mode": "hybrid", "parse_fail_score": 0.75}, r"lowest real verdict in mode 'hybrid' \(0.5\)"),
-        ({"max_response_bytes": 0}, "max_response_bytes must be >= 1"),
+        ({"max_response_bytes": 0}, "max_response_bytes must be a whole number >= 1"),
     ],
 )
 def test_config_errors_raise(server, kwargs, match):

@@ -633,8 +633,8 @@ D8_CASES = [
             "learn to break the judge's reply"
         ],
     ),
-    ("gsm8k_api_judge", [KW + "timeout=-5"], [LLM + "timeout must be > 0, got -5"]),
-    ("gsm8k_api_judge", [KW + "max_concurrency=0"], [LLM + "max_concurrency must be >= 1, got 0"]),
+    ("gsm8k_api_judge", [KW + "timeout=-5"], [LLM + "timeout must be a number > 0, got -5"]),
+    ("gsm8k_api_judge", [KW + "max_concurrency=0"], [LLM + "max_concurrency must be a whole number >= 1, got 0"]),
     (
         "gsm8k_rule",
         [KW + "mode=bogus"],
