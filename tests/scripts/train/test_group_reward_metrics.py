@@ -2,7 +2,7 @@
 verl 0.9.1's own code on CPU: ``RewardLoopManager.compute_rm_score`` (its one Ray worker replaced by verl's
 ``RewardLoopWorker`` run in-process, ``ray.get`` by the identity) assembles ``rm_scores`` and the extra-info columns
 with ``reward_extra_keys``; then the steps of the legacy trainer's ``fit`` that lead to the step metrics, with the
-functions ``scripts.train.hooks.install`` put on ``verl.trainer.ppo.ray_trainer``: ``batch.union``,
+functions ``scripts.train.seam.install`` put on ``verl.trainer.ppo.ray_trainer``: ``batch.union``,
 ``extract_reward``, the extras into ``non_tensor_batch``, GRPO ``compute_advantage``, ``compute_data_metrics``.
 """
 
