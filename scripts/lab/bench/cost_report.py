@@ -2,7 +2,7 @@
 ratios to the base arm's, the runs, the arms' definitions, the machine and the commit (``cost.json``, ``cost.md``).
 
 A run is anything with ``arm``, ``round``, ``gpu``, ``rc``, ``seconds``, ``folder``, ``metrics`` and ``command``
-(``scripts.lab.bench.judge_cost.Run``), and ``error`` (a run that exited 0 and still failed)."""
+(``scripts.lab.bench.children.Run``), and ``error`` (a run that exited 0 and still failed)."""
 
 from __future__ import annotations
 
