@@ -2,6 +2,7 @@
 # three 20-step GRPO runs side by side on one GPU: pairwise_ref and tournament (the untrained model served as the
 # pairwise judge), and the rule recipe with a user-written group reward; run from the project root.
 # DRY_RUN=1 bash <this file>: check the three composed configs only (CPU). Writes my_rewards.py at the project root.
+# Arguments: more Hydra overrides for the two judged runs (e.g. verl_judge.fail_fast.enable=false).
 cd "$(git rev-parse --show-toplevel 2>/dev/null || pwd)" || exit 20  # the project root
 cat > my_rewards.py <<'PY'
 """A user's group reward: right answers ranked by length (recipes/README.md, "Group rewards")."""
@@ -21,7 +22,7 @@ SHAPE="data.train_batch_size=16 actor_rollout_ref.rollout.n=8 actor_rollout_ref.
  actor_rollout_ref.actor.optim.lr=5e-6 actor_rollout_ref.rollout.gpu_memory_utilization=0.15
  actor_rollout_ref.rollout.free_cache_engine=false +actor_rollout_ref.rollout.engine_kwargs.vllm.kv_cache_memory_bytes=2147483648
  trainer.total_training_steps=20 trainer.test_freq=20 trainer.val_before_train=false trainer.save_freq=-1 data.seed=0"
-JUDGE="judge_placement=server verl_judge.judge_server.gpu_memory_utilization=0.1 verl_judge.judge_server.kv_cache_memory_bytes=2147483648"
+JUDGE="judge_placement=server verl_judge.judge_server.gpu_memory_utilization=0.1 verl_judge.judge_server.kv_cache_memory_bytes=2147483648 $*"
 PAIRWISE="reward.custom_reward_function.path=pkg://reward_fns.pairwise_judge"
 GROUP="reward.reward_manager.source=importlib reward.reward_manager.name=GroupRewardManager reward.reward_manager.module.path=pkg://scripts.train.group_reward reward.num_workers=1"
 declare -A RECIPE=([pairwise_ref]=gsm8k_local_judge [tournament]=gsm8k_local_judge [user_group]=gsm8k_rule)
