@@ -17,6 +17,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
+from functools import partial
 
 import pyarrow as pa
 
@@ -37,6 +38,7 @@ class HFPreset:
     data_files: tuple[tuple[str, str], ...] | None = None  # ((split, pattern), ...)
     splits: tuple[tuple[str, str], ...] = (("train", "train"), ("test", "test"))  # ((ours, hub), ...)
     help: str = ""
+    format: str | None = None  # the input schema, for converters with --format
 
 
 def positive_int(text: str) -> int:
@@ -70,24 +72,18 @@ def add_common_args(
     default_max_len: int,
     text_fields: Sequence[str],
     presets: Mapping[str, HFPreset],
-    default_preset: str,
+    formats: Sequence[str] = (),
 ) -> None:
-    """Every converter's arguments, in three groups: inputs and outputs, rows, prompt length."""
-    _add_input_args(p.add_argument_group("inputs and outputs"), presets, default_preset)
-    _add_row_args(p.add_argument_group("rows"))
-    _add_length_args(
-        p.add_argument_group("prompt length (measured like verl's RLHFDataset)"), default_max_len, text_fields
-    )
-
-
-def _add_input_args(g, presets: Mapping[str, HFPreset], default_preset: str) -> None:
+    """Every converter's arguments, in three groups: inputs and outputs, rows, prompt length; ``--format`` (choices
+    ``formats``) when given. The first of ``presets`` is the default hub dataset."""
+    g = p.add_argument_group("inputs and outputs")
     g.add_argument("--out", required=True, metavar="DIR", help="output folder (file names: see data_prep/README.md)")
     train_help = "local input file(s) for the train split (.jsonl[.gz], .json, .parquet)"
     g.add_argument("--train", nargs="+", metavar="FILE", help=train_help)
     g.add_argument("--test", nargs="+", metavar="FILE", help="local input file(s) for the test split")
     names = ", ".join(f"{k} ({v.help or v.path})" for k, v in presets.items())
     hf_help = f"read from the Hugging Face hub instead (default when no --train/--test): {names}"
-    g.add_argument("--hf", nargs="?", const=default_preset, default=None, choices=sorted(presets), help=hf_help)
+    g.add_argument("--hf", nargs="?", const=next(iter(presets)), default=None, choices=sorted(presets), help=hf_help)
     g.add_argument("--hf-path", help="override the hub dataset id of the preset")
     g.add_argument("--hf-name", help="override the hub config name")
     g.add_argument("--hf-data-dir", help="override the hub data_dir")
@@ -95,8 +91,7 @@ def _add_input_args(g, presets: Mapping[str, HFPreset], default_preset: str) -> 
     g.add_argument("--summary-json", metavar="FILE", help="also write the summary as JSON")
     add_run_flags(g)
 
-
-def _add_row_args(g) -> None:
+    g = p.add_argument_group("rows")
     bad_help = "malformed row: stop with row number and field (error, default) or count and drop it (skip)"
     g.add_argument("--on-bad-row", choices=("error", "skip"), default="error", help=bad_help)
     g.add_argument("--seed", type=int, default=0, help="seed for every random choice (default 0)")
@@ -105,8 +100,7 @@ def _add_row_args(g) -> None:
     g.add_argument("--data-source", default=None, help="override the data_source column")
     g.add_argument("--prompt-version", default="v1", help="prompt template version (default v1)")
 
-
-def _add_length_args(g, default_max_len: int, text_fields: Sequence[str]) -> None:
+    g = p.add_argument_group("prompt length (measured like verl's RLHFDataset)")
     length_help = f"tokens of the chat-formatted prompt (default {default_max_len}; 0 = no limit); "
     length_help += "set it to the recipe's data.max_prompt_length"
     g.add_argument("--max-prompt-length", type=int, default=default_max_len, help=length_help)
@@ -119,6 +113,9 @@ def _add_length_args(g, default_max_len: int, text_fields: Sequence[str]) -> Non
     g.add_argument(
         "--truncate-field", nargs="*", default=None, choices=list(text_fields), metavar="FIELD", help=truncate_help
     )
+    if formats:
+        format_help = "input schema (default: auto-detect from the first row)"
+        p.add_argument("--format", choices=("auto", *formats), default="auto", help=format_help)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,12 +149,10 @@ class Options:
         parser: argparse.ArgumentParser,
         argv: list[str] | None,
         presets: Mapping[str, HFPreset],
-        default_preset: str,
-        preset_format: Mapping[str, str] | None = None,
     ):
         """``parser``'s reading of ``argv`` (lists as tuples) with the derived values resolved."""
         given = {k: tuple(v) if isinstance(v, list) else v for k, v in vars(parser.parse_args(argv)).items()}
-        name = given["hf"] or default_preset
+        name = given["hf"] or next(iter(presets))
         hub = None
         if not (given["train"] or given["test"]):
             pre = presets[name]
@@ -175,7 +170,7 @@ class Options:
             "progress": not given["no_progress"],
             "max_len": given["max_prompt_length"] if given["max_prompt_length"] > 0 else None,
             "truncate": given["truncate_field"],
-            "fmt": fmt if fmt != "auto" else (preset_format or {}).get(name) if hub else None,
+            "fmt": fmt if fmt != "auto" else hub and hub.format,
         }
         return cls(**{f.name: derived[f.name] if f.name in derived else given[f.name] for f in fields(cls)})
 
@@ -313,9 +308,8 @@ class Conversion:
 
     ``to_units(run, row, n)``: the units of input row number ``n`` (BadRow / SkipRow as usual; None for a
     converter that reads its units itself); ``build(unit, fields)``: its drafts; ``select(run, accepted)``: the
-    ``(draft, truncated fields)`` to write (default: all); ``data_source(run)``: the column value. ``detect(row)``:
-    the input format, from each split's first row when ``--format`` does not fix it. ``count_labels``: count
-    ground truths in the summary.
+    ``(draft, truncated fields)`` to write (default: all); ``data_source(run)``: the column value.
+    ``count_labels``: count ground truths in the summary.
     """
 
     prog: str
@@ -325,18 +319,7 @@ class Conversion:
     data_source: Callable[[SplitRun], str]
     to_units: Callable[[SplitRun, Mapping, int], list[Unit]] | None = None
     select: Callable[[SplitRun, list], list] = all_drafts
-    detect: Callable[[Mapping], str] | None = None
     count_labels: bool = True
-
-    def reader(self, run: SplitRun) -> Callable[[Mapping, int], list[Unit]]:
-        """``to_units`` for ``read_units`` on ``run``'s split; the format detected from its first row if not fixed."""
-
-        def to_units(row: Mapping, n: int) -> list[Unit]:
-            if run.fmt is None and self.detect is not None:
-                run.fmt = self.detect(row)
-            return self.to_units(run, row, n)
-
-        return to_units
 
 
 def write_split(conv: Conversion, run: SplitRun, units: list[Unit], gate: LengthGate, options: Options) -> Stats:
@@ -374,7 +357,7 @@ def run_conversion(conv: Conversion, options: Options) -> dict:
             run = SplitRun(split, source, Stats(split=split, source=source.name, max_len=gate.max_len), fmt=options.fmt)
             units = read_units(
                 source,
-                conv.reader(run),
+                partial(conv.to_units, run),
                 run.stats,
                 on_bad_row=options.on_bad_row,
                 progress=options.progress,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from functools import partial
 
 import pyarrow as pa
 
@@ -29,13 +30,6 @@ TEMPLATE = "gsm8k_policy"
 DEFAULT_MAX_LEN = 512
 PRESETS = {"gsm8k": HFPreset(path="openai/gsm8k", name="main", help="openai/gsm8k main")}
 TEXT_FIELDS = ("question",)
-SCHEMA_EXTRA = [
-    ("question", pa.string()),
-    ("answer", pa.string()),
-    ("prompt_version", pa.string()),
-    ("source_row", pa.int64()),
-    ("truncated", pa.string()),
-]
 
 
 def gsm8k_fields(row: Mapping) -> tuple[str, str, str]:
@@ -55,14 +49,12 @@ def gsm8k_fields(row: Mapping) -> tuple[str, str, str]:
 
 def build_parser():
     p = new_parser(PROG, __doc__)
-    add_common_args(
-        p, default_max_len=DEFAULT_MAX_LEN, text_fields=TEXT_FIELDS, presets=PRESETS, default_preset="gsm8k"
-    )
+    add_common_args(p, default_max_len=DEFAULT_MAX_LEN, text_fields=TEXT_FIELDS, presets=PRESETS)
     return p
 
 
 def run(argv: list[str] | None = None) -> dict:
-    options = Options.parse(build_parser(), argv, PRESETS, "gsm8k")
+    options = Options.parse(build_parser(), argv, PRESETS)
     template = options.template(TEMPLATE)
 
     def to_units(_run: SplitRun, row: Mapping, n: int) -> list[Unit]:
@@ -85,7 +77,7 @@ def run(argv: list[str] | None = None) -> dict:
 
     conv = Conversion(
         prog=PROG,
-        schema=row_schema(pa.string(), SCHEMA_EXTRA),
+        schema=row_schema(pa.string(), ["question", "answer"]),
         ability="math",
         to_units=to_units,
         build=build,
@@ -95,8 +87,7 @@ def run(argv: list[str] | None = None) -> dict:
     return run_conversion(conv, options)
 
 
-def main(argv: list[str] | None = None) -> int:
-    return cli(run, argv)
+main = partial(cli, run)  # exit status: see data_prep.cli.cli
 
 
 if __name__ == "__main__":

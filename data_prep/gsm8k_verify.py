@@ -61,19 +61,8 @@ DEFAULT_MAX_LEN = 2048
 TEXT_FIELDS = ("question", "reference", "response")
 DEFAULT_GRADE_PROMPT = "gsm8k_grade.v3"
 DEFAULT_PAIR_PROMPT = "pairwise_ref.v3"
-POINT_EXTRA = [
-    ("question", pa.string()),
-    ("answer", pa.string()),
-    ("response", pa.string()),
-    ("correct", pa.bool_()),
-    ("candidate", pa.string()),
-    ("question_id", pa.string()),
-    ("prompt_version", pa.string()),
-    ("source_row", pa.int64()),
-    ("truncated", pa.string()),
-]
+POINT_EXTRA = ["question", "answer", "response", ("correct", pa.bool_()), "candidate", "question_id"]
 _PAIR_META = ("answer", "candidates", "question_id")
-PAIR_SCHEMA_EXTRA = PAIR_EXTRA[:6] + [(k, pa.string()) for k in _PAIR_META] + PAIR_EXTRA[6:]
 CORRECT, INCORRECT = 4, 0
 #: ``--truncate-field`` names (pointwise fields) -> the pairwise fields they stand for
 PAIR_FIELDS = {"question": ("query",), "response": ("chosen", "rejected")}
@@ -94,9 +83,7 @@ class VerifyOptions(PairOptions):
 
 def build_parser():
     p = new_parser(PROG, __doc__)
-    add_common_args(
-        p, default_max_len=DEFAULT_MAX_LEN, text_fields=TEXT_FIELDS, presets=PRESETS, default_preset="gsm8k"
-    )
+    add_common_args(p, default_max_len=DEFAULT_MAX_LEN, text_fields=TEXT_FIELDS, presets=PRESETS)
     g = p.add_argument_group("candidates")
     cand_help = "perturb: reference vs perturbed copy (default); solutions: model solutions JSONL"
     g.add_argument("--candidates", choices=("perturb", "solutions"), default="perturb", help=cand_help)
@@ -178,17 +165,14 @@ class References:
         self.exact: dict[str, str] = {}
         self.norm: dict[str, str] = {}
         self.malformed = 0  # malformed reference rows are not usable for look-up; counted in the summary
-        for p in paths or ():
-            for _loc, _n, row in local_source([p]).rows():
-                try:
-                    if isinstance(row, InvalidRow):
-                        raise BadRow(row.field, row.message)
-                    q, a, _ = gsm8k_fields(row)
-                except BadRow:
-                    self.malformed += 1
-                    continue
-                self.exact.setdefault(q, a)
-                self.norm.setdefault(normalize_text(q), a)
+        for _loc, _n, row in local_source(paths or ()).rows():
+            try:
+                q, a, _ = gsm8k_fields({} if isinstance(row, InvalidRow) else row)  # undecodable: malformed too
+            except BadRow:
+                self.malformed += 1
+                continue
+            self.exact.setdefault(q, a)
+            self.norm.setdefault(normalize_text(q), a)
 
     def get(self, question: str) -> str | None:
         return self.exact.get(question) or self.norm.get(normalize_text(question))
@@ -273,7 +257,7 @@ def question_unit(qid: str, cands: list[Unit]) -> Unit:
 
 def question_pairs(options: VerifyOptions, split: str, qid: str, cands: list[Unit]) -> list[Unit]:
     """Up to ``--pairs-per-question`` correct-vs-incorrect pairs of one question (seeded; never a truncated one)."""
-    first = cands[0]
+    q, ref = cands[0].fields["question"], cands[0].fields["reference"]
     good = [c for c in cands if c.meta["correct"]]
     bad = [c for c in cands if not c.meta["correct"] and c.meta["kind"] != "truncated"]
     rng = random.Random(f"{options.seed}:{split}:{qid}")
@@ -282,19 +266,9 @@ def question_pairs(options: VerifyOptions, split: str, qid: str, cands: list[Uni
     label = "reference/perturbed" if options.candidates == "perturb" else "model/model"
     pairs = []
     for g, b in list(zip(good, bad))[: max(0, options.pairs_per_question)]:
+        meta = {"answer": ref, "candidates": label, "question_id": qid}
         try:
-            pairs.append(
-                pair_unit(
-                    g.row,
-                    first.fields["question"],
-                    g.fields["response"],
-                    b.fields["response"],
-                    "gsm8k_verify",
-                    answer=first.fields["reference"],
-                    candidates=label,
-                    question_id=qid,
-                )
-            )
+            pairs.append(pair_unit(g.row, q, g.fields["response"], b.fields["response"], "gsm8k_verify", **meta))
         except SkipRow:  # identical texts cannot happen for correct vs incorrect; keep the guard
             continue
     return pairs
@@ -356,7 +330,7 @@ def prepare(options: VerifyOptions) -> tuple[Verify, list[tuple[str, Source]]]:
     )
     pair = Conversion(
         prog=PROG,
-        schema=row_schema(pa.string(), PAIR_SCHEMA_EXTRA),
+        schema=row_schema(pa.string(), PAIR_EXTRA + list(_PAIR_META)),
         ability=JUDGE_ABILITY,
         build=pair_builder(pairs, extra=_PAIR_META),
         select=order_selector(options.orders, options.seed),
@@ -397,16 +371,12 @@ def convert_split(job: Verify, split: str, source: Source) -> list[Stats]:
 
 
 def run(argv: list[str] | None = None) -> dict:
-    options = VerifyOptions.parse(build_parser(), argv, PRESETS, "gsm8k")
+    options = VerifyOptions.parse(build_parser(), argv, PRESETS)
     job, sources = prepare(options)
-    all_stats = []
-    for split, source in sources:
-        all_stats += convert_split(job, split, source)
-    return finish(PROG, all_stats, options)
+    return finish(PROG, [stats for split, source in sources for stats in convert_split(job, split, source)], options)
 
 
-def main(argv: list[str] | None = None) -> int:
-    return cli(run, argv)
+main = partial(cli, run)  # exit status: see data_prep.cli.cli
 
 
 if __name__ == "__main__":

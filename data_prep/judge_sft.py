@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 import sys
 from collections import Counter
+from functools import partial
 
 import pyarrow as pa
 
@@ -94,8 +95,7 @@ def run(argv: list[str] | None = None) -> None:
     print("  labels         " + "  ".join(f"{k}: {v}" for k, v in sorted(labels.items())))
 
 
-def main(argv: list[str] | None = None) -> int:
-    return cli(run, argv)
+main = partial(cli, run)  # exit status: see data_prep.cli.cli
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
+from functools import lru_cache, partial
 
 from data_prep.files.errors import DataError, SkipRow
 from data_prep.progress import progress_bar
@@ -61,11 +61,8 @@ class LengthGate:
         self.tokenizer = tokenizer
         self.max_len = max_len if max_len and max_len > 0 else None
         self.truncate = None if truncate is None else tuple(truncate)
-        kw = dict(chat_template_kwargs or {})
-        for k in ("tokenize", "return_dict", "return_tensors", "add_generation_prompt"):
-            kw.pop(k, None)
-        self.kwargs = kw
-        self._marker_tokens = None
+        fixed = ("tokenize", "return_dict", "return_tensors", "add_generation_prompt")  # set by ``lengths``
+        self.kwargs = {k: v for k, v in (chat_template_kwargs or {}).items() if k not in fixed}
 
     def lengths(self, convs: list[list[dict]]) -> list[int]:
         if not convs:
@@ -73,12 +70,6 @@ class LengthGate:
         out = self.tokenizer.apply_chat_template(convs, add_generation_prompt=True, tokenize=True, **self.kwargs)
         ids = out["input_ids"] if isinstance(out, Mapping) or hasattr(out, "keys") else out
         return [len(x) for x in ids]
-
-    @property
-    def marker_tokens(self) -> int:
-        if self._marker_tokens is None:
-            self._marker_tokens = len(self.tokenizer(TRUNCATION_MARKER, add_special_tokens=False)["input_ids"])
-        return self._marker_tokens
 
     def apply(
         self, units: list[Unit], build: Builder, stats: Stats, chunk: int = 256, progress: bool = True
@@ -119,10 +110,6 @@ class LengthGate:
         bar.close()
         return accepted
 
-    def _offsets(self, text: str) -> list[tuple[int, int]]:
-        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-        return [tuple(o) for o in enc["offset_mapping"]]
-
     def _fit(self, unit: Unit, build: Builder, length: int):
         # eligible: the named fields (``response`` also matches ``response.0``, ``response.1``...), or all
         eligible = [
@@ -132,7 +119,9 @@ class LengthGate:
         ]
         if not eligible:
             raise SkipRow("too_long")
-        offsets = {f: self._offsets(unit.fields[f]) for f in eligible}
+        tokenize = partial(self.tokenizer, add_special_tokens=False, return_offsets_mapping=True)
+        offsets = {f: tokenize(unit.fields[f])["offset_mapping"] for f in eligible}
+        marker = len(tokenize(TRUNCATION_MARKER)["input_ids"])
         keep = {f: len(offsets[f]) for f in eligible}
         fields = dict(unit.fields)
         names: set[str] = set()
@@ -145,7 +134,7 @@ class LengthGate:
             name = max(eligible, key=lambda f: (keep[f], -eligible.index(f)))
             if keep[name] <= MIN_KEEP_TOKENS:
                 raise SkipRow("too_long")
-            want = keep[name] - excess - (self.marker_tokens if name not in names else 0) - attempt
+            want = keep[name] - excess - (marker if name not in names else 0) - attempt
             keep[name] = max(MIN_KEEP_TOKENS, want)
             fields[name] = middle_cut(unit.fields[name], offsets[name], keep[name])
             names.add(name)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 from collections import Counter
+from functools import partial
 
 from data_prep.cli import add_run_flags, cli, new_parser
 from data_prep.conversations import QUERY_FIELDS, query_text
@@ -72,40 +73,25 @@ def overlap_report(
     }
     for ev in evals:
         eq, emiss = _queries(ev, progress, require_queries)
-        exact = {}
-        norm = {}
+        exact = {q.strip() for _, q in eq}
+        norm = {}  # normalized text -> its first eval row
         for n, q in eq:
-            exact.setdefault(q.strip(), n)
             norm.setdefault(normalize_text(q), n)
-        ex_rows, no_rows, ex_texts, no_texts, samples = 0, 0, set(), set(), []
-        for n, q in tq:
-            k = normalize_text(q)
-            if k not in norm:
-                continue
-            no_rows += 1
-            no_texts.add(k)
-            is_exact = q.strip() in exact
-            if is_exact:
-                ex_rows += 1
-                ex_texts.add(q.strip())
-            if len(samples) < examples:
-                samples.append(
-                    {
-                        "train_row": n,
-                        "eval_row": norm[k],
-                        "match": "exact" if is_exact else "normalized",
-                        "text": _snippet(q),
-                    }
-                )
+        hits = [(n, q, k) for n, q in tq if (k := normalize_text(q)) in norm]  # overlapping train rows, in order
+        exact_hits = [q.strip() for _, q, _ in hits if q.strip() in exact]
+        samples = []
+        for n, q, k in hits[:examples]:
+            match = "exact" if q.strip() in exact else "normalized"
+            samples.append({"train_row": n, "eval_row": norm[k], "match": match, "text": _snippet(q)})
         report["evals"].append(
             {
                 "eval": ev,
                 "eval_rows": len(eq) + emiss,
                 "eval_rows_without_query": emiss,
-                "exact_train_rows": ex_rows,
-                "exact_distinct": len(ex_texts),
-                "normalized_train_rows": no_rows,
-                "normalized_distinct": len(no_texts),
+                "exact_train_rows": len(exact_hits),
+                "exact_distinct": len(set(exact_hits)),
+                "normalized_train_rows": len(hits),
+                "normalized_distinct": len({k for _, _, k in hits}),
                 "examples": samples,
             }
         )
@@ -159,9 +145,8 @@ def run(argv: list[str] | None = None) -> dict:
     return report
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Exit status 0, 1 (``--fail-on-overlap`` and overlap found) or 2 (error, one line on stderr)."""
-    return cli(run, argv, status=lambda report: 1 if report["fail"] else 0)
+#: Exit status 0, 1 (``--fail-on-overlap`` and overlap found) or 2 (error, one line on stderr).
+main = partial(cli, run, status=lambda report: 1 if report["fail"] else 0)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import random
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 
 import pyarrow as pa
 
@@ -42,7 +43,7 @@ from reward_fns.parse import reference_answer
 PROG = "data_prep.pairwise"
 TEMPLATE = "pairwise"
 DEFAULT_MAX_LEN = 2048
-FORMATS = ("auto", "openjudge", "hh-rlhf", "generic")
+FORMATS = ("openjudge", "hh-rlhf", "generic")
 PRESETS = {
     "openjudge": HFPreset(
         path="agentscope-ai/OpenJudge",
@@ -51,27 +52,17 @@ PRESETS = {
             ("test", "train_rm/grpo/pairwise/*val*.parquet"),
         ),
         help="agentscope-ai/OpenJudge train_rm/grpo/pairwise",
+        format="openjudge",
     ),
     "hh-rlhf-harmless": HFPreset(
-        path="Anthropic/hh-rlhf", data_dir="harmless-base", help="Anthropic/hh-rlhf harmless-base"
+        path="Anthropic/hh-rlhf", data_dir="harmless-base", help="Anthropic/hh-rlhf harmless-base", format="hh-rlhf"
     ),
     "hh-rlhf-helpful": HFPreset(
-        path="Anthropic/hh-rlhf", data_dir="helpful-base", help="Anthropic/hh-rlhf helpful-base"
+        path="Anthropic/hh-rlhf", data_dir="helpful-base", help="Anthropic/hh-rlhf helpful-base", format="hh-rlhf"
     ),
 }
-PRESET_FORMAT = {"openjudge": "openjudge", "hh-rlhf-harmless": "hh-rlhf", "hh-rlhf-helpful": "hh-rlhf"}
 TEXT_FIELDS = ("query", "chosen", "rejected")
-PAIR_EXTRA = [
-    ("query", pa.string()),
-    ("response_a", pa.string()),
-    ("response_b", pa.string()),
-    ("a_is", pa.string()),
-    ("pair_id", pa.string()),
-    ("origin", pa.string()),
-    ("prompt_version", pa.string()),
-    ("source_row", pa.int64()),
-    ("truncated", pa.string()),
-]
+PAIR_EXTRA = ["query", "response_a", "response_b", "a_is", "pair_id", "origin"]
 
 
 def detect_format(row: Mapping) -> str:
@@ -218,12 +209,7 @@ class PairOptions(Options):
 
 def build_parser():
     p = new_parser(PROG, __doc__)
-    add_common_args(
-        p, default_max_len=DEFAULT_MAX_LEN, text_fields=TEXT_FIELDS, presets=PRESETS, default_preset="openjudge"
-    )
-    p.add_argument(
-        "--format", choices=FORMATS, default="auto", help="input schema (default: auto-detect from the first row)"
-    )
+    add_common_args(p, default_max_len=DEFAULT_MAX_LEN, text_fields=TEXT_FIELDS, presets=PRESETS, formats=FORMATS)
     p.add_argument(
         "--orders",
         type=int,
@@ -235,10 +221,11 @@ def build_parser():
 
 
 def run(argv: list[str] | None = None) -> dict:
-    options = PairOptions.parse(build_parser(), argv, PRESETS, "openjudge", PRESET_FORMAT)
+    options = PairOptions.parse(build_parser(), argv, PRESETS)
     template = options.template(TEMPLATE)
 
     def to_units(run: SplitRun, row: Mapping, n: int) -> list[Unit]:
+        run.fmt = run.fmt or detect_format(row)  # --format, else from the split's first row
         q, c, r = pair_from_row(row, run.fmt)
         return [pair_unit(n, q, c, r, run.fmt)]
 
@@ -250,13 +237,11 @@ def run(argv: list[str] | None = None) -> dict:
         build=pair_builder(template),
         select=order_selector(options.orders, options.seed),
         data_source=lambda run: options.data_source or f"pairwise/{run.fmt or 'empty'}",
-        detect=detect_format,
     )
     return run_conversion(conv, options)
 
 
-def main(argv: list[str] | None = None) -> int:
-    return cli(run, argv)
+main = partial(cli, run)  # exit status: see data_prep.cli.cli
 
 
 if __name__ == "__main__":

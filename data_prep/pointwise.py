@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from functools import partial
 
 import pyarrow as pa
 
@@ -26,7 +27,7 @@ from reward_fns._labels import score_label
 PROG = "data_prep.pointwise"
 TEMPLATE = "pointwise"
 DEFAULT_MAX_LEN = 2048
-FORMATS = ("auto", "openjudge", "helpsteer", "generic")
+FORMATS = ("openjudge", "helpsteer", "generic")
 PRESETS = {
     "openjudge": HFPreset(
         path="agentscope-ai/OpenJudge",
@@ -35,22 +36,16 @@ PRESETS = {
             ("test", "train_rm/grpo/pointwise/*val*.parquet"),
         ),
         help="agentscope-ai/OpenJudge train_rm/grpo/pointwise",
+        format="openjudge",
     ),
     "helpsteer2": HFPreset(
-        path="nvidia/HelpSteer2", splits=(("train", "train"), ("test", "validation")), help="nvidia/HelpSteer2"
+        path="nvidia/HelpSteer2",
+        splits=(("train", "train"), ("test", "validation")),
+        help="nvidia/HelpSteer2",
+        format="helpsteer",
     ),
 }
-PRESET_FORMAT = {"openjudge": "openjudge", "helpsteer2": "helpsteer"}
 TEXT_FIELDS = ("query", "response")
-SCHEMA_EXTRA = [
-    ("query", pa.string()),
-    ("response", pa.string()),
-    ("item_id", pa.string()),
-    ("origin", pa.string()),
-    ("prompt_version", pa.string()),
-    ("source_row", pa.int64()),
-    ("truncated", pa.string()),
-]
 
 
 def detect_format(row: Mapping) -> str:
@@ -105,20 +100,16 @@ def items_from_row(row: Mapping, fmt: str) -> list[tuple[str, str, int]]:
 
 def build_parser():
     p = new_parser(PROG, __doc__)
-    add_common_args(
-        p, default_max_len=DEFAULT_MAX_LEN, text_fields=TEXT_FIELDS, presets=PRESETS, default_preset="openjudge"
-    )
-    p.add_argument(
-        "--format", choices=FORMATS, default="auto", help="input schema (default: auto-detect from the first row)"
-    )
+    add_common_args(p, default_max_len=DEFAULT_MAX_LEN, text_fields=TEXT_FIELDS, presets=PRESETS, formats=FORMATS)
     return p
 
 
 def run(argv: list[str] | None = None) -> dict:
-    options = Options.parse(build_parser(), argv, PRESETS, "openjudge", PRESET_FORMAT)
+    options = Options.parse(build_parser(), argv, PRESETS)
     template = options.template(TEMPLATE)
 
     def to_units(run: SplitRun, row: Mapping, n: int) -> list[Unit]:
+        run.fmt = run.fmt or detect_format(row)  # --format, else from the split's first row
         out = []
         for q, r, label in items_from_row(row, run.fmt):
             if not r.strip():
@@ -155,18 +146,16 @@ def run(argv: list[str] | None = None) -> dict:
 
     conv = Conversion(
         prog=PROG,
-        schema=row_schema(pa.int64(), SCHEMA_EXTRA),
+        schema=row_schema(pa.int64(), ["query", "response", "item_id", "origin"]),
         ability=JUDGE_ABILITY,
         to_units=to_units,
         build=build,
         data_source=lambda run: options.data_source or f"pointwise/{run.fmt or 'empty'}",
-        detect=detect_format,
     )
     return run_conversion(conv, options)
 
 
-def main(argv: list[str] | None = None) -> int:
-    return cli(run, argv)
+main = partial(cli, run)  # exit status: see data_prep.cli.cli
 
 
 if __name__ == "__main__":

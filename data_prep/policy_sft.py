@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 import sys
+from functools import partial
 
 import pyarrow as pa
 
@@ -62,8 +63,7 @@ def run(argv: list[str] | None = None) -> None:
     print(f"{PROG}: {len(rows)} rows in, {len(out)} rows out -> {args.out}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    return cli(run, argv)
+main = partial(cli, run)  # exit status: see data_prep.cli.cli
 
 
 if __name__ == "__main__":

@@ -14,14 +14,6 @@ from typing import TextIO
 Total = int | None | Callable[[], int | None]
 
 
-class _Off:
-    def update(self, n: int = 1) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
 def _isatty(stream) -> bool:
     try:
         return bool(stream.isatty())
@@ -30,11 +22,10 @@ def _isatty(stream) -> bool:
 
 
 def progress_bar(total: Total, desc: str, enabled: bool = True, stream: TextIO | None = None):
-    """A progress bar on ``stream`` (default stderr) if ``enabled`` and the stream is a terminal, else a no-op."""
-    stream = sys.stderr if stream is None else stream
-    if not enabled or not _isatty(stream):
-        return _Off()
+    """A tqdm bar on ``stream`` (default stderr) if ``enabled`` and the stream is a terminal, else a disabled one."""
     from tqdm import tqdm
 
-    n = total() if callable(total) else total
-    return tqdm(total=n, desc=desc, unit="row", file=stream, mininterval=0.5, leave=False)
+    stream = sys.stderr if stream is None else stream
+    shown = enabled and _isatty(stream)
+    n = total() if shown and callable(total) else total
+    return tqdm(total=n, desc=desc, unit="row", file=stream, mininterval=0.5, leave=False, disable=not shown)

@@ -27,6 +27,7 @@ from data_prep.text import normalize_text
 
 JUDGE_ABILITY = "judge"
 MESSAGES_TYPE = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
+_ROW_TAIL = [("prompt_version", pa.string()), ("source_row", pa.int64()), ("truncated", pa.string())]
 
 
 @dataclass
@@ -137,15 +138,17 @@ def load_exclusion(paths: Sequence[str] | None) -> set[str] | None:
     return keys
 
 
-def row_schema(ground_truth_type: pa.DataType, extra_fields: Sequence[tuple[str, pa.DataType]]) -> pa.Schema:
-    """verl row schema: extra_info always starts with ``split``, ``index``."""
+def row_schema(ground_truth_type: pa.DataType, extra_fields: Sequence[str | tuple[str, pa.DataType]]) -> pa.Schema:
+    """verl row schema; ``extra_info`` is ``split``, ``index``, ``extra_fields`` (strings unless given as
+    ``(name, type)``), then ``prompt_version``, ``source_row`` and ``truncated`` (the shortened fields)."""
+    extra = [(f, pa.string()) if isinstance(f, str) else f for f in extra_fields]
     return pa.schema(
         [
             ("data_source", pa.string()),
             ("prompt", MESSAGES_TYPE),
             ("ability", pa.string()),
             ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", ground_truth_type)])),
-            ("extra_info", pa.struct([("split", pa.string()), ("index", pa.int64()), *extra_fields])),
+            ("extra_info", pa.struct([("split", pa.string()), ("index", pa.int64()), *extra, *_ROW_TAIL])),
         ]
     )
 
@@ -153,13 +156,11 @@ def row_schema(ground_truth_type: pa.DataType, extra_fields: Sequence[tuple[str,
 def make_rows(
     drafts: Iterable[tuple[Draft, tuple[str, ...]]], *, split: str, data_source: str, ability: str, schema: pa.Schema
 ) -> list[dict]:
-    """Final verl rows: index = position in the file; ``truncated`` lists shortened fields (if in schema)."""
+    """Final verl rows: index = position in the file; ``truncated`` lists shortened fields."""
     ei_names = [f.name for f in schema.field("extra_info").type]
     rows = []
     for i, (d, truncated) in enumerate(drafts):
-        ei = {"split": split, "index": i, **d.extra_info}
-        if "truncated" in ei_names:
-            ei["truncated"] = ",".join(truncated)
+        ei = {"split": split, "index": i, **d.extra_info, "truncated": ",".join(truncated)}
         if set(ei) != set(ei_names):
             raise AssertionError(f"extra_info keys {sorted(ei)} != schema {sorted(ei_names)}")
         rows.append(

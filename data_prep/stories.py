@@ -49,22 +49,9 @@ class Story:
 
 STORIES: dict[str, Story] = {
     "collection": Story(
-        items=(
-            "apples",
-            "pencils",
-            "stickers",
-            "marbles",
-            "cookies",
-            "books",
-            "stamps",
-            "shells",
-            "cards",
-            "eggs",
-            "balloons",
-            "coins",
-            "crayons",
-            "flowers",
-            "toy cars",
+        items=tuple(
+            "apples,pencils,stickers,marbles,cookies,books,stamps,shells,cards,eggs,balloons,coins,crayons,flowers,"
+            "toy cars".split(",")
         ),
         opening=(
             "{name} has {n} {item}.",

@@ -20,9 +20,10 @@ import json
 import os
 import random
 import sys
+from functools import partial
 
 from data_prep import stories
-from data_prep.cli import new_parser
+from data_prep.cli import cli, new_parser
 from data_prep.files.errors import DataError
 from data_prep.files.outputs import check_output_folder, output_set, write_jsonl, write_text
 from data_prep.stories import STORIES
@@ -30,28 +31,7 @@ from data_prep.stories import STORIES
 PROG = "data_prep.word_problems"
 MAX_NUMBER = 1_000_000  # operands beyond this are no grade-school problem (and divisors would take long to list)
 OPS = ("add", "sub", "mul", "div")
-NAMES = (
-    "Tom",
-    "Anna",
-    "Ben",
-    "Maria",
-    "Sam",
-    "Lily",
-    "Jack",
-    "Emma",
-    "Noah",
-    "Mia",
-    "Leo",
-    "Zoe",
-    "Omar",
-    "Priya",
-    "Chen",
-    "Sara",
-    "Ivan",
-    "Nina",
-    "Paul",
-    "Rosa",
-)
+NAMES = tuple("Tom Anna Ben Maria Sam Lily Jack Emma Noah Mia Leo Zoe Omar Priya Chen Sara Ivan Nina Paul Rosa".split())
 HE = {"Tom", "Ben", "Sam", "Jack", "Noah", "Leo", "Omar", "Chen", "Ivan", "Paul"}  # every other name: she
 SPLITS = ("train", "test", "heldout")
 HELDOUT_SIZE = 1000  # --heldout-size's default when there are held-out stories
@@ -207,54 +187,51 @@ def build_parser():
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def run(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     ops = tuple(o.strip() for o in args.ops.split(",") if o.strip())
-    try:
-        check_output_folder(args.out)
-        heldout = tuple(x.strip() for x in args.heldout_stories.split(",") if x.strip())
-        if args.heldout_size == 0 and heldout:
-            raise DataError(
-                f"--heldout-size 0 with --heldout-stories {','.join(heldout)}: those stories would be kept out of "
-                "train and test with none of their problems written; give a size > 0, or --heldout-stories '' for none"
-            )
-        data = generate(
-            args.train_size,
-            args.test_size,
-            steps=args.steps,
-            max_number=args.max_number,
-            ops=ops,
-            seed=args.seed,
-            n_heldout=(HELDOUT_SIZE if heldout else 0) if args.heldout_size is None else args.heldout_size,
-            heldout=heldout,
+    check_output_folder(args.out)
+    heldout = tuple(x.strip() for x in args.heldout_stories.split(",") if x.strip())
+    if args.heldout_size == 0 and heldout:
+        raise DataError(
+            f"--heldout-size 0 with --heldout-stories {','.join(heldout)}: those stories would be kept out of "
+            "train and test with none of their problems written; give a size > 0, or --heldout-stories '' for none"
         )
-        settings = {
-            "generator": PROG,
-            "steps": args.steps,
-            "max_number": args.max_number,
-            "ops": list(ops),
-            "seed": args.seed,
-            "stories": [x for x in STORIES if x not in heldout],
-            "heldout_stories": list(heldout),
-            **{s: len(data[s]) for s in SPLITS},
-        }
-        with output_set() as outs:
-            for split, rows in data.items():
-                path = os.path.join(args.out, f"{split}.jsonl")
-                if rows:
-                    write_jsonl(path, rows)
-                else:  # an earlier run's split of this name is not this set's
-                    outs.drop(path)
-            write_text(os.path.join(args.out, "settings.json"), json.dumps(settings, indent=1))
-    except DataError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    data = generate(
+        args.train_size,
+        args.test_size,
+        steps=args.steps,
+        max_number=args.max_number,
+        ops=ops,
+        seed=args.seed,
+        n_heldout=(HELDOUT_SIZE if heldout else 0) if args.heldout_size is None else args.heldout_size,
+        heldout=heldout,
+    )
+    settings = {
+        "generator": PROG,
+        "steps": args.steps,
+        "max_number": args.max_number,
+        "ops": list(ops),
+        "seed": args.seed,
+        "stories": [x for x in STORIES if x not in heldout],
+        "heldout_stories": list(heldout),
+        **{s: len(data[s]) for s in SPLITS},
+    }
+    with output_set() as outs:
+        for split, rows in data.items():
+            path = os.path.join(args.out, f"{split}.jsonl")
+            if rows:
+                write_jsonl(path, rows)
+            else:  # an earlier run's split of this name is not this set's
+                outs.drop(path)
+        write_text(os.path.join(args.out, "settings.json"), json.dumps(settings, indent=1))
     print(
         f"{PROG}: {settings['train']} train / {settings['test']} test / {settings['heldout']} held-out problems "
-        f"-> {args.out} "
-        f"(steps {args.steps}, numbers 1..{args.max_number}, ops {','.join(ops)}, seed {args.seed})"
+        f"-> {args.out} (steps {args.steps}, numbers 1..{args.max_number}, ops {','.join(ops)}, seed {args.seed})"
     )
-    return 0
+
+
+main = partial(cli, run)  # exit status: see data_prep.cli.cli
 
 
 if __name__ == "__main__":

@@ -18,9 +18,7 @@ from data_prep.summary import Stats
 
 
 def _parse(module, argv, cls=cli.Options):
-    formats = getattr(module, "PRESET_FORMAT", None)
-    default = "gsm8k" if module in (gsm8k, gsm8k_verify) else "openjudge"
-    return cls.parse(module.build_parser(), ["--out", "o", *argv], module.PRESETS, default, formats)
+    return cls.parse(module.build_parser(), ["--out", "o", *argv], module.PRESETS)
 
 
 @pytest.mark.parametrize(

@@ -231,7 +231,7 @@ def test_train_and_test_sharing_a_file_is_warned(train, test, warned, tmp_path, 
     for f in ("a.jsonl", "b.jsonl"):
         (tmp_path / f).write_text('{"question": "q", "answer": "#### 1"}\n')
     argv = ["--out", str(tmp_path / "out"), "--train", *train] + (["--test", *test] if test else [])
-    cli.resolve_sources(cli.Options.parse(gsm8k.build_parser(), argv, gsm8k.PRESETS, "gsm8k"))
+    cli.resolve_sources(cli.Options.parse(gsm8k.build_parser(), argv, gsm8k.PRESETS))
     err = capsys.readouterr().err
     shared = ", ".join(str(tmp_path / f) for f in warned)
     assert err == (
