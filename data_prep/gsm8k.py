@@ -62,18 +62,9 @@ def run(argv: list[str] | None = None) -> dict:
         return [Unit(row=n, fields={"question": q}, meta={"answer": a, "number": num}, key=stable_hash(q, a), query=q)]
 
     def build(u: Unit, fields: dict) -> list[Draft]:
-        return [
-            Draft(
-                messages=template.render(question=fields["question"]),
-                ground_truth=u.meta["number"],
-                extra_info={
-                    "question": fields["question"],
-                    "answer": u.meta["answer"],
-                    "prompt_version": template.id,
-                    "source_row": u.row,
-                },
-            )
-        ]
+        q = fields["question"]
+        extra = {"question": q, "answer": u.meta["answer"], "prompt_version": template.id, "source_row": u.row}
+        return [Draft(messages=template.render(question=q), ground_truth=u.meta["number"], extra_info=extra)]
 
     conv = Conversion(
         prog=PROG,

@@ -180,13 +180,8 @@ class References:
 
 def candidate(n: int, question: str, reference: str, response: str, correct: bool, kind: str, key: str) -> Unit:
     """One candidate solution of input row ``n``: fields question/reference/response, meta correct/kind/qid."""
-    return Unit(
-        row=n,
-        fields={"question": question, "reference": reference, "response": response},
-        meta={"correct": correct, "kind": kind, "qid": stable_hash(question)},
-        key=key,
-        query=question,
-    )
+    meta = {"correct": correct, "kind": kind, "qid": stable_hash(question)}
+    return Unit(n, {"question": question, "reference": reference, "response": response}, meta, key=key, query=question)
 
 
 def perturbed_candidates(options: VerifyOptions, row: Mapping, n: int) -> list[Unit]:
@@ -245,14 +240,8 @@ def question_unit(qid: str, cands: list[Unit]) -> Unit:
     fields = {"question": first.fields["question"], "reference": first.fields["reference"]}
     for i, c in enumerate(cands):
         fields[f"response.{i}"] = c.fields["response"]
-    return Unit(
-        row=first.row,
-        fields=fields,
-        key=qid,
-        query=first.query,
-        weight=len(cands),
-        meta={"qid": qid, "cands": [(c.meta["correct"], c.meta["kind"], c.row) for c in cands]},
-    )
+    meta = {"qid": qid, "cands": [(c.meta["correct"], c.meta["kind"], c.row) for c in cands]}
+    return Unit(first.row, fields, meta, key=qid, query=first.query, weight=len(cands))
 
 
 def question_pairs(options: VerifyOptions, split: str, qid: str, cands: list[Unit]) -> list[Unit]:

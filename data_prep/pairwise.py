@@ -154,28 +154,15 @@ def pair_builder(template, extra: tuple[str, ...] = ()):
         q, c, r = fields["query"], fields["chosen"], fields["rejected"]
         out = []
         for a_is, (ra, rb), gt in (("chosen", (c, r), "A"), ("rejected", (r, c), "B")):
-            ei = {
-                "query": q,
-                "response_a": ra,
-                "response_b": rb,
-                "a_is": a_is,
-                "pair_id": u.meta["pair_id"],
-                "origin": u.meta["origin"],
-            }
-            ei.update({k: u.meta[k] for k in extra})
-            ei.update({"prompt_version": template.id, "source_row": u.row})
+            ei = {"query": q, "response_a": ra, "response_b": rb, "a_is": a_is}
+            ei |= {k: u.meta[k] for k in ("pair_id", "origin", *extra)}
+            ei |= {"prompt_version": template.id, "source_row": u.row}
             values = {"query": neutralize(q), "response_a": neutralize(ra), "response_b": neutralize(rb)}
             if "reference" in template.fields():  # reference-guided templates (pairwise_ref): the reference solution
                 values["reference"] = neutralize(u.meta["answer"])
             if "reference_answer" in template.fields():  # pairwise_ref.v2: and its final answer
                 values["reference_answer"] = reference_answer(u.meta["answer"]) or "unknown"
-            out.append(
-                Draft(
-                    messages=template.render(**values),
-                    ground_truth=gt,
-                    extra_info=ei,
-                )
-            )
+            out.append(Draft(messages=template.render(**values), ground_truth=gt, extra_info=ei))
         return out
 
     return build

@@ -63,8 +63,6 @@ def safe_eval(expr: str) -> Fraction | None:
         return None
 
     def ev(node):
-        if isinstance(node, ast.Expression):
-            return ev(node.body)
         if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
             return Fraction(str(node.value))
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
@@ -83,7 +81,7 @@ def safe_eval(expr: str) -> Fraction | None:
         raise ValueError("node")
 
     try:
-        return ev(tree)
+        return ev(tree.body)
     except (ValueError, ZeroDivisionError, OverflowError):
         return None
 

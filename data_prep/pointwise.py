@@ -79,23 +79,9 @@ def items_from_row(row: Mapping, fmt: str) -> list[tuple[str, str, int]]:
                 label = label.get("helpfulness", label.get("score"))
             items.append((query, content, _label(label, f"output[{i}].answer.label.helpfulness")))
         return items
-    if fmt == "helpsteer":
-        return [
-            (
-                require_str(row, "prompt"),
-                require_str(row, "response", allow_empty=True),
-                _label(row.get("helpfulness"), "helpfulness"),
-            )
-        ]
-    if fmt == "generic":
-        return [
-            (
-                require_str(row, "query"),
-                require_str(row, "response", allow_empty=True),
-                _label(row.get("score"), "score"),
-            )
-        ]
-    raise ValueError(fmt)
+    query, score = {"helpsteer": ("prompt", "helpfulness"), "generic": ("query", "score")}[fmt]
+    q, r = require_str(row, query), require_str(row, "response", allow_empty=True)
+    return [(q, r, _label(row.get(score), score))]
 
 
 def build_parser():
@@ -115,34 +101,16 @@ def run(argv: list[str] | None = None) -> dict:
             if not r.strip():
                 run.stats.skip("empty_response")
                 continue
-            out.append(
-                Unit(
-                    row=n,
-                    fields={"query": q, "response": r},
-                    meta={"label": label, "origin": run.fmt},
-                    key=stable_hash(q, r),
-                    query=q,
-                    label=label,
-                )
-            )
+            meta = {"label": label, "origin": run.fmt}
+            out.append(Unit(n, {"query": q, "response": r}, meta, key=stable_hash(q, r), query=q, label=label))
         return out
 
     def build(u: Unit, fields: dict) -> list[Draft]:
         q, r = fields["query"], fields["response"]
-        return [
-            Draft(
-                messages=template.render(query=neutralize(q), response=neutralize(r)),
-                ground_truth=u.meta["label"],
-                extra_info={
-                    "query": q,
-                    "response": r,
-                    "item_id": u.key,
-                    "origin": u.meta["origin"],
-                    "prompt_version": template.id,
-                    "source_row": u.row,
-                },
-            )
-        ]
+        extra = {"query": q, "response": r, "item_id": u.key, "origin": u.meta["origin"]}
+        extra |= {"prompt_version": template.id, "source_row": u.row}
+        messages = template.render(query=neutralize(q), response=neutralize(r))
+        return [Draft(messages=messages, ground_truth=u.meta["label"], extra_info=extra)]
 
     conv = Conversion(
         prog=PROG,
