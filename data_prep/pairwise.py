@@ -133,15 +133,9 @@ def pair_unit(n: int, query: str, chosen: str, rejected: str, origin: str, **met
         raise SkipRow("empty_response")
     if chosen.strip() == rejected.strip():
         raise SkipRow("identical_responses")
-    pid = stable_hash(query, chosen, rejected)
-    return Unit(
-        row=n,
-        fields={"query": query, "chosen": chosen, "rejected": rejected},
-        meta={"origin": origin, "pair_id": pid, **meta},
-        key=stable_hash(query, *sorted((chosen, rejected))),
-        query=query,
-        label=chosen,
-    )
+    fields = {"query": query, "chosen": chosen, "rejected": rejected}
+    meta = {"origin": origin, "pair_id": stable_hash(query, chosen, rejected), **meta}
+    return Unit(n, fields, meta, key=stable_hash(query, *sorted((chosen, rejected))), query=query, label=chosen)
 
 
 def pair_builder(template, extra: tuple[str, ...] = ()):
