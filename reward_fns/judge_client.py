@@ -1,6 +1,6 @@
 """The async client of OpenAI-compatible ``/chat/completions`` judges, on the ``openai`` SDK. Every judge request of
 ``reward_fns.llm_judge`` and of the evaluators (``scripts.eval.endpoint.make_client``) goes through ``JudgeClient``;
-from a script: ``JudgeClient(base_url, model).run_batch(list_of_messages)``. A call returns a ``JudgeResult``: the
+from a script: ``asyncio.run(JudgeClient(base_url, model).complete(messages))``. A call returns a ``JudgeResult``: the
 reply text or a typed ``JudgeError`` (``reward_fns.judge_errors``); it never raises for network, HTTP or payload
 problems.
 
@@ -28,8 +28,8 @@ import os
 import ssl
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -172,7 +172,6 @@ class JudgeResult:
     latency_s: float = 0.0
     finish_reason: str | None = None
     cached: bool = False
-    usage: dict | None = field(default=None, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -342,27 +341,6 @@ class JudgeClient:
         task.add_done_callback(done)
         return await asyncio.shield(task)
 
-    async def batch(
-        self,
-        batch_messages: Sequence[Sequence[dict]],
-        *,
-        on_result: Callable[[int, JudgeResult], None] | None = None,
-        **params: Any,
-    ) -> list[JudgeResult]:
-        """Complete every conversation (at most ``max_concurrency`` in flight); results in input order."""
-
-        async def one(i: int, msgs: Sequence[dict]) -> JudgeResult:
-            res = await self.complete(msgs, **params)
-            if on_result is not None:
-                on_result(i, res)
-            return res
-
-        return list(await asyncio.gather(*(one(i, m) for i, m in enumerate(batch_messages))))
-
-    def run_batch(self, batch_messages: Sequence[Sequence[dict]], **kwargs: Any) -> list[JudgeResult]:
-        """Blocking ``batch`` for scripts (runs its own event loop; not for use inside a running loop)."""
-        return asyncio.run(self.batch(batch_messages, **kwargs))
-
     async def _call(self, body: dict) -> JudgeResult:
         state = await self._state()
         start, counter = time.monotonic(), [0]
@@ -390,10 +368,7 @@ class JudgeClient:
             self.stats["errors"] += 1
             return JudgeResult(None, error, attempts, time.monotonic() - start)
         choice = reply.choices[0]
-        usage = reply.usage.model_dump(exclude_unset=True) if reply.usage is not None else None
-        return JudgeResult(
-            choice.message.content or "", None, attempts, time.monotonic() - start, choice.finish_reason, usage=usage
-        )
+        return JudgeResult(choice.message.content or "", None, attempts, time.monotonic() - start, choice.finish_reason)
 
     # ------------------------------------------------------------------ errors
     def error_from(self, exc: Exception) -> JudgeError:

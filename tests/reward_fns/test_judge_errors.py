@@ -144,7 +144,7 @@ FAULT_ERRORS = [
 def test_fault_to_error(fault, expected):
     with FakeOpenAIServer(**QUICK) as srv:
         client = JudgeClient(srv.base_url, "judge", timeout=0.3, max_retries=1, max_response_bytes=2048, cache_size=0)
-        (res,) = client.run_batch([[{"role": "user", "content": f"FAULT:{fault}"}]])
+        res = asyncio.run(client.complete([{"role": "user", "content": f"FAULT:{fault}"}]))
     assert (res.error.kind, res.error.status, res.error.message, res.attempts) == expected
     assert res.text is None and client.stats["requests"] == expected[3]
 
