@@ -19,20 +19,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
+from omegaconf import OmegaConf
+
 from reward_fns import gsm8k, judge_service
 from reward_fns.judge_client import DEFAULT_MAX_RESPONSE_BYTES, JudgeClient
 from reward_fns.verdicts import PAIRWISE, POINTWISE, Verdict
 from reward_fns.win_rates import SCHEMES
-
-__all__ = [
-    "Mode",
-    "JudgeSettings",
-    "PointwiseSettings",
-    "PairwiseSettings",
-    "combine",
-    "fallback_value",
-    "parse_fail_value",
-]
 
 
 class Mode:
@@ -139,6 +131,13 @@ def number_problem(name: str, value: object, whole: bool, least: float, above: b
     )
 
 
+def _plain(value: Any) -> Any:
+    """Hydra/OmegaConf containers (reward_kwargs values) -> plain dicts/lists for JSON."""
+    if OmegaConf.is_config(value):
+        return OmegaConf.to_container(value, resolve=True)
+    return {str(k): _plain(v) for k, v in value.items()} if isinstance(value, Mapping) else value
+
+
 _BUILT: dict[tuple, JudgeSettings] = {}
 _MAX_BUILT = 64
 
@@ -215,11 +214,8 @@ class JudgeSettings:
         found += [
             f"{n} must be true or false, got {getattr(s, n)!r}" for n in cls.SWITCHES if type(getattr(s, n)) is not bool
         ]
-        bad = []
-        for name, (whole, least, above, none_ok) in cls.NUMBERS.items():
-            value = getattr(s, name)
-            problem = None if value is None and none_ok else number_problem(name, value, whole, least, above)
-            bad += [problem] if problem else []
+        numbers = [(n, getattr(s, n), rule) for n, rule in cls.NUMBERS.items()]
+        bad = [p for n, v, r in numbers if not (v is None and r[3]) and (p := number_problem(n, v, *r[:3]))]
         found += bad
         for check in s._checks()[: -1 if bad else None]:  # the last, the client's, refuses bad numbers less clearly
             try:
@@ -275,8 +271,10 @@ class JudgeSettings:
         )
 
     def client_options(self) -> dict:
-        """``JudgeClient``'s settings (its constructor checks them)."""
-        return judge_service.client_options(vars(self), self.timeout, self.max_retries)
+        """``JudgeClient``'s settings (its constructor checks them): every number option but the prompt's
+        ``max_response_chars``, and ``extra_body``."""
+        numbers = {k: getattr(self, k) for k in self.NUMBERS if k != "max_response_chars"}
+        return {**numbers, "extra_body": _plain(self.extra_body) or None}
 
     def client(self, reward_router_address: object = None, reward_model_tokenizer: object = None):
         """The process-wide client of the judge these settings and verl's router arguments name; None: no endpoint

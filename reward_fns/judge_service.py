@@ -223,27 +223,6 @@ def endpoint(base_url, model, api_key_env, reward_router_address, reward_model_t
     return reward_router_address, name, None
 
 
-def _plain(value: Any) -> Any:
-    """Hydra/OmegaConf containers (reward_kwargs values) -> plain dicts/lists for JSON."""
-    try:
-        from omegaconf import OmegaConf
-
-        if OmegaConf.is_config(value):
-            return OmegaConf.to_container(value, resolve=True)
-    except ImportError:  # pragma: no cover - omegaconf ships with verl
-        pass
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    return value
-
-
-def client_options(opt: Mapping, timeout: object, max_retries: object) -> dict:
-    """``JudgeClient``'s settings from the options (its constructor checks them)."""
-    keys = ("deadline", "max_concurrency", "temperature", "max_tokens", "cache_size", "cache_ttl", "max_response_bytes")
-    extra_body = _plain(opt["extra_body"]) or None
-    return dict(timeout=timeout, max_retries=max_retries, extra_body=extra_body, **{k: opt[k] for k in keys})
-
-
 #: the process-wide clients, one per configuration (same config -> same pool, cache, sessions); oldest first
 CLIENTS: dict[tuple, JudgeClient] = {}
 _CLIENTS_LOCK = threading.Lock()

@@ -22,25 +22,13 @@ from reward_fns.judge_client import JudgeClient
 from reward_fns.judge_errors import JudgeConfigError
 from reward_fns.judge_metrics import ACCEPT_AT
 from reward_fns.judge_options import Mode, PointwiseSettings, combine, fallback_value
-from reward_fns.judge_service import DEFAULT_REMOTE_MODEL, Case, defuse, get_client, log_failure, probe_index
+from reward_fns.judge_service import Case, log_failure, probe_index
 from reward_fns.parse import FINAL_OK, final_answer
 from reward_fns.verdicts import POINTWISE
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "compute_score",
-    "check_options",
-    "build_messages",
-    "canary",
-    "get_client",
-    "probe_index",
-    "defuse",
-    "KEYS",
-    "DEFAULTS",
-    "DEFAULT_REMOTE_MODEL",
-    "JudgeConfigError",
-]
+__all__ = ["compute_score", "check_options", "build_messages", "canary", "KEYS", "DEFAULTS", "JudgeConfigError"]
 
 #: every sample's keys, in this order (README_llm_judge.md, "Returned keys")
 KEYS = (

@@ -31,12 +31,11 @@ from reward_fns.win_rates import FAILED, REFUSED, SCHEMES, comparisons, final_of
 
 __all__ = ["compute_score", "score_group", "build_messages", "check_options", "decides", "KEYS"]
 
-CANARY_KEYS = canaries.KEYS
 GROUP_STATS = ("flip_rate", "tie_rate", "cycle_rate", "calls")  # a tournament's, on each row as judge_group_<stat>
 KEYS = (
     *"score judge_wins judge_flip judge_tie judge_parse_fail judge_error judge_fallback judge_abstained rule_score "
     "judge_calls judge_seconds judge_cycle judge_guarded".split(),
-    *CANARY_KEYS,
+    *canaries.KEYS,
 )
 DEFAULTS = PairwiseSettings.defaults()  # the knobs' defaults (a view of PairwiseSettings)
 

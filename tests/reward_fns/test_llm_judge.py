@@ -15,10 +15,11 @@ import warnings
 
 import pytest
 
-from reward_fns import judge_service, llm_judge
+from reward_fns import judge_service
 from reward_fns.judge_client import JudgeClient, chat_completions_url
 from reward_fns.judge_errors import JudgeConfigError, JudgeError
-from reward_fns.llm_judge import KEYS, build_messages, compute_score, defuse
+from reward_fns.judge_service import defuse
+from reward_fns.llm_judge import KEYS, build_messages, compute_score
 from reward_fns.parse import parse_score
 from reward_fns.prompts import load
 from tests.doubles.fake_openai import FakeOpenAIServer
@@ -907,4 +908,4 @@ def test_bench_judge_reward_cli_runs(tmp_path, repo_root):
     ],
 )
 def test_defuse_chat_markers_and_look_alikes(text, shown):
-    assert llm_judge.defuse(text) == shown
+    assert defuse(text) == shown
