@@ -37,7 +37,7 @@ import httpx
 import openai
 
 from reward_fns import judge_errors
-from reward_fns.judge_errors import JudgeConfigError, JudgeError, ReplyRefused, secrets_of
+from reward_fns.judge_errors import SECRET_PIECE, JudgeConfigError, JudgeError, ReplyRefused
 from reward_fns.redact import mask_url
 
 __all__ = ["JudgeClient", "JudgeResult", "chat_completions_url"]
@@ -268,14 +268,15 @@ class JudgeClient:
         )
 
     # ------------------------------------------------------------------ per-loop SDK clients
-    def _key(self) -> str | None:
+    def key(self) -> str | None:
+        """The API key, read from ``api_key_env`` now (None: no key)."""
         return os.environ.get(self.api_key_env) if self.api_key_env else None
 
     def _new_state(self) -> _LoopState:
         base, _, query = self.url.partition("?")
         http = httpx.AsyncClient(transport=Transport(self.max_concurrency, self.max_response_bytes))
         sdk = openai.AsyncOpenAI(
-            api_key=self._key() or NO_KEY,
+            api_key=self.key() or NO_KEY,
             base_url=base.removesuffix("/chat/completions"),
             default_query=dict(parse_qsl(query)) or None,
             default_headers=self._headers or None,
@@ -306,21 +307,15 @@ class JudgeClient:
             await state.closer.aclose()
 
     # ------------------------------------------------------------------ requests
-    def request_body(self, messages: Sequence[dict], **params: Any) -> dict:
-        """The exact JSON body sent for ``messages`` (also the cache key's content)."""
-        return {"model": self.model, "messages": [dict(m) for m in messages], **self.params, **params}
-
-    def cache_key(self, body: dict) -> str:
-        blob = json.dumps([self.url, body], sort_keys=True, ensure_ascii=False, default=str)
-        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
-
     async def complete(self, messages: Sequence[dict], **params: Any) -> JudgeResult:
-        """One chat completion (the SDK retries inside); ``params`` override request fields for this call."""
+        """One chat completion (the SDK retries inside); ``params`` override request fields for this call. The URL and
+        the JSON body (SHA-256) are the cache's key."""
         self.stats["calls"] += 1
-        body = self.request_body(messages, **params)
+        body = {"model": self.model, "messages": [dict(m) for m in messages], **self.params, **params}
         if not self._dedupe:
             return await self._call(body)
-        key = self.cache_key(body)
+        blob = json.dumps([self.url, body], sort_keys=True, ensure_ascii=False, default=str)
+        key = hashlib.sha256(blob.encode("utf-8")).hexdigest()
         hit = self._cache.get(key)
         if hit is not None:
             self.stats["cache_hits"] += 1
@@ -358,7 +353,7 @@ class JudgeClient:
         except asyncio.TimeoutError:
             error = JudgeError("timeout", f"deadline of {self.deadline}s reached")
         except Exception as e:  # noqa: BLE001 - every failure becomes a typed error
-            error = self.error_from(e)
+            error = judge_errors.error_from(e, self)
         finally:
             ATTEMPTS.reset(token)
         attempts = counter[0]
@@ -371,18 +366,11 @@ class JudgeClient:
         return JudgeResult(choice.message.content or "", None, attempts, time.monotonic() - start, choice.finish_reason)
 
     # ------------------------------------------------------------------ errors
-    def error_from(self, exc: Exception) -> JudgeError:
-        """The SDK's exception (after its retries) as a ``JudgeError``; see ``judge_errors.OUTCOMES``."""
-        return judge_errors.error_from(exc, timeout=self.timeout, secrets=secrets_of(self._key(), self._headers))
+    def secrets(self) -> list[str]:
+        """What no error text may show: the API key and every extra header value of ``SECRET_PIECE``+ characters."""
+        key, headers = self.key(), self._headers.values()
+        return ([key] if key else []) + [v for v in headers if isinstance(v, str) and len(v) >= SECRET_PIECE]
 
     def config_error(self, error: JudgeError | None) -> JudgeConfigError | None:
         """A ``JudgeConfigError`` naming the URL, the status and the likely fix, if ``error`` is one."""
-        key = self._key()
-        return judge_errors.config_error(
-            error,
-            url=self.url,
-            model=self.model,
-            api_key_env=self.api_key_env,
-            key=key,
-            secrets=secrets_of(key, self._headers),
-        )
+        return judge_errors.config_error(error, self)

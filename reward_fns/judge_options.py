@@ -263,12 +263,7 @@ class JudgeSettings:
     @property
     def prompt_options(self) -> dict:
         """How ``judge_service.ask`` asks: the prompt, the responses' length, the grounding."""
-        return dict(
-            prompt=self.prompt,
-            prompt_version=self.prompt_version,
-            max_response_chars=self.max_response_chars,
-            grounded=self.grounded,
-        )
+        return {k: getattr(self, k) for k in ("prompt", "prompt_version", "max_response_chars", "grounded")}
 
     def client_options(self) -> dict:
         """``JudgeClient``'s settings (its constructor checks them): every number option but the prompt's

@@ -16,7 +16,7 @@ import openai
 import pytest
 
 from reward_fns.judge_client import JudgeClient
-from reward_fns.judge_errors import OUTCOMES, JudgeError, ReplyRefused, outcome, scrub_secrets
+from reward_fns.judge_errors import OUTCOMES, JudgeError, ReplyRefused, error_from, outcome, scrub_secrets
 from tests.doubles.fake_openai import FakeOpenAIServer
 
 QUICK = dict(retry_after_ms="10")  # the test server's 429/5xx replies ask for a retry after 10 ms
@@ -101,7 +101,7 @@ SDK_ERRORS = [
 )
 def test_sdk_exception_mapping(exc, error, expected):
     client = JudgeClient("http://judge/v1", "judge", timeout=5.0)
-    assert client.error_from(exc) == error
+    assert error_from(exc, client) == error
     assert outcome(error) == OUTCOMES[error.kind] == expected
     assert (client.config_error(error) is None) is (expected != "stop")
 
