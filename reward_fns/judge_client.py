@@ -40,8 +40,6 @@ from reward_fns import judge_errors
 from reward_fns.judge_errors import SECRET_PIECE, JudgeConfigError, JudgeError, ReplyRefused
 from reward_fns.redact import mask_url
 
-__all__ = ["JudgeClient", "JudgeResult", "chat_completions_url"]
-
 DEFAULT_MAX_RESPONSE_BYTES = 1 << 20
 #: HTTP attempts of the running call, counted by the transport (the SDK retries inside one call).
 ATTEMPTS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("judge_attempts", default=None)
@@ -250,11 +248,7 @@ class JudgeClient:
         self.timeout, self.max_retries = float(timeout), int(max_retries)
         self.deadline = None if deadline is None else float(deadline)
         self.max_concurrency, self.max_response_bytes = int(max_concurrency), int(max_response_bytes)
-        self.params: dict[str, Any] = {
-            "temperature": float(temperature),
-            "max_tokens": int(max_tokens),
-            **(extra_body or {}),
-        }
+        self.params = {"temperature": float(temperature), "max_tokens": int(max_tokens), **(extra_body or {})}
         self._headers = dict(headers or {})
         self._cache, self._dedupe = ReplyCache(cache_size, cache_ttl), bool(cache_size)
         self._loops: dict[tuple[int, asyncio.AbstractEventLoop], _LoopState] = {}

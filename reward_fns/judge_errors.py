@@ -150,14 +150,11 @@ def error_from(exc: Exception, client) -> JudgeError:
     if isinstance(exc, openai.APIStatusError):
         status, said = exc.status_code, _echo(exc.response.text, secrets)
         kind = next((k for cls, k in _STATUS_CLASSES if isinstance(exc, cls)), None)
-        if kind is None:
-            kind = (
-                "server_error"
-                if status in (408, 409)
-                else "config"
-                if status == 405 or (400 <= status < 500 and _MODEL_MISSING.search(said))
-                else "client_error"
-            )
+        if kind is None and status in (408, 409):
+            kind = "server_error"
+        elif kind is None:
+            config = status == 405 or (400 <= status < 500 and _MODEL_MISSING.search(said))
+            kind = "config" if config else "client_error"
         return JudgeError(kind, said, status)
     return JudgeError("unexpected", scrub_message(f"{type(exc).__name__}: {exc}", secrets))
 

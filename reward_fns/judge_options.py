@@ -23,6 +23,7 @@ from omegaconf import OmegaConf
 
 from reward_fns import gsm8k, judge_service
 from reward_fns.judge_client import DEFAULT_MAX_RESPONSE_BYTES, JudgeClient
+from reward_fns.judge_errors import JudgeConfigError
 from reward_fns.verdicts import PAIRWISE, POINTWISE, Verdict
 from reward_fns.win_rates import SCHEMES
 
@@ -272,14 +273,21 @@ class JudgeSettings:
         return {**numbers, "extra_body": _plain(self.extra_body) or None}
 
     def client(self, reward_router_address: object = None, reward_model_tokenizer: object = None):
-        """The process-wide client of the judge these settings and verl's router arguments name; None: no endpoint
-        (``judge_service.endpoint``; ``JudgeConfigError``: a router without a model name)."""
-        where = judge_service.endpoint(
-            self.base_url, self.model, self.api_key_env, reward_router_address, reward_model_tokenizer
-        )
-        if where is None:
-            return None
-        url, model, key_env = where
+        """The process-wide client (``judge_service.get_client``) of the judge at ``base_url`` (``model`` default
+        ``DEFAULT_REMOTE_MODEL``), else at verl's reward router with the served model's name (never the API key: the
+        router is local); None: neither. ``JudgeConfigError``: a router without a model name."""
+        url, model, key_env = self.base_url, self.model or judge_service.DEFAULT_REMOTE_MODEL, self.api_key_env
+        if not url:
+            if not reward_router_address:
+                return None
+            model = self.model or getattr(reward_model_tokenizer, "name_or_path", None)
+            url, key_env = reward_router_address, None
+            if not model:
+                raise JudgeConfigError(
+                    f"judge configuration error: reward_router_address {reward_router_address!r} given but no model "
+                    "name. Likely fix: set `model` to the served model, or pass reward_model_tokenizer "
+                    "(verl does when reward.reward_model.enable=True)"
+                )
         return judge_service.get_client(url, model, api_key_env=key_env, **self.client_options())
 
 

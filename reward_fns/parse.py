@@ -164,9 +164,7 @@ def normalize_number(s: object) -> Decimal | None:
         return Decimal(repr(s)) if s == s and abs(s) != float("inf") else None
     if not isinstance(s, str):
         return None
-    t = s.strip().replace("$", "")
-    if t.endswith("."):
-        t = t[:-1]
+    t = s.strip().replace("$", "").removesuffix(".")
     if "," in t:  # a thousands separator only between groups of three: "1,234" is 1234, "1,8" is no number
         if not re.fullmatch(r"-?\d{1,3}(?:,\d{3})+(?:\.\d*)?", t, re.ASCII):
             return None
@@ -456,5 +454,4 @@ def shown(token: object) -> str:
     """
     if token is None:
         return "none"
-    t = str(token).replace("$", "").strip()
-    return t[:-1] if t.endswith(".") else t
+    return str(token).replace("$", "").strip().removesuffix(".")
