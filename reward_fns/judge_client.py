@@ -149,15 +149,13 @@ class ReplyCache:
                 del self._data[next(iter(self._data))]
 
 
-class _MaskedURLs(logging.Filter):
-    """Rewrites a log record's message with every URL in it masked (``mask_url``)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        record.msg, record.args = mask_url(record.getMessage()), None
-        return True
+def _masked_urls(record: logging.LogRecord) -> bool:
+    """A log filter: rewrites the record's message with every URL in it masked (``mask_url``)."""
+    record.msg, record.args = mask_url(record.getMessage()), None
+    return True
 
 
-logging.getLogger("httpx").addFilter(_MaskedURLs())  # httpx logs each request's full URL at INFO
+logging.getLogger("httpx").addFilter(_masked_urls)  # httpx logs each request's full URL at INFO
 
 
 @dataclass(frozen=True)

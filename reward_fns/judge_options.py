@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 from omegaconf import OmegaConf
 
 from reward_fns import gsm8k, judge_service
-from reward_fns.judge_client import DEFAULT_MAX_RESPONSE_BYTES, JudgeClient
+from reward_fns.judge_client import DEFAULT_MAX_RESPONSE_BYTES
 from reward_fns.judge_errors import JudgeConfigError
 from reward_fns.verdicts import PAIRWISE, POINTWISE, Verdict
 from reward_fns.win_rates import SCHEMES
@@ -216,9 +216,10 @@ class JudgeSettings:
             f"{n} must be true or false, got {getattr(s, n)!r}" for n in cls.SWITCHES if type(getattr(s, n)) is not bool
         ]
         numbers = [(n, getattr(s, n), rule) for n, rule in cls.NUMBERS.items()]
-        bad = [p for n, v, r in numbers if not (v is None and r[3]) and (p := number_problem(n, v, *r[:3]))]
-        found += bad
-        for check in s._checks()[: -1 if bad else None]:  # the last, the client's, refuses bad numbers less clearly
+        found += [p for n, v, r in numbers if not (v is None and r[3]) and (p := number_problem(n, v, *r[:3]))]
+        if _plain(s.extra_body) and not isinstance(_plain(s.extra_body), Mapping):
+            found.append(f"extra_body must be a mapping of request fields, got {s.extra_body!r}")
+        for check in s._checks():
             try:
                 check()
             except (ValueError, TypeError, FileNotFoundError) as e:
@@ -252,13 +253,11 @@ class JudgeSettings:
         return [(name, value, allowed) for name, value, allowed in named if value not in allowed]
 
     def _checks(self) -> list:
-        """The other rules, each a call that raises: the fallback, the canary rate, the prompt, the client's
-        settings."""
+        """The other rules, each a call that raises: the fallback, the canary rate, the prompt."""
         return [
             lambda: fallback_value(self.fallback, 0.0),
             lambda: canary_every_value(self.canary_every),
             lambda: judge_service.check_prompt(self.VERDICT, self.prompt, self.prompt_version),
-            lambda: JudgeClient("http://127.0.0.1:1/v1", "check", api_key_env=None, **self.client_options()),
         ]
 
     @property

@@ -284,11 +284,6 @@ _OTHER_DIGIT = re.compile(r"(?![0-9])\d")  # a decimal digit of another script: 
 FINAL_OK, FINAL_NONE, FINAL_CONFLICT = "ok", "none", "conflict"
 
 
-def ascii_digits(text: str) -> str:
-    """``text`` with every Unicode decimal digit written as its ASCII digit (``١٨`` and ``１８`` -> ``18``)."""
-    return _OTHER_DIGIT.sub(lambda m: str(unicodedata.decimal(m.group(0))), text)
-
-
 # invisible characters: soft hyphen, Mongolian vowel separator, zero-width spaces and joiners, direction marks, line
 # and paragraph separators, word joiner and invisible operators, byte-order mark
 _INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u2028\u2029\u2060-\u2064\ufeff]")
@@ -312,7 +307,8 @@ def normalize_text(text: object) -> str:
     """
     if not isinstance(text, str):
         return ""
-    return _MINUS.sub("-", ascii_digits(_INVISIBLE.sub("", unicodedata.normalize("NFKC", text))))
+    text = _INVISIBLE.sub("", unicodedata.normalize("NFKC", text))
+    return _MINUS.sub("-", _OTHER_DIGIT.sub(lambda m: str(unicodedata.decimal(m[0])), text))
 
 
 # after a last "#### N" line: a computation (an operator between two numbers: "Check: 18 - 8 = 10") is working; a
