@@ -10,8 +10,8 @@ problems.
   ``max_concurrency``.
 * One SDK client per (process, event loop), closed with its loop (``_closed_with_loop``); a forked child makes its own.
 * Identical requests (URL and body, SHA-256) are sent once; successful replies are kept in an LRU (``ReplyCache``).
-* The key goes to the SDK only; error texts are scrubbed of it and of extra header values, and httpx's request log
-  lines show URLs masked (``reward_fns.redact.mask_url``).
+* The key goes to the SDK only; error texts are scrubbed of it, and httpx's request log lines show URLs masked
+  (``reward_fns.redact.mask_url``).
 * ``Transport`` reads reply bodies up to ``max_response_bytes`` and refuses a 2xx reply that is not a chat completion
   (``ReplyRefused``: the SDK retries it like a dropped connection).
 """
@@ -37,7 +37,7 @@ import httpx
 import openai
 
 from reward_fns import judge_errors
-from reward_fns.judge_errors import SECRET_PIECE, JudgeConfigError, JudgeError, ReplyRefused
+from reward_fns.judge_errors import JudgeConfigError, JudgeError, ReplyRefused
 from reward_fns.redact import mask_url
 
 DEFAULT_MAX_RESPONSE_BYTES = 1 << 20
@@ -211,7 +211,7 @@ class JudgeClient:
     """``base_url``: an API base, a bare ``host:port`` or a full URL (``chat_completions_url``). ``api_key_env``: the
     *name* of the key's variable (``None`` or unset: no ``Authorization`` header). ``timeout`` is per attempt;
     ``deadline`` bounds one ``complete`` call (slot wait, attempts, retry sleeps). ``cache_size`` 0 disables the cache
-    and de-duplication. ``headers``: extra HTTP headers (scrubbed like the key)."""
+    and de-duplication."""
 
     def __init__(
         self,
@@ -228,7 +228,6 @@ class JudgeClient:
         extra_body: dict | None = None,
         cache_size: int = 4096,
         cache_ttl: float | None = None,
-        headers: dict | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ):
         if not model:
@@ -247,13 +246,12 @@ class JudgeClient:
         self.deadline = None if deadline is None else float(deadline)
         self.max_concurrency, self.max_response_bytes = int(max_concurrency), int(max_response_bytes)
         self.params = {"temperature": float(temperature), "max_tokens": int(max_tokens), **(extra_body or {})}
-        self._headers = dict(headers or {})
         self._cache, self._dedupe = ReplyCache(cache_size, cache_ttl), bool(cache_size)
         self._loops: dict[tuple[int, asyncio.AbstractEventLoop], _LoopState] = {}
         self._lock = threading.Lock()
         self.stats = {"calls": 0, "requests": 0, "retries": 0, "cache_hits": 0, "errors": 0}
 
-    def __repr__(self) -> str:  # never shows the key or headers
+    def __repr__(self) -> str:  # never shows the key
         return (
             f"JudgeClient(url={mask_url(self.url)!r}, model={self.model!r}, api_key_env={self.api_key_env!r}, timeout="
             f"{self.timeout}, max_retries={self.max_retries}, max_concurrency={self.max_concurrency})"
@@ -271,7 +269,6 @@ class JudgeClient:
             api_key=self.key() or NO_KEY,
             base_url=base.removesuffix("/chat/completions"),
             default_query=dict(parse_qsl(query)) or None,
-            default_headers=self._headers or None,
             max_retries=self.max_retries,
             http_client=http,
             timeout=self.timeout,
@@ -299,11 +296,10 @@ class JudgeClient:
             await state.closer.aclose()
 
     # ------------------------------------------------------------------ requests
-    async def complete(self, messages: Sequence[dict], **params: Any) -> JudgeResult:
-        """One chat completion (the SDK retries inside); ``params`` override request fields for this call. The URL and
-        the JSON body (SHA-256) are the cache's key."""
+    async def complete(self, messages: Sequence[dict]) -> JudgeResult:
+        """One chat completion (the SDK retries inside); the URL and the JSON body (SHA-256) are the cache's key."""
         self.stats["calls"] += 1
-        body = {"model": self.model, "messages": [dict(m) for m in messages], **self.params, **params}
+        body = {"model": self.model, "messages": [dict(m) for m in messages], **self.params}
         if not self._dedupe:
             return await self._call(body)
         blob = json.dumps([self.url, body], sort_keys=True, ensure_ascii=False, default=str)
@@ -359,9 +355,8 @@ class JudgeClient:
 
     # ------------------------------------------------------------------ errors
     def secrets(self) -> list[str]:
-        """What no error text may show: the API key and every extra header value of ``SECRET_PIECE``+ characters."""
-        key, headers = self.key(), self._headers.values()
-        return ([key] if key else []) + [v for v in headers if isinstance(v, str) and len(v) >= SECRET_PIECE]
+        """What no error text may show: the API key."""
+        return [key] if (key := self.key()) else []
 
     def config_error(self, error: JudgeError | None) -> JudgeConfigError | None:
         """A ``JudgeConfigError`` naming the URL, the status and the likely fix, if ``error`` is one."""

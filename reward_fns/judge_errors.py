@@ -4,8 +4,7 @@ of secrets. No command of its own; used by ``reward_fns.judge_client`` (``JudgeC
 ``reward_fns.llm_judge`` and the evaluators (``scripts.eval.backends``).
 
 ``outcome(error)`` says what a caller does about each kind (``OUTCOMES``). Error texts are scrubbed: any piece of 8+
-characters of the key or of an extra header value, in any case, becomes ``***``; a server's text holding one is
-withheld.
+characters of the key, in any case, becomes ``***``; a server's text holding one is withheld.
 
     >>> scrub_secrets("key sk-abcdefgh12 rejected", ["sk-abcdefgh12"])
     ('key *** rejected', True)
@@ -186,9 +185,5 @@ def config_error(error: JudgeError | None, client) -> JudgeConfigError | None:
             "https://api.openai.com/v1 or http://host:port/v1, or the full .../chat/completions URL)"
         )
     said = f" Server said: {error.message}" if error.message else ""
-    return JudgeConfigError(
-        f"judge configuration error: POST {url} answered HTTP {status}. Likely fix: {fix}.{said}",
-        url=url,
-        status=status,
-        error=error,
-    )
+    message = f"judge configuration error: POST {url} answered HTTP {status}. Likely fix: {fix}.{said}"
+    return JudgeConfigError(message, url=url, status=status, error=error)
