@@ -40,11 +40,8 @@ class PromptTemplate:
         extra = values.keys() - self.fields()
         if missing or extra:
             raise KeyError(f"template {self.id}: missing fields {sorted(missing)}, unexpected {sorted(extra)}")
-        msgs = []
-        if self.system:
-            msgs.append({"role": "system", "content": string.Template(self.system).substitute(values)})
-        msgs.append({"role": "user", "content": string.Template(self.user).substitute(values)})
-        return msgs
+        parts = (("system", self.system), ("user", self.user))
+        return [{"role": r, "content": string.Template(t).substitute(values)} for r, t in parts if t or r == "user"]
 
 
 @lru_cache(maxsize=None)
@@ -53,8 +50,7 @@ def load(name: str, version: str = "v1") -> PromptTemplate:
     if not os.path.exists(path):
         avail = sorted(f[:-4] for f in os.listdir(PROMPT_DIR) if f.endswith(".txt"))
         raise FileNotFoundError(f"no prompt template {name}.{version} in {PROMPT_DIR}; available: {avail}")
-    text = open(path, encoding="utf-8").read()
-    parts = _SECTION.split(text)
+    parts = _SECTION.split(open(path, encoding="utf-8").read())
     sections = dict(zip(parts[1::2], (part.strip("\n") for part in parts[2::2])))
     if "user" not in sections:
         raise ValueError(f"{path}: needs a <<<user>>> section")
