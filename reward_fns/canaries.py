@@ -106,8 +106,7 @@ def tie(reference: object, k: int) -> tuple[str, str] | None:
     r = _value(reference)
     if r is None:
         return None
-    first, second = (PAIR_FORMS[(k + j) % len(PAIR_FORMS)].format(x=plain(r)) for j in (0, 1))
-    return first, second
+    return PAIR_FORMS[k % len(PAIR_FORMS)].format(x=plain(r)), PAIR_FORMS[(k + 1) % len(PAIR_FORMS)].format(x=plain(r))
 
 
 async def pair_probe(ask, k: int, reference: str | None) -> dict:

@@ -1,6 +1,6 @@
 """The async client of OpenAI-compatible ``/chat/completions`` judges, on the ``openai`` SDK. Every judge request of
 ``reward_fns.llm_judge`` and of the evaluators (``scripts.eval.endpoint.make_client``) goes through ``JudgeClient``;
-from a script: ``JudgeClient(base_url, model).run_batch(list_of_messages)``. A call returns a ``JudgeResult``: the
+from a script: ``asyncio.run(JudgeClient(base_url, model).complete(messages))``. A call returns a ``JudgeResult``: the
 reply text or a typed ``JudgeError`` (``reward_fns.judge_errors``); it never raises for network, HTTP or payload
 problems.
 
@@ -10,8 +10,8 @@ problems.
   ``max_concurrency``.
 * One SDK client per (process, event loop), closed with its loop (``_closed_with_loop``); a forked child makes its own.
 * Identical requests (URL and body, SHA-256) are sent once; successful replies are kept in an LRU (``ReplyCache``).
-* The key goes to the SDK only; error texts are scrubbed of it and of extra header values, and httpx's request log
-  lines show URLs masked (``reward_fns.redact.mask_url``).
+* The key goes to the SDK only; error texts are scrubbed of it, and httpx's request log lines show URLs masked
+  (``reward_fns.redact.mask_url``).
 * ``Transport`` reads reply bodies up to ``max_response_bytes`` and refuses a 2xx reply that is not a chat completion
   (``ReplyRefused``: the SDK retries it like a dropped connection).
 """
@@ -28,8 +28,8 @@ import os
 import ssl
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -37,10 +37,8 @@ import httpx
 import openai
 
 from reward_fns import judge_errors
-from reward_fns.judge_errors import JudgeConfigError, JudgeError, ReplyRefused, secrets_of
+from reward_fns.judge_errors import JudgeConfigError, JudgeError, ReplyRefused
 from reward_fns.redact import mask_url
-
-__all__ = ["JudgeClient", "JudgeResult", "chat_completions_url"]
 
 DEFAULT_MAX_RESPONSE_BYTES = 1 << 20
 #: HTTP attempts of the running call, counted by the transport (the SDK retries inside one call).
@@ -151,15 +149,13 @@ class ReplyCache:
                 del self._data[next(iter(self._data))]
 
 
-class _MaskedURLs(logging.Filter):
-    """Rewrites a log record's message with every URL in it masked (``mask_url``)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        record.msg, record.args = mask_url(record.getMessage()), None
-        return True
+def _masked_urls(record: logging.LogRecord) -> bool:
+    """A log filter: rewrites the record's message with every URL in it masked (``mask_url``)."""
+    record.msg, record.args = mask_url(record.getMessage()), None
+    return True
 
 
-logging.getLogger("httpx").addFilter(_MaskedURLs())  # httpx logs each request's full URL at INFO
+logging.getLogger("httpx").addFilter(_masked_urls)  # httpx logs each request's full URL at INFO
 
 
 @dataclass(frozen=True)
@@ -172,7 +168,6 @@ class JudgeResult:
     latency_s: float = 0.0
     finish_reason: str | None = None
     cached: bool = False
-    usage: dict | None = field(default=None, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -216,7 +211,7 @@ class JudgeClient:
     """``base_url``: an API base, a bare ``host:port`` or a full URL (``chat_completions_url``). ``api_key_env``: the
     *name* of the key's variable (``None`` or unset: no ``Authorization`` header). ``timeout`` is per attempt;
     ``deadline`` bounds one ``complete`` call (slot wait, attempts, retry sleeps). ``cache_size`` 0 disables the cache
-    and de-duplication. ``headers``: extra HTTP headers (scrubbed like the key)."""
+    and de-duplication."""
 
     def __init__(
         self,
@@ -233,7 +228,6 @@ class JudgeClient:
         extra_body: dict | None = None,
         cache_size: int = 4096,
         cache_ttl: float | None = None,
-        headers: dict | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ):
         if not model:
@@ -251,35 +245,30 @@ class JudgeClient:
         self.timeout, self.max_retries = float(timeout), int(max_retries)
         self.deadline = None if deadline is None else float(deadline)
         self.max_concurrency, self.max_response_bytes = int(max_concurrency), int(max_response_bytes)
-        self.params: dict[str, Any] = {
-            "temperature": float(temperature),
-            "max_tokens": int(max_tokens),
-            **(extra_body or {}),
-        }
-        self._headers = dict(headers or {})
+        self.params = {"temperature": float(temperature), "max_tokens": int(max_tokens), **(extra_body or {})}
         self._cache, self._dedupe = ReplyCache(cache_size, cache_ttl), bool(cache_size)
         self._loops: dict[tuple[int, asyncio.AbstractEventLoop], _LoopState] = {}
         self._lock = threading.Lock()
         self.stats = {"calls": 0, "requests": 0, "retries": 0, "cache_hits": 0, "errors": 0}
 
-    def __repr__(self) -> str:  # never shows the key or headers
+    def __repr__(self) -> str:  # never shows the key
         return (
             f"JudgeClient(url={mask_url(self.url)!r}, model={self.model!r}, api_key_env={self.api_key_env!r}, timeout="
             f"{self.timeout}, max_retries={self.max_retries}, max_concurrency={self.max_concurrency})"
         )
 
     # ------------------------------------------------------------------ per-loop SDK clients
-    def _key(self) -> str | None:
+    def key(self) -> str | None:
+        """The API key, read from ``api_key_env`` now (None: no key)."""
         return os.environ.get(self.api_key_env) if self.api_key_env else None
 
     def _new_state(self) -> _LoopState:
         base, _, query = self.url.partition("?")
         http = httpx.AsyncClient(transport=Transport(self.max_concurrency, self.max_response_bytes))
         sdk = openai.AsyncOpenAI(
-            api_key=self._key() or NO_KEY,
+            api_key=self.key() or NO_KEY,
             base_url=base.removesuffix("/chat/completions"),
             default_query=dict(parse_qsl(query)) or None,
-            default_headers=self._headers or None,
             max_retries=self.max_retries,
             http_client=http,
             timeout=self.timeout,
@@ -307,21 +296,14 @@ class JudgeClient:
             await state.closer.aclose()
 
     # ------------------------------------------------------------------ requests
-    def request_body(self, messages: Sequence[dict], **params: Any) -> dict:
-        """The exact JSON body sent for ``messages`` (also the cache key's content)."""
-        return {"model": self.model, "messages": [dict(m) for m in messages], **self.params, **params}
-
-    def cache_key(self, body: dict) -> str:
-        blob = json.dumps([self.url, body], sort_keys=True, ensure_ascii=False, default=str)
-        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
-
-    async def complete(self, messages: Sequence[dict], **params: Any) -> JudgeResult:
-        """One chat completion (the SDK retries inside); ``params`` override request fields for this call."""
+    async def complete(self, messages: Sequence[dict]) -> JudgeResult:
+        """One chat completion (the SDK retries inside); the URL and the JSON body (SHA-256) are the cache's key."""
         self.stats["calls"] += 1
-        body = self.request_body(messages, **params)
+        body = {"model": self.model, "messages": [dict(m) for m in messages], **self.params}
         if not self._dedupe:
             return await self._call(body)
-        key = self.cache_key(body)
+        blob = json.dumps([self.url, body], sort_keys=True, ensure_ascii=False, default=str)
+        key = hashlib.sha256(blob.encode("utf-8")).hexdigest()
         hit = self._cache.get(key)
         if hit is not None:
             self.stats["cache_hits"] += 1
@@ -342,27 +324,6 @@ class JudgeClient:
         task.add_done_callback(done)
         return await asyncio.shield(task)
 
-    async def batch(
-        self,
-        batch_messages: Sequence[Sequence[dict]],
-        *,
-        on_result: Callable[[int, JudgeResult], None] | None = None,
-        **params: Any,
-    ) -> list[JudgeResult]:
-        """Complete every conversation (at most ``max_concurrency`` in flight); results in input order."""
-
-        async def one(i: int, msgs: Sequence[dict]) -> JudgeResult:
-            res = await self.complete(msgs, **params)
-            if on_result is not None:
-                on_result(i, res)
-            return res
-
-        return list(await asyncio.gather(*(one(i, m) for i, m in enumerate(batch_messages))))
-
-    def run_batch(self, batch_messages: Sequence[Sequence[dict]], **kwargs: Any) -> list[JudgeResult]:
-        """Blocking ``batch`` for scripts (runs its own event loop; not for use inside a running loop)."""
-        return asyncio.run(self.batch(batch_messages, **kwargs))
-
     async def _call(self, body: dict) -> JudgeResult:
         state = await self._state()
         start, counter = time.monotonic(), [0]
@@ -380,7 +341,7 @@ class JudgeClient:
         except asyncio.TimeoutError:
             error = JudgeError("timeout", f"deadline of {self.deadline}s reached")
         except Exception as e:  # noqa: BLE001 - every failure becomes a typed error
-            error = self.error_from(e)
+            error = judge_errors.error_from(e, self)
         finally:
             ATTEMPTS.reset(token)
         attempts = counter[0]
@@ -390,24 +351,13 @@ class JudgeClient:
             self.stats["errors"] += 1
             return JudgeResult(None, error, attempts, time.monotonic() - start)
         choice = reply.choices[0]
-        usage = reply.usage.model_dump(exclude_unset=True) if reply.usage is not None else None
-        return JudgeResult(
-            choice.message.content or "", None, attempts, time.monotonic() - start, choice.finish_reason, usage=usage
-        )
+        return JudgeResult(choice.message.content or "", None, attempts, time.monotonic() - start, choice.finish_reason)
 
     # ------------------------------------------------------------------ errors
-    def error_from(self, exc: Exception) -> JudgeError:
-        """The SDK's exception (after its retries) as a ``JudgeError``; see ``judge_errors.OUTCOMES``."""
-        return judge_errors.error_from(exc, timeout=self.timeout, secrets=secrets_of(self._key(), self._headers))
+    def secrets(self) -> list[str]:
+        """What no error text may show: the API key."""
+        return [key] if (key := self.key()) else []
 
     def config_error(self, error: JudgeError | None) -> JudgeConfigError | None:
         """A ``JudgeConfigError`` naming the URL, the status and the likely fix, if ``error`` is one."""
-        key = self._key()
-        return judge_errors.config_error(
-            error,
-            url=self.url,
-            model=self.model,
-            api_key_env=self.api_key_env,
-            key=key,
-            secrets=secrets_of(key, self._headers),
-        )
+        return judge_errors.config_error(error, self)

@@ -1,11 +1,10 @@
 """What a failed judge call means: the typed ``JudgeError`` an ``openai`` SDK exception becomes, what a caller does
 about each kind (``OUTCOMES``), the ``JudgeConfigError`` that stops a run with the likely fix, and error texts free
-of secrets. No command of its own; used by ``reward_fns.judge_client`` (``JudgeClient.error_from`` and
-``config_error``), ``reward_fns.llm_judge`` and the evaluators (``scripts.eval.backends``).
+of secrets. No command of its own; used by ``reward_fns.judge_client`` (``JudgeClient.config_error``),
+``reward_fns.llm_judge`` and the evaluators (``scripts.eval.backends``).
 
 ``outcome(error)`` says what a caller does about each kind (``OUTCOMES``). Error texts are scrubbed: any piece of 8+
-characters of the key or of an extra header value, in any case, becomes ``***``; a server's text holding one is
-withheld.
+characters of the key, in any case, becomes ``***``; a server's text holding one is withheld.
 
     >>> scrub_secrets("key sk-abcdefgh12 rejected", ["sk-abcdefgh12"])
     ('key *** rejected', True)
@@ -14,7 +13,7 @@ withheld.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import groupby
 
@@ -124,11 +123,6 @@ def scrub_secrets(text: str, secrets: Sequence[str]) -> tuple[str, bool]:
     return "".join("***" if h else "".join(text[i] for i in idx) for h, idx in runs), True
 
 
-def secrets_of(key: str | None, headers: Mapping) -> list[str]:
-    """What no error text may show: the API key and every extra header value of ``SECRET_PIECE``+ characters."""
-    return ([key] if key else []) + [v for v in headers.values() if isinstance(v, str) and len(v) >= SECRET_PIECE]
-
-
 def scrub_message(text: str, secrets: Sequence[str]) -> str:
     """Our own message text, with every piece of a secret replaced and URL credentials masked (then cut to 300
     chars)."""
@@ -141,11 +135,12 @@ def _echo(text: str, secrets: Sequence[str]) -> str:
     return _WITHHELD if scrub_secrets(head, secrets)[1] else head[:_MESSAGE_CHARS]
 
 
-def error_from(exc: Exception, *, timeout: float, secrets: Sequence[str]) -> JudgeError:
-    """The SDK's exception (after its retries) as a ``JudgeError``; see ``OUTCOMES``. ``timeout``: the client's
-    per-attempt timeout (named in the message); ``secrets``: see ``secrets_of``."""
+def error_from(exc: Exception, client) -> JudgeError:
+    """The SDK's exception (after its retries) as a ``JudgeError``; see ``OUTCOMES``. ``client``: the
+    ``JudgeClient`` that called (its per-attempt timeout is named; its ``secrets()`` are kept out)."""
+    secrets = client.secrets()
     if isinstance(exc, openai.APITimeoutError):
-        return JudgeError("timeout", f"no reply within timeout={timeout}s")
+        return JudgeError("timeout", f"no reply within timeout={client.timeout}s")
     if isinstance(exc, openai.APIConnectionError):
         cause = exc.__cause__
         if isinstance(cause, ReplyRefused):
@@ -154,29 +149,24 @@ def error_from(exc: Exception, *, timeout: float, secrets: Sequence[str]) -> Jud
     if isinstance(exc, openai.APIStatusError):
         status, said = exc.status_code, _echo(exc.response.text, secrets)
         kind = next((k for cls, k in _STATUS_CLASSES if isinstance(exc, cls)), None)
-        if kind is None:
-            kind = (
-                "server_error"
-                if status in (408, 409)
-                else "config"
-                if status == 405 or (400 <= status < 500 and _MODEL_MISSING.search(said))
-                else "client_error"
-            )
+        if kind is None and status in (408, 409):
+            kind = "server_error"
+        elif kind is None:
+            config = status == 405 or (400 <= status < 500 and _MODEL_MISSING.search(said))
+            kind = "config" if config else "client_error"
         return JudgeError(kind, said, status)
     return JudgeError("unexpected", scrub_message(f"{type(exc).__name__}: {exc}", secrets))
 
 
-def config_error(
-    error: JudgeError | None, *, url: str, model: str, api_key_env: str | None, key: str | None, secrets: Sequence[str]
-) -> JudgeConfigError | None:
-    """A ``JudgeConfigError`` naming the URL, the status and the likely fix, if ``error`` is one. ``key``: the value
-    of ``api_key_env`` in this process (only whether it is set is said)."""
+def config_error(error: JudgeError | None, client) -> JudgeConfigError | None:
+    """A ``JudgeConfigError`` naming ``client``'s URL, the status and the likely fix, if ``error`` is one (of the
+    key, only whether it is set is said)."""
     if outcome(error) != "stop":
         return None
-    url, status = scrub_message(url, secrets), error.status
-    if api_key_env:
-        where = "set" if key else "NOT set in this process"
-        key_hint = f"the environment variable {api_key_env!r} (api_key_env, {where})"
+    url, status, model = scrub_message(client.url, client.secrets()), error.status, client.model
+    if client.api_key_env:
+        where = "set" if client.key() else "NOT set in this process"
+        key_hint = f"the environment variable {client.api_key_env!r} (api_key_env, {where})"
     else:
         key_hint = "api_key_env (None: no key is sent; verl's reward router never gets one)"
     if _MODEL_MISSING.search(error.message):
@@ -195,9 +185,5 @@ def config_error(
             "https://api.openai.com/v1 or http://host:port/v1, or the full .../chat/completions URL)"
         )
     said = f" Server said: {error.message}" if error.message else ""
-    return JudgeConfigError(
-        f"judge configuration error: POST {url} answered HTTP {status}. Likely fix: {fix}.{said}",
-        url=url,
-        status=status,
-        error=error,
-    )
+    message = f"judge configuration error: POST {url} answered HTTP {status}. Likely fix: {fix}.{said}"
+    return JudgeConfigError(message, url=url, status=status, error=error)

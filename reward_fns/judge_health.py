@@ -37,9 +37,10 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from reward_fns.judge_metrics import ACCEPT_AT
+
 POINTWISE_KEYS = ("judge_error", "judge_parse_fail")
 MATES = "judge_group_cycle_rate"  # on a pairwise judge's rows: its win shares are against group mates
-ACCEPT = 3  # a pointwise verdict (0-4) of at least this accepts the answer
 PAIRWISE_ACCEPT = 0.5  # a pairwise win share (pairwise_ref: against the reference) of at least this accepts it
 PREFIX = "judge_health/"
 
@@ -91,10 +92,8 @@ def _agreement(accept: np.ndarray, rule: np.ndarray, graded: np.ndarray) -> dict
 
 
 def _pointwise(cols: Mapping[str, np.ndarray], reading: Sequence[float] | None) -> dict[str, float]:
-    n = len(cols["judge_error"])
-    zeros = np.zeros(n)
     err, pf = cols["judge_error"], cols["judge_parse_fail"]
-    skipped = cols.get("judge_skipped", zeros)
+    skipped = cols.get("judge_skipped", np.zeros(len(err)))
     fallback = cols["judge_fallback"] if "judge_fallback" in cols else np.maximum(err, skipped)
     answered = (err == 0) & (pf == 0) & (skipped == 0)
     out = {
@@ -108,14 +107,14 @@ def _pointwise(cols: Mapping[str, np.ndarray], reading: Sequence[float] | None) 
     out["score_mean"] = mean(verdict, answered) if verdict is not None else 0.0
     if verdict is not None and "rule_score" in cols:
         rule = cols["rule_score"] if reading is None else np.asarray(reading, dtype=np.float64)
-        out.update(_agreement(verdict >= ACCEPT, rule, answered & ~np.isnan(rule)))
+        out.update(_agreement(verdict >= ACCEPT_AT, rule, answered & ~np.isnan(rule)))
     else:
         out.update(agree_rule=0.0, accept_rule_reject=0.0, reject_rule_accept=0.0)
     for key in ("ungrounded", "contradiction", "unverified", "abstained"):  # the guard; judge_failure=abstain
         if f"judge_{key}" in cols:
             out[f"{key}_rate"] = mean(cols[f"judge_{key}"])
     if "judge_unverified" in cols:
-        accepted = verdict >= ACCEPT if verdict is not None else True
+        accepted = verdict >= ACCEPT_AT if verdict is not None else True
         out["unverified_accepts"] = float(((cols["judge_unverified"] > 0) & accepted).sum())
     return out
 

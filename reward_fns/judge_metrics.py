@@ -13,19 +13,6 @@ from collections.abc import Mapping, Sequence
 SCORES = (0, 1, 2, 3, 4)
 VERIFY_LABELS = {0, 4}  # pointwise verification data: 4 = correct solution, 0 = wrong
 ACCEPT_AT = 3  # verification: score >= 3 accepts, <= 2 rejects
-VERIFY_KEYS = (
-    "balanced_accuracy",
-    "precision",
-    "recall",
-    "specificity",
-    "tp",
-    "fp",
-    "tn",
-    "fn",
-    "none",
-    "n_label4",
-    "n_label0",
-)
 
 
 def ratio(num: float, den: float) -> float | None:
@@ -37,20 +24,16 @@ def ratio(num: float, den: float) -> float | None:
     return None if not den else num / den
 
 
-def _status_counts(recs: Sequence[Mapping]) -> tuple[int, int, int, int]:
+def _status_metrics(recs: Sequence[Mapping]) -> dict:
+    """The counts and failure rates every kind reports first."""
     n = len(recs)
     n_err = sum(r["status"] == "error" for r in recs)
     n_pf = sum(r["status"] == "parse_fail" for r in recs)
-    return n, n_err, n_pf, n - n_err - n_pf
-
-
-def _status_metrics(n: int, n_err: int, n_pf: int, n_parsed: int) -> dict:
-    """The counts and failure rates every kind reports first."""
     return {
         "n": n,
         "n_error": n_err,
         "n_parse_fail": n_pf,
-        "n_parsed": n_parsed,
+        "n_parsed": n - n_err - n_pf,
         "error_rate": ratio(n_err, n),
         "parse_fail_rate": ratio(n_pf, n - n_err),
     }
@@ -65,8 +48,8 @@ def pairwise_metrics(recs: Sequence[Mapping]) -> dict:
     >>> m["accuracy"], m["pair_accuracy"], m["flip_rate"], m["a_share"]
     (0.5, 0.0, 1.0, 1.0)
     """
-    n, n_err, n_pf, n_parsed = _status_counts(recs)
-    parsed = [r for r in recs if r["status"] == "ok"]
+    status = _status_metrics(recs)
+    n, n_parsed, parsed = status["n"], status["n_parsed"], [r for r in recs if r["status"] == "ok"]
     correct = sum(r["pred"] == r["label"] for r in parsed)
     groups: dict[object, list[Mapping]] = defaultdict(list)
     for r in recs:
@@ -83,7 +66,7 @@ def pairwise_metrics(recs: Sequence[Mapping]) -> dict:
             compared += 1
             flips += picked_chosen[0] != picked_chosen[1]
     return {
-        **_status_metrics(n, n_err, n_pf, n_parsed),
+        **status,
         "accuracy": ratio(correct, n),
         "accuracy_parsed": ratio(correct, n_parsed),
         "a_share": ratio(sum(r["pred"] == "A" for r in parsed), n_parsed),
@@ -97,8 +80,6 @@ def pairwise_metrics(recs: Sequence[Mapping]) -> dict:
 
 def verification_metrics(recs: Sequence[Mapping]) -> dict:
     """Accept (score >= 3) / reject metrics when every label is 0 or 4; every value ``None`` otherwise."""
-    if not recs or not {r["label"] for r in recs} <= VERIFY_LABELS:
-        return dict.fromkeys(VERIFY_KEYS)
     tp = fp = tn = fn = none = 0
     for r in recs:
         if r["status"] != "ok":
@@ -112,7 +93,7 @@ def verification_metrics(recs: Sequence[Mapping]) -> dict:
     pos = sum(r["label"] == 4 for r in recs)
     neg = len(recs) - pos
     recall, specificity = ratio(tp, pos), ratio(tn, neg)
-    return {
+    out = {
         "balanced_accuracy": None if recall is None or specificity is None else (recall + specificity) / 2,
         "precision": tp / (tp + fp) if tp + fp else 0.0,
         "recall": recall,
@@ -125,6 +106,7 @@ def verification_metrics(recs: Sequence[Mapping]) -> dict:
         "n_label4": pos,
         "n_label0": neg,
     }
+    return out if recs and {r["label"] for r in recs} <= VERIFY_LABELS else dict.fromkeys(out)
 
 
 def pointwise_metrics(recs: Sequence[Mapping]) -> dict:
@@ -136,8 +118,8 @@ def pointwise_metrics(recs: Sequence[Mapping]) -> dict:
     >>> m["exact"], m["recall"], m["specificity"], m["balanced_accuracy"], m["parse_fail_rate"]
     (0.3333333333333333, 1.0, 0.0, 0.5, 0.3333333333333333)
     """
-    n, n_err, n_pf, n_parsed = _status_counts(recs)
-    parsed = [r for r in recs if r["status"] == "ok"]
+    status = _status_metrics(recs)
+    n, n_parsed, parsed = status["n"], status["n_parsed"], [r for r in recs if r["status"] == "ok"]
     exact = sum(r["pred"] == r["label"] for r in parsed)
     within1 = sum(abs(r["pred"] - r["label"]) <= 1 for r in parsed)
     abs_err = sum(abs(r["pred"] - r["label"]) for r in parsed)
@@ -146,7 +128,7 @@ def pointwise_metrics(recs: Sequence[Mapping]) -> dict:
         col = r["pred"] if r["status"] == "ok" else len(SCORES)
         confusion[r["label"]][col] += 1
     return {
-        **_status_metrics(n, n_err, n_pf, n_parsed),
+        **status,
         "exact": ratio(exact, n),
         "within1": ratio(within1, n),
         "exact_parsed": ratio(exact, n_parsed),

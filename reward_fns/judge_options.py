@@ -19,20 +19,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
+from omegaconf import OmegaConf
+
 from reward_fns import gsm8k, judge_service
-from reward_fns.judge_client import DEFAULT_MAX_RESPONSE_BYTES, JudgeClient
+from reward_fns.judge_client import DEFAULT_MAX_RESPONSE_BYTES
+from reward_fns.judge_errors import JudgeConfigError
 from reward_fns.verdicts import PAIRWISE, POINTWISE, Verdict
 from reward_fns.win_rates import SCHEMES
-
-__all__ = [
-    "Mode",
-    "JudgeSettings",
-    "PointwiseSettings",
-    "PairwiseSettings",
-    "combine",
-    "fallback_value",
-    "parse_fail_value",
-]
 
 
 class Mode:
@@ -139,6 +132,13 @@ def number_problem(name: str, value: object, whole: bool, least: float, above: b
     )
 
 
+def _plain(value: Any) -> Any:
+    """Hydra/OmegaConf containers (reward_kwargs values) -> plain dicts/lists for JSON."""
+    if OmegaConf.is_config(value):
+        return OmegaConf.to_container(value, resolve=True)
+    return {str(k): _plain(v) for k, v in value.items()} if isinstance(value, Mapping) else value
+
+
 _BUILT: dict[tuple, JudgeSettings] = {}
 _MAX_BUILT = 64
 
@@ -215,13 +215,11 @@ class JudgeSettings:
         found += [
             f"{n} must be true or false, got {getattr(s, n)!r}" for n in cls.SWITCHES if type(getattr(s, n)) is not bool
         ]
-        bad = []
-        for name, (whole, least, above, none_ok) in cls.NUMBERS.items():
-            value = getattr(s, name)
-            problem = None if value is None and none_ok else number_problem(name, value, whole, least, above)
-            bad += [problem] if problem else []
-        found += bad
-        for check in s._checks()[: -1 if bad else None]:  # the last, the client's, refuses bad numbers less clearly
+        numbers = [(n, getattr(s, n), rule) for n, rule in cls.NUMBERS.items()]
+        found += [p for n, v, r in numbers if not (v is None and r[3]) and (p := number_problem(n, v, *r[:3]))]
+        if _plain(s.extra_body) and not isinstance(_plain(s.extra_body), Mapping):
+            found.append(f"extra_body must be a mapping of request fields, got {s.extra_body!r}")
+        for check in s._checks():
             try:
                 check()
             except (ValueError, TypeError, FileNotFoundError) as e:
@@ -255,38 +253,40 @@ class JudgeSettings:
         return [(name, value, allowed) for name, value, allowed in named if value not in allowed]
 
     def _checks(self) -> list:
-        """The other rules, each a call that raises: the fallback, the canary rate, the prompt, the client's
-        settings."""
+        """The other rules, each a call that raises: the fallback, the canary rate, the prompt."""
         return [
             lambda: fallback_value(self.fallback, 0.0),
             lambda: canary_every_value(self.canary_every),
             lambda: judge_service.check_prompt(self.VERDICT, self.prompt, self.prompt_version),
-            lambda: JudgeClient("http://127.0.0.1:1/v1", "check", api_key_env=None, **self.client_options()),
         ]
 
     @property
     def prompt_options(self) -> dict:
         """How ``judge_service.ask`` asks: the prompt, the responses' length, the grounding."""
-        return dict(
-            prompt=self.prompt,
-            prompt_version=self.prompt_version,
-            max_response_chars=self.max_response_chars,
-            grounded=self.grounded,
-        )
+        return {k: getattr(self, k) for k in ("prompt", "prompt_version", "max_response_chars", "grounded")}
 
     def client_options(self) -> dict:
-        """``JudgeClient``'s settings (its constructor checks them)."""
-        return judge_service.client_options(vars(self), self.timeout, self.max_retries)
+        """``JudgeClient``'s settings (its constructor checks them): every number option but the prompt's
+        ``max_response_chars``, and ``extra_body``."""
+        numbers = {k: getattr(self, k) for k in self.NUMBERS if k != "max_response_chars"}
+        return {**numbers, "extra_body": _plain(self.extra_body) or None}
 
     def client(self, reward_router_address: object = None, reward_model_tokenizer: object = None):
-        """The process-wide client of the judge these settings and verl's router arguments name; None: no endpoint
-        (``judge_service.endpoint``; ``JudgeConfigError``: a router without a model name)."""
-        where = judge_service.endpoint(
-            self.base_url, self.model, self.api_key_env, reward_router_address, reward_model_tokenizer
-        )
-        if where is None:
-            return None
-        url, model, key_env = where
+        """The process-wide client (``judge_service.get_client``) of the judge at ``base_url`` (``model`` default
+        ``DEFAULT_REMOTE_MODEL``), else at verl's reward router with the served model's name (never the API key: the
+        router is local); None: neither. ``JudgeConfigError``: a router without a model name."""
+        url, model, key_env = self.base_url, self.model or judge_service.DEFAULT_REMOTE_MODEL, self.api_key_env
+        if not url:
+            if not reward_router_address:
+                return None
+            model = self.model or getattr(reward_model_tokenizer, "name_or_path", None)
+            url, key_env = reward_router_address, None
+            if not model:
+                raise JudgeConfigError(
+                    f"judge configuration error: reward_router_address {reward_router_address!r} given but no model "
+                    "name. Likely fix: set `model` to the served model, or pass reward_model_tokenizer "
+                    "(verl does when reward.reward_model.enable=True)"
+                )
         return judge_service.get_client(url, model, api_key_env=key_env, **self.client_options())
 
 

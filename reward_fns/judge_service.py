@@ -4,7 +4,7 @@ verdict, case, responses, prompt=..., prompt_version=...)`` turns one request in
 from the case with each response defused (``messages``; ``ValueError`` for a prompt the kind cannot fill), the call
 (``JudgeClient.complete``; a configuration error raises ``JudgeConfigError``, any other failure is
 ``Answer.failure``), the parse (``Verdict.parse``) and, with ``grounded=True``, the guard (``Verdict.grounding``).
-Beside it what every reward over a judge shares: ``endpoint``, ``get_client``, ``probe_index``, ``log_failure``.
+Beside it what every reward over a judge shares: ``get_client``, ``probe_index``, ``log_failure``.
 From a shell, against ``tests.doubles.fake_openai``:
 
     echo '{}' > /tmp/none.json && python -m tests.doubles.fake_openai --port 18556 --replies /tmp/none.json \\
@@ -27,13 +27,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from reward_fns.judge_client import JudgeClient
-from reward_fns.judge_errors import JudgeConfigError, JudgeError, outcome, throttled
+from reward_fns.judge_errors import JudgeError, outcome, throttled
 from reward_fns.parse import normalize_text, reference_answer
 from reward_fns.prompts import NEUTRALIZED_TAGS, load, neutralize
 from reward_fns.redact import mask_url
 from reward_fns.verdicts import Verdict
-
-__all__ = ["Answer", "Case", "ask", "messages", "check_prompt", "reference_shown", "defuse", "text_of", "endpoint"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,9 +45,7 @@ _SHOWS_REFERENCE = {"reference", "reference_answer"}
 # ---------------------------------------------------------------------------- the case and the prompt
 def text_of(value: object) -> str:
     """A data field as text: ``""`` for None and NaN (a missing parquet value)."""
-    if value is None:
-        return ""
-    if isinstance(value, float) and math.isnan(value):
+    if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
     return value if isinstance(value, str) else str(value)
 
@@ -206,44 +202,6 @@ async def ask(
 
 
 # ---------------------------------------------------------------------------- what every judge reward shares
-def endpoint(base_url, model, api_key_env, reward_router_address, reward_model_tokenizer) -> tuple | None:
-    """``(url, model, api_key_env)`` of the judge: ``base_url`` (+ ``model``, default ``DEFAULT_REMOTE_MODEL``), else
-    verl's reward router with the served model's name (never the API key: the router is local); None: neither."""
-    if base_url:
-        return base_url, model or DEFAULT_REMOTE_MODEL, api_key_env
-    if not reward_router_address:
-        return None
-    name = model or getattr(reward_model_tokenizer, "name_or_path", None)
-    if not name:
-        raise JudgeConfigError(
-            f"judge configuration error: reward_router_address {reward_router_address!r} given but no model name. "
-            "Likely fix: set `model` to the served model, or pass reward_model_tokenizer "
-            "(verl does when reward.reward_model.enable=True)"
-        )
-    return reward_router_address, name, None
-
-
-def _plain(value: Any) -> Any:
-    """Hydra/OmegaConf containers (reward_kwargs values) -> plain dicts/lists for JSON."""
-    try:
-        from omegaconf import OmegaConf
-
-        if OmegaConf.is_config(value):
-            return OmegaConf.to_container(value, resolve=True)
-    except ImportError:  # pragma: no cover - omegaconf ships with verl
-        pass
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    return value
-
-
-def client_options(opt: Mapping, timeout: object, max_retries: object) -> dict:
-    """``JudgeClient``'s settings from the options (its constructor checks them)."""
-    keys = ("deadline", "max_concurrency", "temperature", "max_tokens", "cache_size", "cache_ttl", "max_response_bytes")
-    extra_body = _plain(opt["extra_body"]) or None
-    return dict(timeout=timeout, max_retries=max_retries, extra_body=extra_body, **{k: opt[k] for k in keys})
-
-
 #: the process-wide clients, one per configuration (same config -> same pool, cache, sessions); oldest first
 CLIENTS: dict[tuple, JudgeClient] = {}
 _CLIENTS_LOCK = threading.Lock()

@@ -12,6 +12,7 @@ model-output problems; it raises ``ValueError`` for an invalid option (``check_o
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Mapping
@@ -22,25 +23,13 @@ from reward_fns.judge_client import JudgeClient
 from reward_fns.judge_errors import JudgeConfigError
 from reward_fns.judge_metrics import ACCEPT_AT
 from reward_fns.judge_options import Mode, PointwiseSettings, combine, fallback_value
-from reward_fns.judge_service import DEFAULT_REMOTE_MODEL, Case, defuse, get_client, log_failure, probe_index
+from reward_fns.judge_service import Case, log_failure, probe_index
 from reward_fns.parse import FINAL_OK, final_answer
 from reward_fns.verdicts import POINTWISE
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "compute_score",
-    "check_options",
-    "build_messages",
-    "canary",
-    "get_client",
-    "probe_index",
-    "defuse",
-    "KEYS",
-    "DEFAULTS",
-    "DEFAULT_REMOTE_MODEL",
-    "JudgeConfigError",
-]
+__all__ = ["compute_score", "check_options", "build_messages", "canary", "KEYS", "DEFAULTS", "JudgeConfigError"]
 
 #: every sample's keys, in this order (README_llm_judge.md, "Returned keys")
 KEYS = (
@@ -73,9 +62,10 @@ def check_options(**kwargs: Any) -> list[str]:
     return PointwiseSettings.problems(kwargs)
 
 
-async def canary(client: JudgeClient, case: Case, k: int, settings: PointwiseSettings) -> dict:
-    """Grade canary probe ``k`` (``reward_fns.canaries``) for this case's question: its ``canary_*`` keys."""
-    made = canaries.probe(case.reference_answer, k) if case.reference_answer is not None else None
+async def canary(client: JudgeClient, case: Case, k: int | None, settings: PointwiseSettings) -> dict:
+    """Grade canary probe ``k`` (``reward_fns.canaries``; None: none) for this case's question: its ``canary_*``
+    keys."""
+    made = canaries.probe(case.reference_answer, k) if None not in (k, case.reference_answer) else None
     if made is None:
         return {}
     text, right = made
@@ -86,9 +76,6 @@ async def canary(client: JudgeClient, case: Case, k: int, settings: PointwiseSet
     if right:
         return {"canary_right": 1.0, "canary_right_rejected": float(not accepted)}
     return {"canary_wrong": 1.0, "canary_wrong_accepted": float(accepted)}
-
-
-_skipped_said = False
 
 
 def _unjudged(solution_str: object, ground_truth: object, s: PointwiseSettings) -> dict:
@@ -117,14 +104,10 @@ def _rule_decides(out: dict, solution_str: object, s: PointwiseSettings) -> bool
     return False
 
 
-def _no_endpoint(out: dict) -> dict:
-    """The fallback score without a judge to ask (said once a process)."""
-    global _skipped_said
-    if not _skipped_said:
-        _skipped_said = True
-        logger.warning("llm_judge: no base_url and no reward_router_address (validation?): using the fallback")
-    out["judge_skipped"] = 1.0
-    return out
+@functools.cache
+def _say_no_endpoint() -> None:
+    """Said once a process: no judge to ask, the fallback score."""
+    logger.warning("llm_judge: no base_url and no reward_router_address (validation?): using the fallback")
 
 
 async def _ask(out: dict, client: JudgeClient, case: Case, k: int | None, s: PointwiseSettings):
@@ -132,13 +115,9 @@ async def _ask(out: dict, client: JudgeClient, case: Case, k: int | None, s: Poi
     it (None: none); the call's keys and the probe's into ``out``."""
     started = time.perf_counter()
     asked = judge_service.ask(client, POINTWISE, case, case.answers, **s.prompt_options)
-    if k is not None:
-        answer, probed = await asyncio.gather(asked, canary(client, case, k, s))
-        out.update(probed)
-    else:
-        answer = await asked
-    out.update(judge_seconds=time.perf_counter() - started, judge_attempts=float(answer.attempts))
-    out["judge_cached"] = 1.0 if answer.cached else 0.0
+    answer, probed = await asyncio.gather(asked, canary(client, case, k, s))
+    out.update(probed, judge_seconds=time.perf_counter() - started, judge_attempts=float(answer.attempts))
+    out["judge_cached"] = float(answer.cached)
     return answer
 
 
@@ -198,7 +177,8 @@ async def compute_score(
         return out
     client = s.client(reward_router_address, reward_model_tokenizer)
     if client is None:
-        return _no_endpoint(out)
+        _say_no_endpoint()
+        return {**out, "judge_skipped": 1.0}
     case = Case.of((solution_str,), ground_truth, extra_info)
     answer = await _ask(out, client, case, probe_index(solution_str, ground_truth, s.canary_every), s)
     return _failed(out, answer, client.url, s) if answer.failure else _verdict(out, answer, s)

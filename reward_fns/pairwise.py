@@ -38,11 +38,5 @@ def compute_score(
     parsed = parse_choice(solution_str)
     if not parsed.ok:
         return {"score": penalty, "acc": 0.0, "pred_a": 0.0, "label_a": label_a, "format_ok": 0.0}
-    correct = 1.0 if parsed.value == label else 0.0
-    return {
-        "score": correct,
-        "acc": correct,
-        "pred_a": 1.0 if parsed.value == "A" else 0.0,
-        "label_a": label_a,
-        "format_ok": 1.0,
-    }
+    correct, pred_a = float(parsed.value == label), float(parsed.value == "A")
+    return {"score": correct, "acc": correct, "pred_a": pred_a, "label_a": label_a, "format_ok": 1.0}

@@ -29,33 +29,13 @@ from reward_fns.parse import normalize_number, normalize_text, reference_answer
 from reward_fns.verdicts import PAIRWISE
 from reward_fns.win_rates import FAILED, REFUSED, SCHEMES, comparisons, final_of, win_rates
 
-__all__ = ["compute_score", "score_group", "build_messages", "check_options", "decides", "KEYS"]
-
-CANARY_KEYS = canaries.KEYS
 GROUP_STATS = ("flip_rate", "tie_rate", "cycle_rate", "calls")  # a tournament's, on each row as judge_group_<stat>
 KEYS = (
     *"score judge_wins judge_flip judge_tie judge_parse_fail judge_error judge_fallback judge_abstained rule_score "
     "judge_calls judge_seconds judge_cycle judge_guarded".split(),
-    *CANARY_KEYS,
+    *canaries.KEYS,
 )
 DEFAULTS = PairwiseSettings.defaults()  # the knobs' defaults (a view of PairwiseSettings)
-
-
-def build_messages(
-    response_a: object,
-    response_b: object,
-    ground_truth: object = None,
-    extra_info: Mapping | None = None,
-    *,
-    prompt: str = PairwiseSettings.prompt,
-    prompt_version: str = PairwiseSettings.prompt_version,
-    max_response_chars: int = PairwiseSettings.max_response_chars,
-) -> list[dict]:
-    """The judge's messages for one comparison (``judge_service.messages`` for the pairwise kind: both responses
-    defused alike, so neither position is marked)."""
-    case = Case.of((response_a, response_b), ground_truth, extra_info)
-    shown = dict(prompt=prompt, prompt_version=prompt_version, max_response_chars=max_response_chars)
-    return judge_service.messages(PAIRWISE, case, case.answers, **shown)
 
 
 def check_options(**kwargs: Any) -> list[str]:

@@ -56,30 +56,34 @@ class Parsed:
     reason: str
 
 
-def strip_think(text: str) -> str | None:
-    """Remove think blocks (nested ones included, see rule 1); ``None`` if one is never closed.
-
-    One pass over the ``<think>``/``</think>`` tokens with a depth counter, so the time is linear in
-    the length of ``text`` whatever the nesting.
-    """
-    if "<think>" not in text:
-        return text
-    kept: list[str] = []
-    depth = 0
-    start = 0  # where the text outside every block resumes
+def _think_blocks(text: str) -> tuple[list[str], list[str], bool]:
+    """The contents of the outermost think blocks (rule 1), the text outside them and whether every block closed (one
+    never closed runs to the end of the text). One pass over the ``<think>``/``</think>`` tokens with a depth
+    counter, so the time is linear in the length of ``text`` whatever the nesting."""
+    inside: list[str] = []
+    outside: list[str] = []
+    depth = start = 0
     for m in _THINK_TOKEN.finditer(text):
         if m.group() == "<think>":
             if depth == 0:
-                kept.append(text[start : m.start()])
+                outside.append(text[start : m.start()])
+                start = m.end()
             depth += 1
         elif depth:  # a closer with no open block is plain text: it stays in the current segment
             depth -= 1
             if depth == 0:
+                inside.append(text[start : m.start()])
                 start = m.end()
-    if depth:
-        return None
-    kept.append(text[start:])
-    return "".join(kept)
+    (inside if depth else outside).append(text[start:])
+    return inside, outside, not depth
+
+
+def strip_think(text: str) -> str | None:
+    """Remove think blocks (nested ones included, see rule 1); ``None`` if one is never closed."""
+    if "<think>" not in text:
+        return text
+    _inside, outside, closed = _think_blocks(text)
+    return "".join(outside) if closed else None
 
 
 def _tag_patterns(tag: str) -> tuple[str, str, re.Pattern]:
@@ -160,9 +164,7 @@ def normalize_number(s: object) -> Decimal | None:
         return Decimal(repr(s)) if s == s and abs(s) != float("inf") else None
     if not isinstance(s, str):
         return None
-    t = s.strip().replace("$", "")
-    if t.endswith("."):
-        t = t[:-1]
+    t = s.strip().replace("$", "").removesuffix(".")
     if "," in t:  # a thousands separator only between groups of three: "1,234" is 1234, "1,8" is no number
         if not re.fullmatch(r"-?\d{1,3}(?:,\d{3})+(?:\.\d*)?", t, re.ASCII):
             return None
@@ -197,27 +199,12 @@ def last_number(text: object) -> str | None:
 
 def split_think(text: str) -> tuple[str, str]:
     """``(thinking, rest)``: the contents of the outermost think blocks (rule 1) and the text outside them, each
-    joined by newlines; a block never closed runs to the end of the text. One linear pass, as ``strip_think``.
+    joined by newlines; a block never closed runs to the end of the text.
 
     >>> split_think("a<think>b<think>c</think>d</think>e<think>f")
     ('b<think>c</think>d\\nf', 'a\\ne')
     """
-    inside: list[str] = []
-    outside: list[str] = []
-    depth = 0
-    start = 0
-    for m in _THINK_TOKEN.finditer(text):
-        if m.group() == "<think>":
-            if depth == 0:
-                outside.append(text[start : m.start()])
-                start = m.end()
-            depth += 1
-        elif depth:
-            depth -= 1
-            if depth == 0:
-                inside.append(text[start : m.start()])
-                start = m.end()
-    (inside if depth else outside).append(text[start:])
+    inside, outside, _closed = _think_blocks(text)
     return "\n".join(inside), "\n".join(outside)
 
 
@@ -297,11 +284,6 @@ _OTHER_DIGIT = re.compile(r"(?![0-9])\d")  # a decimal digit of another script: 
 FINAL_OK, FINAL_NONE, FINAL_CONFLICT = "ok", "none", "conflict"
 
 
-def ascii_digits(text: str) -> str:
-    """``text`` with every Unicode decimal digit written as its ASCII digit (``١٨`` and ``１８`` -> ``18``)."""
-    return _OTHER_DIGIT.sub(lambda m: str(unicodedata.decimal(m.group(0))), text)
-
-
 # invisible characters: soft hyphen, Mongolian vowel separator, zero-width spaces and joiners, direction marks, line
 # and paragraph separators, word joiner and invisible operators, byte-order mark
 _INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u2028\u2029\u2060-\u2064\ufeff]")
@@ -325,7 +307,8 @@ def normalize_text(text: object) -> str:
     """
     if not isinstance(text, str):
         return ""
-    return _MINUS.sub("-", ascii_digits(_INVISIBLE.sub("", unicodedata.normalize("NFKC", text))))
+    text = _INVISIBLE.sub("", unicodedata.normalize("NFKC", text))
+    return _MINUS.sub("-", _OTHER_DIGIT.sub(lambda m: str(unicodedata.decimal(m[0])), text))
 
 
 # after a last "#### N" line: a computation (an operator between two numbers: "Check: 18 - 8 = 10") is working; a
@@ -452,8 +435,19 @@ def reference_answer(reference: object, ground_truth: object = None) -> str | No
     trailing period are dropped (``"$1,234."`` -> ``"1,234"``). Data prep's warm-start rationale
     (``data_prep.judge_sft``) writes the same string, so what the judge is shown is what it learns to copy.
     """
-    for token in (hash_answer(reference), ground_truth if normalize_number(ground_truth) is not None else None):
-        if token is not None and normalize_number(token) is not None:
-            t = str(token).replace("$", "").strip()
-            return t[:-1] if t.endswith(".") else t
+    for token in (hash_answer(reference), ground_truth):
+        if normalize_number(token) is not None:
+            return shown(token)
     return None
+
+
+def shown(token: object) -> str:
+    """A final answer as a judge prompt or a rationale writes it: ``none`` when missing, without ``$`` or a trailing
+    period.
+
+    >>> shown("$72."), shown(None)
+    ('72', 'none')
+    """
+    if token is None:
+        return "none"
+    return str(token).replace("$", "").strip().removesuffix(".")

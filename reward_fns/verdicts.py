@@ -21,24 +21,12 @@ from typing import Any
 from reward_fns import judge_metrics, pairwise, pointwise
 from reward_fns._labels import choice_label, score_label
 from reward_fns.guard import guard, pair_guard
-from reward_fns.parse import Parsed, last_number, numbers_equal, parse_choice, parse_score, reference_answer
+from reward_fns.parse import Parsed, last_number, numbers_equal, parse_choice, parse_score, reference_answer, shown
 from reward_fns.prompts import load
 
 
 class NoTarget(ValueError):
     """A labelled row that cannot get a warm-start answer; ``args[0]`` is the reason counted in data prep's summary."""
-
-
-def shown(token: str | None) -> str:
-    """A final answer as a rationale writes it: ``none`` when missing, without ``$`` or a trailing period.
-
-    >>> shown("$72."), shown(None)
-    ('72', 'none')
-    """
-    if token is None:
-        return "none"
-    t = token.replace("$", "").strip()
-    return t[:-1] if t.endswith(".") else t
 
 
 def _shows_reference(prompt_id: str) -> bool:
@@ -47,10 +35,6 @@ def _shows_reference(prompt_id: str) -> bool:
         return "reference" in load(name, version).fields()
     except (FileNotFoundError, ValueError):
         raise NoTarget("unknown_prompt") from None
-
-
-def _no_note(overall: Mapping) -> str | None:
-    return None
 
 
 def _verification_note(ov: Mapping) -> str | None:
@@ -68,22 +52,6 @@ def _both_orders_note(ov: Mapping) -> str | None:
     if ov["pairs_both_orders"]:
         return None
     return "No pair appears in both orders (extra_info.pair_id), so flip rate and pair accuracy are n/a."
-
-
-def _pointwise_grounding(reply: str, value: object, responses: Sequence[object], reference: str | None) -> str | None:
-    return guard(reply, responses[0], reference)
-
-
-def _pairwise_grounding(reply: str, value: object, responses: Sequence[object], reference: str | None) -> str | None:
-    return pair_guard(reply, responses[0], responses[1], reference, choice=value)
-
-
-def _pays_above_0(value: object) -> bool:
-    return value > 0
-
-
-def _every_verdict(value: object) -> bool:
-    return True
 
 
 def _pointwise_target(extra: Mapping, label: object) -> str:
@@ -130,8 +98,12 @@ class Verdict:
     compare_keys: tuple[str, ...]  # what a before/after comparison of evaluations shows
     report_keys: tuple[str, ...]  # the evaluator's report.md table
     # the evaluator's report.md around its tables (each None / () where the kind has nothing to add):
-    summary: Callable[[Mapping], str | None] = _no_note  # a sentence under the overall table, from its metrics
-    caveat: Callable[[Mapping], str | None] = _no_note  # a sentence after the failures, from the overall metrics
+    summary: Callable[[Mapping], str | None] = lambda overall: (
+        None
+    )  # a sentence under the overall table, from its metrics
+    caveat: Callable[[Mapping], str | None] = lambda overall: (
+        None
+    )  # a sentence after the failures, from the overall metrics
     values: tuple = ()  # the verdicts in order: the columns of the confusion matrix (metrics' "confusion")
     # (reply, its verdict as parse read it, the responses judged, the reference answer or None) -> what is wrong with
     # an accepting verdict (reward_fns.guard: a problem voids the verdict), None when it holds; None: no guard
@@ -141,7 +113,7 @@ class Verdict:
     # even where the prompt shows none; whether the question and reference solution are defused of look-alike tags
     # like the responses (pointwise: shown as they are, as its judges were trained)
     responses: tuple[str, ...] = ("response",)
-    pays: Callable[[object], bool] = _every_verdict
+    pays: Callable[[object], bool] = lambda value: True
     reference_always: bool = False
     defuse_context: bool = True
 
@@ -169,8 +141,8 @@ POINTWISE = Verdict(
     report_keys=("n", "exact", "within1", "mae", "exact_parsed", "within1_parsed", "mean_pred", "mean_label"),
     summary=_verification_note,
     values=judge_metrics.SCORES,
-    grounding=_pointwise_grounding,
-    pays=_pays_above_0,
+    grounding=lambda reply, value, responses, reference: guard(reply, responses[0], reference),
+    pays=lambda value: value > 0,
     reference_always=True,
     defuse_context=False,
 )
@@ -186,20 +158,13 @@ PAIRWISE = Verdict(
     target=_pairwise_target,
     metrics=judge_metrics.pairwise_metrics,
     compare_keys=("accuracy", "pair_accuracy", "flip_rate", "a_share", "parse_fail_rate", "n"),
-    report_keys=(
-        "n",
-        "accuracy",
-        "accuracy_parsed",
-        "pair_accuracy",
-        "flip_rate",
-        "a_share",
-        "label_a_share",
-        "pairs_both_orders",
-        "pairs_compared",
-    ),
+    report_keys=("n", "accuracy", "accuracy_parsed", "pair_accuracy", "flip_rate", "a_share", "label_a_share")
+    + ("pairs_both_orders", "pairs_compared"),
     caveat=_both_orders_note,
     values=("A", "B"),
-    grounding=_pairwise_grounding,
+    grounding=lambda reply, value, responses, reference: pair_guard(
+        reply, responses[0], responses[1], reference, choice=value
+    ),
     responses=("response_a", "response_b"),
 )
 #: every kind by name; ``detect`` tries them in this order (an A/B label is no 0-4 score, and no score is A/B)
@@ -223,21 +188,14 @@ def detect(labels: Sequence[object]) -> Verdict:
     ('pairwise', 'pointwise')
     """
     for v in KINDS.values():
-        try:
-            for gt in labels:
-                v.label(gt)
+        if all(_reads(v, gt) for gt in labels):
             return v
-        except ValueError:
-            continue
     kinds = [f"{v.labels_are} ({v.name})" for v in KINDS.values()]
     for i, gt in enumerate(labels):
         if not any(_reads(v, gt) for v in KINDS.values()):
             raise ValueError(f"row {i + 1}: reward_model.ground_truth {gt!r} is neither {' nor '.join(kinds)}")
-    raise ValueError(
-        "reward_model.ground_truth mixes "
-        + " and ".join(f"{v.name} ({v.labels_are})" for v in KINDS.values())
-        + " labels"
-    )
+    mixed = " and ".join(f"{v.name} ({v.labels_are})" for v in KINDS.values())
+    raise ValueError(f"reward_model.ground_truth mixes {mixed} labels")
 
 
 def _reads(v: Verdict, gt: object) -> bool:

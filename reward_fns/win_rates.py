@@ -23,8 +23,6 @@ from decimal import Decimal
 
 from reward_fns.parse import FINAL_OK, final_answer
 
-__all__ = ["FAILED", "REFUSED", "SCHEMES", "comparisons", "win_rates", "final_of"]
-
 SCHEMES = ("circular", "all_pairs")
 FAILED, REFUSED = "failed", "refused"  # a comparison's outcome besides "A", "B" and None (no verdict in the reply)
 

@@ -16,6 +16,7 @@ from functools import lru_cache
 
 PROMPT_DIR = os.path.dirname(os.path.abspath(__file__))
 _SECTION = re.compile(r"^<<<(system|user)>>>[ \t]*\n", re.MULTILINE)
+_FIELD = string.Template.pattern
 
 
 @dataclass(frozen=True)
@@ -30,13 +31,8 @@ class PromptTemplate:
         return f"{self.name}.{self.version}"
 
     def fields(self) -> set[str]:
-        found = set()
-        for part in (self.system or "", self.user):
-            for m in string.Template.pattern.finditer(part):
-                name = m.group("named") or m.group("braced")
-                if name:
-                    found.add(name)
-        return found
+        found = (m["named"] or m["braced"] for p in (self.system or "", self.user) for m in _FIELD.finditer(p))
+        return {name for name in found if name}
 
     def render(self, **values: str) -> list[dict]:
         """Chat messages for ``values``; KeyError names any missing field, extra fields are an error too."""
@@ -44,11 +40,8 @@ class PromptTemplate:
         extra = values.keys() - self.fields()
         if missing or extra:
             raise KeyError(f"template {self.id}: missing fields {sorted(missing)}, unexpected {sorted(extra)}")
-        msgs = []
-        if self.system:
-            msgs.append({"role": "system", "content": string.Template(self.system).substitute(values)})
-        msgs.append({"role": "user", "content": string.Template(self.user).substitute(values)})
-        return msgs
+        parts = (("system", self.system), ("user", self.user))
+        return [{"role": r, "content": string.Template(t).substitute(values)} for r, t in parts if t or r == "user"]
 
 
 @lru_cache(maxsize=None)
@@ -57,11 +50,8 @@ def load(name: str, version: str = "v1") -> PromptTemplate:
     if not os.path.exists(path):
         avail = sorted(f[:-4] for f in os.listdir(PROMPT_DIR) if f.endswith(".txt"))
         raise FileNotFoundError(f"no prompt template {name}.{version} in {PROMPT_DIR}; available: {avail}")
-    text = open(path, encoding="utf-8").read()
-    parts = _SECTION.split(text)
-    sections: dict[str, str] = {}
-    for i in range(1, len(parts) - 1, 2):
-        sections[parts[i]] = parts[i + 1].strip("\n")
+    parts = _SECTION.split(open(path, encoding="utf-8").read())
+    sections = dict(zip(parts[1::2], (part.strip("\n") for part in parts[2::2])))
     if "user" not in sections:
         raise ValueError(f"{path}: needs a <<<user>>> section")
     return PromptTemplate(name, version, sections.get("system"), sections["user"])
@@ -70,34 +60,11 @@ def load(name: str, version: str = "v1") -> PromptTemplate:
 #: The one list of look-alike tags defused in untrusted text before it is placed in a judge prompt
 #: (import it, never keep a copy): the verdict and reasoning format,
 #: every delimiter our templates use, and chat-role words.
-NEUTRALIZED_TAGS = (
-    "score",
-    "think",
-    "answer",
-    "better",
-    "candidate",
-    "reference",
-    "problem",
-    "question",
-    "query",
-    "response",
-    "response_a",
-    "response_b",
-    "solution",
-    "system",
-    "user",
-    "assistant",
-    "instruction",
-    "instructions",
+NEUTRALIZED_TAGS = tuple(
+    "score think answer better candidate reference problem question query response response_a response_b solution "
+    "system user assistant instruction instructions "
     # chat templates' own markers written as tags: Gemma's turns, Llama 2's </s>, ChatML's words
-    "start_of_turn",
-    "end_of_turn",
-    "s",
-    "bos",
-    "eos",
-    "im_start",
-    "im_end",
-    "eot_id",
+    "start_of_turn end_of_turn s bos eos im_start im_end eot_id".split()
 )
 
 _TAG_LIKE = re.compile(r"<\s*(/?)\s*([A-Za-z_][\w-]*)\s*>")
@@ -106,10 +73,4 @@ _TAG_LIKE = re.compile(r"<\s*(/?)\s*([A-Za-z_][\w-]*)\s*>")
 def neutralize(text: str, tags: tuple[str, ...]) -> str:
     """Replace ``<tag>``/``</tag>`` (any case, inner spaces) for ``tags`` with ``‹tag›``/``‹/tag›``."""
     wanted = {t.lower() for t in tags}
-
-    def repl(m: re.Match) -> str:
-        if m.group(2).lower() in wanted:
-            return f"\u2039{m.group(1)}{m.group(2)}\u203a"
-        return m.group(0)
-
-    return _TAG_LIKE.sub(repl, text)
+    return _TAG_LIKE.sub(lambda m: f"\u2039{m[1]}{m[2]}\u203a" if m[2].lower() in wanted else m[0], text)

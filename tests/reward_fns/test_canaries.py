@@ -8,9 +8,9 @@ from decimal import Decimal
 
 import pytest
 
-from reward_fns import canaries, llm_judge
+from reward_fns import canaries, judge_service, llm_judge
 from reward_fns.judge_options import PointwiseSettings
-from reward_fns.judge_service import Case
+from reward_fns.judge_service import Case, probe_index
 from reward_fns.parse import FINAL_OK, final_answer
 from tests.doubles.fake_openai import FakeOpenAIServer
 
@@ -55,10 +55,10 @@ def test_every_probe_states_the_answer_it_should():
 
 
 def test_about_one_sample_in_every_carries_a_probe():
-    hits = [llm_judge.probe_index(f"#### {i}", "72", 20) for i in range(20000)]
+    hits = [probe_index(f"#### {i}", "72", 20) for i in range(20000)]
     assert 900 < sum(h is not None for h in hits) < 1100
-    assert llm_judge.probe_index("#### 5", "72", 20) == llm_judge.probe_index("#### 5", "72", 20)  # the same sample
-    assert all(llm_judge.probe_index(f"#### {i}", "72", 0) is None for i in range(100))
+    assert probe_index("#### 5", "72", 20) == probe_index("#### 5", "72", 20)  # the same sample
+    assert all(probe_index(f"#### {i}", "72", 0) is None for i in range(100))
 
 
 @pytest.mark.parametrize("grounded, wrong_paid, right_unpaid", [(True, 0, 0), (False, 6, 0)])
@@ -68,7 +68,7 @@ def test_a_judge_that_copies_the_reference(grounded, wrong_paid, right_unpaid):
     settings = PointwiseSettings.of({"grounded": grounded})
     got = {"canary_wrong_accepted": 0.0, "canary_right_rejected": 0.0, "canary_wrong": 0.0, "canary_right": 0.0}
     with FakeOpenAIServer(reply=lambda body: COPY) as srv:
-        client = llm_judge.get_client(srv.base_url, "judge", api_key_env=None, timeout=5.0, max_retries=0)
+        client = judge_service.get_client(srv.base_url, "judge", api_key_env=None, timeout=5.0, max_retries=0)
         for k in range(len(canaries.PROBES)):
             out = asyncio.run(llm_judge.canary(client, Case.of((), "72", INFO), k, settings))
             for key, v in out.items():
@@ -82,7 +82,7 @@ def test_a_judge_that_copies_the_reference(grounded, wrong_paid, right_unpaid):
 
 
 def test_a_sample_with_a_probe_carries_its_outcome():
-    solution = next(f"#### {i}" for i in range(10000) if llm_judge.probe_index(f"#### {i}", "72", 20) is not None)
+    solution = next(f"#### {i}" for i in range(10000) if probe_index(f"#### {i}", "72", 20) is not None)
     with FakeOpenAIServer(reply=lambda body: COPY) as srv:
         out = asyncio.run(
             llm_judge.compute_score(
@@ -140,7 +140,7 @@ def test_a_probe_is_accepted_from_verdict_3(verdict, wrong_paid, right_unpaid):
     reply = f"<think>Reference: 72. Candidate: 72. Same.</think><score>{verdict}</score>"
     got = {"canary_wrong_accepted": 0.0, "canary_right_rejected": 0.0}
     with FakeOpenAIServer(reply=lambda body: reply) as srv:
-        client = llm_judge.get_client(srv.base_url, "judge", api_key_env=None, timeout=5.0, max_retries=0)
+        client = judge_service.get_client(srv.base_url, "judge", api_key_env=None, timeout=5.0, max_retries=0)
         for k in range(len(canaries.PROBES)):
             out = asyncio.run(llm_judge.canary(client, Case.of((), "72", INFO), k, settings))
             for key in got:
@@ -152,7 +152,7 @@ def test_a_probe_is_accepted_from_verdict_3(verdict, wrong_paid, right_unpaid):
 def test_default_probe_rate_is_1_in_20(solution, requests):
     """Without ``canary_every``, a sample draws a probe at 1 in 20: ``#### 21`` draws one at 20 (not at 40),
     ``#### 0`` none."""
-    assert llm_judge.probe_index("#### 21", "72", 20) is not None and llm_judge.probe_index("#### 21", "72", 40) is None
+    assert probe_index("#### 21", "72", 20) is not None and probe_index("#### 21", "72", 40) is None
     with FakeOpenAIServer(reply=lambda body: COPY) as srv:
         kw = dict(base_url=srv.base_url, model="judge", api_key_env=None, timeout=5.0, max_retries=0)
         out = asyncio.run(llm_judge.compute_score("openai/gsm8k", solution, "72", INFO, **kw))

@@ -11,7 +11,8 @@ import pytest
 
 from reward_fns import gsm8k, judge_service
 from reward_fns.guard import guard, pair_guard
-from reward_fns.llm_judge import compute_score, defuse
+from reward_fns.judge_service import defuse
+from reward_fns.llm_judge import compute_score
 from tests.doubles.fake_openai import FakeOpenAIServer
 
 INFO = {"question": "Tom has 10 apples and buys 8 more. How many now?", "answer": "10 + 8 = 18\n#### 18"}

@@ -16,7 +16,7 @@ import openai
 import pytest
 
 from reward_fns.judge_client import JudgeClient
-from reward_fns.judge_errors import OUTCOMES, JudgeError, ReplyRefused, outcome, scrub_secrets
+from reward_fns.judge_errors import OUTCOMES, JudgeError, ReplyRefused, error_from, outcome, scrub_secrets
 from tests.doubles.fake_openai import FakeOpenAIServer
 
 QUICK = dict(retry_after_ms="10")  # the test server's 429/5xx replies ask for a retry after 10 ms
@@ -101,7 +101,7 @@ SDK_ERRORS = [
 )
 def test_sdk_exception_mapping(exc, error, expected):
     client = JudgeClient("http://judge/v1", "judge", timeout=5.0)
-    assert client.error_from(exc) == error
+    assert error_from(exc, client) == error
     assert outcome(error) == OUTCOMES[error.kind] == expected
     assert (client.config_error(error) is None) is (expected != "stop")
 
@@ -144,7 +144,7 @@ FAULT_ERRORS = [
 def test_fault_to_error(fault, expected):
     with FakeOpenAIServer(**QUICK) as srv:
         client = JudgeClient(srv.base_url, "judge", timeout=0.3, max_retries=1, max_response_bytes=2048, cache_size=0)
-        (res,) = client.run_batch([[{"role": "user", "content": f"FAULT:{fault}"}]])
+        res = asyncio.run(client.complete([{"role": "user", "content": f"FAULT:{fault}"}]))
     assert (res.error.kind, res.error.status, res.error.message, res.attempts) == expected
     assert res.text is None and client.stats["requests"] == expected[3]
 

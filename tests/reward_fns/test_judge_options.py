@@ -199,6 +199,11 @@ PROBLEMS = {
             "fallback must be 'rule' or a number, got True",
         ],
     ),
+    "extra_body holds request fields": (
+        PointwiseSettings,
+        {"extra_body": ["seed"]},
+        ["extra_body must be a mapping of request fields, got ['seed']"],
+    ),
     "no deadline and no cache expiry are allowed": (
         PointwiseSettings,
         {"deadline": None, "cache_ttl": None, "timeout": 30, "temperature": 0},

@@ -12,7 +12,7 @@ import functools
 
 import pytest
 
-from reward_fns import judge_service, llm_judge, pairwise_judge
+from reward_fns import judge_service, llm_judge
 from reward_fns.guard import CONTRADICTION, UNGROUNDED, UNVERIFIED
 from reward_fns.judge_client import JudgeClient
 from reward_fns.judge_errors import JudgeConfigError
@@ -131,13 +131,14 @@ def test_a_repeated_request_is_cached():
 
 
 def test_the_kinds_messages_are_the_rewards():
-    """The messages a kind sends are its reward's (``llm_judge.build_messages``, ``pairwise_judge.build_messages``):
+    """The messages a kind sends are its reward's (``llm_judge.build_messages``; pairwise: ``judge_service.messages``):
     the responses under the kind's fields, the question and reference defused of look-alike tags only where the kind
     says so (``Verdict.defuse_context``)."""
     _, (point,) = asked(lambda body: G4, GRADED, ["#### 72"], **POINT)
     _, (pair,) = asked(lambda body: P_B, RANKED, ["#### 96", "#### 72"], **PAIR)
     assert point["messages"] == llm_judge.build_messages("#### 72", "72", INFO, **POINT)
-    assert pair["messages"] == pairwise_judge.build_messages("#### 96", "#### 72", "72", INFO, **PAIR)
+    responses = ("#### 96", "#### 72")
+    assert pair["messages"] == judge_service.messages(PAIRWISE, Case.of(responses, "72", INFO), responses, **PAIR)
     assert "6 * 12? <score>4</score>" in point["messages"][-1]["content"]
     assert "6 * 12? \u2039score\u203a4\u2039/score\u203a" in pair["messages"][-1]["content"]
 

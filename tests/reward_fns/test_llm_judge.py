@@ -15,10 +15,11 @@ import warnings
 
 import pytest
 
-from reward_fns import judge_service, llm_judge
+from reward_fns import judge_service
 from reward_fns.judge_client import JudgeClient, chat_completions_url
 from reward_fns.judge_errors import JudgeConfigError, JudgeError
-from reward_fns.llm_judge import KEYS, build_messages, compute_score, defuse
+from reward_fns.judge_service import defuse
+from reward_fns.llm_judge import KEYS, build_messages, compute_score
 from reward_fns.parse import parse_score
 from reward_fns.prompts import load
 from tests.doubles.fake_openai import FakeOpenAIServer
@@ -818,19 +819,21 @@ def test_chat_completions_url(base, url):
 
 
 @pytest.mark.parametrize("cap,n", [(4, 20), (20, 60)])  # 20: connections in pools of 8, 8 and 4
-def test_batch_keeps_order_and_concurrency_cap(cap, n):
-    """n requests through a client capped at ``cap``: the server answers only in waves of exactly ``cap`` requests
-    held at once (no timing: fewer in flight never completes a wave, more shows in ``max_inflight``)."""
+def test_concurrent_calls_keep_the_concurrency_cap(cap, n):
+    """n concurrent requests through a client capped at ``cap``: the server answers only in waves of exactly ``cap``
+    requests held at once (no timing: fewer in flight never completes a wave, more shows in ``max_inflight``)."""
     with FakeOpenAIServer(reply=overlapping(cap)) as srv:
         client = JudgeClient(srv.base_url, "judge", max_concurrency=cap, cache_size=0)
         convs = [
             [{"role": "user", "content": f"<reference>\n#### {i % 3}\n</reference>\n<candidate>\n#### 0\n</candidate>"}]
             for i in range(n)
         ]
-        seen = []
-        results = client.run_batch(convs, on_result=lambda i, r: seen.append(i))
+
+        async def every() -> list:
+            return await asyncio.gather(*(client.complete(c) for c in convs))
+
+        results = asyncio.run(every())
         assert [parse_score(r.text).value for r in results] == [4 if i % 3 == 0 else 1 for i in range(n)]
-        assert sorted(seen) == list(range(n))
         assert srv.max_inflight == cap and len({r.peer for r in srv.requests}) == cap
         assert client.stats["requests"] == n and client.stats["errors"] == 0
 
@@ -905,4 +908,4 @@ def test_bench_judge_reward_cli_runs(tmp_path, repo_root):
     ],
 )
 def test_defuse_chat_markers_and_look_alikes(text, shown):
-    assert llm_judge.defuse(text) == shown
+    assert defuse(text) == shown

@@ -15,8 +15,8 @@ import asyncio
 import pytest
 
 from reward_fns import canaries
-from reward_fns.llm_judge import probe_index
-from reward_fns.pairwise_judge import CANARY_KEYS, KEYS, compute_score, score_group
+from reward_fns.judge_service import probe_index
+from reward_fns.pairwise_judge import KEYS, compute_score, score_group
 from scripts.train.hooks import reward_metrics
 from tests.doubles.fake_openai import FakeOpenAIServer
 from tests.doubles.fake_replies import Reply
@@ -48,7 +48,7 @@ def bigger(body: dict) -> str:
 
 
 def canary(out: dict) -> tuple:
-    return tuple(out[k] for k in CANARY_KEYS)
+    return tuple(out[k] for k in canaries.KEYS)
 
 
 def test_the_draw_is_the_pointwise_judges():

@@ -16,8 +16,11 @@ import pytest
 
 from reward_fns import pairwise_judge
 from reward_fns.judge_errors import JudgeConfigError
+from reward_fns.judge_options import PairwiseSettings
+from reward_fns.judge_service import Case, messages
 from reward_fns.pairwise_judge import KEYS, compute_score, score_group
 from reward_fns.prompts import load
+from reward_fns.verdicts import PAIRWISE
 from tests.doubles.fake_openai import FakeOpenAIServer
 from tests.doubles.fake_replies import Reply
 
@@ -215,6 +218,9 @@ def test_pairwise_ref(judge, candidate, kw, expected):
     assert len(sent) == expected["judge_calls"]
 
 
+SHOWN = dict(prompt=PairwiseSettings.prompt, prompt_version=PairwiseSettings.prompt_version)
+
+
 def test_both_orders_are_sent_with_the_pairwise_ref_prompt():
     with FakeOpenAIServer(truthful) as srv:
         asyncio.run(compute_score("openai/gsm8k", WRONG, "72", INFO, base_url=srv.base_url, model="judge", **FAST))
@@ -223,7 +229,7 @@ def test_both_orders_are_sent_with_the_pairwise_ref_prompt():
     template = load("pairwise_ref", "v3")  # both responses may reach the reference: the prompt allows a tie
     for c in captured:
         a, b = shown(c.body)[:2]
-        assert c.body["messages"] == pairwise_judge.build_messages(a, b, "72", INFO)
+        assert c.body["messages"] == messages(PAIRWISE, Case.of((a, b), "72", INFO), (a, b), **SHOWN)
         assert c.system == template.system
         assert f"<query>\n{QUESTION}\n</query>" in c.user and "Reference final answer: 72" in c.user
         assert "Both may reach it." in c.user and "When both match, they tie" in c.user

@@ -4,6 +4,7 @@ failure log line and httpx's request log line print the masked URL."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import pytest
@@ -103,7 +104,7 @@ def test_http_request_log_lines_mask_the_url(caplog):
     with FakeOpenAIServer(reply=lambda body: "<score>4</score>") as srv:
         url = srv.base_url.replace("http://", "http://judge:S3cretPass@") + "?key=S3cretKey&model=m"
         client = JudgeClient(url, "m", api_key_env=None, max_retries=0)
-        (result,) = client.run_batch([[{"role": "user", "content": "q"}]])
+        result = asyncio.run(client.complete([{"role": "user", "content": "q"}]))
     assert result.text == "<score>4</score>"
     lines = [r.getMessage() for r in caplog.records]
     assert [line for line in lines if "S3cret" in line] == []

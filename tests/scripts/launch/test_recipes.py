@@ -697,13 +697,13 @@ def test_each_default_is_written_once():
 
     import yaml
 
-    from reward_fns import llm_judge
+    from reward_fns import judge_service
     from reward_fns.judge_options import PointwiseSettings
 
     base = _leaves(yaml.safe_load(open(os.path.join(ROOT, "recipes", "base.yaml"))))
     judge = {f.name: f.default for f in dataclasses.fields(PointwiseSettings)}
     judge.update(reward_router_address=None, reward_model_tokenizer=None)  # verl's arguments: never in a config
-    judge["model"] = llm_judge.DEFAULT_REMOTE_MODEL
+    judge["model"] = judge_service.DEFAULT_REMOTE_MODEL
     repeated = []
     for recipe in RECIPES:
         leaves = _leaves(yaml.safe_load(open(os.path.join(ROOT, "recipes", recipe, "config.yaml"))))
