@@ -100,15 +100,9 @@ def run(p, cenv: dict, env, tee: Tee, log_file: str, start_tries: int = START_TR
         tee.port_taken = tee.stepped = False
         tee.tail = ""
         rc = run_local(p, dict(cenv), env, tee, log_file)  # its own copy: no Ray address of an earlier try
-        if (
-            rc == 0
-            or rc < 0
-            or rc >= 128
-            or not tee.port_taken
-            or tee.stepped
-            or stepped(p.metrics_file)
-            or attempt == start_tries
-        ):  # rc < 0 or >= 128: stopped by a signal, not a race
+        # a race: failed (rc < 0 or >= 128: stopped by a signal) on a taken port before any step
+        race = 0 < rc < 128 and tee.port_taken and not tee.stepped and not stepped(p.metrics_file)
+        if not race or attempt == start_tries:
             return rc
         say(
             "launch",
