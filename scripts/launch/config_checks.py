@@ -33,11 +33,22 @@ LEGACY_TOP_LEVEL = ("reward_model", "custom_reward_function", "sandbox_fusion")
 # Value ranges verl does not check itself (a negative GPU count or temperature, a memory share of 1.5
 # would otherwise start a run). (key, kind, None allowed, keys that must all be true for the rule to apply)
 COUNT, FRACTION, NON_NEGATIVE, POSITIVE = "count", "fraction", "non_negative", "positive"
-REQUIREMENT = {
-    COUNT: "an integer >= 1",
-    FRACTION: "a number in (0, 1]",
-    NON_NEGATIVE: "a number >= 0",
-    POSITIVE: "a number > 0",
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+
+#: kind -> (what a value must be, the test)
+RANGES = {
+    COUNT: ("an integer >= 1", _count),
+    FRACTION: ("a number in (0, 1]", lambda v: _number(v) and 0 < v <= 1),
+    NON_NEGATIVE: ("a number >= 0", lambda v: _number(v) and v >= 0),
+    POSITIVE: ("a number > 0", lambda v: _number(v) and v > 0),
 }
 _RM, _POOL = "reward.reward_model.enable", "reward.reward_model.enable_resource_pool"
 VALUE_RULES: tuple[tuple[str, str, bool, tuple[str, ...]], ...] = (
@@ -96,18 +107,17 @@ def check_override_keys(overrides: Sequence[str], allowed: Iterable[str] = ALLOW
 
 
 # ---------------------------------------------------------------------------------------------- recipe keys
-def leaf_keys(node, prefix: str = "") -> list[str]:
-    """Dotted paths of the leaves of a config (an empty mapping counts as a leaf), unresolved."""
+def leaves(node, prefix: str = "") -> dict:
+    """Dotted path -> value of the leaves of a config (an empty mapping counts as a leaf), unresolved."""
     from omegaconf import OmegaConf
 
     data = OmegaConf.to_container(node, resolve=False) if OmegaConf.is_config(node) else node
-    out = []
+    out = {}
     for k, v in data.items():
-        path = f"{prefix}{k}"
         if isinstance(v, dict) and v:
-            out += leaf_keys(v, path + ".")
+            out.update(leaves(v, f"{prefix}{k}."))
         else:
-            out.append(path)
+            out[f"{prefix}{k}"] = v
     return out
 
 
@@ -116,9 +126,9 @@ def schema_keys() -> frozenset:
     """Every key of verl's ppo_trainer config plus the ``verl_judge`` keys recipes/base.yaml declares."""
     from omegaconf import OmegaConf
 
-    keys = set(leaf_keys(compose([])))
+    keys = set(leaves(compose([])))
     base = OmegaConf.load(os.path.join(RECIPES, "base.yaml"))
-    keys |= {f"{PROJECT_SECTION}.{k}" for k in leaf_keys(base.get(PROJECT_SECTION) or {})}
+    keys |= {f"{PROJECT_SECTION}.{k}" for k in leaves(base.get(PROJECT_SECTION) or {})}
     return frozenset(keys)
 
 
@@ -126,7 +136,7 @@ def unknown_recipe_keys(cfg, recipe: str, allowed: Iterable[str] = ALLOWED_ADDIT
     """Keys a recipe's YAML files add that neither verl nor recipes/base.yaml define (typos)."""
     known, allowed = schema_keys(), tuple(allowed)
     errors = []
-    for key in leaf_keys(cfg):
+    for key in leaves(cfg):
         if key in known:
             continue
         if any(fnmatch.fnmatchcase(key, pat) or fnmatch.fnmatchcase(key, pat + ".*") for pat in allowed):
@@ -145,8 +155,8 @@ def resolution_errors(cfg) -> list[str]:
     value for a ``vj.*`` resolver); keys that only refer to such a key are not repeated."""
     from omegaconf import OmegaConf
 
-    errors, readers, tree = [], [], OmegaConf.to_container(cfg, resolve=False)
-    for key in leaf_keys(cfg):
+    errors, readers = [], []
+    for key, raw in leaves(cfg).items():
         try:
             OmegaConf.select(cfg, key)
         except Exception as e:
@@ -156,43 +166,18 @@ def resolution_errors(cfg) -> list[str]:
             if m:
                 msg = f"the environment variable {m.group(1)} is not set (set it, or pass {key}=...)"
             errors.append(f"{key}: {msg}")
-            raw = tree
-            for part in key.split("."):
-                raw = raw[part]
             if re.search(r"\$\{(oc\.env|vj\.)", str(raw)):
                 readers.append(errors[-1])
     return readers or errors
 
 
-def _number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
 def value_errors(cfg) -> list[str]:
     """Values out of range (``VALUE_RULES``), reward options and ``verl_judge`` settings refused; one message each."""
-    from omegaconf import OmegaConf
-
-    missing = object()
     errors = []
     for key, kind, optional, when in VALUE_RULES:
-        if not all(OmegaConf.select(cfg, w, default=None) is True for w in when):
-            continue
-        try:
-            v = OmegaConf.select(cfg, key, default=missing)
-        except Exception:  # an interpolation that does not resolve: verl's own checks report it
-            continue
-        if v is missing or (v is None and optional):
-            continue
-        if kind == COUNT:
-            ok = isinstance(v, int) and not isinstance(v, bool) and v >= 1
-        elif kind == FRACTION:
-            ok = _number(v) and 0 < v <= 1
-        elif kind == NON_NEGATIVE:
-            ok = _number(v) and v >= 0
-        else:
-            ok = _number(v) and v > 0
-        if not ok:
-            errors.append(f"{key}={v!r}: must be {REQUIREMENT[kind]}")
+        v, (requirement, ok) = _select(cfg, key), RANGES[kind]
+        if all(_select(cfg, w) is True for w in when) and not (v is None and optional) and not ok(v):
+            errors.append(f"{key}={v!r}: must be {requirement}")
     return (
         errors
         + reward_option_errors(cfg)
@@ -317,17 +302,8 @@ def watchdog_errors(cfg) -> list[str]:
     """``verl_judge.watchdog`` settings the stall watchdog refuses (``stall.settings_errors``: not a number > 0,
     ``startup_s`` under a few seconds, ``min_step_s`` above ``step_s``) and an enabled watchdog with no step source
     (``trainer.logger`` without ``console`` and ``file``)."""
-    from omegaconf import OmegaConf
-
-    try:
-        node = OmegaConf.select(cfg, "verl_judge.watchdog", default=None)
-        settings = OmegaConf.to_container(node, resolve=True) if node is not None else {}
-        loggers = OmegaConf.select(cfg, "trainer.logger", default=None)
-        loggers = OmegaConf.to_container(loggers, resolve=True) if OmegaConf.is_config(loggers) else loggers
-    except Exception:  # an interpolation that does not resolve: reported by resolution_errors
-        return []
-    errors = stall.settings_errors(settings)
-    return errors or stall.source_errors(settings, loggers)
+    settings = _select(cfg, "verl_judge.watchdog") or {}
+    return stall.settings_errors(settings) or stall.source_errors(settings, _select(cfg, "trainer.logger"))
 
 
 def batch_errors(cfg) -> list[str]:
@@ -369,11 +345,10 @@ def batch_errors(cfg) -> list[str]:
 # ---------------------------------------------------------------------------------------------- verl checks
 @contextlib.contextmanager
 def _quiet():
-    buf_out, buf_err = io.StringIO(), io.StringIO()
-    with warnings.catch_warnings():
+    out = io.StringIO()
+    with warnings.catch_warnings(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
         warnings.simplefilter("ignore")
-        with contextlib.redirect_stdout(buf_out), contextlib.redirect_stderr(buf_err):
-            yield buf_out
+        yield
 
 
 _BUILT: set = set()

@@ -22,18 +22,9 @@ _REMOTE = ("hdfs://", "s3://", "gs://", "http://", "https://")
 
 
 def _as_list(v) -> list:
-    if v is None:
-        return []
-    if isinstance(v, (list, tuple)):
-        return list(v)
-    try:
-        from omegaconf import ListConfig
+    from omegaconf import ListConfig
 
-        if isinstance(v, ListConfig):
-            return list(v)
-    except ImportError:
-        pass
-    return [v]
+    return [] if v is None else list(v) if isinstance(v, (list, tuple, ListConfig)) else [v]
 
 
 def _defines(py_file: str, name: str) -> bool:

@@ -118,19 +118,13 @@ def testbed(env) -> str:
     d = os.path.join(
         os.path.abspath(os.path.expanduser(env.get("DATA_DIR") or os.path.join(ROOT, "data"))), "word_problems"
     )
+    why = "GSM8K is neither given (GSM8K_DIR) nor reachable (the HF hub)"
+    say("launch", f"{why}: the word-problem testbed stands in for it ({d})", env)
     if not os.path.isfile(os.path.join(d, "test.jsonl")):
         from data_prep import word_problems
 
-        say(
-            "launch",
-            f"GSM8K is neither given (GSM8K_DIR) nor reachable (the HF hub): the word-problem testbed "
-            f"stands in for it ({d})",
-            env,
-        )
         if word_problems.main(["--out", d]) != 0:
             raise DefaultsError(f"could not build the word-problem testbed in {d}")
-    else:
-        say("launch", f"GSM8K is neither given nor reachable: the word-problem testbed in {d} stands in for it", env)
     return d
 
 
@@ -178,19 +172,8 @@ def data(
             f"this run asks for {source.name}: building it again",
             env,
         )
-    cmd = [
-        env.get("PYTHON") or sys.executable,
-        "-m",
-        module,
-        "--out",
-        d,
-        "--no-progress",
-        *source.args,
-        "--max-prompt-length",
-        str(max_prompt_length),
-        "--tokenizer",
-        tokenizer,
-    ]
+    cmd = [env.get("PYTHON") or sys.executable, "-m", module, "--out", d, "--no-progress", *source.args]
+    cmd += ["--max-prompt-length", str(max_prompt_length), "--tokenizer", tokenizer]
     say("launch", f"data ({kind}): building with: {shlex.join(cmd)}", env)
     if build:
         os.makedirs(d, exist_ok=True)

@@ -35,10 +35,6 @@ ENGINES = ("vllm", "cpu_judge")
 SERVER_DIED_EXIT = 4
 
 
-class JudgeServerError(services.ServiceError):
-    pass
-
-
 @dataclass
 class Server:
     proc: subprocess.Popen
@@ -54,6 +50,23 @@ class Server:
         return services.tail(self.log_path, n)
 
 
+def _whole(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+SECONDS = ("a number of seconds > 0", lambda v: (isinstance(v, float) or _whole(v)) and v > 0)
+COUNT = ("a whole number >= 1 or null", lambda v: _whole(v) and v >= 1)
+#: setting -> (what a value that is set must be, its test)
+SETTINGS = {
+    "start_timeout": SECONDS,
+    "wait_for_timeout": SECONDS,
+    "port": ("0 (a free port) or a port number", lambda v: _whole(v) and 0 <= v <= 65535),
+    "max_num_seqs": COUNT,
+    "kv_cache_memory_bytes": COUNT,
+    "max_model_len": COUNT,
+}
+
+
 def command(settings: dict, port: int, python: str = sys.executable) -> list[str]:
     """The server's command line from ``verl_judge.judge_server`` settings (a ValueError names a bad one)."""
     s = dict(settings)
@@ -62,17 +75,9 @@ def command(settings: dict, port: int, python: str = sys.executable) -> list[str
         raise ValueError(f"verl_judge.judge_server.engine must be one of {ENGINES}, got {engine!r}")
     if not model:
         raise ValueError("verl_judge.judge_server.model is empty: set reward.reward_model.model_path (or JUDGE_MODEL)")
-    for key in ("start_timeout", "wait_for_timeout"):
-        value = s.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
-            raise ValueError(f"verl_judge.judge_server.{key} must be a number of seconds > 0, got {value!r}")
-    port_value = s.get("port") or 0
-    if isinstance(port_value, bool) or not isinstance(port_value, int) or not 0 <= port_value <= 65535:
-        raise ValueError(f"verl_judge.judge_server.port must be 0 (a free port) or a port number, got {port_value!r}")
-    for key in ("max_num_seqs", "kv_cache_memory_bytes", "max_model_len"):
-        value = s.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ValueError(f"verl_judge.judge_server.{key} must be a whole number >= 1 or null, got {value!r}")
+    for key, (want, ok) in SETTINGS.items():
+        if s.get(key) is not None and not ok(s[key]):
+            raise ValueError(f"verl_judge.judge_server.{key} must be {want}, got {s[key]!r}")
     name = str(s.get("served_model_name") or "judge")
     common = ["--model", str(model), "--served-model-name", name, "--host", "127.0.0.1", "--port", str(port)]
     if engine == "cpu_judge":
@@ -80,17 +85,8 @@ def command(settings: dict, port: int, python: str = sys.executable) -> list[str
     mem = float(s.get("gpu_memory_utilization", 0.2))
     if not 0 < mem <= 1:
         raise ValueError(f"verl_judge.judge_server.gpu_memory_utilization must be in (0, 1], got {mem}")
-    cmd = [
-        python,
-        "-m",
-        "vllm.entrypoints.openai.api_server",
-        *common,
-        "--gpu-memory-utilization",
-        str(mem),
-        "--max-num-seqs",
-        str(int(s.get("max_num_seqs", 256))),
-        "--disable-uvicorn-access-log",
-    ]
+    cmd = [python, "-m", "vllm.entrypoints.openai.api_server", *common, "--gpu-memory-utilization", str(mem)]
+    cmd += ["--max-num-seqs", str(int(s.get("max_num_seqs", 256))), "--disable-uvicorn-access-log"]
     if s.get("kv_cache_memory_bytes"):
         cmd += ["--kv-cache-memory-bytes", str(int(s["kv_cache_memory_bytes"]))]
     if s.get("max_model_len"):
@@ -327,7 +323,7 @@ class Served:
             say("judge_server", f"the judge server starts once {path} exists (the judge is still being made)")
         while not os.path.exists(path):
             if time.time() - t0 > timeout:
-                raise JudgeServerError(
+                raise services.ServiceError(
                     f"{path} did not appear within {timeout:.0f}s (verl_judge.judge_server."
                     "wait_for_timeout): the stage that makes the judge did not finish"
                 )

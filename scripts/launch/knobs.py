@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import re
 import sys
 import threading
 from dataclasses import dataclass
@@ -37,113 +38,48 @@ class Knob:
     doc: str
 
 
-KNOBS: tuple[Knob, ...] = (
-    Knob(
-        "MODEL",
-        "config",
-        "path",
-        "policy model: Hugging Face folder or hub id (unset: SmolLM2-135M-Instruct, "
-        "materialised offline and cached by the launcher)",
-    ),
-    Knob("JUDGE_MODEL", "config", "path", "frozen judge of `gsm8k_local_judge` (unset: the policy model)"),
-    Knob(
-        "TRAIN_FILES",
-        "config",
-        "files",
-        "train parquet(s), comma-separated (unset: the recipe's default data, built by `data_prep`); set with "
-        "VAL_FILES, never alone",
-    ),
-    Knob(
-        "VAL_FILES",
-        "config",
-        "files",
-        "validation parquet(s) of the same task, comma-separated (unset: the recipe's default data); set with "
-        "TRAIN_FILES, never alone",
-    ),
-    Knob(
-        "REWARD_FN",
-        "config",
-        "path",
-        "reward function: a file (made absolute, or repo-relative for a Ray job) or "
-        "`pkg://module` (unset: the recipe's)",
-    ),
-    Knob("REWARD_FN_NAME", "config", "text", "function name in the reward file (unset: `compute_score`)"),
-    Knob("N_GPUS", "config", "text", "training GPUs per node (unset: 1)"),
-    Knob("NNODES", "config", "text", "nodes (unset: 1)"),
-    Knob(
-        "JUDGE_GPUS",
-        "config",
-        "text",
-        "`gsm8k_local_judge`: 0 (unset): the judge shares the training GPUs; N > 0: a judge pool of N GPUs on one node",
-    ),
-    Knob(
-        "JUDGE_BASE_URL",
-        "config",
-        "text",
-        "`gsm8k_api_judge`: OpenAI-compatible endpoint of the judge (unset: the OpenAI API)",
-    ),
-    Knob(
-        "NO_FLASH_ATTN",
-        "config",
-        "text",
-        "`1`: torch SDPA attention, no remove-padding; `0`: flash-attn; `auto` "
-        "(unset): `1` where `flash_attn` is not importable (decided where the trainer composes its config)",
-    ),
-    Knob("DATA_DIR", "launcher", "path", "where `data_prep` writes the default data (default `data/`)"),
-    Knob(
-        "GSM8K_DIR",
-        "launcher",
-        "path",
-        "folder with GSM8K `train.jsonl` / `test.jsonl` for the default data "
-        "(unset: `../shared/data/gsm8k` beside the checkout's folder when it is there, else the HF hub `openai/gsm8k`, "
-        "else, said in the plan, the synthetic word-problem testbed in `DATA_DIR/word_problems*_p<len>/`, "
-        "`data_source=word_problems`)",
-    ),
-    Knob(
-        "OUTPUT_DIR",
-        "launcher",
-        "path",
-        "run folder: `launch.log`, `launch.ray_head.log` (`launch.judge_server.log`), `metrics.jsonl` (verl's `file` "
-        "logger; an older file is renamed) (default `outputs/<trainer.project_name>/<trainer.experiment_name>`)",
-    ),
-    Knob(
-        "PYTHON",
-        "launcher",
-        "text",
-        "interpreter used as is, e.g. `python3` with verl + vLLM (unset: "
-        "`scripts/setup_env.sh`, gpu profile when `nvidia-smi` works)",
-    ),
-    Knob(
-        "DRY_RUN",
-        "launcher",
-        "text",
-        "`1` (`true`, `yes`, `on`): build data, check the composed config, print the "
-        "command, stop; `print`: print the plan as JSON only; `0` or unset: run; anything else is an error",
-    ),
-    Knob(
-        "RAY_ADDRESS",
-        "launcher",
-        "text",
-        "submit with `ray job submit --runtime-env runtime_env.yaml` to this "
-        "cluster (unset: a private local Ray head, stopped afterwards)",
-    ),
-    Knob("RUNTIME_ENV", "launcher", "path", "runtime env file for a Ray job (default `runtime_env.yaml`)"),
-    Knob("JOB_PYTHON", "launcher", "text", "interpreter of a Ray job's entrypoint on the cluster (default `python3`)"),
-    Knob(
-        "PASS_ENV",
-        "launcher",
-        "text",
-        "more variable NAMES (comma-separated) whose values a Ray job gets; always "
-        "passed when set: SWANLAB_API_KEY, HF_TOKEN, HUGGING_FACE_HUB_TOKEN, WANDB_API_KEY, OPENAI_API_KEY, the "
-        "judge key named by `reward_kwargs.api_key_env`",
-    ),
-    Knob(
-        "SWANLAB_API_KEY",
-        "launcher",
-        "text",
-        "set: `swanlab` is added to `trainer.logger` (unless `trainer.logger` is given as an argument)",
-    ),
-)
+#: One knob a row: name, where, kind, then its meaning, which goes on over the indented lines below it.
+_TABLE = """
+MODEL config path              policy model: Hugging Face folder or hub id (unset: SmolLM2-135M-Instruct,
+    materialised offline and cached by the launcher)
+JUDGE_MODEL config path        frozen judge of `gsm8k_local_judge` (unset: the policy model)
+TRAIN_FILES config files       train parquet(s), comma-separated (unset: the recipe's default data, built by
+    `data_prep`); set with VAL_FILES, never alone
+VAL_FILES config files         validation parquet(s) of the same task, comma-separated (unset: the recipe's default
+    data); set with TRAIN_FILES, never alone
+REWARD_FN config path          reward function: a file (made absolute, or repo-relative for a Ray job) or
+    `pkg://module` (unset: the recipe's)
+REWARD_FN_NAME config text     function name in the reward file (unset: `compute_score`)
+N_GPUS config text             training GPUs per node (unset: 1)
+NNODES config text             nodes (unset: 1)
+JUDGE_GPUS config text         `gsm8k_local_judge`: 0 (unset): the judge shares the training GPUs; N > 0: a judge
+    pool of N GPUs on one node
+JUDGE_BASE_URL config text     `gsm8k_api_judge`: OpenAI-compatible endpoint of the judge (unset: the OpenAI API)
+NO_FLASH_ATTN config text      `1`: torch SDPA attention, no remove-padding; `0`: flash-attn; `auto` (unset): `1`
+    where `flash_attn` is not importable (decided where the trainer composes its config)
+DATA_DIR launcher path         where `data_prep` writes the default data (default `data/`)
+GSM8K_DIR launcher path        folder with GSM8K `train.jsonl` / `test.jsonl` for the default data (unset:
+    `../shared/data/gsm8k` beside the checkout's folder when it is there, else the HF hub `openai/gsm8k`, else, said
+    in the plan, the synthetic word-problem testbed in `DATA_DIR/word_problems*_p<len>/`,
+    `data_source=word_problems`)
+OUTPUT_DIR launcher path       run folder: `launch.log`, `launch.ray_head.log` (`launch.judge_server.log`),
+    `metrics.jsonl` (verl's `file` logger; an older file is renamed) (default
+    `outputs/<trainer.project_name>/<trainer.experiment_name>`)
+PYTHON launcher text           interpreter used as is, e.g. `python3` with verl + vLLM (unset:
+    `scripts/setup_env.sh`, gpu profile when `nvidia-smi` works)
+DRY_RUN launcher text          `1` (`true`, `yes`, `on`): build data, check the composed config, print the command,
+    stop; `print`: print the plan as JSON only; `0` or unset: run; anything else is an error
+RAY_ADDRESS launcher text      submit with `ray job submit --runtime-env runtime_env.yaml` to this cluster (unset: a
+    private local Ray head, stopped afterwards)
+RUNTIME_ENV launcher path      runtime env file for a Ray job (default `runtime_env.yaml`)
+JOB_PYTHON launcher text       interpreter of a Ray job's entrypoint on the cluster (default `python3`)
+PASS_ENV launcher text         more variable NAMES (comma-separated) whose values a Ray job gets; always passed when
+    set: SWANLAB_API_KEY, HF_TOKEN, HUGGING_FACE_HUB_TOKEN, WANDB_API_KEY, OPENAI_API_KEY, the judge key named by
+    `reward_kwargs.api_key_env`
+SWANLAB_API_KEY launcher text  set: `swanlab` is added to `trainer.logger` (unless `trainer.logger` is given as an
+    argument)
+"""
+KNOBS: tuple[Knob, ...] = tuple(Knob(*row.split(None, 3)) for row in re.sub(r"\n\s+", " ", _TABLE.strip()).splitlines())
 BY_NAME = {k.name: k for k in KNOBS}
 
 

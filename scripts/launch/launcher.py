@@ -36,6 +36,7 @@ from scripts.launch import (
     config_checks,
     config_compose,
     defaults,
+    judge_server,
     knobs,
     local_run,
     preflight,
@@ -74,7 +75,7 @@ class Plan:
     log_file: str = ""
     key_env: str = ""
     runtime_env: dict | None = None  # job mode; includes secret values -> never print / write
-    services: dict[str, dict] = field(default_factory=dict)  # the services the config enables (local_run.SERVICES)
+    judge_server: dict | None = None  # verl_judge.judge_server when enabled (judge_server.planned)
     watchdog: dict | None = None  # verl_judge.watchdog when enabled (scripts/launch/stall.py)
 
 
@@ -105,31 +106,27 @@ def compose(recipe: str, overrides: list[str], env):
 
 def knob_sources(cfg, names) -> dict[str, str]:
     """Hydra key -> the knob its value reads (``${oc.env:NAME``), for the knobs in ``names``."""
-    from omegaconf import OmegaConf
+    return {
+        key: f"{name}={names[name]}"
+        for key, raw in config_checks.leaves(cfg).items()
+        if isinstance(raw, str)
+        for name in re.findall(r"oc\.env:([A-Z0-9_]+)", raw)
+        if name in names
+    }
 
-    out = {}
 
-    def walk(node, prefix):
-        for k, v in node.items():
-            if isinstance(v, dict):
-                walk(v, f"{prefix}{k}.")
-            elif isinstance(v, str):
-                for name in re.findall(r"oc\.env:([A-Z0-9_]+)", v):
-                    if name in names:
-                        out[f"{prefix}{k}"] = f"{name}={names[name]}"
-
-    walk(OmegaConf.to_container(cfg, resolve=False), "")
-    return out
+def refuse(errors: list[str], p: Plan, env, why: str) -> None:
+    """One ``CONFIG ERROR`` line per problem (naming the knob behind it), then the LaunchError ``why``."""
+    for msg in errors:
+        say("launch", f"CONFIG ERROR: {annotate(msg, p)}", env)
+    raise LaunchError(why)
 
 
 def check_values(cfg, p: Plan, env) -> None:
     with knobs.environ({**env, **p.knobs}):
-        errors = config_checks.resolution_errors(cfg)
-        errors = errors or config_checks.value_errors(cfg)
-    for msg in errors:
-        say("launch", f"CONFIG ERROR: {annotate(msg, p)}", env)
+        errors = config_checks.resolution_errors(cfg) or config_checks.value_errors(cfg)
     if errors:
-        raise LaunchError(f"{len(errors)} setting(s) out of range or unresolvable; nothing was started")
+        refuse(errors, p, env, f"{len(errors)} setting(s) out of range or unresolvable; nothing was started")
 
 
 def annotate(msg: str, p: Plan) -> str:
@@ -262,13 +259,10 @@ def read_config(p: Plan, cfg, env, given: set[str]) -> tuple[str, str, list[str]
         ):
             p.notes.append("NO_FLASH_ATTN=auto: flash_attn not importable here -> sdpa attention, no remove-padding")
         try:
-            for name, service in local_run.SERVICES.items():  # what the config asks to start beside training
-                settings = service.planned(cfg, env, job)
-                if settings is not None:
-                    p.services[name] = settings
-            p.watchdog = stall.planned(cfg)
+            p.judge_server = judge_server.planned(cfg, env, job)
         except ValueError as e:
             raise LaunchError(str(e)) from None
+        p.watchdog = stall.planned(cfg)
         project, experiment = str(cfg.trainer.project_name), str(cfg.trainer.experiment_name)
         return project, experiment, [str(x) for x in cfg.trainer.logger], str(cfg.trainer.default_local_dir)
 
@@ -341,15 +335,12 @@ def validate(p: Plan, env) -> None:
             cfg = verl_config.check(
                 p.overrides, paths="warn" if p.mode == "job" else "error", notes=notes, recipe=p.recipe_dir
             )
-            missing_key = preflight.api_key_errors(cfg, env)
-        if missing_key:
-            raise config_compose.ConfigError(missing_key)
+            errors = preflight.api_key_errors(cfg, env)
     except config_compose.ConfigError as e:
-        for msg in e.errors:
-            say("launch", f"CONFIG ERROR: {annotate(msg, p)}", env)
-        raise LaunchError(
-            f"the composed config does not pass the launcher's checks ({len(e.errors)} problem(s)); nothing was started"
-        ) from None
+        errors = e.errors
+    if errors:
+        why = f"the composed config does not pass the launcher's checks ({len(errors)} problem(s)); nothing was started"
+        refuse(errors, p, env, why)
     for n in notes:
         say("launch", f"CONFIG NOTE: {n}", env)
     say(
@@ -477,24 +468,7 @@ def main(argv: list[str], env: dict | None = None) -> int:
         say("launch", f"ERROR: {e}", env)
         return 2
     env[KEY_ENV] = p.key_env
-    print(
-        mask(
-            json.dumps(
-                {
-                    "recipe": p.recipe,
-                    "mode": p.mode,
-                    "overrides": p.overrides,
-                    "command": shlex.join(p.command),
-                    "env": p.env,
-                    "knobs": p.knobs,
-                    "notes": p.notes,
-                    "data": p.data and shlex.join(p.data),
-                    "metrics_file": p.metrics_file,
-                    "output_dir": p.output_dir,
-                },
-                indent=1,
-            ),
-            env,
-        )
-    )
+    keys = ("recipe", "mode", "overrides", "command", "env", "knobs", "notes", "data", "metrics_file", "output_dir")
+    shown = {k: getattr(p, k) for k in keys} | {"command": shlex.join(p.command), "data": p.data and shlex.join(p.data)}
+    print(mask(json.dumps(shown, indent=1), env))
     return 0

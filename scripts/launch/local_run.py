@@ -21,10 +21,6 @@ from scripts.launch.knobs import ROOT
 
 #: local starts of a run that failed before its first step because a port it picked was taken (EADDRINUSE)
 START_TRIES = 3
-#: services a local run starts when its config enables them: each module's ``planned(cfg, env, job)`` gives their
-#: settings (the launcher's check), its ``Served.beside(...)`` the running service: ``overrides`` for the trainer,
-#: ``attach(proc)``, ``cause`` (why it failed the run) and ``exit_code``
-SERVICES = {"judge_server": judge_server}
 
 
 class Tee:
@@ -104,15 +100,9 @@ def run(p, cenv: dict, env, tee: Tee, log_file: str, start_tries: int = START_TR
         tee.port_taken = tee.stepped = False
         tee.tail = ""
         rc = run_local(p, dict(cenv), env, tee, log_file)  # its own copy: no Ray address of an earlier try
-        if (
-            rc == 0
-            or rc < 0
-            or rc >= 128
-            or not tee.port_taken
-            or tee.stepped
-            or stepped(p.metrics_file)
-            or attempt == start_tries
-        ):  # rc < 0 or >= 128: stopped by a signal, not a race
+        # a race: failed (rc < 0 or >= 128: stopped by a signal) on a taken port before any step
+        race = 0 < rc < 128 and tee.port_taken and not tee.stepped and not stepped(p.metrics_file)
+        if not race or attempt == start_tries:
             return rc
         say(
             "launch",
@@ -131,21 +121,18 @@ def stepped(metrics_file: str) -> bool:
 
 
 def run_local(p, cenv: dict, env, tee: Tee, log_file: str) -> int:
-    """One local run: the services the config asks for (started beside training's own start-up), a private Ray
-    head, the trainer, the watchdog; everything started here is stopped before it returns."""
+    """One local run: the judge server when the config asks for one (started beside training's own start-up), a
+    private Ray head, the trainer, the watchdog; everything started here is stopped before it returns."""
     rc = 1
     command = p.command
     with contextlib.ExitStack() as watches:
-        hooks, served = [], []
-        for name, settings in p.services.items():
-            s = watches.enter_context(
-                SERVICES[name].Served.beside(
-                    settings, cenv, side_log(log_file, name), p.command[0], lambda m: say("launch", m, env)
-                )
-            )
-            command = [*command, *s.overrides]
-            hooks.append(s.attach)
-            served.append(s)
+        hooks, served = [], None
+        if p.judge_server is not None:
+            log = side_log(log_file, "judge_server")
+            served = judge_server.Served.beside(p.judge_server, cenv, log, command[0], lambda m: say("launch", m, env))
+            watches.enter_context(served)
+            command = [*command, *served.overrides]
+            hooks.append(served.attach)
         head, address = ray_head.start(cenv, side_log(log_file, "ray_head"))
         watches.callback(lambda: ray_head.stop(head, keep=rc != 0))
         say("launch", f"Ray head at {address}; training", env)
@@ -156,10 +143,9 @@ def run_local(p, cenv: dict, env, tee: Tee, log_file: str) -> int:
             watch = watches.enter_context(stall.Watch(steps, p.metrics_file, tee.last_lines))
             hooks.append(watch.attach)
         rc = run_child(command, cenv, tee, on_start=hooks)
-        failed = next((s for s in served if s.cause), None)
-        if failed is not None:
-            say("launch", f"ERROR: {failed.cause.splitlines()[0]} (exit {failed.exit_code})", env)
-            rc = failed.exit_code
+        if served is not None and served.cause:
+            say("launch", f"ERROR: {served.cause.splitlines()[0]} (exit {served.exit_code})", env)
+            rc = served.exit_code
         elif watch is not None and watch.cause:
             say("launch", f"ERROR: {watch.cause.splitlines()[0]} (checkpoints kept in the run folder)", env)
             rc = stall.STALL_EXIT

@@ -16,25 +16,17 @@ import urllib.parse
 import urllib.request
 
 DASHBOARD_DEADLINE_S = 5.0  # how long the dashboard may take to answer /api/version
-LOCAL_HOSTS = ("localhost",)
 
 
 def is_local(url: str) -> bool:
     """Whether ``url``'s host is this machine (localhost, 127.0.0.0/8, ::1): such an endpoint needs no API key."""
     host = urllib.parse.urlsplit(url if "://" in url else f"http://{url}").hostname or ""
-    if host in LOCAL_HOSTS:
+    if host == "localhost":
         return True
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def default_key_env() -> str | None:
-    """``api_key_env`` of the judge rewards when the config does not set it (``reward_fns.llm_judge``'s default)."""
-    from reward_fns.judge_options import JudgeSettings
-
-    return JudgeSettings.api_key_env
 
 
 def api_key_errors(cfg, env) -> list[str]:
@@ -43,12 +35,14 @@ def api_key_errors(cfg, env) -> list[str]:
     never a value; ``api_key_env=null`` declares an endpoint that takes no key."""
     from omegaconf import OmegaConf
 
+    from reward_fns.judge_options import JudgeSettings  # the judge rewards' defaults
+
     kwargs = OmegaConf.select(cfg, "reward.custom_reward_function.reward_kwargs", default=None)
     if kwargs is None:
         return []
     kwargs = OmegaConf.to_container(kwargs, resolve=True)
     url = str(kwargs.get("base_url") or "")
-    name = kwargs["api_key_env"] if "api_key_env" in kwargs else default_key_env()
+    name = kwargs["api_key_env"] if "api_key_env" in kwargs else JudgeSettings.api_key_env
     if not url or not name or is_local(url) or (env.get(name) or "").strip():
         return []
     return [

@@ -32,10 +32,6 @@ class RayStartError(RuntimeError):
     pass
 
 
-class RayStartExit(RayStartError):
-    """The node exited while starting (tried again)."""
-
-
 def ray_cli() -> list[str]:
     """The `ray` command: the script beside this interpreter, else `ray` on PATH, else RAY_CLI."""
     beside = os.path.join(os.path.dirname(sys.executable), "ray")
@@ -59,10 +55,12 @@ def start(
     for attempt in range(1, START_TRIES + 1):
         try:
             return _start_once(env, log_path, dashboard_port, join, num_gpus)
-        except RayStartExit as e:
+        except services.ServiceExited as e:  # tried again
             if attempt == START_TRIES:
                 raise RayStartError(f"{e} (after {START_TRIES} tries)") from None
             say("ray_head", f"{e}; trying again with other ports ({attempt + 1} of {START_TRIES})")
+        except services.ServiceError as e:
+            raise RayStartError(str(e)) from None
     raise AssertionError("unreachable")
 
 
@@ -115,20 +113,10 @@ def _wait_started(proc: subprocess.Popen, log_path: str, env: dict, join: str | 
         with open(log_path, errors="replace") as f:
             return f.read()
 
-    try:
-        services.wait_until(
-            lambda: "Ray runtime started" in log(),
-            proc,
-            f"ray start (a Ray {'node' if join else 'head'})",
-            START_TIMEOUT_S,
-            log_path,
-            who="ray_head",
-            lines=5,
-        )
-    except services.ServiceExited as e:
-        raise RayStartExit(str(e)) from None
-    except services.ServiceError as e:
-        raise RayStartError(str(e)) from None
+    what = f"ray start (a Ray {'node' if join else 'head'})"
+    services.wait_until(
+        lambda: "Ray runtime started" in log(), proc, what, START_TIMEOUT_S, log_path, who="ray_head", lines=5
+    )
     if join:
         return proc, join
     text = log()

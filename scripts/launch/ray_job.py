@@ -91,46 +91,23 @@ def load_runtime_env(path: str) -> dict:
     return rt
 
 
-def runtime_env(path: str, env) -> tuple[dict, list[str]]:
-    """runtime_env.yaml + the secret env vars that are set here, merged in memory only."""
-
-    rt = load_runtime_env(path)
-    rt.setdefault("env_vars", {})
-    passed = []
-    for name in secret_names(env):
-        if env.get(name):
-            rt["env_vars"][name] = env[name]
-            passed.append(name)
-    return rt, passed
-
-
 def command(rdir: str, overrides: list[str], knob_env: dict, env) -> tuple[list[str], dict | None, list[str]]:
     """(the ``ray job submit`` command, the runtime env it carries in memory or None, notes)."""
     # Hydra reads a relative --config-path relative to scripts/train/trainer.py, wherever the job's working_dir lands
-    train = [
-        env.get("JOB_PYTHON") or "python3",
-        "-m",
-        "scripts.train",
-        "--config-path",
-        os.path.relpath(rdir, os.path.join(ROOT, "scripts", "train")),
-        "--config-name",
-        "config",
-        *overrides,
-    ]
+    config_path = os.path.relpath(rdir, os.path.join(ROOT, "scripts", "train"))
+    train = [env.get("JOB_PYTHON") or "python3", "-m", "scripts.train", "--config-path", config_path]
+    train += ["--config-name", "config", *overrides]
     if knob_env:  # the driver resolves the config (scripts/train/trainer.py), so the knobs need to reach it only
         train = ["env", *[f"{k}={v}" for k, v in knob_env.items()], *train]
     rt_path = env.get("RUNTIME_ENV") or RUNTIME_ENV_DEFAULT
-    rt, passed = runtime_env(rt_path, env)
-    notes = []
-    if passed:
-        cmd = [*ray_head.ray_cli(), "job", "submit", "--runtime-env-json", json.dumps(rt), "--", *train]
-        notes.append("secrets passed to the job by name: " + ", ".join(passed))
-    else:
-        cmd, rt = (
-            [*ray_head.ray_cli(), "job", "submit", "--runtime-env", os.path.relpath(rt_path, ROOT), "--", *train],
-            None,
-        )
-    return cmd, rt, notes
+    rt = load_runtime_env(rt_path)  # + the secrets set here, merged in memory only
+    passed = [name for name in secret_names(env) if env.get(name)]
+    submit = [*ray_head.ray_cli(), "job", "submit"]
+    if not passed:
+        return [*submit, "--runtime-env", os.path.relpath(rt_path, ROOT), "--", *train], None, []
+    rt["env_vars"] = {**(rt.get("env_vars") or {}), **{name: env[name] for name in passed}}
+    cmd = [*submit, "--runtime-env-json", json.dumps(rt), "--", *train]
+    return cmd, rt, ["secrets passed to the job by name: " + ", ".join(passed)]
 
 
 def upload_notes(values: list[str], ckpt: str) -> list[str]:

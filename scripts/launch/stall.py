@@ -58,15 +58,12 @@ def settings_errors(settings: dict) -> list[str]:
 
 
 def planned(cfg) -> dict | None:
-    """``verl_judge.watchdog`` of a composed config: its settings when on, None when off; ``ValueError`` naming a bad
-    one (``settings_errors``)."""
+    """``verl_judge.watchdog`` of a composed config the launcher checked (``settings_errors``): its settings when on,
+    None when off."""
     from omegaconf import OmegaConf
 
     watchdog = OmegaConf.select(cfg, "verl_judge.watchdog", default=None)
     watchdog = OmegaConf.to_container(watchdog, resolve=True) if watchdog is not None else {}
-    errors = settings_errors(watchdog)
-    if errors:
-        raise ValueError("; ".join(errors))
     return watchdog if watchdog.get("enable", True) else None
 
 

@@ -49,7 +49,7 @@ plan = launcher.Plan(
     metrics_file=os.path.join(tmp, "run", "metrics.jsonl"),
     output_dir=os.path.join(tmp, "run"),
     log_file=os.path.join(tmp, "run", "launch.log"),
-    services={"judge_server": {"engine": "cpu_judge", "model": "/m", "start_timeout": 600}},
+    judge_server={"engine": "cpu_judge", "model": "/m", "start_timeout": 600},
 )
 launcher.check_recipe = lambda recipe, overrides, env, **where: plan
 sys.argv = ["scripts.launch", "stand_in"]
