@@ -123,58 +123,22 @@ def generate(
     without all their replies are ``None`` in the result. ``cache`` (endpoint; default ``n == 1``)
     de-duplicates identical requests; leave it off when the same conversation is listed for separate samples.
     """
-    sampling = dict(max_tokens=backend.max_tokens, temperature=backend.temperature, n=n, seed=seed)
+    on_result = on_result or (lambda i, k, res: None)
     if backend.vllm_offline:
-        llm_kwargs = backend.vllm_kwargs()
-        res = vllm_chat(
-            backend.vllm_offline, conversations, **sampling, llm_kwargs=llm_kwargs, on_result=on_result, stop=stop
-        )
-        return res, backend.info()
-    bar = dict(desc=desc, progress=progress, done=done, total=total)
+        return vllm_chat(backend, conversations, n=n, seed=seed, on_result=on_result, stop=stop), backend.info()
+    bar = dict(desc=desc, progress=progress, stop=stop)
     if backend.hf_offline:
-        res = hf_chat(
-            backend.hf_offline,
-            conversations,
-            **sampling,
-            batch_size=backend.batch_size,
-            **bar,
-            on_result=on_result,
-            stop=stop,
-        )
+        res = hf_chat(backend, conversations, n=n, seed=seed, on_result=on_result, done=done, total=total, **bar)
         return res, backend.info()
-    # samples of one conversation are separate requests: no cache when n > 1, so they are never de-duplicated
-    return _endpoint_chat(backend, conversations, n, (n == 1) if cache is None else cache, on_result, stop, **bar)
-
-
-def _endpoint_chat(backend: Backend, conversations, n: int, cache: bool, on_result, stop, *, done: int, total, **bar):
-    """``generate`` through the endpoint: each of the ``n`` samples of a conversation is a request of its own."""
-    client = make_client(
-        backend.base_url,
-        backend.model,
-        api_key_env=backend.api_key_env,
-        concurrency=backend.concurrency,
-        timeout=backend.timeout,
-        max_retries=backend.max_retries,
-        max_tokens=backend.max_tokens,
-        temperature=backend.temperature,
-        cache=cache,
-    )
-
-    def flat_result(j: int, res: JudgeResult) -> None:
-        if on_result is not None:
-            on_result(j // n, j % n, res)
-
+    # each of the n samples of a conversation is a request of its own: no cache when n > 1, so none is de-duplicated
+    client = make_client(backend, cache=(n == 1) if cache is None else cache)
     flat = run_chats(
         client,
         [c for c in conversations for _ in range(n)],
         **bar,
-        on_result=flat_result,
-        stop=stop,
+        on_result=lambda j, res: on_result(j // n, j % n, res),
         done=done * n,
         total=None if total is None else total * n,
     )
     per = [flat[i * n : (i + 1) * n] for i in range(len(conversations))]
-    return [None if any(r is None for r in p) else p for p in per], {
-        **backend.info(),
-        "client_stats": dict(client.stats),
-    }
+    return [None if None in p else p for p in per], {**backend.info(), "client_stats": dict(client.stats)}

@@ -16,6 +16,7 @@ from reward_fns.judge_errors import JudgeConfigError
 from scripts.eval.cli import InputError, progress_bar
 
 if TYPE_CHECKING:
+    from scripts.eval.backends import Backend
     from scripts.eval.predictions import StopSignals
 
 
@@ -39,34 +40,22 @@ def add_endpoint_args(group, prefix: str = "", *, what: str = "judge") -> None:
     group.add_argument(f"{p}temperature", type=float, default=0.0, metavar="T", help="temperature (default 0 = greedy)")
 
 
-def make_client(
-    base_url: str,
-    model: str,
-    *,
-    api_key_env: str | None,
-    concurrency: int,
-    timeout: float,
-    max_retries: int,
-    max_tokens: int,
-    temperature: float,
-    cache: bool = True,
-) -> JudgeClient:
-    if concurrency < 1:
-        raise InputError(f"concurrency must be >= 1, got {concurrency}")
-    if max_tokens < 1:
-        raise InputError(f"max tokens must be >= 1, got {max_tokens}")
+def make_client(backend: Backend, cache: bool = True) -> JudgeClient:
+    """The ``JudgeClient`` of an endpoint ``Backend`` (``cache``: de-duplicate identical requests)."""
+    if backend.max_tokens < 1:
+        raise InputError(f"max tokens must be >= 1, got {backend.max_tokens}")
     try:
         return JudgeClient(
-            base_url,
-            model,
-            api_key_env=api_key_env or None,
-            timeout=timeout,
-            max_retries=max_retries,
-            max_concurrency=concurrency,
-            temperature=temperature,
-            max_tokens=max_tokens,
+            backend.base_url,
+            backend.model,
+            api_key_env=backend.api_key_env or None,
+            timeout=backend.timeout,
+            max_retries=backend.max_retries,
+            max_concurrency=backend.concurrency,
+            temperature=backend.temperature,
+            max_tokens=backend.max_tokens,
             cache_size=4096 if cache else 0,
-            deadline=request_deadline(timeout, max_retries),
+            deadline=request_deadline(backend.timeout, backend.max_retries),
         )
     except ValueError as e:
         raise InputError(str(e)) from None

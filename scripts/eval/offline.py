@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from reward_fns.judge_client import JudgeResult
-from reward_fns.judge_errors import JudgeError
 from scripts.eval.cli import InputError, progress_bar
 
 if TYPE_CHECKING:
+    from scripts.eval.backends import Backend
     from scripts.eval.predictions import StopSignals
 
 
@@ -28,22 +28,10 @@ OnResult = Callable[[int, int, JudgeResult], None]
 
 
 def vllm_chat(
-    model_path: str,
-    conversations: Sequence[Sequence[dict]],
-    *,
-    max_tokens: int,
-    temperature: float,
-    n: int = 1,
-    seed: int = 0,
-    llm_kwargs: Mapping | None = None,
-    on_result: OnResult | None = None,
-    stop: StopSignals | None = None,
+    backend: Backend, conversations: Sequence[Sequence[dict]], *, n: int, seed: int, on_result: OnResult, stop
 ) -> list[list[JudgeResult] | None]:
-    """Offline generation with ``vllm.LLM.chat`` (GPU machine): ``n`` results per conversation.
-
-    Conversations go in chunks of ``VLLM_CHUNK``; after each chunk ``on_result(i, k, result)`` runs
-    for its replies and a stop request (``stop``) ends the loop (unfinished slots stay ``None``).
-    """
+    """Offline generation with ``vllm.LLM.chat`` (GPU machine, ``--vllm-offline``): ``n`` results per conversation,
+    in chunks of ``VLLM_CHUNK`` (``_in_batches``)."""
     try:
         from vllm import LLM, SamplingParams
     except ImportError as e:
@@ -52,79 +40,75 @@ def vllm_chat(
             "profile on a CUDA machine (bash scripts/setup_env.sh gpu), use --hf-offline MODEL_PATH "
             "(transformers, CPU or GPU), or serve the model (vllm serve MODEL_PATH) and use --base-url/--model."
         ) from None
-    if not os.path.exists(model_path):
-        raise InputError(f"--vllm-offline: model path not found: {model_path}")
-    results: list[list[JudgeResult] | None] = [None] * len(conversations)
-    if not conversations or (stop is not None and stop.stopped):
-        return results
-    llm = LLM(model=model_path, seed=seed, **dict(llm_kwargs or {}))
-    params = SamplingParams(n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
-    for lo in range(0, len(conversations), VLLM_CHUNK):
-        if stop is not None and stop.stopped:
-            break
-        chunk = [list(c) for c in conversations[lo : lo + VLLM_CHUNK]]
+    if not os.path.exists(backend.vllm_offline):
+        raise InputError(f"--vllm-offline: model path not found: {backend.vllm_offline}")
+    llm = None
+
+    def chat(chunk: list[int]) -> list[list[JudgeResult]]:
+        nonlocal llm
+        llm = llm or LLM(model=backend.vllm_offline, seed=seed, **backend.vllm_kwargs())
+        params = SamplingParams(n=n, temperature=backend.temperature, max_tokens=backend.max_tokens, seed=seed)
         start = time.monotonic()
-        outputs = llm.chat(chunk, params, use_tqdm=True)
+        outputs = llm.chat([list(conversations[i]) for i in chunk], params, use_tqdm=True)
         latency = (time.monotonic() - start) / max(1, len(outputs))
-        for j, out in enumerate(outputs):
-            per = [
-                JudgeResult(
-                    c.text, None, attempts=1, latency_s=latency, finish_reason=getattr(c, "finish_reason", None)
-                )
-                for c in out.outputs
-            ]
-            while len(per) < n:  # defensive: never fewer than asked
-                per.append(JudgeResult(None, JudgeError("bad_response", "vLLM returned fewer completions than n")))
-            results[lo + j] = per
-            if on_result is not None:
-                for k, res in enumerate(per):
-                    on_result(lo + j, k, res)
-    return results
+        return [
+            [JudgeResult(c.text, attempts=1, latency_s=latency, finish_reason=c.finish_reason) for c in out.outputs]
+            for out in outputs
+        ]
+
+    return _in_batches(list(range(len(conversations))), VLLM_CHUNK, chat, on_result, stop)
 
 
 def hf_chat(
-    model_path: str,
+    backend: Backend,
     conversations: Sequence[Sequence[dict]],
     *,
-    max_tokens: int,
-    temperature: float,
-    n: int = 1,
-    seed: int = 0,
-    batch_size: int = 8,
-    progress: bool = True,
-    desc: str = "generate",
-    on_result: OnResult | None = None,
-    stop: StopSignals | None = None,
-    done: int = 0,
-    total: int | None = None,
+    n: int,
+    seed: int,
+    on_result: OnResult,
+    stop,
+    desc: str,
+    progress: bool,
+    done: int,
+    total: int | None,
 ) -> list[list[JudgeResult] | None]:
-    """Offline generation with transformers (CPU or GPU): the model's chat template, left-padded batches
-    of similar length, greedy at temperature 0. ``n`` results per conversation.
-
-    After each batch ``on_result(i, k, result)`` runs for its replies; a stop request (``stop``) ends
-    the loop before the next batch (unfinished slots stay ``None``)."""
-    if not os.path.isdir(model_path):
-        raise InputError(f"--hf-offline: model folder not found: {model_path}")
-    results: list[list[JudgeResult] | None] = [None] * len(conversations)
+    """Offline generation with transformers (CPU or GPU, ``--hf-offline``): the model's chat template, left-padded
+    batches of similar length (``--batch-size``), greedy at temperature 0. ``n`` results per conversation."""
+    if not os.path.isdir(backend.hf_offline):
+        raise InputError(f"--hf-offline: model folder not found: {backend.hf_offline}")
     if not conversations or (stop is not None and stop.stopped):
-        return results
-    hf = _HFModel(model_path, seed)
+        return [None] * len(conversations)
+    hf = _HFModel(backend.hf_offline, seed)
     ids = [hf.tokenize(c) for c in conversations]
+
+    def chat(chunk: list[int]) -> list[list[JudgeResult]]:
+        return hf.generate([ids[i] for i in chunk], backend.max_tokens, backend.temperature, n)
+
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
     bar = progress_bar(desc, "conv", progress, done, done + len(ids) if total is None else total)
+    return _in_batches(order, backend.batch_size, chat, on_result, stop, bar)
+
+
+def _in_batches(
+    order: list[int], size: int, chat, on_result: OnResult, stop: StopSignals | None, bar=None
+) -> list[list[JudgeResult] | None]:
+    """``chat(batch)`` of each ``size`` conversations of ``order``; after each batch ``on_result(i, k, result)`` runs
+    for its replies and a stop request (``stop``) ends the loop (unfinished conversations stay ``None``)."""
+    results: list[list[JudgeResult] | None] = [None] * len(order)
     try:
-        for b in range(0, len(order), max(1, batch_size)):
+        for b in range(0, len(order), size):
             if stop is not None and stop.stopped:
                 break
-            chunk = order[b : b + batch_size]
-            for i, per in zip(chunk, hf.generate([ids[i] for i in chunk], max_tokens, temperature, n)):
+            chunk = order[b : b + size]
+            for i, per in zip(chunk, chat(chunk)):
                 results[i] = per
-                if on_result is not None:
-                    for k, res in enumerate(per):
-                        on_result(i, k, res)
-            bar.update(len(chunk))
+                for k, res in enumerate(per):
+                    on_result(i, k, res)
+            if bar is not None:
+                bar.update(len(chunk))
     finally:
-        bar.close()
+        if bar is not None:
+            bar.close()
     return results
 
 
