@@ -14,13 +14,7 @@ from data_prep.files.errors import DataError
 from data_prep.files.readers import InvalidRow, local_source
 from scripts.eval.cli import InputError
 
-
-class _Missing:
-    def __repr__(self) -> str:
-        return "MISSING"
-
-
-MISSING = _Missing()
+MISSING = object()  # get_path: no such column
 
 
 def read_rows(path: str, limit: int | None = None) -> list[dict]:

@@ -20,15 +20,7 @@ import sys
 from data_prep.files.errors import DataError
 from scripts.report.render import read_metrics
 
-STAGES = (
-    "timing_s/step",
-    "timing_s/gen",
-    "timing_s/reward",
-    "timing_s/old_log_prob",
-    "timing_s/ref",
-    "timing_s/update_actor",
-    "timing_s/adv",
-)
+STAGES = tuple(f"timing_s/{s}" for s in ("step", "gen", "reward", "old_log_prob", "ref", "update_actor", "adv"))
 MIN_BASE_S = 0.05  # a first-run stage shorter than this gets no ratio (it would only measure noise)
 
 
@@ -48,21 +40,13 @@ def summarize(rows: list[dict], skip_first: int = 1) -> dict:
     train = [r for r in rows if "timing_s/step" in r]  # training steps (a validation before training has no step time)
     later = train[skip_first:] if len(train) > skip_first else train
     out: dict = {"steps": len(train)}
-    keys = sorted({k for r in later for k in r if k.startswith("timing_s/")})
-    for k in keys:
-        vals = [r[k] for r in later if k in r]
-        out[f"median {k}"] = statistics.median(vals)
-    scores = [r["critic/score/mean"] for r in train if "critic/score/mean" in r]
-    if scores:
-        out["first critic/score/mean"], out["last critic/score/mean"] = scores[0], scores[-1]
-    lens = [r["response_length/mean"] for r in train if "response_length/mean" in r]
-    if lens:
-        out["first response_length/mean"], out["last response_length/mean"] = lens[0], lens[-1]
-    for r in rows:
-        for k, v in r.items():
-            if k.startswith("val-"):
-                out[k] = v
-    return out
+    for k in sorted({k for r in later for k in r if k.startswith("timing_s/")}):
+        out[f"median {k}"] = statistics.median(r[k] for r in later if k in r)
+    for k in ("critic/score/mean", "response_length/mean"):
+        vals = [r[k] for r in train if k in r]
+        if vals:
+            out[f"first {k}"], out[f"last {k}"] = vals[0], vals[-1]
+    return out | {k: v for r in rows for k, v in r.items() if k.startswith("val-")}
 
 
 def ratios(sums: dict, files: list[str], labels: list[str]) -> dict:
