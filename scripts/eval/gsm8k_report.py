@@ -8,7 +8,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from scripts.report.render import fmt, md_table, ratio
+from reward_fns.gsm8k import MODES
+from reward_fns.judge_metrics import ratio
+from scripts.report.render import fmt, md_table
 
 
 def policy_metrics(recs: Sequence[Mapping], n_questions: int, n_samples: int) -> dict:
@@ -31,10 +33,8 @@ def policy_metrics(recs: Sequence[Mapping], n_questions: int, n_samples: int) ->
         by_q: dict[int, list[Mapping]] = {}
         for r in recs:
             by_q.setdefault(r["question_idx"], []).append(r)
-        out[f"strict_pass@{n_samples}"] = ratio(sum(any(r["strict"] for r in rs) for rs in by_q.values()), len(by_q))
-        out[f"flexible_pass@{n_samples}"] = ratio(
-            sum(any(r["flexible"] for r in rs) for rs in by_q.values()), len(by_q)
-        )
+        for m in MODES:
+            out[f"{m}_pass@{n_samples}"] = ratio(sum(any(r[m] for r in rs) for rs in by_q.values()), len(by_q))
     return out
 
 
@@ -135,16 +135,8 @@ def render_md(report: dict) -> str:
             "",
         ]
         h = j["score_histogram"]
-        lines += [
-            md_table(
-                ["judge score"] + [str(s) for s in range(5)],
-                [
-                    ["rule correct"] + [h["rule_correct"][str(s)] for s in range(5)],
-                    ["rule wrong"] + [h["rule_wrong"][str(s)] for s in range(5)],
-                ],
-            ),
-            "",
-        ]
+        rows = [[k.replace("_", " ")] + list(h[k].values()) for k in ("rule_correct", "rule_wrong")]
+        lines += [md_table(["judge score"] + [str(s) for s in range(5)], rows), ""]
         for k, v in sorted(j["error_kinds"].items()):
             lines.append(f"- judge request error `{k}`: {v}")
         for k, v in sorted(j["parse_fail_reasons"].items()):

@@ -121,7 +121,7 @@ class _HFModel:
 
         self.device = "cuda" if torch.cuda.is_available() else "cpu"
         dtype = torch.float32 if self.device == "cpu" else torch.bfloat16
-        self.tok = AutoTokenizer.from_pretrained(model_path)
+        self.tok = AutoTokenizer.from_pretrained(model_path, padding_side="left")
         if self.tok.pad_token_id is None:
             self.tok.pad_token = self.tok.eos_token
         self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).to(self.device).eval()
@@ -139,22 +139,15 @@ class _HFModel:
         """``n`` replies to each prompt of ``batch`` (token ids), left-padded to one width."""
         import torch
 
-        width = max(len(ids) for ids in batch)
-        input_ids = torch.full((len(batch), width), self.tok.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(batch), width), dtype=torch.long)
-        for row, ids in enumerate(batch):
-            input_ids[row, width - len(ids) :] = torch.tensor(ids)
-            mask[row, width - len(ids) :] = 1
+        enc = self.tok.pad({"input_ids": batch}, return_tensors="pt").to(self.device)
         kw = {"max_new_tokens": max_tokens, "num_return_sequences": n, "pad_token_id": self.tok.pad_token_id}
-        if temperature > 0:
-            kw.update(do_sample=True, temperature=temperature)
-        else:
-            kw.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        greedy = {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
+        kw |= {"do_sample": True, "temperature": temperature} if temperature > 0 else greedy
         start = time.monotonic()
         with torch.no_grad():
-            out = self.model.generate(input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device), **kw)
+            out = self.model.generate(**enc, **kw)
         latency = (time.monotonic() - start) / len(batch)
-        new = out[:, width:].tolist()
+        new = out[:, enc["input_ids"].shape[1] :].tolist()
         return [[self._result(new[row * n + k], latency) for k in range(n)] for row in range(len(batch))]
 
     def _result(self, toks: list[int], latency: float) -> JudgeResult:
