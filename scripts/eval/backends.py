@@ -82,6 +82,11 @@ class Backend:
             url = self.base_url
         return {"endpoint": url, "model": self.model}
 
+    def described(self, info: dict | None) -> dict:
+        """The backend as a report names it: ``generate``'s ``info`` (``self.info()`` when nothing was asked) and
+        the sampling."""
+        return {**(info or self.info()), "temperature": self.temperature, "max_tokens": self.max_tokens}
+
     def settings(self) -> dict:
         """What decides a backend's replies besides the prompt: a saved reply is reused only under the same."""
         settings = {

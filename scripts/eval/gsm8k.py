@@ -52,7 +52,6 @@ from scripts.eval.predictions import (
     StopSignals,
     add_output_args,
     default_out,
-    prepare_out_dir,
     request_ids,
     until_stopped,
     write_reports,
@@ -147,16 +146,13 @@ def parse_options(argv: list[str] | None) -> Options:
 
 def _run(argv: list[str] | None) -> tuple[dict, int, str | None]:
     options = parse_options(argv)
-    items = _load_items(options)
-    prepare_out_dir(options.out)  # before any request: an unwritable --out costs nothing
+    items = load_items(options.data, options.limit, options.policy_prompt_version, need_question=bool(options.judge))
     run = Answers(options, items)
     _, stop, wall = until_stopped("requests", run.ask)
     recs = run.finish()
     report = run.report(recs, stop.name, wall)
-    for r in recs:
-        if r.get("response"):
-            r["response"] = r["response"][:REPLY_KEEP_CHARS]
-    write_jsonl(os.path.join(options.out, "samples.jsonl"), recs)
+    kept = [r | {"response": r["response"][:REPLY_KEEP_CHARS]} if r.get("response") else r for r in recs]
+    write_jsonl(os.path.join(options.out, "samples.jsonl"), kept)
     draw = None if options.no_plots or not recs else gsm8k_figures
     write_reports(options.out, report, render_md(report), draw, also="samples.jsonl, predictions.jsonl")
     p, j = report["policy"], report.get("judge")
@@ -165,18 +161,6 @@ def _run(argv: list[str] | None) -> tuple[dict, int, str | None]:
     if j and j["n_error"]:
         print(f"warning: {j['n_error']}/{j['n_asked']} judge requests failed", file=sys.stderr)
     return report, *exit_status(report, stop_status=stop.exit_status, allow_judge_errors=options.allow_judge_errors)
-
-
-def _load_items(options: Options) -> list[dict]:
-    """The questions (``gsm8k_data.load_items``); with a judge, each must have its question text."""
-    items = load_items(options.data, options.limit, options.policy_prompt_version)
-    missing = next((i for i, it in enumerate(items) if not it["question"]), None) if options.judge else None
-    if missing is not None:
-        raise InputError(
-            f"{options.data}: row {missing + 1}: the judge needs the question: missing column "
-            "'extra_info.question' (or 'question')"
-        )
-    return items
 
 
 class Answers:
@@ -310,11 +294,7 @@ class Answers:
             progress.update(judge_total=judge_total, judge_done=judge_done, judge_reused=self.judge_reused)
         report: dict = {
             "data": os.path.abspath(o.data),
-            "policy_endpoint": {
-                **(self.policy_ep or o.policy.info()),
-                "temperature": o.policy.temperature,
-                "max_tokens": o.policy.max_tokens,
-            },
+            "policy_endpoint": o.policy.described(self.policy_ep),
             "policy": policy_metrics(recs, len({q for q, _ in done}), o.n_samples),
             "partial": len(done) < len(self.units) or judge_done < judge_total,
             "stopped_by": stopped_by,

@@ -137,8 +137,6 @@ def render_md(report: dict) -> str:
         h = j["score_histogram"]
         rows = [[k.replace("_", " ")] + list(h[k].values()) for k in ("rule_correct", "rule_wrong")]
         lines += [md_table(["judge score"] + [str(s) for s in range(5)], rows), ""]
-        for k, v in sorted(j["error_kinds"].items()):
-            lines.append(f"- judge request error `{k}`: {v}")
-        for k, v in sorted(j["parse_fail_reasons"].items()):
-            lines.append(f"- judge parse failure `{k}`: {v}")
+        lines += [f"- judge request error `{k}`: {v}" for k, v in sorted(j["error_kinds"].items())]
+        lines += [f"- judge parse failure `{k}`: {v}" for k, v in sorted(j["parse_fail_reasons"].items())]
     return "\n".join(lines)

@@ -76,7 +76,8 @@ def _canon(obj: Any) -> Any:
 
 
 class PredictionLog:
-    """``DIR/predictions.jsonl``: one JSON object per finished row, appended and flushed as it arrives.
+    """``DIR/predictions.jsonl``: one JSON object per finished row, appended and flushed as it arrives. ``DIR`` is
+    created (``prepare_out_dir``) when the log is: before the first request, so an unwritable ``--out`` costs nothing.
 
     Every record has ``kind`` (what produced it) and ``row_id`` (``request_ids``). ``DIR/run.json``
     names the tool and the settings of each kind (``backend_settings``). ``load`` returns the records
@@ -86,7 +87,7 @@ class PredictionLog:
     """
 
     def __init__(self, out_dir: str, tool: str, settings: Mapping[str, Any], resume: bool = True):
-        self.path = os.path.join(out_dir, "predictions.jsonl")
+        self.path = os.path.join(prepare_out_dir(out_dir), "predictions.jsonl")
         self.meta_path = os.path.join(out_dir, "run.json")
         self.tool, self.settings, self.resume = tool, _canon(dict(settings)), resume
         self.skipped_lines, self._f, self._lock = 0, None, threading.Lock()
