@@ -42,14 +42,11 @@ _MEAN_SUFFIX = re.compile(r"^mean(@\d+)?$")
 
 
 # ----------------------------------------------------------------------------- reading
-def _flatten(d: Mapping, prefix: str = "", out: dict | None = None) -> dict:
-    out = {} if out is None else out
+def _flatten(d: Mapping, prefix: str = "") -> dict:
+    out = {}
     for k, v in d.items():
         key = f"{prefix}/{k}" if prefix else str(k)
-        if isinstance(v, Mapping):
-            _flatten(v, key, out)
-        else:
-            out[key] = v
+        out.update(_flatten(v, key) if isinstance(v, Mapping) else {key: v})
     return out
 
 
@@ -82,11 +79,7 @@ def load_run(path: str, warn=print) -> list[tuple[float, dict]]:
     steps: dict[float, dict] = {}
     for pos, rec in enumerate(records, 1):
         step = _number(rec.pop("step"))
-        flat = {}
-        for k, v in _flatten(rec).items():
-            x = _number(v)
-            if x is not None:
-                flat[k] = x
+        flat = {k: x for k, v in _flatten(rec).items() if (x := _number(v)) is not None}
         if step is None:
             step = flat.get("training/global_step", float(pos))
         steps.setdefault(step, {}).update(flat)
@@ -98,16 +91,11 @@ def load_run(path: str, warn=print) -> list[tuple[float, dict]]:
 # ----------------------------------------------------------------------------- key matching
 def segment_keys(keys: Sequence[str], tokens: Sequence[str]) -> list[str]:
     """Keys with a path segment in ``tokens`` followed by nothing or ``mean[@N]``."""
-    found = []
-    for k in keys:
-        parts = k.split("/")
-        for i, part in enumerate(parts):
-            if part in tokens:
-                rest = parts[i + 1 :]
-                if not rest or (len(rest) == 1 and _MEAN_SUFFIX.match(rest[0])):
-                    found.append(k)
-                    break
-    return sorted(found, key=lambda k: (k.startswith("val"), k))
+
+    def match(parts: list[str]) -> bool:
+        return parts[-1] in tokens or (len(parts) > 1 and parts[-2] in tokens and bool(_MEAN_SUFFIX.match(parts[-1])))
+
+    return sorted((k for k in keys if match(k.split("/"))), key=lambda k: (k.startswith("val"), k))
 
 
 MAX_SERIES = 8
