@@ -73,7 +73,7 @@ def run_chats(
     desc: str = "requests",
     progress: bool = True,
     *,
-    on_result: Callable[[int, JudgeResult], None] | None = None,
+    on_result: Callable[[int, JudgeResult], None],
     stop: StopSignals | None = None,
     done: int = 0,
     total: int | None = None,
@@ -104,15 +104,10 @@ def run_chats(
                 failures[0] += 1
                 bar.set_postfix(errors=failures[0], refresh=False)
             bar.update(1)
-            if on_result is not None:
-                on_result(i, res)
+            on_result(i, res)
 
         tasks = [loop.create_task(one(i, m)) for i, m in enumerate(conversations)]
-
-        def cancel_all() -> None:
-            for t in tasks:
-                t.cancel()
-
+        cancel_all = lambda: [t.cancel() for t in tasks]  # noqa: E731
         token = stop.on_stop(lambda: loop.call_soon_threadsafe(cancel_all)) if stop is not None else None
         try:
             outcome = await asyncio.gather(*tasks, return_exceptions=True)

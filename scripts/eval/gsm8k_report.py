@@ -49,11 +49,7 @@ def judge_metrics(recs: Sequence[Mapping], threshold: int, rule_key: str) -> dic
     fn = sum(r["judge_score"] < threshold and r[rule_key] == 1.0 for r in graded)
     tn = len(graded) - tp - fp - fn
     precision, recall = ratio(tp, tp + fp), ratio(tp, tp + fn)
-    f1 = (
-        None
-        if precision is None or recall is None or precision + recall == 0
-        else 2 * precision * recall / (precision + recall)
-    )
+    f1 = ratio(2 * tp, 2 * tp + fp + fn) if tp else None  # 2PR / (P + R); None without a true positive
     right = [r["judge_score"] for r in graded if r[rule_key] == 1.0]
     wrong = [r["judge_score"] for r in graded if r[rule_key] != 1.0]
     hist = {"rule_correct": Counter(right), "rule_wrong": Counter(wrong)}
