@@ -184,6 +184,10 @@ class Answers:
     def _judge_conv(self, u: tuple[int, int]) -> list[dict]:
         return self.options.judge_messages(self.items[u[0]], self.policy[u]["response"])
 
+    def _request(self, u: tuple[int, int]) -> str:
+        """The id of the judge's request for answer ``u``: a saved grade is reused for this very request only."""
+        return request_ids([self._judge_conv(u)])[0]
+
     def _reuse(self, saved: dict) -> None:
         """Keep the saved answers (failed requests are asked again) and the grades of exactly those answers."""
         for q, k in self.units:
@@ -193,21 +197,12 @@ class Answers:
         if self.options.judge:
             for u in self.policy:
                 old = saved.get(("judge", self.uid[u]))
-                if (
-                    old is not None
-                    and old.get("judge_status") != "error"
-                    and old.get("request") == request_ids([self._judge_conv(u)])[0]
-                ):
+                if old and old.get("judge_status") != "error" and old.get("request") == self._request(u):
                     self.graded[u] = {**old, "question_idx": u[0], "sample": u[1]}
         self.reused, self.judge_reused = len(self.policy), len(self.graded)
-        if saved or self.log.skipped_lines:
-            grades = f" and {self.judge_reused} judge grades" if self.options.judge else ""
-            what = f"{self.reused} of {len(self.units)} answers{grades} reused from {self.log.path}"
-            print(f"resume: {what}{self.log.skipped_note}", file=sys.stderr)
-        self.log.begin(
-            [self.policy[u] for u in self.units if u in self.policy]
-            + [self.graded[u] for u in self.units if u in self.graded]
-        )
+        grades = f" and {self.judge_reused} judge grades" if self.options.judge else ""
+        what = f"{self.reused} of {len(self.units)} answers{grades} reused from {self.log.path}"
+        self.log.begin([*self.policy.values(), *self.graded.values()], reused=what)
 
     def ask(self, stop: StopSignals) -> None:
         """The missing answers, then (with a judge, unless stopped) the missing grades."""
@@ -248,14 +243,8 @@ class Answers:
 
         def graded(j: int, _k: int, res: JudgeResult) -> None:
             u = todo[j]
-            self.graded[u] = {
-                "kind": "judge",
-                "row_id": self.uid[u],
-                "question_idx": u[0],
-                "sample": u[1],
-                "request": request_ids([convs[j]])[0],  # a saved grade is reused for this very request only
-                **judge_fields(res),
-            }
+            record = {"kind": "judge", "row_id": self.uid[u], "question_idx": u[0], "sample": u[1]}
+            self.graded[u] = record | {"request": self._request(u), **judge_fields(res)}
             self.log.append(self.graded[u])
 
         if todo:

@@ -347,13 +347,10 @@ def reuse_saved(log: PredictionLog, ids: Sequence[str], rows: Sequence[Mapping],
         old = saved.get(("judge", rid))
         if old is not None and old.get("status") != "error":
             recs[i] = {**old, **row_fields(i, rows[i], labels[i])}
-    reused = sum(r is not None for r in recs)
-    if saved or log.skipped_lines:
-        dropped = len(saved) - reused
-        what = f"{reused} of {len(rows)} rows reused from {log.path}, {len(rows) - reused} to request"
-        what += f" ({dropped} saved rows not reused: failed or not in this selection)" if dropped > 0 else ""
-        print(f"resume: {what}{log.skipped_note}", file=sys.stderr)
-    log.begin([r for r in recs if r is not None])
+    reused, dropped = sum(r is not None for r in recs), len(saved) - sum(r is not None for r in recs)
+    what = f"{reused} of {len(rows)} rows reused from {log.path}, {len(rows) - reused} to request"
+    what += f" ({dropped} saved rows not reused: failed or not in this selection)" if dropped > 0 else ""
+    log.begin([r for r in recs if r is not None], reused=what)
     return recs
 
 

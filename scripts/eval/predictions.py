@@ -90,7 +90,7 @@ class PredictionLog:
         self.path = os.path.join(prepare_out_dir(out_dir), "predictions.jsonl")
         self.meta_path = os.path.join(out_dir, "run.json")
         self.tool, self.settings, self.resume = tool, _canon(dict(settings)), resume
-        self.skipped_lines, self._f, self._lock = 0, None, threading.Lock()
+        self.skipped_lines, self.saved, self._f, self._lock = 0, {}, None, threading.Lock()
 
     def load(self) -> dict[tuple[str, str], dict]:
         if not self.resume or not os.path.exists(self.path):
@@ -129,15 +129,15 @@ class PredictionLog:
                     f"{self.path} holds {kind} predictions made with other settings "
                     f"({diff or old.get(kind)}); use another --out, or --no-resume to replace them"
                 )
-        return {k: v for k, v in recs.items() if self.settings.get(k[0]) is not None}
+        self.saved = {k: v for k, v in recs.items() if self.settings.get(k[0]) is not None}
+        return self.saved
 
-    @property
-    def skipped_note(self) -> str:
-        """``; N lines skipped (...)`` when ``load`` skipped lines, for the resume message."""
-        return f"; {self.skipped_lines} lines skipped (cut off, or without a row id)" if self.skipped_lines else ""
-
-    def begin(self, kept: Sequence[Mapping]) -> None:
-        """Rewrite the file with ``kept`` (atomically), write ``run.json`` and open the file for appending."""
+    def begin(self, kept: Sequence[Mapping], reused: str) -> None:
+        """Say what is reused (``resume: <reused>``) when ``load`` found records or skipped lines, rewrite the file
+        with ``kept`` (atomically), write ``run.json`` and open the file for appending."""
+        if self.saved or self.skipped_lines:
+            note = f"; {self.skipped_lines} lines skipped (cut off, or without a row id)" if self.skipped_lines else ""
+            print(f"resume: {reused}{note}", file=sys.stderr)
         write_json(self.meta_path, {"tool": self.tool, "settings": self.settings})
         write_jsonl(self.path, kept)
         self._f = open(self.path, "a", encoding="utf-8")
