@@ -55,7 +55,7 @@ class Backend:
     def check(self, what: str) -> None:
         """Exactly one of ``--base-url/--model``, ``--vllm-offline``, ``--hf-offline``, and its options in range."""
         flags = {"--base-url/--model": self.base_url or self.model, "--vllm-offline": self.vllm_offline}
-        chosen = [name for name, on in {**flags, "--hf-offline": self.hf_offline}.items() if on]
+        chosen = [name for name, on in (flags | {"--hf-offline": self.hf_offline}).items() if on]
         if len(chosen) > 1:
             raise InputError(f"give only one of {', '.join(chosen)}")
         if not chosen or (chosen == ["--base-url/--model"] and not (self.base_url and self.model)):

@@ -47,10 +47,8 @@ def md_table(header: Sequence[str], rows: Sequence[Sequence[Any]], align: str | 
     """A Markdown table; ``align`` has one ``l`` or ``r`` per column (default: first left, the rest right)."""
     align = align or ("l" + "r" * (len(header) - 1))
     sep = ["---:" if a == "r" else "---" for a in align]
-    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(sep) + " |"]
-    for r in rows:
-        lines.append("| " + " | ".join(fmt(c) for c in r) + " |")
-    return "\n".join(lines)
+    lines = [header, sep] + [[fmt(c) for c in r] for r in rows]
+    return "\n".join("| " + " | ".join(cells) + " |" for cells in lines)
 
 
 def pyplot():

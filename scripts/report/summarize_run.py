@@ -63,6 +63,15 @@ def ratios(sums: dict, files: list[str], labels: list[str]) -> dict:
     return out
 
 
+def _print_table(corner: str, columns: list[str], rows: list[tuple[str, list]], spec: str) -> None:
+    """A Markdown table on stdout: a row per ``(name, cells)`` with a value, formatted with ``spec``, ``None`` empty."""
+    print(f"| {corner} | " + " | ".join(columns) + " |")
+    print("|---|" + "---:|" * len(columns))
+    for name, cells in rows:
+        if any(c is not None for c in cells):
+            print(f"| {name} | " + " | ".join("" if c is None else format(c, spec) for c in cells) + " |")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m scripts.report.summarize_run",
@@ -91,19 +100,12 @@ def main(argv=None) -> int:
     else:
         keys = [k for k in ("steps", *(f"median {s}" for s in STAGES)) if any(k in s for s in sums.values())]
         keys += sorted({k for s in sums.values() for k in s} - set(keys))
-        print("| metric | " + " | ".join(labels) + " |")
-        print("|---|" + "---:|" * len(args.files))
-        for k in keys:
-            cells = [sums[f].get(k) for f in args.files]
-            print(f"| {k} | " + " | ".join("" if c is None else f"{c:.4g}" for c in cells) + " |")
+        _print_table("metric", labels, [(k, [sums[f].get(k) for f in args.files]) for k in keys], ".4g")
         if args.ratio and len(args.files) > 1:
             rat = ratios(sums, args.files, labels)
-            print(f"\n| median stage time / {labels[0]} | " + " | ".join(labels[1:]) + " |")
-            print("|---|" + "---:|" * (len(args.files) - 1))
-            for st in STAGES:
-                cells = [rat[lab].get(st) for lab in labels[1:]]
-                if any(c is not None for c in cells):
-                    print(f"| {st} | " + " | ".join("" if c is None else f"{c:.2f}" for c in cells) + " |")
+            print()
+            rows = [(st, [rat[lab].get(st) for lab in labels[1:]]) for st in STAGES]
+            _print_table(f"median stage time / {labels[0]}", labels[1:], rows, ".2f")
     missing = [req for req in args.require if not any(req in k for rows in runs.values() for r in rows for k in r)]
     if missing:
         print(f"missing metric keys: {missing}", file=sys.stderr)

@@ -84,12 +84,8 @@ class Generator:
 
 
 def _settle(fut: asyncio.Future, out) -> None:
-    if fut.done():
-        return
-    if isinstance(out, Exception):
-        fut.set_exception(out)
-    else:
-        fut.set_result(out)
+    if not fut.done():
+        fut.set_exception(out) if isinstance(out, Exception) else fut.set_result(out)
 
 
 def build_app(gen: Generator, served_name: str) -> web.Application:
