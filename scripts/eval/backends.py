@@ -16,7 +16,7 @@ from reward_fns.judge_client import JudgeResult, chat_completions_url
 from reward_fns.redact import mask_url
 from scripts.eval.cli import InputError
 from scripts.eval.endpoint import add_endpoint_args, make_client, run_chats
-from scripts.eval.offline import OnResult, add_offline_args, hf_chat, vllm_chat
+from scripts.eval.offline import OnResult, hf_chat, vllm_chat
 
 if TYPE_CHECKING:
     from scripts.eval.predictions import StopSignals
@@ -25,7 +25,18 @@ if TYPE_CHECKING:
 def add_backend_args(group, what: str) -> None:
     """The flags of a ``Backend``: the endpoint's (``--base-url``, ``--model``, ...) and the offline ones."""
     add_endpoint_args(group, what=what)
-    add_offline_args(group)
+    vllm_help = "generate with vllm.LLM on this machine's GPU instead of an endpoint"
+    group.add_argument("--vllm-offline", metavar="MODEL_PATH", default=None, help=vllm_help)
+    hf_help = "generate with transformers on this machine (CPU or GPU) instead of an endpoint"
+    group.add_argument("--hf-offline", metavar="MODEL_PATH", default=None, help=hf_help)
+    group.add_argument("--batch-size", type=int, default=8, metavar="N", help="--hf-offline batch size (default 8)")
+    mem_help = "--vllm-offline: share of GPU memory vLLM may take (default 0.9; lower it to share the GPU)"
+    group.add_argument("--gpu-memory-utilization", type=float, default=0.9, metavar="F", help=mem_help)
+    kv_help = "--vllm-offline: fixed KV-cache size instead of vLLM's memory profiling (needed when other processes "
+    kv_help += "allocate GPU memory while vLLM starts)"
+    group.add_argument("--kv-cache-gb", type=float, default=None, metavar="GB", help=kv_help)
+    eager_help = "--vllm-offline: no CUDA graphs / compilation (faster start, slower decoding)"
+    group.add_argument("--enforce-eager", action="store_true", help=eager_help)
 
 
 @dataclass(frozen=True)

@@ -121,15 +121,9 @@ def render_md(report: dict) -> str:
         ]
         keys = "n_asked n_graded agreement precision recall f1 judge_says_correct_rate rule_correct_rate".split()
         keys += ["mean_score_rule_correct", "mean_score_rule_wrong", "parse_fail_rate", "error_rate"]
-        lines += [
-            md_table(["metric", "value"], [(k, j[k]) for k in keys]),
-            "",
-            md_table(
-                ["", "rule correct", "rule wrong"],
-                [("judge correct", j["tp"], j["fp"]), ("judge wrong", j["fn"], j["tn"])],
-            ),
-            "",
-        ]
+        confusion = [("judge correct", j["tp"], j["fp"]), ("judge wrong", j["fn"], j["tn"])]
+        lines += [md_table(["metric", "value"], [(k, j[k]) for k in keys]), ""]
+        lines += [md_table(["", "rule correct", "rule wrong"], confusion), ""]
         h = j["score_histogram"]
         rows = [[k.replace("_", " ")] + list(h[k].values()) for k in ("rule_correct", "rule_wrong")]
         lines += [md_table(["judge score"] + [str(s) for s in range(5)], rows), ""]

@@ -201,31 +201,19 @@ def render_md(report: dict) -> str:
     lines.append("")
     keys = md_keys(report)
     lines += ["## Overall", "", md_table(["metric", "value"], [(k, ov.get(k)) for k in keys]), ""]
-    summary = kind.summary(ov)
-    if summary:
-        lines += [summary, ""]
-    lines += [
-        "## Per source",
-        "",
-        md_table(["data_source"] + keys, [[s] + [m.get(k) for k in keys] for s, m in report["per_source"].items()]),
-        "",
-    ]
+    lines += [kind.summary(ov), ""] if kind.summary(ov) else []
+    per_source = [[s] + [m.get(k) for k in keys] for s, m in report["per_source"].items()]
+    lines += ["## Per source", "", md_table(["data_source"] + keys, per_source), ""]
     if kind.values and ov.get("confusion") is not None:
         header = ["label \\ pred"] + [str(s) for s in kind.values] + ["no verdict"]
-        lines += [
-            "## Confusion matrix (rows: label, columns: judge)",
-            "",
-            md_table(header, [[str(s)] + row for s, row in zip(kind.values, ov["confusion"])]),
-            "",
-        ]
+        table = md_table(header, [[str(s)] + row for s, row in zip(kind.values, ov["confusion"])])
+        lines += ["## Confusion matrix (rows: label, columns: judge)", "", table, ""]
     if report["error_kinds"] or report["parse_fail_reasons"]:
         lines += ["## Failures", ""]
         lines += [f"- request error `{k}`: {v}" for k, v in sorted(report["error_kinds"].items())]
         lines += [f"- parse failure `{k}`: {v}" for k, v in sorted(report["parse_fail_reasons"].items())]
         lines.append("")
-    caveat = kind.caveat(ov)
-    if caveat:
-        lines += [caveat, ""]
+    lines += [kind.caveat(ov), ""] if kind.caveat(ov) else []
     lines += ["## Definitions", ""] + [f"- `{k}`: {DEFINITIONS[k]}" for k in keys if k in DEFINITIONS] + [""]
     return "\n".join(lines)
 

@@ -1,8 +1,7 @@
 """Replies generated on this machine instead of an endpoint: ``vllm_chat`` (``vllm.LLM.chat`` on the GPU,
 ``--vllm-offline MODEL_PATH``) and ``hf_chat`` (transformers on CPU or GPU, ``--hf-offline MODEL_PATH``), each
-``n`` ``JudgeResult`` objects per conversation, handed over batch by batch, and their flags (``add_offline_args``,
-held by ``scripts.eval.backends.Backend``). No command of its own; used by ``scripts.eval.backends`` and, for the
-flags, by ``python -m scripts.eval.judge`` and ``python -m scripts.eval.gsm8k``.
+``n`` ``JudgeResult`` objects per conversation, handed over batch by batch (their flags and settings:
+``scripts.eval.backends``). No command of its own; used by ``scripts.eval.backends.generate``.
 """
 
 from __future__ import annotations
@@ -156,18 +155,3 @@ class _HFModel:
         text = self.tok.decode(toks if stop_at is None else toks[:stop_at], skip_special_tokens=True)
         finish = "stop" if stop_at is not None else "length"
         return JudgeResult(text, None, attempts=1, latency_s=latency, finish_reason=finish)
-
-
-def add_offline_args(group) -> None:
-    vllm_help = "generate with vllm.LLM on this machine's GPU instead of an endpoint"
-    group.add_argument("--vllm-offline", metavar="MODEL_PATH", default=None, help=vllm_help)
-    hf_help = "generate with transformers on this machine (CPU or GPU) instead of an endpoint"
-    group.add_argument("--hf-offline", metavar="MODEL_PATH", default=None, help=hf_help)
-    group.add_argument("--batch-size", type=int, default=8, metavar="N", help="--hf-offline batch size (default 8)")
-    mem_help = "--vllm-offline: share of GPU memory vLLM may take (default 0.9; lower it to share the GPU)"
-    group.add_argument("--gpu-memory-utilization", type=float, default=0.9, metavar="F", help=mem_help)
-    kv_help = "--vllm-offline: fixed KV-cache size instead of vLLM's memory profiling (needed when other processes "
-    kv_help += "allocate GPU memory while vLLM starts)"
-    group.add_argument("--kv-cache-gb", type=float, default=None, metavar="GB", help=kv_help)
-    eager_help = "--vllm-offline: no CUDA graphs / compilation (faster start, slower decoding)"
-    group.add_argument("--enforce-eager", action="store_true", help=eager_help)
