@@ -263,12 +263,7 @@ class Answers:
     def finish(self) -> list[dict]:
         """The scored records of the finished answers (``samples.jsonl``), with their grades; the log in order."""
         done = [u for u in self.units if u in self.policy]
-        recs = []
-        for u in done:
-            rec = score_record(self.items[u[0]], self.policy[u])
-            if u in self.graded and rec["status"] == "ok":
-                rec.update({k: v for k, v in self.graded[u].items() if k.startswith("judge_")})
-            recs.append(rec)
+        recs = [score_record(self.items[u[0]], self.policy[u], self.graded.get(u)) for u in done]
         self.log.finalize([self.policy[u] for u in done] + [self.graded[u] for u in done if u in self.graded])
         return recs
 

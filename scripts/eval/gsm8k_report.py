@@ -85,10 +85,8 @@ def render_md(report: dict) -> str:
     prog = report.get("progress") or {}
     title = "# GSM8K evaluation"
     if report.get("partial"):
-        title += f" (PARTIAL: {prog.get('done')} of {prog.get('samples')} answers"
-        title += (
-            f", {prog.get('judge_done')} of {prog.get('judge_total')} judge grades)" if report.get("judge") else ")"
-        )
+        grades = f", {prog.get('judge_done')} of {prog.get('judge_total')} judge grades" if report.get("judge") else ""
+        title += f" (PARTIAL: {prog.get('done')} of {prog.get('samples')} answers{grades})"
     lines = [
         title,
         "",

@@ -316,14 +316,13 @@ def select_rows(options: Options) -> tuple[str, list[dict], list]:
     """The verdict kind, the rows (``--limit``, ``--pairs``) and their labels."""
     rows = read_rows(options.data, options.limit)
     require_columns(rows, ["prompt", "reward_model.ground_truth"], options.data)
-    raw_labels = [get_path(r, "reward_model.ground_truth") for r in rows]
-    task = detect_task(raw_labels, options.data) if options.task == "auto" else options.task
+    labels = lambda rows: [get_path(r, "reward_model.ground_truth") for r in rows]  # noqa: E731
+    task = detect_task(labels(rows), options.data) if options.task == "auto" else options.task
     if options.pairs is not None:
         if not verdicts.KINDS[task].paired:
             raise InputError("--pairs only applies to pairwise data")
         rows = select_pairs(rows, options.pairs, options.seed, options.data)
-        raw_labels = [get_path(r, "reward_model.ground_truth") for r in rows]
-    return task, rows, coerce_labels(task, raw_labels, options.data)
+    return task, rows, coerce_labels(task, labels(rows), options.data)
 
 
 def reuse_saved(log: PredictionLog, ids: Sequence[str], rows: Sequence[Mapping], labels: Sequence) -> list:

@@ -159,6 +159,11 @@ def _short(key: str) -> str:
     return key.replace("/mean", "")
 
 
+def _key_color(key: str, i: int) -> str:
+    """The colour of the ``i``-th key of a panel (the total step time: black)."""
+    return "black" if key == "timing_s/step" else COLORS[i % len(COLORS)]
+
+
 def draw_panel(ax, spec: dict, runs: Sequence[tuple[str, list]], smooth: int) -> int:
     """Draw one panel on ``ax``; returns the number of lines drawn.
 
@@ -178,13 +183,12 @@ def draw_panel(ax, spec: dict, runs: Sequence[tuple[str, list]], smooth: int) ->
             if not pts:
                 continue
             xs, ys = zip(*pts)
-            total = key == "timing_s/step"
             if grid:
-                color, style, name = ("black" if total else COLORS[ki % len(COLORS)]), STYLES[ri % len(STYLES)], None
+                color, style, name = _key_color(key, ki), STYLES[ri % len(STYLES)], None
             elif multi_run:
                 color, style, name = COLORS[ri % len(COLORS)], "-", label
             else:
-                color, style = ("black" if total else COLORS[ki % len(COLORS)]), ("--" if total else "-")
+                color, style = _key_color(key, ki), ("--" if key == "timing_s/step" else "-")
                 name = _short(key) if len(runs) == 1 else f"{label}: {_short(key)}"
             marker = "o" if len(xs) <= 12 else None
             ax.plot(xs, _smooth(list(ys), smooth), style, color=color, lw=1.5, label=name, marker=marker, ms=3)
@@ -195,10 +199,7 @@ def draw_panel(ax, spec: dict, runs: Sequence[tuple[str, list]], smooth: int) ->
     if spec.get("ylim"):
         ax.set_ylim(*spec["ylim"])
     if lines and grid:
-        handles = [
-            Line2D([], [], color="black" if k == "timing_s/step" else COLORS[i % len(COLORS)], lw=1.5, label=_short(k))
-            for i, k in enumerate(keys)
-        ]
+        handles = [Line2D([], [], color=_key_color(k, i), lw=1.5, label=_short(k)) for i, k in enumerate(keys)]
         handles += [
             Line2D([], [], color="grey", ls=STYLES[i % len(STYLES)], lw=1.5, label=label)
             for i, (label, _st) in enumerate(contributing)
