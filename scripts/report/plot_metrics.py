@@ -51,14 +51,10 @@ def _flatten(d: Mapping, prefix: str = "") -> dict:
 
 
 def _number(v: object) -> float | None:
-    if isinstance(v, bool):
-        return float(v)
-    if isinstance(v, (int, float)):
-        f = float(v)
-        return f if math.isfinite(f) else None
     if isinstance(v, list) and len(v) == 1:  # numpy scalars serialised as 1-element lists
         return _number(v[0])
-    return None
+    ok = isinstance(v, bool) or (isinstance(v, (int, float)) and math.isfinite(v))
+    return float(v) if ok else None
 
 
 def load_run(path: str, warn=print) -> list[tuple[float, dict]]:

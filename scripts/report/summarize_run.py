@@ -52,15 +52,11 @@ def summarize(rows: list[dict], skip_first: int = 1) -> dict:
 def ratios(sums: dict, files: list[str], labels: list[str]) -> dict:
     """{label: {stage: median(run) / median(first run)}} for runs 2..n; a stage missing in either run,
     or under MIN_BASE_S seconds in the first, has no ratio."""
-    base = sums[files[0]]
-    out = {}
-    for f, lab in zip(files[1:], labels[1:]):
-        out[lab] = {}
-        for st in STAGES:
-            b, v = base.get(f"median {st}"), sums[f].get(f"median {st}")
-            if b is not None and b >= MIN_BASE_S and v is not None:
-                out[lab][st] = v / b
-    return out
+    base = {st: b for st in STAGES if (b := sums[files[0]].get(f"median {st}")) is not None and b >= MIN_BASE_S}
+    return {
+        lab: {st: sums[f][f"median {st}"] / b for st, b in base.items() if f"median {st}" in sums[f]}
+        for f, lab in zip(files[1:], labels[1:])
+    }
 
 
 def _print_table(corner: str, columns: list[str], rows: list[tuple[str, list]], spec: str) -> None:
