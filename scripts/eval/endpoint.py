@@ -16,7 +16,6 @@ from reward_fns.judge_errors import JudgeConfigError
 from scripts.eval.cli import InputError, progress_bar
 
 if TYPE_CHECKING:
-    from scripts.eval.backends import Backend
     from scripts.eval.predictions import StopSignals
 
 
@@ -40,8 +39,9 @@ def add_endpoint_args(group, prefix: str = "", *, what: str = "judge") -> None:
     group.add_argument(f"{p}temperature", type=float, default=0.0, metavar="T", help="temperature (default 0 = greedy)")
 
 
-def make_client(backend: Backend, cache: bool = True) -> JudgeClient:
-    """The ``JudgeClient`` of an endpoint ``Backend`` (``cache``: de-duplicate identical requests)."""
+def make_client(backend, cache: bool = True) -> JudgeClient:
+    """The ``JudgeClient`` of an endpoint ``scripts.eval.backends.Backend`` (``cache``: de-duplicate identical
+    requests)."""
     if backend.max_tokens < 1:
         raise InputError(f"max tokens must be >= 1, got {backend.max_tokens}")
     try:

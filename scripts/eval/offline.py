@@ -15,7 +15,6 @@ from reward_fns.judge_client import JudgeResult
 from scripts.eval.cli import InputError, progress_bar
 
 if TYPE_CHECKING:
-    from scripts.eval.backends import Backend
     from scripts.eval.predictions import StopSignals
 
 
@@ -27,10 +26,10 @@ OnResult = Callable[[int, int, JudgeResult], None]
 
 
 def vllm_chat(
-    backend: Backend, conversations: Sequence[Sequence[dict]], *, n: int, seed: int, on_result: OnResult, stop
+    backend, conversations: Sequence[Sequence[dict]], *, n: int, seed: int, on_result: OnResult, stop
 ) -> list[list[JudgeResult] | None]:
-    """Offline generation with ``vllm.LLM.chat`` (GPU machine, ``--vllm-offline``): ``n`` results per conversation,
-    in chunks of ``VLLM_CHUNK`` (``_in_batches``)."""
+    """Offline generation with ``vllm.LLM.chat`` (GPU machine) from the ``--vllm-offline`` model and options of
+    ``backend`` (a ``scripts.eval.backends.Backend``): ``n`` results per conversation, in chunks of ``VLLM_CHUNK``."""
     try:
         from vllm import LLM, SamplingParams
     except ImportError as e:
@@ -59,7 +58,7 @@ def vllm_chat(
 
 
 def hf_chat(
-    backend: Backend,
+    backend,
     conversations: Sequence[Sequence[dict]],
     *,
     n: int,
@@ -71,8 +70,9 @@ def hf_chat(
     done: int,
     total: int | None,
 ) -> list[list[JudgeResult] | None]:
-    """Offline generation with transformers (CPU or GPU, ``--hf-offline``): the model's chat template, left-padded
-    batches of similar length (``--batch-size``), greedy at temperature 0. ``n`` results per conversation."""
+    """Offline generation with transformers (CPU or GPU) from the ``--hf-offline`` model of ``backend``: the model's
+    chat template, left-padded batches of similar length (``--batch-size``), greedy at temperature 0. ``n`` results
+    per conversation."""
     if not os.path.isdir(backend.hf_offline):
         raise InputError(f"--hf-offline: model folder not found: {backend.hf_offline}")
     if not conversations or (stop is not None and stop.stopped):
