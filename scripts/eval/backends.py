@@ -16,7 +16,7 @@ from reward_fns.judge_client import JudgeResult, chat_completions_url
 from reward_fns.redact import mask_url
 from scripts.eval.cli import InputError
 from scripts.eval.endpoint import add_endpoint_args, make_client, run_chats
-from scripts.eval.offline import OnResult, add_offline_args, hf_chat, vllm_chat
+from scripts.eval.offline import OnResult, hf_chat, vllm_chat
 
 if TYPE_CHECKING:
     from scripts.eval.predictions import StopSignals
@@ -25,7 +25,18 @@ if TYPE_CHECKING:
 def add_backend_args(group, what: str) -> None:
     """The flags of a ``Backend``: the endpoint's (``--base-url``, ``--model``, ...) and the offline ones."""
     add_endpoint_args(group, what=what)
-    add_offline_args(group)
+    vllm_help = "generate with vllm.LLM on this machine's GPU instead of an endpoint"
+    group.add_argument("--vllm-offline", metavar="MODEL_PATH", default=None, help=vllm_help)
+    hf_help = "generate with transformers on this machine (CPU or GPU) instead of an endpoint"
+    group.add_argument("--hf-offline", metavar="MODEL_PATH", default=None, help=hf_help)
+    group.add_argument("--batch-size", type=int, default=8, metavar="N", help="--hf-offline batch size (default 8)")
+    mem_help = "--vllm-offline: share of GPU memory vLLM may take (default 0.9; lower it to share the GPU)"
+    group.add_argument("--gpu-memory-utilization", type=float, default=0.9, metavar="F", help=mem_help)
+    kv_help = "--vllm-offline: fixed KV-cache size instead of vLLM's memory profiling (needed when other processes "
+    kv_help += "allocate GPU memory while vLLM starts)"
+    group.add_argument("--kv-cache-gb", type=float, default=None, metavar="GB", help=kv_help)
+    eager_help = "--vllm-offline: no CUDA graphs / compilation (faster start, slower decoding)"
+    group.add_argument("--enforce-eager", action="store_true", help=eager_help)
 
 
 @dataclass(frozen=True)
@@ -55,7 +66,7 @@ class Backend:
     def check(self, what: str) -> None:
         """Exactly one of ``--base-url/--model``, ``--vllm-offline``, ``--hf-offline``, and its options in range."""
         flags = {"--base-url/--model": self.base_url or self.model, "--vllm-offline": self.vllm_offline}
-        chosen = [name for name, on in {**flags, "--hf-offline": self.hf_offline}.items() if on]
+        chosen = [name for name, on in (flags | {"--hf-offline": self.hf_offline}).items() if on]
         if len(chosen) > 1:
             raise InputError(f"give only one of {', '.join(chosen)}")
         if not chosen or (chosen == ["--base-url/--model"] and not (self.base_url and self.model)):
@@ -81,6 +92,11 @@ class Backend:
         except ValueError:
             url = self.base_url
         return {"endpoint": url, "model": self.model}
+
+    def described(self, info: dict | None) -> dict:
+        """The backend as a report names it: ``generate``'s ``info`` (``self.info()`` when nothing was asked) and
+        the sampling."""
+        return {**(info or self.info()), "temperature": self.temperature, "max_tokens": self.max_tokens}
 
     def settings(self) -> dict:
         """What decides a backend's replies besides the prompt: a saved reply is reused only under the same."""
@@ -123,58 +139,22 @@ def generate(
     without all their replies are ``None`` in the result. ``cache`` (endpoint; default ``n == 1``)
     de-duplicates identical requests; leave it off when the same conversation is listed for separate samples.
     """
-    sampling = dict(max_tokens=backend.max_tokens, temperature=backend.temperature, n=n, seed=seed)
+    on_result = on_result or (lambda i, k, res: None)
     if backend.vllm_offline:
-        llm_kwargs = backend.vllm_kwargs()
-        res = vllm_chat(
-            backend.vllm_offline, conversations, **sampling, llm_kwargs=llm_kwargs, on_result=on_result, stop=stop
-        )
-        return res, backend.info()
-    bar = dict(desc=desc, progress=progress, done=done, total=total)
+        return vllm_chat(backend, conversations, n=n, seed=seed, on_result=on_result, stop=stop), backend.info()
+    bar = dict(desc=desc, progress=progress, stop=stop)
     if backend.hf_offline:
-        res = hf_chat(
-            backend.hf_offline,
-            conversations,
-            **sampling,
-            batch_size=backend.batch_size,
-            **bar,
-            on_result=on_result,
-            stop=stop,
-        )
+        res = hf_chat(backend, conversations, n=n, seed=seed, on_result=on_result, done=done, total=total, **bar)
         return res, backend.info()
-    # samples of one conversation are separate requests: no cache when n > 1, so they are never de-duplicated
-    return _endpoint_chat(backend, conversations, n, (n == 1) if cache is None else cache, on_result, stop, **bar)
-
-
-def _endpoint_chat(backend: Backend, conversations, n: int, cache: bool, on_result, stop, *, done: int, total, **bar):
-    """``generate`` through the endpoint: each of the ``n`` samples of a conversation is a request of its own."""
-    client = make_client(
-        backend.base_url,
-        backend.model,
-        api_key_env=backend.api_key_env,
-        concurrency=backend.concurrency,
-        timeout=backend.timeout,
-        max_retries=backend.max_retries,
-        max_tokens=backend.max_tokens,
-        temperature=backend.temperature,
-        cache=cache,
-    )
-
-    def flat_result(j: int, res: JudgeResult) -> None:
-        if on_result is not None:
-            on_result(j // n, j % n, res)
-
+    # each of the n samples of a conversation is a request of its own: no cache when n > 1, so none is de-duplicated
+    client = make_client(backend, cache=(n == 1) if cache is None else cache)
     flat = run_chats(
         client,
         [c for c in conversations for _ in range(n)],
         **bar,
-        on_result=flat_result,
-        stop=stop,
+        on_result=lambda j, res: on_result(j // n, j % n, res),
         done=done * n,
         total=None if total is None else total * n,
     )
     per = [flat[i * n : (i + 1) * n] for i in range(len(conversations))]
-    return [None if any(r is None for r in p) else p for p in per], {
-        **backend.info(),
-        "client_stats": dict(client.stats),
-    }
+    return [None if None in p else p for p in per], {**backend.info(), "client_stats": dict(client.stats)}

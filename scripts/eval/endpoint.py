@@ -39,34 +39,23 @@ def add_endpoint_args(group, prefix: str = "", *, what: str = "judge") -> None:
     group.add_argument(f"{p}temperature", type=float, default=0.0, metavar="T", help="temperature (default 0 = greedy)")
 
 
-def make_client(
-    base_url: str,
-    model: str,
-    *,
-    api_key_env: str | None,
-    concurrency: int,
-    timeout: float,
-    max_retries: int,
-    max_tokens: int,
-    temperature: float,
-    cache: bool = True,
-) -> JudgeClient:
-    if concurrency < 1:
-        raise InputError(f"concurrency must be >= 1, got {concurrency}")
-    if max_tokens < 1:
-        raise InputError(f"max tokens must be >= 1, got {max_tokens}")
+def make_client(backend, cache: bool = True) -> JudgeClient:
+    """The ``JudgeClient`` of an endpoint ``scripts.eval.backends.Backend`` (``cache``: de-duplicate identical
+    requests)."""
+    if backend.max_tokens < 1:
+        raise InputError(f"max tokens must be >= 1, got {backend.max_tokens}")
     try:
         return JudgeClient(
-            base_url,
-            model,
-            api_key_env=api_key_env or None,
-            timeout=timeout,
-            max_retries=max_retries,
-            max_concurrency=concurrency,
-            temperature=temperature,
-            max_tokens=max_tokens,
+            backend.base_url,
+            backend.model,
+            api_key_env=backend.api_key_env or None,
+            timeout=backend.timeout,
+            max_retries=backend.max_retries,
+            max_concurrency=backend.concurrency,
+            temperature=backend.temperature,
+            max_tokens=backend.max_tokens,
             cache_size=4096 if cache else 0,
-            deadline=request_deadline(timeout, max_retries),
+            deadline=request_deadline(backend.timeout, backend.max_retries),
         )
     except ValueError as e:
         raise InputError(str(e)) from None
@@ -84,7 +73,7 @@ def run_chats(
     desc: str = "requests",
     progress: bool = True,
     *,
-    on_result: Callable[[int, JudgeResult], None] | None = None,
+    on_result: Callable[[int, JudgeResult], None],
     stop: StopSignals | None = None,
     done: int = 0,
     total: int | None = None,
@@ -115,15 +104,10 @@ def run_chats(
                 failures[0] += 1
                 bar.set_postfix(errors=failures[0], refresh=False)
             bar.update(1)
-            if on_result is not None:
-                on_result(i, res)
+            on_result(i, res)
 
         tasks = [loop.create_task(one(i, m)) for i, m in enumerate(conversations)]
-
-        def cancel_all() -> None:
-            for t in tasks:
-                t.cancel()
-
+        cancel_all = lambda: [t.cancel() for t in tasks]  # noqa: E731
         token = stop.on_stop(lambda: loop.call_soon_threadsafe(cancel_all)) if stop is not None else None
         try:
             outcome = await asyncio.gather(*tasks, return_exceptions=True)

@@ -52,7 +52,6 @@ from scripts.eval.predictions import (
     StopSignals,
     add_output_args,
     default_out,
-    prepare_out_dir,
     request_ids,
     until_stopped,
     write_reports,
@@ -147,16 +146,13 @@ def parse_options(argv: list[str] | None) -> Options:
 
 def _run(argv: list[str] | None) -> tuple[dict, int, str | None]:
     options = parse_options(argv)
-    items = _load_items(options)
-    prepare_out_dir(options.out)  # before any request: an unwritable --out costs nothing
+    items = load_items(options.data, options.limit, options.policy_prompt_version, need_question=bool(options.judge))
     run = Answers(options, items)
     _, stop, wall = until_stopped("requests", run.ask)
     recs = run.finish()
     report = run.report(recs, stop.name, wall)
-    for r in recs:
-        if r.get("response"):
-            r["response"] = r["response"][:REPLY_KEEP_CHARS]
-    write_jsonl(os.path.join(options.out, "samples.jsonl"), recs)
+    kept = [r | {"response": r["response"][:REPLY_KEEP_CHARS]} if r.get("response") else r for r in recs]
+    write_jsonl(os.path.join(options.out, "samples.jsonl"), kept)
     draw = None if options.no_plots or not recs else gsm8k_figures
     write_reports(options.out, report, render_md(report), draw, also="samples.jsonl, predictions.jsonl")
     p, j = report["policy"], report.get("judge")
@@ -165,18 +161,6 @@ def _run(argv: list[str] | None) -> tuple[dict, int, str | None]:
     if j and j["n_error"]:
         print(f"warning: {j['n_error']}/{j['n_asked']} judge requests failed", file=sys.stderr)
     return report, *exit_status(report, stop_status=stop.exit_status, allow_judge_errors=options.allow_judge_errors)
-
-
-def _load_items(options: Options) -> list[dict]:
-    """The questions (``gsm8k_data.load_items``); with a judge, each must have its question text."""
-    items = load_items(options.data, options.limit, options.policy_prompt_version)
-    missing = next((i for i, it in enumerate(items) if not it["question"]), None) if options.judge else None
-    if missing is not None:
-        raise InputError(
-            f"{options.data}: row {missing + 1}: the judge needs the question: missing column "
-            "'extra_info.question' (or 'question')"
-        )
-    return items
 
 
 class Answers:
@@ -200,6 +184,10 @@ class Answers:
     def _judge_conv(self, u: tuple[int, int]) -> list[dict]:
         return self.options.judge_messages(self.items[u[0]], self.policy[u]["response"])
 
+    def _request(self, u: tuple[int, int]) -> str:
+        """The id of the judge's request for answer ``u``: a saved grade is reused for this very request only."""
+        return request_ids([self._judge_conv(u)])[0]
+
     def _reuse(self, saved: dict) -> None:
         """Keep the saved answers (failed requests are asked again) and the grades of exactly those answers."""
         for q, k in self.units:
@@ -209,21 +197,12 @@ class Answers:
         if self.options.judge:
             for u in self.policy:
                 old = saved.get(("judge", self.uid[u]))
-                if (
-                    old is not None
-                    and old.get("judge_status") != "error"
-                    and old.get("request") == request_ids([self._judge_conv(u)])[0]
-                ):
+                if old and old.get("judge_status") != "error" and old.get("request") == self._request(u):
                     self.graded[u] = {**old, "question_idx": u[0], "sample": u[1]}
         self.reused, self.judge_reused = len(self.policy), len(self.graded)
-        if saved or self.log.skipped_lines:
-            grades = f" and {self.judge_reused} judge grades" if self.options.judge else ""
-            what = f"{self.reused} of {len(self.units)} answers{grades} reused from {self.log.path}"
-            print(f"resume: {what}{self.log.skipped_note}", file=sys.stderr)
-        self.log.begin(
-            [self.policy[u] for u in self.units if u in self.policy]
-            + [self.graded[u] for u in self.units if u in self.graded]
-        )
+        grades = f" and {self.judge_reused} judge grades" if self.options.judge else ""
+        what = f"{self.reused} of {len(self.units)} answers{grades} reused from {self.log.path}"
+        self.log.begin([*self.policy.values(), *self.graded.values()], reused=what)
 
     def ask(self, stop: StopSignals) -> None:
         """The missing answers, then (with a judge, unless stopped) the missing grades."""
@@ -264,14 +243,8 @@ class Answers:
 
         def graded(j: int, _k: int, res: JudgeResult) -> None:
             u = todo[j]
-            self.graded[u] = {
-                "kind": "judge",
-                "row_id": self.uid[u],
-                "question_idx": u[0],
-                "sample": u[1],
-                "request": request_ids([convs[j]])[0],  # a saved grade is reused for this very request only
-                **judge_fields(res),
-            }
+            record = {"kind": "judge", "row_id": self.uid[u], "question_idx": u[0], "sample": u[1]}
+            self.graded[u] = record | {"request": self._request(u), **judge_fields(res)}
             self.log.append(self.graded[u])
 
         if todo:
@@ -290,12 +263,7 @@ class Answers:
     def finish(self) -> list[dict]:
         """The scored records of the finished answers (``samples.jsonl``), with their grades; the log in order."""
         done = [u for u in self.units if u in self.policy]
-        recs = []
-        for u in done:
-            rec = score_record(self.items[u[0]], self.policy[u])
-            if u in self.graded and rec["status"] == "ok":
-                rec.update({k: v for k, v in self.graded[u].items() if k.startswith("judge_")})
-            recs.append(rec)
+        recs = [score_record(self.items[u[0]], self.policy[u], self.graded.get(u)) for u in done]
         self.log.finalize([self.policy[u] for u in done] + [self.graded[u] for u in done if u in self.graded])
         return recs
 
@@ -310,11 +278,7 @@ class Answers:
             progress.update(judge_total=judge_total, judge_done=judge_done, judge_reused=self.judge_reused)
         report: dict = {
             "data": os.path.abspath(o.data),
-            "policy_endpoint": {
-                **(self.policy_ep or o.policy.info()),
-                "temperature": o.policy.temperature,
-                "max_tokens": o.policy.max_tokens,
-            },
+            "policy_endpoint": o.policy.described(self.policy_ep),
             "policy": policy_metrics(recs, len({q for q, _ in done}), o.n_samples),
             "partial": len(done) < len(self.units) or judge_done < judge_total,
             "stopped_by": stopped_by,

@@ -9,29 +9,37 @@ from __future__ import annotations
 from reward_fns import gsm8k
 from reward_fns.prompts import load as load_prompt
 from scripts.eval.cli import InputError
-from scripts.eval.rows import MISSING, as_messages, get_path, read_rows
+from scripts.eval.rows import as_messages, get_path, read_rows, require_columns
 
 POLICY_TEMPLATE = "gsm8k_policy"
 
 
-def load_items(path: str, limit: int | None, policy_prompt_version: str = "v1") -> list[dict]:
-    """``[{prompt, ground_truth, question, answer}]`` from a verl parquet or raw GSM8K rows."""
+def load_items(path: str, limit: int | None, policy_prompt_version: str, need_question: bool = False) -> list[dict]:
+    """``[{prompt, ground_truth, question, answer}]`` from a verl parquet or raw GSM8K rows (``need_question``: each
+    with its question text, which a judge needs)."""
     rows = read_rows(path, limit)
     if "prompt" in rows[0]:
-        return [_verl_item(r, f"{path}: row {i + 1}") for i, r in enumerate(rows)]
-    if "question" in rows[0] or "answer" in rows[0]:
+        require_columns(rows, ["prompt", "reward_model.ground_truth"], path)
+        items = [_verl_item(r, f"{path}: row {i + 1}") for i, r in enumerate(rows)]
+    elif "question" in rows[0] or "answer" in rows[0]:
         template = load_prompt(POLICY_TEMPLATE, policy_prompt_version)
-        return [_raw_item(r, f"{path}: row {i + 1}", template) for i, r in enumerate(rows)]
-    raise InputError(
-        f"{path}: missing column 'prompt' (verl parquet from data_prep.gsm8k) or 'question' + "
-        f"'answer' (raw GSM8K); the file has columns {sorted(rows[0])}"
-    )
+        items = [_raw_item(r, f"{path}: row {i + 1}", template) for i, r in enumerate(rows)]
+    else:
+        raise InputError(
+            f"{path}: missing column 'prompt' (verl parquet from data_prep.gsm8k) or 'question' + "
+            f"'answer' (raw GSM8K); the file has columns {sorted(rows[0])}"
+        )
+    missing = next((i for i, it in enumerate(items) if not it["question"]), None) if need_question else None
+    if missing is not None:
+        raise InputError(
+            f"{path}: row {missing + 1}: the judge needs the question: missing column 'extra_info.question' (or "
+            "'question')"
+        )
+    return items
 
 
 def _verl_item(r: dict, where: str) -> dict:
     gt = get_path(r, "reward_model.ground_truth")
-    if gt is MISSING:
-        raise InputError(f"{where}: missing column 'reward_model.ground_truth'; the file has columns {sorted(r)}")
     try:
         gsm8k.reference_number(gt)
     except ValueError as e:

@@ -17,39 +17,26 @@ def policy_record(q: int, k: int, row_id: str, res: JudgeResult) -> dict:
     """The ``predictions.jsonl`` record of answer ``k`` to question ``q`` (the full answer text)."""
     rec = {"kind": "policy", "row_id": row_id, "question_idx": q, "sample": k}
     if res.ok:
-        rec.update(status="ok", response=res.text, finish_reason=res.finish_reason)
-    else:
-        rec.update(status="error", error=str(res.error))
-    return rec
+        return rec | {"status": "ok", "response": res.text, "finish_reason": res.finish_reason}
+    return rec | {"status": "error", "error": str(res.error)}
 
 
-def score_record(item: Mapping, prec: Mapping) -> dict:
-    """The ``samples.jsonl`` record of a policy record: strict / flexible rule scores."""
-    rec = {
-        "question_idx": prec["question_idx"],
-        "sample": prec["sample"],
-        "ground_truth": item["ground_truth"],
-        "status": prec["status"],
-    }
+def score_record(item: Mapping, prec: Mapping, grade: Mapping | None = None) -> dict:
+    """The ``samples.jsonl`` record of a policy record: strict / flexible rule scores and the ``judge_*`` fields of
+    its ``grade`` (a judge's record) when it has one."""
     # question and reference solution too, so samples.jsonl is data_prep.gsm8k_verify --candidates solutions input
-    rec.update({k: item[k] for k in ("question", "answer") if item.get(k) is not None})
+    known = {k: item[k] for k in ("question", "answer") if item.get(k) is not None}
+    rec = {"question_idx": prec["question_idx"], "sample": prec["sample"], "ground_truth": item["ground_truth"]}
+    rec |= {"status": prec["status"], **known}
     if prec["status"] != "ok":
-        rec.update(
-            error=prec.get("error"), response=None, strict=0.0, flexible=0.0, strict_format=0.0, flexible_format=0.0
-        )
-    else:
-        text = prec["response"]
-        s = gsm8k.compute_score(solution_str=text, ground_truth=item["ground_truth"], mode="strict")
-        f = gsm8k.compute_score(solution_str=text, ground_truth=item["ground_truth"], mode="flexible")
-        rec.update(
-            response=text,
-            strict=s["score"],
-            flexible=f["score"],
-            strict_format=s["format_ok"],
-            flexible_format=f["format_ok"],
-            finish_reason=prec.get("finish_reason"),
-        )
-    return rec
+        zeros = {k: 0.0 for m in gsm8k.MODES for k in (m, f"{m}_format")}
+        return rec | {"error": prec.get("error"), "response": None} | zeros
+    rec["response"] = prec["response"]
+    for mode in gsm8k.MODES:
+        s = gsm8k.compute_score(solution_str=prec["response"], ground_truth=item["ground_truth"], mode=mode)
+        rec[mode], rec[f"{mode}_format"] = s["score"], s["format_ok"]
+    judged = {k: v for k, v in (grade or {}).items() if k.startswith("judge_")}
+    return rec | {"finish_reason": prec.get("finish_reason")} | judged
 
 
 def judge_fields(res: JudgeResult) -> dict:
@@ -61,10 +48,7 @@ def judge_fields(res: JudgeResult) -> dict:
             "judge_score": None,
             "judge_error": str(res.error),
         }
-    out = {"judge_reply": res.text[:REPLY_KEEP_CHARS]}
     parsed = parse_score(res.text)
-    if parsed.ok:
-        out.update(judge_status="ok", judge_reason="ok", judge_score=parsed.value)
-    else:
-        out.update(judge_status="parse_fail", judge_reason=parsed.reason, judge_score=None)
-    return out
+    status, reason = ("ok", "ok") if parsed.ok else ("parse_fail", parsed.reason)
+    reply = {"judge_reply": res.text[:REPLY_KEEP_CHARS], "judge_status": status, "judge_reason": reason}
+    return reply | {"judge_score": parsed.value if parsed.ok else None}

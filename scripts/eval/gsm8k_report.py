@@ -8,7 +8,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from scripts.report.render import fmt, md_table, ratio
+from reward_fns.gsm8k import MODES
+from reward_fns.judge_metrics import ratio
+from scripts.report.render import fmt, md_table
 
 
 def policy_metrics(recs: Sequence[Mapping], n_questions: int, n_samples: int) -> dict:
@@ -31,10 +33,8 @@ def policy_metrics(recs: Sequence[Mapping], n_questions: int, n_samples: int) ->
         by_q: dict[int, list[Mapping]] = {}
         for r in recs:
             by_q.setdefault(r["question_idx"], []).append(r)
-        out[f"strict_pass@{n_samples}"] = ratio(sum(any(r["strict"] for r in rs) for rs in by_q.values()), len(by_q))
-        out[f"flexible_pass@{n_samples}"] = ratio(
-            sum(any(r["flexible"] for r in rs) for rs in by_q.values()), len(by_q)
-        )
+        for m in MODES:
+            out[f"{m}_pass@{n_samples}"] = ratio(sum(any(r[m] for r in rs) for rs in by_q.values()), len(by_q))
     return out
 
 
@@ -49,11 +49,7 @@ def judge_metrics(recs: Sequence[Mapping], threshold: int, rule_key: str) -> dic
     fn = sum(r["judge_score"] < threshold and r[rule_key] == 1.0 for r in graded)
     tn = len(graded) - tp - fp - fn
     precision, recall = ratio(tp, tp + fp), ratio(tp, tp + fn)
-    f1 = (
-        None
-        if precision is None or recall is None or precision + recall == 0
-        else 2 * precision * recall / (precision + recall)
-    )
+    f1 = ratio(2 * tp, 2 * tp + fp + fn) if tp else None  # 2PR / (P + R); None without a true positive
     right = [r["judge_score"] for r in graded if r[rule_key] == 1.0]
     wrong = [r["judge_score"] for r in graded if r[rule_key] != 1.0]
     hist = {"rule_correct": Counter(right), "rule_wrong": Counter(wrong)}
@@ -89,10 +85,8 @@ def render_md(report: dict) -> str:
     prog = report.get("progress") or {}
     title = "# GSM8K evaluation"
     if report.get("partial"):
-        title += f" (PARTIAL: {prog.get('done')} of {prog.get('samples')} answers"
-        title += (
-            f", {prog.get('judge_done')} of {prog.get('judge_total')} judge grades)" if report.get("judge") else ")"
-        )
+        grades = f", {prog.get('judge_done')} of {prog.get('judge_total')} judge grades" if report.get("judge") else ""
+        title += f" (PARTIAL: {prog.get('done')} of {prog.get('samples')} answers{grades})"
     lines = [
         title,
         "",
@@ -125,28 +119,12 @@ def render_md(report: dict) -> str:
         ]
         keys = "n_asked n_graded agreement precision recall f1 judge_says_correct_rate rule_correct_rate".split()
         keys += ["mean_score_rule_correct", "mean_score_rule_wrong", "parse_fail_rate", "error_rate"]
-        lines += [
-            md_table(["metric", "value"], [(k, j[k]) for k in keys]),
-            "",
-            md_table(
-                ["", "rule correct", "rule wrong"],
-                [("judge correct", j["tp"], j["fp"]), ("judge wrong", j["fn"], j["tn"])],
-            ),
-            "",
-        ]
+        confusion = [("judge correct", j["tp"], j["fp"]), ("judge wrong", j["fn"], j["tn"])]
+        lines += [md_table(["metric", "value"], [(k, j[k]) for k in keys]), ""]
+        lines += [md_table(["", "rule correct", "rule wrong"], confusion), ""]
         h = j["score_histogram"]
-        lines += [
-            md_table(
-                ["judge score"] + [str(s) for s in range(5)],
-                [
-                    ["rule correct"] + [h["rule_correct"][str(s)] for s in range(5)],
-                    ["rule wrong"] + [h["rule_wrong"][str(s)] for s in range(5)],
-                ],
-            ),
-            "",
-        ]
-        for k, v in sorted(j["error_kinds"].items()):
-            lines.append(f"- judge request error `{k}`: {v}")
-        for k, v in sorted(j["parse_fail_reasons"].items()):
-            lines.append(f"- judge parse failure `{k}`: {v}")
+        rows = [[k.replace("_", " ")] + list(h[k].values()) for k in ("rule_correct", "rule_wrong")]
+        lines += [md_table(["judge score"] + [str(s) for s in range(5)], rows), ""]
+        lines += [f"- judge request error `{k}`: {v}" for k, v in sorted(j["error_kinds"].items())]
+        lines += [f"- judge parse failure `{k}`: {v}" for k, v in sorted(j["parse_fail_reasons"].items())]
     return "\n".join(lines)

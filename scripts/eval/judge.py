@@ -57,7 +57,6 @@ from scripts.eval.predictions import (
     StopSignals,
     add_output_args,
     default_out,
-    prepare_out_dir,
     request_ids,
     until_stopped,
     write_reports,
@@ -119,33 +118,24 @@ def select_pairs(rows: list[dict], n_pairs: int, seed: int, path: str) -> list[d
 
 
 # ----------------------------------------------------------------------------- records
+def row_fields(i: int, row: Mapping, label) -> dict:
+    """What a ``predictions.jsonl`` record takes from its row (also set on a reused record: the row may have moved)."""
+    source, pair_id = str(row.get("data_source") or "unknown"), get_path(row, "extra_info.pair_id", None)
+    return {"row": i, "data_source": source, "label": label, "pair_id": pair_id}
+
+
 def make_record(task: str, i: int, row_id: str, row: Mapping, label, res) -> dict:
     """The ``predictions.jsonl`` record of row ``i`` from its reply (``JudgeResult``)."""
-    rec = {
-        "kind": "judge",
-        "row": i,
-        "row_id": row_id,
-        "data_source": str(row.get("data_source") or "unknown"),
-        "label": label,
-        "pred": None,
-        "status": "ok",
-        "reason": "ok",
-        "pair_id": get_path(row, "extra_info.pair_id", None),
-        "reply": None,
-    }
+    rec = {"kind": "judge", "row_id": row_id, **row_fields(i, row, label), "pred": None, "reply": None}
     if not res.ok:
-        rec.update(status="error", reason=res.error.kind, error=str(res.error))
-    else:
-        rec["reply"] = res.text[:REPLY_KEEP_CHARS]
-        p = verdicts.KINDS[task].parse(res.text)
-        if p.ok:
-            rec["pred"] = p.value
-        else:
-            rec.update(status="parse_fail", reason=p.reason)
-        if res.finish_reason:
-            rec["finish_reason"] = res.finish_reason
-        if not res.cached:
-            rec["latency_s"] = round(res.latency_s, 4)
+        return rec | {"status": "error", "reason": res.error.kind, "error": str(res.error)}
+    p = verdicts.KINDS[task].parse(res.text)
+    rec |= {"reply": res.text[:REPLY_KEEP_CHARS], "pred": p.value if p.ok else None}
+    rec |= {"status": "ok", "reason": "ok"} if p.ok else {"status": "parse_fail", "reason": p.reason}
+    if res.finish_reason:
+        rec["finish_reason"] = res.finish_reason
+    if not res.cached:
+        rec["latency_s"] = round(res.latency_s, 4)
     return rec
 
 
@@ -211,33 +201,19 @@ def render_md(report: dict) -> str:
     lines.append("")
     keys = md_keys(report)
     lines += ["## Overall", "", md_table(["metric", "value"], [(k, ov.get(k)) for k in keys]), ""]
-    summary = kind.summary(ov)
-    if summary:
-        lines += [summary, ""]
-    lines += [
-        "## Per source",
-        "",
-        md_table(["data_source"] + keys, [[s] + [m.get(k) for k in keys] for s, m in report["per_source"].items()]),
-        "",
-    ]
+    lines += [kind.summary(ov), ""] if kind.summary(ov) else []
+    per_source = [[s] + [m.get(k) for k in keys] for s, m in report["per_source"].items()]
+    lines += ["## Per source", "", md_table(["data_source"] + keys, per_source), ""]
     if kind.values and ov.get("confusion") is not None:
         header = ["label \\ pred"] + [str(s) for s in kind.values] + ["no verdict"]
-        lines += [
-            "## Confusion matrix (rows: label, columns: judge)",
-            "",
-            md_table(header, [[str(s)] + row for s, row in zip(kind.values, ov["confusion"])]),
-            "",
-        ]
+        table = md_table(header, [[str(s)] + row for s, row in zip(kind.values, ov["confusion"])])
+        lines += ["## Confusion matrix (rows: label, columns: judge)", "", table, ""]
     if report["error_kinds"] or report["parse_fail_reasons"]:
         lines += ["## Failures", ""]
-        for k, v in sorted(report["error_kinds"].items()):
-            lines.append(f"- request error `{k}`: {v}")
-        for k, v in sorted(report["parse_fail_reasons"].items()):
-            lines.append(f"- parse failure `{k}`: {v}")
+        lines += [f"- request error `{k}`: {v}" for k, v in sorted(report["error_kinds"].items())]
+        lines += [f"- parse failure `{k}`: {v}" for k, v in sorted(report["parse_fail_reasons"].items())]
         lines.append("")
-    caveat = kind.caveat(ov)
-    if caveat:
-        lines += [caveat, ""]
+    lines += [kind.caveat(ov), ""] if kind.caveat(ov) else []
     lines += ["## Definitions", ""] + [f"- `{k}`: {DEFINITIONS[k]}" for k in keys if k in DEFINITIONS] + [""]
     return "\n".join(lines)
 
@@ -295,7 +271,6 @@ def _run(argv: list[str] | None) -> tuple[dict, int, str | None]:
     options = parse_options(argv)
     task, rows, labels = select_rows(options)
     conversations = [as_messages(r["prompt"], f"{options.data}: row {i + 1}: prompt") for i, r in enumerate(rows)]
-    prepare_out_dir(options.out)  # before any request: an unwritable --out costs nothing
     ids = request_ids(conversations)
     settings = {"judge": {"task": task, **options.judge.settings()}}
     log = PredictionLog(options.out, "eval_judge", settings, resume=not options.no_resume)
@@ -319,11 +294,7 @@ def _run(argv: list[str] | None) -> tuple[dict, int, str | None]:
     report = {
         "task": task,
         "data": os.path.abspath(options.data),
-        "judge": {
-            **(judge or options.judge.info()),
-            "temperature": options.judge.temperature,
-            "max_tokens": options.judge.max_tokens,
-        },
+        "judge": options.judge.described(judge),
         "selection": {"limit": options.limit, "pairs": options.pairs, "seed": options.seed},
         "partial": len(done) < len(rows),
         "stopped_by": stop.name,
@@ -345,14 +316,13 @@ def select_rows(options: Options) -> tuple[str, list[dict], list]:
     """The verdict kind, the rows (``--limit``, ``--pairs``) and their labels."""
     rows = read_rows(options.data, options.limit)
     require_columns(rows, ["prompt", "reward_model.ground_truth"], options.data)
-    raw_labels = [get_path(r, "reward_model.ground_truth") for r in rows]
-    task = detect_task(raw_labels, options.data) if options.task == "auto" else options.task
+    labels = lambda rows: [get_path(r, "reward_model.ground_truth") for r in rows]  # noqa: E731
+    task = detect_task(labels(rows), options.data) if options.task == "auto" else options.task
     if options.pairs is not None:
         if not verdicts.KINDS[task].paired:
             raise InputError("--pairs only applies to pairwise data")
         rows = select_pairs(rows, options.pairs, options.seed, options.data)
-        raw_labels = [get_path(r, "reward_model.ground_truth") for r in rows]
-    return task, rows, coerce_labels(task, raw_labels, options.data)
+    return task, rows, coerce_labels(task, labels(rows), options.data)
 
 
 def reuse_saved(log: PredictionLog, ids: Sequence[str], rows: Sequence[Mapping], labels: Sequence) -> list:
@@ -363,20 +333,11 @@ def reuse_saved(log: PredictionLog, ids: Sequence[str], rows: Sequence[Mapping],
     for i, rid in enumerate(ids):
         old = saved.get(("judge", rid))
         if old is not None and old.get("status") != "error":
-            recs[i] = {
-                **old,
-                "row": i,
-                "data_source": str(rows[i].get("data_source") or "unknown"),
-                "label": labels[i],
-                "pair_id": get_path(rows[i], "extra_info.pair_id", None),
-            }
-    reused = sum(r is not None for r in recs)
-    if saved or log.skipped_lines:
-        dropped = len(saved) - reused
-        what = f"{reused} of {len(rows)} rows reused from {log.path}, {len(rows) - reused} to request"
-        what += f" ({dropped} saved rows not reused: failed or not in this selection)" if dropped > 0 else ""
-        print(f"resume: {what}{log.skipped_note}", file=sys.stderr)
-    log.begin([r for r in recs if r is not None])
+            recs[i] = {**old, **row_fields(i, rows[i], labels[i])}
+    reused, dropped = sum(r is not None for r in recs), len(saved) - sum(r is not None for r in recs)
+    what = f"{reused} of {len(rows)} rows reused from {log.path}, {len(rows) - reused} to request"
+    what += f" ({dropped} saved rows not reused: failed or not in this selection)" if dropped > 0 else ""
+    log.begin([r for r in recs if r is not None], reused=what)
     return recs
 
 

@@ -1,19 +1,17 @@
 """Replies generated on this machine instead of an endpoint: ``vllm_chat`` (``vllm.LLM.chat`` on the GPU,
 ``--vllm-offline MODEL_PATH``) and ``hf_chat`` (transformers on CPU or GPU, ``--hf-offline MODEL_PATH``), each
-``n`` ``JudgeResult`` objects per conversation, handed over batch by batch, and their flags (``add_offline_args``,
-held by ``scripts.eval.backends.Backend``). No command of its own; used by ``scripts.eval.backends`` and, for the
-flags, by ``python -m scripts.eval.judge`` and ``python -m scripts.eval.gsm8k``.
+``n`` ``JudgeResult`` objects per conversation, handed over batch by batch (their flags and settings:
+``scripts.eval.backends``). No command of its own; used by ``scripts.eval.backends.generate``.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from reward_fns.judge_client import JudgeResult
-from reward_fns.judge_errors import JudgeError
 from scripts.eval.cli import InputError, progress_bar
 
 if TYPE_CHECKING:
@@ -28,22 +26,10 @@ OnResult = Callable[[int, int, JudgeResult], None]
 
 
 def vllm_chat(
-    model_path: str,
-    conversations: Sequence[Sequence[dict]],
-    *,
-    max_tokens: int,
-    temperature: float,
-    n: int = 1,
-    seed: int = 0,
-    llm_kwargs: Mapping | None = None,
-    on_result: OnResult | None = None,
-    stop: StopSignals | None = None,
+    backend, conversations: Sequence[Sequence[dict]], *, n: int, seed: int, on_result: OnResult, stop
 ) -> list[list[JudgeResult] | None]:
-    """Offline generation with ``vllm.LLM.chat`` (GPU machine): ``n`` results per conversation.
-
-    Conversations go in chunks of ``VLLM_CHUNK``; after each chunk ``on_result(i, k, result)`` runs
-    for its replies and a stop request (``stop``) ends the loop (unfinished slots stay ``None``).
-    """
+    """Offline generation with ``vllm.LLM.chat`` (GPU machine) from the ``--vllm-offline`` model and options of
+    ``backend`` (a ``scripts.eval.backends.Backend``): ``n`` results per conversation, in chunks of ``VLLM_CHUNK``."""
     try:
         from vllm import LLM, SamplingParams
     except ImportError as e:
@@ -52,79 +38,76 @@ def vllm_chat(
             "profile on a CUDA machine (bash scripts/setup_env.sh gpu), use --hf-offline MODEL_PATH "
             "(transformers, CPU or GPU), or serve the model (vllm serve MODEL_PATH) and use --base-url/--model."
         ) from None
-    if not os.path.exists(model_path):
-        raise InputError(f"--vllm-offline: model path not found: {model_path}")
-    results: list[list[JudgeResult] | None] = [None] * len(conversations)
-    if not conversations or (stop is not None and stop.stopped):
-        return results
-    llm = LLM(model=model_path, seed=seed, **dict(llm_kwargs or {}))
-    params = SamplingParams(n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
-    for lo in range(0, len(conversations), VLLM_CHUNK):
-        if stop is not None and stop.stopped:
-            break
-        chunk = [list(c) for c in conversations[lo : lo + VLLM_CHUNK]]
+    if not os.path.exists(backend.vllm_offline):
+        raise InputError(f"--vllm-offline: model path not found: {backend.vllm_offline}")
+    llm = None
+
+    def chat(chunk: list[int]) -> list[list[JudgeResult]]:
+        nonlocal llm
+        llm = llm or LLM(model=backend.vllm_offline, seed=seed, **backend.vllm_kwargs())
+        params = SamplingParams(n=n, temperature=backend.temperature, max_tokens=backend.max_tokens, seed=seed)
         start = time.monotonic()
-        outputs = llm.chat(chunk, params, use_tqdm=True)
+        outputs = llm.chat([list(conversations[i]) for i in chunk], params, use_tqdm=True)
         latency = (time.monotonic() - start) / max(1, len(outputs))
-        for j, out in enumerate(outputs):
-            per = [
-                JudgeResult(
-                    c.text, None, attempts=1, latency_s=latency, finish_reason=getattr(c, "finish_reason", None)
-                )
-                for c in out.outputs
-            ]
-            while len(per) < n:  # defensive: never fewer than asked
-                per.append(JudgeResult(None, JudgeError("bad_response", "vLLM returned fewer completions than n")))
-            results[lo + j] = per
-            if on_result is not None:
-                for k, res in enumerate(per):
-                    on_result(lo + j, k, res)
-    return results
+        return [
+            [JudgeResult(c.text, attempts=1, latency_s=latency, finish_reason=c.finish_reason) for c in out.outputs]
+            for out in outputs
+        ]
+
+    return _in_batches(list(range(len(conversations))), VLLM_CHUNK, chat, on_result, stop)
 
 
 def hf_chat(
-    model_path: str,
+    backend,
     conversations: Sequence[Sequence[dict]],
     *,
-    max_tokens: int,
-    temperature: float,
-    n: int = 1,
-    seed: int = 0,
-    batch_size: int = 8,
-    progress: bool = True,
-    desc: str = "generate",
-    on_result: OnResult | None = None,
-    stop: StopSignals | None = None,
-    done: int = 0,
-    total: int | None = None,
+    n: int,
+    seed: int,
+    on_result: OnResult,
+    stop,
+    desc: str,
+    progress: bool,
+    done: int,
+    total: int | None,
 ) -> list[list[JudgeResult] | None]:
-    """Offline generation with transformers (CPU or GPU): the model's chat template, left-padded batches
-    of similar length, greedy at temperature 0. ``n`` results per conversation.
-
-    After each batch ``on_result(i, k, result)`` runs for its replies; a stop request (``stop``) ends
-    the loop before the next batch (unfinished slots stay ``None``)."""
-    if not os.path.isdir(model_path):
-        raise InputError(f"--hf-offline: model folder not found: {model_path}")
-    results: list[list[JudgeResult] | None] = [None] * len(conversations)
+    """Offline generation with transformers (CPU or GPU) from the ``--hf-offline`` model of ``backend``: the model's
+    chat template, left-padded batches of similar length (``--batch-size``), greedy at temperature 0. ``n`` results
+    per conversation."""
+    if not os.path.isdir(backend.hf_offline):
+        raise InputError(f"--hf-offline: model folder not found: {backend.hf_offline}")
     if not conversations or (stop is not None and stop.stopped):
-        return results
-    hf = _HFModel(model_path, seed)
+        return [None] * len(conversations)
+    hf = _HFModel(backend.hf_offline, seed)
     ids = [hf.tokenize(c) for c in conversations]
+
+    def chat(chunk: list[int]) -> list[list[JudgeResult]]:
+        return hf.generate([ids[i] for i in chunk], backend.max_tokens, backend.temperature, n)
+
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
     bar = progress_bar(desc, "conv", progress, done, done + len(ids) if total is None else total)
+    return _in_batches(order, backend.batch_size, chat, on_result, stop, bar)
+
+
+def _in_batches(
+    order: list[int], size: int, chat, on_result: OnResult, stop: StopSignals | None, bar=None
+) -> list[list[JudgeResult] | None]:
+    """``chat(batch)`` of each ``size`` conversations of ``order``; after each batch ``on_result(i, k, result)`` runs
+    for its replies and a stop request (``stop``) ends the loop (unfinished conversations stay ``None``)."""
+    results: list[list[JudgeResult] | None] = [None] * len(order)
     try:
-        for b in range(0, len(order), max(1, batch_size)):
+        for b in range(0, len(order), size):
             if stop is not None and stop.stopped:
                 break
-            chunk = order[b : b + batch_size]
-            for i, per in zip(chunk, hf.generate([ids[i] for i in chunk], max_tokens, temperature, n)):
+            chunk = order[b : b + size]
+            for i, per in zip(chunk, chat(chunk)):
                 results[i] = per
-                if on_result is not None:
-                    for k, res in enumerate(per):
-                        on_result(i, k, res)
-            bar.update(len(chunk))
+                for k, res in enumerate(per):
+                    on_result(i, k, res)
+            if bar is not None:
+                bar.update(len(chunk))
     finally:
-        bar.close()
+        if bar is not None:
+            bar.close()
     return results
 
 
@@ -137,7 +120,7 @@ class _HFModel:
 
         self.device = "cuda" if torch.cuda.is_available() else "cpu"
         dtype = torch.float32 if self.device == "cpu" else torch.bfloat16
-        self.tok = AutoTokenizer.from_pretrained(model_path)
+        self.tok = AutoTokenizer.from_pretrained(model_path, padding_side="left")
         if self.tok.pad_token_id is None:
             self.tok.pad_token = self.tok.eos_token
         self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).to(self.device).eval()
@@ -155,22 +138,15 @@ class _HFModel:
         """``n`` replies to each prompt of ``batch`` (token ids), left-padded to one width."""
         import torch
 
-        width = max(len(ids) for ids in batch)
-        input_ids = torch.full((len(batch), width), self.tok.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(batch), width), dtype=torch.long)
-        for row, ids in enumerate(batch):
-            input_ids[row, width - len(ids) :] = torch.tensor(ids)
-            mask[row, width - len(ids) :] = 1
+        enc = self.tok.pad({"input_ids": batch}, return_tensors="pt").to(self.device)
         kw = {"max_new_tokens": max_tokens, "num_return_sequences": n, "pad_token_id": self.tok.pad_token_id}
-        if temperature > 0:
-            kw.update(do_sample=True, temperature=temperature)
-        else:
-            kw.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        greedy = {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
+        kw |= {"do_sample": True, "temperature": temperature} if temperature > 0 else greedy
         start = time.monotonic()
         with torch.no_grad():
-            out = self.model.generate(input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device), **kw)
+            out = self.model.generate(**enc, **kw)
         latency = (time.monotonic() - start) / len(batch)
-        new = out[:, width:].tolist()
+        new = out[:, enc["input_ids"].shape[1] :].tolist()
         return [[self._result(new[row * n + k], latency) for k in range(n)] for row in range(len(batch))]
 
     def _result(self, toks: list[int], latency: float) -> JudgeResult:
@@ -179,18 +155,3 @@ class _HFModel:
         text = self.tok.decode(toks if stop_at is None else toks[:stop_at], skip_special_tokens=True)
         finish = "stop" if stop_at is not None else "length"
         return JudgeResult(text, None, attempts=1, latency_s=latency, finish_reason=finish)
-
-
-def add_offline_args(group) -> None:
-    vllm_help = "generate with vllm.LLM on this machine's GPU instead of an endpoint"
-    group.add_argument("--vllm-offline", metavar="MODEL_PATH", default=None, help=vllm_help)
-    hf_help = "generate with transformers on this machine (CPU or GPU) instead of an endpoint"
-    group.add_argument("--hf-offline", metavar="MODEL_PATH", default=None, help=hf_help)
-    group.add_argument("--batch-size", type=int, default=8, metavar="N", help="--hf-offline batch size (default 8)")
-    mem_help = "--vllm-offline: share of GPU memory vLLM may take (default 0.9; lower it to share the GPU)"
-    group.add_argument("--gpu-memory-utilization", type=float, default=0.9, metavar="F", help=mem_help)
-    kv_help = "--vllm-offline: fixed KV-cache size instead of vLLM's memory profiling (needed when other processes "
-    kv_help += "allocate GPU memory while vLLM starts)"
-    group.add_argument("--kv-cache-gb", type=float, default=None, metavar="GB", help=kv_help)
-    eager_help = "--vllm-offline: no CUDA graphs / compilation (faster start, slower decoding)"
-    group.add_argument("--enforce-eager", action="store_true", help=eager_help)

@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -50,11 +51,8 @@ def prepare_out_dir(path: str) -> str:
         os.makedirs(path, exist_ok=True)
     except OSError as e:
         raise InputError(f"--out {path}: cannot create the folder ({e.strerror or e})") from None
-    probe = os.path.join(path, f".write-probe-{os.getpid()}")
     try:
-        with open(probe, "w", encoding="utf-8") as f:
-            f.write("probe\n")
-        os.remove(probe)
+        tempfile.TemporaryFile(dir=path).close()
     except OSError as e:
         raise InputError(f"--out {path}: not writable ({e.strerror or e})") from None
     return path
@@ -78,7 +76,8 @@ def _canon(obj: Any) -> Any:
 
 
 class PredictionLog:
-    """``DIR/predictions.jsonl``: one JSON object per finished row, appended and flushed as it arrives.
+    """``DIR/predictions.jsonl``: one JSON object per finished row, appended and flushed as it arrives. ``DIR`` is
+    created (``prepare_out_dir``) when the log is: before the first request, so an unwritable ``--out`` costs nothing.
 
     Every record has ``kind`` (what produced it) and ``row_id`` (``request_ids``). ``DIR/run.json``
     names the tool and the settings of each kind (``backend_settings``). ``load`` returns the records
@@ -88,32 +87,23 @@ class PredictionLog:
     """
 
     def __init__(self, out_dir: str, tool: str, settings: Mapping[str, Any], resume: bool = True):
-        self.path = os.path.join(out_dir, "predictions.jsonl")
+        self.path = os.path.join(prepare_out_dir(out_dir), "predictions.jsonl")
         self.meta_path = os.path.join(out_dir, "run.json")
-        self.tool = tool
-        self.settings = _canon(dict(settings))
-        self.resume = resume
-        self.skipped_lines = 0
-        self._f = None
-        self._lock = threading.Lock()
+        self.tool, self.settings, self.resume = tool, _canon(dict(settings)), resume
+        self.skipped_lines, self.saved, self._f, self._lock = 0, {}, None, threading.Lock()
 
     def load(self) -> dict[tuple[str, str], dict]:
         if not self.resume or not os.path.exists(self.path):
             return {}
 
-        def skip(_lineno: int, _problem: str) -> None:
-            self.skipped_lines += 1  # e.g. a line cut off when the process was killed
-
+        bad: list[int] = []  # e.g. a line cut off when the process was killed
         try:
-            saved = read_jsonl(self.path, on_bad=skip)
+            saved = read_jsonl(self.path, on_bad=lambda lineno, _problem: bad.append(lineno))
         except DataError as e:
             raise InputError(str(e)) from None
-        recs: dict[tuple[str, str], dict] = {}
-        for rec in saved:
-            if not isinstance(rec.get("row_id"), str):
-                self.skipped_lines += 1  # a record without a row id: nothing to reuse
-                continue
-            recs[(str(rec.get("kind", "")), rec["row_id"])] = rec
+        recs = {(str(r.get("kind", "")), r["row_id"]): r for r in saved if isinstance(r.get("row_id"), str)}
+        # a record without a row id: nothing to reuse
+        self.skipped_lines = len(bad) + sum(not isinstance(r.get("row_id"), str) for r in saved)
         if not recs:
             return {}
         try:
@@ -128,27 +118,26 @@ class PredictionLog:
             raise InputError(f"{self.path} was written by {meta.get('tool')}, not {self.tool}; use another --out")
         old = meta.get("settings") or {}
         for kind in sorted({k for k, _ in recs}):
-            if kind not in self.settings or self.settings[kind] is None:
+            if self.settings.get(kind) is None:
                 continue  # not part of this run: its records are dropped
             if _canon(old.get(kind)) != self.settings[kind]:
+                was = old.get(kind) or {}
                 diff = ", ".join(
-                    f"{k}: {(old.get(kind) or {}).get(k)!r} -> {v!r}"
-                    for k, v in self.settings[kind].items()
-                    if (old.get(kind) or {}).get(k) != v
+                    f"{k}: {was.get(k)!r} -> {v!r}" for k, v in self.settings[kind].items() if was.get(k) != v
                 )
                 raise InputError(
                     f"{self.path} holds {kind} predictions made with other settings "
                     f"({diff or old.get(kind)}); use another --out, or --no-resume to replace them"
                 )
-        return {k: v for k, v in recs.items() if self.settings.get(k[0]) is not None}
+        self.saved = {k: v for k, v in recs.items() if self.settings.get(k[0]) is not None}
+        return self.saved
 
-    @property
-    def skipped_note(self) -> str:
-        """``; N lines skipped (...)`` when ``load`` skipped lines, for the resume message."""
-        return f"; {self.skipped_lines} lines skipped (cut off, or without a row id)" if self.skipped_lines else ""
-
-    def begin(self, kept: Sequence[Mapping]) -> None:
-        """Rewrite the file with ``kept`` (atomically), write ``run.json`` and open the file for appending."""
+    def begin(self, kept: Sequence[Mapping], reused: str) -> None:
+        """Say what is reused (``resume: <reused>``) when ``load`` found records or skipped lines, rewrite the file
+        with ``kept`` (atomically), write ``run.json`` and open the file for appending."""
+        if self.saved or self.skipped_lines:
+            note = f"; {self.skipped_lines} lines skipped (cut off, or without a row id)" if self.skipped_lines else ""
+            print(f"resume: {reused}{note}", file=sys.stderr)
         write_json(self.meta_path, {"tool": self.tool, "settings": self.settings})
         write_jsonl(self.path, kept)
         self._f = open(self.path, "a", encoding="utf-8")
@@ -162,7 +151,7 @@ class PredictionLog:
     def finalize(self, records: Sequence[Mapping]) -> None:
         if self._f is not None:
             self._f.close()
-            self._f = None
+        self._f = None
         write_jsonl(self.path, records)
 
 
@@ -190,13 +179,8 @@ class StopSignals:
     previous handlers. Outside the main thread it does nothing.
     """
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
     def __init__(self, what: str = "requests"):
-        self.what = what
-        self.signum: int | None = None
-        self._callbacks: list[Callable[[], None]] = []
-        self._old: dict[int, Any] = {}
+        self.what, self.signum, self._callbacks, self._old = what, None, [], {}
 
     @property
     def stopped(self) -> bool:
@@ -226,7 +210,7 @@ class StopSignals:
             raise KeyboardInterrupt
         self.signum = signum
         print(
-            f"\n{signal.Signals(signum).name}: stopping, no new {self.what}; writing the reports of what finished "
+            f"\n{self.name}: stopping, no new {self.what}; writing the reports of what finished "
             "(send it again to stop at once)",
             file=sys.stderr,
             flush=True,
@@ -234,10 +218,9 @@ class StopSignals:
         for fn in list(self._callbacks):
             fn()
 
-    def __enter__(self) -> "StopSignals":
+    def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
-            for s in self.SIGNALS:
-                self._old[s] = signal.signal(s, self._handle)
+            self._old = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
         return self
 
     def __exit__(self, *exc) -> None:

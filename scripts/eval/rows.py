@@ -14,13 +14,7 @@ from data_prep.files.errors import DataError
 from data_prep.files.readers import InvalidRow, local_source
 from scripts.eval.cli import InputError
 
-
-class _Missing:
-    def __repr__(self) -> str:
-        return "MISSING"
-
-
-MISSING = _Missing()
+MISSING = object()  # get_path: no such column
 
 
 def read_rows(path: str, limit: int | None = None) -> list[dict]:
@@ -58,11 +52,10 @@ def get_path(row: Mapping, dotted: str, default: Any = MISSING) -> Any:
 
 def require_columns(rows: Sequence[Mapping], columns: Sequence[str], path: str) -> None:
     """InputError naming the first missing (dotted) column and the columns the file has."""
-    first = rows[0]
     for col in columns:
         missing_at = next((i for i, r in enumerate(rows) if get_path(r, col) is MISSING), None)
         if missing_at is not None:
-            found = sorted(first.keys())
+            found = sorted(rows[0].keys())
             where = "" if missing_at == 0 else f" (row {missing_at + 1})"
             raise InputError(f"{path}: missing column '{col}'{where}; the file has columns {found}")
 

@@ -21,8 +21,9 @@ import numpy as np
 from data_prep.files.outputs import write_json, write_text
 from data_prep.files.readers import read_jsonl
 from reward_fns import gsm8k
+from reward_fns.judge_metrics import ratio
 from scripts.lab import scorecard
-from scripts.report.render import fmt, md_table, pyplot, ratio, read_metrics, save_fig
+from scripts.report.render import fmt, md_table, pyplot, read_metrics, save_fig
 
 # verl's validation (greedy): the rule's accuracy (reward_fns.gsm8k's ``acc``, which verl makes its core metric; the
 # judge run's reward returns the rule's verdict as ``rule_score``) and the reward each run trains on

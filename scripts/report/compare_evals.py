@@ -23,9 +23,10 @@ from scripts.report.render import fmt, md_table
 SECTIONS = ("overall", "policy")
 
 
-def _load(path: str) -> tuple[str, dict]:
-    if os.path.isdir(path):
-        path = os.path.join(path, "report.json")
+def headline(path: str) -> tuple[str, dict, str | None]:
+    """(section name, {metric: number or None}, what a partial report covers or None) of one report (a folder or its
+    report.json)."""
+    path = os.path.join(path, "report.json") if os.path.isdir(path) else path
     if not os.path.isfile(path):
         raise InputError(f"no report at {path}")
     with open(path) as f:
@@ -33,34 +34,17 @@ def _load(path: str) -> tuple[str, dict]:
             rep = json.load(f)
         except json.JSONDecodeError as e:
             raise InputError(f"{path}: not JSON ({e})") from None
-    if not isinstance(rep, dict):
+    sec = next((s for s in SECTIONS if isinstance(rep, dict) and isinstance(rep.get(s), dict)), None)
+    if sec is None:
         raise InputError(f"{path}: neither a scripts.eval.judge ('overall') nor a scripts.eval.gsm8k ('policy') report")
-    return path, rep
-
-
-def headline(path: str) -> tuple[str, dict]:
-    """(section name, {metric: number or None}) of one report (a folder or its report.json)."""
-    path, rep = _load(path)
-    for sec in SECTIONS:
-        if isinstance(rep.get(sec), dict):
-            vals = {
-                k: v
-                for k, v in rep[sec].items()
-                if v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
-            }
-            return sec, vals
-    raise InputError(f"{path}: neither a scripts.eval.judge ('overall') nor a scripts.eval.gsm8k ('policy') report")
-
-
-def partial_note(path: str) -> str | None:
-    """``None`` for a complete report; otherwise what the partial report covers."""
-    _path, rep = _load(path)
-    if not rep.get("partial"):
-        return None
-    prog = rep.get("progress") or {}
-    total, unit = (prog.get("rows"), "rows") if "rows" in prog else (prog.get("samples"), "policy answers")
-    why = f", stopped by {rep['stopped_by']}" if rep.get("stopped_by") else ""
-    return f"partial report: {prog.get('done')} of {total} {unit} done{why}"
+    number = lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))  # noqa: E731
+    note = None
+    if rep.get("partial"):
+        prog = rep.get("progress") or {}
+        total, unit = (prog.get("rows"), "rows") if "rows" in prog else (prog.get("samples"), "policy answers")
+        why = f", stopped by {rep['stopped_by']}" if rep.get("stopped_by") else ""
+        note = f"partial report: {prog.get('done')} of {total} {unit} done{why}"
+    return sec, {k: v for k, v in rep[sec].items() if number(v)}, note
 
 
 def compare(before: dict, after: dict) -> list[list]:
@@ -82,17 +66,16 @@ def run(argv=None) -> list[list]:
     ap.add_argument("after", help="report folder or report.json of the trained model")
     ap.add_argument("--out", metavar="FILE.md", default=None, help="write the table here (and FILE.json)")
     args = ap.parse_args(argv)
-    sb, before = headline(args.before)
-    sa, after = headline(args.after)
+    (sb, before, note_b), (sa, after, note_a) = headline(args.before), headline(args.after)
     if sb != sa:
         raise InputError(f"the reports are of different kinds ({sb} vs {sa})")
     rows = compare(before, after)
     table = md_table(["metric", "before", "after", "after - before"], [[r[0]] + [fmt(x) for x in r[1:]] for r in rows])
-    notes = {side: partial_note(p) for side, p in (("before", args.before), ("after", args.after))}
-    for side, note in notes.items():
+    notes = {"before": note_b, "after": note_a}
+    for (side, note), path in zip(notes.items(), (args.before, args.after)):
         if note:
             table += f"\n\nWarning: {side} is a {note}; its metrics cover those rows only."
-            print(f"warning: {side} ({args.before if side == 'before' else args.after}) is a {note}", file=sys.stderr)
+            print(f"warning: {side} ({path}) is a {note}", file=sys.stderr)
     print(table)
     if args.out:
         write_text(args.out, table + "\n")

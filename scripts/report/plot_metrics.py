@@ -16,6 +16,7 @@ last value per run).
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import os
 import re
@@ -41,26 +42,19 @@ _MEAN_SUFFIX = re.compile(r"^mean(@\d+)?$")
 
 
 # ----------------------------------------------------------------------------- reading
-def _flatten(d: Mapping, prefix: str = "", out: dict | None = None) -> dict:
-    out = {} if out is None else out
+def _flatten(d: Mapping, prefix: str = "") -> dict:
+    out = {}
     for k, v in d.items():
         key = f"{prefix}/{k}" if prefix else str(k)
-        if isinstance(v, Mapping):
-            _flatten(v, key, out)
-        else:
-            out[key] = v
+        out.update(_flatten(v, key) if isinstance(v, Mapping) else {key: v})
     return out
 
 
 def _number(v: object) -> float | None:
-    if isinstance(v, bool):
-        return float(v)
-    if isinstance(v, (int, float)):
-        f = float(v)
-        return f if math.isfinite(f) else None
     if isinstance(v, list) and len(v) == 1:  # numpy scalars serialised as 1-element lists
         return _number(v[0])
-    return None
+    ok = isinstance(v, bool) or (isinstance(v, (int, float)) and math.isfinite(v))
+    return float(v) if ok else None
 
 
 def load_run(path: str, warn=print) -> list[tuple[float, dict]]:
@@ -81,11 +75,7 @@ def load_run(path: str, warn=print) -> list[tuple[float, dict]]:
     steps: dict[float, dict] = {}
     for pos, rec in enumerate(records, 1):
         step = _number(rec.pop("step"))
-        flat = {}
-        for k, v in _flatten(rec).items():
-            x = _number(v)
-            if x is not None:
-                flat[k] = x
+        flat = {k: x for k, v in _flatten(rec).items() if (x := _number(v)) is not None}
         if step is None:
             step = flat.get("training/global_step", float(pos))
         steps.setdefault(step, {}).update(flat)
@@ -97,107 +87,56 @@ def load_run(path: str, warn=print) -> list[tuple[float, dict]]:
 # ----------------------------------------------------------------------------- key matching
 def segment_keys(keys: Sequence[str], tokens: Sequence[str]) -> list[str]:
     """Keys with a path segment in ``tokens`` followed by nothing or ``mean[@N]``."""
-    found = []
-    for k in keys:
-        parts = k.split("/")
-        for i, part in enumerate(parts):
-            if part in tokens:
-                rest = parts[i + 1 :]
-                if not rest or (len(rest) == 1 and _MEAN_SUFFIX.match(rest[0])):
-                    found.append(k)
-                    break
-    return sorted(found, key=lambda k: (k.startswith("val"), k))
 
+    def match(parts: list[str]) -> bool:
+        return parts[-1] in tokens or (len(parts) > 1 and parts[-2] in tokens and bool(_MEAN_SUFFIX.match(parts[-1])))
 
-def _first_present(keys: set[str], candidates: Sequence[str]) -> list[str]:
-    for c in candidates:
-        if c in keys:
-            return [c]
-    return []
+    return sorted((k for k in keys if match(k.split("/"))), key=lambda k: (k.startswith("val"), k))
 
 
 MAX_SERIES = 8
+#: (name, title, ylabel, how the keys are found, what is looked for); "first": the first of the keys present, "all":
+#: every key present, "prefix": keys starting with it, "segment": ``segment_keys`` (at most MAX_SERIES of those two)
+PANELS = (
+    ("reward", "Reward (training batch mean)", "score", "first", ("critic/score/mean", "critic/rewards/mean")),
+    ("judge_health", "Judge health (share of samples)", "share", "all", JUDGE_HEALTH),
+    ("position", "Position: verdict A-share vs label A-share", "A-share", "all", POSITION),
+    (
+        "identical_reward_groups",
+        "GRPO groups with identical rewards (no gradient)",
+        "share of groups",
+        "all",
+        (IDENTICAL_GROUPS,),
+    ),
+    ("validation", "Validation (val-core)", "value", "prefix", "val-core/"),
+    (
+        "judge_rule_agreement",
+        "Judge-rule agreement",
+        "agreement",
+        "segment",
+        ("judge_rule_agree", "judge_rule_agreement"),
+    ),
+    ("judge_failures", "Judge error / parse-fail rate", "rate", "segment", ("judge_error", "judge_parse_fail")),
+    ("judge_scores", "Judge score vs rule score (means)", "mean", "segment", ("judge_score", "rule_score")),
+    ("response_length", "Response length (tokens, mean)", "tokens", "all", ("response_length/mean",)),
+    ("step_time", "Step time by stage", "seconds", "all", (*(f"timing_s/{s}" for s in STAGES), "timing_s/step")),
+)
+SHARE_PANELS = ("judge_health", "position", "identical_reward_groups")
 
 
 def panel_specs(keys: set[str]) -> list[dict]:
     """Each panel: name, title, ylabel, the keys to draw (possibly empty) and what was looked for."""
-    ordered = sorted(keys)
-    timing = [f"timing_s/{s}" for s in STAGES]
-    return [
-        {
-            "name": "reward",
-            "title": "Reward (training batch mean)",
-            "ylabel": "score",
-            "keys": _first_present(keys, ["critic/score/mean", "critic/rewards/mean"]),
-            "looked_for": "critic/score/mean, critic/rewards/mean",
-        },
-        {
-            "name": "judge_health",
-            "title": "Judge health (share of samples)",
-            "ylabel": "share",
-            "keys": [k for k in JUDGE_HEALTH if k in keys],
-            "looked_for": ", ".join(JUDGE_HEALTH),
-            "ylim": SHARE_YLIM,
-        },
-        {
-            "name": "position",
-            "title": "Position: verdict A-share vs label A-share",
-            "ylabel": "A-share",
-            "keys": [k for k in POSITION if k in keys],
-            "looked_for": ", ".join(POSITION),
-            "ylim": SHARE_YLIM,
-        },
-        {
-            "name": "identical_reward_groups",
-            "title": "GRPO groups with identical rewards (no gradient)",
-            "ylabel": "share of groups",
-            "keys": _first_present(keys, [IDENTICAL_GROUPS]),
-            "looked_for": IDENTICAL_GROUPS,
-            "ylim": SHARE_YLIM,
-        },
-        {
-            "name": "validation",
-            "title": "Validation (val-core)",
-            "ylabel": "value",
-            "keys": [k for k in ordered if k.startswith("val-core/")][:MAX_SERIES],
-            "looked_for": "val-core/*",
-        },
-        {
-            "name": "judge_rule_agreement",
-            "title": "Judge-rule agreement",
-            "ylabel": "agreement",
-            "keys": segment_keys(ordered, ("judge_rule_agree", "judge_rule_agreement"))[:MAX_SERIES],
-            "looked_for": "segment judge_rule_agree | judge_rule_agreement",
-        },
-        {
-            "name": "judge_failures",
-            "title": "Judge error / parse-fail rate",
-            "ylabel": "rate",
-            "keys": segment_keys(ordered, ("judge_error", "judge_parse_fail"))[:MAX_SERIES],
-            "looked_for": "segment judge_error | judge_parse_fail",
-        },
-        {
-            "name": "judge_scores",
-            "title": "Judge score vs rule score (means)",
-            "ylabel": "mean",
-            "keys": segment_keys(ordered, ("judge_score", "rule_score"))[:MAX_SERIES],
-            "looked_for": "segment judge_score | rule_score",
-        },
-        {
-            "name": "response_length",
-            "title": "Response length (tokens, mean)",
-            "ylabel": "tokens",
-            "keys": _first_present(keys, ["response_length/mean"]),
-            "looked_for": "response_length/mean",
-        },
-        {
-            "name": "step_time",
-            "title": "Step time by stage",
-            "ylabel": "seconds",
-            "keys": [k for k in timing if k in keys] + (["timing_s/step"] if "timing_s/step" in keys else []),
-            "looked_for": ", ".join(timing + ["timing_s/step"]),
-        },
-    ]
+    ordered, specs = sorted(keys), []
+    for name, title, ylabel, how, wanted in PANELS:
+        if how == "prefix":
+            found, looked_for = [k for k in ordered if k.startswith(wanted)][:MAX_SERIES], f"{wanted}*"
+        elif how == "segment":
+            found, looked_for = segment_keys(ordered, wanted)[:MAX_SERIES], "segment " + " | ".join(wanted)
+        else:
+            found, looked_for = [k for k in wanted if k in keys][: 1 if how == "first" else None], ", ".join(wanted)
+        spec = {"name": name, "title": title, "ylabel": ylabel, "keys": found, "looked_for": looked_for}
+        specs.append({**spec, "ylim": SHARE_YLIM} if name in SHARE_PANELS else spec)
+    return specs
 
 
 # ----------------------------------------------------------------------------- plotting
@@ -206,21 +145,19 @@ STYLES = ["-", "--", ":", "-."]
 
 
 def _smooth(ys: list[float], window: int) -> list[float]:
-    if window <= 1:
-        return ys
-    out, acc = [], []
-    for y in ys:
-        acc.append(y)
-        if len(acc) > window:
-            acc.pop(0)
-        out.append(sum(acc) / len(acc))
-    return out
+    """Trailing moving average over ``window`` values."""
+    return [sum(w) / len(w) for w in (ys[max(0, i + 1 - window) : i + 1] for i in range(len(ys)))]
 
 
 def _short(key: str) -> str:
     for prefix in ("timing_s/", "judge_health/", "position/", "grpo/"):
         key = key.removeprefix(prefix)
     return key.replace("/mean", "")
+
+
+def _key_color(key: str, i: int) -> str:
+    """The colour of the ``i``-th key of a panel (the total step time: black)."""
+    return "black" if key == "timing_s/step" else COLORS[i % len(COLORS)]
 
 
 def draw_panel(ax, spec: dict, runs: Sequence[tuple[str, list]], smooth: int) -> int:
@@ -242,24 +179,15 @@ def draw_panel(ax, spec: dict, runs: Sequence[tuple[str, list]], smooth: int) ->
             if not pts:
                 continue
             xs, ys = zip(*pts)
-            total = key == "timing_s/step"
             if grid:
-                color, style, name = ("black" if total else COLORS[ki % len(COLORS)]), STYLES[ri % len(STYLES)], None
+                color, style, name = _key_color(key, ki), STYLES[ri % len(STYLES)], None
             elif multi_run:
                 color, style, name = COLORS[ri % len(COLORS)], "-", label
             else:
-                color, style = ("black" if total else COLORS[ki % len(COLORS)]), ("--" if total else "-")
+                color, style = _key_color(key, ki), ("--" if key == "timing_s/step" else "-")
                 name = _short(key) if len(runs) == 1 else f"{label}: {_short(key)}"
-            ax.plot(
-                xs,
-                _smooth(list(ys), smooth),
-                style,
-                color=color,
-                lw=1.5,
-                label=name,
-                marker="o" if len(xs) <= 12 else None,
-                ms=3,
-            )
+            marker = "o" if len(xs) <= 12 else None
+            ax.plot(xs, _smooth(list(ys), smooth), style, color=color, lw=1.5, label=name, marker=marker, ms=3)
             lines += 1
     ax.set_title(spec["title"], fontsize=10)
     ax.set_xlabel("step")
@@ -267,10 +195,7 @@ def draw_panel(ax, spec: dict, runs: Sequence[tuple[str, list]], smooth: int) ->
     if spec.get("ylim"):
         ax.set_ylim(*spec["ylim"])
     if lines and grid:
-        handles = [
-            Line2D([], [], color="black" if k == "timing_s/step" else COLORS[i % len(COLORS)], lw=1.5, label=_short(k))
-            for i, k in enumerate(keys)
-        ]
+        handles = [Line2D([], [], color=_key_color(k, i), lw=1.5, label=_short(k)) for i, k in enumerate(keys)]
         handles += [
             Line2D([], [], color="grey", ls=STYLES[i % len(STYLES)], lw=1.5, label=label)
             for i, (label, _st) in enumerate(contributing)
@@ -282,36 +207,31 @@ def draw_panel(ax, spec: dict, runs: Sequence[tuple[str, list]], smooth: int) ->
 
 
 def plot_all(runs: Sequence[tuple[str, list]], out_dir: str, smooth: int = 1, log=print) -> dict:
+    """One PNG per panel with keys and ``overview.png``: summary.json's ``panels_drawn``, ``panels_skipped``,
+    ``overview``."""
     plt = pyplot()
-    keys: set[str] = set()
-    for _label, steps in runs:
-        for _s, m in steps:
-            keys.update(m)
-    specs = panel_specs(keys)
-    drawn, skipped = [], []
-    for spec in specs:
-        if not spec["keys"]:
-            skipped.append({"panel": spec["name"], "looked_for": spec["looked_for"]})
-            log(f"skipped panel '{spec['name']}': none of [{spec['looked_for']}] in any run")
-            continue
+    specs = panel_specs({k for _label, steps in runs for _s, m in steps for k in m})
+    drawn = [s for s in specs if s["keys"]]
+    skipped = [{"panel": s["name"], "looked_for": s["looked_for"]} for s in specs if not s["keys"]]
+    for s in skipped:
+        log(f"skipped panel '{s['panel']}': none of [{s['looked_for']}] in any run")
+    for spec in drawn:
         fig, ax = plt.subplots(figsize=(6.4, 3.8))
         draw_panel(ax, spec, runs, smooth)
-        path = save_fig(fig, os.path.join(out_dir, f"{spec['name']}.png"))
-        drawn.append({"panel": spec["name"], "file": path, "keys": spec["keys"]})
-    overview = None
+        save_fig(fig, os.path.join(out_dir, f"{spec['name']}.png"))
     if drawn:
-        n = len(drawn)
-        cols = 2 if n > 1 else 1
-        rows = (n + cols - 1) // cols
+        cols = 2 if len(drawn) > 1 else 1
+        rows = -(-len(drawn) // cols)
         fig, axes = plt.subplots(rows, cols, figsize=(6.0 * cols, 3.4 * rows), squeeze=False)
-        by_name = {s["name"]: s for s in specs}
-        for ax, d in zip(axes.flat, drawn):
-            draw_panel(ax, by_name[d["panel"]], runs, smooth)
-        for ax in list(axes.flat)[n:]:
-            ax.axis("off")
+        for ax, spec in itertools.zip_longest(axes.flat, drawn):
+            draw_panel(ax, spec, runs, smooth) if spec else ax.axis("off")
         fig.suptitle("Training metrics: " + ", ".join(label for label, _ in runs), fontsize=11)
-        overview = save_fig(fig, os.path.join(out_dir, "overview.png"), dpi=72)
-    return {"drawn": drawn, "skipped": skipped, "overview": overview}
+        save_fig(fig, os.path.join(out_dir, "overview.png"), dpi=72)
+    return {
+        "panels_drawn": [{"panel": s["name"], "file": f"{s['name']}.png", "keys": s["keys"]} for s in drawn],
+        "panels_skipped": skipped,
+        "overview": "overview.png" if drawn else None,
+    }
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -324,16 +244,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("runs", nargs="+", metavar="RUN.jsonl", help="metrics JSONL file(s); several are overlaid")
     ap.add_argument("--out", required=True, metavar="DIR", help="output folder for the PNGs and summary")
-    ap.add_argument(
-        "--labels",
-        nargs="+",
-        default=None,
-        metavar="LABEL",
-        help="one legend label per run (default: file names without .jsonl)",
-    )
-    ap.add_argument(
-        "--smooth", type=int, default=1, metavar="N", help="trailing moving average over N steps (default 1: none)"
-    )
+    labels_help = "one legend label per run (default: file names without .jsonl)"
+    ap.add_argument("--labels", nargs="+", default=None, metavar="LABEL", help=labels_help)
+    smooth_help = "trailing moving average over N steps (default 1: none)"
+    ap.add_argument("--smooth", type=int, default=1, metavar="N", help=smooth_help)
     return ap
 
 
@@ -351,61 +265,33 @@ def run(argv: list[str] | None = None) -> dict:
     warn = lambda msg: print(msg, file=sys.stderr)  # noqa: E731
     runs = []
     for label, path in zip(labels, args.runs):
-        steps = load_run(path, warn)
-        if not steps:
+        runs.append((label, load_run(path, warn)))
+        if not runs[-1][1]:
             warn(f"warning: {path}: no numeric metrics")
-        runs.append((label, steps))
     if not any(steps for _l, steps in runs):
         raise InputError("no numeric metrics in any input file")
-    result = plot_all(runs, args.out, args.smooth, log=warn)
-    used = sorted({k for d in result["drawn"] for k in d["keys"]})
+    plotted = plot_all(runs, args.out, args.smooth, log=warn)
+    used = sorted({k for d in plotted["panels_drawn"] for k in d["keys"]})
+    first_last = [(_step(steps[0][0]), _step(steps[-1][0])) if steps else (None, None) for _l, steps in runs]
+    files = [
+        {"label": label, "file": os.path.abspath(p), "steps": len(steps), "first_step": first, "last_step": last}
+        for (label, steps), p, (first, last) in zip(runs, args.runs, first_last)
+    ]
     last = {
         label: {k: next((m[k] for _s, m in reversed(steps) if k in m), None) for k in used} for label, steps in runs
     }
-    summary = {
-        "runs": [
-            {
-                "label": label,
-                "file": os.path.abspath(p),
-                "steps": len(steps),
-                "first_step": _step(steps[0][0]) if steps else None,
-                "last_step": _step(steps[-1][0]) if steps else None,
-            }
-            for (label, steps), p in zip(runs, args.runs)
-        ],
-        "panels_drawn": [
-            {"panel": d["panel"], "file": os.path.basename(d["file"]), "keys": d["keys"]} for d in result["drawn"]
-        ],
-        "panels_skipped": result["skipped"],
-        "overview": os.path.basename(result["overview"]) if result["overview"] else None,
-        "last_values": last,
-    }
+    summary = {"runs": files, **plotted, "last_values": last}
     write_json(os.path.join(args.out, "summary.json"), summary)
-    md = [
-        "# Training metrics",
-        "",
-        md_table(
-            ["run", "file", "steps", "last step"],
-            [(r["label"], os.path.basename(r["file"]), r["steps"], r["last_step"]) for r in summary["runs"]],
-        ),
-        "",
-        "## Panels",
-        "",
-    ]
+    rows = [(r["label"], os.path.basename(r["file"]), r["steps"], r["last_step"]) for r in files]
+    md = ["# Training metrics", "", md_table(["run", "file", "steps", "last step"], rows), "", "## Panels", ""]
     md += [f"- `{d['file']}`: {', '.join(d['keys'])}" for d in summary["panels_drawn"]]
     md += [f"- skipped `{s['panel']}`: none of {s['looked_for']}" for s in summary["panels_skipped"]]
     if used:
-        md += [
-            "",
-            "## Last value per run",
-            "",
-            md_table(
-                ["metric"] + [label for label, _ in runs], [[k] + [last[label][k] for label, _ in runs] for k in used]
-            ),
-        ]
+        table = md_table(["metric", *labels], [[k] + [last[label][k] for label in labels] for k in used])
+        md += ["", "## Last value per run", "", table]
     write_text(os.path.join(args.out, "summary.md"), "\n".join(md))
     print("\n".join(md))
-    print(f"wrote {len(result['drawn'])} panels + overview.png, summary.json, summary.md to {args.out}")
+    print(f"wrote {len(plotted['panels_drawn'])} panels + overview.png, summary.json, summary.md to {args.out}")
     return summary
 
 

@@ -1,9 +1,8 @@
 """Reading a run's metrics and putting numbers into reports. ``read_metrics`` reads verl's file logger JSONL
 (``trainer.logger=[console,file]``: one ``{"step": n, "data": {...}}`` per line, at ``$VERL_FILE_LOGGER_PATH``) or flat
-``{"step": n, "<metric>": value}`` lines. ``ratio`` (``None`` for a zero denominator; its home is
-``reward_fns.judge_metrics``), ``fmt`` and ``md_table`` (Markdown), ``pyplot`` (matplotlib on the Agg backend) and
-``save_fig`` (a figure written atomically). Used by the evaluators' reports, ``python -m scripts.report.plot_metrics``,
-``summarize_run``, ``compare_evals`` and the pipeline's summary.
+``{"step": n, "<metric>": value}`` lines. ``fmt`` and ``md_table`` (Markdown), ``pyplot`` (matplotlib on the Agg
+backend) and ``save_fig`` (a figure written atomically). Used by the evaluators' reports, ``python -m
+scripts.report.plot_metrics``, ``summarize_run``, ``compare_evals`` and the pipeline's summary.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ from typing import Any
 
 from data_prep.files.outputs import write_file
 from data_prep.files.readers import read_jsonl
-from reward_fns.judge_metrics import ratio  # noqa: F401  (the reports' ratio)
 
 
 def read_metrics(path: str, on_bad: Callable[[int, str], None] | None = None) -> list[dict]:
@@ -49,10 +47,8 @@ def md_table(header: Sequence[str], rows: Sequence[Sequence[Any]], align: str | 
     """A Markdown table; ``align`` has one ``l`` or ``r`` per column (default: first left, the rest right)."""
     align = align or ("l" + "r" * (len(header) - 1))
     sep = ["---:" if a == "r" else "---" for a in align]
-    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(sep) + " |"]
-    for r in rows:
-        lines.append("| " + " | ".join(fmt(c) for c in r) + " |")
-    return "\n".join(lines)
+    lines = [header, sep] + [[fmt(c) for c in r] for r in rows]
+    return "\n".join("| " + " | ".join(cells) + " |" for cells in lines)
 
 
 def pyplot():

@@ -20,15 +20,7 @@ import sys
 from data_prep.files.errors import DataError
 from scripts.report.render import read_metrics
 
-STAGES = (
-    "timing_s/step",
-    "timing_s/gen",
-    "timing_s/reward",
-    "timing_s/old_log_prob",
-    "timing_s/ref",
-    "timing_s/update_actor",
-    "timing_s/adv",
-)
+STAGES = tuple(f"timing_s/{s}" for s in ("step", "gen", "reward", "old_log_prob", "ref", "update_actor", "adv"))
 MIN_BASE_S = 0.05  # a first-run stage shorter than this gets no ratio (it would only measure noise)
 
 
@@ -48,35 +40,32 @@ def summarize(rows: list[dict], skip_first: int = 1) -> dict:
     train = [r for r in rows if "timing_s/step" in r]  # training steps (a validation before training has no step time)
     later = train[skip_first:] if len(train) > skip_first else train
     out: dict = {"steps": len(train)}
-    keys = sorted({k for r in later for k in r if k.startswith("timing_s/")})
-    for k in keys:
-        vals = [r[k] for r in later if k in r]
-        out[f"median {k}"] = statistics.median(vals)
-    scores = [r["critic/score/mean"] for r in train if "critic/score/mean" in r]
-    if scores:
-        out["first critic/score/mean"], out["last critic/score/mean"] = scores[0], scores[-1]
-    lens = [r["response_length/mean"] for r in train if "response_length/mean" in r]
-    if lens:
-        out["first response_length/mean"], out["last response_length/mean"] = lens[0], lens[-1]
-    for r in rows:
-        for k, v in r.items():
-            if k.startswith("val-"):
-                out[k] = v
-    return out
+    for k in sorted({k for r in later for k in r if k.startswith("timing_s/")}):
+        out[f"median {k}"] = statistics.median(r[k] for r in later if k in r)
+    for k in ("critic/score/mean", "response_length/mean"):
+        vals = [r[k] for r in train if k in r]
+        if vals:
+            out[f"first {k}"], out[f"last {k}"] = vals[0], vals[-1]
+    return out | {k: v for r in rows for k, v in r.items() if k.startswith("val-")}
 
 
 def ratios(sums: dict, files: list[str], labels: list[str]) -> dict:
     """{label: {stage: median(run) / median(first run)}} for runs 2..n; a stage missing in either run,
     or under MIN_BASE_S seconds in the first, has no ratio."""
-    base = sums[files[0]]
-    out = {}
-    for f, lab in zip(files[1:], labels[1:]):
-        out[lab] = {}
-        for st in STAGES:
-            b, v = base.get(f"median {st}"), sums[f].get(f"median {st}")
-            if b is not None and b >= MIN_BASE_S and v is not None:
-                out[lab][st] = v / b
-    return out
+    base = {st: b for st in STAGES if (b := sums[files[0]].get(f"median {st}")) is not None and b >= MIN_BASE_S}
+    return {
+        lab: {st: sums[f][f"median {st}"] / b for st, b in base.items() if f"median {st}" in sums[f]}
+        for f, lab in zip(files[1:], labels[1:])
+    }
+
+
+def _print_table(corner: str, columns: list[str], rows: list[tuple[str, list]], spec: str) -> None:
+    """A Markdown table on stdout: a row per ``(name, cells)`` with a value, formatted with ``spec``, ``None`` empty."""
+    print(f"| {corner} | " + " | ".join(columns) + " |")
+    print("|---|" + "---:|" * len(columns))
+    for name, cells in rows:
+        if any(c is not None for c in cells):
+            print(f"| {name} | " + " | ".join("" if c is None else format(c, spec) for c in cells) + " |")
 
 
 def main(argv=None) -> int:
@@ -107,19 +96,12 @@ def main(argv=None) -> int:
     else:
         keys = [k for k in ("steps", *(f"median {s}" for s in STAGES)) if any(k in s for s in sums.values())]
         keys += sorted({k for s in sums.values() for k in s} - set(keys))
-        print("| metric | " + " | ".join(labels) + " |")
-        print("|---|" + "---:|" * len(args.files))
-        for k in keys:
-            cells = [sums[f].get(k) for f in args.files]
-            print(f"| {k} | " + " | ".join("" if c is None else f"{c:.4g}" for c in cells) + " |")
+        _print_table("metric", labels, [(k, [sums[f].get(k) for f in args.files]) for k in keys], ".4g")
         if args.ratio and len(args.files) > 1:
             rat = ratios(sums, args.files, labels)
-            print(f"\n| median stage time / {labels[0]} | " + " | ".join(labels[1:]) + " |")
-            print("|---|" + "---:|" * (len(args.files) - 1))
-            for st in STAGES:
-                cells = [rat[lab].get(st) for lab in labels[1:]]
-                if any(c is not None for c in cells):
-                    print(f"| {st} | " + " | ".join("" if c is None else f"{c:.2f}" for c in cells) + " |")
+            print()
+            rows = [(st, [rat[lab].get(st) for lab in labels[1:]]) for st in STAGES]
+            _print_table(f"median stage time / {labels[0]}", labels[1:], rows, ".2f")
     missing = [req for req in args.require if not any(req in k for rows in runs.values() for r in rows for k in r)]
     if missing:
         print(f"missing metric keys: {missing}", file=sys.stderr)

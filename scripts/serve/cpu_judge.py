@@ -35,16 +35,11 @@ class Generator:
         if threads:
             torch.set_num_threads(threads)
         self.torch = torch
-        self.tok = AutoTokenizer.from_pretrained(model_path)
-        self.tok.padding_side = "left"
+        self.tok = AutoTokenizer.from_pretrained(model_path, padding_side="left")
         if self.tok.pad_token is None:
             self.tok.pad_token = self.tok.eos_token
-        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
-        self.model.eval()
-        self.max_batch = max_batch
-        self.cap = max_new_tokens_cap
-        self.q: queue.Queue = queue.Queue()
-        self.batches = 0
+        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).eval()
+        self.max_batch, self.cap, self.q, self.batches = max_batch, max_new_tokens_cap, queue.Queue(), 0
         threading.Thread(target=self._worker, name="generate", daemon=True).start()
 
     def submit(self, loop: asyncio.AbstractEventLoop, messages: list[dict], max_tokens: int) -> asyncio.Future:
@@ -75,33 +70,22 @@ class Generator:
         limits = [max(1, min(int(n), self.cap)) for _, n in reqs]
         with torch.inference_mode():
             out = self.model.generate(
-                **enc,
-                max_new_tokens=max(limits),
-                do_sample=False,
-                pad_token_id=self.tok.pad_token_id,
+                **enc, max_new_tokens=max(limits), do_sample=False, pad_token_id=self.tok.pad_token_id
             )
         new = out[:, enc["input_ids"].shape[1] :]
         eos = self.tok.eos_token_id
         results = []
         for i, limit in enumerate(limits):
-            ids = new[i].tolist()
-            cut = ids.index(eos) if eos in ids else None
-            if cut is not None and cut < limit:
-                ids, finish = ids[:cut], "stop"
-            else:
-                ids, finish = ids[:limit], "length"
+            ids = new[i].tolist()[:limit]
+            ids, finish = (ids[: ids.index(eos)], "stop") if eos in ids else (ids, "length")
             prompt_tokens = int(enc["attention_mask"][i].sum())
             results.append((self.tok.decode(ids, skip_special_tokens=True), finish, prompt_tokens, len(ids)))
         return results
 
 
 def _settle(fut: asyncio.Future, out) -> None:
-    if fut.done():
-        return
-    if isinstance(out, Exception):
-        fut.set_exception(out)
-    else:
-        fut.set_result(out)
+    if not fut.done():
+        fut.set_exception(out) if isinstance(out, Exception) else fut.set_result(out)
 
 
 def build_app(gen: Generator, served_name: str) -> web.Application:
@@ -149,12 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int, default=8000, help="0 picks a free port")
     ap.add_argument("--max-batch", type=int, default=16)
     ap.add_argument("--max-new-tokens-cap", type=int, default=512)
-    ap.add_argument(
-        "--threads",
-        type=int,
-        default=1,
-        help="torch threads (default 1: on a small shared CPU, spinning OpenMP threads oversubscribe badly)",
-    )
+    threads_help = "torch threads (default 1: on a small shared CPU, spinning OpenMP threads oversubscribe badly)"
+    ap.add_argument("--threads", type=int, default=1, help=threads_help)
     args = ap.parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     gen = Generator(args.model, args.max_batch, args.max_new_tokens_cap, args.threads)

@@ -839,16 +839,12 @@ def test_resume_needs_the_same_endpoint(pairs_file, tmp_path, capsys):
 def test_every_request_has_a_deadline():
     """D2: a server that sends a byte now and then (each resets the read timeout) cannot hold an evaluation: each
     request's whole time is bounded, retries and backoff included."""
+    from scripts.eval.backends import Backend
     from scripts.eval.endpoint import make_client, request_deadline
 
     c = make_client(
-        "http://127.0.0.1:9/v1",
-        "m",
-        api_key_env=None,
-        concurrency=2,
-        timeout=3.0,
-        max_retries=1,
-        max_tokens=8,
-        temperature=0.0,
+        Backend(
+            "http://127.0.0.1:9/v1", "m", None, concurrency=2, timeout=3.0, max_retries=1, max_tokens=8, temperature=0.0
+        )
     )
     assert c.deadline == request_deadline(3.0, 1) == 14.0
