@@ -45,10 +45,7 @@ class FailFast:
             return
         err = metrics["judge_health/error_rate"]
         pf = metrics["judge_health/parse_fail_rate"]
-        if err + pf > self.threshold:
-            self.run += 1
-        else:
-            self.run = 0
+        self.run = self.run + 1 if err + pf > self.threshold else 0
         if self.run >= self.steps:
             if err >= pf:
                 cause = (
@@ -81,6 +78,24 @@ def _rise(values: Sequence[float]) -> float:
     return float(np.polyfit(x, y, 1)[0] * (len(y) - 1))
 
 
+#: the levels the alarm watches, each a mean over the window: setting -> (metric, the cause it names)
+LEVELS = {
+    "max_accept_rule_reject": (
+        "judge_health/accept_rule_reject",
+        "the judge accepted {:.3f} of the answers the rule rejects on average",
+    ),
+    "max_unverified": (
+        "judge_health/unverified_rate",
+        "the guard could not check {:.3f} of the samples' verdicts on average",
+    ),
+    "max_wrong_over_right": (
+        "judge_health/wrong_over_right",
+        "a group's rule-wrong answer was paid above a rule-right mate in {:.3f} of such pairs on average",
+    ),
+}
+REWARD, RULE = "critic/score/mean", "reward/rule_score/mean"
+
+
 class HackingWatch:
     """Reward-hacking alarm for a judge-rewarded run (the settings: ``verl_judge.hacking_watch``, recipes/base.yaml).
     Over the last ``window`` steps the alarm is on when the reward (``critic/score/mean``, abstained samples left out)
@@ -110,29 +125,14 @@ class HackingWatch:
             raise ValueError(
                 f"verl_judge.hacking_watch.min_rise and min_fall must be > 0, got {min_rise!r}, {min_fall!r}"
             )
-        if max_accept_rule_reject is not None and not 0 < float(max_accept_rule_reject) <= 1:
-            raise ValueError(
-                "verl_judge.hacking_watch.max_accept_rule_reject must be in (0, 1] or null, got "
-                f"{max_accept_rule_reject!r}"
-            )
+        levels = (max_accept_rule_reject, max_unverified, max_wrong_over_right)
+        for name, limit in zip(LEVELS, levels):
+            if limit is not None and not 0 < float(limit) <= 1:
+                raise ValueError(f"verl_judge.hacking_watch.{name} must be in (0, 1] or null, got {limit!r}")
+        self.limits = {name: float(limit) for name, limit in zip(LEVELS, levels) if limit is not None}
         self.window, self.min_rise, self.min_fall = int(window), float(min_rise), float(min_fall)
-        if max_unverified is not None and not 0 < float(max_unverified) <= 1:
-            raise ValueError(
-                f"verl_judge.hacking_watch.max_unverified must be in (0, 1] or null, got {max_unverified!r}"
-            )
-        if max_wrong_over_right is not None and not 0 < float(max_wrong_over_right) <= 1:
-            raise ValueError(
-                f"verl_judge.hacking_watch.max_wrong_over_right must be in (0, 1] or null, got {max_wrong_over_right!r}"
-            )
-        self.max_wor = None if max_wrong_over_right is None else float(max_wrong_over_right)
-        self.wor: list[float] = []
-        self.max_arr = None if max_accept_rule_reject is None else float(max_accept_rule_reject)
-        self.max_unverified = None if max_unverified is None else float(max_unverified)
-        self.unverified: list[float] = []
         self.fail, self.enable, self.log = bool(fail), bool(enable), log
-        self.reward: list[float] = []
-        self.rule: list[float] = []
-        self.arr: list[float] = []
+        self.series: dict[str, list[float]] = {key: [] for key in (REWARD, RULE, *(m for m, _ in LEVELS.values()))}
         self.on = False
         self.unverified_accepts = 0  # the run's total so far
 
@@ -140,49 +140,32 @@ class HackingWatch:
         if not self.enable:
             return
         self._warn_unverified(int(metrics.get("judge_health/unverified_accepts", 0)))
-        if "reward/rule_score/mean" not in metrics or "critic/score/mean" not in metrics:
+        if RULE not in metrics or REWARD not in metrics:
             return
-        self.reward = (self.reward + [float(metrics["critic/score/mean"])])[-self.window :]
-        self.rule = (self.rule + [float(metrics["reward/rule_score/mean"])])[-self.window :]
-        if "judge_health/accept_rule_reject" in metrics:
-            self.arr = (self.arr + [float(metrics["judge_health/accept_rule_reject"])])[-self.window :]
-        if "judge_health/unverified_rate" in metrics:
-            self.unverified = (self.unverified + [float(metrics["judge_health/unverified_rate"])])[-self.window :]
-        if "judge_health/wrong_over_right" in metrics:
-            self.wor = (self.wor + [float(metrics["judge_health/wrong_over_right"])])[-self.window :]
-        was, self.on, causes = self.on, False, []
+        for key, values in self.series.items():  # the last ``window`` steps of each
+            if key in metrics:
+                values[:] = [*values, float(metrics[key])][-self.window :]
+        causes = []
         if metrics.get("judge_health/canary_accept", 0.0) > 0:
             causes.append(
                 f"the judge paid {metrics['judge_health/canary_accept']:.3f} of this step's wrong canary probes "
                 "(reward_fns.canaries: answers known to be wrong)"
             )
-        if len(self.reward) == self.window:
-            rise, fall = _rise(self.reward), -_rise(self.rule)
+        if len(self.series[REWARD]) == self.window:
+            rise, fall = _rise(self.series[REWARD]), -_rise(self.series[RULE])
             if rise >= self.min_rise and fall >= self.min_fall:
                 causes.append(
                     f"the judge's reward rose by {rise:.3f} while the rule's accuracy fell by {fall:.3f} "
                     f"(thresholds verl_judge.hacking_watch.min_rise={self.min_rise}, min_fall={self.min_fall})"
                 )
-            if self.max_arr is not None and len(self.arr) == self.window and np.mean(self.arr) >= self.max_arr:
-                causes.append(
-                    f"the judge accepted {np.mean(self.arr):.3f} of the answers the rule rejects on average "
-                    f"(threshold verl_judge.hacking_watch.max_accept_rule_reject={self.max_arr})"
-                )
-            if (
-                self.max_unverified is not None
-                and len(self.unverified) == self.window
-                and np.mean(self.unverified) >= self.max_unverified
-            ):
-                causes.append(
-                    f"the guard could not check {np.mean(self.unverified):.3f} of the samples' verdicts on "
-                    f"average (threshold verl_judge.hacking_watch.max_unverified={self.max_unverified})"
-                )
-            if self.max_wor is not None and len(self.wor) == self.window and np.mean(self.wor) >= self.max_wor:
-                causes.append(
-                    f"a group's rule-wrong answer was paid above a rule-right mate in {np.mean(self.wor):.3f} of such "
-                    f"pairs on average (threshold verl_judge.hacking_watch.max_wrong_over_right={self.max_wor})"
-                )
-        self.on = bool(causes)
+            for name, limit in self.limits.items():
+                metric, cause = LEVELS[name]
+                values = self.series[metric]
+                if len(values) == self.window and np.mean(values) >= limit:
+                    causes.append(
+                        f"{cause.format(np.mean(values))} (threshold verl_judge.hacking_watch.{name}={limit})"
+                    )
+        was, self.on = self.on, bool(causes)
         metrics["judge_health/hacking_alarm"] = float(self.on)
         if not self.on or was:
             return

@@ -283,3 +283,42 @@ def test_every_hacking_watch_setting_is_in_base_yaml():
     base = OmegaConf.load(os.path.join(scripts.ROOT, "recipes", "base.yaml"))
     want = sorted(k for k in inspect.signature(HackingWatch).parameters if k != "log")
     assert sorted(base.verl_judge.hacking_watch) == want
+
+
+@pytest.mark.parametrize(
+    "setting, metric, cause",
+    [
+        (
+            "max_accept_rule_reject",
+            "judge_health/accept_rule_reject",
+            "the judge accepted 0.500 of the answers the rule rejects on average "
+            "(threshold verl_judge.hacking_watch.max_accept_rule_reject=0.5)",
+        ),
+        (
+            "max_unverified",
+            "judge_health/unverified_rate",
+            "the guard could not check 0.500 of the samples' verdicts on average "
+            "(threshold verl_judge.hacking_watch.max_unverified=0.5)",
+        ),
+        (
+            "max_wrong_over_right",
+            "judge_health/wrong_over_right",
+            "a group's rule-wrong answer was paid above a rule-right mate in 0.500 of such pairs on average "
+            "(threshold verl_judge.hacking_watch.max_wrong_over_right=0.5)",
+        ),
+    ],
+)
+def test_hacking_watch_level_causes(setting, metric, cause):
+    """Each level names its share and its setting, exactly, in the message that stops the run."""
+    watch = HackingWatch(window=3, min_rise=0.05, min_fall=0.02, fail=True, **{setting: 0.5})
+    m = {"critic/score/mean": 0.5, "reward/rule_score/mean": 0.3, metric: 0.5}
+    watch.update(dict(m))
+    watch.update(dict(m))
+    with pytest.raises(RewardHackingError) as e:
+        watch.update(dict(m))
+    assert str(e.value) == (
+        f"stopping: reward hacking suspected: over the last 3 steps {cause}; this step the judge accepts "
+        f"{m.get('judge_health/accept_rule_reject', float('nan')):.3f} of answers the rule rejects. Read some "
+        "high-reward samples that the rule rejects. Checkpoints written so far are kept. To train on anyway: "
+        "verl_judge.hacking_watch.fail=false."
+    )
