@@ -149,9 +149,8 @@ class Stages:
 
     def chain(self, name: str, stages: list[tuple], note: str = "") -> dict:
         """Start ``stages`` (``(name, output, fn)``) one after the other in a thread of their own (log only);
-        ``join`` waits for it and re-raises its first error; ``done[stage]`` is set when that stage is done (or the
-        chain failed)."""
-        job = {"name": name, "errors": [], "done": {s[0]: threading.Event() for s in stages}}
+        ``join`` waits for it and re-raises its first error."""
+        job = {"name": name, "errors": []}
 
         def target() -> None:
             self._local.background = True
@@ -160,12 +159,8 @@ class Stages:
                     self.marked(
                         stage_name, output, fn, note=note or f" (beside the main stages, in chain {name}; log only)"
                     )
-                    job["done"][stage_name].set()
             except BaseException as e:  # re-raised in the main thread by join
                 job["errors"].append(e)
-            finally:
-                for event in job["done"].values():
-                    event.set()
 
         job["thread"] = threading.Thread(target=target, name=name)
         self._jobs.append(job)
@@ -212,15 +207,6 @@ class Stages:
         self._background = [j for j in self._background if j not in joined]
         for job in joined:
             self.join(job)
-
-    @staticmethod
-    def wait_for(job: dict, stage: str) -> None:
-        """Wait until ``stage`` of chain ``job`` is done; the chain's first error stops here."""
-        if not job["done"][stage].is_set():
-            say(f"waiting for stage {stage} ({job['name']}) ...")
-        job["done"][stage].wait()
-        if job["errors"]:
-            raise job["errors"][0]
 
 
 def describe(e: BaseException) -> str:

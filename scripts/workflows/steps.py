@@ -158,18 +158,8 @@ def last_checkpoint(folder: str, inside: str = "") -> str:
 def merge(flow: Stages, checkpoints: str, target: str) -> None:
     """The last GRPO checkpoint under ``checkpoints`` as a Hugging Face model in ``target`` (``verl.model_merger``)."""
     actor = os.path.join(last_checkpoint(checkpoints), "actor")
-    cmd = [
-        flow.py,
-        "-m",
-        "verl.model_merger",
-        "merge",
-        "--backend",
-        "fsdp",
-        "--local_dir",
-        actor,
-        "--target_dir",
-        target,
-    ]
+    cmd = [flow.py, "-m", "verl.model_merger", "merge", "--backend", "fsdp", "--local_dir", actor]
+    cmd += ["--target_dir", target]
     flow.sh(cmd, "merge")
 
 
