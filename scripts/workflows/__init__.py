@@ -2,9 +2,9 @@
 
     python -m scripts.pipeline judge_to_reward --out runs/j2r        # train a judge, then reuse it as the reward
 
-``stages`` (one run: folder, environment, resumable stages, background chains), ``steps`` (the stage bodies, plain
-functions of their inputs and outputs), ``cli`` (the options both commands share), ``pipeline`` (``judge`` and
-``judge_to_reward``); the lab's ``scripts.lab.policy_learns`` is a side-by-side experiment over them.
+``stages`` (one run: folder, environment, resumable stages, background chains), ``steps`` (the stage bodies that read
+no settings), ``cli`` (the options both commands share), ``pipeline`` (``judge`` and ``judge_to_reward``, and the
+stage bodies that read the settings); the lab's ``scripts.lab.policy_learns`` is a side-by-side experiment over them.
 
 A new experiment is a short function over these, not a subclass; e.g. a judge, then two policies it rewards, one
 with the trained judge, the other with the same judge asked only where the rule cannot read the answer:

@@ -13,7 +13,7 @@ Judge tasks (GSM8K verification data from ``data_prep.gsm8k_verify``):
 * ``pairwise_ref``  reference shown, ``pairwise_ref.v3``, both orders  -> recipes/judge_pairwise
 * ``pairwise``      no reference, ``pairwise.v1`` (preference-style)   -> recipes/judge_pairwise
 
-Stages (bodies in ``scripts.workflows.steps``; one whose ``.done`` marker exists is skipped, so a rerun resumes):
+Stages (one whose ``.done`` marker exists is skipped, so a rerun resumes):
 ``samples`` (``--model-solutions base``) -> ``data`` -> ``sft_data`` -> ``eval_before`` (beside ``sft`` unless
 ``--no-parallel-eval``) -> ``sft`` -> ``eval_sft`` -> ``grpo`` (``scripts.launch.launcher.run_recipe``) -> ``merge``
 -> ``eval_after`` -> ``compare`` (``compare.md``). ``judge_to_reward`` adds ``policy``: recipes/gsm8k_local_judge
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
 import os
 import shlex
 import sys
@@ -90,12 +89,12 @@ def judge(flow: Stages, cfg: cli.JudgeRun, solver=None, beside_next: bool = Fals
     if cfg.model_solutions == "base":  # GPU work beside the CPU-bound data stage
         policy_data = policy_data_stage(flow, base)
 
-        def answers() -> None:
-            questions = os.path.join(policy_data, "train.parquet")
-            kv = (cfg.eval_gpu_mem, cfg.eval_kv_cache_gb)
-            steps.samples(
-                flow, questions, solver() if solver else base, flow.path("samples"), cfg.model_solution_questions, *kv
-            )
+        def answers() -> None:  # two answers to each question, sampled as GRPO rollouts are
+            cmd = [flow.py, "-m", "scripts.eval.gsm8k", "--data", os.path.join(policy_data, "train.parquet")]
+            cmd += ["--limit", str(cfg.model_solution_questions), "--n-samples", "2", "--temperature", "1.0"]
+            cmd += ["--max-tokens", "512", "--vllm-offline", solver() if solver else base]
+            cmd += ["--gpu-memory-utilization", str(cfg.eval_gpu_mem), *kv_cache(cfg.eval_kv_cache_gb)]
+            flow.sh(cmd + ["--out", flow.path("samples"), "--no-progress", "--no-plots"], "samples")
 
         flow.stage("samples", flow.path("samples"), answers, background=True)
     flow.stage("data", data, lambda: steps.verify_data(flow, data, base, cfg.max_prompt_length, task.prompt_args))
@@ -139,32 +138,56 @@ def test_file(flow: Stages, cfg: cli.JudgeRun) -> str:
 
 
 def sft_data(flow: Stages, cfg: cli.JudgeRun, base: str) -> None:
-    """The judge's SFT rows: the verification split, plus the rows of a model's own answers when asked."""
+    """The judge's SFT rows (``data_prep.judge_sft``): the verification split, plus, when asked, verification rows from
+    a model's own answers (``scripts.eval.gsm8k``'s ``samples.jsonl``), graded by their final answer."""
     task, solutions = TASKS[cfg.task], cfg.model_solutions
     if solutions:
         solutions = flow.path("samples", "samples.jsonl") if solutions == "base" else solutions
-        out = flow.path("data", "model_solutions")
-        steps.solution_data(flow, solutions, out, base, cfg.max_prompt_length, task.prompt_args)
+        cmd = [flow.py, "-m", "data_prep.gsm8k_verify", "--candidates", "solutions", "--train", solutions]
+        cmd += ["--grade", "flexible", "--on-bad-row", "skip", "--no-fail-on-empty"]
+        cmd += ["--out", flow.path("data", "model_solutions"), "--tokenizer", base]
+        cmd += ["--max-prompt-length", str(cfg.max_prompt_length), *task.prompt_args]
+        flow.sh(cmd, "sft_data")
     inputs = steps.judge_train_files(flow.path("data"), task.verdict, bool(cfg.model_solutions))
-    steps.judge_sft_data(flow, inputs, flow.path("data", "sft_train.parquet"), cfg.sft_rows)
+    out = ["--out", flow.path("data", "sft_train.parquet"), "--max-rows", str(cfg.sft_rows)]
+    flow.sh([flow.py, "-m", "data_prep.judge_sft", "--in", *inputs, *out], "sft_data")
 
 
 def sft(flow: Stages, cfg: cli.JudgeRun, name: str, base: str, train: str, n_steps: int, length: int) -> None:
-    """verl's SFT trainer with the SFT options of ``cfg``: the judge's warm start, or another one (the policy's)."""
-    options = (cfg.sft_batch, cfg.sft_lr, cfg.sft_epochs, cfg.sft_override)
-    steps.sft(flow, name, base, train, f"{cfg.task}-{name}", n_steps, length, *options)
+    """verl's SFT trainer (``torchrun -m verl.trainer.sft_trainer``) with the SFT options of ``cfg`` on ``train`` from
+    ``base``: the judge's warm start, or another one (the policy's). Checkpoints in ``<name>/``, metrics
+    ``<name>_metrics.jsonl``, log ``logs/<name>.log``; ``n_steps`` 0 = the whole epoch(s)."""
+    n_gpus = int(flow.env.get("N_GPUS", "1"))
+    cmd = [flow.py, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n_gpus}"]
+    cmd += ["-m", "verl.trainer.sft_trainer", f"data.train_files={train}", "data.val_files=null"]
+    cmd += [f"data.max_length={length}", "data.truncation=right", f"data.train_batch_size={cfg.sft_batch}"]
+    cmd += ["data.micro_batch_size_per_gpu=8", "data.num_workers=0", f"model.path={base}"]
+    cmd += ["model.external_lib=scripts.train.fast_logprobs", f"optim.lr={cfg.sft_lr}"]
+    cmd += [f"trainer.total_epochs={cfg.sft_epochs}", f"trainer.default_local_dir={flow.path(name)}"]
+    cmd += ["trainer.project_name=verl-judge", f"trainer.experiment_name={cfg.task}-{name}"]
+    cmd += ["trainer.logger=[console,file]", "trainer.save_freq=-1", "trainer.resume_mode=disable"]
+    cmd += ["checkpoint.save_contents=[model,hf_model]", f"trainer.n_gpus_per_node={n_gpus}", *steps.sdpa(flow.env)]
+    cmd += [*cfg.sft_override, *([f"trainer.total_training_steps={n_steps}"] if n_steps > 0 else [])]
+    flow.sh(cmd, name, dict(flow.env, VERL_FILE_LOGGER_PATH=flow.path(f"{name}_metrics.jsonl")))
+
+
+def kv_cache(gb: float | None) -> list[str]:
+    """The evaluators' ``--kv-cache-gb`` flag: a fixed vLLM KV cache (the GPU is shared), none when unset."""
+    return ["--kv-cache-gb", str(gb)] if gb else []
 
 
 def evaluation(flow: Stages, cfg: cli.JudgeRun, name: str, model: str, beside: bool) -> None:
-    """Evaluation stage ``name`` of ``model``; ``beside`` (and ``--parallel-eval``): in the background, beside the
-    next stage, with a fixed KV cache."""
+    """Evaluation stage ``name``: ``scripts.eval.judge`` of ``model`` on ``--eval-pairs`` held-out rows, greedy, log
+    ``logs/<name>.log``. ``beside`` (and ``--parallel-eval``): in the background, beside the next stage, with a fixed
+    KV cache (another stage trains on the GPU meanwhile) instead of one sized from the memory free while it profiles.
+    An evaluation that fails (or measured nothing, e.g. an untrained judge) does not stop training."""
     task, background = TASKS[cfg.task], beside and cfg.parallel_eval
-    test = test_file(flow, cfg)
     rows = ["--pairs", str(cfg.eval_pairs)] if task.verdict.paired else ["--limit", str(2 * cfg.eval_pairs)]
     kv_cache_gb = cfg.eval_kv_cache_gb or (steps.SHARED_KV_CACHE_GB if background else None)
-    settings = (cfg.max_response_length, cfg.eval_gpu_mem, kv_cache_gb)
-    run = functools.partial(steps.evaluate, flow, model, test, flow.path(name), rows, *settings)
-    flow.stage(name, flow.path(name), run, background=background)
+    cmd = [flow.py, "-m", "scripts.eval.judge", "--data", test_file(flow, cfg), *rows, "--seed", "0", "--vllm-offline"]
+    cmd += [model, "--max-tokens", str(cfg.max_response_length), "--temperature", "0", "--gpu-memory-utilization"]
+    cmd += [str(cfg.eval_gpu_mem), "--out", flow.path(name), "--no-progress", *kv_cache(kv_cache_gb)]
+    flow.stage(name, flow.path(name), lambda: flow.sh(cmd, name, ok=lambda: True), background=background)
 
 
 def grpo_settings(flow: Stages, cfg: cli.JudgeRun) -> list[str]:

@@ -1,6 +1,6 @@
-"""The stage bodies of the workflows, each a plain function of the run (``stages.Stages``) and its step's paths and
-settings: it runs one command (or the launcher) and writes its output where it is told; nothing here reads the
-command line. Wired by ``scripts.workflows.pipeline`` and ``scripts.lab.policy_learns``.
+"""The stage bodies the workflows share that need none of their settings, each a plain function of the run
+(``stages.Stages``) and its step's paths: it runs one command and writes its output where it is told (the bodies that
+read the settings are ``scripts.workflows.pipeline``'s). Wired by it and ``scripts.lab.policy_learns``.
 
     steps.merge(flow, checkpoints=flow.path("grpo"), target=flow.path("hf"))
 """
@@ -41,24 +41,6 @@ def verify_data(flow: Stages, out: str, tokenizer: str, max_prompt_length: int, 
     flow.sh(cmd, "data")
 
 
-def solution_data(
-    flow: Stages, solutions: str, out: str, tokenizer: str, max_prompt_length: int, prompt_args: list[str]
-) -> None:
-    """Verification rows from a model's own answers (``scripts.eval.gsm8k``'s ``samples.jsonl``), graded by their
-    final answer."""
-    cmd = [flow.py, "-m", "data_prep.gsm8k_verify", "--candidates", "solutions", "--train", solutions]
-    cmd += ["--grade", "flexible", "--on-bad-row", "skip", "--no-fail-on-empty", "--out", out, "--tokenizer", tokenizer]
-    cmd += ["--max-prompt-length", str(max_prompt_length), *prompt_args]
-    flow.sh(cmd, "sft_data")
-
-
-def judge_sft_data(flow: Stages, inputs: list[str], out: str, max_rows: int) -> None:
-    """The judge's SFT rows (``data_prep.judge_sft``) from verification parquets."""
-    flow.sh(
-        [flow.py, "-m", "data_prep.judge_sft", "--in", *inputs, "--out", out, "--max-rows", str(max_rows)], "sft_data"
-    )
-
-
 def judge_train_files(data: str, verdict: verdicts.Verdict, with_solutions: bool) -> list[str]:
     """The judge's training parquet(s) under ``data``: the verification split, plus the model-solution rows when
     asked and there are any (pairs need a right and a wrong answer to one question)."""
@@ -76,67 +58,6 @@ def policy_data(flow: Stages, out: str, tokenizer: str) -> None:
     """GSM8K as the policy sees it (``data_prep.gsm8k``: ``GSM8K_DIR``, else the hub)."""
     cmd = [flow.py, "-m", "data_prep.gsm8k", "--out", out, "--tokenizer", tokenizer, *defaults.gsm8k_args(flow.env)]
     flow.sh(cmd, "policy_data")
-
-
-def samples(
-    flow: Stages, data: str, solver: str, out: str, questions: int, gpu_mem: float, kv_cache_gb: float | None
-) -> None:
-    """``solver``'s own answers to the first ``questions`` of ``data`` (the policy's prompt), two each, sampled as
-    GRPO rollouts are, for the judge's data."""
-    cmd = [flow.py, "-m", "scripts.eval.gsm8k", "--data", data, "--limit", str(questions)]
-    cmd += ["--n-samples", "2", "--temperature", "1.0", "--max-tokens", "512", "--vllm-offline", solver]
-    cmd += ["--gpu-memory-utilization", str(gpu_mem), *(["--kv-cache-gb", str(kv_cache_gb)] if kv_cache_gb else [])]
-    flow.sh(cmd + ["--out", out, "--no-progress", "--no-plots"], "samples")
-
-
-def evaluate(
-    flow: Stages,
-    model: str,
-    data: str,
-    out: str,
-    selection: list[str],
-    max_tokens: int,
-    gpu_mem: float,
-    kv_cache_gb: float | None,
-) -> None:
-    """``scripts.eval.judge`` of ``model`` on ``selection`` (``--pairs N`` / ``--limit N``) of the held-out rows,
-    greedy, log ``logs/<out's name>.log``. ``kv_cache_gb``: a fixed vLLM KV cache (another stage trains on the GPU
-    meanwhile) instead of one sized from the memory free while it profiles. An evaluation that fails (or measured
-    nothing, e.g. an untrained judge) does not stop training."""
-    cmd = [flow.py, "-m", "scripts.eval.judge", "--data", data, *selection, "--seed", "0", "--vllm-offline", model]
-    cmd += ["--max-tokens", str(max_tokens), "--temperature", "0", "--gpu-memory-utilization", str(gpu_mem)]
-    cmd += ["--out", out, "--no-progress", *(["--kv-cache-gb", str(kv_cache_gb)] if kv_cache_gb else [])]
-    flow.sh(cmd, os.path.basename(out), ok=lambda: True)
-
-
-def sft(
-    flow: Stages,
-    name: str,
-    model: str,
-    train_file: str,
-    experiment: str,
-    steps: int,
-    max_length: int,
-    batch: int,
-    lr: float,
-    epochs: int,
-    extra: list[str],
-) -> None:
-    """verl's SFT trainer (``torchrun -m verl.trainer.sft_trainer``) on ``train_file`` from ``model``: checkpoints in
-    ``<name>/``, metrics ``<name>_metrics.jsonl``, log ``logs/<name>.log``; ``steps`` 0 = the whole epoch(s)."""
-    n_gpus = int(flow.env.get("N_GPUS", "1"))
-    cmd = [flow.py, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n_gpus}"]
-    cmd += ["-m", "verl.trainer.sft_trainer", f"data.train_files={train_file}", "data.val_files=null"]
-    cmd += [f"data.max_length={max_length}", "data.truncation=right", f"data.train_batch_size={batch}"]
-    cmd += ["data.micro_batch_size_per_gpu=8", "data.num_workers=0", f"model.path={model}"]
-    cmd += ["model.external_lib=scripts.train.fast_logprobs", f"optim.lr={lr}", f"trainer.total_epochs={epochs}"]
-    cmd += [f"trainer.default_local_dir={flow.path(name)}", "trainer.project_name=verl-judge"]
-    cmd += [f"trainer.experiment_name={experiment}", "trainer.logger=[console,file]", "trainer.save_freq=-1"]
-    cmd += ["trainer.resume_mode=disable", "checkpoint.save_contents=[model,hf_model]"]
-    cmd += [f"trainer.n_gpus_per_node={n_gpus}", *sdpa(flow.env), *extra]
-    if steps > 0:
-        cmd.append(f"trainer.total_training_steps={steps}")
-    flow.sh(cmd, name, dict(flow.env, VERL_FILE_LOGGER_PATH=flow.path(f"{name}_metrics.jsonl")))
 
 
 def sdpa(env: dict) -> list[str]:
