@@ -138,12 +138,6 @@ class Deferral:
         rm = TensorDict({"rm_scores": placeholder}, batch_size=len(batch))
         return DataProto(batch=rm, non_tensor_batch={}, meta_info={"reward_extra_keys": []})
 
-    def extracted(self, batch, tensor, extras) -> None:
-        """``extract_reward`` read the placeholder: keep the batch and the dict it gave the step, filled at the join."""
-        p = self.pending
-        if p is not None and p.batch is None and tensor is p.placeholder:
-            p.batch, p.extras = batch, extras
-
     def join(self, timing_raw: dict | None = None) -> float | None:
         """Wait for the pending reward (at most ``deadline_s``) and put it where the step reads it; the seconds waited
         (None: nothing pending). Its exception, if it raised one, is raised here."""
@@ -213,11 +207,13 @@ class Deferral:
         return stage_timer
 
     def extract(self, extract_reward):
-        """verl's ``extract_reward`` that hands ``extracted`` the placeholder's batch and dict."""
+        """verl's ``extract_reward`` that keeps the batch and the dict it gave the step when it read the placeholder."""
 
         def extract_and_keep(batch):
             tensor, extras = extract_reward(batch)
-            self.extracted(batch, tensor, extras)
+            p = self.pending
+            if p is not None and p.batch is None and tensor is p.placeholder:  # filled at the join
+                p.batch, p.extras = batch, extras
             return tensor, extras
 
         return extract_and_keep

@@ -137,13 +137,8 @@ class GroupRewardManager(RewardManagerBase):
         self.short += 1
         if throttled(self.short):
             logger.warning(
-                "group_reward: group %s scored with %d of %d answers after waiting %.0fs for the rest "
-                "(verl_judge.group_reward.timeout; short groups so far: %d)",
-                uid,
-                len(group),
-                group.size,
-                self.timeout,
-                self.short,
+                f"group_reward: group {uid} scored with {len(group)} of {group.size} answers after waiting "
+                f"{self.timeout:.0f}s for the rest (verl_judge.group_reward.timeout; short groups so far: {self.short})"
             )
 
     def _warn_alone(self, uid: str | None) -> None:
