@@ -36,9 +36,4 @@ def logprobs_from_logits_chunked(logits: torch.Tensor, labels: torch.Tensor) -> 
     return torch.cat(parts).reshape(labels.shape)
 
 
-def install() -> None:
-    """Point verl's fallback at the chunked version (idempotent)."""
-    verl_F.logprobs_from_logits_v2 = logprobs_from_logits_chunked
-
-
-install()
+verl_F.logprobs_from_logits_v2 = logprobs_from_logits_chunked  # verl's fallback: the chunked version

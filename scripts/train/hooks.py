@@ -20,7 +20,7 @@ from __future__ import annotations
 import inspect
 import random
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -69,9 +69,7 @@ def identical_group_share(scores: Sequence[float], groups: Sequence) -> float:
     for s, g in zip(scores, groups):
         by[g].append(float(s))
     sized = [v for v in by.values() if len(v) > 1]
-    if not sized:
-        return 0.0
-    return sum(1 for v in sized if max(v) - min(v) < 1e-9) / len(sized)
+    return sum(max(v) - min(v) < 1e-9 for v in sized) / len(sized) if sized else 0.0
 
 
 def route_reading(batch, tokenizer) -> np.ndarray | None:
@@ -134,9 +132,7 @@ def lone_survivors(uids, abstained: np.ndarray) -> np.ndarray:
     """The scored samples of each group (``uids``) that abstention left with fewer than two scored samples: verl's
     GRPO would give such a group of one its raw score as advantage. Groups where nothing abstained: none."""
     hit = {u for u, a in zip(uids, abstained) if a}
-    scored = defaultdict(int)
-    for u, a in zip(uids, abstained):
-        scored[u] += not a
+    scored = Counter(u for u, a in zip(uids, abstained) if not a)
     return np.array([not a and u in hit and scored[u] < 2 for u, a in zip(uids, abstained)], dtype=bool)
 
 
@@ -158,11 +154,12 @@ def mask_out(data, abstained: np.ndarray, alone: np.ndarray | None = None) -> No
 def pair_ids(extra_infos: Iterable, uids: Sequence) -> np.ndarray:
     """GRPO group ids that put both orders of a pairwise row together (``extra_info.pair_id``);
     rows without a pair id keep their own ``uid``."""
-    out = []
-    for ei, uid in zip(extra_infos, uids):
-        pid = ei.get("pair_id") if isinstance(ei, dict) else None
-        out.append(f"pair:{pid}" if pid else uid)
-    return np.array(out, dtype=object)
+    return np.array([f"pair:{pair_id(ei)}" if pair_id(ei) else uid for ei, uid in zip(extra_infos, uids)], dtype=object)
+
+
+def pair_id(extra_info) -> str | None:
+    """A pairwise row's ``extra_info.pair_id`` (shared by both orders of the pair), else None."""
+    return extra_info.get("pair_id") if isinstance(extra_info, dict) else None
 
 
 class PairSampler:
@@ -179,8 +176,7 @@ class PairSampler:
         )
         groups: dict = {}
         for i, ei in enumerate(extra):
-            pid = ei.get("pair_id") if isinstance(ei, dict) else None
-            groups.setdefault(pid if pid else f"row:{i}", []).append(i)
+            groups.setdefault(pair_id(ei) or f"row:{i}", []).append(i)
         self.groups = list(groups.values())
         self.n = len(data_source)
 

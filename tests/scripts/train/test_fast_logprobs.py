@@ -103,7 +103,7 @@ def test_kernel_count_is_per_chunk_not_per_token(rows, verl_calls, chunked_calls
 def test_loaded_by_verls_external_lib_hook_in_grpo_and_sft():
     base = yaml.safe_load(open(os.path.join(ROOT, "recipes", "base.yaml")))
     assert base["actor_rollout_ref"]["model"]["external_lib"] == "scripts.train.fast_logprobs"
-    pipeline = open(os.path.join(ROOT, "scripts", "workflows", "steps.py")).read()
+    pipeline = open(os.path.join(ROOT, "scripts", "workflows", "pipeline.py")).read()
     assert '"model.external_lib=scripts.train.fast_logprobs"' in pipeline
     # a fresh process, as a verl worker is: verl's own hook imports the module, which installs itself
     code = (

@@ -12,6 +12,7 @@ import torch
 from scripts.train.hooks import (
     PairSampler,
     identical_group_share,
+    pair_id,
     pair_ids,
     reward_metrics,
 )
@@ -190,6 +191,13 @@ def test_install_rejects_unknown_hacking_watch_setting():
 
     with pytest.raises(ValueError, match=r"unknown setting\(s\) \['windw'\]"):
         install(OmegaConf.create({"data": {"train_batch_size": 2}, "verl_judge": {"hacking_watch": {"windw": 5}}}))
+
+
+@pytest.mark.parametrize(
+    "extra_info, want", [({"pair_id": "p1"}, "p1"), ({"pair_id": ""}, ""), ({}, None), (None, None), ("p1", None)]
+)
+def test_pair_id(extra_info, want):
+    assert pair_id(extra_info) == want
 
 
 def test_pair_ids_and_sampler():
