@@ -89,12 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m scripts.bytecode", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument(
-        "--compile",
-        action="store_true",
-        help="byte-compile the install folders of the packages that lack "
-        "bytecode (their whole site-packages folder: their dependencies are imported too)",
-    )
+    compiles = "the install folders of the packages that lack bytecode (their whole site-packages folder: their "
+    p.add_argument("--compile", action="store_true", help=f"byte-compile {compiles}dependencies are imported too)")
     p.add_argument(
         "--packages",
         nargs="+",

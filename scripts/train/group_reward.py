@@ -100,10 +100,8 @@ class GroupRewardManager(RewardManagerBase):
         if compute_score is None or not fn.get("path"):  # verl's default reward scores one sample
             raise ValueError("the group reward manager calls reward.custom_reward_function (a group reward): no path")
         self.is_async = inspect.iscoroutinefunction(compute_score)
-        self.router = {}
-        if reward_router_address is not None:  # as verl's naive manager passes them
-            self.router = {"reward_router_address": reward_router_address}
-            self.router["reward_model_tokenizer"] = reward_model_tokenizer
+        router = {"reward_router_address": reward_router_address, "reward_model_tokenizer": reward_model_tokenizer}
+        self.router = {} if reward_router_address is None else router  # as verl's naive manager passes them
         self.groups: dict[str, _Group] = {}
         self.late: OrderedDict[str, int] = OrderedDict()  # uid of a group scored short -> its answers still missing
         self.short = 0  # groups scored short after the timeout, so far

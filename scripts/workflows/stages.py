@@ -49,7 +49,7 @@ class Stages:
     def sh(self, cmd: list[str], log: str, env: dict | None = None, ok=None) -> None:
         """Run ``cmd``, its output to the terminal and to ``logs/<log>.log``; a non-zero exit stops the workflow
         unless ``ok()`` says the stage's output was written anyway (an evaluator's report)."""
-        say("$ " + " ".join(shlex.quote(c) for c in cmd))
+        say("$ " + shlex.join(cmd))
         log = self.log(log)
         os.makedirs(os.path.dirname(log), exist_ok=True)
         proc = subprocess.Popen(
