@@ -45,11 +45,7 @@ def mask(text: str, env=None) -> str:
             if f
         }
     for f, anywhere in sorted(forms, key=lambda x: len(x[0]), reverse=True):
-        text = (
-            text.replace(f, "***")
-            if anywhere
-            else re.sub(rf"(?<![A-Za-z0-9]){re.escape(f)}(?![A-Za-z0-9])", "***", text)
-        )
+        text = re.sub(re.escape(f) if anywhere else rf"(?<![A-Za-z0-9]){re.escape(f)}(?![A-Za-z0-9])", "***", text)
     # `...api_key=VALUE` / `"token": "VALUE"` written inline (but not api_key_env=NAME)
     return mask_url(_INLINE_SECRET.sub(lambda m: m.group(1) + "***", text))
 

@@ -102,15 +102,10 @@ def compare(flow: Stages, title: str, keys: tuple[str, ...]) -> str:
     return text
 
 
-HEALTH = (
-    "judge_health/parse_fail_rate",
-    "judge_health/error_rate",
-    "judge_health/fallback_rate",
-    "judge_health/agree_rule",
-    "judge_health/score_mean",
-    "critic/score/mean",
-    "reward/rule_score/mean",
-    "reward/rule_format/mean",
+#: summary.md's rows: how the judge fared as the policy's reward
+HEALTH = tuple(
+    "judge_health/parse_fail_rate judge_health/error_rate judge_health/fallback_rate judge_health/agree_rule "
+    "judge_health/score_mean critic/score/mean reward/rule_score/mean reward/rule_format/mean".split()
 )
 
 
