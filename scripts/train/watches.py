@@ -46,28 +46,24 @@ class FailFast:
         err = metrics["judge_health/error_rate"]
         pf = metrics["judge_health/parse_fail_rate"]
         self.run = self.run + 1 if err + pf > self.threshold else 0
-        if self.run >= self.steps:
-            if err >= pf:
-                cause = (
-                    f"judge requests failed for {err:.0%} of samples (timeouts, connection errors, HTTP 5xx "
-                    "after retries)"
-                )
-                fix = (
-                    "check that the judge endpoint is up and reachable (JUDGE_BASE_URL / the reward model "
-                    "pool), and raise reward_kwargs.timeout or lower the request rate"
-                )
-            else:
-                cause = f"the judge answered without a valid verdict for {pf:.0%} of samples"
-                fix = (
-                    "the judge does not follow the verdict format: use a trained judge (recipes/judge_to_reward "
-                    "warm-starts one), raise reward_kwargs.max_tokens if replies are cut off, or check that "
-                    "the judge prompt version matches the one it was trained on"
-                )
-            raise JudgeSilentError(
-                f"stopping: {cause}, above verl_judge.fail_fast.threshold={self.threshold} for {self.run} "
-                f"consecutive steps. Likely fix: {fix}. Checkpoints written so far are kept. "
-                "To train on anyway: verl_judge.fail_fast.enable=false."
+        if self.run < self.steps:
+            return
+        if err >= pf:
+            cause = (
+                f"judge requests failed for {err:.0%} of samples (timeouts, connection errors, HTTP 5xx after retries)"
             )
+            fix = "check that the judge endpoint is up and reachable (JUDGE_BASE_URL / the reward model pool), "
+            fix += "and raise reward_kwargs.timeout or lower the request rate"
+        else:
+            cause = f"the judge answered without a valid verdict for {pf:.0%} of samples"
+            fix = "the judge does not follow the verdict format: use a trained judge (recipes/judge_to_reward "
+            fix += "warm-starts one), raise reward_kwargs.max_tokens if replies are cut off, or check that the "
+            fix += "judge prompt version matches the one it was trained on"
+        raise JudgeSilentError(
+            f"stopping: {cause}, above verl_judge.fail_fast.threshold={self.threshold} for {self.run} "
+            f"consecutive steps. Likely fix: {fix}. Checkpoints written so far are kept. "
+            "To train on anyway: verl_judge.fail_fast.enable=false."
+        )
 
 
 # ----------------------------------------------------------------------------------------- hacking watch
