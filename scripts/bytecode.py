@@ -65,21 +65,17 @@ def compile_folders(folders: list[str], workers: int = 0) -> bool:
     """Byte-compile each folder (``python -m compileall -q -j workers``); True when every file compiled."""
     ok = True
     for i, folder in enumerate(folders, 1):
-        t0 = time.time()
-        print(f"[bytecode] {i}/{len(folders)} compiling {folder} ...", flush=True)
+        t0, step = time.time(), f"[bytecode] {i}/{len(folders)}"
+        print(f"{step} compiling {folder} ...", flush=True)
         if not os.access(folder, os.W_OK):
-            print(
-                f"[bytecode] ERROR: {folder} is not writable (run as its owner, or reinstall with pip, which "
-                f"compiles by default)",
-                file=sys.stderr,
-            )
+            why = "run as its owner, or reinstall with pip, which compiles by default"
+            print(f"[bytecode] ERROR: {folder} is not writable ({why})", file=sys.stderr)
             ok = False
             continue
         done = compileall.compile_dir(folder, quiet=1, workers=workers)
         ok = ok and bool(done)
         print(
-            f"[bytecode] {i}/{len(folders)} {folder}: {'done' if done else 'some files did not compile'} in "
-            f"{time.time() - t0:.0f}s",
+            f"{step} {folder}: {'done' if done else 'some files did not compile'} in {time.time() - t0:.0f}s",
             flush=True,
         )
     return ok

@@ -135,7 +135,16 @@ class HackingWatch:
     def update(self, metrics: dict[str, float]) -> None:
         if not self.enable:
             return
-        self._warn_unverified(int(metrics.get("judge_health/unverified_accepts", 0)))
+        n = int(metrics.get("judge_health/unverified_accepts", 0))
+        if n > 0:  # a warning on every such step; the alarm itself needs max_unverified's share
+            self.unverified_accepts += n
+            self.log(
+                f"[verl_judge] WARNING: {n} accept{'s' if n != 1 else ''} this step ({self.unverified_accepts} so far) "
+                "that the guard could not verify (judge_unverified=1: the judge's reply quoted no candidate answer; "
+                "such an accept earns what a 0 earns). Read these samples' judge replies; "
+                "verl_judge.hacking_watch.max_unverified turns the alarm on at a share of the samples",
+                flush=True,
+            )
         if RULE not in metrics or REWARD not in metrics:
             return
         for key, values in self.series.items():  # the last ``window`` steps of each
@@ -177,15 +186,3 @@ class HackingWatch:
                 "verl_judge.hacking_watch.fail=false."
             )
         self.log(f"[verl_judge] WARNING: {msg} (verl_judge.hacking_watch.fail=true stops the run).", flush=True)
-
-    def _warn_unverified(self, n: int) -> None:
-        if n <= 0:
-            return
-        self.unverified_accepts += n
-        self.log(
-            f"[verl_judge] WARNING: {n} accept{'s' if n != 1 else ''} this step ({self.unverified_accepts} so far) "
-            "that the guard could not verify (judge_unverified=1: the judge's reply quoted no candidate answer; such "
-            "an accept earns what a 0 earns). Read these samples' judge replies; "
-            "verl_judge.hacking_watch.max_unverified turns the alarm on at a share of the samples",
-            flush=True,
-        )
