@@ -97,13 +97,9 @@ def main() -> None:
         from verl.trainer.ppo.utils import need_critic, need_reference_policy
         from verl.utils.config import validate_config
 
-        validate_config(
-            config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)
-        )
-        print(
-            f"[train] Ray job id {unique_job_id()} (verl's weight-sync sockets in /tmp are this run's alone)",
-            flush=True,
-        )
+        validate_config(config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+        job = unique_job_id()
+        print(f"[train] Ray job id {job} (verl's weight-sync sockets in /tmp are this run's alone)", flush=True)
         if config.trainer.get("use_v1", False):
             from verl.trainer.main_ppo import TaskRunnerV1
 

@@ -94,8 +94,7 @@ def compare(flow: Stages, title: str, keys: tuple[str, ...]) -> str:
             rep = json.load(open(f))
             if not isinstance(rep, dict):
                 raise ValueError(f"{f}: not an evaluation report (a JSON object), got a {type(rep).__name__}")
-            overall = rep.get("overall", rep)
-            rows.append([name, *(overall.get(k) for k in keys)])
+            rows.append([name, *(rep.get("overall", rep).get(k) for k in keys)])
     text = f"# {title}\n\n" + md_table(["stage", *keys], rows) + "\n"
     open(flow.path("compare.md"), "w").write(text)
     print(text, end="")
