@@ -105,9 +105,7 @@ def abstained_mask(non_tensor_batch) -> np.ndarray | None:
     """Samples whose judge abstained (``judge_abstained`` 1: ``llm_judge``'s ``judge_failure="abstain"``), or None
     when there are none."""
     values = _floats(non_tensor_batch.get("judge_abstained", []))
-    if values is None or not values.size or not (values > 0).any():
-        return None
-    return values > 0
+    return None if values is None or not (values > 0).any() else values > 0
 
 
 def leave_out(uids, abstained: np.ndarray) -> np.ndarray:
@@ -167,8 +165,7 @@ class PairSampler:
     (seeded), so that every batch of even size holds whole pairs (``verl_judge.pair_groups``)."""
 
     def __init__(self, data_source, seed: int = 0):
-        self.seed = int(seed)
-        self.epoch = 0
+        self.seed, self.epoch = int(seed), 0
         extra = (
             data_source.dataframe["extra_info"]
             if hasattr(data_source, "dataframe")
@@ -177,8 +174,7 @@ class PairSampler:
         groups: dict = {}
         for i, ei in enumerate(extra):
             groups.setdefault(pair_id(ei) or f"row:{i}", []).append(i)
-        self.groups = list(groups.values())
-        self.n = len(data_source)
+        self.groups, self.n = list(groups.values()), len(data_source)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
@@ -231,7 +227,7 @@ def settings(config) -> tuple[dict, FailFast, HackingWatch | None, bool]:
     section = config.get("verl_judge")
     opts = (OmegaConf.to_container(section, resolve=True) if OmegaConf.is_config(section) else section) or {}
     ff = opts.get("fail_fast") or {}
-    fail_fast = FailFast(ff.get("threshold", 0.5), ff.get("steps", 3), ff.get("enable", True))
+    fail_fast = FailFast(**{k: v for k, v in ff.items() if k in ("threshold", "steps", "enable")})
     hw = opts.get("hacking_watch") or {}
     known = [k for k in inspect.signature(HackingWatch).parameters if k != "log"]
     unknown = sorted(set(hw) - set(known))
