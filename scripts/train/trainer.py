@@ -28,10 +28,16 @@ class JudgeTaskRunner(_VerlTaskRunner.__ray_actor_class__):
     """verl's legacy TaskRunner with the hooks installed (``scripts.train.seam``) before it builds its trainer."""
 
     def run(self, config):
+        from verl.trainer import main_ppo_v0
+
         from scripts.train import seam
 
         seam.install(config)
-        return super().run(config)
+        verl_run = super().run
+        # Ray ships this class's bases by value: verl's ``run`` here reads its own copy of main_ppo_v0's names, so
+        # the trainer it builds is named there too
+        verl_run.__func__.__globals__["RayPPOTrainer"] = main_ppo_v0.RayPPOTrainer
+        return verl_run(config)
 
 
 def check(config) -> None:
