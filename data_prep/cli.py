@@ -309,7 +309,8 @@ class Conversion:
     ``to_units(run, row, n)``: the units of input row number ``n`` (BadRow / SkipRow as usual; None for a
     converter that reads its units itself); ``build(unit, fields)``: its drafts; ``select(run, accepted)``: the
     ``(draft, truncated fields)`` to write (default: all); ``data_source(run)``: the column value.
-    ``count_labels``: count ground truths in the summary.
+    ``count_labels``: count ground truths in the summary. ``outputs``: the prefixes of the files one split's read
+    gives (``<prefix><split>.parquet``); ``write(run, units, gate)`` writes them all (default: ``write_split``).
     """
 
     prog: str
@@ -320,6 +321,8 @@ class Conversion:
     to_units: Callable[[SplitRun, Mapping, int], list[Unit]] | None = None
     select: Callable[[SplitRun, list], list] = all_drafts
     count_labels: bool = True
+    outputs: tuple[str, ...] = ("",)
+    write: Callable[[SplitRun, list[Unit], LengthGate], list[Stats]] | None = None
 
 
 def write_split(conv: Conversion, run: SplitRun, units: list[Unit], gate: LengthGate, options: Options) -> Stats:
@@ -349,12 +352,13 @@ def run_conversion(conv: Conversion, options: Options) -> dict:
     """The per-split loop: read -> units -> length gate -> rows -> parquet, then the summary; all or nothing."""
     with output_set():
         sources = resolve_sources(options)
-        check_outputs(options, [f"{split}.parquet" for split, _ in sources])
+        check_outputs(options, [f"{prefix}{split}.parquet" for split, _ in sources for prefix in conv.outputs])
         gate = make_gate(options)
         exclude = load_exclusion(options.exclude)
         all_stats = []
         for split, source in sources:
-            run = SplitRun(split, source, Stats(split=split, source=source.name, max_len=gate.max_len), fmt=options.fmt)
+            stats = Stats(split=split, output=conv.outputs[0] + split, source=source.name, max_len=gate.max_len)
+            run = SplitRun(split, source, stats, fmt=options.fmt)
             units = read_units(
                 source,
                 partial(conv.to_units, run),
@@ -364,5 +368,5 @@ def run_conversion(conv: Conversion, options: Options) -> dict:
                 exclude=exclude,
             )
             run.stats.items = len(units)
-            all_stats.append(write_split(conv, run, units, gate, options))
+            all_stats += conv.write(run, units, gate) if conv.write else [write_split(conv, run, units, gate, options)]
         return finish(conv.prog, all_stats, options)
