@@ -56,14 +56,14 @@ def _split_universal(chunk: bytes) -> list[bytes]:
     return body.split(b"\r")
 
 
-def _binary_lines(path: str) -> Iterator[tuple[int, bytes]]:
-    """``(line_number, raw line)`` of a plain or gzip file; DataError for unreadable or truncated gzip data."""
-    opener = gzip.open if path.endswith(".gz") else open
+def _binary_lines(path: str, split: bool = True) -> Iterator[tuple[int, bytes]]:
+    """``(line_number, raw line)`` of a plain or gzip file (``split`` off: its raw ``\\n``-terminated chunks);
+    DataError for unreadable or truncated gzip data."""
     n = 0
     try:
-        with opener(path, "rb") as f:
+        with (gzip.open if path.endswith(".gz") else open)(path, "rb") as f:
             for chunk in f:  # ``\r`` never occurs inside a UTF-8 multi-byte sequence: splitting bytes is safe
-                for line in _split_universal(chunk):
+                for line in _split_universal(chunk) if split else [chunk]:
                     n += 1
                     yield n, line
     except _GZIP_ERRORS as e:
@@ -121,19 +121,8 @@ def read_parquet(path: str) -> list[dict]:
         raise DataError(f"{path}: cannot read: {e}") from None
 
 
-def _read_bytes(path: str) -> bytes:
-    opener = gzip.open if path.endswith(".gz") else open
-    try:
-        with opener(path, "rb") as f:
-            return f.read()
-    except _GZIP_ERRORS as e:
-        raise DataError(f"{path}: truncated or corrupt gzip data ({e})") from None
-    except OSError as e:
-        raise DataError(f"{path}: cannot read: {e.strerror or e}") from None
-
-
 def _iter_json(path: str) -> Iterator[tuple[str, int, object]]:
-    raw = _read_bytes(path)
+    raw = b"".join(chunk for _n, chunk in _binary_lines(path, split=False))
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
