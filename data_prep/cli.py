@@ -332,8 +332,7 @@ def write_split(conv: Conversion, run: SplitRun, units: list[Unit], gate: Length
     accepted = gate.apply(units, conv.build, stats, progress=options.progress)
     drafts = conv.select(run, accepted)
     if conv.count_labels:
-        for d, _ in drafts:
-            stats.labels[d.ground_truth] += 1
+        stats.labels.update(d.ground_truth for d, _ in drafts)
     stats.written = len(drafts)
     if stats.written == 0 and options.fail_on_empty:
         raise DataError(

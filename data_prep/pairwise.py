@@ -99,8 +99,7 @@ def pair_from_row(row: Mapping, fmt: str) -> tuple[str, str, str]:
         return hh_pair(require_str(row, "chosen"), require_str(row, "rejected"))
     if fmt == "openjudge":
         query, answers = openjudge_output(row, pair=True)
-        prefs = [_preference(label, i) for i, (_, label) in enumerate(answers)]
-        given = [(i, p) for i, p in enumerate(prefs) if p is not None]
+        given = [(i, p) for i, (_, label) in enumerate(answers) if (p := _preference(label, i)) is not None]
         if not given:
             raise BadRow("output[0].answer.label.preference", "missing", reason="missing")
         if len({p for _, p in given}) > 1:

@@ -194,10 +194,7 @@ def _final_number(solution: str) -> re.Match | None:
 
 def _subst_last(text: str, old: Fraction, new: Fraction) -> str:
     """Replace the last occurrence of the number ``old`` in ``text`` (the stated result) by ``new``."""
-    last = None
-    for m in _NUMBER.finditer(text):
-        if to_fraction(m.group(0)) == old:
-            last = m
+    last = next((m for m in reversed(list(_NUMBER.finditer(text))) if to_fraction(m.group(0)) == old), None)
     if last is None:
         return text
     return text[: last.start()] + fmt_like(last.group(0), new) + text[last.end() :]

@@ -115,11 +115,10 @@ class OutputSet:
                     except OSError:
                         shutil.copy2(dest, aside)
                 try:
-                    if not tmp:  # dropped
+                    if tmp:
+                        os.replace(tmp, dest)
+                    else:  # dropped
                         os.remove(dest)
-                        done.append((dest, aside))
-                        continue
-                    os.replace(tmp, dest)
                 except OSError as e:
                     if aside is not None:
                         _remove(aside)
