@@ -11,17 +11,14 @@ converter with ``--exclude`` to drop them. A file with no query text is an error
 
 from __future__ import annotations
 
-import os
 import sys
 from collections import Counter
 from functools import partial
 
 from data_prep.cli import add_run_flags, cli, new_parser
-from data_prep.conversations import QUERY_FIELDS, query_text
+from data_prep.conversations import QUERY_FIELDS, query_texts
 from data_prep.files.errors import DataError
 from data_prep.files.outputs import check_output_file, write_json
-from data_prep.files.readers import InvalidRow, local_source
-from data_prep.progress import progress_bar
 from data_prep.text import normalize_text
 
 PROG = "data_prep.overlap"
@@ -29,19 +26,7 @@ PROG = "data_prep.overlap"
 
 def _queries(path: str, progress: bool, require: bool = False) -> tuple[list[tuple[int, str]], int]:
     """``([(row, query text)], rows without query text)``; with ``require``, no query text at all is a DataError."""
-    src = local_source([path])
-    out, missing = [], 0
-    bar = progress_bar(src.total, os.path.basename(path), progress)
-    try:
-        for _loc, n, row in src.rows():
-            bar.update(1)
-            q = None if isinstance(row, InvalidRow) else query_text(row)
-            if q is None:
-                missing += 1
-            else:
-                out.append((n, q))
-    finally:
-        bar.close()
+    out, missing = query_texts(path, progress)
     if require and not out:
         what = f"none of its {missing} rows has" if missing else "it has no rows, so no"
         raise DataError(

@@ -190,13 +190,8 @@ class PairOptions(Options):
 def build_parser():
     p = new_parser(PROG, __doc__)
     add_common_args(p, default_max_len=DEFAULT_MAX_LEN, text_fields=TEXT_FIELDS, presets=PRESETS, formats=FORMATS)
-    p.add_argument(
-        "--orders",
-        type=int,
-        choices=(1, 2),
-        default=2,
-        help="2 (default): both orders of every pair; 1: one seeded order per pair, A/B balanced",
-    )
+    orders_help = "2 (default): both orders of every pair; 1: one seeded order per pair, A/B balanced"
+    p.add_argument("--orders", type=int, choices=(1, 2), default=2, help=orders_help)
     return p
 
 

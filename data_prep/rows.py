@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from data_prep.conversations import query_text
+from data_prep.conversations import query_texts
 from data_prep.files.errors import BadRow, DataError, SkipRow
-from data_prep.files.readers import InvalidRow, Source, local_source
+from data_prep.files.readers import InvalidRow, Source
 from data_prep.progress import progress_bar
 from data_prep.summary import Stats
 from data_prep.text import normalize_text
@@ -125,16 +125,10 @@ def load_exclusion(paths: Sequence[str] | None) -> set[str] | None:
         return None
     keys: set[str] = set()
     for p in paths:
-        found = 0
-        for _loc, _n, row in local_source([p]).rows():
-            if isinstance(row, InvalidRow):
-                continue
-            q = query_text(row)
-            if q:
-                keys.add(normalize_text(q))
-                found += 1
-        if not found:
+        texts = [q for _n, q in query_texts(p)[0] if q]
+        if not texts:
             raise DataError(f"--exclude {p}: no query/question/prompt text found in any row")
+        keys.update(normalize_text(q) for q in texts)
     return keys
 
 
