@@ -25,7 +25,7 @@ from __future__ import annotations
 import random
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import pyarrow as pa
@@ -141,7 +141,7 @@ def pair_gate(point_gate: LengthGate) -> LengthGate:
     names = point_gate.truncate
     if names:  # only 'reference' named: nothing in a pairwise prompt may be cut
         names = tuple(x for n in names for x in PAIR_FIELDS.get(n, ())) or ("_none_",)
-    return LengthGate(point_gate.tokenizer, point_gate.max_len, names, point_gate.kwargs)
+    return replace(point_gate, truncate=names)
 
 
 # ----------------------------------------------------------------------------- candidates

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache, partial
+from typing import Any
 
 from data_prep.files.errors import DataError, SkipRow
 from data_prep.progress import progress_bar
@@ -48,21 +50,16 @@ def load_tokenizer(path: str):
     return AutoTokenizer.from_pretrained(path)
 
 
+@dataclass(frozen=True)
 class LengthGate:
-    """Measures chat-formatted prompts like verl's RLHFDataset and enforces ``max_len``."""
+    """Measures chat-formatted prompts like verl's RLHFDataset and enforces ``max_len`` (None: no limit): an
+    over-long unit is dropped or, with ``truncate`` (field names; ``()``: any), shortened. ``kwargs``: the
+    ``apply_chat_template`` kwargs (``lengths`` sets tokenize, return_dict, return_tensors, add_generation_prompt)."""
 
-    def __init__(
-        self,
-        tokenizer,
-        max_len: int | None,
-        truncate: Sequence[str] | None = None,
-        chat_template_kwargs: Mapping | None = None,
-    ):
-        self.tokenizer = tokenizer
-        self.max_len = max_len if max_len and max_len > 0 else None
-        self.truncate = None if truncate is None else tuple(truncate)
-        fixed = ("tokenize", "return_dict", "return_tensors", "add_generation_prompt")  # set by ``lengths``
-        self.kwargs = {k: v for k, v in (chat_template_kwargs or {}).items() if k not in fixed}
+    tokenizer: Any
+    max_len: int | None
+    truncate: tuple[str, ...] | None = None
+    kwargs: Mapping = field(default_factory=dict)
 
     def lengths(self, convs: list[list[dict]]) -> list[int]:
         if not convs:

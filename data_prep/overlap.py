@@ -92,13 +92,9 @@ def format_report(r: dict) -> str:
     ]
     for e in r["evals"]:
         lines.append(f"  vs {e['eval']} ({e['eval_rows']} rows, {e['eval_rows_without_query']} without query text)")
-        lines.append(
-            f"    exact overlap       {e['exact_train_rows']} train rows ({e['exact_distinct']} distinct texts)"
-        )
-        lines.append(
-            f"    normalized overlap  {e['normalized_train_rows']} train rows "
-            f"({e['normalized_distinct']} distinct texts)"
-        )
+        for kind in ("exact", "normalized"):
+            rows, distinct = e[f"{kind}_train_rows"], e[f"{kind}_distinct"]
+            lines.append(f"    {kind + ' overlap':<20}{rows} train rows ({distinct} distinct texts)")
         for s in e["examples"]:
             lines.append(f"      train row {s['train_row']} = eval row {s['eval_row']} [{s['match']}]: {s['text']}")
     lines.append("  result: " + ("OVERLAP FOUND (remove it with --exclude)" if r["any_overlap"] else "no overlap"))

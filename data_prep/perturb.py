@@ -36,9 +36,7 @@ def strip_annotations(text: str) -> str:
 
 
 def to_fraction(token: str) -> Fraction | None:
-    t = token.replace(",", "").replace("$", "").strip()
-    if t.endswith("."):
-        t = t[:-1]
+    t = token.replace(",", "").replace("$", "").strip().removesuffix(".")
     if not re.fullmatch(r"-?(?:\d+(?:\.\d*)?|\.\d+)", t):
         return None
     return Fraction(t)
