@@ -21,7 +21,7 @@ from functools import partial
 
 import pyarrow as pa
 
-from data_prep.files.errors import DataError
+from data_prep.files.errors import BadRow, DataError
 from data_prep.files.outputs import check_output_file, check_output_folder, output_set, write_json, write_parquet
 from data_prep.files.readers import Source, hf_source, local_source
 from data_prep.lengths import TRUNCATION_MARKER, LengthGate, default_tokenizer_path, load_tokenizer
@@ -296,6 +296,15 @@ class SplitRun:
     source: Source
     stats: Stats
     fmt: str | None = None
+
+    def detect(self, row: Mapping, signatures: Mapping[str, set[str]]) -> str:
+        """``fmt``: ``--format``, else the first of ``signatures`` (format -> keys) whose keys the split's first
+        row has."""
+        self.fmt = self.fmt or next((f for f, keys in signatures.items() if keys <= row.keys()), None)
+        if self.fmt is None:
+            why = f"cannot tell the input format from keys {sorted(row)}; pass --format"
+            raise BadRow("<row>", why, reason="unknown_format")
+        return self.fmt
 
 
 def all_drafts(_run: SplitRun, accepted: list) -> list[tuple[Draft, tuple[str, ...]]]:

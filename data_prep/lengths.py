@@ -73,9 +73,8 @@ class LengthGate:
     ) -> list[tuple[Unit, list[Draft], tuple[str, ...]]]:
         """Units whose every prompt fits (possibly after truncation), with their drafts."""
         accepted = []
-        bar = progress_bar(
-            len(units), f"{stats.output or stats.split}: length check", progress and self.max_len is not None
-        )
+        shown = progress and self.max_len is not None
+        bar = progress_bar(len(units), f"{stats.output or stats.split}: length check", shown)
         for start in range(0, len(units), chunk):
             part = units[start : start + chunk]
             drafts = [build(u, u.fields) for u in part]
@@ -89,20 +88,19 @@ class LengthGate:
                 pos += len(ds)
                 if n <= self.max_len:
                     accepted.append((u, ds, ()))
-                    stats.note_len(n)
+                    stats.longest = max(stats.longest, n)
                     continue
                 if self.truncate is None:
-                    stats.skip("too_long", u.weight)
+                    stats.skipped["too_long"] += u.weight
                     continue
                 try:
                     ds2, names, n2 = self._fit(u, build, n)
                 except SkipRow as e:
-                    stats.skip(e.reason, u.weight)
+                    stats.skipped[e.reason] += u.weight
                     continue
                 accepted.append((u, ds2, names))
-                stats.note_len(n2)
-                for nm in names:
-                    stats.truncated[nm] += 1
+                stats.longest = max(stats.longest, n2)
+                stats.truncated.update(names)
             bar.update(len(part))
         bar.close()
         return accepted

@@ -44,6 +44,12 @@ PROG = "data_prep.pairwise"
 TEMPLATE = "pairwise"
 DEFAULT_MAX_LEN = 2048
 FORMATS = ("openjudge", "hh-rlhf", "generic")
+#: how ``--format auto`` tells them apart, tried in this order
+SIGNATURES = {
+    "openjudge": {"input", "output"},
+    "generic": {"chosen", "rejected", "query"},
+    "hh-rlhf": {"chosen", "rejected"},
+}
 PRESETS = {
     "openjudge": HFPreset(
         path="agentscope-ai/OpenJudge",
@@ -63,16 +69,6 @@ PRESETS = {
 }
 TEXT_FIELDS = ("query", "chosen", "rejected")
 PAIR_EXTRA = ["query", "response_a", "response_b", "a_is", "pair_id", "origin"]
-
-
-def detect_format(row: Mapping) -> str:
-    if "input" in row and "output" in row:
-        return "openjudge"
-    if "chosen" in row and "rejected" in row:
-        return "generic" if "query" in row else "hh-rlhf"
-    raise BadRow(
-        "<row>", f"cannot tell the input format from keys {sorted(row)}; pass --format", reason="unknown_format"
-    )
 
 
 def _preference(label: object, i: int) -> str | None:
@@ -200,8 +196,7 @@ def run(argv: list[str] | None = None) -> dict:
     template = options.template(TEMPLATE)
 
     def to_units(run: SplitRun, row: Mapping, n: int) -> list[Unit]:
-        run.fmt = run.fmt or detect_format(row)  # --format, else from the split's first row
-        q, c, r = pair_from_row(row, run.fmt)
+        q, c, r = pair_from_row(row, run.detect(row, SIGNATURES))
         return [pair_unit(n, q, c, r, run.fmt)]
 
     conv = Conversion(

@@ -87,9 +87,9 @@ def read_units(
                         f"{loc}: row {rownum}: field '{e.field}': {e.message} "
                         f"(use --on-bad-row skip to count and drop such rows)"
                     ) from None
-                stats.skip(f"{e.reason}:{e.field}")
+                stats.skipped[f"{e.reason}:{e.field}"] += 1
             except SkipRow as e:
-                stats.skip(e.reason)
+                stats.skipped[e.reason] += 1
     finally:
         bar.close()
     return _keep_unique(found, stats, exclude)
@@ -106,14 +106,14 @@ def _keep_unique(found: list[Unit], stats: Stats, exclude: set[str] | None) -> l
     for u in found:
         if u.key:
             if u.key in conflicting:
-                stats.skip("conflicting_label")
+                stats.skipped["conflicting_label"] += 1
                 continue
             if u.key in seen:
-                stats.skip("duplicate")
+                stats.skipped["duplicate"] += 1
                 continue
             seen.add(u.key)
         if exclude and normalize_text(u.query) in exclude:
-            stats.skip("excluded_overlap")
+            stats.skipped["excluded_overlap"] += 1
             continue
         units.append(u)
     return units
