@@ -209,23 +209,15 @@ def make_gate(options: Options) -> LengthGate:
     return LengthGate(tok, options.max_len, options.truncate, {k: v for k, v in kwargs.items() if k not in fixed})
 
 
-def check_outputs(options: Options, files: Sequence[str] = ()) -> None:
-    """Before any work: ``--out`` can hold files, each of ``files`` (names in it) and ``--summary-json`` can be
-    written."""
-    check_output_folder(options.out, "--out")
-    for name in files:
-        check_output_file(os.path.join(options.out, name))
-    if options.summary_json:
-        check_output_file(options.summary_json, "--summary-json")
-
-
 def resolve_sources(options: Options) -> list[tuple[str, Source]]:
     """``[(split, Source)]`` from ``--train``/``--test`` or, with none of them, the hub preset.
 
-    The run's outputs are checked first (``check_outputs``: ``--out``, ``--summary-json``), and local
+    The run's outputs are checked first (``--out`` can hold files, ``--summary-json`` can be written), and local
     inputs when their sources are created, so a bad path fails before any work.
     """
-    check_outputs(options)
+    check_output_folder(options.out, "--out")
+    if options.summary_json:
+        check_output_file(options.summary_json, "--summary-json")
     if options.hub is None and options.hf:
         raise DataError("give either local files (--train/--test) or --hf, not both")
     shared = sorted({os.path.realpath(f) for f in options.train} & {os.path.realpath(f) for f in options.test})
@@ -361,7 +353,8 @@ def run_conversion(conv: Conversion, options: Options) -> dict:
     """The per-split loop: read -> units -> length gate -> rows -> parquet, then the summary; all or nothing."""
     with output_set():
         sources = resolve_sources(options)
-        check_outputs(options, [f"{prefix}{split}.parquet" for split, _ in sources for prefix in conv.outputs])
+        for name in (f"{prefix}{split}.parquet" for split, _ in sources for prefix in conv.outputs):
+            check_output_file(os.path.join(options.out, name))
         gate = make_gate(options)
         exclude = load_exclusion(options.exclude)
         all_stats = []

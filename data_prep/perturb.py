@@ -144,11 +144,7 @@ def _delta_values(old: Fraction, rng: random.Random) -> list[Fraction]:
     out = []
     for d in deltas:
         sign = rng.choice((1, -1))
-        for s in (sign, -sign):
-            v = old + s * d
-            if old >= 0 > v:
-                continue
-            out.append(v)
+        out += [old + s * d for s in (sign, -sign) if not old >= 0 > old + s * d]  # never below 0 from >= 0
     return out
 
 

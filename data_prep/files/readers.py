@@ -135,11 +135,8 @@ def _iter_json(path: str) -> Iterator[tuple[str, int, object]]:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise DataError(f"{path}: invalid JSON: {e}") from None
-    if isinstance(data, dict):  # {"data": [...]} or {"rows": [...]}
-        for k in ("data", "rows", "examples"):
-            if isinstance(data.get(k), list):
-                data = data[k]
-                break
+    if isinstance(data, dict):  # {"data": [...]}, {"rows": [...]} or {"examples": [...]}
+        data = next((data[k] for k in ("data", "rows", "examples") if isinstance(data.get(k), list)), data)
     if not isinstance(data, list):
         raise DataError(f"{path}: expected a JSON array of objects")
     for i, obj in enumerate(data, 1):
@@ -244,9 +241,4 @@ def hf_source(
     except Exception as e:  # noqa: BLE001 - report any hub/cache failure as a data error
         raise DataError(f"{label}: could not load from the Hugging Face hub: {e}") from e
     total = len(ds) if limit is None else min(len(ds), limit)
-
-    def rows():
-        for i in range(total):
-            yield label, i + 1, ds[i]
-
-    return Source(name=label, rows=rows, total=lambda: total)
+    return Source(name=label, rows=lambda: ((label, i + 1, ds[i]) for i in range(total)), total=lambda: total)
