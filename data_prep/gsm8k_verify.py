@@ -235,8 +235,7 @@ def question_unit(qid: str, cands: list[Unit]) -> Unit:
     """The pointwise unit of one question: every candidate (``response.<i>``), so all pass the length gate together."""
     first = cands[0]
     fields = {"question": first.fields["question"], "reference": first.fields["reference"]}
-    for i, c in enumerate(cands):
-        fields[f"response.{i}"] = c.fields["response"]
+    fields |= {f"response.{i}": c.fields["response"] for i, c in enumerate(cands)}
     meta = {"qid": qid, "cands": [(c.meta["correct"], c.meta["kind"], c.row) for c in cands]}
     return Unit(first.row, fields, meta, key=qid, query=first.query, weight=len(cands))
 

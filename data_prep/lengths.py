@@ -86,33 +86,30 @@ class LengthGate:
             for u, ds in zip(part, drafts):
                 n = max(lens[pos : pos + len(ds)], default=0)
                 pos += len(ds)
-                if n <= self.max_len:
-                    accepted.append((u, ds, ()))
-                    stats.longest = max(stats.longest, n)
-                    continue
-                if self.truncate is None:
-                    stats.skipped["too_long"] += u.weight
-                    continue
                 try:
-                    ds2, names, n2 = self._fit(u, build, n)
+                    ds, names, n = self._fit(u, build, ds, n)
                 except SkipRow as e:
                     stats.skipped[e.reason] += u.weight
                     continue
-                accepted.append((u, ds2, names))
-                stats.longest = max(stats.longest, n2)
+                accepted.append((u, ds, names))
+                stats.longest = max(stats.longest, n)
                 stats.truncated.update(names)
             bar.update(len(part))
         bar.close()
         return accepted
 
-    def _fit(self, unit: Unit, build: Builder, length: int):
+    def _fit(self, unit: Unit, build: Builder, drafts: list[Draft], length: int):
+        """``(drafts, shortened fields, prompt length)`` once every prompt of ``unit`` fits: as built, or with
+        ``truncate`` its fields shortened in the middle; else SkipRow ``too_long``."""
+        if length <= self.max_len:
+            return drafts, (), length
         # eligible: the named fields (``response`` also matches ``response.0``, ``response.1``...), or all
         eligible = [
             f
             for f in unit.fields
             if unit.fields[f] and (not self.truncate or f in self.truncate or f.split(".")[0] in self.truncate)
         ]
-        if not eligible:
+        if self.truncate is None or not eligible:
             raise SkipRow("too_long")
         tokenize = partial(self.tokenizer, add_special_tokens=False, return_offsets_mapping=True)
         offsets = {f: tokenize(unit.fields[f])["offset_mapping"] for f in eligible}
@@ -120,7 +117,6 @@ class LengthGate:
         keep = {f: len(offsets[f]) for f in eligible}
         fields = dict(unit.fields)
         names: set[str] = set()
-        drafts: list[Draft] = []
         for attempt in range(64):
             excess = length - self.max_len
             if excess <= 0:

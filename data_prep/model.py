@@ -120,8 +120,7 @@ def convert(gguf_path: str, out: str) -> None:
             shutil.rmtree(out)
         os.replace(tmp, out)
     finally:
-        if os.path.exists(tmp):
-            shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)  # gone already once renamed into place
 
 
 def materialize(out: str | None = None, force: bool = False) -> str:
