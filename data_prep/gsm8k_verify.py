@@ -254,7 +254,7 @@ def question_pairs(options: VerifyOptions, split: str, qid: str, cands: list[Uni
         meta = {"answer": ref, "candidates": label, "question_id": qid}
         try:
             pairs.append(pair_unit(g.row, q, g.fields["response"], b.fields["response"], "gsm8k_verify", **meta))
-        except SkipRow:  # identical texts cannot happen for correct vs incorrect; keep the guard
+        except SkipRow:  # solutions mode: two answers that differ only in whitespace
             continue
     return pairs
 

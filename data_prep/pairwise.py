@@ -86,11 +86,7 @@ def _preference(label: object, i: int) -> str | None:
 def pair_from_row(row: Mapping, fmt: str) -> tuple[str, str, str]:
     """(query, chosen, rejected) of one input row in format ``fmt``."""
     if fmt == "generic":
-        return (
-            require_str(row, "query"),
-            require_str(row, "chosen", allow_empty=True),
-            require_str(row, "rejected", allow_empty=True),
-        )
+        return require_str(row, "query"), *(require_str(row, k, allow_empty=True) for k in ("chosen", "rejected"))
     if fmt == "hh-rlhf":
         return hh_pair(require_str(row, "chosen"), require_str(row, "rejected"))
     if fmt == "openjudge":
