@@ -21,7 +21,7 @@ from functools import partial
 
 import pyarrow as pa
 
-from data_prep.files.errors import DataError
+from data_prep.files.errors import BadRow, DataError
 from data_prep.files.outputs import check_output_file, check_output_folder, output_set, write_json, write_parquet
 from data_prep.files.readers import Source, hf_source, local_source
 from data_prep.lengths import TRUNCATION_MARKER, LengthGate, default_tokenizer_path, load_tokenizer
@@ -205,26 +205,19 @@ def make_gate(options: Options) -> LengthGate:
         except Exception as e:  # noqa: BLE001 - transformers raises many types for an unusable folder
             what = "" if os.path.isdir(path) else "no such folder, and not a usable hub id: "
             raise DataError(f"--tokenizer {path}: cannot load a tokenizer: {what}{type(e).__name__}: {e}") from None
-    return LengthGate(tok, options.max_len, options.truncate, kwargs)
-
-
-def check_outputs(options: Options, files: Sequence[str] = ()) -> None:
-    """Before any work: ``--out`` can hold files, each of ``files`` (names in it) and ``--summary-json`` can be
-    written."""
-    check_output_folder(options.out, "--out")
-    for name in files:
-        check_output_file(os.path.join(options.out, name))
-    if options.summary_json:
-        check_output_file(options.summary_json, "--summary-json")
+    fixed = ("tokenize", "return_dict", "return_tensors", "add_generation_prompt")  # set by LengthGate.lengths
+    return LengthGate(tok, options.max_len, options.truncate, {k: v for k, v in kwargs.items() if k not in fixed})
 
 
 def resolve_sources(options: Options) -> list[tuple[str, Source]]:
     """``[(split, Source)]`` from ``--train``/``--test`` or, with none of them, the hub preset.
 
-    The run's outputs are checked first (``check_outputs``: ``--out``, ``--summary-json``), and local
+    The run's outputs are checked first (``--out`` can hold files, ``--summary-json`` can be written), and local
     inputs when their sources are created, so a bad path fails before any work.
     """
-    check_outputs(options)
+    check_output_folder(options.out, "--out")
+    if options.summary_json:
+        check_output_file(options.summary_json, "--summary-json")
     if options.hub is None and options.hf:
         raise DataError("give either local files (--train/--test) or --hf, not both")
     shared = sorted({os.path.realpath(f) for f in options.train} & {os.path.realpath(f) for f in options.test})
@@ -296,6 +289,15 @@ class SplitRun:
     stats: Stats
     fmt: str | None = None
 
+    def detect(self, row: Mapping, signatures: Mapping[str, set[str]]) -> str:
+        """``fmt``: ``--format``, else the first of ``signatures`` (format -> keys) whose keys the split's first
+        row has."""
+        self.fmt = self.fmt or next((f for f, keys in signatures.items() if keys <= row.keys()), None)
+        if self.fmt is None:
+            why = f"cannot tell the input format from keys {sorted(row)}; pass --format"
+            raise BadRow("<row>", why, reason="unknown_format")
+        return self.fmt
+
 
 def all_drafts(_run: SplitRun, accepted: list) -> list[tuple[Draft, tuple[str, ...]]]:
     """Every draft of every accepted unit, in order."""
@@ -309,7 +311,8 @@ class Conversion:
     ``to_units(run, row, n)``: the units of input row number ``n`` (BadRow / SkipRow as usual; None for a
     converter that reads its units itself); ``build(unit, fields)``: its drafts; ``select(run, accepted)``: the
     ``(draft, truncated fields)`` to write (default: all); ``data_source(run)``: the column value.
-    ``count_labels``: count ground truths in the summary.
+    ``count_labels``: count ground truths in the summary. ``outputs``: the prefixes of the files one split's read
+    gives (``<prefix><split>.parquet``); ``write(run, units, gate)`` writes them all (default: ``write_split``).
     """
 
     prog: str
@@ -320,6 +323,8 @@ class Conversion:
     to_units: Callable[[SplitRun, Mapping, int], list[Unit]] | None = None
     select: Callable[[SplitRun, list], list] = all_drafts
     count_labels: bool = True
+    outputs: tuple[str, ...] = ("",)
+    write: Callable[[SplitRun, list[Unit], LengthGate], list[Stats]] | None = None
 
 
 def write_split(conv: Conversion, run: SplitRun, units: list[Unit], gate: LengthGate, options: Options) -> Stats:
@@ -329,8 +334,7 @@ def write_split(conv: Conversion, run: SplitRun, units: list[Unit], gate: Length
     accepted = gate.apply(units, conv.build, stats, progress=options.progress)
     drafts = conv.select(run, accepted)
     if conv.count_labels:
-        for d, _ in drafts:
-            stats.labels[d.ground_truth] += 1
+        stats.labels.update(d.ground_truth for d, _ in drafts)
     stats.written = len(drafts)
     if stats.written == 0 and options.fail_on_empty:
         raise DataError(
@@ -349,12 +353,14 @@ def run_conversion(conv: Conversion, options: Options) -> dict:
     """The per-split loop: read -> units -> length gate -> rows -> parquet, then the summary; all or nothing."""
     with output_set():
         sources = resolve_sources(options)
-        check_outputs(options, [f"{split}.parquet" for split, _ in sources])
+        for name in (f"{prefix}{split}.parquet" for split, _ in sources for prefix in conv.outputs):
+            check_output_file(os.path.join(options.out, name))
         gate = make_gate(options)
         exclude = load_exclusion(options.exclude)
         all_stats = []
         for split, source in sources:
-            run = SplitRun(split, source, Stats(split=split, source=source.name, max_len=gate.max_len), fmt=options.fmt)
+            stats = Stats(split=split, output=conv.outputs[0] + split, source=source.name, max_len=gate.max_len)
+            run = SplitRun(split, source, stats, fmt=options.fmt)
             units = read_units(
                 source,
                 partial(conv.to_units, run),
@@ -364,5 +370,5 @@ def run_conversion(conv: Conversion, options: Options) -> dict:
                 exclude=exclude,
             )
             run.stats.items = len(units)
-            all_stats.append(write_split(conv, run, units, gate, options))
+            all_stats += conv.write(run, units, gate) if conv.write else [write_split(conv, run, units, gate, options)]
         return finish(conv.prog, all_stats, options)

@@ -1,11 +1,14 @@
-"""Conversations in source schemas: chat messages, hh-rlhf transcripts, and the query text of any row."""
+"""Conversations in source schemas: chat messages, hh-rlhf transcripts, and the query text of any row or file."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping, Sequence
 
 from data_prep.files.errors import BadRow
+from data_prep.files.readers import InvalidRow, local_source
+from data_prep.progress import progress_bar
 
 _ROLE_LABEL = {"user": "Human", "human": "Human", "assistant": "Assistant", "system": "System"}
 
@@ -129,3 +132,21 @@ def query_text(row: Mapping) -> str | None:
         except BadRow:
             return None
     return None
+
+
+def query_texts(path: str, progress: bool = False) -> tuple[list[tuple[int, str]], int]:
+    """``([(row number, query text)], rows without query text)`` of any supported file (``--exclude``, overlap)."""
+    src = local_source([path])
+    out, missing = [], 0
+    bar = progress_bar(src.total, os.path.basename(path), progress)
+    try:
+        for _loc, n, row in src.rows():
+            bar.update(1)
+            q = None if isinstance(row, InvalidRow) else query_text(row)
+            if q is None:
+                missing += 1
+            else:
+                out.append((n, q))
+    finally:
+        bar.close()
+    return out, missing

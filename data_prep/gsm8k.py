@@ -39,9 +39,7 @@ def gsm8k_fields(row: Mapping) -> tuple[str, str, str]:
     token = hash_answer(answer)
     if token is None:
         raise BadRow("answer", "no final answer '#### <number>'", reason="bad_value")
-    number = token.replace(",", "").replace("$", "")
-    if number.endswith("."):
-        number = number[:-1]
+    number = token.replace(",", "").replace("$", "").removesuffix(".")
     if normalize_number(number) is None:
         raise BadRow("answer", f"final answer {token!r} after '####' is not a number", reason="bad_value")
     return question, answer, number

@@ -25,7 +25,7 @@ from __future__ import annotations
 import random
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import pyarrow as pa
@@ -34,22 +34,19 @@ from data_prep.cli import (
     Conversion,
     SplitRun,
     add_common_args,
-    check_outputs,
     cli,
-    finish,
     load_template,
-    make_gate,
     new_parser,
-    resolve_sources,
+    run_conversion,
     write_split,
 )
 from data_prep.files.errors import BadRow, DataError, SkipRow
-from data_prep.files.readers import InvalidRow, Source, local_source
+from data_prep.files.readers import InvalidRow, local_source
 from data_prep.gsm8k import PRESETS, gsm8k_fields
 from data_prep.lengths import LengthGate
 from data_prep.pairwise import PAIR_EXTRA, PairOptions, order_selector, pair_builder, pair_unit
 from data_prep.perturb import perturb, pick_style, restyle, strip_annotations, truncate
-from data_prep.rows import JUDGE_ABILITY, Draft, Unit, load_exclusion, read_units, row_schema
+from data_prep.rows import JUDGE_ABILITY, Draft, Unit, row_schema
 from data_prep.summary import Stats
 from data_prep.text import normalize_text, require_str, stable_hash
 from reward_fns.gsm8k import compute_score
@@ -144,7 +141,7 @@ def pair_gate(point_gate: LengthGate) -> LengthGate:
     names = point_gate.truncate
     if names:  # only 'reference' named: nothing in a pairwise prompt may be cut
         names = tuple(x for n in names for x in PAIR_FIELDS.get(n, ())) or ("_none_",)
-    return LengthGate(point_gate.tokenizer, point_gate.max_len, names, point_gate.kwargs)
+    return replace(point_gate, truncate=names)
 
 
 # ----------------------------------------------------------------------------- candidates
@@ -238,8 +235,7 @@ def question_unit(qid: str, cands: list[Unit]) -> Unit:
     """The pointwise unit of one question: every candidate (``response.<i>``), so all pass the length gate together."""
     first = cands[0]
     fields = {"question": first.fields["question"], "reference": first.fields["reference"]}
-    for i, c in enumerate(cands):
-        fields[f"response.{i}"] = c.fields["response"]
+    fields |= {f"response.{i}": c.fields["response"] for i, c in enumerate(cands)}
     meta = {"qid": qid, "cands": [(c.meta["correct"], c.meta["kind"], c.row) for c in cands]}
     return Unit(first.row, fields, meta, key=qid, query=first.query, weight=len(cands))
 
@@ -258,7 +254,7 @@ def question_pairs(options: VerifyOptions, split: str, qid: str, cands: list[Uni
         meta = {"answer": ref, "candidates": label, "question_id": qid}
         try:
             pairs.append(pair_unit(g.row, q, g.fields["response"], b.fields["response"], "gsm8k_verify", **meta))
-        except SkipRow:  # identical texts cannot happen for correct vs incorrect; keep the guard
+        except SkipRow:  # solutions mode: two answers that differ only in whitespace
             continue
     return pairs
 
@@ -282,41 +278,12 @@ def point_builder(grade) -> Callable[[Unit, dict], list[Draft]]:
 
 
 # ----------------------------------------------------------------------------- the run
-@dataclass(frozen=True)
-class Verify:
-    """One run's fixed parts: its options, how an input row becomes candidates, and per output (pointwise,
-    pairwise) its conversion and length gate."""
-
-    options: VerifyOptions
-    refs: References
-    to_units: Callable[[Mapping, int], list[Unit]]
-    exclude: set[str] | None
-    point: Conversion
-    pair: Conversion
-    point_gate: LengthGate
-    pair_gate: LengthGate
-
-
-def prepare(options: VerifyOptions) -> tuple[Verify, list[tuple[str, Source]]]:
-    """Check the options, templates, inputs and outputs; load the tokenizer, ``--exclude`` and ``--references``."""
+def run(argv: list[str] | None = None) -> dict:
+    """Check the options and templates, load ``--references``, then the shared per-split loop with two outputs."""
+    options = VerifyOptions.parse(build_parser(), argv, PRESETS)
     check_candidates(options)
     grade, pairs = template(options.grade_prompt, "--grade-prompt"), pair_template(options.pair_prompt)
-    sources = resolve_sources(options)
-    check_outputs(options, [f"{kind}_{split}.parquet" for split, _ in sources for kind in ("pointwise", "pairwise")])
-    gate = make_gate(options)
-    exclude = load_exclusion(options.exclude)
     refs = References(options.references)
-    if options.candidates == "perturb":
-        to_units = partial(perturbed_candidates, options)
-    else:
-        to_units = partial(model_candidate, options, refs)
-    point = Conversion(
-        prog=PROG,
-        schema=row_schema(pa.int64(), POINT_EXTRA),
-        ability=JUDGE_ABILITY,
-        build=point_builder(grade),
-        data_source=lambda _run: options.data_source or "gsm8k_verify/pointwise",
-    )
     pair = Conversion(
         prog=PROG,
         schema=row_schema(pa.string(), PAIR_EXTRA + list(_PAIR_META)),
@@ -325,44 +292,42 @@ def prepare(options: VerifyOptions) -> tuple[Verify, list[tuple[str, Source]]]:
         select=order_selector(options.orders, options.seed),
         data_source=lambda _run: options.data_source or "gsm8k_verify/pairwise",
     )
-    return Verify(options, refs, to_units, exclude, point, pair, gate, pair_gate(gate)), sources
 
+    def to_units(_run: SplitRun, row: Mapping, n: int) -> list[Unit]:
+        if options.candidates == "perturb":
+            return perturbed_candidates(options, row, n)
+        return model_candidate(options, refs, row, n)
 
-def output_run(kind: str, split: str, source: Source, max_len: int | None, **counts) -> SplitRun:
-    """The ``<kind>_<split>`` output of ``split`` in progress."""
-    stats = Stats(split=split, output=f"{kind}_{split}", source=source.name, max_len=max_len, **counts)
-    return SplitRun(split, source, stats)
+    def write(point_run: SplitRun, cands: list[Unit], gate: LengthGate) -> list[Stats]:
+        """A split's candidates -> per question a pointwise unit and pairs -> ``pointwise_<split>.parquet`` and
+        ``pairwise_<split>.parquet``."""
+        groups: dict[str, list[Unit]] = {}  # candidates by question, first-seen order
+        for c in cands:
+            groups.setdefault(c.meta["qid"], []).append(c)
+        pair_units = [u for qid, cs in groups.items() for u in question_pairs(options, point_run.split, qid, cs)]
+        stats, split = point_run.stats, point_run.split
+        pair_stats = Stats(split=split, output=f"pairwise_{split}", source=stats.source, max_len=gate.max_len)
+        pair_stats.read, pair_stats.skipped, pair_stats.items = stats.read, stats.skipped.copy(), len(pair_units)
+        stats.extra["questions"] = len(groups)
+        if options.references:
+            stats.extra["reference_rows_malformed"] = refs.malformed
+        pair_stats.extra["questions_without_pair"] = len(groups) - len({u.meta["question_id"] for u in pair_units})
+        return [
+            write_split(point, point_run, [question_unit(qid, cs) for qid, cs in groups.items()], gate, options),
+            write_split(pair, SplitRun(split, point_run.source, pair_stats), pair_units, pair_gate(gate), options),
+        ]
 
-
-def convert_split(job: Verify, split: str, source: Source) -> list[Stats]:
-    """One split: candidates -> per question a pointwise unit and pairs -> ``pointwise_<split>.parquet`` and
-    ``pairwise_<split>.parquet``."""
-    options, max_len = job.options, job.point_gate.max_len
-    point = output_run("pointwise", split, source, max_len)
-    cands = read_units(
-        source, job.to_units, point.stats, on_bad_row=options.on_bad_row, progress=options.progress, exclude=job.exclude
+    point = Conversion(
+        prog=PROG,
+        schema=row_schema(pa.int64(), POINT_EXTRA),
+        ability=JUDGE_ABILITY,
+        build=point_builder(grade),
+        data_source=lambda _run: options.data_source or "gsm8k_verify/pointwise",
+        to_units=to_units,
+        outputs=("pointwise_", "pairwise_"),
+        write=write,
     )
-    groups: dict[str, list[Unit]] = {}  # candidates by question, first-seen order
-    for c in cands:
-        groups.setdefault(c.meta["qid"], []).append(c)
-    point_units = [question_unit(qid, cs) for qid, cs in groups.items()]
-    pair_units = [u for qid, cs in groups.items() for u in question_pairs(options, split, qid, cs)]
-    pair = output_run("pairwise", split, source, max_len, read=point.stats.read, skipped=point.stats.skipped.copy())
-    point.stats.items, pair.stats.items = len(cands), len(pair_units)
-    point.stats.extra["questions"] = len(groups)
-    if options.references:
-        point.stats.extra["reference_rows_malformed"] = job.refs.malformed
-    pair.stats.extra["questions_without_pair"] = len(groups) - len({u.meta["question_id"] for u in pair_units})
-    return [
-        write_split(job.point, point, point_units, job.point_gate, options),
-        write_split(job.pair, pair, pair_units, job.pair_gate, options),
-    ]
-
-
-def run(argv: list[str] | None = None) -> dict:
-    options = VerifyOptions.parse(build_parser(), argv, PRESETS)
-    job, sources = prepare(options)
-    return finish(PROG, [stats for split, source in sources for stats in convert_split(job, split, source)], options)
+    return run_conversion(point, options)
 
 
 main = partial(cli, run)  # exit status: see data_prep.cli.cli

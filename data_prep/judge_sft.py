@@ -57,22 +57,12 @@ def build(rows: list[dict]) -> tuple[list[dict], Counter]:
 
 def build_parser():
     p = new_parser(PROG, __doc__)
-    p.add_argument(
-        "--in",
-        dest="inputs",
-        nargs="+",
-        required=True,
-        metavar="PARQUET",
-        help="verification parquet(s) from data_prep.gsm8k_verify (pointwise or pairwise)",
-    )
+    in_help = "verification parquet(s) from data_prep.gsm8k_verify (pointwise or pairwise)"
+    p.add_argument("--in", dest="inputs", nargs="+", required=True, metavar="PARQUET", help=in_help)
     p.add_argument("--out", required=True, metavar="PARQUET", help="SFT parquet to write (column 'messages')")
     p.add_argument("--max-rows", type=int, default=-1, help="keep at most N rows (-1 = all)")
-    p.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        help="several --in files: their rows are interleaved by a shuffle with this seed before --max-rows",
-    )
+    seed_help = "several --in files: their rows are interleaved by a shuffle with this seed before --max-rows"
+    p.add_argument("--seed", type=int, default=0, help=seed_help)
     return p
 
 

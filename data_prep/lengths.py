@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache, partial
+from typing import Any
 
 from data_prep.files.errors import DataError, SkipRow
 from data_prep.progress import progress_bar
@@ -48,21 +50,16 @@ def load_tokenizer(path: str):
     return AutoTokenizer.from_pretrained(path)
 
 
+@dataclass(frozen=True)
 class LengthGate:
-    """Measures chat-formatted prompts like verl's RLHFDataset and enforces ``max_len``."""
+    """Measures chat-formatted prompts like verl's RLHFDataset and enforces ``max_len`` (None: no limit): an
+    over-long unit is dropped or, with ``truncate`` (field names; ``()``: any), shortened. ``kwargs``: the
+    ``apply_chat_template`` kwargs (``lengths`` sets tokenize, return_dict, return_tensors, add_generation_prompt)."""
 
-    def __init__(
-        self,
-        tokenizer,
-        max_len: int | None,
-        truncate: Sequence[str] | None = None,
-        chat_template_kwargs: Mapping | None = None,
-    ):
-        self.tokenizer = tokenizer
-        self.max_len = max_len if max_len and max_len > 0 else None
-        self.truncate = None if truncate is None else tuple(truncate)
-        fixed = ("tokenize", "return_dict", "return_tensors", "add_generation_prompt")  # set by ``lengths``
-        self.kwargs = {k: v for k, v in (chat_template_kwargs or {}).items() if k not in fixed}
+    tokenizer: Any
+    max_len: int | None
+    truncate: tuple[str, ...] | None = None
+    kwargs: Mapping = field(default_factory=dict)
 
     def lengths(self, convs: list[list[dict]]) -> list[int]:
         if not convs:
@@ -76,9 +73,8 @@ class LengthGate:
     ) -> list[tuple[Unit, list[Draft], tuple[str, ...]]]:
         """Units whose every prompt fits (possibly after truncation), with their drafts."""
         accepted = []
-        bar = progress_bar(
-            len(units), f"{stats.output or stats.split}: length check", progress and self.max_len is not None
-        )
+        shown = progress and self.max_len is not None
+        bar = progress_bar(len(units), f"{stats.output or stats.split}: length check", shown)
         for start in range(0, len(units), chunk):
             part = units[start : start + chunk]
             drafts = [build(u, u.fields) for u in part]
@@ -90,34 +86,30 @@ class LengthGate:
             for u, ds in zip(part, drafts):
                 n = max(lens[pos : pos + len(ds)], default=0)
                 pos += len(ds)
-                if n <= self.max_len:
-                    accepted.append((u, ds, ()))
-                    stats.note_len(n)
-                    continue
-                if self.truncate is None:
-                    stats.skip("too_long", u.weight)
-                    continue
                 try:
-                    ds2, names, n2 = self._fit(u, build, n)
+                    ds, names, n = self._fit(u, build, ds, n)
                 except SkipRow as e:
-                    stats.skip(e.reason, u.weight)
+                    stats.skipped[e.reason] += u.weight
                     continue
-                accepted.append((u, ds2, names))
-                stats.note_len(n2)
-                for nm in names:
-                    stats.truncated[nm] += 1
+                accepted.append((u, ds, names))
+                stats.longest = max(stats.longest, n)
+                stats.truncated.update(names)
             bar.update(len(part))
         bar.close()
         return accepted
 
-    def _fit(self, unit: Unit, build: Builder, length: int):
+    def _fit(self, unit: Unit, build: Builder, drafts: list[Draft], length: int):
+        """``(drafts, shortened fields, prompt length)`` once every prompt of ``unit`` fits: as built, or with
+        ``truncate`` its fields shortened in the middle; else SkipRow ``too_long``."""
+        if length <= self.max_len:
+            return drafts, (), length
         # eligible: the named fields (``response`` also matches ``response.0``, ``response.1``...), or all
         eligible = [
             f
             for f in unit.fields
             if unit.fields[f] and (not self.truncate or f in self.truncate or f.split(".")[0] in self.truncate)
         ]
-        if not eligible:
+        if self.truncate is None or not eligible:
             raise SkipRow("too_long")
         tokenize = partial(self.tokenizer, add_special_tokens=False, return_offsets_mapping=True)
         offsets = {f: tokenize(unit.fields[f])["offset_mapping"] for f in eligible}
@@ -125,7 +117,6 @@ class LengthGate:
         keep = {f: len(offsets[f]) for f in eligible}
         fields = dict(unit.fields)
         names: set[str] = set()
-        drafts: list[Draft] = []
         for attempt in range(64):
             excess = length - self.max_len
             if excess <= 0:

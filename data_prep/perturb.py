@@ -36,9 +36,7 @@ def strip_annotations(text: str) -> str:
 
 
 def to_fraction(token: str) -> Fraction | None:
-    t = token.replace(",", "").replace("$", "").strip()
-    if t.endswith("."):
-        t = t[:-1]
+    t = token.replace(",", "").replace("$", "").strip().removesuffix(".")
     if not re.fullmatch(r"-?(?:\d+(?:\.\d*)?|\.\d+)", t):
         return None
     return Fraction(t)
@@ -146,11 +144,7 @@ def _delta_values(old: Fraction, rng: random.Random) -> list[Fraction]:
     out = []
     for d in deltas:
         sign = rng.choice((1, -1))
-        for s in (sign, -sign):
-            v = old + s * d
-            if old >= 0 > v:
-                continue
-            out.append(v)
+        out += [old + s * d for s in (sign, -sign) if not old >= 0 > old + s * d]  # never below 0 from >= 0
     return out
 
 
@@ -194,10 +188,7 @@ def _final_number(solution: str) -> re.Match | None:
 
 def _subst_last(text: str, old: Fraction, new: Fraction) -> str:
     """Replace the last occurrence of the number ``old`` in ``text`` (the stated result) by ``new``."""
-    last = None
-    for m in _NUMBER.finditer(text):
-        if to_fraction(m.group(0)) == old:
-            last = m
+    last = next((m for m in reversed(list(_NUMBER.finditer(text))) if to_fraction(m.group(0)) == old), None)
     if last is None:
         return text
     return text[: last.start()] + fmt_like(last.group(0), new) + text[last.end() :]

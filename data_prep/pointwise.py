@@ -27,7 +27,8 @@ from reward_fns._labels import score_label
 PROG = "data_prep.pointwise"
 TEMPLATE = "pointwise"
 DEFAULT_MAX_LEN = 2048
-FORMATS = ("openjudge", "helpsteer", "generic")
+SIGNATURES = {"openjudge": {"input", "output"}, "helpsteer": {"helpfulness", "prompt"}, "generic": {"query", "score"}}
+FORMATS = tuple(SIGNATURES)
 PRESETS = {
     "openjudge": HFPreset(
         path="agentscope-ai/OpenJudge",
@@ -46,18 +47,6 @@ PRESETS = {
     ),
 }
 TEXT_FIELDS = ("query", "response")
-
-
-def detect_format(row: Mapping) -> str:
-    if "input" in row and "output" in row:
-        return "openjudge"
-    if "helpfulness" in row and "prompt" in row:
-        return "helpsteer"
-    if "query" in row and "score" in row:
-        return "generic"
-    raise BadRow(
-        "<row>", f"cannot tell the input format from keys {sorted(row)}; pass --format", reason="unknown_format"
-    )
 
 
 def _label(value: object, field_name: str) -> int:
@@ -95,11 +84,10 @@ def run(argv: list[str] | None = None) -> dict:
     template = options.template(TEMPLATE)
 
     def to_units(run: SplitRun, row: Mapping, n: int) -> list[Unit]:
-        run.fmt = run.fmt or detect_format(row)  # --format, else from the split's first row
         out = []
-        for q, r, label in items_from_row(row, run.fmt):
+        for q, r, label in items_from_row(row, run.detect(row, SIGNATURES)):
             if not r.strip():
-                run.stats.skip("empty_response")
+                run.stats.skipped["empty_response"] += 1
                 continue
             meta = {"label": label, "origin": run.fmt}
             out.append(Unit(n, {"query": q, "response": r}, meta, key=stable_hash(q, r), query=q, label=label))

@@ -14,18 +14,14 @@ from typing import TextIO
 Total = int | None | Callable[[], int | None]
 
 
-def _isatty(stream) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):  # no isatty, or a closed stream
-        return False
-
-
 def progress_bar(total: Total, desc: str, enabled: bool = True, stream: TextIO | None = None):
     """A tqdm bar on ``stream`` (default stderr) if ``enabled`` and the stream is a terminal, else a disabled one."""
     from tqdm import tqdm
 
     stream = sys.stderr if stream is None else stream
-    shown = enabled and _isatty(stream)
+    try:
+        shown = enabled and bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        shown = False
     n = total() if shown and callable(total) else total
     return tqdm(total=n, desc=desc, unit="row", file=stream, mininterval=0.5, leave=False, disable=not shown)

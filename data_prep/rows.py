@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from data_prep.conversations import query_text
+from data_prep.conversations import query_texts
 from data_prep.files.errors import BadRow, DataError, SkipRow
-from data_prep.files.readers import InvalidRow, Source, local_source
+from data_prep.files.readers import InvalidRow, Source
 from data_prep.progress import progress_bar
 from data_prep.summary import Stats
 from data_prep.text import normalize_text
@@ -87,9 +87,9 @@ def read_units(
                         f"{loc}: row {rownum}: field '{e.field}': {e.message} "
                         f"(use --on-bad-row skip to count and drop such rows)"
                     ) from None
-                stats.skip(f"{e.reason}:{e.field}")
+                stats.skipped[f"{e.reason}:{e.field}"] += 1
             except SkipRow as e:
-                stats.skip(e.reason)
+                stats.skipped[e.reason] += 1
     finally:
         bar.close()
     return _keep_unique(found, stats, exclude)
@@ -106,14 +106,14 @@ def _keep_unique(found: list[Unit], stats: Stats, exclude: set[str] | None) -> l
     for u in found:
         if u.key:
             if u.key in conflicting:
-                stats.skip("conflicting_label")
+                stats.skipped["conflicting_label"] += 1
                 continue
             if u.key in seen:
-                stats.skip("duplicate")
+                stats.skipped["duplicate"] += 1
                 continue
             seen.add(u.key)
         if exclude and normalize_text(u.query) in exclude:
-            stats.skip("excluded_overlap")
+            stats.skipped["excluded_overlap"] += 1
             continue
         units.append(u)
     return units
@@ -125,16 +125,10 @@ def load_exclusion(paths: Sequence[str] | None) -> set[str] | None:
         return None
     keys: set[str] = set()
     for p in paths:
-        found = 0
-        for _loc, _n, row in local_source([p]).rows():
-            if isinstance(row, InvalidRow):
-                continue
-            q = query_text(row)
-            if q:
-                keys.add(normalize_text(q))
-                found += 1
-        if not found:
+        texts = [q for _n, q in query_texts(p)[0] if q]
+        if not texts:
             raise DataError(f"--exclude {p}: no query/question/prompt text found in any row")
+        keys.update(normalize_text(q) for q in texts)
     return keys
 
 

@@ -43,9 +43,6 @@ class Story:
     div: tuple[str, ...]
     question: tuple[str, ...]
 
-    def wordings(self, op: str) -> tuple[str, ...]:
-        return getattr(self, op)
-
 
 STORIES: dict[str, Story] = {
     "collection": Story(

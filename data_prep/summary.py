@@ -22,12 +22,6 @@ class Stats:
     max_len: int | None = None
     longest: int = 0
 
-    def skip(self, reason: str, n: int = 1) -> None:
-        self.skipped[reason] += n
-
-    def note_len(self, n: int) -> None:
-        self.longest = max(self.longest, n)
-
     def as_dict(self) -> dict:
         return {
             "output": self.output or self.split,

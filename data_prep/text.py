@@ -7,16 +7,15 @@ import json
 import re
 import unicodedata
 from collections.abc import Mapping
+from functools import partial
 
 from data_prep.files.errors import BadRow
 from reward_fns.prompts import NEUTRALIZED_TAGS
 from reward_fns.prompts import neutralize as _neutralize
 
-
-def neutralize(text: str) -> str:
-    """``text`` with look-alike tags defused, as the judge rewards defuse it (``reward_fns.prompts.NEUTRALIZED_TAGS``),
-    so a judge trains on the prompts it is later shown."""
-    return _neutralize(text, NEUTRALIZED_TAGS)
+#: ``neutralize(text)``: look-alike tags defused as the judge rewards defuse them (``NEUTRALIZED_TAGS``), so a judge
+#: trains on the prompts it is later shown
+neutralize = partial(_neutralize, tags=NEUTRALIZED_TAGS)
 
 
 _PUNCT = re.compile(r"[^\w\s]|_")

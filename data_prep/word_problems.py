@@ -49,16 +49,8 @@ def problem(rng: random.Random, steps: int, max_number: int, ops: tuple[str, ...
     ``story``. Whole, non-negative results."""
     s = STORIES[story]
     name, item = rng.choice(NAMES), rng.choice(s.items)
-    he = name in HE
-    f = {
-        "name": name,
-        "name_pos": f"{name}'s",
-        "p": "He" if he else "She",
-        "q": "he" if he else "she",
-        "o": "him" if he else "her",
-        "pos": "his" if he else "her",
-        "item": item,
-    }
+    p, q, o, pos = ("He", "he", "him", "his") if name in HE else ("She", "she", "her", "her")
+    f = {"name": name, "name_pos": f"{name}'s", "p": p, "q": q, "o": o, "pos": pos, "item": item}
     start = rng.randint(1, max_number)
     total, sentences, working = start, [rng.choice(s.opening).format(**f, n=start)], [f"Start: {start} {item}."]
     for k in range(1, steps + 1):
@@ -66,7 +58,7 @@ def problem(rng: random.Random, steps: int, max_number: int, ops: tuple[str, ...
         n = _operand(rng, op, total, max_number)
         result = {"add": total + n, "sub": total - n, "mul": total * n, "div": total // n if op == "div" else 0}[op]
         f.update(day=stories.DAYS[k], prev=stories.DAYS[k - 1])
-        sentences.append(rng.choice(s.wordings(op)).format(**f, n=n, times=stories.times(n), part=stories.part(n)))
+        sentences.append(rng.choice(getattr(s, op)).format(**f, n=n, times=stories.times(n), part=stories.part(n)))
         working.append(WORKING[op].format(n=n, a=total, r=result, item=item))
         total = result
     sentences.append(rng.choice(s.question).format(**f))

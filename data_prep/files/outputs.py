@@ -72,27 +72,23 @@ class OutputSet:
 
     def __init__(self) -> None:
         self._staged: dict[str, str] = {}  # destination -> temporary file
-        self._created: list[str] = []  # folders this set created, outermost first
+        self._created: list[str] = []  # folders this set created
 
     def stage(self, path: str) -> str:
         """A temporary path in ``path``'s folder (created if needed) to write ``path``'s content to."""
         dest = os.path.abspath(path)
         check_output_file(path)
         folder = os.path.dirname(dest)
-        missing = []
-        f = folder
-        while not os.path.lexists(f):
-            missing.append(f)
-            f = os.path.dirname(f)
+        tmp = os.path.join(folder, f".{os.path.basename(dest)}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+        base = _nearest_existing(folder)
         try:
             os.makedirs(folder, exist_ok=True)
         except OSError as e:
             raise DataError(f"{path}: cannot create folder {folder}: {e.strerror or e}") from None
-        self._created.extend(reversed(missing))
-        old = self._staged.pop(dest, None)
-        if old is not None:
-            _remove(old)
-        tmp = os.path.join(folder, f".{os.path.basename(dest)}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+        while folder != base:  # the folders made here
+            self._created.append(folder)
+            folder = os.path.dirname(folder)
+        _remove(self._staged.pop(dest, ""))  # a file staged before for ``path`` ("": none, or dropped)
         self._staged[dest] = tmp
         return tmp
 
@@ -100,9 +96,7 @@ class OutputSet:
         """Remove ``path`` (if it is there) when the set commits: a file an earlier run of the same output set wrote
         that this run does not (a split asked with size 0), so the set is replaced whole."""
         dest = os.path.abspath(path)
-        old = self._staged.pop(dest, None)
-        if old is not None:
-            _remove(old)
+        _remove(self._staged.pop(dest, ""))
         if os.path.lexists(dest):
             self._staged[dest] = ""
 
@@ -121,11 +115,10 @@ class OutputSet:
                     except OSError:
                         shutil.copy2(dest, aside)
                 try:
-                    if not tmp:  # dropped
+                    if tmp:
+                        os.replace(tmp, dest)
+                    else:  # dropped
                         os.remove(dest)
-                        done.append((dest, aside))
-                        continue
-                    os.replace(tmp, dest)
                 except OSError as e:
                     if aside is not None:
                         _remove(aside)
@@ -151,14 +144,14 @@ class OutputSet:
             if tmp:
                 _remove(tmp)
         self._staged.clear()
-        for folder in reversed(self._created):
+        for folder in sorted(self._created, key=len, reverse=True):  # inner folders first
             with contextlib.suppress(OSError):
                 os.rmdir(folder)
         self._created.clear()
 
 
 def _remove(path: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
+    with contextlib.suppress(FileNotFoundError):  # os.remove("") too
         os.remove(path)
 
 

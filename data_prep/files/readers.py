@@ -56,14 +56,14 @@ def _split_universal(chunk: bytes) -> list[bytes]:
     return body.split(b"\r")
 
 
-def _binary_lines(path: str) -> Iterator[tuple[int, bytes]]:
-    """``(line_number, raw line)`` of a plain or gzip file; DataError for unreadable or truncated gzip data."""
-    opener = gzip.open if path.endswith(".gz") else open
+def _binary_lines(path: str, split: bool = True) -> Iterator[tuple[int, bytes]]:
+    """``(line_number, raw line)`` of a plain or gzip file (``split`` off: its raw ``\\n``-terminated chunks);
+    DataError for unreadable or truncated gzip data."""
     n = 0
     try:
-        with opener(path, "rb") as f:
+        with (gzip.open if path.endswith(".gz") else open)(path, "rb") as f:
             for chunk in f:  # ``\r`` never occurs inside a UTF-8 multi-byte sequence: splitting bytes is safe
-                for line in _split_universal(chunk):
+                for line in _split_universal(chunk) if split else [chunk]:
                     n += 1
                     yield n, line
     except _GZIP_ERRORS as e:
@@ -121,19 +121,8 @@ def read_parquet(path: str) -> list[dict]:
         raise DataError(f"{path}: cannot read: {e}") from None
 
 
-def _read_bytes(path: str) -> bytes:
-    opener = gzip.open if path.endswith(".gz") else open
-    try:
-        with opener(path, "rb") as f:
-            return f.read()
-    except _GZIP_ERRORS as e:
-        raise DataError(f"{path}: truncated or corrupt gzip data ({e})") from None
-    except OSError as e:
-        raise DataError(f"{path}: cannot read: {e.strerror or e}") from None
-
-
 def _iter_json(path: str) -> Iterator[tuple[str, int, object]]:
-    raw = _read_bytes(path)
+    raw = b"".join(chunk for _n, chunk in _binary_lines(path, split=False))
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -146,11 +135,8 @@ def _iter_json(path: str) -> Iterator[tuple[str, int, object]]:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise DataError(f"{path}: invalid JSON: {e}") from None
-    if isinstance(data, dict):  # {"data": [...]} or {"rows": [...]}
-        for k in ("data", "rows", "examples"):
-            if isinstance(data.get(k), list):
-                data = data[k]
-                break
+    if isinstance(data, dict):  # {"data": [...]}, {"rows": [...]} or {"examples": [...]}
+        data = next((data[k] for k in ("data", "rows", "examples") if isinstance(data.get(k), list)), data)
     if not isinstance(data, list):
         raise DataError(f"{path}: expected a JSON array of objects")
     for i, obj in enumerate(data, 1):
@@ -255,9 +241,4 @@ def hf_source(
     except Exception as e:  # noqa: BLE001 - report any hub/cache failure as a data error
         raise DataError(f"{label}: could not load from the Hugging Face hub: {e}") from e
     total = len(ds) if limit is None else min(len(ds), limit)
-
-    def rows():
-        for i in range(total):
-            yield label, i + 1, ds[i]
-
-    return Source(name=label, rows=rows, total=lambda: total)
+    return Source(name=label, rows=lambda: ((label, i + 1, ds[i]) for i in range(total)), total=lambda: total)

@@ -20,7 +20,7 @@ import pytest
 
 import scripts
 from data_prep import gsm8k, gsm8k_verify, overlap, pairwise, pointwise
-from data_prep.conversations import openjudge_output, query_text
+from data_prep.conversations import openjudge_output, query_text, query_texts
 from data_prep.files.errors import BadRow, DataError
 from data_prep.lengths import TRUNCATION_MARKER, LengthGate, load_tokenizer, middle_cut
 from data_prep.perturb import perturb, safe_eval, strip_annotations
@@ -744,6 +744,12 @@ def test_exclude_removes_overlap(run_cli, module, train, output, excluded, writt
 )
 def test_query_text(row, expected):
     assert query_text(row) == expected
+
+
+def test_query_texts_of_a_file(tmp_path):
+    path = tmp_path / "q.jsonl"
+    path.write_text('{"query": "a"}\n{"x": 1}\n{bad\n{"prompt": [{"role": "user", "content": "hi"}]}\n')
+    assert query_texts(str(path)) == ([(1, "a"), (4, "hi")], 2)
 
 
 Q = [{"role": "user", "content": "Q"}]

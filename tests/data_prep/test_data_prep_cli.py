@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from data_prep import cli, gsm8k, gsm8k_verify, pairwise, pointwise
-from data_prep.files.errors import DataError
+from data_prep.files.errors import BadRow, DataError
 from data_prep.files.readers import read_parquet
 from data_prep.lengths import LengthGate
 from data_prep.rows import Draft, sft_row
@@ -112,3 +112,21 @@ def test_policy_sft_rows():
     assert policy_sft.build([row])[0]["messages"][-1] == {"role": "assistant", "content": "1+2=3 \n#### 3"}
     with pytest.raises(DataError, match=r"^row 0: needs 'prompt' and extra_info.answer ending '#### N'"):
         policy_sft.build([{**row, "extra_info": {"answer": "3"}}])
+
+
+@pytest.mark.parametrize(
+    "row, fmt",
+    [
+        ({"input": [], "output": [], "chosen": "c", "rejected": "r", "query": "q"}, "openjudge"),
+        ({"chosen": "c", "rejected": "r", "query": "q"}, "generic"),
+        ({"chosen": "c", "rejected": "r"}, "hh-rlhf"),
+    ],
+)
+def test_split_run_detects_the_format_of_its_first_row(row, fmt):
+    run = cli.SplitRun("train", None, Stats(split="train"))
+    assert (run.detect(row, pairwise.SIGNATURES), run.detect({}, pairwise.SIGNATURES)) == (fmt, fmt)
+
+
+def test_split_run_names_the_keys_of_an_unknown_format():
+    with pytest.raises(BadRow, match=r"^cannot tell the input format from keys \['foo'\]; pass --format$"):
+        cli.SplitRun("train", None, Stats(split="train")).detect({"foo": 1}, pointwise.SIGNATURES)

@@ -30,7 +30,7 @@ def test_self_contained(path):
     assert [m for m in imports(tree) if m.split(".")[0] in ("scripts", "tests", "materialize_model", "conftest")] == []
 
 
-@pytest.mark.parametrize("module", ["gsm8k", "pointwise", "pairwise"])
+@pytest.mark.parametrize("module", ["gsm8k", "pointwise", "pairwise", "gsm8k_verify"])
 def test_converters_use_the_one_per_split_loop(module):
     tree = ast.parse(open(os.path.join(ROOT, "data_prep", f"{module}.py"), encoding="utf-8").read())
     called = {
