@@ -913,3 +913,38 @@ def test_deferred_reward_smoke_numbers_come_from_the_kept_metrics():
     for row in rows:
         assert re.sub(" +", " ", row) in readme, row  # an empty cell: "| |"
     assert "No arm finished: no table." in open(os.path.join(d, "cost.md")).read()
+
+
+SEAM_ON_GPU = os.path.join(ROOT, "docs", "results", "2026-12-07-seam_on_gpu")
+
+
+def test_seam_on_gpu_numbers_come_from_its_metrics():
+    """2026-12-07-seam_on_gpu: the steps each run logged, the tournament's validation time and its judge calls per
+    group, and the judge run's failed calls, as its README quotes them."""
+    runs = {
+        r: [m.get("data", m) for m in _jsonl(SEAM_ON_GPU, "metrics", f"{r}.jsonl.gz")]
+        for r in ("tournament", "pairwise_ref", "user_group", "main_judge", "main_rule")
+    }
+    assert {r: len(ms) for r, ms in runs.items()} == {
+        "tournament": 20,
+        "pairwise_ref": 3,
+        "user_group": 3,
+        "main_judge": 2,
+        "main_rule": 19,
+    }
+    last = runs["tournament"][-1]
+    assert (round(last["timing_s/testing"], 1), last["judge_health/calls_per_group"]) == (131.8, 16.0)
+    assert [m["judge_health/error_rate"] for m in runs["main_judge"]] == [1.0, 1.0]
+    kept = open(os.path.join(SEAM_ON_GPU, "README.md")).read()
+    assert "took **131.8 s**" in kept and "| **0** | 20 of 20 |" in kept
+    assert open(os.path.join(SEAM_ON_GPU, "exits.txt")).read().split() == [
+        "pairwise_ref",
+        "exit",
+        "1",
+        "tournament",
+        "exit",
+        "0",
+        "user_group",
+        "exit",
+        "1",
+    ]
