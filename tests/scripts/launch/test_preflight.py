@@ -49,10 +49,11 @@ def write_parquet(path, rows: int, recipe_file: str) -> str:
 
 
 # ----------------------------------------------------------------------------------------------- default data source
-# scenario -> steps, each (GSM8K_DIR: "given" / "other" / None, the folder under DATA_DIR trained on, its data_source,
-# a line the dry run prints); the steps share DATA_DIR, in order, and each builds no set but its own
+# scenario -> (the sets under DATA_DIR before the first step, with data files but no source.json: unrecorded; steps,
+# each (GSM8K_DIR: "given" / "other" / None, the folder under DATA_DIR trained on, its data_source, a line the dry run
+# prints)); the steps share DATA_DIR, in order, and each builds no set but its own
 DATA_SCENARIOS = {
-    "gsm8k_after_testbed_is_gsm8k": [
+    "gsm8k_after_testbed_is_gsm8k": ([], [
         (
             None,
             "word_problems_p512",
@@ -67,9 +68,15 @@ DATA_SCENARIOS = {
             "openai/gsm8k",
             "[launch] note: data (gsm8k): built from GSM8K files in {given} into {data}/gsm8k_p512\n",
         ),
-    ],
-    "another_gsm8k_dir_rebuilds": [
-        ("given", "gsm8k_p512", "openai/gsm8k", "built from GSM8K files in {given} into {data}/gsm8k_p512\n"),
+    ]),
+    "unrecorded_then_another_gsm8k_dir_rebuild": (["gsm8k_p512"], [
+        (
+            "given",
+            "gsm8k_p512",
+            "openai/gsm8k",
+            "[launch] data (gsm8k): {data}/gsm8k_p512 was built from an unrecorded source (no source.json), this run "
+            "asks for GSM8K files in {given}: building it again\n",
+        ),
         (
             "other",
             "gsm8k_p512",
@@ -78,8 +85,8 @@ DATA_SCENARIOS = {
             "GSM8K files in {other}: building it again\n",
         ),
         ("other", "gsm8k_p512", "openai/gsm8k", "into {data}/gsm8k_p512 (exists)\n"),
-    ],
-}
+    ]),
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("scenario", list(DATA_SCENARIOS))
@@ -93,8 +100,13 @@ def test_default_data_is_the_source_asked_for(scenario, gsm8k_dir, model_path, t
         (other / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in GSM8K_ROWS))
     dirs = {"given": gsm8k_dir, "other": str(other), None: None}
     data = tmp_path / "data"
-    built = set()
-    for gsm8k, folder, source, line in DATA_SCENARIOS[scenario]:
+    unrecorded, steps = DATA_SCENARIOS[scenario]
+    for folder in unrecorded:
+        (data / folder).mkdir(parents=True)
+        (data / folder / "train.parquet").write_text("x")
+        (data / folder / "test.parquet").write_text("x")
+    built = set(unrecorded)
+    for gsm8k, folder, source, line in steps:
         env = sdpa_off(MODEL=model_path, DATA_DIR=data, OUTPUT_DIR=tmp_path / "run", HF_HUB_OFFLINE=1)
         if gsm8k:
             env["GSM8K_DIR"] = dirs[gsm8k]
@@ -108,21 +120,6 @@ def test_default_data_is_the_source_asked_for(scenario, gsm8k_dir, model_path, t
         assert stamp == (f"GSM8K files in {dirs[gsm8k]}" if gsm8k else f"the word-problem testbed {data}/word_problems")
         built.add(folder)  # the testbed alone builds no gsm8k_p512
         assert sorted(p.name for p in data.glob("*_p512")) == sorted(built)
-
-
-def test_an_unrecorded_set_is_built_again(gsm8k_dir, model_path, tmp_path, capsys):
-    d = tmp_path / "data" / "gsm8k_p512"
-    d.mkdir(parents=True)
-    (d / "train.parquet").write_text("x")
-    (d / "test.parquet").write_text("x")
-    env = sdpa_off(MODEL=model_path, DATA_DIR=tmp_path / "data", GSM8K_DIR=gsm8k_dir, HF_HUB_OFFLINE=1)
-    rc, out = dry_run("gsm8k_rule", env, capsys=capsys)
-    assert rc == 0, out[-3000:]
-    assert (
-        f"[launch] data (gsm8k): {d} was built from an unrecorded source (no source.json), this run asks for "
-        f"GSM8K files in {gsm8k_dir}: building it again\n" in out
-    )
-    assert json.load(open(d / "source.json")) == {"source": f"GSM8K files in {gsm8k_dir}"}
 
 
 # ----------------------------------------------------------------------------------------------- one of two files
