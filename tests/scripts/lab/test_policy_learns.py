@@ -239,18 +239,28 @@ def test_defaults_of_the_experiment():
     )
 
 
+# child: the command in a child process (else its main in-process, exiting as the command does)
 @pytest.mark.parametrize(
-    "args, message",
+    "args, message, child",
     [
-        (["--steps", "0"], "--steps must be >= 1"),
-        (["--policy-sft-rows", "-1"], "--policy-sft-rows must be >= 0"),
-        (["--model-solutions", "/no/such.jsonl"], "--model-solutions /no/such.jsonl: no such file"),
-        (["notanoverride"], "extra arguments are Hydra overrides"),
+        (["--steps", "0"], "--steps must be >= 1", True),
+        (["--policy-sft-rows", "-1"], "--policy-sft-rows must be >= 0", False),
+        (["--model-solutions", "/no/such.jsonl"], "--model-solutions /no/such.jsonl: no such file", False),
+        (["notanoverride"], "extra arguments are Hydra overrides", False),
     ],
 )
-def test_bad_arguments(args, message, tmp_path):
-    r = run(dict(os.environ), "--out", str(tmp_path / "x"), *args)
-    assert r.returncode == 2 and message in r.stderr, r.stderr
+def test_bad_arguments(args, message, child, tmp_path, capsys):
+    from scripts.lab import policy_learns
+
+    argv = ["--out", str(tmp_path / "x"), *args]
+    if child:
+        r = run(dict(os.environ), *argv)
+        rc, err = r.returncode, r.stderr
+    else:
+        with pytest.raises(SystemExit) as e:
+            policy_learns.main(argv)
+        rc, err = e.value.code, capsys.readouterr().err
+    assert rc == 2 and message in err, err
 
 
 @needs_model
