@@ -1,5 +1,6 @@
 """scripts/lab/policy_learns.py on CPU: the side-by-side experiment's stages, their order and concurrency, the
-exact settings both runs get, the report, resume and a failing run.
+exact settings both runs get, the report, resume and a failing run; a dry run of the judge run as placed, writing
+nothing outside a temporary folder.
 
 The GPU steps are the fake interpreter of ``tests/fixtures/workflows/fake_python.py`` (it records its arguments and
 writes what the real step writes); the testbed, the policy's data and warm-start rows and the judge's data are built
@@ -10,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -236,18 +239,28 @@ def test_defaults_of_the_experiment():
     )
 
 
+# child: the command in a child process (else its main in-process, exiting as the command does)
 @pytest.mark.parametrize(
-    "args, message",
+    "args, message, child",
     [
-        (["--steps", "0"], "--steps must be >= 1"),
-        (["--policy-sft-rows", "-1"], "--policy-sft-rows must be >= 0"),
-        (["--model-solutions", "/no/such.jsonl"], "--model-solutions /no/such.jsonl: no such file"),
-        (["notanoverride"], "extra arguments are Hydra overrides"),
+        (["--steps", "0"], "--steps must be >= 1", True),
+        (["--policy-sft-rows", "-1"], "--policy-sft-rows must be >= 0", False),
+        (["--model-solutions", "/no/such.jsonl"], "--model-solutions /no/such.jsonl: no such file", False),
+        (["notanoverride"], "extra arguments are Hydra overrides", False),
     ],
 )
-def test_bad_arguments(args, message, tmp_path):
-    r = run(dict(os.environ), "--out", str(tmp_path / "x"), *args)
-    assert r.returncode == 2 and message in r.stderr, r.stderr
+def test_bad_arguments(args, message, child, tmp_path, capsys):
+    from scripts.lab import policy_learns
+
+    argv = ["--out", str(tmp_path / "x"), *args]
+    if child:
+        r = run(dict(os.environ), *argv)
+        rc, err = r.returncode, r.stderr
+    else:
+        with pytest.raises(SystemExit) as e:
+            policy_learns.main(argv)
+        rc, err = e.value.code, capsys.readouterr().err
+    assert rc == 2 and message in err, err
 
 
 @needs_model
@@ -272,13 +285,21 @@ def test_bad_arguments(args, message, tmp_path):
     ],
 )
 def test_judge_placement_of_the_judge_run(placement, expect, absent, fake):
+    """The dry run checks the judge run as placed; the launcher's default data that stand for the stages' own are
+    built in a temporary folder, removed after it, not in the checkout's data/ (nor is the run folder made)."""
     tmp, env = fake
     env["DRY_RUN"] = "1"
+    env.pop("DATA_DIR", None)
     r = run(env, "--out", str(tmp / "dry"), "--no-rule", "--judge-placement", placement)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     command = next(line for line in r.stdout.splitlines() if "-m scripts.train" in line)
     assert all(f" {e}" in command for e in expect) and absent not in command
     assert "config OK: recipe gsm8k_local_judge" in r.stdout
+    (train,) = set(re.findall(r"TRAIN_FILES=(\S+)", r.stdout))
+    folder = os.path.join(tempfile.gettempdir(), "policy_learns_dry_")
+    assert train.startswith(folder) and not train.startswith(ROOT), train
+    assert not os.path.exists(train[: train.index(os.sep, len(folder))])  # removed when the dry run ended
+    assert not (tmp / "dry").exists()
 
 
 @pytest.mark.parametrize(

@@ -567,23 +567,21 @@ def test_all_problems_reported_at_once(good):
     assert len(ei.value.errors) == 3
 
 
-def test_cli(good, tmp_path):
-    env = {**os.environ, "PYTHONPATH": ROOT}
-    script = ["-m", "scripts.launch.verl_config"]
-    h = subprocess.run([sys.executable, *script, "--help"], capture_output=True, text=True, env=env, timeout=60)
-    assert "--recipe" in h.stdout
-    assert h.returncode == 0 and "--paths" in h.stdout and "override_config" in h.stdout
+def test_cli(good, tmp_path, capsys):
+    """--help and a good set through main in-process; a bad set through python -m, as a user runs it."""
+    with pytest.raises(SystemExit) as ei:
+        verl_config.main(["--help"])
+    h = capsys.readouterr().out
+    assert "--recipe" in h
+    assert ei.value.code == 0 and "--paths" in h and "override_config" in h
     f = tmp_path / "overrides.txt"
     f.write_text("# good set\n" + "\n".join(good) + "\n")
-    ok = subprocess.run(
-        [sys.executable, *script, "--overrides-file", str(f), "--show", "algorithm.adv_estimator"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert ok.returncode == 0, ok.stderr
-    assert "CONFIG OK" in ok.stdout and "algorithm.adv_estimator = grpo" in ok.stdout
+    rc = verl_config.main(["--overrides-file", str(f), "--show", "algorithm.adv_estimator"])
+    ok = capsys.readouterr()
+    assert rc == 0, ok.err
+    assert "CONFIG OK" in ok.out and "algorithm.adv_estimator = grpo" in ok.out
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    script = ["-m", "scripts.launch.verl_config"]
     bad = subprocess.run(
         [sys.executable, *script, "--overrides-file", str(f), "reward_model.enable=True", "+foo=1"],
         capture_output=True,
@@ -707,7 +705,10 @@ def test_d8_check_options_says_what_compute_score_raises(kwargs):
     assert found and str(ei.value) == "; ".join(found)
 
 
-def test_d8_dry_run_stops_on_a_bad_reward_option(model_path, data_files, tmp_path):
+def test_d8_dry_run_stops_on_a_bad_reward_option(model_path, data_files, tmp_path, capsys):
+    """The launcher's dry run (its main, in-process) stops on a reward option the reward function refuses."""
+    from scripts.launch import launcher
+
     env = {
         **os.environ,
         "DRY_RUN": "1",
@@ -716,22 +717,10 @@ def test_d8_dry_run_stops_on_a_bad_reward_option(model_path, data_files, tmp_pat
         "VAL_FILES": data_files[1],
         "OUTPUT_DIR": str(tmp_path),
     }
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "scripts.launch",
-            "gsm8k_api_judge",
-            "+reward.custom_reward_function.reward_kwargs.mode=bogus",
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == 2, r.stdout + r.stderr
-    lines = r.stdout.splitlines()
+    rc = launcher.main(["gsm8k_api_judge", "+reward.custom_reward_function.reward_kwargs.mode=bogus"], env)
+    out = capsys.readouterr().out
+    assert rc == 2, out
+    lines = out.splitlines()
     assert f"[launch] CONFIG ERROR: {LLM}mode must be one of ('judge', 'hybrid', 'route'), got 'bogus'" in lines
     assert lines[-1] == "[launch] ERROR: 1 setting(s) out of range or unresolvable; nothing was started"
 

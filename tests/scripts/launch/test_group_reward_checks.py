@@ -235,17 +235,20 @@ def test_default_group_settings():
     assert built({}) == built({"verl_judge": {"group_reward": base}}) == (3, 120.0)
 
 
+# child: through run.sh in a child process, as the README runs it (else the launcher's main in-process: the same check)
 @pytest.mark.parametrize(
-    "overrides, ok",
+    "overrides, ok, child",
     [
-        (arms.PAIRWISE_REF, True),
-        pytest.param(arms.TOURNAMENT, True, marks=pytest.mark.slow),  # the same check as PAIRWISE_REF, other keys
-        ([PAIRWISE, TOURNAMENT], False),
+        (arms.PAIRWISE_REF, True, True),
+        pytest.param(arms.TOURNAMENT, True, True, marks=pytest.mark.slow),  # the same check as PAIRWISE_REF
+        ([PAIRWISE, TOURNAMENT], False, False),
     ],
 )
-def test_api_judge_pairwise_dry_run(overrides, ok, fx, model_path, tmp_path):
+def test_api_judge_pairwise_dry_run(overrides, ok, child, fx, model_path, tmp_path, capsys):
     """``DRY_RUN=1 bash recipes/gsm8k_api_judge/run.sh <the README's overrides>``: config OK (a tournament without
     the group manager: CONFIG ERROR, exit 2); the README shows each set."""
+    from scripts.launch import launcher
+
     env = base_env(
         DRY_RUN=1,
         MODEL=model_path,
@@ -255,15 +258,19 @@ def test_api_judge_pairwise_dry_run(overrides, ok, fx, model_path, tmp_path):
         OUTPUT_DIR=tmp_path / "run",
         OPENAI_API_KEY="sk-dry-run",  # the default endpoint is remote: the check wants the key variable set
     )
-    r = run_recipe("gsm8k_api_judge", env, *overrides)
-    text = r.stdout + r.stderr
+    if child:
+        r = run_recipe("gsm8k_api_judge", env, *overrides)
+        rc, text = r.returncode, r.stdout + r.stderr
+    else:
+        rc = launcher.main(["gsm8k_api_judge", *overrides], env)
+        text = "".join(capsys.readouterr())
     if ok:
-        assert r.returncode == 0 and "[launch] config OK: recipe gsm8k_api_judge " in text, text[-3000:]
+        assert rc == 0 and "[launch] config OK: recipe gsm8k_api_judge " in text, text[-3000:]
         readme = " ".join(open(os.path.join(ROOT, "recipes", "gsm8k_api_judge", "README.md")).read().split())
         assert " ".join(overrides) in readme.replace(" \\ ", " ")
     else:
         assert (
-            r.returncode == 2
+            rc == 2
             and f"[launch] CONFIG ERROR: {UNGROUPED.format(**PAIRWISE_FN, name='rate_limited', source='register')}"
             in text
         )

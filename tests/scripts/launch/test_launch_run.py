@@ -588,16 +588,26 @@ def test_judge_client_repr_and_errors_mask_url_credentials():
     assert scrub_message(f"failed at {c.url}", []) == "failed at https://***@judge.example/v1/chat/completions?key=***"
 
 
+# child: through run.sh in a child process, as a user runs it (the other rows: the launcher's main in-process, the
+# same code path without an interpreter's start)
 @pytest.mark.parametrize(
-    "content, message",
+    "content, message, child",
     [
-        ("- a\n- b\n", "must be a mapping of runtime-env fields (working_dir, env_vars, excludes, ...), got a list"),
-        ("just text\n", "must be a mapping of runtime-env fields (working_dir, env_vars, excludes, ...), got a str"),
-        ("env_vars: [1, 2]\n", "env_vars must be a mapping and excludes a list"),
-        ("a: [b\n", "not YAML"),
+        (
+            "- a\n- b\n",
+            "must be a mapping of runtime-env fields (working_dir, env_vars, excludes, ...), got a list",
+            True,
+        ),
+        (
+            "just text\n",
+            "must be a mapping of runtime-env fields (working_dir, env_vars, excludes, ...), got a str",
+            False,
+        ),
+        ("env_vars: [1, 2]\n", "env_vars must be a mapping and excludes a list", False),
+        ("a: [b\n", "not YAML", False),
     ],
 )
-def test_bad_runtime_env_is_a_clear_error(content, message, fx, model_path, tmp_path):
+def test_bad_runtime_env_is_a_clear_error(content, message, child, fx, model_path, tmp_path, capsys):
     """D9: a RUNTIME_ENV that is not a mapping stops the submission with a message naming the file, no traceback."""
     rt = tmp_path / "rt.yaml"
     rt.write_text(content)
@@ -608,6 +618,10 @@ def test_bad_runtime_env_is_a_clear_error(content, message, fx, model_path, tmp_
         DRY_RUN="1",
         **recipe_files(fx, "gsm8k_rule"),
     )
-    r = run_recipe("gsm8k_rule", env)
-    out = r.stdout + r.stderr
-    assert r.returncode == 2 and f"RUNTIME_ENV {rt}: {message}" in out and "Traceback" not in out, out[-2000:]
+    if child:
+        r = run_recipe("gsm8k_rule", env)
+        rc, out = r.returncode, r.stdout + r.stderr
+    else:
+        rc = launch.main(["gsm8k_rule"], env)
+        out = "".join(capsys.readouterr())
+    assert rc == 2 and f"RUNTIME_ENV {rt}: {message}" in out and "Traceback" not in out, out[-2000:]

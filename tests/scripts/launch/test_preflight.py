@@ -49,10 +49,11 @@ def write_parquet(path, rows: int, recipe_file: str) -> str:
 
 
 # ----------------------------------------------------------------------------------------------- default data source
-# scenario -> steps, each (GSM8K_DIR: "given" / "other" / None, the folder under DATA_DIR trained on, its data_source,
-# a line the dry run prints); the steps share DATA_DIR, in order
+# scenario -> (the sets under DATA_DIR before the first step, with data files but no source.json: unrecorded; steps,
+# each (GSM8K_DIR: "given" / "other" / None, the folder under DATA_DIR trained on, its data_source, a line the dry run
+# prints)); the steps share DATA_DIR, in order, and each builds no set but its own
 DATA_SCENARIOS = {
-    "no_gsm8k_testbed_named": [
+    "gsm8k_after_testbed_is_gsm8k": ([], [
         (
             None,
             "word_problems_p512",
@@ -61,18 +62,21 @@ DATA_SCENARIOS = {
             "{data}/word_problems_p512 (data_source=word_problems): GSM8K is neither given (GSM8K_DIR) nor reachable "
             "(the HF hub), so this run trains on synthetic word problems, not GSM8K\n",
         ),
-    ],
-    "gsm8k_after_testbed_is_gsm8k": [
-        (None, "word_problems_p512", "word_problems", "data_source=word_problems"),
         (
             "given",
             "gsm8k_p512",
             "openai/gsm8k",
             "[launch] note: data (gsm8k): built from GSM8K files in {given} into {data}/gsm8k_p512\n",
         ),
-    ],
-    "another_gsm8k_dir_rebuilds": [
-        ("given", "gsm8k_p512", "openai/gsm8k", "built from GSM8K files in {given} into {data}/gsm8k_p512\n"),
+    ]),
+    "unrecorded_then_another_gsm8k_dir_rebuild": (["gsm8k_p512"], [
+        (
+            "given",
+            "gsm8k_p512",
+            "openai/gsm8k",
+            "[launch] data (gsm8k): {data}/gsm8k_p512 was built from an unrecorded source (no source.json), this run "
+            "asks for GSM8K files in {given}: building it again\n",
+        ),
         (
             "other",
             "gsm8k_p512",
@@ -81,8 +85,8 @@ DATA_SCENARIOS = {
             "GSM8K files in {other}: building it again\n",
         ),
         ("other", "gsm8k_p512", "openai/gsm8k", "into {data}/gsm8k_p512 (exists)\n"),
-    ],
-}
+    ]),
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("scenario", list(DATA_SCENARIOS))
@@ -96,7 +100,13 @@ def test_default_data_is_the_source_asked_for(scenario, gsm8k_dir, model_path, t
         (other / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in GSM8K_ROWS))
     dirs = {"given": gsm8k_dir, "other": str(other), None: None}
     data = tmp_path / "data"
-    for gsm8k, folder, source, line in DATA_SCENARIOS[scenario]:
+    unrecorded, steps = DATA_SCENARIOS[scenario]
+    for folder in unrecorded:
+        (data / folder).mkdir(parents=True)
+        (data / folder / "train.parquet").write_text("x")
+        (data / folder / "test.parquet").write_text("x")
+    built = set(unrecorded)
+    for gsm8k, folder, source, line in steps:
         env = sdpa_off(MODEL=model_path, DATA_DIR=data, OUTPUT_DIR=tmp_path / "run", HF_HUB_OFFLINE=1)
         if gsm8k:
             env["GSM8K_DIR"] = dirs[gsm8k]
@@ -108,23 +118,8 @@ def test_default_data_is_the_source_asked_for(scenario, gsm8k_dir, model_path, t
         assert set(pq.read_table(train).column("data_source").to_pylist()) == {source}
         stamp = json.load(open(data / folder / "source.json"))["source"]
         assert stamp == (f"GSM8K files in {dirs[gsm8k]}" if gsm8k else f"the word-problem testbed {data}/word_problems")
-    if scenario == "no_gsm8k_testbed_named":
-        assert not os.path.exists(data / "gsm8k_p512")
-
-
-def test_an_unrecorded_set_is_built_again(gsm8k_dir, model_path, tmp_path, capsys):
-    d = tmp_path / "data" / "gsm8k_p512"
-    d.mkdir(parents=True)
-    (d / "train.parquet").write_text("x")
-    (d / "test.parquet").write_text("x")
-    env = sdpa_off(MODEL=model_path, DATA_DIR=tmp_path / "data", GSM8K_DIR=gsm8k_dir, HF_HUB_OFFLINE=1)
-    rc, out = dry_run("gsm8k_rule", env, capsys=capsys)
-    assert rc == 0, out[-3000:]
-    assert (
-        f"[launch] data (gsm8k): {d} was built from an unrecorded source (no source.json), this run asks for "
-        f"GSM8K files in {gsm8k_dir}: building it again\n" in out
-    )
-    assert json.load(open(d / "source.json")) == {"source": f"GSM8K files in {gsm8k_dir}"}
+        built.add(folder)  # the testbed alone builds no gsm8k_p512
+        assert sorted(p.name for p in data.glob("*_p512")) == sorted(built)
 
 
 # ----------------------------------------------------------------------------------------------- one of two files
@@ -244,10 +239,10 @@ def hint(address: str, url: str, why: str, host: str = "127.0.0.1") -> str:
     )
 
 
-@pytest.mark.parametrize("form", ["http://127.0.0.1:{port}", "127.0.0.1:{port}"])
-def test_ray_job_to_an_address_nothing_answers_stops_in_one_line(form, fx, model_path, tmp_path):
-    """The real launcher (no DRY_RUN), in a child bounded by a timeout: exit 2, one ERROR line, no submit."""
-    address = form.format(port=closed_port())
+def test_ray_job_to_an_address_nothing_answers_stops_in_one_line(fx, model_path, tmp_path):
+    """The real launcher (no DRY_RUN), in a child bounded by a timeout: exit 2, one ERROR line, no submit (the
+    address as ``host:port``: test_ray_address_error's "refused")."""
+    address = f"http://127.0.0.1:{closed_port()}"
     env = sdpa_off(MODEL=model_path, RAY_ADDRESS=address, OUTPUT_DIR=tmp_path / "run", **recipe_files(fx, "gsm8k_rule"))
     r = subprocess.run(
         [sys.executable, "-m", "scripts.launch", "gsm8k_rule"],
@@ -257,9 +252,9 @@ def test_ray_job_to_an_address_nothing_answers_stops_in_one_line(form, fx, model
         text=True,
         timeout=300,
     )
-    url = address if address.startswith("http") else f"http://{address}"
     errors = [ln for ln in (r.stdout + r.stderr).splitlines() if "ERROR" in ln or "Traceback" in ln]
-    assert (r.returncode, errors) == (2, [f"[launch] ERROR: {hint(address, url, '[Errno 111] Connection refused')}"])
+    expected = f"[launch] ERROR: {hint(address, address, '[Errno 111] Connection refused')}"
+    assert (r.returncode, errors) == (2, [expected])
     assert not os.path.exists(tmp_path / "run")
 
 
@@ -280,10 +275,15 @@ def _serve(handler):
     return server
 
 
-@pytest.mark.parametrize("kind", ["dashboard", "not_http", "not_found", "auto", "ray_client"])
+@pytest.mark.parametrize("kind", ["dashboard", "not_http", "not_found", "refused", "auto", "ray_client"])
 def test_ray_address_error(kind):
-    """A dashboard answering: None; a port speaking something else (the GCS port): the hint; addresses ray resolves
-    otherwise: not probed."""
+    """A dashboard answering: None; a port speaking something else (the GCS port) or nothing: the hint; addresses ray
+    resolves otherwise: not probed."""
+    if kind == "refused":  # host:port, as the launcher hands it on: probed as http://host:port
+        address = f"127.0.0.1:{closed_port()}"
+        got = preflight.ray_address_error(address)
+        assert got == hint(address, f"http://{address}", "[Errno 111] Connection refused")
+        return
     if kind in ("auto", "ray_client"):
         assert preflight.ray_address_error("auto" if kind == "auto" else f"ray://127.0.0.1:{closed_port()}") is None
         return

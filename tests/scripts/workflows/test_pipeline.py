@@ -28,6 +28,11 @@ FAKE = os.path.join(ROOT, "tests", "fixtures", "workflows", "fake_python.py")
 
 @pytest.fixture()
 def fake(tmp_path):
+    return fake_tree(tmp_path)
+
+
+def fake_tree(tmp_path):
+    """The fake interpreter and the GSM8K set in ``tmp_path``: (tmp_path, the environment that runs them)."""
     py = tmp_path / "python"
     py.write_text(f"#!{sys.executable}\n" + open(FAKE).read())
     py.chmod(0o755)

@@ -21,7 +21,7 @@ import pytest
 import scripts
 from scripts.workflows import pipeline, stages
 from scripts.workflows.stages import Stages
-from tests.scripts.workflows.test_pipeline import FAKE, fake, needs_model  # noqa: F401 (fixture)
+from tests.scripts.workflows.test_pipeline import FAKE, fake_tree, needs_model
 
 
 @pytest.fixture()
@@ -129,6 +129,52 @@ STAGES = ("data", "policy_data", "samples", "sft_data")
 OUTPUT = {"samples": "samples", "data": "data", "sft_data": os.path.join("data", "sft_train.parquet")}
 
 
+JUDGE_ARGV = ["--model-solutions", "base", "--model-solution-questions", "3", "--no-sft", "--grpo-steps", "0"]
+JUDGE_ARGV += ["--skip-eval", "--quiet"]
+
+
+def judge(folder, tmp, log: str, env: dict) -> tuple[list, str | None]:
+    """The judge's stages in ``folder`` through the recorder (its log and release flag in ``tmp``): the commands
+    recorded, and the failure (None: none)."""
+    py, release = tmp / "python_rec", tmp / f"{log}.released"
+    if not py.exists():
+        py.write_text(f"#!{sys.executable}\n{RECORDER}")
+        py.chmod(0o755)
+    rec = dict(REC_OUT=str(folder), REC_RELEASE=str(release), REC_LOG=str(tmp / log))
+    flow = Stages(str(folder), dict(env, PYTHONPATH=scripts.ROOT, REC_FAKE=FAKE, **rec), str(py), quiet=True)
+    args = pipeline.parse_args(["judge", "--out", str(folder), *JUDGE_ARGV])
+    join = Stages.join
+
+    def joining(job: dict) -> None:  # the main thread waits for samples: it may end
+        release.touch()
+        join(job)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Stages, "join", staticmethod(joining))
+        try:
+            flow.guarded(lambda: pipeline.judge(flow, args))
+            failure = None
+        except SystemExit as e:
+            failure = str(e.code)
+    return [json.loads(line) for line in open(tmp / log)] if (tmp / log).exists() else [], failure
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory):
+    """A whole judge run, made once for the rows that resume a copy of it: (its folder, the environment)."""
+    tmp, env = fake_tree(tmp_path_factory.mktemp("judged"))
+    full = tmp / "full"
+    first, failure = judge(full, tmp, "first.jsonl", env)  # samples beside data, both done before sft_data
+    assert failure is None and sorted(r[:2] if r[0] == "samples" else r for r in first) == [
+        ["data", "data_prep.gsm8k_verify", ["policy_data"]],  # samples cannot end before this command starts
+        ["policy_data", "data_prep.gsm8k", []],
+        ["samples", "scripts.eval.gsm8k"],
+        ["sft_data", "data_prep.gsm8k_verify", ["data", "policy_data", "samples"]],
+        ["sft_data", "data_prep.judge_sft", ["data", "policy_data", "samples"]],
+    ]
+    return full, env
+
+
 @needs_model
 @pytest.mark.parametrize(
     "name, markers, removed, commands",
@@ -168,46 +214,16 @@ OUTPUT = {"samples": "samples", "data": "data", "sft_data": os.path.join("data",
         ("all done", ["policy_data", "data", "samples", "sft_data"], [], []),
     ],
 )
-def test_judge_resume_joins_samples_before_sft_data(name, markers, removed, commands, fake, on_join):
-    tmp, env = fake
-    full, out = tmp / "full", tmp / "run"
-    argv = ["--model-solutions", "base", "--model-solution-questions", "3", "--no-sft", "--grpo-steps", "0"]
-    argv += ["--skip-eval", "--quiet"]
-
-    py = tmp / "python_rec"
-    py.write_text(f"#!{sys.executable}\n{RECORDER}")
-    py.chmod(0o755)
-    flag = {}
-    on_join.append(lambda job: flag["path"].touch())  # the main thread waits for samples: it may end
-
-    def judge(folder, log: str) -> tuple[list, str | None]:
-        """The judge's stages in ``folder``: the commands recorded, and the failure (None: none)."""
-        flag["path"] = tmp / f"{log}.released"
-        rec = dict(REC_OUT=str(folder), REC_RELEASE=str(flag["path"]), REC_LOG=str(tmp / log))
-        flow = Stages(str(folder), dict(env, PYTHONPATH=scripts.ROOT, REC_FAKE=FAKE, **rec), str(py), quiet=True)
-        args = pipeline.parse_args(["judge", "--out", str(folder), *argv])
-        try:
-            flow.guarded(lambda: pipeline.judge(flow, args))
-            failure = None
-        except SystemExit as e:
-            failure = str(e.code)
-        return [json.loads(line) for line in open(tmp / log)] if (tmp / log).exists() else [], failure
-
-    first, failure = judge(full, "first.jsonl")  # a whole run: samples beside data, both done before sft_data
-    assert failure is None and sorted(r[:2] if r[0] == "samples" else r for r in first) == [
-        ["data", "data_prep.gsm8k_verify", ["policy_data"]],  # samples cannot end before this command starts
-        ["policy_data", "data_prep.gsm8k", []],
-        ["samples", "scripts.eval.gsm8k"],
-        ["sft_data", "data_prep.gsm8k_verify", ["data", "policy_data", "samples"]],
-        ["sft_data", "data_prep.judge_sft", ["data", "policy_data", "samples"]],
-    ]
+def test_judge_resume_joins_samples_before_sft_data(name, markers, removed, commands, judged, tmp_path):
+    full, env = judged
+    out = tmp_path / "run"
     shutil.copytree(full, out, symlinks=True)  # the interrupted run: these markers, these outputs removed
     for stage in STAGES:
         if stage not in markers:
             (out / f".{stage}.done").unlink()
     for path in removed:
         shutil.rmtree(out / path) if (out / path).is_dir() else (out / path).unlink()
-    resumed, failure = judge(out, "resume.jsonl")
+    resumed, failure = judge(out, tmp_path, "resume.jsonl", env)
     assert (sorted(resumed), failure) == (sorted(commands), None)
     assert sorted(p.name for p in out.glob(".*.done")) == [f".{s}.done" for s in STAGES]
     assert all((out / OUTPUT.get(s, s)).exists() for s in STAGES)

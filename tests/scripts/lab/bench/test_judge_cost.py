@@ -853,14 +853,17 @@ def test_your_arms_compose_through_the_launcher(tmp_path):
     ) == (128, ["console", "file"], 3, "judge-cost-tok")
 
 
-def test_dry_run_checks_your_arms_with_the_real_launcher(tmp_path):
-    """DRY_RUN=1 with arms of yours: a good one is config OK, one with a key verl's config lacks fails (exit 1)."""
+def test_dry_run_checks_your_arms_with_the_real_launcher(tmp_path, capsys):
+    """DRY_RUN=1 with arms of yours: a good one is config OK, one with a key verl's config lacks fails (exit 1). The
+    bench's main in-process (test_dry_run_checks_every_arm_with_the_real_launcher: python -m), each arm's launcher
+    a child as always."""
     out = tmp_path / "dry"
     arms = ["--arm", f"tok128=gsm8k_local_judge:{RKW}.max_tokens=128,trainer.logger=[console,file]"]
     arms += ["--arm", "bad=gsm8k_rule:trainer.no_such_key=1"]
-    r = _dry_command("--arms", "tok128,bad", "--out", str(out), *arms)
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert [ln for ln in r.stdout.splitlines() if "DRY_RUN " in ln] == [
+    rc = jc.main(["--arms", "tok128,bad", "--out", str(out), *arms], env={**_env(), "DRY_RUN": "1"})
+    stdout = capsys.readouterr().out
+    assert rc == 1, stdout
+    assert [ln for ln in stdout.splitlines() if "DRY_RUN " in ln] == [
         "[judge_cost] DRY_RUN tok128: config OK",
         f"[judge_cost] DRY_RUN bad: exit 2, see {out}/bad/run.log",
     ]
