@@ -727,6 +727,20 @@ def test_bad_input_names_the_problem(tmp_path, capsys, name, make, message):
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "flag, message",
+    [
+        ("--concurrency", "error: concurrency must be >= 1, got 0"),
+        ("--max-tokens", "error: max tokens must be >= 1, got 0"),
+    ],
+)
+def test_bad_endpoint_flags_name_the_flag(pairs_file, tmp_path, capsys, flag, message):
+    rc = eval_judge.main(
+        ["--data", pairs_file, "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--out", str(tmp_path), flag, "0"]
+    )
+    assert (rc, capsys.readouterr().err.strip().splitlines()[-1]) == (2, message)
+
+
 def test_needs_an_endpoint_and_vllm_is_guarded(pairs_file, tmp_path, capsys):
     assert eval_judge.main(["--data", pairs_file]) == 2
     assert "--base-url and --model" in capsys.readouterr().err
