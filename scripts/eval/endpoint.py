@@ -42,6 +42,8 @@ def add_endpoint_args(group, prefix: str = "", *, what: str = "judge") -> None:
 def make_client(backend, cache: bool = True) -> JudgeClient:
     """The ``JudgeClient`` of an endpoint ``scripts.eval.backends.Backend`` (``cache``: de-duplicate identical
     requests)."""
+    if backend.concurrency < 1:
+        raise InputError(f"concurrency must be >= 1, got {backend.concurrency}")
     if backend.max_tokens < 1:
         raise InputError(f"max tokens must be >= 1, got {backend.max_tokens}")
     try:

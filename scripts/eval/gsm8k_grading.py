@@ -29,12 +29,14 @@ def score_record(item: Mapping, prec: Mapping, grade: Mapping | None = None) -> 
     rec = {"question_idx": prec["question_idx"], "sample": prec["sample"], "ground_truth": item["ground_truth"]}
     rec |= {"status": prec["status"], **known}
     if prec["status"] != "ok":
-        zeros = {k: 0.0 for m in gsm8k.MODES for k in (m, f"{m}_format")}
+        zeros = dict.fromkeys((*gsm8k.MODES, *(f"{m}_format" for m in gsm8k.MODES)), 0.0)
         return rec | {"error": prec.get("error"), "response": None} | zeros
     rec["response"] = prec["response"]
-    for mode in gsm8k.MODES:
-        s = gsm8k.compute_score(solution_str=prec["response"], ground_truth=item["ground_truth"], mode=mode)
-        rec[mode], rec[f"{mode}_format"] = s["score"], s["format_ok"]
+    s = {
+        m: gsm8k.compute_score(solution_str=prec["response"], ground_truth=item["ground_truth"], mode=m)
+        for m in gsm8k.MODES
+    }
+    rec |= {m: s[m]["score"] for m in gsm8k.MODES} | {f"{m}_format": s[m]["format_ok"] for m in gsm8k.MODES}
     judged = {k: v for k, v in (grade or {}).items() if k.startswith("judge_")}
     return rec | {"finish_reason": prec.get("finish_reason")} | judged
 

@@ -126,7 +126,8 @@ def row_fields(i: int, row: Mapping, label) -> dict:
 
 def make_record(task: str, i: int, row_id: str, row: Mapping, label, res) -> dict:
     """The ``predictions.jsonl`` record of row ``i`` from its reply (``JudgeResult``)."""
-    rec = {"kind": "judge", "row_id": row_id, **row_fields(i, row, label), "pred": None, "reply": None}
+    rec = dict.fromkeys("kind row row_id data_source label pred status reason pair_id reply".split())  # file order
+    rec |= {"kind": "judge", "row_id": row_id, **row_fields(i, row, label)}
     if not res.ok:
         return rec | {"status": "error", "reason": res.error.kind, "error": str(res.error)}
     p = verdicts.KINDS[task].parse(res.text)

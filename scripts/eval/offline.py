@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from reward_fns.judge_client import JudgeResult
+from reward_fns.judge_errors import JudgeError
 from scripts.eval.cli import InputError, progress_bar
 
 if TYPE_CHECKING:
@@ -49,8 +50,10 @@ def vllm_chat(
         start = time.monotonic()
         outputs = llm.chat([list(conversations[i]) for i in chunk], params, use_tqdm=True)
         latency = (time.monotonic() - start) / max(1, len(outputs))
+        short = JudgeResult(None, JudgeError("bad_response", "vLLM returned fewer completions than n"))
         return [
             [JudgeResult(c.text, attempts=1, latency_s=latency, finish_reason=c.finish_reason) for c in out.outputs]
+            + [short] * (n - len(out.outputs))  # never fewer than asked
             for out in outputs
         ]
 

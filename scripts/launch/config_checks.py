@@ -175,8 +175,8 @@ def value_errors(cfg) -> list[str]:
     """Values out of range (``VALUE_RULES``), reward options and ``verl_judge`` settings refused; one message each."""
     errors = []
     for key, kind, optional, when in VALUE_RULES:
-        v, (requirement, ok) = _select(cfg, key), RANGES[kind]
-        if all(_select(cfg, w) is True for w in when) and not (v is None and optional) and not ok(v):
+        v, (requirement, ok) = _select(cfg, key, UNSET, UNSET), RANGES[kind]
+        if all(_select(cfg, w) is True for w in when) and v is not UNSET and not (v is None and optional) and not ok(v):
             errors.append(f"{key}={v!r}: must be {requirement}")
     return (
         errors
@@ -200,16 +200,20 @@ GROUP_MANAGER = (
 CONTRACT = 'recipes/README.md, "Group rewards"'
 
 
-def _select(cfg, key: str):
-    """The value at ``key`` (a node as plain containers); None where it is unset or does not resolve (an
-    interpolation that does not resolve is reported by ``resolution_errors``)."""
+UNSET = object()
+
+
+def _select(cfg, key: str, default=None, unresolved=None):
+    """The value at ``key`` (a node as plain containers); ``default`` where it is absent or missing (``???``),
+    ``unresolved`` where it does not resolve (an interpolation that does not resolve is reported by
+    ``resolution_errors``)."""
     from omegaconf import OmegaConf
 
     try:
-        value = OmegaConf.select(cfg, key, default=None)
+        value = OmegaConf.select(cfg, key, default=default)
+        return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
     except Exception:
-        return None
-    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+        return unresolved
 
 
 def _same_file(path, target: str) -> bool:
@@ -302,8 +306,10 @@ def watchdog_errors(cfg) -> list[str]:
     """``verl_judge.watchdog`` settings the stall watchdog refuses (``stall.settings_errors``: not a number > 0,
     ``startup_s`` under a few seconds, ``min_step_s`` above ``step_s``) and an enabled watchdog with no step source
     (``trainer.logger`` without ``console`` and ``file``)."""
-    settings = _select(cfg, "verl_judge.watchdog") or {}
-    return stall.settings_errors(settings) or stall.source_errors(settings, _select(cfg, "trainer.logger"))
+    settings, loggers = _select(cfg, "verl_judge.watchdog", None, UNSET), _select(cfg, "trainer.logger", None, UNSET)
+    if UNSET in (settings, loggers):  # reported by resolution_errors
+        return []
+    return stall.settings_errors(settings or {}) or stall.source_errors(settings, loggers)
 
 
 def batch_errors(cfg) -> list[str]:

@@ -69,7 +69,7 @@ SETTINGS = {
 
 def command(settings: dict, port: int, python: str = sys.executable) -> list[str]:
     """The server's command line from ``verl_judge.judge_server`` settings (a ValueError names a bad one)."""
-    s = dict(settings)
+    s = {**settings, "port": settings.get("port") or 0}  # any false port: a free one, as ``start`` reads it
     engine, model = s.get("engine", "vllm"), s.get("model")
     if engine not in ENGINES:
         raise ValueError(f"verl_judge.judge_server.engine must be one of {ENGINES}, got {engine!r}")

@@ -14,6 +14,7 @@ import pytest
 
 import scripts
 from scripts.eval import gsm8k as eval_gsm8k
+from scripts.eval import gsm8k_grading
 from tests.doubles.fake_openai import FakeOpenAIServer
 from tests.doubles.fake_replies import Reply, all_text
 from tests.fixtures.eval.make_fixtures import gsm8k_row, write_parquet
@@ -493,3 +494,43 @@ def test_hf_offline_real_policy(model_path, tmp_path):
     p = json.loads((out / "report.json").read_text())["policy"]
     assert (p["n_questions"], p["n_samples"], p["n_error"]) == (2, 2, 0)
     assert 0.0 <= p["strict_acc"] <= p["strict_format_rate"] <= 1.0
+
+
+@pytest.mark.parametrize(
+    "prec, grade, record",
+    [
+        (
+            {"question_idx": 0, "sample": 1, "status": "ok", "response": "#### 18", "finish_reason": "stop"},
+            {"judge_score": 4, "row_id": "r"},
+            dict(
+                response="#### 18",
+                strict=1.0,
+                flexible=1.0,
+                strict_format=True,
+                flexible_format=True,
+                finish_reason="stop",
+                judge_score=4,
+            ),
+        ),
+        (
+            {"question_idx": 0, "sample": 1, "status": "error", "error": "timeout: read timed out"},
+            None,
+            dict(
+                error="timeout: read timed out",
+                response=None,
+                strict=0.0,
+                flexible=0.0,
+                strict_format=0.0,
+                flexible_format=0.0,
+            ),
+        ),
+    ],
+    ids=["ok", "error"],
+)
+def test_a_sample_record_keeps_its_columns_in_order(prec, grade, record):
+    """samples.jsonl columns: the row's, then strict, flexible, strict_format, flexible_format, then the judge's."""
+    item = {"question": "Ann has 10 pens and buys 8. How many?", "answer": "10+8=18\n#### 18", "ground_truth": "18"}
+    rec = gsm8k_grading.score_record(item, prec, grade)
+    expected = {"question_idx": 0, "sample": 1, "ground_truth": "18", "status": prec["status"]}
+    expected |= {"question": item["question"], "answer": item["answer"], **record}
+    assert list(rec.items()) == list(expected.items())

@@ -12,6 +12,8 @@ from collections import Counter
 import pytest
 
 import scripts
+from reward_fns.judge_client import JudgeResult
+from reward_fns.judge_errors import JudgeError
 from reward_fns.llm_judge import DEFAULTS as _JUDGE_DEFAULTS
 from scripts.eval import judge as eval_judge
 from tests.doubles.fake_openai import FakeOpenAIServer
@@ -725,6 +727,20 @@ def test_bad_input_names_the_problem(tmp_path, capsys, name, make, message):
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "flag, message",
+    [
+        ("--concurrency", "error: concurrency must be >= 1, got 0"),
+        ("--max-tokens", "error: max tokens must be >= 1, got 0"),
+    ],
+)
+def test_bad_endpoint_flags_name_the_flag(pairs_file, tmp_path, capsys, flag, message):
+    rc = eval_judge.main(
+        ["--data", pairs_file, "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--out", str(tmp_path), flag, "0"]
+    )
+    assert (rc, capsys.readouterr().err.strip().splitlines()[-1]) == (2, message)
+
+
 def test_needs_an_endpoint_and_vllm_is_guarded(pairs_file, tmp_path, capsys):
     assert eval_judge.main(["--data", pairs_file]) == 2
     assert "--base-url and --model" in capsys.readouterr().err
@@ -848,3 +864,21 @@ def test_every_request_has_a_deadline():
         )
     )
     assert c.deadline == request_deadline(3.0, 1) == 14.0
+
+
+ROW_KEYS = ["kind", "row", "row_id", "data_source", "label", "pred", "status", "reason", "pair_id", "reply"]
+
+
+@pytest.mark.parametrize(
+    "res, keys",
+    [
+        (JudgeResult(_verdict("A"), finish_reason="stop", latency_s=0.5), [*ROW_KEYS, "finish_reason", "latency_s"]),
+        (JudgeResult("no verdict", cached=True), ROW_KEYS),
+        (JudgeResult(None, JudgeError("timeout", "read timed out")), [*ROW_KEYS, "error"]),
+    ],
+    ids=["ok", "parse_fail", "error"],
+)
+def test_a_record_keeps_its_key_order(res, keys):
+    """predictions.jsonl records keep one key order, whatever the reply."""
+    row = {"data_source": "s", "extra_info": {"pair_id": "p1"}}
+    assert list(eval_judge.make_record("pairwise", 3, "id3", row, "A", res)) == keys

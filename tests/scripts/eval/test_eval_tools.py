@@ -280,3 +280,18 @@ def test_vllm_offline_passes_the_options_to_vllm(tmp_path, monkeypatch):
     assert seen["params"] == {"n": 1, "temperature": 0.0, "max_tokens": 16, "seed": 0}
     assert [[r.text for r in per] for per in res] == [["reply 0"], ["reply 1"]]
     assert info == {"endpoint": "vllm offline", "model": str(tmp_path)}
+
+
+@pytest.mark.parametrize("given", [0, 1, 3])
+def test_vllm_offline_pads_missing_completions_with_errors(tmp_path, monkeypatch, given):
+    """vLLM returning fewer than n completions of a conversation: the rest are bad_response errors, n in all."""
+    reply = types.SimpleNamespace(text="r", finish_reason="stop")
+    fake = types.ModuleType("vllm")
+    fake.LLM = lambda **kw: types.SimpleNamespace(
+        chat=lambda convs, params, use_tqdm: [types.SimpleNamespace(outputs=[reply] * given) for _ in convs]
+    )
+    fake.SamplingParams = lambda **kw: kw
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    (per,), _ = backends.generate(_backend(vllm_offline=str(tmp_path)), [[{"role": "user", "content": "a"}]], n=3)
+    missing = (None, "bad_response: vLLM returned fewer completions than n")
+    assert [(r.text, r.error and str(r.error)) for r in per] == [("r", None)] * given + [missing] * (3 - given)

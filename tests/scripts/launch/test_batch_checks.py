@@ -1,5 +1,6 @@
 """scripts/launch/config_checks.batch_errors on plain configs: a micro-batch must divide each GPU's whole share, so a
-share that the GPUs cannot split evenly (``size % gpus``) is an error even where its floor would divide."""
+share that the GPUs cannot split evenly (``size % gpus``) is an error even where its floor would divide. Also
+value_errors on plain configs: a key that is absent, missing (``???``) or does not resolve is not a range error."""
 
 from __future__ import annotations
 
@@ -88,3 +89,27 @@ def config(gpus, nodes, n, mini, batch, micro, dynamic=False):
 )
 def test_micro_batches_divide_each_gpus_whole_share(case, gpus, nodes, n, mini, batch, micro, dynamic, errors):
     assert config_checks.batch_errors(config(gpus, nodes, n, mini, batch, micro, dynamic)) == errors
+
+
+NO_SOURCE = (
+    "verl_judge.watchdog has no step source: trainer.logger=[] has neither console nor file, so every run would be "
+    "stopped as stalled after startup_s; add console or file to trainer.logger, or set verl_judge.watchdog.enable=false"
+)
+UNRESOLVED = "${oc.env:VERL_JUDGE_UNSET_VAR}"
+
+
+@pytest.mark.parametrize(
+    "check, values, errors",
+    [
+        ("value_errors", {"trainer": {"n_gpus_per_node": 2, "nnodes": 1}}, [NO_SOURCE]),
+        ("value_errors", {"trainer": {"nnodes": 1, "logger": ["console"]}, "data": {"train_batch_size": "???"}}, []),
+        ("value_errors", {"trainer": {"nnodes": 0, "logger": "file"}}, ["trainer.nnodes=0: must be an integer >= 1"]),
+        ("value_errors", {"trainer": {"nnodes": UNRESOLVED, "logger": "file"}}, []),  # verl's own checks report it
+        # a watchdog setting or the loggers do not resolve: resolution_errors reports it
+        ("watchdog_errors", {"trainer": {"logger": []}, "verl_judge": {"watchdog": {"step_s": UNRESOLVED}}}, []),
+        ("watchdog_errors", {"trainer": {"logger": [UNRESOLVED]}}, []),
+        ("watchdog_errors", {"trainer": {"logger": []}, "verl_judge": {"watchdog": None}}, [NO_SOURCE]),
+    ],
+)
+def test_absent_or_unresolved_values_are_not_range_errors(check, values, errors):
+    assert getattr(config_checks, check)(OmegaConf.create(values)) == errors

@@ -116,6 +116,13 @@ def test_bad_server_settings(settings, message):
     assert message in str(e.value)
 
 
+@pytest.mark.parametrize("port", [None, False, "", 0, 0.0, 8001])
+def test_an_unset_port_means_a_free_one(port):
+    """Any false port means a free port, as ``start`` reads it; the command has the port it is given."""
+    cmd = judge_server.command({"engine": "cpu_judge", "model": "/m", "port": port}, 8000, python="py")
+    assert cmd[cmd.index("--port") + 1] == "8000"
+
+
 def test_vllm_command():
     cmd = judge_server.command(
         {
