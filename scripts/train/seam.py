@@ -17,7 +17,8 @@ from scripts.train import deferred_reward, hooks
 PATCHED = {
     "verl.trainer.main_ppo_v0": {
         "RayPPOTrainer": "the task runner builds its trainer by this name: JudgeTrainer, verl's class with the hooks' "
-        "methods (pair sampler, judge-server wait, validation group sizes, deferred reward start)",
+        "methods (pair sampler, judge-server wait, validation group sizes, deferred reward start); in a Ray actor "
+        "the runner also names it in its shipped copy of this module's names (scripts/train/trainer.py)",
     },
     "verl.trainer.ppo.ray_trainer": {
         "compute_advantage": "GRPO groups that hold both orders of a pair, abstained samples out of their groups, and "
