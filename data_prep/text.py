@@ -7,16 +7,9 @@ import json
 import re
 import unicodedata
 from collections.abc import Mapping
-from functools import partial
 
 from data_prep.files.errors import BadRow
-from reward_fns.prompts import NEUTRALIZED_TAGS
-from reward_fns.prompts import neutralize as _neutralize
-
-#: ``neutralize(text)``: look-alike tags defused as the judge rewards defuse them (``NEUTRALIZED_TAGS``), so a judge
-#: trains on the prompts it is later shown
-neutralize = partial(_neutralize, tags=NEUTRALIZED_TAGS)
-
+from reward_fns.prompts import neutralize  # noqa: F401 (here for data_prep: tags defused as the judge rewards do)
 
 _PUNCT = re.compile(r"[^\w\s]|_")
 

@@ -29,7 +29,7 @@ from typing import Any
 from reward_fns.judge_client import JudgeClient
 from reward_fns.judge_errors import JudgeError, outcome, throttled
 from reward_fns.parse import normalize_text, reference_answer
-from reward_fns.prompts import NEUTRALIZED_TAGS, load, neutralize
+from reward_fns.prompts import load, neutralize
 from reward_fns.redact import mask_url
 from reward_fns.verdicts import Verdict
 
@@ -92,7 +92,7 @@ def defuse(text: object, max_chars: int = MAX_RESPONSE_CHARS) -> str:
     s = text if isinstance(text, str) else ("" if text is None else str(text))
     s = s.encode("utf-8", "replace").decode("utf-8")  # lone surrogates cannot be sent as UTF-8 JSON
     s = _clip(normalize_text(s), int(max_chars))
-    s = neutralize(s, NEUTRALIZED_TAGS)
+    s = neutralize(s)
     s = _BRACKET_MARKER.sub(lambda m: f"\u27e6{m.group(0)[1:-1]}\u27e7", s)
     return _SPECIAL_TOKEN.sub(lambda m: f"\u2039|{m.group(1)}|\u203a", s)
 
@@ -123,7 +123,7 @@ def messages(
     template = load(prompt, prompt_version)
     question, reference = case.question, case.reference
     if verdict.defuse_context:
-        question, reference = neutralize(question, NEUTRALIZED_TAGS), neutralize(reference, NEUTRALIZED_TAGS)
+        question, reference = neutralize(question), neutralize(reference)
     available = {
         "question": question,
         "query": question,

@@ -70,7 +70,7 @@ NEUTRALIZED_TAGS = tuple(
 _TAG_LIKE = re.compile(r"<\s*(/?)\s*([A-Za-z_][\w-]*)\s*>")
 
 
-def neutralize(text: str, tags: tuple[str, ...]) -> str:
+def neutralize(text: str, tags: tuple[str, ...] = NEUTRALIZED_TAGS) -> str:
     """Replace ``<tag>``/``</tag>`` (any case, inner spaces) for ``tags`` with ``‹tag›``/``‹/tag›``."""
     wanted = {t.lower() for t in tags}
     return _TAG_LIKE.sub(lambda m: f"\u2039{m[1]}{m[2]}\u203a" if m[2].lower() in wanted else m[0], text)
