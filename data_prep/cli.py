@@ -205,8 +205,7 @@ def make_gate(options: Options) -> LengthGate:
         except Exception as e:  # noqa: BLE001 - transformers raises many types for an unusable folder
             what = "" if os.path.isdir(path) else "no such folder, and not a usable hub id: "
             raise DataError(f"--tokenizer {path}: cannot load a tokenizer: {what}{type(e).__name__}: {e}") from None
-    fixed = ("tokenize", "return_dict", "return_tensors", "add_generation_prompt")  # set by LengthGate.lengths
-    return LengthGate(tok, options.max_len, options.truncate, {k: v for k, v in kwargs.items() if k not in fixed})
+    return LengthGate(tok, options.max_len, options.truncate, kwargs)
 
 
 def resolve_sources(options: Options) -> list[tuple[str, Source]]:

@@ -54,12 +54,17 @@ def load_tokenizer(path: str):
 class LengthGate:
     """Measures chat-formatted prompts like verl's RLHFDataset and enforces ``max_len`` (None: no limit): an
     over-long unit is dropped or, with ``truncate`` (field names; ``()``: any), shortened. ``kwargs``: the
-    ``apply_chat_template`` kwargs (``lengths`` sets tokenize, return_dict, return_tensors, add_generation_prompt)."""
+    ``apply_chat_template`` kwargs, without those the gate sets itself (``FIXED``)."""
+
+    FIXED = ("tokenize", "return_dict", "return_tensors", "add_generation_prompt")
 
     tokenizer: Any
     max_len: int | None
     truncate: tuple[str, ...] | None = None
     kwargs: Mapping = field(default_factory=dict)
+
+    def __post_init__(self):
+        object.__setattr__(self, "kwargs", {k: v for k, v in self.kwargs.items() if k not in self.FIXED})
 
     def lengths(self, convs: list[list[dict]]) -> list[int]:
         if not convs:

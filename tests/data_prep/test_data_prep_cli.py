@@ -79,6 +79,19 @@ def test_pair_gate_maps_truncate_fields(point, pair):
 
 
 @pytest.mark.parametrize(
+    "given, kept",
+    [
+        ({"enable_thinking": False}, {"enable_thinking": False}),
+        ({"tokenize": False, "return_dict": True, "enable_thinking": False}, {"enable_thinking": False}),
+        ({"return_tensors": "pt", "add_generation_prompt": False}, {}),
+    ],
+)
+def test_a_gate_keeps_only_the_chat_template_kwargs_it_does_not_set_itself(given, kept):
+    gate = LengthGate(None, 10, None, given)
+    assert (gate.kwargs, dataclasses.replace(gate, max_len=5).kwargs) == (kept, kept)
+
+
+@pytest.mark.parametrize(
     "orders, seed, want", [(2, 0, ["A", "B"] * 3), (1, 0, ["B", "A", "A"]), (1, 5, ["A", "A", "B"])]
 )
 def test_order_selector(orders, seed, want):
