@@ -217,7 +217,7 @@ class JudgeSettings:
         ]
         numbers = [(n, getattr(s, n), rule) for n, rule in cls.NUMBERS.items()]
         found += [p for n, v, r in numbers if not (v is None and r[3]) and (p := number_problem(n, v, *r[:3]))]
-        if _plain(s.extra_body) and not isinstance(_plain(s.extra_body), Mapping):
+        if (body := _plain(s.extra_body)) and not isinstance(body, Mapping):
             found.append(f"extra_body must be a mapping of request fields, got {s.extra_body!r}")
         for check in s._checks():
             try:

@@ -98,12 +98,10 @@ class Verdict:
     compare_keys: tuple[str, ...]  # what a before/after comparison of evaluations shows
     report_keys: tuple[str, ...]  # the evaluator's report.md table
     # the evaluator's report.md around its tables (each None / () where the kind has nothing to add):
-    summary: Callable[[Mapping], str | None] = lambda overall: (
-        None
-    )  # a sentence under the overall table, from its metrics
-    caveat: Callable[[Mapping], str | None] = lambda overall: (
-        None
-    )  # a sentence after the failures, from the overall metrics
+    # a sentence under the overall table, from its metrics
+    summary: Callable[[Mapping], str | None] = lambda _overall: None
+    # a sentence after the failures, from the overall metrics
+    caveat: Callable[[Mapping], str | None] = lambda _overall: None
     values: tuple = ()  # the verdicts in order: the columns of the confusion matrix (metrics' "confusion")
     # (reply, its verdict as parse read it, the responses judged, the reference answer or None) -> what is wrong with
     # an accepting verdict (reward_fns.guard: a problem voids the verdict), None when it holds; None: no guard
@@ -158,8 +156,10 @@ PAIRWISE = Verdict(
     target=_pairwise_target,
     metrics=judge_metrics.pairwise_metrics,
     compare_keys=("accuracy", "pair_accuracy", "flip_rate", "a_share", "parse_fail_rate", "n"),
-    report_keys=("n", "accuracy", "accuracy_parsed", "pair_accuracy", "flip_rate", "a_share", "label_a_share")
-    + ("pairs_both_orders", "pairs_compared"),
+    report_keys=(
+        *("n", "accuracy", "accuracy_parsed", "pair_accuracy", "flip_rate", "a_share", "label_a_share"),
+        *("pairs_both_orders", "pairs_compared"),
+    ),
     caveat=_both_orders_note,
     values=("A", "B"),
     grounding=lambda reply, value, responses, reference: pair_guard(

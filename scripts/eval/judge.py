@@ -202,7 +202,7 @@ def render_md(report: dict) -> str:
     lines.append("")
     keys = md_keys(report)
     lines += ["## Overall", "", md_table(["metric", "value"], [(k, ov.get(k)) for k in keys]), ""]
-    lines += [kind.summary(ov), ""] if kind.summary(ov) else []
+    lines += [note, ""] if (note := kind.summary(ov)) else []
     per_source = [[s] + [m.get(k) for k in keys] for s, m in report["per_source"].items()]
     lines += ["## Per source", "", md_table(["data_source"] + keys, per_source), ""]
     if kind.values and ov.get("confusion") is not None:
@@ -214,7 +214,7 @@ def render_md(report: dict) -> str:
         lines += [f"- request error `{k}`: {v}" for k, v in sorted(report["error_kinds"].items())]
         lines += [f"- parse failure `{k}`: {v}" for k, v in sorted(report["parse_fail_reasons"].items())]
         lines.append("")
-    lines += [kind.caveat(ov), ""] if kind.caveat(ov) else []
+    lines += [note, ""] if (note := kind.caveat(ov)) else []
     lines += ["## Definitions", ""] + [f"- `{k}`: {DEFINITIONS[k]}" for k in keys if k in DEFINITIONS] + [""]
     return "\n".join(lines)
 

@@ -152,7 +152,7 @@ def mask_out(data, abstained: np.ndarray, alone: np.ndarray | None = None) -> No
 def pair_ids(extra_infos: Iterable, uids: Sequence) -> np.ndarray:
     """GRPO group ids that put both orders of a pairwise row together (``extra_info.pair_id``);
     rows without a pair id keep their own ``uid``."""
-    return np.array([f"pair:{pair_id(ei)}" if pair_id(ei) else uid for ei, uid in zip(extra_infos, uids)], dtype=object)
+    return np.array([f"pair:{p}" if (p := pair_id(ei)) else uid for ei, uid in zip(extra_infos, uids)], dtype=object)
 
 
 def pair_id(extra_info) -> str | None:
