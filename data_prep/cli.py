@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from functools import partial
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
@@ -27,6 +28,8 @@ from data_prep.files.readers import Source, hf_source, local_source
 from data_prep.lengths import TRUNCATION_MARKER, LengthGate, default_tokenizer_path, load_tokenizer
 from data_prep.rows import Builder, Draft, Unit, load_exclusion, make_rows, read_units
 from data_prep.summary import Stats, describe_empty, format_summary
+
+T = TypeVar("T")
 
 
 # ----------------------------------------------------------------------------- arguments
@@ -39,6 +42,14 @@ class HFPreset:
     splits: tuple[tuple[str, str], ...] = (("train", "train"), ("test", "test"))  # ((ours, hub), ...)
     help: str = ""
     format: str | None = None  # the input schema, for converters with --format
+
+
+def from_args(cls: type[T], args: argparse.Namespace, prefix: str = "", **given: Any) -> T:
+    """The dataclass ``cls`` of parsed flags: each field from ``args.<prefix><field>`` (a field the command line has
+    no flag for keeps its default) unless ``given``; the one settings builder of data prep, the evaluators and the
+    benches."""
+    names = [f.name for f in fields(cls) if f.name not in given and hasattr(args, prefix + f.name)]
+    return cls(**{name: getattr(args, prefix + name) for name in names}, **given)
 
 
 def positive_int(text: str) -> int:
@@ -172,7 +183,7 @@ class Options:
             "truncate": given["truncate_field"],
             "fmt": fmt if fmt != "auto" else hub and hub.format,
         }
-        return cls(**{f.name: derived[f.name] if f.name in derived else given[f.name] for f in fields(cls)})
+        return from_args(cls, argparse.Namespace(**given), **derived)
 
     def template(self, name: str):
         """Prompt template ``name`` at ``--prompt-version``."""

@@ -1,19 +1,17 @@
-"""How the evaluation and report CLIs read their flags, show progress and fail: ``from_args`` (the parsed flags as a
-frozen dataclass, built once and passed on), ``progress_bar`` (tqdm on stderr), ``InputError`` (bad input or
-arguments) and ``cli_main``, which turns it into ``error: <message>`` on stderr and exit status 2. Every
-``python -m scripts.eval.*`` and ``python -m scripts.report.*`` command ends in ``cli_main`` (``plot_metrics``,
-``compare_evals``, ``judge``, ``gsm8k``).
+"""How the evaluation and report CLIs read their flags, show progress and fail: ``from_args`` (from
+``data_prep.cli``: the parsed flags as a frozen dataclass, built once and passed on), ``progress_bar`` (tqdm on
+stderr), ``InputError`` (bad input or arguments) and ``cli_main``, which turns it into ``error: <message>`` on stderr
+and exit status 2. Every ``python -m scripts.eval.*`` and ``python -m scripts.report.*`` command ends in ``cli_main``
+(``plot_metrics``, ``compare_evals``, ``judge``, ``gsm8k``).
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Callable
-from dataclasses import fields
-from typing import Any, TypeVar
+from typing import Any
 
-T = TypeVar("T")
+from data_prep.cli import from_args  # noqa: F401 (the evaluators' and benches' settings builder)
 
 
 class InputError(Exception):
@@ -43,10 +41,3 @@ def progress_bar(desc: str, unit: str, progress: bool, done: int, total: int):
     return tqdm(
         total=total, initial=done, desc=desc, unit=unit, disable=not progress, file=sys.stderr, dynamic_ncols=True
     )
-
-
-def from_args(cls: type[T], args: argparse.Namespace, prefix: str = "", **given: Any) -> T:
-    """The dataclass ``cls`` of parsed flags: each field from ``args.<prefix><field>`` (a field the command line has
-    no flag for keeps its default) unless ``given``."""
-    names = [f.name for f in fields(cls) if f.name not in given and hasattr(args, prefix + f.name)]
-    return cls(**{name: getattr(args, prefix + name) for name in names}, **given)
