@@ -5,6 +5,7 @@ import gzip
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 
@@ -948,3 +949,30 @@ def test_seam_on_gpu_numbers_come_from_its_metrics():
         "exit",
         "1",
     ]
+
+
+@pytest.mark.parametrize(
+    "run, median_step, testing, parse_fail, val_group",
+    [
+        ("pairwise_ref", 10.97, 51.3, 0.999, None),
+        ("tournament", 13.86, 10.9, 0.998, 1.0),
+        ("user_group", 5.95, 8.2, None, 1.0),
+    ],
+)
+def test_seam_at_fix_numbers_come_from_its_metrics(run, median_step, testing, parse_fail, val_group):
+    """2026-12-07-seam_on_gpu/at_fix: each 20-step run's median step (steps 2-20), validation time, mean parse
+    failures and validation group size, as the README's table and bullets quote them; every run exited 0."""
+    ms = [m.get("data", m) for m in _jsonl(SEAM_ON_GPU, "at_fix", "metrics", f"{run}.jsonl.gz")]
+    last = ms[-1]
+    got = (
+        len(ms),
+        round(statistics.median(m["timing_s/step"] for m in ms[1:]), 2),
+        round(last["timing_s/testing"], 1),
+        round(statistics.mean(m["judge_health/parse_fail_rate"] for m in ms), 3) if parse_fail else None,
+        last.get("val-aux/word_problems/judge_group_size/mean@1"),
+    )
+    assert got == (20, median_step, testing, parse_fail, val_group)
+    kept = open(os.path.join(SEAM_ON_GPU, "README.md")).read()
+    row = f"| **0** | 20 of 20 | {median_step:.2f} s | "
+    assert row in kept and f"{testing} s" in kept
+    assert f"{run} exit 0" in open(os.path.join(SEAM_ON_GPU, "at_fix", "exits.txt")).read()
