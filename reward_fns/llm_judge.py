@@ -107,7 +107,7 @@ def _rule_decides(out: dict, solution_str: object, s: PointwiseSettings) -> bool
 @functools.cache
 def _say_no_endpoint() -> None:
     """Said once a process: no judge to ask, the fallback score."""
-    logger.warning("llm_judge: no base_url and no reward_router_address (validation?): using the fallback")
+    logger.warning("llm_judge: no base_url and no reward_router_address: no judge to ask, using the fallback")
 
 
 async def _ask(out: dict, client: JudgeClient, case: Case, k: int | None, s: PointwiseSettings):
