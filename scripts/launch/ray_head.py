@@ -1,7 +1,7 @@
 """A private Ray node: ``start()`` runs ``ray start --head --block`` (or a node joining a head), ``stop()`` ends only
 that process. No command of its own:
 
-    from scripts import ray_head; proc, address = ray_head.start(env, "ray_head.log"); ...; ray_head.stop(proc)
+    from scripts.launch import ray_head; proc, address = ray_head.start(env, "ray_head.log"); ...; ray_head.stop(proc)
 
 Each node gets free ports and a Ray temp directory of its own (``proc.temp_dir``), so two runs on one machine never
 share a file or a port; ``stop()`` removes that directory after a clean stop, unless ``keep``.
