@@ -19,6 +19,7 @@ from reward_fns.parse import hash_answer, last_number, numbers_equal
 
 ANNOTATION = re.compile(r"<<([^<>]*)=([^<>=]*)>>")
 _NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?|(?<![\w.\d])\.\d+")
+_SIGNED = re.compile(r"-?(?:" + _NUMBER.pattern + ")")  # a final answer keeps its sign: "#### -5" is -5
 _DELTAS = (1, 2, 3, 4, 5, 10)
 _OPS = {
     ast.Add: operator.add,
@@ -181,9 +182,9 @@ def perturb(answer: str, seed: str | int) -> tuple[str, str] | None:
 
 
 def _final_number(solution: str) -> re.Match | None:
-    """The first number after the last ``####`` of ``solution`` (GSM8K's final answer), or None."""
+    """The first number after the last ``####`` of ``solution`` (GSM8K's final answer) with its sign, or None."""
     idx = solution.rfind("####")
-    return None if idx < 0 else _NUMBER.search(solution, idx)
+    return None if idx < 0 else _SIGNED.search(solution, idx)
 
 
 def _subst_last(text: str, old: Fraction, new: Fraction) -> str:

@@ -67,7 +67,8 @@ class Case:
         info = extra_info if isinstance(extra_info, Mapping) else {}
         question = text_of(info.get("question") or info.get("query") or info.get("problem") or info.get("prompt"))
         reference = text_of(info.get("answer") or info.get("reference") or ground_truth)
-        return cls(question, reference, reference_answer(reference, ground_truth), tuple(map(text_of, answers)))
+        texts = tuple(a if isinstance(a, str) else "" for a in answers)  # as the rule reads a non-string: no answer
+        return cls(question, reference, reference_answer(reference, ground_truth), texts)
 
 
 def _clip(text: str, limit: int) -> str:

@@ -33,13 +33,23 @@ _TAG_CACHE: dict[str, tuple[str, str, re.Pattern]] = {}
 _SCORE_VALUE = re.compile(r"\s*([0-4])\s*", re.ASCII)
 _NUMBER = re.compile(r"-?[$]?\d[\d,]*(?:\.\d+)?|-?[$]?\.\d+", re.ASCII)
 _HASH_ANSWER = re.compile(r"####[ \t]*(\S*)")
-# what extends a "#### N" token on its line into an expression, a range or a hedge: "#### 72 / 5", "#### 72 - 24",
-# "#### 72 x 3", "#### 72 or 96", "#### 72 to 96", "#### 72, 96"; the token is then no final answer. Working in
-# brackets ("#### 18 (10 + 8)"), an equation that restates it ("#### 18 = 10 + 8"), a unit ("#### 18 m²") and words
-# ("#### 18 apples, 5 left") are not, nor a number in passing ("#### 18 -5 on the way", as GSM8K's strict reading).
+# what extends a "#### N" token on its line into an expression, a range, a hedge or another magnitude: "#### 72 / 5",
+# "#### 72 - 24" (also an en dash or minus sign), "#### 72 ** 2", "#### 72 \\div 5", "#### 72 times 3", "#### 72 or 96",
+# "#### 72 to 96", "#### 72, 96", "#### 18 1/2", "#### 18 million", "#### 18 squared"; the token is then no final
+# answer. Working in brackets ("#### 18 (10 + 8)"), an equation that restates it ("#### 18 = 10 + 8"), a unit
+# ("#### 18 m²") and words ("#### 18 apples, 5 left") are not, nor a number in passing ("#### 18 -5 on the way", as
+# GSM8K's strict reading).
 _EXTENDED = re.compile(
-    r"(?:(?<=,)|[ \t]*(?:[+*/×÷^]|\b(?:or|to|and|x)\b)|[ \t]+-(?=[ \t]))[ \t]*-?[$]?\.?[0-9]", re.IGNORECASE
+    r"(?:(?<=,)|[ \t]*(?:\*\*|[+*/×÷^]|\\(?:div|times|cdot)\b"
+    r"|\b(?:or|to|and|x|times|minus|plus|over|divided[ \t]+by|multiplied[ \t]+by)\b)"
+    r"|[ \t]+[-\u2013\u2212](?=[ \t]))[ \t]*-?[$]?\.?[0-9]"
+    r"|[ \t]+[0-9]+[ \t]*/[ \t]*[0-9]"
+    r"|[ \t]*(?:million|billion|trillion|thousand|hundred|dozen|squared|cubed)\b",
+    re.IGNORECASE,
 )
+# right before a number: what makes it part of an expression, not a value stated alone ("18/18", "\\frac{18}{18}",
+# "10^18", "-(18)", "minus 18", "20 times 18")
+_EXPRESSION_BEFORE = re.compile(r"(?:[/^]|\}\{|\^\{|-\(|\b(?:minus|negative|times|over))[ \t]*$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -293,20 +303,23 @@ _INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u2028\u2029\u2060-\u2064\ufe
 # and subscript minus), hyphen, non-breaking hyphen, figure dash, en dash (NFKC already makes the small and fullwidth
 # hyphen-minus ASCII). Dropped, it read -17 as 17; an em dash is a dash and stays.
 _MINUS = re.compile("[\u2010-\u2013\u2212](?=[$.]?[0-9])")
+# superscript digits and signs right after a digit: a power ("13²" is 13^2, not 132)
+_AFTER_DIGIT_POWER = re.compile("(?<=\\d)[\u00b2\u00b3\u00b9\u2070\u2074-\u207b]+")
 
 
 def normalize_text(text: object) -> str:
-    """The one reading of a policy's answer that the rule, the judge's prompt and the guard share: NFKC (fullwidth
-    ``１８`` -> ``18``, superscript ``1⁸`` -> ``18``), invisible characters removed (``1\u200b8`` -> ``18``), every
-    decimal digit of another script written in ASCII, and a minus sign that is not ASCII (``\u2212``, an en dash
-    ``\u2013``, a hyphen or figure dash) written ``-`` where a number follows it (``\u221217`` -> ``-17``;
-    ``5 \u2013 3`` stays); a non-string is ``""``.
+    """The one reading of a policy's answer that the rule, the judge's prompt and the guard share: a superscript after
+    a digit written as a power (``13²`` -> ``13^2``, never more digits), then NFKC (fullwidth ``１８`` -> ``18``),
+    invisible characters removed (``1\u200b8`` -> ``18``), every decimal digit of another script written in ASCII,
+    and a minus sign that is not ASCII (``\u2212``, an en dash ``\u2013``, a hyphen or figure dash) written ``-``
+    where a number follows it (``\u221217`` -> ``-17``; ``5 \u2013 3`` stays); a non-string is ``""``.
 
     >>> normalize_text("#### 1\u200b8"), normalize_text("１⁸"), normalize_text("#### \u221217")
-    ('#### 18', '18', '#### -17')
+    ('#### 18', '1^8', '#### -17')
     """
     if not isinstance(text, str):
         return ""
+    text = _AFTER_DIGIT_POWER.sub(lambda m: "^" + unicodedata.normalize("NFKC", m[0]), text)
     text = _INVISIBLE.sub("", unicodedata.normalize("NFKC", text))
     return _MINUS.sub("-", _OTHER_DIGIT.sub(lambda m: str(unicodedata.decimal(m[0])), text))
 
@@ -349,6 +362,21 @@ def _hash_value(t: str, cue: re.Match) -> Decimal | None:
     return _plain_number(lead + cue.group(2) + cue.group(3))
 
 
+def _in_expression(t: str, start: int, end: int) -> bool:
+    """Whether the number at ``t[start:end]`` is part of an expression rather than a value stated alone: an operator,
+    ``\\frac{..}{``, ``-(`` or ``minus`` right before it (``_EXPRESSION_BEFORE``: ``18/18``, ``minus 18``), or what
+    extends a token after it (``_EXTENDED``: ``18 * 10``, ``18 million``; ``:`` or an exponent: ``18:30``, ``18e3``)."""
+    if _EXPRESSION_BEFORE.search(t, max(0, start - 16), start):
+        return True
+    return bool(_EXTENDED.match(t, end) or re.match(r"(?::|[eE][-+]?)[0-9]", t[end : end + 3]))
+
+
+def _cue_value(t: str, cue: re.Match) -> Decimal | None:
+    """The value after an answer cue other than ``####`` (``answer is``, ``\\boxed{``...), None when the number
+    there is part of an expression (``_in_expression``: ``The answer is 18/18``, ``\\boxed{18^{2}}``)."""
+    return None if _in_expression(t, cue.start(2), cue.end(2)) else normalize_number(cue.group(2))
+
+
 def _restated(lines: list[str], value: Decimal) -> bool:
     """Whether a line after a last ``#### value`` states another number as an answer (``_STATED``), a computation
     (``_COMPUTATION``) being working, not an answer."""
@@ -389,12 +417,14 @@ def final_answer(text: object) -> tuple[Decimal | None, str]:
     cues = list(_ANSWER_CUE.finditer(t))
     cued = []
     for m in cues:
-        value = _hash_value(t, m) if m.group(0).startswith("####") else normalize_number(m.group(2))
-        if value is None and m.group(0).startswith("####"):
+        value = _hash_value(t, m) if m.group(0).startswith("####") else _cue_value(t, m)
+        if value is None and (m.group(0).startswith("####") or _in_expression(t, m.start(2), m.end(2))):
             return None, FINAL_NONE
         cued += [value] if value is not None else []
     hash_last = bool(cues) and cues[-1].group(0).startswith("####")
     last = None if hash_last else _last(_NUMBER, t)  # the flexible rule's reading, unless the strict rule's is last
+    if last and _in_expression(t, last.start(), last.end()):
+        return None, FINAL_NONE
     flexible = normalize_number(last.group(0)) if last else None
     values = set(cued) | ({flexible} if flexible is not None else set())
     if not values:

@@ -50,6 +50,19 @@ def test_restyle(style, r, want):
     assert numbers_equal(last_number(want), "72")  # the final answer stays the last number
 
 
+@pytest.mark.parametrize(
+    "style, r, want",
+    [
+        ("the_answer_is", 0.0, "x\nThe answer is -7."),
+        ("hash", 0.8, "x\n#### -7"),
+        ("boxed", 0.0, "x\nSo the final answer is \\boxed{-7}."),
+    ],
+)
+def test_restyle_keeps_a_negative_answer_negative(style, r, want):
+    """A negative final answer keeps its sign in every style (it was written 7, a wrong answer labelled correct)."""
+    assert restyle("x\n#### -7", style, Fixed(r)) == want
+
+
 def test_restyle_thousands_and_errors():
     assert restyle("x\n#### 1234", "a_colon", Fixed(0.7)) == "x\nA: 1,234"
     assert restyle("no final line", "bare", Fixed(0.0)) == "no final line"

@@ -204,11 +204,20 @@ def test_right_answers_with_working_after_them_are_paid(candidate, mode):
     assert (out["score"], out["rule_score"], [k for k in FLAGS if out[k]]) == (1.0, 1.0, [])
 
 
-def test_the_rule_and_the_judge_read_the_same_text():
-    """``1⁸`` is 18 for the rule, the prompt and the guard alike (it was 1 for the rule and 18 for the judge)."""
-    assert gsm8k.compute_score(solution_str="#### 1⁸", ground_truth="18")["score"] == 1.0
-    assert "#### 18" in defuse("#### 1⁸")
-    assert guard(said("18."), "#### 1⁸", "18") is None
+@pytest.mark.parametrize("answer, truth", [("#### 1⁸", "18"), ("#### 13²", "132"), ("#### 10²", "100")])
+def test_the_rule_and_the_judge_read_the_same_text(answer, truth):
+    """A superscript after a digit is a power (``1^8``), not more digits, for the rule, the prompt and the guard alike:
+    nobody pays it (once it was 1 for the rule and 18 for the judge; then 18, and ``13²`` paid as 132)."""
+    assert gsm8k.compute_score(solution_str=answer, ground_truth=truth)["score"] == 0.0
+    assert answer.replace("⁸", "^8").replace("²", "^2") in defuse(answer)
+    assert guard(said(f"{truth}."), answer, truth) is not None
+
+
+@pytest.mark.parametrize("candidate", [18, ["#### 18"], b"#### 18"])
+def test_a_non_string_answer_is_no_answer_for_the_judge_either(candidate):
+    """The rule reads a non-string answer as no answer; the judge's path did read ``str(answer)`` and paid it."""
+    out = run(candidate, said("18."))
+    assert (out["score"], out["rule_score"]) == (0.0, 0.0)
 
 
 # a minus sign that is not ASCII (U+2212, an en dash) before the number: -17 for the rule, the guard and the prompt

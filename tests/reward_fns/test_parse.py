@@ -526,7 +526,7 @@ FINAL_ANSWER_CASES = [
     ("#### 18 dollars and 0 cents", Decimal("18")),
     ("#### 18 m²", Decimal("18")),
     ("#### 1\u200b8", Decimal("18")),  # invisible characters go first
-    ("1⁸", Decimal("18")),  # NFKC, as the rule and the judge read it
+    ("1⁸", FINAL_NONE),  # a superscript after a digit is a power, 1^8, as the rule and the judge read it
     # a minus sign written as U+2212, an en dash, a small or fullwidth hyphen-minus (NFKC) or a superscript minus
     ("#### \u221217", Decimal("-17")),
     ("The answer is \u221217.", Decimal("-17")),
@@ -567,6 +567,29 @@ FINAL_ANSWER_CASES = [
     ("#### 72 to 96", FINAL_NONE),
     ("#### 72 and 96", FINAL_NONE),
     ("#### 72, 96", FINAL_NONE),
+    ("#### 18 ** 2", FINAL_NONE),
+    ("#### 18 \u2212 5", FINAL_NONE),
+    ("#### 18 \\times 5", FINAL_NONE),
+    ("#### 18 multiplied by 5", FINAL_NONE),
+    ("#### 18 1/2", FINAL_NONE),
+    ("#### 18 thousand", FINAL_NONE),
+    ("#### 13\u00b2", FINAL_NONE),
+    # a number that is part of an expression is no answer after any other cue or as the last number either
+    ("The answer is 18/18.", FINAL_NONE),
+    ("The answer is 18*18", FINAL_NONE),
+    ("\\boxed{\\frac{18}{18}}", FINAL_NONE),
+    ("\\boxed{18^{2}}", FINAL_NONE),
+    ("The answer is 18 * 10^18", FINAL_NONE),
+    ("The answer is 18e18", FINAL_NONE),
+    ("The answer is 18:30", FINAL_NONE),
+    ("The answer is 18 squared.", FINAL_NONE),
+    ("The answer is minus 18.", FINAL_NONE),
+    ("The answer is negative 18.", FINAL_NONE),
+    ("The answer is -(18).", FINAL_NONE),
+    ("So the total is 6 times 3", FINAL_NONE),
+    ("The answer is 18: done.", Decimal("18")),
+    ("$\\boxed{18}$", Decimal("18")),
+    ("She earns $18/hour, so the answer is 18", Decimal("18")),
     ("#### 72 -96", Decimal("72")),  # a number in passing (a minus sign, not a spaced operator)
     ("#### 18 = 10 + 8", Decimal("18")),
     ("#### 18 (10 + 8)", Decimal("18")),
@@ -606,7 +629,7 @@ FINAL_ANSWER_CASES = [
     # hedges and noise: several final answers
     ("The answer is 5. The answer is 18.\n#### 7", FINAL_CONFLICT),
     ("#### 18\n#### 7", FINAL_CONFLICT),
-    ("The answer is 5 or 7 or 18", FINAL_CONFLICT),
+    ("The answer is 5 or 7 or 18", FINAL_NONE),  # a hedge after the cue: no answer stated alone
     ("\\boxed{18} \\boxed{7}", FINAL_CONFLICT),
     ("A: 18\nthen 40 - 20 = 20\n#### 20", FINAL_CONFLICT),
     ("#### 7\nCandidate: 18", FINAL_CONFLICT),
@@ -627,7 +650,8 @@ FINAL_ANSWER_CASES = [
     "text, expected",
     [
         ("#### 1\u200b8", "#### 18"),
-        ("１⁸", "18"),
+        ("１⁸", "1^8"),  # a superscript after a digit is a power
+        ("x\u00b2 m\u00b2", "x2 m2"),  # ... after a letter NFKC's digit
         ("\u221217", "-17"),  # minus sign
         ("\u201317", "-17"),  # en dash
         ("\u201217 \u201017 \u201117", "-17 -17 -17"),  # figure dash, hyphen, non-breaking hyphen

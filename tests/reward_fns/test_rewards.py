@@ -123,6 +123,21 @@ GSM8K_CASES = [
     ("#### 72", "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\n48+24 = <<48+24=72>>72\n#### 72", "strict", 1.0, 1.0),
     ("#### 1,000", "... #### 1000", "strict", 1.0, 1.0),
     ("#### 7", 7, "strict", 1.0, 1.0),
+    # a wrong answer whose #### line reads as the reference's number: the line makes it an expression or another
+    # magnitude, or a superscript makes it a power; the strict rule reads no number there
+    ("#### 18 ** 2", "18", "strict", 0.0, 0.0),
+    ("#### 18 \u2212 5", "18", "strict", 0.0, 0.0),
+    ("#### 18 \u2013 5", "18", "strict", 0.0, 0.0),
+    ("#### 18 \\div 5", "18", "strict", 0.0, 0.0),
+    ("#### 18 times 5", "18", "strict", 0.0, 0.0),
+    ("#### 18 plus 1", "18", "strict", 0.0, 0.0),
+    ("#### 18 1/2", "18", "strict", 0.0, 0.0),
+    ("#### 18 million", "18", "strict", 0.0, 0.0),
+    ("#### 18 dozen", "18", "strict", 0.0, 0.0),
+    ("#### 18 squared", "18", "strict", 0.0, 0.0),
+    ("#### 13\u00b2", "132", "strict", 0.0, 0.0),
+    ("#### 18 - that's it", "18", "strict", 1.0, 1.0),  # a dash before words is no operator
+    ("#### 18 apples for 3 kids", "18", "strict", 1.0, 1.0),
 ]
 
 
