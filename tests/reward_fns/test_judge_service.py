@@ -164,7 +164,8 @@ CASE_OF = {
         {"problem": "P?", "prompt": "Q?", "reference": "So $1,234.\n#### $1,234."},
         Case("P?", "So $1,234.\n#### $1,234.", "1,234", ("",)),
     ),
-    "no extra_info: the ground truth is the reference": ([7], 72, None, Case("", "72", "72", ("7",))),
+    # an answer that is no string is no answer, as the rule reads it
+    "no extra_info: the ground truth is the reference": ([7], 72, None, Case("", "72", "72", ("",))),
     "a reference with no number: none": (
         ["x"],
         "seventy-two",
