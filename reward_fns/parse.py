@@ -35,16 +35,16 @@ _NUMBER = re.compile(r"-?[$]?\d[\d,]*(?:\.\d+)?|-?[$]?\.\d+", re.ASCII)
 _HASH_ANSWER = re.compile(r"####[ \t]*(\S*)")
 # what extends a "#### N" token on its line into an expression, a range, a hedge or another magnitude: "#### 72 / 5",
 # "#### 72 - 24" (also an en dash or minus sign), "#### 72 ** 2", "#### 72 \\div 5", "#### 72 times 3", "#### 72 or 96",
-# "#### 72 to 96", "#### 72, 96", "#### 18 1/2", "#### 18 million", "#### 18 squared"; the token is then no final
-# answer. Working in brackets ("#### 18 (10 + 8)"), an equation that restates it ("#### 18 = 10 + 8"), a unit
-# ("#### 18 m²") and words ("#### 18 apples, 5 left") are not, nor a number in passing ("#### 18 -5 on the way", as
-# GSM8K's strict reading).
+# "#### 72 to 96", "#### 72, 96", "#### 18 1/2", "#### 18 squared"; the token is then no final answer. Working in
+# brackets ("#### 18 (10 + 8)"), an equation that restates it ("#### 18 = 10 + 8"), a unit ("#### 18 m²", and so
+# "#### 18 million" or "#### 5 dozen", which GSM8K asks in those units) and words ("#### 18 apples, 5 left") are not,
+# nor a number in passing ("#### 18 -5 on the way", as GSM8K's strict reading).
 _EXTENDED = re.compile(
     r"(?:(?<=,)|[ \t]*(?:\*\*|[+*/×÷^]|\\(?:div|times|cdot)\b"
     r"|\b(?:or|to|and|x|times|minus|plus|over|divided[ \t]+by|multiplied[ \t]+by)\b)"
     r"|[ \t]+[-\u2013\u2212](?=[ \t]))[ \t]*-?[$]?\.?[0-9]"
     r"|[ \t]+[0-9]+[ \t]*/[ \t]*[0-9]"
-    r"|[ \t]*(?:million|billion|trillion|thousand|hundred|dozen|squared|cubed)\b",
+    r"|[ \t]*(?:squared|cubed)\b",
     re.IGNORECASE,
 )
 # right before a number: what makes it part of an expression, not a value stated alone ("18/18", "\\frac{18}{18}",
@@ -365,7 +365,7 @@ def _hash_value(t: str, cue: re.Match) -> Decimal | None:
 def _in_expression(t: str, start: int, end: int) -> bool:
     """Whether the number at ``t[start:end]`` is part of an expression rather than a value stated alone: an operator,
     ``\\frac{..}{``, ``-(`` or ``minus`` right before it (``_EXPRESSION_BEFORE``: ``18/18``, ``minus 18``), or what
-    extends a token after it (``_EXTENDED``: ``18 * 10``, ``18 million``; ``:`` or an exponent: ``18:30``, ``18e3``)."""
+    extends a token after it (``_EXTENDED``: ``18 * 10``, ``18 squared``; ``:`` or an exponent: ``18:30``, ``18e3``)."""
     if _EXPRESSION_BEFORE.search(t, max(0, start - 16), start):
         return True
     return bool(_EXTENDED.match(t, end) or re.match(r"(?::|[eE][-+]?)[0-9]", t[end : end + 3]))

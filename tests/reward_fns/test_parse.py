@@ -572,7 +572,8 @@ FINAL_ANSWER_CASES = [
     ("#### 18 \\times 5", FINAL_NONE),
     ("#### 18 multiplied by 5", FINAL_NONE),
     ("#### 18 1/2", FINAL_NONE),
-    ("#### 18 thousand", FINAL_NONE),
+    ("#### 18 thousand", Decimal("18")),  # a unit: GSM8K asks "how many thousand"
+    ("She needs 240/12 = 20 dozen eggs", Decimal("20")),
     ("#### 13\u00b2", FINAL_NONE),
     # a number that is part of an expression is no answer after any other cue or as the last number either
     ("The answer is 18/18.", FINAL_NONE),

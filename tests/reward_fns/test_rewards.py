@@ -132,8 +132,8 @@ GSM8K_CASES = [
     ("#### 18 times 5", "18", "strict", 0.0, 0.0),
     ("#### 18 plus 1", "18", "strict", 0.0, 0.0),
     ("#### 18 1/2", "18", "strict", 0.0, 0.0),
-    ("#### 18 million", "18", "strict", 0.0, 0.0),
-    ("#### 18 dozen", "18", "strict", 0.0, 0.0),
+    ("#### 18 million", "18", "strict", 1.0, 1.0),  # a unit: GSM8K asks "how many million"
+    ("#### 5 dozen", "5", "strict", 1.0, 1.0),
     ("#### 18 squared", "18", "strict", 0.0, 0.0),
     ("#### 13\u00b2", "132", "strict", 0.0, 0.0),
     ("#### 18 - that's it", "18", "strict", 1.0, 1.0),  # a dash before words is no operator
