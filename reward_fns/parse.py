@@ -31,7 +31,7 @@ BAD_VALUE = "bad_value"
 _THINK_TOKEN = re.compile(r"</?think>")
 _TAG_CACHE: dict[str, tuple[str, str, re.Pattern]] = {}
 _SCORE_VALUE = re.compile(r"\s*([0-4])\s*", re.ASCII)
-_NUMBER = re.compile(r"-?[$]?\d[\d,]*(?:\.\d+)?|-?[$]?\.\d+", re.ASCII)
+_NUMBER = re.compile(r"-?[$]?\d(?:[\d,]*\d)?(?:\.\d+)?|-?[$]?\.\d+", re.ASCII)  # "18," is 18 and its comma
 _HASH_ANSWER = re.compile(r"####[ \t]*(\S*)")
 # what extends a "#### N" token on its line into an expression, a range, a hedge or another magnitude: "#### 72 / 5",
 # "#### 72 - 24" (also an en dash or minus sign), "#### 72 ** 2", "#### 72 \\div 5", "#### 72 times 3", "#### 72 or 96",
@@ -40,16 +40,19 @@ _HASH_ANSWER = re.compile(r"####[ \t]*(\S*)")
 # "#### 18 million" or "#### 5 dozen", which GSM8K asks in those units) and words ("#### 18 apples, 5 left") are not,
 # nor a number in passing ("#### 18 -5 on the way", as GSM8K's strict reading).
 _EXTENDED = re.compile(
-    r"(?:(?<=,)|[ \t]*(?:\*\*|[+*/×÷^]|\\(?:div|times|cdot)\b"
-    r"|\b(?:or|to|and|x|times|minus|plus|over|divided[ \t]+by|multiplied[ \t]+by)\b)"
-    r"|[ \t]+[-\u2013\u2212](?=[ \t]))[ \t]*-?[$]?\.?[0-9]"
-    r"|[ \t]+[0-9]+[ \t]*/[ \t]*[0-9]"
-    r"|[ \t]*(?:squared|cubed)\b",
+    r"(?:(?<=,)|[ \t]*(?:\*\*|[+*/×÷^·⋅∙\u2044]|\\(?:div|times|cdot)|\bx"
+    r"|\b(?:or|to|and|times|minus|plus|over|mod|divided[ \t]+by|multiplied[ \t]+by)\b)"
+    r"|[ \t]+[-\u2010-\u2015\u2212](?=[ \t]))[ \t]*-?[$]?\.?[0-9]"
+    r"|[ \t]+[0-9]+[ \t]*[/\u2044][ \t]*[0-9]|[ \t]+and[ \t]+a[ \t]+(?:half|third|quarter)\b"
+    r"|[ \t]*(?:squared|cubed|to[ \t]+the[ \t]+(?:\w{1,12}[ \t]+)?power|raised[ \t]+to)\b",
     re.IGNORECASE,
 )
 # right before a number: what makes it part of an expression, not a value stated alone ("18/18", "\\frac{18}{18}",
 # "10^18", "-(18)", "minus 18", "20 times 18")
-_EXPRESSION_BEFORE = re.compile(r"(?:[/^]|\}\{|\^\{|-\(|\b(?:minus|negative|times|over))[ \t]*$", re.IGNORECASE)
+_EXPRESSION_BEFORE = re.compile(
+    r"(?:[/^×÷·⋅∙\u2044]|\}\{|\^\{|-\(|\\d?frac\S{0,12}|\\over[ \t]*\{?|\b(?:minus|negative|times|over))[ \t]*$",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -302,7 +305,7 @@ _INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u2028\u2029\u2060-\u2064\ufe
 # a minus sign that is not ASCII, right before a number: minus sign U+2212 (also what NFKC makes of the superscript
 # and subscript minus), hyphen, non-breaking hyphen, figure dash, en dash (NFKC already makes the small and fullwidth
 # hyphen-minus ASCII). Dropped, it read -17 as 17; an em dash is a dash and stays.
-_MINUS = re.compile("[\u2010-\u2013\u2212](?=[$.]?[0-9])")
+_MINUS = re.compile("[\u2010-\u2013\u2212](?=[$.(]?[0-9])")
 # superscript digits and signs right after a digit: a power ("13²" is 13^2, not 132)
 _AFTER_DIGIT_POWER = re.compile("(?<=\\d)[\u00b2\u00b3\u00b9\u2070\u2074-\u207b]+")
 
@@ -357,7 +360,15 @@ def _hash_value(t: str, cue: re.Match) -> Decimal | None:
     number (``18/5``, ``18^2``, ``18e2``, ``18-20``, ``18:30``, ``18_2``, ``$ 18``) or the line goes on to extend it
     (``_EXTENDED``: ``18 / 5``, ``18 or 20``)."""
     lead = cue.group(1).lstrip(" \t")
-    if " " in lead or "\t" in lead or t[cue.end() : cue.end() + 1].strip() or _EXTENDED.match(t, cue.end()):
+    if (
+        " " in lead
+        or "\t" in lead
+        or t[cue.end() : cue.end() + 1].strip()
+        or _EXTENDED.match(t, cue.end())
+        or (
+            _EXTENDED.match(t, cue.end(2))  # "#### 18** 2"
+        )
+    ):
         return None
     return _plain_number(lead + cue.group(2) + cue.group(3))
 
@@ -416,9 +427,11 @@ def final_answer(text: object) -> tuple[Decimal | None, str]:
     t = normalize_text(text)
     cues = list(_ANSWER_CUE.finditer(t))
     cued = []
-    for m in cues:
+    for i, m in enumerate(cues):
         value = _hash_value(t, m) if m.group(0).startswith("####") else _cue_value(t, m)
-        if value is None and (m.group(0).startswith("####") or _in_expression(t, m.start(2), m.end(2))):
+        # a #### that is no plain number, or a last cue whose number is part of an expression, states no answer; an
+        # earlier cue's expression is working ("Check the answer: 18 x 2 = 36", then "The answer is 18")
+        if value is None and (m.group(0).startswith("####") or (i == len(cues) - 1 and _in_expression(t, *m.span(2)))):
             return None, FINAL_NONE
         cued += [value] if value is not None else []
     hash_last = bool(cues) and cues[-1].group(0).startswith("####")
@@ -437,7 +450,7 @@ def final_answer(text: object) -> tuple[Decimal | None, str]:
     if not cued:
         body = t.rstrip()
         line = body[max(body.rfind("\n"), body.rfind("\r")) + 1 :]
-        found = list(_NUMBER.finditer(line))
+        found = [m for m in _NUMBER.finditer(line) if line[m.end() : m.end() + 1] != ","]  # "by 2, we": working
         on_line = {normalize_number(m.group(0)) for m in found} - {None}
         if len(on_line) > 1 and not re.search(r"=[ \t$]*$", line[: found[-1].start()]):
             return None, FINAL_CONFLICT
