@@ -178,8 +178,10 @@ def pointwise_property(s, label):
     expect = oracle_score(s)
     COUNTS[f"pointwise verdict {expect}"] += 1
     assert (p.value if p.ok else None) == expect
-    out = pointwise.compute_score("j", s, label)
+    out = pointwise.compute_score("j", s, label, require_think=False)
     assert list(out) == ["score", "acc", "pred", "label", "format_ok"]
+    if not pointwise.thought(s, True):  # by default a verdict without reasoning is malformed
+        assert pointwise.compute_score("j", s, label)["score"] == -1.0
     if expect is None:
         assert out["score"] == -1.0 and out["format_ok"] == 0.0
     else:
@@ -198,8 +200,10 @@ def pairwise_property(s, label):
     expect = oracle_choice(s)
     COUNTS[f"pairwise choice {expect}"] += 1
     assert (p.value if p.ok else None) == expect
-    out = pairwise.compute_score("j", s, label)
+    out = pairwise.compute_score("j", s, label, require_think=False)
     assert list(out) == ["score", "acc", "pred_a", "label_a", "format_ok"]
+    if not pointwise.thought(s, True):
+        assert pairwise.compute_score("j", s, label)["score"] == -1.0
     if expect is None:
         assert out["score"] == -1.0
     else:

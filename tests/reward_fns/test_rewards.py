@@ -42,6 +42,10 @@ POINTWISE_CASES = [
     ("<score>5</score>", 4, -1.0, 0.0, -1, 4, 0.0),
     ("<score>2.5</score>", 2, -1.0, 0.0, -1, 2, 0.0),
     ("<think>x</think>", 2, -1.0, 0.0, -1, 2, 0.0),
+    # no reasoning: a bare verdict, or an empty think block, is malformed (require_think, default true)
+    ("<score>4</score>", 4, -1.0, 0.0, -1, 4, 0.0),
+    ("junk<score>4</score>", 4, -1.0, 0.0, -1, 4, 0.0),
+    ("<think> </think><score>4</score>", 4, -1.0, 0.0, -1, 4, 0.0),
 ]
 
 
@@ -51,6 +55,16 @@ def test_pointwise(solution, gt, score, acc, pred, label, fmt):
     assert list(out) == ["score", "acc", "pred", "label", "format_ok"]
     assert out == {"score": score, "acc": acc, "pred": pred, "label": label, "format_ok": fmt}
     assert isinstance(out["score"], float)
+
+
+@pytest.mark.parametrize(
+    "module, reply, label", [(pointwise, "<score>4</score>", 4), (pairwise, "<better>B</better>", "B")]
+)
+def test_a_bare_verdict_is_well_formed_only_when_thinking_is_not_required(module, reply, label):
+    assert module.compute_score("judge", reply, label)["score"] == -1.0
+    assert module.compute_score("judge", reply, label, require_think=False)["score"] == 1.0
+    assert module.check_options(require_think="no") == ["require_think must be true or false, got 'no'"]
+    assert module.check_options(require_think=False) == []
 
 
 @pytest.mark.parametrize("penalty", [-0.5, -2.0])
@@ -75,9 +89,10 @@ PAIRWISE_CASES = [
     # (solution, gt, score, acc, pred_a, label_a, format_ok)
     ("<think>x</think><better>A</better>", "A", 1.0, 1.0, 1.0, 1.0, 1.0),
     ("<think>x</think><better>B</better>", "A", 0.0, 0.0, 0.0, 1.0, 1.0),
-    ("<better>b</better>", "B", 1.0, 1.0, 0.0, 0.0, 1.0),
-    ("<better> a </better>", "b", 0.0, 0.0, 1.0, 0.0, 1.0),
-    ("<better>A</better>", {"preference": "A"}, 1.0, 1.0, 1.0, 1.0, 1.0),
+    ("<think>x</think><better>b</better>", "B", 1.0, 1.0, 0.0, 0.0, 1.0),
+    ("<think>x</think><better> a </better>", "b", 0.0, 0.0, 1.0, 0.0, 1.0),
+    ("<think>x</think><better>A</better>", {"preference": "A"}, 1.0, 1.0, 1.0, 1.0, 1.0),
+    ("<better>B</better>", "B", -1.0, 0.0, 0.0, 0.0, 0.0),  # no reasoning: malformed (require_think)
     ("<better>A or B</better>", "A", -1.0, 0.0, 0.0, 1.0, 0.0),
     ("<better>Assistant B</better>", "B", -1.0, 0.0, 0.0, 0.0, 0.0),
     ("<better>tie</better>", "A", -1.0, 0.0, 0.0, 1.0, 0.0),
