@@ -48,9 +48,10 @@ _EXTENDED = re.compile(
     re.IGNORECASE,
 )
 # right before a number: what makes it part of an expression, not a value stated alone ("18/18", "\\frac{18}{18}",
-# "10^18", "-(18)", "minus 18", "20 times 18")
+# "10^18", "18e18", "6:18", "-(18)", "minus 18", "20 times 18")
 _EXPRESSION_BEFORE = re.compile(
-    r"(?:[/^×÷·⋅∙\u2044]|\}\{|\^\{|-\(|\\d?frac\S{0,12}|\\over[ \t]*\{?|\b(?:minus|negative|times|over))[ \t]*$",
+    r"(?:[/^×÷·⋅∙\u2044]|\}\{|\^\{|-\(|\\d?frac\S{0,12}|\\over[ \t]*\{?|\b(?:minus|negative|times|over))[ \t]*$"
+    r"|\d[eE:][-+]?$",  # "18e18", "6:18", glued
     re.IGNORECASE,
 )
 

@@ -582,6 +582,9 @@ FINAL_ANSWER_CASES = [
     ("\\boxed{18^{2}}", FINAL_NONE),
     ("The answer is 18 * 10^18", FINAL_NONE),
     ("The answer is 18e18", FINAL_NONE),
+    ("So the total is 18e18.", FINAL_NONE),  # the last number, no cue
+    ("We get 18E18", FINAL_NONE),
+    ("On day 2: 6 + 12 = 18", Decimal("18")),  # a label's colon before a space is no time
     ("The answer is 18:30", FINAL_NONE),
     ("The answer is 18 squared.", FINAL_NONE),
     ("The answer is minus 18.", FINAL_NONE),
