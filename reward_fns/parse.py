@@ -361,15 +361,8 @@ def _hash_value(t: str, cue: re.Match) -> Decimal | None:
     number (``18/5``, ``18^2``, ``18e2``, ``18-20``, ``18:30``, ``18_2``, ``$ 18``) or the line goes on to extend it
     (``_EXTENDED``: ``18 / 5``, ``18 or 20``)."""
     lead = cue.group(1).lstrip(" \t")
-    if (
-        " " in lead
-        or "\t" in lead
-        or t[cue.end() : cue.end() + 1].strip()
-        or _EXTENDED.match(t, cue.end())
-        or (
-            _EXTENDED.match(t, cue.end(2))  # "#### 18** 2"
-        )
-    ):
+    extended = any(_EXTENDED.match(t, i) for i in (cue.end(2), cue.end()))  # after the number ("18** 2") or its token
+    if " " in lead or "\t" in lead or t[cue.end() : cue.end() + 1].strip() or extended:
         return None
     return _plain_number(lead + cue.group(2) + cue.group(3))
 
@@ -381,12 +374,6 @@ def _in_expression(t: str, start: int, end: int) -> bool:
     if _EXPRESSION_BEFORE.search(t, max(0, start - 16), start):
         return True
     return bool(_EXTENDED.match(t, end) or re.match(r"(?::|[eE][-+]?)[0-9]", t[end : end + 3]))
-
-
-def _cue_value(t: str, cue: re.Match) -> Decimal | None:
-    """The value after an answer cue other than ``####`` (``answer is``, ``\\boxed{``...), None when the number
-    there is part of an expression (``_in_expression``: ``The answer is 18/18``, ``\\boxed{18^{2}}``)."""
-    return None if _in_expression(t, cue.start(2), cue.end(2)) else normalize_number(cue.group(2))
 
 
 def _restated(lines: list[str], value: Decimal) -> bool:
@@ -429,11 +416,16 @@ def final_answer(text: object) -> tuple[Decimal | None, str]:
     cues = list(_ANSWER_CUE.finditer(t))
     cued = []
     for i, m in enumerate(cues):
-        value = _hash_value(t, m) if m.group(0).startswith("####") else _cue_value(t, m)
-        # a #### that is no plain number, or a last cue whose number is part of an expression, states no answer; an
-        # earlier cue's expression is working ("Check the answer: 18 x 2 = 36", then "The answer is 18")
-        if value is None and (m.group(0).startswith("####") or (i == len(cues) - 1 and _in_expression(t, *m.span(2)))):
-            return None, FINAL_NONE
+        if m.group(0).startswith("####"):
+            value = _hash_value(t, m)
+            if value is None:  # a #### token that is no plain number states no answer
+                return None, FINAL_NONE
+        elif _in_expression(t, *m.span(2)):  # the last cue's expression states no answer ("The answer is 18/18");
+            if i == len(cues) - 1:  # an earlier one's is working ("Check the answer: 18 x 2 = 36")
+                return None, FINAL_NONE
+            continue
+        else:
+            value = normalize_number(m.group(2))
         cued += [value] if value is not None else []
     hash_last = bool(cues) and cues[-1].group(0).startswith("####")
     last = None if hash_last else _last(_NUMBER, t)  # the flexible rule's reading, unless the strict rule's is last
