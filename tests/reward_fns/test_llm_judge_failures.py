@@ -26,7 +26,8 @@ from tests.doubles.fake_openai import FakeOpenAIServer
 from tests.reward_fns.test_judge_errors import KEY, KEY_VAR, WITHHELD
 
 INFO = {"question": "What is 6 * 12?", "answer": "6 * 12 = 72\n#### 72"}
-FAST = dict(timeout=0.3, max_retries=1, max_response_bytes=2048, canary_every=0)
+# timeouts far above a loaded 2-core machine's reply time, so only the faults meant to time out do (hang, latency:5)
+FAST = dict(timeout=1.5, max_retries=1, max_response_bytes=2048, canary_every=0)
 QUICK = dict(retry_after_ms="10")  # the test server's 429/5xx replies ask for a retry after 10 ms
 RIGHT, WRONG = "#### 72", "#### 96"
 
@@ -286,7 +287,7 @@ def test_oversize_reply_is_a_transport_failure(response, expected):
 
 
 # ----------------------------------------------------------------------------- fault suite: a score for every sample
-RETRYING = dict(timeout=0.5, max_retries=2, canary_every=0)
+RETRYING = dict(timeout=2.0, max_retries=2, canary_every=0)
 
 
 def run_batch(base_url, responses, **kw):
@@ -329,8 +330,8 @@ def flags(out):
 FAULT_TABLE = {
     "#### 72": (1.0, 4.0, 0.0, 0.0, 1.0),
     "#### 71": (0.0, 1.0, 0.0, 0.0, 1.0),  # a verdict of 1 for a wrong answer: checked, a contradiction
-    "FAULT:latency:0.2\n#### 72": (1.0, 4.0, 0.0, 0.0, 1.0),  # slow but inside the 0.5 s timeout
-    "FAULT:latency:0.8\n#### 72": (1.0, -1.0, 1.0, 0.0, 3.0),  # every attempt times out
+    "FAULT:latency:0.2\n#### 72": (1.0, 4.0, 0.0, 0.0, 1.0),  # slow but inside the 2 s timeout
+    "FAULT:latency:5\n#### 72": (1.0, -1.0, 1.0, 0.0, 3.0),  # every attempt times out
     "FAULT:hang\n#### 71": (0.0, -1.0, 1.0, 0.0, 3.0),
     "FAULT:429\n#### 72": (1.0, -1.0, 1.0, 0.0, 3.0),
     "FAULT:429x2\n#### 72": (1.0, 4.0, 0.0, 0.0, 3.0),
