@@ -123,7 +123,7 @@ def test_outcomes():
 OK = '{"error": {"message": "%s"}}'
 # the same, end to end: test-server fault -> (kind, status, message, attempts) with max_retries=1
 FAULT_ERRORS = [
-    ("hang", ("timeout", None, "no reply within timeout=0.3s", 2)),
+    ("hang", ("timeout", None, "no reply within timeout=1.0s", 2)),
     ("drop", ("connection", None, "RemoteProtocolError: Server disconnected without sending a response.", 2)),
     ("429", ("rate_limited", 429, '{"error": {"message": "Rate limit reached", "type": "rate_limit"}}', 2)),
     ("500", ("server_error", 500, OK % "internal error", 2)),
@@ -143,7 +143,7 @@ FAULT_ERRORS = [
 @pytest.mark.parametrize("fault,expected", FAULT_ERRORS, ids=[f for f, _ in FAULT_ERRORS])
 def test_fault_to_error(fault, expected):
     with FakeOpenAIServer(**QUICK) as srv:
-        client = JudgeClient(srv.base_url, "judge", timeout=0.3, max_retries=1, max_response_bytes=2048, cache_size=0)
+        client = JudgeClient(srv.base_url, "judge", timeout=1.0, max_retries=1, max_response_bytes=2048, cache_size=0)
         res = asyncio.run(client.complete([{"role": "user", "content": f"FAULT:{fault}"}]))
     assert (res.error.kind, res.error.status, res.error.message, res.attempts) == expected
     assert res.text is None and client.stats["requests"] == expected[3]
