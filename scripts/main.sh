@@ -9,9 +9,9 @@
 #   with the rule and with the trained judge side by side, held-out accuracy before / after each
 #   (outputs/main/report.md). Resumable: run it again. Arguments go to it (python -m scripts.lab.policy_learns --help;
 #   --testbed none and MODEL=... train on GSM8K itself).
-# * Without a GPU: DRY_RUN=1 of every recipe (data built, config validated against verl's schema),
-#   then a clear note that training needs a GPU. Exit 0 when every dry run passes. Arguments are
-#   Hydra overrides given to every recipe.
+# * Without a GPU: DRY_RUN=1 of every recipe (data built, config validated against verl's schema) and of the
+#   experiment, then a clear note that training needs a GPU. Exit 0 when every dry run passes. The arguments go to
+#   the experiment's dry run; the recipes get them too when every one is a Hydra override (key=value).
 # The launcher's environment variables (MODEL, N_GPUS, PYTHON, ...: python -m scripts.launch --knobs)
 # may be set.
 set -euo pipefail
@@ -29,6 +29,12 @@ fi
 echo "[main] no GPU (nvidia-smi fails): dry-running every recipe (config checked against verl's schema)"
 recipes=(judge_pointwise judge_pairwise gsm8k_rule gsm8k_api_judge gsm8k_local_judge judge_to_reward)
 failed=()
+recipe_args=("$@")
+for a in "$@"; do
+  case "$a" in
+    -*) recipe_args=(); echo "[main] the arguments are policy_learns options ($a): the recipes are dry-run without them"; break ;;
+  esac
+done
 for r in "${recipes[@]}"; do
   echo "[main] ---- DRY_RUN=1 bash recipes/$r/run.sh"
   extra=()
@@ -37,7 +43,7 @@ for r in "${recipes[@]}"; do
     echo "[main] OPENAI_API_KEY is unset: gsm8k_api_judge is checked against a local endpoint (JUDGE_BASE_URL=http://127.0.0.1:8000/v1)"
     extra=(env JUDGE_BASE_URL=http://127.0.0.1:8000/v1)
   fi
-  if DRY_RUN=1 "${extra[@]}" bash "recipes/$r/run.sh" "$@"; then
+  if DRY_RUN=1 "${extra[@]}" bash "recipes/$r/run.sh" ${recipe_args[@]+"${recipe_args[@]}"}; then
     echo "[main] $r: dry run OK"
   else
     echo "[main] $r: dry run FAILED"

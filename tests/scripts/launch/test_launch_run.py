@@ -541,6 +541,38 @@ def test_main_sh_gpu_path_is_the_experiment(tmp_path):
     assert "[main] GSM8K: /data/gsm8k" in r.stdout
 
 
+# arguments -> (what each recipe's dry run gets, what the experiment's dry run gets)
+MAIN_CPU_ARGS = [
+    ([], "", ""),
+    (["trainer.total_training_steps=3"], " trainer.total_training_steps=3", " trainer.total_training_steps=3"),
+    (["--testbed", "none"], "", " --testbed none"),  # policy_learns options are no Hydra overrides of a recipe
+    (["--steps", "30", "trainer.logger=[console]"], "", " --steps 30 trainer.logger=[console]"),
+]
+
+
+@pytest.mark.parametrize("args, to_recipes, to_experiment", MAIN_CPU_ARGS, ids=["none", "override", "option", "mixed"])
+def test_main_sh_cpu_path_gives_options_to_the_experiment_only(tmp_path, args, to_recipes, to_experiment):
+    """Without a GPU, scripts/main.sh dry-runs every recipe and the experiment; the README's
+    `bash scripts/main.sh --testbed none` must not reach a recipe as a Hydra override."""
+    env = base_env(PYTHON=_fake_python(tmp_path), PATH="/usr/bin:/bin")  # no nvidia-smi
+    main = os.path.join(ROOT, "scripts", "main.sh")
+    r = subprocess.run(["bash", main, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    calls = [line.removeprefix("fake python: ") for line in r.stdout.splitlines() if line.startswith("fake python: ")]
+    launches = [c for c in calls if c.startswith("-m scripts.launch ")]
+    assert [c.split()[2] for c in launches] == [
+        "judge_pointwise",
+        "judge_pairwise",
+        "gsm8k_rule",
+        "gsm8k_api_judge",
+        "gsm8k_local_judge",
+    ]
+    assert {" ".join(c.split()[3:]) for c in launches} == {to_recipes.strip()}
+    assert f"-m scripts.pipeline judge_to_reward --out {ROOT}/outputs/judge_to_reward{to_recipes}" in calls
+    assert calls[-1] == f"-m scripts.lab.policy_learns --out outputs/main{to_experiment}"
+    assert "[main] dry runs: 7/7 passed" in r.stdout
+
+
 @pytest.mark.slow
 def test_main_sh_offline_in_a_fresh_copy(model_path, tmp_path):
     """D10: the README's main job on a machine with no GPU, no network and no ../shared: every dry run passes (the
