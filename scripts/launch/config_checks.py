@@ -184,7 +184,42 @@ def value_errors(cfg) -> list[str]:
         + train_hooks.settings_errors(cfg)
         + watchdog_errors(cfg)
         + group_reward_errors(cfg)
+        + reward_call_errors(cfg)
     )
+
+
+#: what verl 0.9.1's per-sample reward managers (naive, dapo, limited, gdpo) pass the reward function, by keyword;
+#: with a reward model enabled, also the router's address and the judge's tokenizer; reward_kwargs are merged in
+PER_SAMPLE_CALL = ("data_source", "solution_str", "ground_truth", "extra_info")
+ROUTER_KWARGS = ("reward_router_address", "reward_model_tokenizer")
+
+
+def reward_call_errors(cfg) -> list[str]:
+    """A reward function of this repository that verl could not call at step 1: not callable, or a signature that
+    does not take verl's keyword call (``PER_SAMPLE_CALL``, the router's kwargs, ``reward_kwargs``). The group
+    reward manager calls its function its own way (``group_reward_errors``)."""
+    sel = functools.partial(_select, cfg)
+    fn, name = reward_function(cfg), sel("reward.custom_reward_function.name")
+    if fn is None:
+        return []
+    where = f"reward.custom_reward_function: {name} of {sel('reward.custom_reward_function.path')}"
+    if not callable(fn):
+        return [f"{where} is a {type(fn).__name__}, not a function verl can call"]
+    if sel("reward.reward_manager.source") == "importlib" or sel("reward.reward_manager.name") == "pairwise_group":
+        return []
+    kwargs = dict.fromkeys(PER_SAMPLE_CALL)
+    kwargs.update(dict.fromkeys(ROUTER_KWARGS) if sel("reward.reward_model.enable") else {})
+    kwargs.update(sel("reward.custom_reward_function.reward_kwargs") or {})
+    try:
+        inspect.signature(fn).bind(**kwargs)
+    except TypeError as e:
+        return [
+            f"{where} cannot take verl's call {name}({', '.join(f'{k}=...' for k in kwargs)}): {e}; a reward is "
+            "compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs)"
+        ]
+    except ValueError:  # no signature to read (a builtin): verl's first call says
+        pass
+    return []
 
 
 #: ``verl_judge.group_reward.timeout``'s range, in seconds: an answer waits this long for its GRPO group mates, which
@@ -246,6 +281,7 @@ def group_reward_errors(cfg) -> list[str]:
     )
     fn_path, fn_name = sel("reward.custom_reward_function.path"), sel("reward.custom_reward_function.name")
     workers, fn = sel("reward.num_workers"), reward_function(cfg)
+    fn = fn if callable(fn) else None  # reward_call_errors names a value that is no function
     kwargs = sel("reward.custom_reward_function.reward_kwargs") or {}
     errors = []
     if grouped and workers != 1:

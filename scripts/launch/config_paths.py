@@ -27,6 +27,17 @@ def _as_list(v) -> list:
     return [] if v is None else list(v) if isinstance(v, (list, tuple, ListConfig)) else [v]
 
 
+def syntax_error(py_file: str) -> str | None:
+    """Why ``py_file`` does not parse as Python (``SyntaxError: ... (line N)``), None when it does."""
+    try:
+        ast.parse(open(py_file, encoding="utf-8").read(), filename=py_file)
+    except SyntaxError as e:
+        return f"{type(e).__name__}: {e.msg} (line {e.lineno})"
+    except (OSError, ValueError) as e:
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
 def _defines(py_file: str, name: str) -> bool:
     """Whether ``name`` is defined at module level in ``py_file`` (no import, no side effects)."""
     try:
@@ -126,6 +137,8 @@ def check_paths(cfg) -> tuple[list[str], list[str]]:
             errors.append(f"reward.custom_reward_function.path: reward function file/module not found: {fn_path}")
         elif not fn_name:
             errors.append("reward.custom_reward_function.name is empty")
+        elif f.endswith(".py") and syntax_error(f):
+            errors.append(f"reward.custom_reward_function.path: {f} is not valid Python: {syntax_error(f)}")
         elif not _defines(f, str(fn_name)):
             errors.append(f"reward.custom_reward_function.name: '{fn_name}' is not defined in {f}")
     if sel("reward.reward_manager.source") == "importlib":
