@@ -13,6 +13,7 @@ lists the same messages without raising, for the config check before a run (``sc
 from __future__ import annotations
 
 import copy
+import difflib
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -207,9 +208,12 @@ class JudgeSettings:
     def problems(cls, kwargs: Mapping[str, Any]) -> list[str]:
         """One message per invalid option in ``kwargs`` ([]: none), each naming the key and the value."""
         kwargs = {k: v for k, v in kwargs.items() if k not in cls.VERL_ARGS}
-        unknown = kwargs.keys() - {f.name for f in fields(cls)}
+        known = sorted(f.name for f in fields(cls))
+        unknown = sorted(kwargs.keys() - set(known))
         if unknown:
-            return [f"{cls.NAME}: unknown option(s) {sorted(unknown)}; known: {sorted(cls.defaults())}"]
+            close = {u: difflib.get_close_matches(u, known, n=1) for u in unknown}
+            hint = ", ".join(f"{u!r}: did you mean {m[0]!r}?" for u, m in close.items() if m)
+            return [f"{cls.NAME}: unknown option(s) {unknown}{f' ({hint})' if hint else ''}; known: {known}"]
         s = cls(**kwargs)
         found = [f"{n} must be {cls.SAYS.get(n, f'one of {allowed}')}, got {v!r}" for n, v, allowed in s._choices()]
         found += [

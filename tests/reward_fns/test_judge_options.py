@@ -112,9 +112,12 @@ def test_every_default_has_one_home(kind, defaults, module):
     assert module.DEFAULTS == {k: v for k, v in defaults.items() if k not in FIRST}
 
 
+#: the options both judge kinds take, in the order an unknown option's message lists them (every option: the
+#: endpoint's and the mode's too, which a user mistypes most)
 KNOBS = (
-    "['cache_size', 'cache_ttl', 'canary_every', 'deadline', 'extra_body', 'grounded', 'judge_failure', "
-    "'max_concurrency', 'max_response_bytes', 'max_response_chars', 'max_tokens', 'prompt', 'prompt_version', "
+    "['api_key_env', 'base_url', 'cache_size', 'cache_ttl', 'canary_every', 'deadline', 'extra_body', 'fallback', "
+    "'grounded', 'judge_failure', 'max_concurrency', 'max_response_bytes', 'max_response_chars', 'max_retries', "
+    "'max_tokens', 'mode', 'model', "
 )
 PROBLEMS = {
     "valid": (PointwiseSettings, {"mode": "hybrid", "parse_fail_score": 0.5, "fallback": 0}, []),
@@ -126,14 +129,26 @@ PROBLEMS = {
     "an unknown key, alone": (
         PointwiseSettings,
         {"modee": "judge", "mode": "bogus"},
-        [f"llm_judge.compute_score: unknown option(s) ['modee']; known: {KNOBS}'rule_mode', 'temperature']"],
+        [
+            "llm_judge.compute_score: unknown option(s) ['modee'] ('modee': did you mean 'mode'?); known: "
+            f"{KNOBS}'parse_fail_score', 'prompt', 'prompt_version', 'rule_mode', 'temperature', 'timeout']"
+        ],
+    ),
+    "two unknown keys, one close to an option": (
+        PointwiseSettings,
+        {"base_ulr": "http://h/v1", "colour": "red"},
+        [
+            "llm_judge.compute_score: unknown option(s) ['base_ulr', 'colour'] ('base_ulr': did you mean "
+            f"'base_url'?); known: {KNOBS}'parse_fail_score', 'prompt', 'prompt_version', 'rule_mode', 'temperature', "
+            "'timeout']"
+        ],
     ),
     "a pointwise option is unknown to the pairwise kind": (
         PairwiseSettings,
         {"parse_fail_score": 0.0},
         [
-            f"pairwise_judge: unknown option(s) ['parse_fail_score']; known: {KNOBS}'rule_first', 'rule_mode', "
-            "'scheme', 'temperature']"
+            f"pairwise_judge: unknown option(s) ['parse_fail_score']; known: {KNOBS}'prompt', 'prompt_version', "
+            "'rule_first', 'rule_mode', 'scheme', 'temperature', 'timeout']"
         ],
     ),
     "every bad value, in order": (

@@ -607,10 +607,11 @@ D8_CASES = [
         "gsm8k_api_judge",
         [KW + "modee=judge"],
         [
-            LLM + "llm_judge.compute_score: unknown option(s) ['modee']; known: "
-            "['cache_size', 'cache_ttl', 'canary_every', "
-            "'deadline', 'extra_body', 'grounded', 'judge_failure', 'max_concurrency', 'max_response_bytes', "
-            "'max_response_chars', 'max_tokens', 'prompt', 'prompt_version', 'rule_mode', 'temperature']"
+            LLM + "llm_judge.compute_score: unknown option(s) ['modee'] ('modee': did you mean 'mode'?); known: "
+            "['api_key_env', 'base_url', 'cache_size', 'cache_ttl', 'canary_every', 'deadline', 'extra_body', "
+            "'fallback', 'grounded', 'judge_failure', 'max_concurrency', 'max_response_bytes', 'max_response_chars', "
+            "'max_retries', 'max_tokens', 'mode', 'model', 'parse_fail_score', 'prompt', 'prompt_version', "
+            "'rule_mode', 'temperature', 'timeout']"
         ],
     ),
     (
