@@ -74,11 +74,13 @@ def main(argv=None) -> int:
     paths_help = "missing model/data/reward files: error (default), warn (e.g. paths only on a Ray cluster), off"
     ap.add_argument("--paths", choices=["error", "warn", "off"], default="error", help=paths_help)
     ap.add_argument("--allow", action="append", default=[], help="extra glob of keys that may be added with '+'")
-    ap.add_argument("--show", nargs="+", default=[], metavar="KEY", help="print these keys of the composed config")
+    show_help = "print these keys of the composed config (an item with '=' is an override: a key has none)"
+    ap.add_argument("--show", nargs="+", default=[], metavar="KEY", help=show_help)
     ap.add_argument("--quiet", "-q", action="store_true", help="print only errors")
     args = ap.parse_args(argv)
 
-    overrides = list(args.overrides)
+    overrides = list(args.overrides) + [k for k in args.show if "=" in k]  # overrides written after --show KEY ...
+    shown = [k for k in args.show if "=" not in k]
     for f in args.overrides_file:
         overrides += [ln.strip() for ln in open(f, encoding="utf-8") if ln.strip() and not ln.lstrip().startswith("#")]
     notes: list[str] = []
@@ -99,7 +101,7 @@ def main(argv=None) -> int:
 
     for n in notes:
         print(f"CONFIG NOTE: {n}", file=sys.stderr)
-    for key in args.show:
+    for key in shown:
         val = OmegaConf.select(cfg, key, default="<missing>")
         if OmegaConf.is_config(val):
             val = OmegaConf.to_container(val, resolve=False)

@@ -580,6 +580,12 @@ def test_cli(good, tmp_path, capsys):
     ok = capsys.readouterr()
     assert rc == 0, ok.err
     assert "CONFIG OK" in ok.out and "algorithm.adv_estimator = grpo" in ok.out
+    # recipes/README.md's form: overrides after --show KEY ... are overrides, not keys to show
+    rc = verl_config.main(["--overrides-file", str(f), "--show", "algorithm.adv_estimator", "algorithm.gamma=0.5"])
+    shown = capsys.readouterr()
+    assert rc == 0, shown.err
+    assert shown.out.splitlines()[:1] == ["algorithm.adv_estimator = grpo"]
+    assert f"CONFIG OK: {len(good) + 1} overrides compose" in shown.out and "gamma" not in shown.out
     env = {**os.environ, "PYTHONPATH": ROOT}
     script = ["-m", "scripts.launch.verl_config"]
     bad = subprocess.run(
