@@ -21,6 +21,7 @@ import urllib.parse
 from typing import NamedTuple
 
 import scripts
+from data_prep.files.outputs import write_text
 from scripts.console import say
 
 ROOT = scripts.ROOT
@@ -128,13 +129,19 @@ def testbed(env) -> str:
     return d
 
 
-def stamp(folder: str) -> str | None:
-    """The source a set in ``folder`` was built from (its ``source.json``), None when unrecorded."""
+def stamp(folder: str, key: str = "source") -> str | None:
+    """What a set in ``folder`` was built from (its ``source.json``): the ``source``, or the ``tokenizer`` its prompts
+    were measured with; None when unrecorded."""
     try:
         with open(os.path.join(folder, STAMP), encoding="utf-8") as f:
-            return str(json.load(f)["source"])
+            return str(json.load(f)[key])
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def _signature(files: list[str]) -> list[tuple[int, int] | None]:
+    """Size and modification time of each file (None when absent): whether a failed build touched them."""
+    return [(os.stat(f).st_size, os.stat(f).st_mtime_ns) if os.path.exists(f) else None for f in files]
 
 
 def data(
@@ -161,28 +168,31 @@ def data(
             "so this run trains on synthetic word problems, not GSM8K"
         )
     train, val = os.path.join(d, train_name), os.path.join(d, val_name)
-    built_from = stamp(d)
+    built_from, built_with = stamp(d), stamp(d, "tokenizer")
     if os.path.exists(train) and os.path.exists(val):
-        if built_from == source.name:
+        if built_from == source.name and built_with == tokenizer:
             say("launch", f"{line} (exists)", env)
             return train, val, None, line
-        say(
-            "launch",
-            f"data ({kind}): {d} was built from {built_from or 'an unrecorded source (no ' + STAMP + ')'}, "
-            f"this run asks for {source.name}: building it again",
-            env,
+        why = (
+            f"was built from {built_from or 'an unrecorded source (no ' + STAMP + ')'}, this run asks for {source.name}"
         )
+        if built_from == source.name:  # verl measures prompts with the policy's tokenizer: the length gate differs
+            why = f"was measured with the tokenizer {built_with or '(unrecorded)'}, this run's is {tokenizer}"
+        say("launch", f"data ({kind}): {d} {why}: building it again", env)
     cmd = [env.get("PYTHON") or sys.executable, "-m", module, "--out", d, "--no-progress", *source.args]
     cmd += ["--max-prompt-length", str(max_prompt_length), "--tokenizer", tokenizer]
     say("launch", f"data ({kind}): building with: {shlex.join(cmd)}", env)
     if build:
         os.makedirs(d, exist_ok=True)
+        stamp_file, before = os.path.join(d, STAMP), _signature([train, val])
+        old_stamp = open(stamp_file, encoding="utf-8").read() if os.path.isfile(stamp_file) else None
         with contextlib.suppress(FileNotFoundError):
-            os.remove(os.path.join(d, STAMP))  # files half rebuilt are no set of either source
+            os.remove(stamp_file)  # files half rebuilt are no set of either source
         r = subprocess.run(cmd, cwd=ROOT, env={**env, "PYTHONPATH": ROOT + os.pathsep + env.get("PYTHONPATH", "")})
         if r.returncode != 0 or not (os.path.exists(train) and os.path.exists(val)):
+            if old_stamp is not None and _signature([train, val]) == before:  # untouched: still the set it was
+                write_text(stamp_file, old_stamp)
             raise DefaultsError(f"data_prep failed for {kind} (exit {r.returncode}); expected {train} and {val}")
-        with open(os.path.join(d, STAMP), "w", encoding="utf-8") as f:
-            json.dump({"source": source.name}, f)
+        write_text(stamp_file, json.dumps({"source": source.name, "tokenizer": tokenizer}))
         say("launch", line, env)
     return train, val, cmd, line

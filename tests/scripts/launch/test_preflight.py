@@ -122,6 +122,23 @@ def test_default_data_is_the_source_asked_for(scenario, gsm8k_dir, model_path, t
         assert sorted(p.name for p in data.glob("*_p512")) == sorted(built)
 
 
+def test_a_failed_rebuild_keeps_the_set_it_left_untouched(gsm8k_dir, model_path, tmp_path, monkeypatch, capsys):
+    """A rebuild asked for by a wrong GSM8K_DIR fails before writing anything: the set built before stays recorded
+    (its source.json was deleted, and the next run with the right folder built it all again)."""
+    monkeypatch.setattr(defaults, "SHARED_GSM8K", str(tmp_path / "no_shared"))
+    data = tmp_path / "data"
+    env = sdpa_off(MODEL=model_path, DATA_DIR=data, OUTPUT_DIR=tmp_path / "run", HF_HUB_OFFLINE=1)
+    rc, out = dry_run("gsm8k_rule", {**env, "GSM8K_DIR": gsm8k_dir}, capsys=capsys)
+    assert rc == 0, out[-3000:]
+    recorded = json.load(open(data / "gsm8k_p512" / "source.json"))
+    assert recorded == {"source": f"GSM8K files in {gsm8k_dir}", "tokenizer": model_path}
+    rc, out = dry_run("gsm8k_rule", {**env, "GSM8K_DIR": str(tmp_path / "typo")}, capsys=capsys)
+    assert rc != 0 and "data_prep failed for gsm8k" in out
+    assert json.load(open(data / "gsm8k_p512" / "source.json")) == recorded
+    rc, out = dry_run("gsm8k_rule", {**env, "GSM8K_DIR": gsm8k_dir}, capsys=capsys)
+    assert rc == 0 and f"into {data}/gsm8k_p512 (exists)" in out, out[-3000:]
+
+
 # ----------------------------------------------------------------------------------------------- one of two files
 HALF_GIVEN = {
     "train_only": (

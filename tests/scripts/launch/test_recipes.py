@@ -332,10 +332,14 @@ def test_default_data_plan(recipe, local_gsm8k, model_path, tmp_path, monkeypatc
     (d / train).write_text("x")
     (d / val).write_text("x")
     source = "GSM8K files in /data/gsm8k" if local_gsm8k else "the HF hub (openai/gsm8k)"
-    (d / "source.json").write_text(json.dumps({"source": source}))
+    (d / "source.json").write_text(json.dumps({"source": source, "tokenizer": model_path}))
     p = plan(recipe, sdpa_off(MODEL=model_path, DATA_DIR=tmp_path, **extra))
     assert p.data is None and (p.knobs["TRAIN_FILES"], p.knobs["VAL_FILES"]) == (str(d / train), str(d / val))
     assert p.notes == [f"data ({kind}): built from {source} into {d}"]
+    # the same source measured with another model's tokenizer (verl gates prompt length with the policy's): rebuilt
+    (d / "source.json").write_text(json.dumps({"source": source, "tokenizer": "/models/other"}))
+    p = plan(recipe, sdpa_off(MODEL=model_path, DATA_DIR=tmp_path, **extra))
+    assert p.data is not None and p.data[p.data.index("--tokenizer") + 1] == model_path
 
 
 def test_recipe_without_default_data_needs_files(tmp_path, model_path, fx):
