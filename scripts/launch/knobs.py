@@ -151,21 +151,35 @@ def environ(env):
 DRY_RUN_VALUES = ("", "0", "false", "no", "off", "1", "true", "yes", "on", "print")
 
 
+def _spelling(name: str) -> str:
+    """A name as a hurried hand writes it: no underscores, no plural ``S`` (``DRYRUN``, ``N_GPU``, ``NOFLASHATTN``)."""
+    return name.upper().replace("_", "").removesuffix("S")
+
+
+#: a knob's name by its hurried spelling: ``DRYRUN=1`` would start a real run, ``NGPUS=2`` train on one GPU
+SPELLINGS = {_spelling(k.name): k.name for k in KNOBS}
+
+
 def unknown(env) -> list[str]:
-    """One message per variable set in ``env`` that starts like a knob (PREFIXES) but is none (a misspelt or
-    removed one), and for a DRY_RUN value that is not one of ``DRY_RUN_VALUES``; secrets' names (``JUDGE_API_KEY``
-    holding a key, names in PASS_ENV) are left alone."""
+    """One message per variable set in ``env`` that is a knob's name spelt without its underscores or plural
+    (``SPELLINGS``: the message names the knob) or starts like a knob (PREFIXES) but is none (a misspelt or removed
+    one), and for a DRY_RUN value that is not one of ``DRY_RUN_VALUES``; secrets' names (``JUDGE_API_KEY`` holding a
+    key, names in PASS_ENV) are left alone."""
     passed = {n.strip() for n in (env.get("PASS_ENV") or "").split(",")}
-    msgs = [
-        f"{name}={env[name]} is set, but no script reads it: it is not one of the knobs (python -m scripts.launch "
-        f"--knobs); give the setting as a Hydra override argument (KEY=VALUE), or unset {name}"
-        for name in sorted(env)
-        if name.startswith(PREFIXES)
-        and env[name] != ""
-        and name not in BY_NAME
-        and name not in passed
-        and not SECRET_NAME.search(name)
-    ]
+    msgs = []
+    for name in sorted(env):
+        if env[name] == "" or name in BY_NAME or name in passed or SECRET_NAME.search(name):
+            continue
+        if _spelling(name) in SPELLINGS:
+            msgs.append(
+                f"{name}={env[name]} is set, but no script reads it: did you mean {SPELLINGS[_spelling(name)]}? "
+                f"(python -m scripts.launch --knobs); set that one, or unset {name}"
+            )
+        elif name.startswith(PREFIXES):
+            msgs.append(
+                f"{name}={env[name]} is set, but no script reads it: it is not one of the knobs (python -m "
+                f"scripts.launch --knobs); give the setting as a Hydra override argument (KEY=VALUE), or unset {name}"
+            )
     dry = (env.get("DRY_RUN") or "").strip().lower()
     if dry not in DRY_RUN_VALUES:  # an unknown value must not start a real run
         msgs.append(f"DRY_RUN={env['DRY_RUN']} is not one of {', '.join(v or '(empty)' for v in DRY_RUN_VALUES)}")

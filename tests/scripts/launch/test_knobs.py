@@ -38,6 +38,35 @@ def test_secret_and_passed_names_are_no_unknown_knobs():
     ]
 
 
+# a variable set -> the knob its message names (None: no message): a knob spelt without underscores or plural would
+# be ignored (DRYRUN=1 would start a real run)
+SPELT = [
+    ("DRYRUN", "DRY_RUN"),
+    ("dry_run", "DRY_RUN"),
+    ("NGPUS", "N_GPUS"),
+    ("N_GPU", "N_GPUS"),
+    ("NOFLASHATTN", "NO_FLASH_ATTN"),
+    ("GSM8KDIR", "GSM8K_DIR"),
+    ("JUDGE_GPU", "JUDGE_GPUS"),  # starts like a knob too: one message, naming the knob
+    ("RAYADDRESS", "RAY_ADDRESS"),
+    ("MODEL_PATH", None),  # another name, not a spelling: no message (a shell may set it for other tools)
+    ("HOME", None),
+]
+
+
+@pytest.mark.parametrize("name, knob", SPELT)
+def test_a_knob_spelt_otherwise_is_named(name, knob):
+    msgs = knobs.unknown({name: "1"})
+    assert msgs == (
+        []
+        if knob is None
+        else [
+            f"{name}=1 is set, but no script reads it: did you mean {knob}? (python -m scripts.launch --knobs); set "
+            f"that one, or unset {name}"
+        ]
+    )
+
+
 def test_gsm8k_source(gsm8k_dir, tmp_path, monkeypatch):
     """One rule for the launcher and the pipeline: GSM8K_DIR, else ../shared/data/gsm8k when there, else the hub when
     it can be reached, else the word-problem testbed (D10: a fresh clone with no network still runs)."""
