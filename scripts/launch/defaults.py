@@ -181,7 +181,7 @@ def data(
         say("launch", f"data ({kind}): {d} {why}: building it again", env)
     cmd = [env.get("PYTHON") or sys.executable, "-m", module, "--out", d, "--no-progress", *source.args]
     cmd += ["--max-prompt-length", str(max_prompt_length), "--tokenizer", tokenizer]
-    say("launch", f"data ({kind}): building with: {shlex.join(cmd)}", env)
+    say("launch", f"data ({kind}): {'building' if build else 'would build'} with: {shlex.join(cmd)}", env)
     if build:
         os.makedirs(d, exist_ok=True)
         stamp_file, before = os.path.join(d, STAMP), _signature([train, val])

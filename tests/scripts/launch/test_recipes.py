@@ -292,7 +292,7 @@ def test_plan_per_recipe(recipe, fx, model_path, tmp_path):
 
 @pytest.mark.parametrize("recipe", RECIPES)
 @pytest.mark.parametrize("local_gsm8k", [True, False], ids=["gsm8k_dir", "hub"])
-def test_default_data_plan(recipe, local_gsm8k, model_path, tmp_path, monkeypatch):
+def test_default_data_plan(recipe, local_gsm8k, model_path, tmp_path, monkeypatch, capsys):
     """No data files given: the recipe's default data set, built by data_prep into DATA_DIR (GSM8K from
     GSM8K_DIR, else ../shared/data/gsm8k when it is there, else the hub)."""
     from scripts.launch import defaults
@@ -303,6 +303,8 @@ def test_default_data_plan(recipe, local_gsm8k, model_path, tmp_path, monkeypatc
     extra = {"GSM8K_DIR": "/data/gsm8k"} if local_gsm8k else {}
     p = plan(recipe, sdpa_off(MODEL=model_path, DATA_DIR=tmp_path, **extra))
     d = tmp_path / folder
+    # a plan builds nothing (DRY_RUN=print): it says what it would run
+    assert f"[launch] data ({kind}): would build with: " in capsys.readouterr().out
     source = ["--train", "/data/gsm8k/train.jsonl", "--test", "/data/gsm8k/test.jsonl"] if local_gsm8k else ["--hf"]
     assert p.data == [
         sys.executable,
