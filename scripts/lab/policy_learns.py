@@ -4,7 +4,7 @@
     python -m scripts.lab.policy_learns --out runs/pl --no-rule --steps 30        # the judge run alone
     python -m scripts.lab.policy_learns --out runs/pl --testbed none            # GSM8K itself (a real model: MODEL=...)
     python -m scripts.lab.policy_learns --out runs/card --arms rule,judge,random,format --seeds 0,1,2 --parallel 4
-    python -m scripts.lab.policy_learns --out runs/card --instances 0,1,2 --arms rule,judge,route,random --seeds 0,1 \
+    python -m scripts.lab.policy_learns --out runs/card --instances 0,1,2 --arms rule,judge,route,random --seeds 0,1 \\
         --parallel 4 --gpus 0,1,2,3                      # the scorecard over three judge instances (instances.py)
     python -m scripts.lab.policy_learns --out runs/cost --reuse runs/card --arms rule,judge,route --steps 20
     python -m scripts.lab.policy_learns --out runs/pw --judge-task pairwise_ref --arms rule,pairwise_ref,tournament

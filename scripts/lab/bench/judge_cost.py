@@ -4,7 +4,7 @@ invocation, each stage's median time against the rule's.
     python -m scripts.lab.bench.judge_cost --gpus 0,1,2,3 --arms rule,resident,colocated,server  # an arm a GPU
     python -m scripts.lab.bench.judge_cost --interleave --gpus 0 --rounds 2     # every arm on GPU 0, one after another
     python -m scripts.lab.bench.judge_cost --steps 40 -- data.train_batch_size=32  # Hydra overrides for every arm
-    python -m scripts.lab.bench.judge_cost --arms rule,colocated,tok128 \
+    python -m scripts.lab.bench.judge_cost --arms rule,colocated,tok128 \\
         --arm tok128=gsm8k_local_judge:++reward.custom_reward_function.reward_kwargs.max_tokens=128  # an arm of yours
     DRY_RUN=1 python -m scripts.lab.bench.judge_cost                           # check every arm's config on CPU, no GPU
     bash scripts/lab/bench/shapes.sh                    # random-weight SmolLM2-360M policy, 1.7B judge (see its header)
