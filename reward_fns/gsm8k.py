@@ -23,6 +23,10 @@ def reference_number(ground_truth: object):
     return value
 
 
+#: the label check of a data set's ``reward_model.ground_truth`` (the dry run's: scripts/launch/config_paths.py)
+check_label = reference_number
+
+
 def extract_answer(solution_str: object, mode: str = "strict"):
     """The policy's answer as a Decimal, or None when the chosen mode finds no number. Read in
     ``parse.normalize_text``'s reading, as the judge and the guard read it (``#### 1\u200b8`` and ``#### １８`` are

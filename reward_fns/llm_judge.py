@@ -38,6 +38,8 @@ KEYS = (
     *"canary_wrong_accepted canary_right canary_right_rejected judge_abstained judge_seconds".split(),
 )
 DEFAULTS = PointwiseSettings.defaults()  # the knobs' defaults (a view of PointwiseSettings)
+#: the label check of a data set's ``reward_model.ground_truth`` (the dry run's: scripts/launch/config_paths.py)
+check_label = gsm8k.reference_number
 
 
 def build_messages(

@@ -14,6 +14,9 @@ from reward_fns._labels import choice_label
 from reward_fns.parse import parse_choice
 from reward_fns.pointwise import DEFAULT_FORMAT_PENALTY, check_options, check_penalty, thought  # noqa: F401 - check_options: the same
 
+#: the label check of a data set's ``reward_model.ground_truth`` (the dry run's: scripts/launch/config_paths.py)
+check_label = choice_label
+
 
 def compute_score(
     data_source=None,

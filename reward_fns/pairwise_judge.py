@@ -36,6 +36,8 @@ KEYS = (
     *canaries.KEYS,
 )
 DEFAULTS = PairwiseSettings.defaults()  # the knobs' defaults (a view of PairwiseSettings)
+#: the label check of a data set's ``reward_model.ground_truth`` (the dry run's: scripts/launch/config_paths.py)
+check_label = gsm8k.reference_number
 
 
 def check_options(**kwargs: Any) -> list[str]:

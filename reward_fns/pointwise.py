@@ -13,6 +13,8 @@ from reward_fns._labels import score_label
 from reward_fns.parse import parse_score, split_think
 
 DEFAULT_FORMAT_PENALTY = -1.0
+#: the label check of a data set's ``reward_model.ground_truth`` (the dry run's: scripts/launch/config_paths.py)
+check_label = score_label
 
 
 def score_reward(pred: int, label: int) -> float:

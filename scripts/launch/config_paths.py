@@ -191,6 +191,49 @@ def data_rows_errors(cfg) -> list[str]:
     return errors
 
 
+#: rows of each data file whose labels the dry run reads (the first ones: a data set of another task fails at once)
+LABEL_ROWS = 64
+
+
+def label_errors(cfg) -> list[str]:
+    """Local training and validation parquets whose first ``LABEL_ROWS`` labels (``reward_model.ground_truth``) the
+    configured reward cannot read, as its module's ``check_label`` says (``reward_fns/*``: a ValueError): data built
+    for another task (pairwise A/B labels under a pointwise judge's reward, a judge's labels under the GSM8K rule)
+    would stop the run at its first reward call, after Ray and the models start. One message per file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from omegaconf import OmegaConf
+
+    fn = OmegaConf.select(cfg, "reward.custom_reward_function", default=None)
+    module = _reward_module(cfg, "check_label") if fn and fn.get("name") == "compute_score" else None
+    if module is None:
+        return []
+    errors = []
+    for key in ("data.train_files", "data.val_files"):
+        for f in [os.path.expanduser(str(f)) for f in _as_list(OmegaConf.select(cfg, key, default=None))]:
+            if f.startswith(_REMOTE) or not f.endswith(".parquet") or not os.path.isfile(f):
+                continue
+            try:
+                batch = next(pq.ParquetFile(f).iter_batches(batch_size=LABEL_ROWS, columns=["reward_model"]), None)
+            except (pa.ArrowException, OSError, KeyError, ValueError):  # no such column: verl names it
+                continue
+            rows = batch.to_pylist() if batch is not None else []
+            bad = []
+            for i, row in enumerate(rows):
+                truth = (row.get("reward_model") or {}).get("ground_truth")
+                try:
+                    module.check_label(truth)
+                except ValueError as e:
+                    bad.append((i, e))
+            if bad:
+                i, e = bad[0]
+                errors.append(
+                    f"{key}: {f}: {len(bad)} of its first {len(rows)} rows have a label {fn.path} cannot read "
+                    f"(row {i}: {e}); is this data made for another task?"
+                )
+    return errors
+
+
 def _reward_module(cfg, needs: str):
     """The module of ``reward.custom_reward_function.path`` when it is a file of this repository that defines
     ``needs`` (only modules of this repository are imported here), else None."""

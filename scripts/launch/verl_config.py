@@ -22,7 +22,7 @@ import sys
 from typing import Iterable, Sequence
 
 from scripts.launch import config_checks, config_compose
-from scripts.launch.config_paths import check_paths, data_rows_errors
+from scripts.launch.config_paths import check_paths, data_rows_errors, label_errors
 
 
 def check(
@@ -46,7 +46,7 @@ def check(
     errors += values
     if paths != "off":
         perr, pnotes = check_paths(cfg)
-        errors += data_rows_errors(cfg)  # local files only: fatal in every mode
+        errors += data_rows_errors(cfg) + label_errors(cfg)  # local files only: fatal in every mode
         if paths == "error":
             errors += perr
         else:

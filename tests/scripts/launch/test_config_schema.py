@@ -47,7 +47,17 @@ def data_files(tmp_path_factory):
     ] * 16  # one batch (data.train_batch_size=16): the config check refuses fewer rows
     for name in ("train.parquet", "test.parquet"):
         pq.write_table(pa.Table.from_pylist(rows), str(d / name))
+    for label in ("4", "A"):  # the judge recipes' labels: pointwise 0-4, pairwise A/B (the config check reads them)
+        judged = [{**r, "reward_model": {"style": "rule", "ground_truth": label}} for r in rows]
+        for name in ("train", "test"):
+            pq.write_table(pa.Table.from_pylist(judged), str(d / f"{name}_{label}.parquet"))
     return str(d / "train.parquet"), str(d / "test.parquet")
+
+
+def files_of(recipe: str, data_files) -> tuple[str, str]:
+    """``data_files`` with the labels ``recipe``'s reward reads: GSM8K's, or a judge's (pointwise 4, pairwise A)."""
+    label = {"judge_pointwise": "4", "judge_pairwise": "A"}.get(recipe)
+    return data_files if label is None else tuple(f.replace(".parquet", f"_{label}.parquet") for f in data_files)
 
 
 # The known-good set of overrides (one H100, SmolLM2-135M, GRPO n=4, batch 16, no flash-attn)
@@ -444,7 +454,7 @@ RECIPE_VALUES = {
 def test_recipe_configs_pass(recipe, model_path, data_files):
     from omegaconf import OmegaConf
 
-    train, val = data_files
+    train, val = files_of(recipe, data_files)
     cfg = verl_config.check(
         [f"actor_rollout_ref.model.path={model_path}", f"data.train_files={train}", f"data.val_files={val}"],
         recipe=recipe,
@@ -675,12 +685,9 @@ D8_CASES = [
 
 @pytest.mark.parametrize("recipe, extra, errors", D8_CASES)
 def test_d8_values_a_run_refuses_fail_the_check(recipe, extra, errors, model_path, data_files):
-    overrides = [
-        f"actor_rollout_ref.model.path={model_path}",
-        f"data.train_files={data_files[0]}",
-        f"data.val_files={data_files[1]}",
-        *extra,
-    ]
+    train, val = files_of(recipe, data_files)
+    overrides = [f"actor_rollout_ref.model.path={model_path}", f"data.train_files={train}", f"data.val_files={val}"]
+    overrides += extra
     if not errors:
         verl_config.check(overrides, recipe=recipe)
         return

@@ -6,10 +6,12 @@ its cause (they failed at the first reward call, or read as "not defined")."""
 from __future__ import annotations
 
 import pytest
+from omegaconf import OmegaConf
 
 from scripts.launch import config_checks
 from scripts.launch.config_compose import compose
 from scripts.launch.config_paths import check_paths
+from tests.scripts.launch.test_recipes import BATCH_ROWS, fx  # noqa: F401  (fx: the fixture)
 
 pytest.importorskip("verl")
 
@@ -81,4 +83,35 @@ def test_a_reward_file_that_is_not_python_says_so(tmp_path, monkeypatch):
     errors, _ = check_paths(cfg)
     assert [e for e in errors if e.startswith("reward.")] == [
         f"reward.custom_reward_function.path: {bad} is not valid Python: SyntaxError: invalid syntax (line 1)"
+    ]
+
+
+# (recipe, the data set its files come from) -> the label its first row's message quotes (None: the labels read);
+# tests/scripts/launch/test_recipes.py's fx: policy rows "72", pointwise "4", pairwise "A"
+LABELS = [
+    ("gsm8k_rule", "policy", None),
+    ("gsm8k_rule", "pairwise", "GSM8K ground truth is not a number or a '#### N' solution: 'A'"),
+    ("gsm8k_local_judge", "pairwise", "GSM8K ground truth is not a number or a '#### N' solution: 'A'"),
+    ("gsm8k_api_judge", "policy", None),
+    ("judge_pointwise", "pointwise", None),
+    ("judge_pointwise", "pairwise", "pointwise ground truth must be an integer 0-4, got 'A'"),
+    ("judge_pairwise", "pairwise", None),
+    ("judge_pairwise", "pointwise", "pairwise ground truth must be one of ('A', 'B'), got '4'"),
+    ("gsm8k_rule", "pointwise", None),  # a number is a GSM8K reference: no check tells these two apart
+]
+
+
+@pytest.mark.parametrize("recipe, data, message", LABELS, ids=[f"{r}-{d}" for r, d, _ in LABELS])
+def test_data_of_another_task_is_refused_before_anything_starts(fx, recipe, data, message):
+    from scripts.launch.config_paths import LABEL_ROWS, label_errors
+
+    files = {"data.train_files": fx[(data, "train")], "data.val_files": fx[(data, "test")]}
+    cfg = compose([f"{k}={v}" for k, v in files.items()], recipe)
+    path = OmegaConf.select(cfg, "reward.custom_reward_function.path")
+    rows = min(LABEL_ROWS, BATCH_ROWS)
+    assert label_errors(cfg) == [
+        f"{key}: {f}: {rows} of its first {rows} rows have a label {path} cannot read (row 0: {message}); is this data "
+        "made for another task?"
+        for key, f in files.items()
+        if message
     ]
