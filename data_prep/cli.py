@@ -63,10 +63,11 @@ def positive_int(text: str) -> int:
     return n
 
 
-def new_parser(prog: str, doc: str | None) -> argparse.ArgumentParser:
-    """The parser of ``python -m <prog>``; ``--help`` shows the module docstring ``doc`` as written."""
+def new_parser(prog: str, doc: str | None, **kwargs) -> argparse.ArgumentParser:
+    """The parser of ``python -m <prog>`` (the data prep converters', the evaluators' and the reports'); ``--help``
+    shows the module docstring ``doc`` as written; ``kwargs``: argparse's (``epilog``)."""
     return argparse.ArgumentParser(
-        prog=f"python -m {prog}", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog=f"python -m {prog}", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs
     )
 
 

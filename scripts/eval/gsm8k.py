@@ -40,7 +40,7 @@ from reward_fns import gsm8k, llm_judge
 from reward_fns.judge_client import JudgeResult
 from reward_fns.redact import mask_url
 from scripts.eval.backends import Backend, add_backend_args, generate
-from scripts.eval.cli import InputError, cli_main, from_args
+from scripts.eval.cli import InputError, cli_main, from_args, new_parser
 from scripts.eval.endpoint import add_endpoint_args
 from scripts.eval.figures import gsm8k_figures
 from scripts.eval.gsm8k_data import load_items
@@ -59,9 +59,7 @@ from scripts.eval.predictions import (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog="python -m scripts.eval.gsm8k", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    ap = new_parser("scripts.eval.gsm8k", __doc__)
     g = ap.add_argument_group("data")
     g.add_argument("--data", required=True, metavar="FILE", help="GSM8K test: verl .parquet or raw .jsonl")
     g.add_argument("--limit", type=int, default=None, metavar="N", help="first N questions only")
