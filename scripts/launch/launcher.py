@@ -79,10 +79,6 @@ class Plan:
     watchdog: dict | None = None  # verl_judge.watchdog when enabled (scripts/launch/stall.py)
 
 
-def truthy(v) -> bool:
-    return str(v).strip().lower() in ("1", "true", "yes", "on")
-
-
 # ----------------------------------------------------------------------------------------------- plan
 def knob_value(k: knobs.Knob, raw: str, env) -> str:
     """A set knob as the run gets it: paths absolute (repo-relative for a Ray job), hub ids and text as given."""
@@ -423,7 +419,7 @@ def run_recipe(recipe: str, overrides: list[str], env=None, warn: bool = False, 
     """Plan, check and run a recipe (``DRY_RUN=1``: stop after the check); the exit code, 2 for a launch error.
     ``where``: ``output_dir``, ``metrics_file``, ``log_file`` instead of the OUTPUT_DIR defaults."""
     env = dict(os.environ if env is None else env)
-    dry = truthy(env.get("DRY_RUN") or "0")
+    dry = knobs.truthy(env.get("DRY_RUN") or "0")
     try:
         p = check_recipe(recipe, overrides, env, **where)
         if dry:

@@ -36,6 +36,7 @@ from typing import NamedTuple
 
 from reward_fns import verdicts
 from scripts import bytecode
+from scripts.launch import knobs
 from scripts.launch import launcher as launch
 from scripts.workflows import cli, steps
 from scripts.workflows.stages import Stages, say
@@ -312,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     cfg = parse_args(argv)
     flow = cli.run_of(cfg)
-    if launch.truthy(os.environ.get("DRY_RUN") or "0"):
+    if knobs.truthy(os.environ.get("DRY_RUN") or "0"):
         return dry_run(flow, cfg, argv)
     slow_start = bytecode.warning()  # before any stage: every stage starts Python processes
     if slow_start:
