@@ -165,16 +165,9 @@ class Options:
     ):
         """``parser``'s reading of ``argv`` (lists as tuples) with the derived values resolved."""
         given = {k: tuple(v) if isinstance(v, list) else v for k, v in vars(parser.parse_args(argv)).items()}
-        name = given["hf"] or next(iter(presets))
-        hub = None
-        if not (given["train"] or given["test"]):
-            pre = presets[name]
-            hub = replace(
-                pre,
-                path=given["hf_path"] or pre.path,
-                name=given["hf_name"] or pre.name,
-                data_dir=given["hf_data_dir"] or pre.data_dir,
-            )
+        pre, hub = presets[given["hf"] or next(iter(presets))], None
+        if not (given["train"] or given["test"]):  # --hf-path / --hf-name / --hf-data-dir override the preset's
+            hub = replace(pre, **{k: given[f"hf_{k}"] or getattr(pre, k) for k in ("path", "name", "data_dir")})
         fmt = given.get("format", "auto")
         derived = {
             "train": given["train"] or (),
