@@ -354,11 +354,8 @@ def batch_errors(cfg) -> list[str]:
     ``train_batch_size * rollout.n / GPUs``, for the log-prob passes. Skipped with dynamic batch sizes."""
     get = functools.partial(_select, cfg)
     gpus = (get("trainer.n_gpus_per_node") or 0) * (get("trainer.nnodes") or 0)
-    n, mini, batch = (
-        get("actor_rollout_ref.rollout.n"),
-        get("actor_rollout_ref.actor.ppo_mini_batch_size"),
-        get("data.train_batch_size"),
-    )
+    n, mini = get("actor_rollout_ref.rollout.n"), get("actor_rollout_ref.actor.ppo_mini_batch_size")
+    batch = get("data.train_batch_size")
     if not all(isinstance(v, int) and v > 0 for v in (gpus, n, mini, batch)):
         return []
     errors, actor, step = [], f"the actor's mini-batch ({mini} x {n})", f"a step's samples ({batch} x {n})"

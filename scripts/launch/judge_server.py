@@ -159,12 +159,8 @@ def planned(cfg, env: dict, job: bool) -> dict | None:
     settings = OmegaConf.to_container(server, resolve=True)
     command(settings, 0)  # a bad setting stops the run here, dry runs too
     want, visible = settings.get("devices"), env.get("CUDA_VISIBLE_DEVICES")
-    settings["split"] = split_devices(
-        want,
-        visible,
-        int(cfg.trainer.n_gpus_per_node),
-        machine=machine_gpus() if want not in (None, "", []) and visible is None else 0,
-    )
+    machine = machine_gpus() if want not in (None, "", []) and visible is None else 0  # counted only when needed
+    settings["split"] = split_devices(want, visible, int(cfg.trainer.n_gpus_per_node), machine=machine)
     return settings
 
 

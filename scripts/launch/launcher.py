@@ -168,11 +168,8 @@ def recipe_folder(recipe: str) -> str:
     try:
         return config_compose.recipe_dir(recipe)
     except config_compose.ConfigError as e:
-        hint = (
-            f" (a pipeline: bash recipes/{recipe}/run.sh)"
-            if os.path.isfile(os.path.join(knobs.RECIPES, recipe, "run.sh"))
-            else ""
-        )
+        pipeline = os.path.isfile(os.path.join(knobs.RECIPES, recipe, "run.sh"))
+        hint = f" (a pipeline: bash recipes/{recipe}/run.sh)" if pipeline else ""
         raise LaunchError(e.errors[0] + hint) from None
 
 
@@ -382,14 +379,9 @@ def execute(p: Plan, env, tries: int = ray_job.SUBMIT_TRIES, start_tries: int = 
         cenv.update(p.knobs)
     log_file = p.log_file or os.path.join(p.output_dir, "launch.log")
     os.makedirs(os.path.dirname(log_file), exist_ok=True)
-    tee = Tee(log_file, env)
-    tee.log.write(
-        mask(
-            f"[launch] {time.strftime('%Y-%m-%d %H:%M:%S')} recipe {p.recipe} ({p.mode})\n"
-            f"[launch] command: {printable(p, env)}\n",
-            env,
-        )
-    )
+    tee, started = Tee(log_file, env), time.strftime("%Y-%m-%d %H:%M:%S")
+    head = f"[launch] {started} recipe {p.recipe} ({p.mode})\n[launch] command: {printable(p, env)}\n"
+    tee.log.write(mask(head, env))
 
     def on_term(signum, _frame):
         raise SystemExit(128 + signum)
