@@ -221,18 +221,11 @@ class Answers:
         else:  # offline: the n samples of a question in one go
             asks, total = [[(q, k) for k in range(o.n_samples)] for q in sorted({q for q, _ in todo})], len(self.items)
         if asks:
+            how = dict(desc="policy", progress=not o.no_progress, seed=o.seed, done=total - len(asks), total=total)
+            prompts = [self.items[us[0][0]]["prompt"] for us in asks]
+            answered = lambda i, k, res: self._answered(asks[i][k], res)  # noqa: E731
             _, self.policy_ep = generate(
-                o.policy,
-                [self.items[us[0][0]]["prompt"] for us in asks],
-                n=len(asks[0]),
-                desc="policy",
-                progress=not o.no_progress,
-                seed=o.seed,
-                cache=o.n_samples == 1,
-                on_result=lambda i, k, res: self._answered(asks[i][k], res),
-                stop=stop,
-                done=total - len(asks),
-                total=total,
+                o.policy, prompts, n=len(asks[0]), cache=o.n_samples == 1, on_result=answered, stop=stop, **how
             )
 
     def _ask_judge(self, stop: StopSignals) -> None:
@@ -246,17 +239,9 @@ class Answers:
             self.log.append(self.graded[u])
 
         if todo:
-            done, progress = len(self.graded), not self.options.no_progress
-            _, self.judge_ep = generate(
-                self.options.judge,
-                convs,
-                desc="judge",
-                progress=progress,
-                on_result=graded,
-                stop=stop,
-                done=done,
-                total=done + len(todo),
-            )
+            done = len(self.graded)
+            bar = dict(desc="judge", progress=not self.options.no_progress, done=done, total=done + len(todo))
+            _, self.judge_ep = generate(self.options.judge, convs, on_result=graded, stop=stop, **bar)
 
     def finish(self) -> list[dict]:
         """The scored records of the finished answers (``samples.jsonl``), with their grades; the log in order."""
