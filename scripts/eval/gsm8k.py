@@ -111,13 +111,8 @@ class Options:
     def judge_messages(self, item: Mapping, response: str) -> list[dict]:
         """The judge's request for ``response`` to ``item`` (``reward_fns.llm_judge``'s prompt)."""
         reference = {"question": item["question"], "answer": item["answer"]}
-        return llm_judge.build_messages(
-            response,
-            item["ground_truth"],
-            reference,
-            prompt=self.judge_prompt,
-            prompt_version=self.judge_prompt_version,
-        )
+        shown = dict(prompt=self.judge_prompt, prompt_version=self.judge_prompt_version)
+        return llm_judge.build_messages(response, item["ground_truth"], reference, **shown)
 
 
 def parse_options(argv: list[str] | None) -> Options:
