@@ -178,14 +178,8 @@ def value_errors(cfg) -> list[str]:
         v, (requirement, ok) = _select(cfg, key, UNSET, UNSET), RANGES[kind]
         if all(_select(cfg, w) is True for w in when) and v is not UNSET and not (v is None and optional) and not ok(v):
             errors.append(f"{key}={v!r}: must be {requirement}")
-    return (
-        errors
-        + reward_option_errors(cfg)
-        + train_hooks.settings_errors(cfg)
-        + watchdog_errors(cfg)
-        + group_reward_errors(cfg)
-        + reward_call_errors(cfg)
-    )
+    errors += reward_option_errors(cfg) + train_hooks.settings_errors(cfg) + watchdog_errors(cfg)
+    return errors + group_reward_errors(cfg) + reward_call_errors(cfg)
 
 
 #: what verl 0.9.1's per-sample reward managers (naive, dapo, limited, gdpo) pass the reward function, by keyword;

@@ -15,6 +15,7 @@ grades a finished answer while the rest of the batch is still generating. Settin
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import signal
@@ -194,18 +195,10 @@ def spawn(settings: dict, env: dict, log_path: str, port: int, python: str = sys
 def wait_ready(server: Server, timeout: float, cancel: threading.Event | None = None) -> bool:
     """Wait until ``server`` answers as itself; False if ``cancel`` was set first. ``services.ServiceError`` (the
     log's tail) when it exits or does not answer within ``timeout`` seconds (it is stopped then)."""
-    t0 = time.time()
+    t0, up = time.time(), lambda: ready(server.url, server.name)
+    wait = functools.partial(services.wait_until, who="judge_server", setting="verl_judge.judge_server.start_timeout")
     try:
-        if not services.wait_until(
-            lambda: ready(server.url, server.name),
-            server.proc,
-            "the judge server",
-            timeout,
-            server.log_path,
-            cancel,
-            who="judge_server",
-            setting="verl_judge.judge_server.start_timeout",
-        ):
+        if not wait(up, server.proc, "the judge server", timeout, server.log_path, cancel):
             return False
     except services.ServiceError:
         stop(server)
