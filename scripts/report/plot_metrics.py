@@ -29,12 +29,7 @@ from scripts.eval.cli import InputError, cli_main, new_parser
 from scripts.report.render import md_table, pyplot, read_metrics, save_fig
 
 STAGES = ("gen", "reward", "old_log_prob", "ref", "update_actor")
-JUDGE_HEALTH = (
-    "judge_health/error_rate",
-    "judge_health/parse_fail_rate",
-    "judge_health/fallback_rate",
-    "judge_health/agree_rule",
-)
+JUDGE_HEALTH = tuple(f"judge_health/{k}" for k in ("error_rate", "parse_fail_rate", "fallback_rate", "agree_rule"))
 POSITION = ("position/verdict_a_share", "position/label_a_share")
 IDENTICAL_GROUPS = "grpo/identical_reward_groups"
 SHARE_YLIM = (-0.03, 1.03)
