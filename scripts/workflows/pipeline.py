@@ -34,6 +34,7 @@ import sys
 import time
 from typing import NamedTuple
 
+from data_prep.cli import new_parser
 from reward_fns import verdicts
 from scripts import bytecode
 from scripts.launch import knobs
@@ -267,9 +268,7 @@ def judge_to_reward(flow: Stages, cfg: Pipeline) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m scripts.pipeline", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = new_parser("scripts.pipeline", __doc__)
     workflow_help = "judge: data -> SFT -> GRPO -> merge -> evaluate; judge_to_reward: the same, then a GSM8K policy "
     workflow_help += "rewarded by the trained judge (--task pointwise or pairwise_ref)"
     p.add_argument("workflow", choices=("judge", "judge_to_reward"), help=workflow_help)
