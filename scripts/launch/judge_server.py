@@ -183,11 +183,8 @@ def ready(url: str, name: str | None = None, timeout: float = 2.0) -> bool:
 def spawn(settings: dict, env: dict, log_path: str, port: int, python: str = sys.executable) -> Server:
     """Start the server process (its own process group, output to ``log_path``); it answers later (``wait_ready``)."""
     cmd = command(settings, port, python)
-    say(
-        "judge_server",
-        f"starting the judge ({settings.get('engine', 'vllm')}, {settings.get('model')}) on port {port} "
-        f"(log: {log_path})",
-    )
+    judge = f"{settings.get('engine', 'vllm')}, {settings.get('model')}"
+    say("judge_server", f"starting the judge ({judge}) on port {port} (log: {log_path})")
     proc = services.spawn(cmd, env, log_path, group=True)
     return Server(proc, port, log_path, str(settings.get("served_model_name") or "judge"))
 

@@ -80,19 +80,13 @@ def _start_once(
     # Ray's fixed default ports (dashboard agent 52365, ...) clash with any other Ray instance on
     # the machine, whose job agent then never comes up: a private head takes free ports.
     cmd += [f"--{flag}={free_port()}" for flag in PRIVATE_PORTS]
-    if not join:
-        cmd += (
-            ["--include-dashboard=true", f"--dashboard-port={dashboard_port}", "--dashboard-host=127.0.0.1"]
-            if dashboard_port
-            else ["--include-dashboard=false"]
-        )
+    if not join and dashboard_port:
+        cmd += ["--include-dashboard=true", f"--dashboard-port={dashboard_port}", "--dashboard-host=127.0.0.1"]
+    elif not join:
+        cmd.append("--include-dashboard=false")
     cmd += [f"--num-gpus={num_gpus}"] if num_gpus is not None else []
-    say(
-        "ray_head",
-        f"starting a Ray node joining {join} (log: {log_path})"
-        if join
-        else f"starting a private Ray head on port {port} (log: {log_path}; temp dir {temp_dir})",
-    )
+    head = f"a private Ray head on port {port} (log: {log_path}; temp dir {temp_dir})"
+    say("ray_head", f"starting a Ray node joining {join} (log: {log_path})" if join else f"starting {head}")
     proc = services.spawn(cmd, env, log_path, cwd=ROOT)
     proc.temp_dir = temp_dir
     try:
