@@ -336,12 +336,8 @@ def validate(p: Plan, env) -> None:
         refuse(errors, p, env, why)
     for n in notes:
         say("launch", f"CONFIG NOTE: {n}", env)
-    say(
-        "launch",
-        f"config OK: recipe {p.recipe} with {len(p.overrides)} overrides validates against verl's ppo_trainer "
-        f"schema ({time.time() - t0:.1f}s)",
-        env,
-    )
+    what = f"recipe {p.recipe} with {len(p.overrides)} overrides"
+    say("launch", f"config OK: {what} validates against verl's ppo_trainer schema ({time.time() - t0:.1f}s)", env)
 
 
 def check_recipe(recipe: str, overrides: list[str], env, **where) -> Plan:
