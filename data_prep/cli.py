@@ -362,18 +362,12 @@ def run_conversion(conv: Conversion, options: Options) -> dict:
             check_output_file(os.path.join(options.out, name))
         gate = make_gate(options)
         exclude = load_exclusion(options.exclude)
+        reading = dict(on_bad_row=options.on_bad_row, progress=options.progress, exclude=exclude)
         all_stats = []
         for split, source in sources:
             stats = Stats(split=split, output=conv.outputs[0] + split, source=source.name, max_len=gate.max_len)
             run = SplitRun(split, source, stats, fmt=options.fmt)
-            units = read_units(
-                source,
-                partial(conv.to_units, run),
-                run.stats,
-                on_bad_row=options.on_bad_row,
-                progress=options.progress,
-                exclude=exclude,
-            )
+            units = read_units(source, partial(conv.to_units, run), run.stats, **reading)
             run.stats.items = len(units)
             all_stats += conv.write(run, units, gate) if conv.write else [write_split(conv, run, units, gate, options)]
         return finish(conv.prog, all_stats, options)
