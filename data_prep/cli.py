@@ -63,10 +63,11 @@ def positive_int(text: str) -> int:
     return n
 
 
-def new_parser(prog: str, doc: str | None) -> argparse.ArgumentParser:
-    """The parser of ``python -m <prog>``; ``--help`` shows the module docstring ``doc`` as written."""
+def new_parser(prog: str, doc: str | None, **kwargs) -> argparse.ArgumentParser:
+    """The parser of ``python -m <prog>`` (the data prep converters', the evaluators' and the reports'); ``--help``
+    shows the module docstring ``doc`` as written; ``kwargs``: argparse's (``epilog``)."""
     return argparse.ArgumentParser(
-        prog=f"python -m {prog}", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog=f"python -m {prog}", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs
     )
 
 
@@ -164,16 +165,9 @@ class Options:
     ):
         """``parser``'s reading of ``argv`` (lists as tuples) with the derived values resolved."""
         given = {k: tuple(v) if isinstance(v, list) else v for k, v in vars(parser.parse_args(argv)).items()}
-        name = given["hf"] or next(iter(presets))
-        hub = None
-        if not (given["train"] or given["test"]):
-            pre = presets[name]
-            hub = replace(
-                pre,
-                path=given["hf_path"] or pre.path,
-                name=given["hf_name"] or pre.name,
-                data_dir=given["hf_data_dir"] or pre.data_dir,
-            )
+        pre, hub = presets[given["hf"] or next(iter(presets))], None
+        if not (given["train"] or given["test"]):  # --hf-path / --hf-name / --hf-data-dir override the preset's
+            hub = replace(pre, **{k: given[f"hf_{k}"] or getattr(pre, k) for k in ("path", "name", "data_dir")})
         fmt = given.get("format", "auto")
         derived = {
             "train": given["train"] or (),
@@ -368,18 +362,12 @@ def run_conversion(conv: Conversion, options: Options) -> dict:
             check_output_file(os.path.join(options.out, name))
         gate = make_gate(options)
         exclude = load_exclusion(options.exclude)
+        reading = dict(on_bad_row=options.on_bad_row, progress=options.progress, exclude=exclude)
         all_stats = []
         for split, source in sources:
             stats = Stats(split=split, output=conv.outputs[0] + split, source=source.name, max_len=gate.max_len)
             run = SplitRun(split, source, stats, fmt=options.fmt)
-            units = read_units(
-                source,
-                partial(conv.to_units, run),
-                run.stats,
-                on_bad_row=options.on_bad_row,
-                progress=options.progress,
-                exclude=exclude,
-            )
+            units = read_units(source, partial(conv.to_units, run), run.stats, **reading)
             run.stats.items = len(units)
             all_stats += conv.write(run, units, gate) if conv.write else [write_split(conv, run, units, gate, options)]
         return finish(conv.prog, all_stats, options)

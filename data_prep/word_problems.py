@@ -189,22 +189,13 @@ def run(argv: list[str] | None = None) -> None:
             f"--heldout-size 0 with --heldout-stories {','.join(heldout)}: those stories would be kept out of "
             "train and test with none of their problems written; give a size > 0, or --heldout-stories '' for none"
         )
-    data = generate(
-        args.train_size,
-        args.test_size,
-        steps=args.steps,
-        max_number=args.max_number,
-        ops=ops,
-        seed=args.seed,
-        n_heldout=(HELDOUT_SIZE if heldout else 0) if args.heldout_size is None else args.heldout_size,
-        heldout=heldout,
-    )
+    n_heldout = (HELDOUT_SIZE if heldout else 0) if args.heldout_size is None else args.heldout_size
+    shape = {"steps": args.steps, "max_number": args.max_number, "ops": ops, "seed": args.seed}
+    data = generate(args.train_size, args.test_size, n_heldout=n_heldout, heldout=heldout, **shape)
     settings = {
         "generator": PROG,
-        "steps": args.steps,
-        "max_number": args.max_number,
-        "ops": list(ops),
-        "seed": args.seed,
+        **shape,
+        "ops": list(ops),  # JSON: keeps its place among the settings
         "stories": [x for x in STORIES if x not in heldout],
         "heldout_stories": list(heldout),
         **{s: len(data[s]) for s in SPLITS},

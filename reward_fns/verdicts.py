@@ -115,14 +115,6 @@ class Verdict:
     reference_always: bool = False
     defuse_context: bool = True
 
-    def wrap(self, value: object) -> str:
-        """The verdict as the judge writes it.
-
-        >>> POINTWISE.wrap(4), PAIRWISE.wrap("B")
-        ('<score>4</score>', '<better>B</better>')
-        """
-        return f"<{self.tag}>{value}</{self.tag}>"
-
 
 POINTWISE = Verdict(
     name="pointwise",

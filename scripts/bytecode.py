@@ -74,10 +74,8 @@ def compile_folders(folders: list[str], workers: int = 0) -> bool:
             continue
         done = compileall.compile_dir(folder, quiet=1, workers=workers)
         ok = ok and bool(done)
-        print(
-            f"{step} {folder}: {'done' if done else 'some files did not compile'} in {time.time() - t0:.0f}s",
-            flush=True,
-        )
+        outcome = "done" if done else "some files did not compile"
+        print(f"{step} {folder}: {outcome} in {time.time() - t0:.0f}s", flush=True)
     return ok
 
 
@@ -87,13 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     compiles = "the install folders of the packages that lack bytecode (their whole site-packages folder: their "
     p.add_argument("--compile", action="store_true", help=f"byte-compile {compiles}dependencies are imported too)")
-    p.add_argument(
-        "--packages",
-        nargs="+",
-        default=list(PACKAGES),
-        metavar="NAME",
-        help=f"packages to check (default: {' '.join(PACKAGES)})",
-    )
+    packages_help = f"packages to check (default: {' '.join(PACKAGES)})"
+    p.add_argument("--packages", nargs="+", default=list(PACKAGES), metavar="NAME", help=packages_help)
     p.add_argument("-j", "--workers", type=int, default=0, help="compile processes (default 0: one per core)")
     a = p.parse_args(argv)
     missing = uncompiled(a.packages)

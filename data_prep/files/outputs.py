@@ -213,12 +213,7 @@ def write_json(path: str, obj: Any, *, sort_keys: bool = False) -> None:
 
 def write_jsonl(path: str, rows: Iterable[Mapping]) -> None:
     """One JSON object per line (non-ASCII kept; values JSON cannot hold written as ``str``)."""
-
-    def write(f: IO) -> None:
-        for r in rows:
-            f.write(json.dumps(r, ensure_ascii=False, default=str) + "\n")
-
-    write_file(path, write)
+    write_file(path, lambda f: f.writelines(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows))
 
 
 def write_text(path: str, text: str) -> None:

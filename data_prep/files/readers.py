@@ -10,6 +10,7 @@ skip``); a problem of the whole file (missing, unsupported suffix, bad gzip or p
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import os
 import zlib
@@ -200,14 +201,8 @@ def local_source(paths: Sequence[str], limit: int | None = None) -> Source:
     for p in paths:
         check_input(p)
 
-    def rows():
-        n = 0
-        for p in paths:
-            for item in _reader(p)(p):
-                if limit is not None and n >= limit:
-                    return
-                n += 1
-                yield item
+    def rows():  # the first ``limit`` rows of the files in turn
+        return itertools.islice(itertools.chain.from_iterable(_reader(p)(p) for p in paths), limit)
 
     def total():
         try:

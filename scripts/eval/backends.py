@@ -148,13 +148,8 @@ def generate(
         return res, backend.info()
     # each of the n samples of a conversation is a request of its own: no cache when n > 1, so none is de-duplicated
     client = make_client(backend, cache=(n == 1) if cache is None else cache)
-    flat = run_chats(
-        client,
-        [c for c in conversations for _ in range(n)],
-        **bar,
-        on_result=lambda j, res: on_result(j // n, j % n, res),
-        done=done * n,
-        total=None if total is None else total * n,
-    )
+    asks = [c for c in conversations for _ in range(n)]
+    counts = dict(done=done * n, total=None if total is None else total * n)  # the bar counts requests
+    flat = run_chats(client, asks, **bar, on_result=lambda j, res: on_result(j // n, j % n, res), **counts)
     per = [flat[i * n : (i + 1) * n] for i in range(len(conversations))]
     return [None if None in p else p for p in per], {**backend.info(), "client_stats": dict(client.stats)}

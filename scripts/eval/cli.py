@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from data_prep.cli import from_args  # noqa: F401 (the evaluators' and benches' settings builder)
+from data_prep.cli import from_args, new_parser  # noqa: F401 (the evaluators' and benches' settings builder, parser)
 
 
 class InputError(Exception):

@@ -40,7 +40,7 @@ from reward_fns import gsm8k, llm_judge
 from reward_fns.judge_client import JudgeResult
 from reward_fns.redact import mask_url
 from scripts.eval.backends import Backend, add_backend_args, generate
-from scripts.eval.cli import InputError, cli_main, from_args
+from scripts.eval.cli import InputError, cli_main, from_args, new_parser
 from scripts.eval.endpoint import add_endpoint_args
 from scripts.eval.figures import gsm8k_figures
 from scripts.eval.gsm8k_data import load_items
@@ -59,9 +59,7 @@ from scripts.eval.predictions import (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog="python -m scripts.eval.gsm8k", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    ap = new_parser("scripts.eval.gsm8k", __doc__)
     g = ap.add_argument_group("data")
     g.add_argument("--data", required=True, metavar="FILE", help="GSM8K test: verl .parquet or raw .jsonl")
     g.add_argument("--limit", type=int, default=None, metavar="N", help="first N questions only")
@@ -113,13 +111,8 @@ class Options:
     def judge_messages(self, item: Mapping, response: str) -> list[dict]:
         """The judge's request for ``response`` to ``item`` (``reward_fns.llm_judge``'s prompt)."""
         reference = {"question": item["question"], "answer": item["answer"]}
-        return llm_judge.build_messages(
-            response,
-            item["ground_truth"],
-            reference,
-            prompt=self.judge_prompt,
-            prompt_version=self.judge_prompt_version,
-        )
+        shown = dict(prompt=self.judge_prompt, prompt_version=self.judge_prompt_version)
+        return llm_judge.build_messages(response, item["ground_truth"], reference, **shown)
 
 
 def parse_options(argv: list[str] | None) -> Options:
@@ -223,18 +216,11 @@ class Answers:
         else:  # offline: the n samples of a question in one go
             asks, total = [[(q, k) for k in range(o.n_samples)] for q in sorted({q for q, _ in todo})], len(self.items)
         if asks:
+            how = dict(desc="policy", progress=not o.no_progress, seed=o.seed, done=total - len(asks), total=total)
+            prompts = [self.items[us[0][0]]["prompt"] for us in asks]
+            answered = lambda i, k, res: self._answered(asks[i][k], res)  # noqa: E731
             _, self.policy_ep = generate(
-                o.policy,
-                [self.items[us[0][0]]["prompt"] for us in asks],
-                n=len(asks[0]),
-                desc="policy",
-                progress=not o.no_progress,
-                seed=o.seed,
-                cache=o.n_samples == 1,
-                on_result=lambda i, k, res: self._answered(asks[i][k], res),
-                stop=stop,
-                done=total - len(asks),
-                total=total,
+                o.policy, prompts, n=len(asks[0]), cache=o.n_samples == 1, on_result=answered, stop=stop, **how
             )
 
     def _ask_judge(self, stop: StopSignals) -> None:
@@ -248,17 +234,9 @@ class Answers:
             self.log.append(self.graded[u])
 
         if todo:
-            done, progress = len(self.graded), not self.options.no_progress
-            _, self.judge_ep = generate(
-                self.options.judge,
-                convs,
-                desc="judge",
-                progress=progress,
-                on_result=graded,
-                stop=stop,
-                done=done,
-                total=done + len(todo),
-            )
+            done = len(self.graded)
+            bar = dict(desc="judge", progress=not self.options.no_progress, done=done, total=done + len(todo))
+            _, self.judge_ep = generate(self.options.judge, convs, on_result=graded, stop=stop, **bar)
 
     def finish(self) -> list[dict]:
         """The scored records of the finished answers (``samples.jsonl``), with their grades; the log in order."""

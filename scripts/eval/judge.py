@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from reward_fns import verdicts
 from reward_fns.judge_metrics import ratio
 from scripts.eval.backends import Backend, add_backend_args, generate
-from scripts.eval.cli import InputError, cli_main, from_args
+from scripts.eval.cli import InputError, cli_main, from_args, new_parser
 from scripts.eval.figures import judge_figures
 from scripts.eval.predictions import (
     REPLY_KEEP_CHARS,
@@ -221,9 +221,7 @@ def render_md(report: dict) -> str:
 
 # ----------------------------------------------------------------------------- CLI
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m scripts.eval.judge", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = new_parser("scripts.eval.judge", __doc__)
     g = p.add_argument_group("data")
     data_help = "pointwise or pairwise parquet (or .jsonl) from data_prep"
     g.add_argument("--data", required=True, metavar="FILE", help=data_help)

@@ -178,14 +178,8 @@ def value_errors(cfg) -> list[str]:
         v, (requirement, ok) = _select(cfg, key, UNSET, UNSET), RANGES[kind]
         if all(_select(cfg, w) is True for w in when) and v is not UNSET and not (v is None and optional) and not ok(v):
             errors.append(f"{key}={v!r}: must be {requirement}")
-    return (
-        errors
-        + reward_option_errors(cfg)
-        + train_hooks.settings_errors(cfg)
-        + watchdog_errors(cfg)
-        + group_reward_errors(cfg)
-        + reward_call_errors(cfg)
-    )
+    errors += reward_option_errors(cfg) + train_hooks.settings_errors(cfg) + watchdog_errors(cfg)
+    return errors + group_reward_errors(cfg) + reward_call_errors(cfg)
 
 
 #: what verl 0.9.1's per-sample reward managers (naive, dapo, limited, gdpo) pass the reward function, by keyword;
@@ -305,7 +299,7 @@ def group_reward_errors(cfg) -> list[str]:
             f"which reward manager {name!r} (source {source}) cannot gather: set {GROUP_MANAGER} reward.num_workers=1"
         )
     n = sel("actor_rollout_ref.rollout.n")
-    counted = isinstance(n, int) and not isinstance(n, bool) and n >= 1  # else VALUE_RULES reports rollout.n
+    counted = _count(n)  # else VALUE_RULES reports rollout.n
     if grouped and counted and n < 2:
         errors.append(
             f"actor_rollout_ref.rollout.n={n}: the group reward manager ({name}) scores each answer with its GRPO "
@@ -354,27 +348,19 @@ def batch_errors(cfg) -> list[str]:
     ``train_batch_size * rollout.n / GPUs``, for the log-prob passes. Skipped with dynamic batch sizes."""
     get = functools.partial(_select, cfg)
     gpus = (get("trainer.n_gpus_per_node") or 0) * (get("trainer.nnodes") or 0)
-    n, mini, batch = (
-        get("actor_rollout_ref.rollout.n"),
-        get("actor_rollout_ref.actor.ppo_mini_batch_size"),
-        get("data.train_batch_size"),
-    )
+    n, mini = get("actor_rollout_ref.rollout.n"), get("actor_rollout_ref.actor.ppo_mini_batch_size")
+    batch = get("data.train_batch_size")
     if not all(isinstance(v, int) and v > 0 for v in (gpus, n, mini, batch)):
         return []
-    errors = []
-    for micro_key, size, what in (
-        ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", mini * n, f"the actor's mini-batch ({mini} x {n})"),
-        ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", batch * n, f"a step's samples ({batch} x {n})"),
-        ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", batch * n, f"a step's samples ({batch} x {n})"),
+    errors, actor, step = [], f"the actor's mini-batch ({mini} x {n})", f"a step's samples ({batch} x {n})"
+    for part, micro_name, dynamic, size, what in (
+        ("actor", "ppo_micro_batch_size_per_gpu", "use_dynamic_bsz", mini * n, actor),
+        ("rollout", "log_prob_micro_batch_size_per_gpu", "log_prob_use_dynamic_bsz", batch * n, step),
+        ("ref", "log_prob_micro_batch_size_per_gpu", "log_prob_use_dynamic_bsz", batch * n, step),
     ):
-        micro, dynamic = (
-            get(micro_key),
-            get(
-                micro_key.rsplit(".", 1)[0]
-                + (".use_dynamic_bsz" if "actor." in micro_key else ".log_prob_use_dynamic_bsz")
-            ),
-        )
-        if not isinstance(micro, int) or dynamic:
+        micro_key = f"actor_rollout_ref.{part}.{micro_name}"
+        micro = get(micro_key)
+        if not isinstance(micro, int) or get(f"actor_rollout_ref.{part}.{dynamic}"):
             continue
         if size % gpus or (size // gpus) % micro:
             errors.append(
@@ -400,7 +386,7 @@ def verl_checks(cfg) -> list[str]:
     """verl's own validate_config plus the dataclasses that instantiate on CPU."""
     from omegaconf import OmegaConf
 
-    errors = []
+    sel, errors = functools.partial(OmegaConf.select, cfg), []
     legacy = [k for k in LEGACY_TOP_LEVEL if k in cfg and _has_value(cfg[k])]
     for k in legacy:
         errors.append(f"legacy top-level '{k}' has values set; move them under reward.*")
@@ -418,9 +404,9 @@ def verl_checks(cfg) -> list[str]:
     from verl.utils.config import omega_conf_to_dataclass
 
     targets = ["algorithm", "actor_rollout_ref.rollout", "reward.sandbox_fusion"]
-    if OmegaConf.select(cfg, "reward.reward_model.enable"):
+    if sel("reward.reward_model.enable"):
         targets.append("reward.reward_model")
-    model_path = str(OmegaConf.select(cfg, "actor_rollout_ref.model.path") or "")
+    model_path = str(sel("actor_rollout_ref.model.path") or "")
     if os.path.isdir(os.path.expanduser(model_path)):
         targets.append("actor_rollout_ref.model")  # loads the HF config + tokenizer: local folders only
     for key in targets:
@@ -435,7 +421,7 @@ def verl_checks(cfg) -> list[str]:
         except Exception as e:
             errors.append(f"{key}: cannot build verl's dataclass: {type(e).__name__}: {' '.join(str(e).split())[:500]}")
 
-    rm = OmegaConf.select(cfg, "reward.reward_manager")
+    rm = sel("reward.reward_manager")
     if rm.source == "register":
         try:
             with _quiet():
@@ -446,22 +432,20 @@ def verl_checks(cfg) -> list[str]:
             errors.append(f"reward.reward_manager.name: '{rm.name}' is not a registered reward manager ({e})")
     elif rm.source != "importlib":
         errors.append(f"reward.reward_manager.source must be 'register' or 'importlib', got '{rm.source}'")
-    if OmegaConf.select(cfg, "reward.reward_model.enable") and OmegaConf.is_missing(
-        OmegaConf.select(cfg, "reward.reward_model.rollout"), "name"
-    ):
+    if sel("reward.reward_model.enable") and OmegaConf.is_missing(sel("reward.reward_model.rollout"), "name"):
         errors.append("reward.reward_model.enable=True needs reward.reward_model.rollout.name (e.g. vllm)")
     if (
-        OmegaConf.select(cfg, "reward.reward_model.enable")
-        and not OmegaConf.select(cfg, "reward.reward_model.enable_resource_pool")
-        and OmegaConf.select(cfg, "trainer.use_v1")
-        and OmegaConf.select(cfg, "reward.custom_reward_function.path")
+        sel("reward.reward_model.enable")
+        and not sel("reward.reward_model.enable_resource_pool")
+        and sel("trainer.use_v1")
+        and sel("reward.custom_reward_function.path")
     ):
         errors.append(
             "colocated reward model + custom reward function + trainer.use_v1=True: verl 0.9.1's V1 trainer calls the "
             "reward function with prompts/responses only (KeyError 'data_source' at the first step); set "
             "trainer.use_v1=False (legacy trainer, whole batch) or reward.reward_model.enable_resource_pool=True"
         )
-    if OmegaConf.is_missing(OmegaConf.select(cfg, "actor_rollout_ref.rollout"), "name"):
+    if OmegaConf.is_missing(sel("actor_rollout_ref.rollout"), "name"):
         errors.append("actor_rollout_ref.rollout.name is not set (e.g. vllm)")
     return errors
 

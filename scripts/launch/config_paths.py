@@ -151,21 +151,21 @@ def check_paths(cfg) -> tuple[list[str], list[str]]:
     return errors, notes
 
 
-def parquet_rows(files) -> int | None:
-    """Rows of the local parquet files together; None when one is remote, missing or not a readable parquet."""
+def _parquets(cfg, key: str) -> tuple[list[str], list[tuple[str, object]]]:
+    """``key``'s files (``data.train_files`` or ``data.val_files``) as written, and (path, ``ParquetFile``) of those
+    that are local readable parquet files; remote, missing and unreadable ones are left out: verl names them."""
     import pyarrow as pa
     import pyarrow.parquet as pq
+    from omegaconf import OmegaConf
 
-    total = 0
-    for f in files:
-        f = os.path.expanduser(str(f))
-        if f.startswith(_REMOTE) or not f.endswith(".parquet") or not os.path.isfile(f):
-            return None
+    files, local = [str(f) for f in _as_list(OmegaConf.select(cfg, key, default=None))], []
+    for f in map(os.path.expanduser, files):
         try:
-            total += pq.ParquetFile(f).metadata.num_rows
+            if not f.startswith(_REMOTE) and f.endswith(".parquet") and os.path.isfile(f):
+                local.append((f, pq.ParquetFile(f)))
         except (pa.ArrowException, OSError):  # not a parquet file: verl names it when it opens it
-            return None
-    return total
+            pass
+    return files, local
 
 
 def data_rows_errors(cfg) -> list[str]:
@@ -174,17 +174,16 @@ def data_rows_errors(cfg) -> list[str]:
     from omegaconf import OmegaConf
 
     errors = []
-    train = [str(f) for f in _as_list(OmegaConf.select(cfg, "data.train_files", default=None))]
-    batch = OmegaConf.select(cfg, "data.train_batch_size", default=None)
-    rows = parquet_rows(train)
-    if rows is not None and isinstance(batch, int) and rows < batch:
+    train, local = _parquets(cfg, "data.train_files")
+    rows, batch = sum(p.metadata.num_rows for _, p in local), OmegaConf.select(cfg, "data.train_batch_size")
+    if len(local) == len(train) and isinstance(batch, int) and rows < batch:
         errors.append(
             f"data.train_files: {', '.join(train)} {'has' if len(train) == 1 else 'have'} {rows} row(s), fewer than "
             f"one batch (data.train_batch_size={batch}): verl would stop with 'Train dataloader is empty!' after "
             "starting Ray and the models; add rows or lower data.train_batch_size"
         )
-    val = [str(f) for f in _as_list(OmegaConf.select(cfg, "data.val_files", default=None))]
-    if val and parquet_rows(val) == 0:
+    val, local = _parquets(cfg, "data.val_files")  # every one local, and no rows in any
+    if val and len(local) == len(val) and not any(p.metadata.num_rows for _, p in local):
         errors.append(
             f"data.val_files: {', '.join(val)} {'has' if len(val) == 1 else 'have'} no rows: nothing to validate on"
         )
@@ -201,7 +200,6 @@ def label_errors(cfg) -> list[str]:
     for another task (pairwise A/B labels under a pointwise judge's reward, a judge's labels under the GSM8K rule)
     would stop the run at its first reward call, after Ray and the models start. One message per file."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
     from omegaconf import OmegaConf
 
     fn = OmegaConf.select(cfg, "reward.custom_reward_function", default=None)
@@ -210,11 +208,9 @@ def label_errors(cfg) -> list[str]:
         return []
     errors = []
     for key in ("data.train_files", "data.val_files"):
-        for f in [os.path.expanduser(str(f)) for f in _as_list(OmegaConf.select(cfg, key, default=None))]:
-            if f.startswith(_REMOTE) or not f.endswith(".parquet") or not os.path.isfile(f):
-                continue
+        for f, parquet in _parquets(cfg, key)[1]:
             try:
-                batch = next(pq.ParquetFile(f).iter_batches(batch_size=LABEL_ROWS, columns=["reward_model"]), None)
+                batch = next(parquet.iter_batches(batch_size=LABEL_ROWS, columns=["reward_model"]), None)
             except (pa.ArrowException, OSError, KeyError, ValueError):  # no such column: verl names it
                 continue
             rows = batch.to_pylist() if batch is not None else []

@@ -23,6 +23,7 @@ from typing import NamedTuple
 import scripts
 from data_prep.files.outputs import write_text
 from scripts.console import say
+from scripts.launch import knobs
 
 ROOT = scripts.ROOT
 SHARED_GSM8K = os.path.normpath(os.path.join(ROOT, "..", "shared", "data", "gsm8k"))
@@ -96,10 +97,7 @@ def gsm8k_args(env) -> list[str]:
 def hub_reachable(env, timeout: float = 3.0) -> bool:
     """Whether the Hugging Face hub can be asked: not when HF_HUB_OFFLINE / HF_DATASETS_OFFLINE say so, nor when its
     host (HF_ENDPOINT, default huggingface.co) does not answer a connection within ``timeout`` seconds."""
-    if any(
-        (env.get(v) or "").strip().lower() in ("1", "true", "yes", "on")
-        for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
-    ):
+    if any(knobs.truthy(env.get(v) or "") for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")):
         return False
     return _connects(urllib.parse.urlsplit(env.get("HF_ENDPOINT") or "https://huggingface.co").hostname or "", timeout)
 

@@ -15,6 +15,7 @@ grades a finished answer while the rest of the batch is still generating. Settin
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import signal
@@ -159,12 +160,8 @@ def planned(cfg, env: dict, job: bool) -> dict | None:
     settings = OmegaConf.to_container(server, resolve=True)
     command(settings, 0)  # a bad setting stops the run here, dry runs too
     want, visible = settings.get("devices"), env.get("CUDA_VISIBLE_DEVICES")
-    settings["split"] = split_devices(
-        want,
-        visible,
-        int(cfg.trainer.n_gpus_per_node),
-        machine=machine_gpus() if want not in (None, "", []) and visible is None else 0,
-    )
+    machine = machine_gpus() if want not in (None, "", []) and visible is None else 0  # counted only when needed
+    settings["split"] = split_devices(want, visible, int(cfg.trainer.n_gpus_per_node), machine=machine)
     return settings
 
 
@@ -186,11 +183,8 @@ def ready(url: str, name: str | None = None, timeout: float = 2.0) -> bool:
 def spawn(settings: dict, env: dict, log_path: str, port: int, python: str = sys.executable) -> Server:
     """Start the server process (its own process group, output to ``log_path``); it answers later (``wait_ready``)."""
     cmd = command(settings, port, python)
-    say(
-        "judge_server",
-        f"starting the judge ({settings.get('engine', 'vllm')}, {settings.get('model')}) on port {port} "
-        f"(log: {log_path})",
-    )
+    judge = f"{settings.get('engine', 'vllm')}, {settings.get('model')}"
+    say("judge_server", f"starting the judge ({judge}) on port {port} (log: {log_path})")
     proc = services.spawn(cmd, env, log_path, group=True)
     return Server(proc, port, log_path, str(settings.get("served_model_name") or "judge"))
 
@@ -198,18 +192,10 @@ def spawn(settings: dict, env: dict, log_path: str, port: int, python: str = sys
 def wait_ready(server: Server, timeout: float, cancel: threading.Event | None = None) -> bool:
     """Wait until ``server`` answers as itself; False if ``cancel`` was set first. ``services.ServiceError`` (the
     log's tail) when it exits or does not answer within ``timeout`` seconds (it is stopped then)."""
-    t0 = time.time()
+    t0, up = time.time(), lambda: ready(server.url, server.name)
+    wait = functools.partial(services.wait_until, who="judge_server", setting="verl_judge.judge_server.start_timeout")
     try:
-        if not services.wait_until(
-            lambda: ready(server.url, server.name),
-            server.proc,
-            "the judge server",
-            timeout,
-            server.log_path,
-            cancel,
-            who="judge_server",
-            setting="verl_judge.judge_server.start_timeout",
-        ):
+        if not wait(up, server.proc, "the judge server", timeout, server.log_path, cancel):
             return False
     except services.ServiceError:
         stop(server)

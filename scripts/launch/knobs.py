@@ -84,14 +84,23 @@ BY_NAME = {k.name: k for k in KNOBS}
 
 
 # ----------------------------------------------------------------------------------------------- resolvers
+#: how a yes/no variable (DRY_RUN, NO_FLASH_ATTN, HF_HUB_OFFLINE, ...) is spelt
+YES, NO = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def truthy(v) -> bool:
+    """Whether a yes/no variable's value says yes (``YES``)."""
+    return str(v).strip().lower() in YES
+
+
 def flash_attn(mode) -> bool:
     """Whether training uses flash-attn: NO_FLASH_ATTN ``0`` / ``1`` / ``auto`` (flash_attn importable here)."""
     m = str(mode).strip().lower()
     if m in ("", "auto"):
         return importlib.util.find_spec("flash_attn") is not None
-    if m in ("0", "false", "no", "off"):
+    if m in NO:
         return True
-    if m in ("1", "true", "yes", "on"):
+    if m in YES:
         return False
     raise ValueError(f"NO_FLASH_ATTN={mode!r}: expected 1, 0 or auto")
 
@@ -148,7 +157,7 @@ def environ(env):
 
 # ----------------------------------------------------------------------------------------------- checks
 #: what DRY_RUN may be: off, on, or print (the launcher's JSON plan)
-DRY_RUN_VALUES = ("", "0", "false", "no", "off", "1", "true", "yes", "on", "print")
+DRY_RUN_VALUES = ("", *NO, *YES, "print")
 
 
 def _spelling(name: str) -> str:

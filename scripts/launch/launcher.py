@@ -79,10 +79,6 @@ class Plan:
     watchdog: dict | None = None  # verl_judge.watchdog when enabled (scripts/launch/stall.py)
 
 
-def truthy(v) -> bool:
-    return str(v).strip().lower() in ("1", "true", "yes", "on")
-
-
 # ----------------------------------------------------------------------------------------------- plan
 def knob_value(k: knobs.Knob, raw: str, env) -> str:
     """A set knob as the run gets it: paths absolute (repo-relative for a Ray job), hub ids and text as given."""
@@ -172,11 +168,8 @@ def recipe_folder(recipe: str) -> str:
     try:
         return config_compose.recipe_dir(recipe)
     except config_compose.ConfigError as e:
-        hint = (
-            f" (a pipeline: bash recipes/{recipe}/run.sh)"
-            if os.path.isfile(os.path.join(knobs.RECIPES, recipe, "run.sh"))
-            else ""
-        )
+        pipeline = os.path.isfile(os.path.join(knobs.RECIPES, recipe, "run.sh"))
+        hint = f" (a pipeline: bash recipes/{recipe}/run.sh)" if pipeline else ""
         raise LaunchError(e.errors[0] + hint) from None
 
 
@@ -343,12 +336,8 @@ def validate(p: Plan, env) -> None:
         refuse(errors, p, env, why)
     for n in notes:
         say("launch", f"CONFIG NOTE: {n}", env)
-    say(
-        "launch",
-        f"config OK: recipe {p.recipe} with {len(p.overrides)} overrides validates against verl's ppo_trainer "
-        f"schema ({time.time() - t0:.1f}s)",
-        env,
-    )
+    what = f"recipe {p.recipe} with {len(p.overrides)} overrides"
+    say("launch", f"config OK: {what} validates against verl's ppo_trainer schema ({time.time() - t0:.1f}s)", env)
 
 
 def check_recipe(recipe: str, overrides: list[str], env, **where) -> Plan:
@@ -386,14 +375,9 @@ def execute(p: Plan, env, tries: int = ray_job.SUBMIT_TRIES, start_tries: int = 
         cenv.update(p.knobs)
     log_file = p.log_file or os.path.join(p.output_dir, "launch.log")
     os.makedirs(os.path.dirname(log_file), exist_ok=True)
-    tee = Tee(log_file, env)
-    tee.log.write(
-        mask(
-            f"[launch] {time.strftime('%Y-%m-%d %H:%M:%S')} recipe {p.recipe} ({p.mode})\n"
-            f"[launch] command: {printable(p, env)}\n",
-            env,
-        )
-    )
+    tee, started = Tee(log_file, env), time.strftime("%Y-%m-%d %H:%M:%S")
+    head = f"[launch] {started} recipe {p.recipe} ({p.mode})\n[launch] command: {printable(p, env)}\n"
+    tee.log.write(mask(head, env))
 
     def on_term(signum, _frame):
         raise SystemExit(128 + signum)
@@ -423,7 +407,7 @@ def run_recipe(recipe: str, overrides: list[str], env=None, warn: bool = False, 
     """Plan, check and run a recipe (``DRY_RUN=1``: stop after the check); the exit code, 2 for a launch error.
     ``where``: ``output_dir``, ``metrics_file``, ``log_file`` instead of the OUTPUT_DIR defaults."""
     env = dict(os.environ if env is None else env)
-    dry = truthy(env.get("DRY_RUN") or "0")
+    dry = knobs.truthy(env.get("DRY_RUN") or "0")
     try:
         p = check_recipe(recipe, overrides, env, **where)
         if dry:

@@ -104,13 +104,9 @@ def run(p, cenv: dict, env, tee: Tee, log_file: str, start_tries: int = START_TR
         race = 0 < rc < 128 and tee.port_taken and not tee.stepped and not stepped(p.metrics_file)
         if not race or attempt == start_tries:
             return rc
-        say(
-            "launch",
-            f"training failed while starting: a port it had picked was taken meanwhile by another "
-            f"process on this host (EADDRINUSE; runs started together race for free ports); starting it again "
-            f"(try {attempt + 1} of {start_tries})",
-            env,
-        )
+        why = "a port it had picked was taken meanwhile by another process on this host (EADDRINUSE; runs started "
+        why += f"together race for free ports); starting it again (try {attempt + 1} of {start_tries})"
+        say("launch", f"training failed while starting: {why}", env)
     return rc
 
 

@@ -25,6 +25,11 @@ ROOT = scripts.ROOT
 #: Ray's command line through this interpreter (for installs without the `ray` script, e.g. pip --target)
 RAY_CLI = (sys.executable, "-c", "import sys; sys.argv[0] = 'ray'; from ray.scripts.scripts import main; main()")
 START_TIMEOUT_S = 180
+#: the ports of a node's agents and servers, each given a free one
+PRIVATE_PORTS = (
+    "dashboard-agent-listen-port dashboard-agent-grpc-port runtime-env-agent-port metrics-export-port "
+    "ray-client-server-port"
+).split()
 START_TRIES = 3
 
 
@@ -71,34 +76,17 @@ def _start_once(
     where = [f"--address={join}"] if join else ["--head", f"--port={port}"]
     # short: Ray puts unix sockets under it (at most 107 characters a path)
     temp_dir = tempfile.mkdtemp(prefix="vj-ray-", dir="/tmp" if os.path.isdir("/tmp") else None)
-    cmd = [
-        *RAY_CLI,
-        "start",
-        *where,
-        "--block",
-        "--disable-usage-stats",
-        f"--temp-dir={temp_dir}",
-        # Ray's fixed default ports (dashboard agent 52365, ...) clash with any other Ray instance on
-        # the machine, whose job agent then never comes up: a private head takes free ports.
-        f"--dashboard-agent-listen-port={free_port()}",
-        f"--dashboard-agent-grpc-port={free_port()}",
-        f"--runtime-env-agent-port={free_port()}",
-        f"--metrics-export-port={free_port()}",
-        f"--ray-client-server-port={free_port()}",
-    ]
-    if not join:
-        cmd += (
-            ["--include-dashboard=true", f"--dashboard-port={dashboard_port}", "--dashboard-host=127.0.0.1"]
-            if dashboard_port
-            else ["--include-dashboard=false"]
-        )
+    cmd = [*RAY_CLI, "start", *where, "--block", "--disable-usage-stats", f"--temp-dir={temp_dir}"]
+    # Ray's fixed default ports (dashboard agent 52365, ...) clash with any other Ray instance on
+    # the machine, whose job agent then never comes up: a private head takes free ports.
+    cmd += [f"--{flag}={free_port()}" for flag in PRIVATE_PORTS]
+    if not join and dashboard_port:
+        cmd += ["--include-dashboard=true", f"--dashboard-port={dashboard_port}", "--dashboard-host=127.0.0.1"]
+    elif not join:
+        cmd.append("--include-dashboard=false")
     cmd += [f"--num-gpus={num_gpus}"] if num_gpus is not None else []
-    say(
-        "ray_head",
-        f"starting a Ray node joining {join} (log: {log_path})"
-        if join
-        else f"starting a private Ray head on port {port} (log: {log_path}; temp dir {temp_dir})",
-    )
+    head = f"a private Ray head on port {port} (log: {log_path}; temp dir {temp_dir})"
+    say("ray_head", f"starting a Ray node joining {join} (log: {log_path})" if join else f"starting {head}")
     proc = services.spawn(cmd, env, log_path, cwd=ROOT)
     proc.temp_dir = temp_dir
     try:

@@ -146,10 +146,7 @@ def submit(cmd: list[str], run, env, tries: int = SUBMIT_TRIES) -> int:
         if rc == 0 or JOB_AGENT_NOT_READY not in tail or attempt == tries:
             return rc
         wait = min(2.0 * attempt, 10.0)
-        say(
-            "launch",
-            f"the cluster's job agent is not ready yet (try {attempt}/{tries}); submitting again in {wait:.0f}s",
-            env,
-        )
+        why = f"the cluster's job agent is not ready yet (try {attempt}/{tries}); submitting again in {wait:.0f}s"
+        say("launch", why, env)
         time.sleep(wait)
     return 1

@@ -228,10 +228,8 @@ def stop_all(why: str, grace: float = 30.0) -> int:
     procs = live()
     if not procs:
         return 0
-    say(
-        "children",
-        f"{why}: stopping {len(procs)} running child process(es): " + ", ".join(f"pid {p.pid}" for p in procs),
-    )
+    pids = ", ".join(f"pid {p.pid}" for p in procs)
+    say("children", f"{why}: stopping {len(procs)} running child process(es): {pids}")
     for p in procs:
         p.terminate()
     for p in procs:

@@ -84,14 +84,9 @@ def main(argv=None) -> int:
     for f in args.overrides_file:
         overrides += [ln.strip() for ln in open(f, encoding="utf-8") if ln.strip() and not ln.lstrip().startswith("#")]
     notes: list[str] = []
+    allowed = config_checks.ALLOWED_ADDITIONS + tuple(args.allow)
     try:
-        cfg = check(
-            overrides,
-            paths=args.paths,
-            allowed=config_checks.ALLOWED_ADDITIONS + tuple(args.allow),
-            notes=notes,
-            recipe=args.recipe,
-        )
+        cfg = check(overrides, paths=args.paths, allowed=allowed, notes=notes, recipe=args.recipe)
     except config_compose.ConfigError as e:
         for msg in e.errors:
             print(f"CONFIG ERROR: {msg}", file=sys.stderr)

@@ -11,13 +11,12 @@ missing or mismatched report.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 
 from data_prep.files.outputs import write_json, write_text
-from scripts.eval.cli import InputError, cli_main
+from scripts.eval.cli import InputError, cli_main, new_parser
 from scripts.report.render import fmt, md_table
 
 SECTIONS = ("overall", "policy")
@@ -56,12 +55,8 @@ def compare(before: dict, after: dict) -> list[list]:
 
 
 def run(argv=None) -> list[list]:
-    ap = argparse.ArgumentParser(
-        prog="python -m scripts.report.compare_evals",
-        description=__doc__.split("\n\n")[0],
-        epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    summary, epilog = __doc__.split("\n\n", 1)
+    ap = new_parser("scripts.report.compare_evals", summary, epilog=epilog)
     ap.add_argument("before", help="report folder or report.json of the start model")
     ap.add_argument("after", help="report folder or report.json of the trained model")
     ap.add_argument("--out", metavar="FILE.md", default=None, help="write the table here (and FILE.json)")

@@ -25,16 +25,11 @@ from collections.abc import Mapping, Sequence
 
 from data_prep.files.errors import DataError
 from data_prep.files.outputs import write_json, write_text
-from scripts.eval.cli import InputError, cli_main
+from scripts.eval.cli import InputError, cli_main, new_parser
 from scripts.report.render import md_table, pyplot, read_metrics, save_fig
 
 STAGES = ("gen", "reward", "old_log_prob", "ref", "update_actor")
-JUDGE_HEALTH = (
-    "judge_health/error_rate",
-    "judge_health/parse_fail_rate",
-    "judge_health/fallback_rate",
-    "judge_health/agree_rule",
-)
+JUDGE_HEALTH = tuple(f"judge_health/{k}" for k in ("error_rate", "parse_fail_rate", "fallback_rate", "agree_rule"))
 POSITION = ("position/verdict_a_share", "position/label_a_share")
 IDENTICAL_GROUPS = "grpo/identical_reward_groups"
 SHARE_YLIM = (-0.03, 1.03)
@@ -236,12 +231,8 @@ def plot_all(runs: Sequence[tuple[str, list]], out_dir: str, smooth: int = 1, lo
 
 # ----------------------------------------------------------------------------- CLI
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog="python -m scripts.report.plot_metrics",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="keys the judge panels read: " + ", ".join([*JUDGE_HEALTH, *POSITION, IDENTICAL_GROUPS]),
-    )
+    epilog = "keys the judge panels read: " + ", ".join([*JUDGE_HEALTH, *POSITION, IDENTICAL_GROUPS])
+    ap = new_parser("scripts.report.plot_metrics", __doc__, epilog=epilog)
     ap.add_argument("runs", nargs="+", metavar="RUN.jsonl", help="metrics JSONL file(s); several are overlaid")
     ap.add_argument("--out", required=True, metavar="DIR", help="output folder for the PNGs and summary")
     labels_help = "one legend label per run (default: file names without .jsonl)"

@@ -11,12 +11,12 @@ the first run's (none for a stage under 0.05 s there).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 import sys
 
+from data_prep.cli import new_parser
 from data_prep.files.errors import DataError
 from scripts.report.render import read_metrics
 
@@ -69,11 +69,7 @@ def _print_table(corner: str, columns: list[str], rows: list[tuple[str, list]], 
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m scripts.report.summarize_run",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    ap = new_parser("scripts.report.summarize_run", __doc__)
     ap.add_argument("files", nargs="+", help="metrics JSONL file(s)")
     ap.add_argument("--skip-first", type=int, default=1, help="steps left out of the medians (default 1)")
     ap.add_argument("--json", action="store_true", help="print JSON instead of Markdown")

@@ -39,7 +39,7 @@ class Generator:
         if self.tok.pad_token is None:
             self.tok.pad_token = self.tok.eos_token
         self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).eval()
-        self.max_batch, self.cap, self.q, self.batches = max_batch, max_new_tokens_cap, queue.Queue(), 0
+        self.max_batch, self.cap, self.q = max_batch, max_new_tokens_cap, queue.Queue()
         threading.Thread(target=self._worker, name="generate", daemon=True).start()
 
     def submit(self, loop: asyncio.AbstractEventLoop, messages: list[dict], max_tokens: int) -> asyncio.Future:
@@ -59,7 +59,6 @@ class Generator:
                 outs = self._generate([(m, n) for _, _, m, n in items])
             except Exception as e:  # report to every waiter, keep serving
                 outs = [e] * len(items)
-            self.batches += 1
             for (loop, fut, _, _), out in zip(items, outs):
                 loop.call_soon_threadsafe(_settle, fut, out)
 

@@ -34,8 +34,10 @@ import sys
 import time
 from typing import NamedTuple
 
+from data_prep.cli import new_parser
 from reward_fns import verdicts
 from scripts import bytecode
+from scripts.launch import knobs
 from scripts.launch import launcher as launch
 from scripts.workflows import cli, steps
 from scripts.workflows.stages import Stages, say
@@ -266,9 +268,7 @@ def judge_to_reward(flow: Stages, cfg: Pipeline) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m scripts.pipeline", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = new_parser("scripts.pipeline", __doc__)
     workflow_help = "judge: data -> SFT -> GRPO -> merge -> evaluate; judge_to_reward: the same, then a GSM8K policy "
     workflow_help += "rewarded by the trained judge (--task pointwise or pairwise_ref)"
     p.add_argument("workflow", choices=("judge", "judge_to_reward"), help=workflow_help)
@@ -312,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     cfg = parse_args(argv)
     flow = cli.run_of(cfg)
-    if launch.truthy(os.environ.get("DRY_RUN") or "0"):
+    if knobs.truthy(os.environ.get("DRY_RUN") or "0"):
         return dry_run(flow, cfg, argv)
     slow_start = bytecode.warning()  # before any stage: every stage starts Python processes
     if slow_start:

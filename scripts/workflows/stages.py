@@ -78,13 +78,9 @@ class Stages:
         """A training stage: ``recipe`` with ``overrides`` through the launcher (checked, then run), its metrics in
         ``<metrics>``, its log ``logs/<name>.log``; ``env``: the stage's environment instead of the run's (another
         GPU)."""
-        with (
-            open(os.devnull, "w") as null,
-            contextlib.redirect_stdout(null) if self.quiet else contextlib.nullcontext(),
-        ):
-            rc = launch.run_recipe(
-                recipe, overrides, dict(env or self.env, PYTHON=self.py), **self.where(name, metrics)
-            )
+        env, quiet = dict(env or self.env, PYTHON=self.py), self.quiet
+        with open(os.devnull, "w") as null, contextlib.redirect_stdout(null) if quiet else contextlib.nullcontext():
+            rc = launch.run_recipe(recipe, overrides, env, **self.where(name, metrics))
         if rc != 0:
             raise SystemExit(f"[pipeline] stage failed (exit {rc}): recipe {recipe}; log: {self.log(name)}")
 
@@ -150,15 +146,13 @@ class Stages:
     def chain(self, name: str, stages: list[tuple], note: str = "") -> dict:
         """Start ``stages`` (``(name, output, fn)``) one after the other in a thread of their own (log only);
         ``join`` waits for it and re-raises its first error."""
-        job = {"name": name, "errors": []}
+        job, note = {"name": name, "errors": []}, note or f" (beside the main stages, in chain {name}; log only)"
 
         def target() -> None:
             self._local.background = True
             try:
                 for stage_name, output, fn in stages:
-                    self.marked(
-                        stage_name, output, fn, note=note or f" (beside the main stages, in chain {name}; log only)"
-                    )
+                    self.marked(stage_name, output, fn, note=note)
             except BaseException as e:  # re-raised in the main thread by join
                 job["errors"].append(e)
 

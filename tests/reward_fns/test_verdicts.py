@@ -48,7 +48,7 @@ def test_kinds(kind, fields):
     assert (kind.name, kind.tag, kind.marker, kind.paired, kind.reward, kind.metrics, kind.compare_keys) == fields
     assert verdicts.KINDS[kind.name] is kind and eval_judge.TASKS == ("pairwise", "pointwise")
     # the verdict a kind writes is the one its parser and its reward read
-    reply = "<think>x</think>" + kind.wrap(4 if kind is verdicts.POINTWISE else "B")
+    reply = f"<think>x</think><{kind.tag}>{4 if kind is verdicts.POINTWISE else 'B'}</{kind.tag}>"
     assert (
         kind.parse(reply).ok and kind.reward("judge", reply, "4" if kind is verdicts.POINTWISE else "B")["score"] == 1.0
     )
