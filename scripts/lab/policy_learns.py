@@ -48,6 +48,7 @@ import tempfile
 
 from scripts.lab import arms, instances, report, reuse, scorecard
 from scripts.lab.scorecard import run_name
+from scripts.launch import knobs
 from scripts.launch import launcher as launch
 from scripts.launch.services import as_command
 from scripts.workflows import cli, pipeline, steps
@@ -394,7 +395,7 @@ def parse_args(argv: list[str]) -> Experiment:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     cfg = parse_args(argv)
-    dry = launch.truthy(os.environ.get("DRY_RUN") or "0")
+    dry = knobs.truthy(os.environ.get("DRY_RUN") or "0")
     if cfg.instances is not None and not dry:
         return instances.run(cfg, argv)
     testbed_dir = {} if cfg.testbed == "none" else {"GSM8K_DIR": os.path.abspath(os.path.join(cfg.out, "testbed"))}

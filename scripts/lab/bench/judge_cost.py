@@ -84,7 +84,6 @@ from scripts.lab.bench.children import Run, run_waves
 from scripts.lab.bench.cost_report import gpu_names, markdown, report, train_steps
 from scripts.launch import knobs, services
 from scripts.launch import overrides as ov
-from scripts.launch.launcher import truthy
 from scripts.workflows.cli import add_options, option
 
 ROOT = scripts.ROOT
@@ -115,7 +114,7 @@ def is_dry(env) -> bool:
     """DRY_RUN as the launcher reads it (``scripts.launch.launcher``): 1/true/yes/on check and stop, ``print`` prints
     the plan; anything else (unset, 0, false, no, off) runs for real."""
     v = env.get("DRY_RUN") or "0"
-    return truthy(v) or v.strip().lower() == "print"
+    return knobs.truthy(v) or v.strip().lower() == "print"
 
 
 def shared(steps: int, folder: str, arm: str) -> list[str]:
