@@ -137,8 +137,8 @@ def check_paths(cfg) -> tuple[list[str], list[str]]:
             errors.append(f"reward.custom_reward_function.path: reward function file/module not found: {fn_path}")
         elif not fn_name:
             errors.append("reward.custom_reward_function.name is empty")
-        elif f.endswith(".py") and syntax_error(f):
-            errors.append(f"reward.custom_reward_function.path: {f} is not valid Python: {syntax_error(f)}")
+        elif f.endswith(".py") and (why := syntax_error(f)):
+            errors.append(f"reward.custom_reward_function.path: {f} is not valid Python: {why}")
         elif not _defines(f, str(fn_name)):
             errors.append(f"reward.custom_reward_function.name: '{fn_name}' is not defined in {f}")
     if sel("reward.reward_manager.source") == "importlib":
