@@ -127,6 +127,7 @@ def test_the_groups_hold_these_modules():
         ],
         "lab/bench": [
             "__init__.py",
+            "__main__.py",
             "abstain.py",
             "children.py",
             "cost_report.py",

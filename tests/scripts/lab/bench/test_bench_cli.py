@@ -471,3 +471,28 @@ def test_ray_cluster_parses_into_its_settings(monkeypatch, tmp_path, argv, nodes
     )
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.gpus = 3
+
+
+def test_the_bench_package_names_each_benchmark_module():
+    """``python -m scripts.lab.bench`` names exactly the benchmark modules that run as ``python -m``."""
+    out = subprocess.run(
+        [sys.executable, "-m", "scripts.lab.bench"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    bench = os.path.join(ROOT, "scripts", "lab", "bench")
+    runnable = {
+        f[:-3]
+        for f in os.listdir(bench)
+        if f.endswith(".py") and f != "__main__.py" and '__name__ == "__main__"' in open(os.path.join(bench, f)).read()
+    }
+    assert (
+        set(re.findall(r"python -m scripts\.lab\.bench\.(\w+)", out))
+        == runnable
+        == {
+            "abstain",
+            "judge_cost",
+            "judge_reward",
+            "random_model",
+            "ray_cluster",
+            "rewards",
+        }
+    )
