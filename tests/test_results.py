@@ -1040,3 +1040,58 @@ def test_judge_cost_deferred_numbers_come_from_its_metrics(rep, ratios):
     assert f"{ratios['colocated']:.2f}x" in readme and f"{ratios['colocated_deferred']:.2f}x" in readme
     exits = open(os.path.join(JUDGE_COST_DEFERRED, "exits.txt")).read()
     assert exits.count("EXIT=0") == 6
+
+
+JUDGE_COST_PLACEMENTS = os.path.join(ROOT, "docs", "results", "2026-12-07-judge_cost_placements")
+
+
+@pytest.mark.parametrize(
+    "rep, ratios",
+    [
+        (1, {"resident": 0.82, "route": 1.26}),
+        (2, {"server": 1.20, "colocated": 1.22}),
+        (3, {"resident": 1.33, "colocated": 1.86}),
+    ],
+)
+def test_judge_cost_placements_numbers_come_from_its_metrics(rep, ratios):
+    """2026-12-07-judge_cost_placements: each repetition's table row is the arm's medians over steps 2-20
+    (``cost_report.medians``) and its step ratio to the rule's; a judged run never failed a judge call, and the judge
+    answered every sample it was asked (route: the rule decided the rest)."""
+    from scripts.lab.bench.cost_report import medians
+
+    keys = ("gen", "reward", "old_log_prob", "ref", "update_actor")
+    readme = open(os.path.join(JUDGE_COST_PLACEMENTS, "README.md")).read()
+    path = lambda arm: os.path.join(JUDGE_COST_PLACEMENTS, "metrics", f"rep{rep}", f"{arm}.jsonl.gz")  # noqa: E731
+    rule = medians([path("rule")])[0]["timing_s/step"]
+    for arm, ratio in {"rule": 1.0, **ratios}.items():
+        med, n = medians([path(arm)])
+        assert (n, round(med["timing_s/step"] / rule, 2)) == (19, ratio)
+        cells = " | ".join(f"{med[f'timing_s/{k}']:.2f}" for k in keys)
+        assert f"| {rep} | `{arm}` | 19 | {med['timing_s/step']:.2f} s | {ratio:.2f}x | {cells} |" in readme
+        rows = [r["data"] for r in _jsonl(path(arm)) if "timing_s/step" in r["data"]]
+        if arm in ("server", "colocated", "route"):
+            assert {r["judge_health/error_rate"] for r in rows} == {0.0}
+        if arm in ("server", "colocated"):
+            assert min(r["judge_health/answered_rate"] for r in rows) >= 0.992
+        if arm == "route":
+            assert {round(r["judge_health/answered_rate"] + r["judge_health/skipped_rate"], 6) for r in rows} == {1.0}
+            asked = 1 - sum(r["judge_health/skipped_rate"] for r in rows[1:]) / len(rows[1:])
+            assert f"{asked:.0%}" == "23%" and "asked for 23% of the" in readme
+
+
+def test_judge_cost_placements_exits_and_split():
+    """Ten runs exited 0 (the judge's training and three repetitions) and repetition 1's colocated and server runs
+    ran out of memory; repetition 3's side-by-side resident / colocated steps give the README's cost of the calls."""
+    from scripts.lab.bench.cost_report import medians
+
+    exits = open(os.path.join(JUDGE_COST_PLACEMENTS, "exits.txt")).read()
+    assert (exits.count("EXIT=0"), sorted(re.findall(r"(rep\d \w+) EXIT=1", exits))) == (
+        10,
+        ["rep1 colocated", "rep1 server"],
+    )
+    step = lambda arm: medians([os.path.join(JUDGE_COST_PLACEMENTS, "metrics", "rep3", f"{arm}.jsonl.gz")])[0]  # noqa: E731
+    assert round(step("colocated")["timing_s/step"] - step("resident")["timing_s/step"], 2) == 1.07
+    assert (
+        "the calls add 1.07 s a step (3.77 s against 2.70 s)"
+        in open(os.path.join(JUDGE_COST_PLACEMENTS, "README.md")).read()
+    )
