@@ -10,6 +10,8 @@ project replaces, with the reason; nothing else of verl is touched.
 
 from __future__ import annotations
 
+import time
+
 from reward_fns.judge_options import Mode
 from scripts.train import deferred_reward, hooks
 
@@ -80,7 +82,9 @@ class Seam:
         return grouped_advantage
 
     def data_metrics(self, compute_data_metrics):
-        """verl's step metrics plus the hooks' (``hooks.reward_metrics``), then the watches."""
+        """verl's step metrics plus the hooks' (``hooks.reward_metrics``) and ``perf/step_end_unix_s`` (the clock as
+        the step's metrics are computed, after its actor update: runs side by side compare the steps they ran
+        together), then the watches."""
 
         def with_judge_metrics(batch, use_critic=True):
             metrics = compute_data_metrics(batch=batch, use_critic=use_critic)
@@ -94,6 +98,7 @@ class Seam:
             if "uid" in nt and "token_level_scores" in batch.batch.keys():
                 scores = batch.batch["token_level_scores"].sum(-1).float().cpu().numpy()
                 metrics["grpo/identical_reward_groups"] = hooks.identical_group_share(scores, nt["uid"])
+            metrics["perf/step_end_unix_s"] = time.time()
             self.fail_fast.update(metrics)
             if self.hacking is not None:
                 self.hacking.update(metrics)

@@ -27,10 +27,27 @@ def train_steps(path: str) -> list[dict]:
     return [r for r in read_metrics(path) if isinstance(r.get("timing_s/step"), (int, float))]
 
 
-def medians(files: list[str], skip_first: int = 1) -> tuple[dict[str, float], int]:
-    """Each ``timing_s/*`` key's median over the steps after the first ``skip_first`` of every file, pooled; and how
-    many steps that is."""
+def together(files: list[str], skip_first: int = 1) -> tuple[float, float] | None:
+    """The clock window in which every file's run was stepping (after its first ``skip_first`` steps): from the
+    latest first step's start to the earliest last step's end, by ``perf/step_end_unix_s`` and ``timing_s/step``.
+    None when a file has no such step or the runs never stepped together."""
+    spans = []
+    for f in files:
+        rows = [r for r in train_steps(f)[skip_first:] if "perf/step_end_unix_s" in r]
+        if not rows:
+            return None
+        spans.append((rows[0]["perf/step_end_unix_s"] - rows[0]["timing_s/step"], rows[-1]["perf/step_end_unix_s"]))
+    start, end = max(s for s, _ in spans), min(e for _, e in spans)
+    return (start, end) if start < end else None
+
+
+def medians(files: list[str], skip_first: int = 1, window: tuple[float, float] | None = None):
+    """Each ``timing_s/*`` key's median over the steps after the first ``skip_first`` of every file, pooled, and how
+    many steps that is; with ``window`` (``together``), only the steps run wholly inside it."""
     rows = [r for f in files for r in train_steps(f)[skip_first:]]
+    if window is not None:
+        ends = [(r, r.get("perf/step_end_unix_s")) for r in rows]
+        rows = [r for r, e in ends if e is not None and window[0] <= e - r["timing_s/step"] and e <= window[1]]
     keys = sorted({k for r in rows for k in r if k.startswith("timing_s/") and isinstance(r[k], (int, float))})
     return {k: statistics.median(r[k] for r in rows if k in r) for k in keys}, len(rows)
 
