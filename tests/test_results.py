@@ -1014,6 +1014,25 @@ def test_seam_main_exit0_numbers_come_from_its_metrics(run, median_step, vals):
 
 
 JUDGE_COST_DEFERRED = os.path.join(ROOT, "docs", "results", "2026-12-07-judge_cost_deferred")
+JUDGE_COST_PLACEMENTS = os.path.join(ROOT, "docs", "results", "2026-12-07-judge_cost_placements")
+
+
+def _cost_rows(folder: str, rep: int, ratios: dict, keys: tuple) -> dict[str, list[dict]]:
+    """A cost repetition's README rows are each arm's medians over steps 2-20 (``cost_report.medians``; "-" for a
+    stage the arm lacks) and its step ratio to the rule's; returns each arm's training rows."""
+    from scripts.lab.bench.cost_report import medians
+
+    readme = open(os.path.join(folder, "README.md")).read()
+    path = lambda arm: os.path.join(folder, "metrics", f"rep{rep}", f"{arm}.jsonl.gz")  # noqa: E731
+    rule = medians([path("rule")])[0]["timing_s/step"]
+    rows = {}
+    for arm, ratio in {"rule": 1.0, **ratios}.items():
+        med, n = medians([path(arm)])
+        assert (n, round(med["timing_s/step"] / rule, 2)) == (19, ratio)
+        cells = " | ".join(f"{med[f'timing_s/{k}']:.2f}" if f"timing_s/{k}" in med else "-" for k in keys)
+        assert f"| {rep} | `{arm}` | 19 | {med['timing_s/step']:.2f} s | {ratio:.2f}x | {cells} |" in readme
+        rows[arm] = [r["data"] for r in _jsonl(path(arm)) if "timing_s/step" in r["data"]]
+    return rows
 
 
 @pytest.mark.parametrize(
@@ -1021,28 +1040,15 @@ JUDGE_COST_DEFERRED = os.path.join(ROOT, "docs", "results", "2026-12-07-judge_co
     [(1, {"colocated": 1.72, "colocated_deferred": 1.19}), (2, {"colocated": 2.13, "colocated_deferred": 1.35})],
 )
 def test_judge_cost_deferred_numbers_come_from_its_metrics(rep, ratios):
-    """2026-12-07-judge_cost_deferred: each repetition's table row is the arm's medians over steps 2-20
-    (``cost_report.medians``), its step ratio to the rule's, and the judged runs never failed a judge call."""
-    from scripts.lab.bench.cost_report import medians
-
+    """2026-12-07-judge_cost_deferred: each repetition's table rows (``_cost_rows``), and the judged runs never failed
+    a judge call."""
     keys = ("gen", "reward", "reward_deferred", "reward_join", "old_log_prob", "ref", "update_actor")
+    rows = _cost_rows(JUDGE_COST_DEFERRED, rep, ratios, keys)
+    assert {r["judge_health/error_rate"] for arm in ratios for r in rows[arm]} == {0.0}
     readme = open(os.path.join(JUDGE_COST_DEFERRED, "README.md")).read()
-    path = lambda arm: os.path.join(JUDGE_COST_DEFERRED, "metrics", f"rep{rep}", f"{arm}.jsonl.gz")  # noqa: E731
-    rule = medians([path("rule")])[0]["timing_s/step"]
-    for arm, ratio in {"rule": 1.0, **ratios}.items():
-        med, n = medians([path(arm)])
-        assert (n, round(med["timing_s/step"] / rule, 2)) == (19, ratio)
-        cells = " | ".join(f"{med[f'timing_s/{k}']:.2f}" if f"timing_s/{k}" in med else "-" for k in keys)
-        assert f"| {rep} | `{arm}` | 19 | {med['timing_s/step']:.2f} s | {ratio:.2f}x | {cells} |" in readme
-        if arm != "rule":
-            rows = [r["data"] for r in _jsonl(path(arm)) if "timing_s/step" in r["data"]]
-            assert {r["judge_health/error_rate"] for r in rows} == {0.0}
     assert f"{ratios['colocated']:.2f}x" in readme and f"{ratios['colocated_deferred']:.2f}x" in readme
     exits = open(os.path.join(JUDGE_COST_DEFERRED, "exits.txt")).read()
     assert exits.count("EXIT=0") == 6
-
-
-JUDGE_COST_PLACEMENTS = os.path.join(ROOT, "docs", "results", "2026-12-07-judge_cost_placements")
 
 
 @pytest.mark.parametrize(
@@ -1054,29 +1060,19 @@ JUDGE_COST_PLACEMENTS = os.path.join(ROOT, "docs", "results", "2026-12-07-judge_
     ],
 )
 def test_judge_cost_placements_numbers_come_from_its_metrics(rep, ratios):
-    """2026-12-07-judge_cost_placements: each repetition's table row is the arm's medians over steps 2-20
-    (``cost_report.medians``) and its step ratio to the rule's; a judged run never failed a judge call, and the judge
-    answered every sample it was asked (route: the rule decided the rest)."""
-    from scripts.lab.bench.cost_report import medians
-
-    keys = ("gen", "reward", "old_log_prob", "ref", "update_actor")
-    readme = open(os.path.join(JUDGE_COST_PLACEMENTS, "README.md")).read()
-    path = lambda arm: os.path.join(JUDGE_COST_PLACEMENTS, "metrics", f"rep{rep}", f"{arm}.jsonl.gz")  # noqa: E731
-    rule = medians([path("rule")])[0]["timing_s/step"]
-    for arm, ratio in {"rule": 1.0, **ratios}.items():
-        med, n = medians([path(arm)])
-        assert (n, round(med["timing_s/step"] / rule, 2)) == (19, ratio)
-        cells = " | ".join(f"{med[f'timing_s/{k}']:.2f}" for k in keys)
-        assert f"| {rep} | `{arm}` | 19 | {med['timing_s/step']:.2f} s | {ratio:.2f}x | {cells} |" in readme
-        rows = [r["data"] for r in _jsonl(path(arm)) if "timing_s/step" in r["data"]]
-        if arm in ("server", "colocated", "route"):
-            assert {r["judge_health/error_rate"] for r in rows} == {0.0}
-        if arm in ("server", "colocated"):
-            assert min(r["judge_health/answered_rate"] for r in rows) >= 0.992
-        if arm == "route":
-            assert {round(r["judge_health/answered_rate"] + r["judge_health/skipped_rate"], 6) for r in rows} == {1.0}
-            asked = 1 - sum(r["judge_health/skipped_rate"] for r in rows[1:]) / len(rows[1:])
-            assert f"{asked:.0%}" == "23%" and "asked for 23% of the" in readme
+    """2026-12-07-judge_cost_placements: each repetition's table rows (``_cost_rows``); a judged run never failed a
+    judge call, and the judge answered every sample it was asked (route: the rule decided the rest)."""
+    rows = _cost_rows(JUDGE_COST_PLACEMENTS, rep, ratios, ("gen", "reward", "old_log_prob", "ref", "update_actor"))
+    for arm in set(ratios) & {"server", "colocated", "route"}:
+        assert {r["judge_health/error_rate"] for r in rows[arm]} == {0.0}
+    for arm in set(ratios) & {"server", "colocated"}:
+        assert min(r["judge_health/answered_rate"] for r in rows[arm]) >= 0.992
+    if "route" in ratios:
+        route = rows["route"]
+        assert {round(r["judge_health/answered_rate"] + r["judge_health/skipped_rate"], 6) for r in route} == {1.0}
+        asked = 1 - sum(r["judge_health/skipped_rate"] for r in route[1:]) / len(route[1:])
+        readme = open(os.path.join(JUDGE_COST_PLACEMENTS, "README.md")).read()
+        assert f"{asked:.0%}" == "23%" and "asked for 23% of the" in readme
 
 
 def test_judge_cost_placements_exits_and_split():
