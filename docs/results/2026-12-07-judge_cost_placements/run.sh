@@ -8,9 +8,10 @@
 #   REP=3 ARMS="rule resident colocated" bash run.sh
 OUT=${OUT:-outputs/judge_cost_placements}; REP=${REP:-1}; ARMS=${ARMS:-rule resident colocated server route}
 PY=${PYTHON:-python3}; STAGE="--eval-questions 32 --skip-eval --kv-cache-gb 2"; mkdir -p "$OUT"
+[ -e "$OUT/t0" ] || date +%s > "$OUT/t0"; at() { echo "at $(( $(date +%s) - $(cat "$OUT/t0") )) s"; }
 if [ ! -e "$OUT/judge/judge_model" ]; then
   $PY -m scripts.lab.policy_learns --out "$OUT/judge" --arms judge --no-rule --steps 2 --test-freq 2 $STAGE \
-    > "$OUT/train.log" 2>&1; echo "train EXIT=$?" >> "$OUT/exits.txt"
+    > "$OUT/train.log" 2>&1; echo "train EXIT=$? $(at)" >> "$OUT/exits.txt"
 fi
 declare -A ARM=(
   [rule]="--arms rule"
@@ -20,8 +21,8 @@ declare -A ARM=(
   [route]="--arms route"
 )
 PL="$PY -m scripts.lab.policy_learns --reuse $OUT/judge --steps 20 --test-freq 20 --parallel 1 $STAGE"
-echo "rep $REP order: $ARMS" >> "$OUT/exits.txt"
+echo "rep $REP order: $ARMS $(at)" >> "$OUT/exits.txt"
 for a in $ARMS; do
   ( $PL --out "$OUT/rep$REP/$a" ${ARM[$a]} > "$OUT/rep${REP}_$a.log" 2>&1; echo "rep$REP $a EXIT=$?" >> "$OUT/exits.txt" ) &
 done
-wait; echo "rep $REP done" >> "$OUT/exits.txt"
+wait; echo "rep $REP done $(at)" >> "$OUT/exits.txt"

@@ -27,16 +27,31 @@ def train_steps(path: str) -> list[dict]:
     return [r for r in read_metrics(path) if isinstance(r.get("timing_s/step"), (int, float))]
 
 
+#: verl's stages between the step timer's end and the step's metrics (``RayPPOTrainer.fit``)
+AFTER_STEP = ("timing_s/testing", "timing_s/stop_profile")
+
+
+def span(row: dict) -> tuple[float, float] | None:
+    """A training step's (start, end) on the clock: ``perf/step_end_unix_s`` is read as the step's metrics are
+    computed, after its validation, so the stages after the step timer come off; None without the clock."""
+    if "perf/step_end_unix_s" not in row:
+        return None
+    end = row["perf/step_end_unix_s"] - sum(row.get(k, 0.0) for k in AFTER_STEP)
+    return end - row["timing_s/step"], end
+
+
 def together(files: list[str], skip_first: int = 1) -> tuple[float, float] | None:
     """The clock window in which every file's run was stepping (after its first ``skip_first`` steps): from the
-    latest first step's start to the earliest last step's end, by ``perf/step_end_unix_s`` and ``timing_s/step``.
-    None when a file has no such step or the runs never stepped together."""
+    latest first step's start to the earliest last step's end (``span``). None when there is no file, a file has no
+    step with the clock, or the runs never stepped together."""
     spans = []
     for f in files:
-        rows = [r for r in train_steps(f)[skip_first:] if "perf/step_end_unix_s" in r]
-        if not rows:
+        steps = [sp for r in train_steps(f)[skip_first:] if (sp := span(r))]
+        if not steps:
             return None
-        spans.append((rows[0]["perf/step_end_unix_s"] - rows[0]["timing_s/step"], rows[-1]["perf/step_end_unix_s"]))
+        spans.append((steps[0][0], steps[-1][1]))
+    if not spans:
+        return None
     start, end = max(s for s, _ in spans), min(e for _, e in spans)
     return (start, end) if start < end else None
 
@@ -46,8 +61,7 @@ def medians(files: list[str], skip_first: int = 1, window: tuple[float, float] |
     many steps that is; with ``window`` (``together``), only the steps run wholly inside it."""
     rows = [r for f in files for r in train_steps(f)[skip_first:]]
     if window is not None:
-        ends = [(r, r.get("perf/step_end_unix_s")) for r in rows]
-        rows = [r for r, e in ends if e is not None and window[0] <= e - r["timing_s/step"] and e <= window[1]]
+        rows = [r for r in rows if (sp := span(r)) and window[0] <= sp[0] and sp[1] <= window[1]]
     keys = sorted({k for r in rows for k in r if k.startswith("timing_s/") and isinstance(r[k], (int, float))})
     return {k: statistics.median(r[k] for r in rows if k in r) for k in keys}, len(rows)
 

@@ -263,7 +263,7 @@ def test_install_wires_verl_trainer(monkeypatch):
     assert list(b.non_tensor_batch["prompt_uid"]) == ["u1", "u2"]
     before = time.time()
     m = ray_trainer.compute_data_metrics(batch=b, use_critic=False)
-    assert before <= m["perf/step_end_unix_s"] <= time.time()  # the clock at the step's end (cost_report.together)
+    assert before <= m["perf/step_end_unix_s"] <= time.time()  # the clock at the metrics (cost_report.span)
     assert m["judge_health/parse_fail_rate"] == 1.0 and m["grpo/identical_reward_groups"] == 0.0
     assert m["reward/judge_parse_fail/mean"] == 1.0
     with pytest.raises(JudgeSilentError):

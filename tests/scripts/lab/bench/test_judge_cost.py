@@ -104,9 +104,11 @@ def test_report_gives_exact_medians_over_steps_2_to_n_and_ratios_to_the_rule(tmp
     ]
 
 
-def _clocked(ends, steps):
-    """Training rows whose steps end at ``ends`` (``perf/step_end_unix_s``) after taking ``steps`` seconds."""
-    return [{"timing_s/step": s, "perf/step_end_unix_s": e} for e, s in zip(ends, steps)]
+def _clocked(steps):
+    """Training rows from (clock at the metrics, step seconds[, validation seconds after the step])."""
+    return [
+        {"timing_s/step": s[1], "perf/step_end_unix_s": s[0], "timing_s/testing": (s[2:] or [0.0])[0]} for s in steps
+    ]
 
 
 # (first run's steps as (end, duration), second run's, the window, each run's steps inside it after the first)
@@ -117,6 +119,8 @@ TOGETHER = [
     ([(10, 9), (22, 2), (24, 2), (26, 2), (28, 2)], [(20, 19), (24, 4), (28, 4), (32, 4)], (20, 28), [4, 2]),
     # the slow run started at 23: the fast run's steps 2-3 (20-24) are left out
     ([(10, 9), (22, 2), (24, 2), (26, 2), (28, 2)], [(20, 19), (27, 4), (31, 4)], (23, 28), [2, 1]),
+    # the fast run's last step validated for 3 s after it ended at 28: the clock reads 31, the step ended at 28
+    ([(10, 9), (22, 2), (24, 2), (26, 2), (31, 2, 3)], [(20, 19), (24, 4), (28, 4), (32, 4)], (20, 28), [4, 2]),
     ([(10, 9), (12, 2)], [(10, 9), (12, 2)], (10, 12), [1, 1]),  # one kept step each, the same span
 ]
 
@@ -125,14 +129,15 @@ TOGETHER = [
 def test_together_is_the_window_every_run_stepped_in(tmp_path, a, b, span, inside):
     """``cost_report.together``: from the latest first kept step's start to the earliest last step's end (None when the
     runs never stepped together); ``medians`` with it counts only the steps wholly inside."""
-    fa = str(_metrics(tmp_path / "a.jsonl", _clocked(*zip(*a))))
-    fb = str(_metrics(tmp_path / "b.jsonl", _clocked(*zip(*b))))
+    fa = str(_metrics(tmp_path / "a.jsonl", _clocked(a)))
+    fb = str(_metrics(tmp_path / "b.jsonl", _clocked(b)))
     window = cr.together([fa, fb])
     assert window == span
     if window is not None:
         assert [cr.medians([f], window=window)[1] for f in (fa, fb)] == inside
     assert cr.medians([fa])[1] == len(a) - 1  # no window: every step after the first
     assert cr.together([fa, str(_metrics(tmp_path / "c.jsonl", _steps([1, 2], [1, 1], [0, 0])))]) is None  # no clock
+    assert cr.together([]) is None
 
 
 def test_the_report_of_a_bench_with_no_rule_arm_has_no_ratios(tmp_path):
