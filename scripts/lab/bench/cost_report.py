@@ -1,5 +1,7 @@
 """The report of ``python -m scripts.lab.bench.judge_cost``: each arm's median stage times over its finished runs, their
 ratios to the base arm's, the runs, the arms' definitions, the machine and the commit (``cost.json``, ``cost.md``).
+Runs of a round that stepped at the same time count only the steps they ran together (``together``: runs started in
+one second do not step together, as the one without a judge starts stepping first).
 
 A run is anything with ``arm``, ``round``, ``gpu``, ``rc``, ``seconds``, ``folder``, ``metrics`` and ``command``
 (``scripts.lab.bench.children.Run``), and ``error`` (a run that exited 0 and still failed)."""
@@ -56,14 +58,24 @@ def together(files: list[str], skip_first: int = 1) -> tuple[float, float] | Non
     return (start, end) if start < end else None
 
 
-def medians(files: list[str], skip_first: int = 1, window: tuple[float, float] | None = None):
-    """Each ``timing_s/*`` key's median over the steps after the first ``skip_first`` of every file, pooled, and how
-    many steps that is; with ``window`` (``together``), only the steps run wholly inside it."""
-    rows = [r for f in files for r in train_steps(f)[skip_first:]]
-    if window is not None:
-        rows = [r for r in rows if (sp := span(r)) and window[0] <= sp[0] and sp[1] <= window[1]]
+def step_rows(path: str, skip_first: int = 1, window: tuple[float, float] | None = None) -> list[dict]:
+    """A metrics file's training steps after the first ``skip_first``; with ``window`` (``together``), only the
+    steps run wholly inside it."""
+    rows = train_steps(path)[skip_first:]
+    if window is None:
+        return rows
+    return [r for r in rows if (sp := span(r)) and window[0] <= sp[0] and sp[1] <= window[1]]
+
+
+def timing_medians(rows: list[dict]) -> tuple[dict[str, float], int]:
+    """Each ``timing_s/*`` key's median over ``rows``, and how many rows that is."""
     keys = sorted({k for r in rows for k in r if k.startswith("timing_s/") and isinstance(r[k], (int, float))})
     return {k: statistics.median(r[k] for r in rows if k in r) for k in keys}, len(rows)
+
+
+def medians(files: list[str], skip_first: int = 1, window: tuple[float, float] | None = None):
+    """``timing_medians`` over the ``step_rows`` of every file, pooled."""
+    return timing_medians([r for f in files for r in step_rows(f, skip_first, window)])
 
 
 def stage_order(keys) -> list[str]:
@@ -71,14 +83,27 @@ def stage_order(keys) -> list[str]:
     return [s for s in STAGES if s in keys] + sorted(set(keys) - set(STAGES))
 
 
+def rounds_together(runs: list, skip_first: int) -> dict[int, tuple[float, float]]:
+    """{round: ``together`` window} for each round whose runs that exited 0 (two or more) stepped at the same time;
+    a round run one arm after another has none."""
+    windows = {}
+    for rnd in dict.fromkeys(r.round for r in runs):
+        files = [r.metrics for r in runs if r.round == rnd and r.rc == 0]
+        if len(files) > 1 and (w := together(files, skip_first)):
+            windows[rnd] = w
+    return windows
+
+
 def summarize(runs: list, skip_first: int, base: str, table: dict[str, tuple[str, list[str]]]) -> dict:
     """{arm: {recipe, overrides, runs, steps, median, ratio}} for the arms with a run that exited 0 and logged a step
     after the first ``skip_first``; ratios to the ``base`` arm where it is among them. ``table``: arm -> (recipe,
-    the arm's own overrides)."""
+    the arm's own overrides). Where a round's runs stepped at the same time, only the steps inside the window in
+    which all of them were stepping count (``rounds_together``)."""
+    windows = rounds_together(runs, skip_first)
     arms: dict[str, dict] = {}
     for arm in dict.fromkeys(r.arm for r in runs):
         ok = [r for r in runs if r.arm == arm and r.rc == 0]
-        med, n = medians([r.metrics for r in ok], skip_first)
+        med, n = timing_medians([x for r in ok for x in step_rows(r.metrics, skip_first, windows.get(r.round))])
         if n:
             recipe, own = table[arm]
             arms[arm] = {"recipe": recipe, "overrides": own, "runs": len(ok), "steps": n, "median": med}
@@ -97,7 +122,12 @@ def markdown(rep: dict) -> str:
         f"# Judge cost ({rep['date']}): {', '.join(s['arms'])}",
         "",
         f"Placement: {s['placement']}; {s['steps']} steps a run, {s['rounds']} round(s); medians over steps "
-        f"{s['skip_first'] + 1}..N of each run; "
+        f"{s['skip_first'] + 1}..N of each run"
+        + (
+            f" (round(s) {', '.join(rep['together'])}: only the steps all its runs ran together); "
+            if rep.get("together")
+            else "; "
+        )
         + (
             f"ratio = the arm's median / the {base} arm's (none where the {base}'s is under {MIN_BASE_S} s)."
             if base
@@ -202,4 +232,5 @@ def report(runs: list, settings: dict, command: str, skip_first: int, table: dic
             for r in runs
         ],
         "arms": summarize(runs, skip_first, settings["base"], table),
+        "together": {str(k): list(w) for k, w in rounds_together(runs, skip_first).items()},
     }

@@ -146,6 +146,35 @@ def test_the_report_of_a_bench_with_no_rule_arm_has_no_ratios(tmp_path):
     assert arms["server"]["median"]["timing_s/step"] == 3.0 and arms["server"]["ratio"] == {}
 
 
+def test_a_round_run_side_by_side_counts_only_the_steps_its_runs_ran_together(tmp_path, monkeypatch):
+    """``summarize`` / ``report``: round 1's two runs stepped at the same time, so each arm's medians keep only the
+    steps inside their common window (the rule's early steps, run while the judged run was starting, are out); round
+    2 ran one arm after the other, so every step counts; the report names the windowed round."""
+    monkeypatch.setattr(cr, "commit", lambda: "abc")
+    monkeypatch.setattr(cr, "machine", lambda: {"host": "h", "gpus": [], "packages": {}})
+    rule1 = _metrics(tmp_path / "r1/metrics.jsonl", _clocked([(10, 9), (12, 1), (13, 1), (21, 1), (22, 1)]))
+    col1 = _metrics(tmp_path / "c1/metrics.jsonl", _clocked([(20, 19), (22, 2), (24, 2)]))
+    rule2 = _metrics(tmp_path / "r2/metrics.jsonl", _clocked([(100, 9), (101, 1), (102, 1)]))
+    col2 = _metrics(tmp_path / "c2/metrics.jsonl", _clocked([(120, 9), (123, 3), (126, 3)]))
+    runs = [
+        jc.Run("rule", 1, "0", os.path.dirname(rule1), [], rc=0),
+        jc.Run("colocated", 1, "0", os.path.dirname(col1), [], rc=0),
+        jc.Run("rule", 2, "0", os.path.dirname(rule2), [], rc=0),
+        jc.Run("colocated", 2, "0", os.path.dirname(col2), [], rc=0),
+    ]
+    assert cr.rounds_together(runs, 1) == {1: (20, 22)}
+    arms = cr.summarize(runs, 1, "rule", jc.ARMS)
+    # round 1 keeps the rule's steps 4-5 (20-21, 21-22) and colocated's step 2 (20-22); round 2 keeps all
+    assert {a: (v["steps"], v["median"]["timing_s/step"]) for a, v in arms.items()} == {
+        "rule": (4, 1.0),
+        "colocated": (3, 3.0),
+    }
+    settings = {"arms": ["rule", "colocated"], "placement": "p", "steps": 5, "rounds": 2, "base": "rule"}
+    rep = cr.report(runs, settings, "cmd", 1, jc.ARMS)
+    assert rep["together"] == {"1": [20, 22]}
+    assert "(round(s) 1: only the steps all its runs ran together)" in cr.markdown(rep)
+
+
 # ------------------------------------------------------------------------------------------------ configs
 def _flat(d, pre=""):
     out = {}
