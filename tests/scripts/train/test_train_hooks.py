@@ -4,7 +4,7 @@ trainer (scripts/train/seam.py: the trainer subclass verl's task runner builds, 
 from __future__ import annotations
 
 import math
-import time
+import types
 
 import numpy as np
 import pytest
@@ -261,9 +261,11 @@ def test_install_wires_verl_trainer(monkeypatch):
     ray_trainer.compute_advantage(b)
     assert seen["uid"] == ["pair:p", "pair:p"]
     assert list(b.non_tensor_batch["prompt_uid"]) == ["u1", "u2"]
-    before = time.time()
+    from scripts.train import seam
+
+    monkeypatch.setattr(seam, "time", types.SimpleNamespace(time=lambda: 1234.5))  # the seam's clock, fixed
     m = ray_trainer.compute_data_metrics(batch=b, use_critic=False)
-    assert before <= m["perf/step_end_unix_s"] <= time.time()  # the clock at the metrics (cost_report.span)
+    assert m["perf/step_end_unix_s"] == 1234.5  # the clock as the metrics are computed (cost_report.span)
     assert m["judge_health/parse_fail_rate"] == 1.0 and m["grpo/identical_reward_groups"] == 0.0
     assert m["reward/judge_parse_fail/mean"] == 1.0
     with pytest.raises(JudgeSilentError):
