@@ -73,9 +73,9 @@ def timing_medians(rows: list[dict]) -> tuple[dict[str, float], int]:
     return {k: statistics.median(r[k] for r in rows if k in r) for k in keys}, len(rows)
 
 
-def medians(files: list[str], skip_first: int = 1, window: tuple[float, float] | None = None):
+def medians(files: list[str], skip_first: int = 1) -> tuple[dict[str, float], int]:
     """``timing_medians`` over the ``step_rows`` of every file, pooled."""
-    return timing_medians([r for f in files for r in step_rows(f, skip_first, window)])
+    return timing_medians([r for f in files for r in step_rows(f, skip_first)])
 
 
 def stage_order(keys) -> list[str]:
@@ -94,12 +94,11 @@ def rounds_together(runs: list, skip_first: int) -> dict[int, tuple[float, float
     return windows
 
 
-def summarize(runs: list, skip_first: int, base: str, table: dict[str, tuple[str, list[str]]]) -> dict:
+def summarize(runs: list, skip_first: int, base: str, table: dict[str, tuple[str, list[str]]], windows: dict) -> dict:
     """{arm: {recipe, overrides, runs, steps, median, ratio}} for the arms with a run that exited 0 and logged a step
     after the first ``skip_first``; ratios to the ``base`` arm where it is among them. ``table``: arm -> (recipe,
-    the arm's own overrides). Where a round's runs stepped at the same time, only the steps inside the window in
-    which all of them were stepping count (``rounds_together``)."""
-    windows = rounds_together(runs, skip_first)
+    the arm's own overrides). ``windows``: {round: window} (``rounds_together``); in such a round only the steps
+    inside the window count."""
     arms: dict[str, dict] = {}
     for arm in dict.fromkeys(r.arm for r in runs):
         ok = [r for r in runs if r.arm == arm and r.rc == 0]
@@ -212,6 +211,7 @@ def machine() -> dict:
 
 def report(runs: list, settings: dict, command: str, skip_first: int, table: dict) -> dict:
     """The whole report (``cost.json``); ``settings`` holds ``base`` and the arms' ``definitions``."""
+    windows = rounds_together(runs, skip_first)
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "command": command,
@@ -231,6 +231,6 @@ def report(runs: list, settings: dict, command: str, skip_first: int, table: dic
             }
             for r in runs
         ],
-        "arms": summarize(runs, skip_first, settings["base"], table),
-        "together": {str(k): list(w) for k, w in rounds_together(runs, skip_first).items()},
+        "arms": summarize(runs, skip_first, settings["base"], table, windows),
+        "together": {str(k): list(w) for k, w in windows.items()},
     }

@@ -59,7 +59,7 @@ def test_report_gives_exact_medians_over_steps_2_to_n_and_ratios_to_the_rule(tmp
         jc.Run("colocated", 1, "0", os.path.dirname(col1), [], rc=0, seconds=11.0),
         jc.Run("colocated", 2, "0", os.path.dirname(col2), [], rc=0, seconds=12.0),
     ]
-    arms = cr.summarize(runs, 1, "rule", jc.ARMS)
+    arms = cr.summarize(runs, 1, "rule", jc.ARMS, cr.rounds_together(runs, 1))
     assert {a: (v["steps"], v["runs"], v["median"], v["ratio"]) for a, v in arms.items()} == {
         "rule": (
             4,
@@ -134,7 +134,7 @@ def test_together_is_the_window_every_run_stepped_in(tmp_path, a, b, span, insid
     window = cr.together([fa, fb])
     assert window == span
     if window is not None:
-        assert [cr.medians([f], window=window)[1] for f in (fa, fb)] == inside
+        assert [len(cr.step_rows(f, 1, window)) for f in (fa, fb)] == inside
     assert cr.medians([fa])[1] == len(a) - 1  # no window: every step after the first
     assert cr.together([fa, str(_metrics(tmp_path / "c.jsonl", _steps([1, 2], [1, 1], [0, 0])))]) is None  # no clock
     assert cr.together([]) is None
@@ -142,7 +142,7 @@ def test_together_is_the_window_every_run_stepped_in(tmp_path, a, b, span, insid
 
 def test_the_report_of_a_bench_with_no_rule_arm_has_no_ratios(tmp_path):
     f = _metrics(tmp_path / "server/metrics.jsonl", _steps([9, 2, 4], [1, 1, 1], [1, 1, 1]))
-    arms = cr.summarize([jc.Run("server", 1, "0", os.path.dirname(f), [], rc=0)], 1, "rule", jc.ARMS)
+    arms = cr.summarize([jc.Run("server", 1, "0", os.path.dirname(f), [], rc=0)], 1, "rule", jc.ARMS, {})
     assert arms["server"]["median"]["timing_s/step"] == 3.0 and arms["server"]["ratio"] == {}
 
 
@@ -163,7 +163,7 @@ def test_a_round_run_side_by_side_counts_only_the_steps_its_runs_ran_together(tm
         jc.Run("colocated", 2, "0", os.path.dirname(col2), [], rc=0),
     ]
     assert cr.rounds_together(runs, 1) == {1: (20, 22)}
-    arms = cr.summarize(runs, 1, "rule", jc.ARMS)
+    arms = cr.summarize(runs, 1, "rule", jc.ARMS, cr.rounds_together(runs, 1))
     # round 1 keeps the rule's steps 4-5 (20-21, 21-22) and colocated's step 2 (20-22); round 2 keeps all
     assert {a: (v["steps"], v["median"]["timing_s/step"]) for a, v in arms.items()} == {
         "rule": (4, 1.0),
