@@ -83,8 +83,8 @@ class Seam:
 
     def data_metrics(self, compute_data_metrics):
         """verl's step metrics plus the hooks' (``hooks.reward_metrics``) and ``perf/step_end_unix_s`` (the clock as
-        the step's metrics are computed: after the step and its validation, ``cost_report.span``; runs side by side
-        compare the steps they ran together), then the watches."""
+        the step's metrics are computed, after the step and its validation: runs side by side compare the steps they
+        ran together), then the watches."""
 
         def with_judge_metrics(batch, use_critic=True):
             metrics = compute_data_metrics(batch=batch, use_critic=use_critic)
